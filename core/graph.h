@@ -1,0 +1,178 @@
+// Graph, Node and Output: the dataflow graph a program is built from.
+//
+// A Graph owns its Nodes. Nodes are appended in creation order and an input
+// must exist before the node that consumes it, so node ids are a topological
+// order (autodiff and the compiler rely on this). Every node's output dtypes
+// and shapes are inferred when it is added, by its op's shape function; a
+// node that fails shape inference is never added.
+//
+// A Graph also holds a library of Functions: sub-graphs with arguments and
+// results, used as loop bodies and pipeline stages.
+//
+//   Graph g;
+//   ASSIGN_OR_RETURN(Node* n, g.AddNode({"MatMul", "dense/matmul", {x, w}}));
+//   Output y(n, 0);   // y.shape() == [?, 10]
+//
+// Thread safety: building is single-threaded; a Graph that is no longer
+// modified may be read from any number of threads.
+#ifndef IPUFLOW_CORE_GRAPH_H_
+#define IPUFLOW_CORE_GRAPH_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "core/attr_value.h"
+#include "core/dtype.h"
+#include "core/tensor_shape.h"
+
+namespace ipuflow {
+
+class Graph;
+class Node;
+class OpDef;
+
+// One output of a node: the edge handle users build graphs with.
+struct Output {
+  Output() = default;
+  Output(Node* n, int i = 0) : node(n), index(i) {}  // NOLINT: implicit.
+
+  bool valid() const { return node != nullptr; }
+  DType dtype() const;
+  const TensorShape& shape() const;
+  std::string name() const;  // "node_name:index"
+  bool operator==(const Output& o) const {
+    return node == o.node && index == o.index;
+  }
+  bool operator!=(const Output& o) const { return !(*this == o); }
+  bool operator<(const Output& o) const;
+  template <typename H>
+  friend H AbslHashValue(H h, const Output& o) {
+    return H::combine(std::move(h), o.node, o.index);
+  }
+
+  Node* node = nullptr;
+  int index = 0;
+};
+
+// What a caller passes to Graph::AddNode.
+struct NodeSpec {
+  std::string op;
+  std::string name;
+  std::vector<Output> inputs;
+  AttrMap attrs;
+  std::vector<Node*> control_inputs;
+  int ipu = -1;         // Shard (IPU index within a replica); -1: unplaced.
+  std::string block;    // PopTorch-style block name; empty: none.
+};
+
+class Node {
+ public:
+  int id() const { return id_; }
+  const std::string& name() const { return name_; }
+  const std::string& op() const { return op_; }
+  const OpDef& op_def() const { return *op_def_; }
+  Graph* graph() const { return graph_; }
+
+  int num_inputs() const { return static_cast<int>(inputs_.size()); }
+  const Output& input(int i) const { return inputs_[i]; }
+  const std::vector<Output>& inputs() const { return inputs_; }
+  const std::vector<Node*>& control_inputs() const { return control_inputs_; }
+
+  int num_outputs() const { return static_cast<int>(output_dtypes_.size()); }
+  DType output_dtype(int i) const { return output_dtypes_[i]; }
+  const TensorShape& output_shape(int i) const { return output_shapes_[i]; }
+
+  const AttrMap& attrs() const { return attrs_; }
+  // REQUIRES: the attribute exists with type T (guaranteed for declared attrs).
+  template <typename T>
+  const T& attr(const std::string& name) const {
+    return *attrs_.at(name).get<T>();
+  }
+  bool has_attr(const std::string& name) const { return attrs_.count(name); }
+
+  int ipu() const { return ipu_; }
+  const std::string& block() const { return block_; }
+
+  // "MatMul 'dense/matmul'": how errors name this node.
+  std::string DebugName() const;
+
+ private:
+  friend class Graph;
+  int id_ = -1;
+  std::string name_;
+  std::string op_;
+  const OpDef* op_def_ = nullptr;
+  Graph* graph_ = nullptr;
+  std::vector<Output> inputs_;
+  std::vector<Node*> control_inputs_;
+  AttrMap attrs_;
+  std::vector<DType> output_dtypes_;
+  std::vector<TensorShape> output_shapes_;
+  int ipu_ = -1;
+  std::string block_;
+};
+
+// A sub-graph with named arguments and results (a loop body, a stage).
+// Its `body` holds one "_Arg" node per argument, in order.
+struct Function {
+  std::string name;
+  std::unique_ptr<Graph> body;
+  std::vector<Output> args;
+  std::vector<Output> results;
+};
+
+class Graph {
+ public:
+  Graph();
+  ~Graph();
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  // Validates `spec` against its op (input count and dtypes, attributes),
+  // infers output shapes, and appends the node. Errors name the node and op.
+  absl::StatusOr<Node*> AddNode(NodeSpec spec);
+
+  int num_nodes() const { return static_cast<int>(nodes_.size()); }
+  Node* node(int id) const { return nodes_[id].get(); }
+  Node* FindNode(const std::string& name) const;
+  // Nodes in id (= topological) order.
+  std::vector<Node*> nodes() const;
+  // A name not yet used in this graph, derived from `base`.
+  std::string UniqueName(const std::string& base);
+
+  // Function library.
+  absl::Status AddFunction(std::unique_ptr<Function> fn);
+  const Function* FindFunction(const std::string& name) const;
+  const std::map<std::string, std::unique_ptr<Function>>& functions() const {
+    return functions_;
+  }
+
+  // Nodes collected under a name (e.g. "variables", "initializers").
+  void AddToCollection(const std::string& key, Node* node);
+  const std::vector<Node*>& collection(const std::string& key) const;
+  const std::map<std::string, std::vector<Node*>>& collections() const {
+    return collections_;
+  }
+
+  // A stable digest of the nodes, attributes, placement and functions; equal
+  // graphs give equal fingerprints (used by compile caches).
+  std::string Fingerprint() const;
+
+ private:
+  std::vector<std::unique_ptr<Node>> nodes_;
+  absl::flat_hash_map<std::string, Node*> by_name_;
+  absl::flat_hash_set<std::string> used_names_;  // Nodes and scope prefixes.
+  absl::flat_hash_map<std::string, int> name_counters_;  // Last suffix used.
+  std::map<std::string, std::unique_ptr<Function>> functions_;
+  std::map<std::string, std::vector<Node*>> collections_;
+};
+
+}  // namespace ipuflow
+
+#endif  // IPUFLOW_CORE_GRAPH_H_

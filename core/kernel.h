@@ -1,0 +1,134 @@
+// KernelContext: what an op's kernel sees when it runs, and RunEnv, the
+// device a program runs on (its threads, its variables, its services).
+//
+//   absl::Status SquareKernel(KernelContext& ctx) {
+//     const Tensor& x = ctx.input(0);
+//     Tensor* y = ctx.allocate_output(0, x.shape());
+//     y->flat<float>() = x.flat<float>().square();
+//     return absl::OkStatus();
+//   }
+//
+// Kernels report bad input with ctx.InvalidArgument(...), which names the
+// node and op. allocate_output returns memory planned by the compiler
+// (core/program.h) when the shape is the one planned, else fresh memory.
+//
+// Thread safety: one KernelContext per kernel invocation, used by one
+// thread. Kernels may run concurrently with other kernels of the same program
+// (inter-op parallelism), so they must not keep mutable static state.
+#ifndef IPUFLOW_CORE_KERNEL_H_
+#define IPUFLOW_CORE_KERNEL_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/graph.h"
+#include "core/resource.h"
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+
+namespace ipuflow {
+
+// Where a program runs: the host, or one emulated IPU of one replica.
+// Not owned by programs; must outlive every run that uses it.
+struct RunEnv {
+  ThreadPool* intra_op = nullptr;  // Required: kernels' ParallelFor.
+  ThreadPool* inter_op = nullptr;  // Optional: independent nodes in parallel.
+  ResourceMgr* resources = nullptr;
+  int replica = 0;
+  int num_replicas = 1;
+  int ipu = 0;  // Index of the IPU this program runs on (within its system).
+  // Set to cancel runs in progress (blocking kernels check it).
+  std::atomic<bool>* cancelled = nullptr;
+  // Device services (feeds, collectives, ...) kernels look up by type.
+  // Not owned.
+  void* services = nullptr;
+};
+
+// Where the compiler placed one output of a node: `offset` into the
+// program's arena, or -1 when the output gets memory of its own (fetched,
+// or its shape was not known at compile time).
+struct OutputPlan {
+  TensorShape shape;
+  int64_t offset = -1;
+};
+
+// Per-node state a kernel may keep between runs of one program (e.g. a
+// compiled loop body). Owned by the program.
+class KernelState {
+ public:
+  virtual ~KernelState() = default;
+};
+
+class KernelContext {
+ public:
+  const Node& node() const { return *node_; }
+  int num_inputs() const { return static_cast<int>(inputs_.size()); }
+  const Tensor& input(int i) const { return *inputs_[i]; }
+  int num_outputs() const { return node_->num_outputs(); }
+  DType output_dtype(int i) const { return node_->output_dtype(i); }
+  // The output's shape as inferred by the compiler (fully defined when the
+  // program's feeds are).
+  const TensorShape& planned_shape(int i) const;
+
+  // Allocates output i with `shape` (dtype from the graph).
+  Tensor* allocate_output(int i, const TensorShape& shape);
+  // Hands over an existing tensor (a view of an input, a constant, ...).
+  void set_output(int i, Tensor t);
+  Tensor* mutable_output(int i) { return &outputs_[i]; }
+
+  template <typename T>
+  const T& attr(const std::string& name) const {
+    return node_->attr<T>(name);
+  }
+
+  void ParallelFor(int64_t n, double cost_per_unit,
+                   const std::function<void(int64_t, int64_t)>& fn) const {
+    env_->intra_op->ParallelFor(n, cost_per_unit, fn);
+  }
+  const ThreadPool& intra_op() const { return *env_->intra_op; }
+  RunEnv& env() const { return *env_; }
+  bool cancelled() const {
+    return env_->cancelled != nullptr &&
+           env_->cancelled->load(std::memory_order_acquire);
+  }
+  // Kernel-private state kept across runs of this program.
+  std::unique_ptr<KernelState>& state() { return *state_; }
+
+  // Errors prefixed with the node: "MatMul 'dense/matmul': ...".
+  template <typename... Args>
+  absl::Status InvalidArgument(const Args&... args) const {
+    return absl::InvalidArgumentError(
+        absl::StrCat(node_->DebugName(), ": ", args...));
+  }
+  template <typename... Args>
+  absl::Status Error(absl::StatusCode code, const Args&... args) const {
+    return absl::Status(code, absl::StrCat(node_->DebugName(), ": ", args...));
+  }
+
+ private:
+  friend class Program;
+  KernelContext(const Node* node, std::vector<const Tensor*> inputs,
+                Tensor* outputs, RunEnv* env,
+                std::unique_ptr<KernelState>* state,
+                const std::vector<OutputPlan>* plans,
+                const std::shared_ptr<TensorBuffer>* arena)
+      : node_(node), inputs_(std::move(inputs)), outputs_(outputs),
+        env_(env), state_(state), plans_(plans), arena_(arena) {}
+
+  const Node* node_;
+  std::vector<const Tensor*> inputs_;
+  Tensor* outputs_;  // num_outputs() slots.
+  RunEnv* env_;
+  std::unique_ptr<KernelState>* state_;
+  const std::vector<OutputPlan>* plans_;       // One per output.
+  const std::shared_ptr<TensorBuffer>* arena_;  // The program's arena.
+};
+
+}  // namespace ipuflow
+
+#endif  // IPUFLOW_CORE_KERNEL_H_

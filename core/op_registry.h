@@ -1,0 +1,186 @@
+// The op registry. An op is defined in one place, in one chain: its
+// signature (inputs, attributes with defaults), its shape function, its CPU
+// kernel and its gradient (or the reason it has none).
+//
+//   REGISTER_OP("Square")
+//       .Input("x")
+//       .SetShapeFn(shape_fns::UnchangedFloat)
+//       .SetKernel(SquareKernel)
+//       // y = x^2;  dy/dx = 2x
+//       .SetGradient([](const Scope& s, const Node& op,
+//                       absl::Span<const Output> dy, std::vector<Output>* dx) {
+//         dx->push_back(Mul(s, dy[0], Mul(s, Const(s, 2.f), op.input(0))));
+//         return absl::OkStatus();
+//       });
+//
+// The number of outputs is whatever the shape function sets. Registration
+// happens in static initialisers: op libraries are `alwayslink`.
+//
+// Thread safety: registration happens before main(); lookups are read-only
+// and safe from any thread.
+#ifndef IPUFLOW_CORE_OP_REGISTRY_H_
+#define IPUFLOW_CORE_OP_REGISTRY_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "core/attr_value.h"
+#include "core/graph.h"
+#include "core/status.h"
+
+namespace ipuflow {
+
+class KernelContext;
+class Scope;
+class ShapeContext;
+
+using ShapeFn = std::function<absl::Status(ShapeContext&)>;
+using KernelFn = std::function<absl::Status(KernelContext&)>;
+// Builds the gradients of `op`'s inputs from the gradients of its outputs.
+// `dy[i]` is invalid (Output{}) when output i received no gradient. Pushes one
+// entry per input; an invalid Output means "no gradient for this input".
+using GradFn =
+    std::function<absl::Status(const Scope& scope, const Node& op,
+                               absl::Span<const Output> dy,
+                               std::vector<Output>* dx)>;
+
+// How a stateful op touches the resource (variable) given as its input 0.
+enum class ResourceAccess { kNone, kRead, kWrite };
+
+class OpDef {
+ public:
+  const std::string& name() const { return name_; }
+  const std::vector<std::string>& input_names() const { return inputs_; }
+  // True if the last declared input takes any number (>= 1) of tensors.
+  bool variadic_input() const { return variadic_; }
+  const std::map<std::string, AttrValue>& attr_defaults() const {
+    return attr_defaults_;
+  }
+  const std::vector<std::string>& required_attrs() const {
+    return required_attrs_;
+  }
+  const ShapeFn& shape_fn() const { return shape_fn_; }
+  const KernelFn& kernel() const { return kernel_; }
+  const GradFn& gradient() const { return gradient_; }
+  bool has_gradient() const { return static_cast<bool>(gradient_); }
+  // Why the op has no gradient ("integer output", ...); empty if it has one.
+  const std::string& not_differentiable_reason() const { return no_grad_; }
+  bool is_stateful() const { return stateful_; }
+  ResourceAccess resource_access() const { return resource_access_; }
+  // Output -> input whose buffer the output may alias (no copy).
+  const std::map<int, int>& forwards() const { return forwards_; }
+
+ private:
+  friend class OpRegistration;
+  friend class OpRegistry;
+  std::string name_;
+  std::vector<std::string> inputs_;
+  bool variadic_ = false;
+  std::map<std::string, AttrValue> attr_defaults_;
+  std::vector<std::string> required_attrs_;
+  ShapeFn shape_fn_;
+  KernelFn kernel_;
+  GradFn gradient_;
+  std::string no_grad_;
+  bool stateful_ = false;
+  ResourceAccess resource_access_ = ResourceAccess::kNone;
+  std::map<int, int> forwards_;
+};
+
+// Fluent builder returned by REGISTER_OP.
+class OpRegistration {
+ public:
+  explicit OpRegistration(OpDef* def) : def_(def) {}
+  OpRegistration& Input(std::string name);
+  // Any number (>= 1) of inputs; must be the last input.
+  OpRegistration& VariadicInput(std::string name);
+  OpRegistration& Attr(std::string name, AttrValue default_value);
+  OpRegistration& RequiredAttr(std::string name);
+  OpRegistration& SetShapeFn(ShapeFn fn);
+  OpRegistration& SetKernel(KernelFn fn);
+  OpRegistration& SetGradient(GradFn fn);
+  OpRegistration& NotDifferentiable(std::string reason);
+  OpRegistration& SetStateful(ResourceAccess access = ResourceAccess::kNone);
+  OpRegistration& Forwards(int output, int input);
+
+ private:
+  OpDef* def_;
+};
+
+class OpRegistry {
+ public:
+  static OpRegistry* Global();
+  // Aborts on a duplicate name (a build error, not a user error).
+  OpRegistration Register(const std::string& name);
+  // NotFound naming the op if it is unknown.
+  absl::StatusOr<const OpDef*> Find(const std::string& name) const;
+  std::vector<const OpDef*> ops() const;
+
+ private:
+  std::map<std::string, std::unique_ptr<OpDef>> ops_;
+};
+
+// What a shape function sees: the node's inputs, attributes and (for inputs
+// fed by Const nodes) their values.
+class ShapeContext {
+ public:
+  ShapeContext(const OpDef* def, std::string name,
+               const std::vector<DType>* in_dtypes,
+               const std::vector<TensorShape>* in_shapes,
+               const std::vector<const Tensor*>* in_constants,
+               const AttrMap* attrs, const Graph* graph)
+      : def_(def), name_(std::move(name)),
+        in_dtypes_(in_dtypes), in_shapes_(in_shapes),
+        in_constants_(in_constants), attrs_(attrs), graph_(graph) {}
+
+  const std::string& node_name() const { return name_; }
+  const std::string& op_name() const { return def_->name(); }
+  int num_inputs() const { return static_cast<int>(in_dtypes_->size()); }
+  DType input_dtype(int i) const { return (*in_dtypes_)[i]; }
+  const TensorShape& input_shape(int i) const { return (*in_shapes_)[i]; }
+  // The value of input i if it is a Const node's output, else nullptr.
+  const Tensor* input_constant(int i) const { return (*in_constants_)[i]; }
+  const AttrMap& attrs() const { return *attrs_; }
+  template <typename T>
+  absl::StatusOr<T> attr(const std::string& name) const {
+    return GetAttr<T>(*attrs_, name);
+  }
+  // The graph the node is being added to (for function attributes).
+  const Graph* graph() const { return graph_; }
+
+  void set_output(int i, DType dtype, TensorShape shape);
+  const std::vector<DType>& output_dtypes() const { return out_dtypes_; }
+  const std::vector<TensorShape>& output_shapes() const { return out_shapes_; }
+
+  // Common checks; errors name the input by its declared name.
+  absl::Status ExpectRank(int input, int rank) const;
+  absl::Status ExpectFloat(int input) const;
+  absl::Status ExpectDType(int input, DType dtype) const;
+  absl::Status ExpectSameDType(int a, int b) const;
+  std::string InputName(int i) const;
+
+ private:
+  const OpDef* def_;
+  std::string name_;
+  const std::vector<DType>* in_dtypes_;
+  const std::vector<TensorShape>* in_shapes_;
+  const std::vector<const Tensor*>* in_constants_;
+  const AttrMap* attrs_;
+  const Graph* graph_;
+  std::vector<DType> out_dtypes_;
+  std::vector<TensorShape> out_shapes_;
+};
+
+#define REGISTER_OP(name)                                        \
+  static ::ipuflow::OpRegistration IPUFLOW_CONCAT_(              \
+      ipuflow_op_registration_, __COUNTER__) [[maybe_unused]] =  \
+      ::ipuflow::OpRegistry::Global()->Register(name)
+
+}  // namespace ipuflow
+
+#endif  // IPUFLOW_CORE_OP_REGISTRY_H_

@@ -1,0 +1,111 @@
+#include "core/session.h"
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+
+namespace ipuflow {
+
+namespace {
+int DefaultThreads(int n) {
+  return n > 0 ? n : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+}  // namespace
+
+Session::Session(const Graph* graph, SessionOptions options)
+    : graph_(graph),
+      intra_op_("session-intra-op", DefaultThreads(options.intra_op_threads)) {
+  if (options.inter_op_threads > 0) {
+    inter_op_ = std::make_unique<ThreadPool>("session-inter-op",
+                                             options.inter_op_threads);
+  }
+  env_.intra_op = &intra_op_;
+  env_.inter_op = inter_op_.get();
+  env_.resources = &resources_;
+}
+
+Session::~Session() = default;
+
+absl::StatusOr<Program*> Session::GetProgram(const FeedList& feeds,
+                                             const std::vector<Output>& fetches,
+                                             const std::vector<Node*>& targets) {
+  ASSIGN_OR_RETURN(Entry * entry, GetEntry(feeds, fetches, targets));
+  return entry->program.get();
+}
+
+absl::StatusOr<Session::Entry*> Session::GetEntry(
+    const FeedList& feeds, const std::vector<Output>& fetches,
+    const std::vector<Node*>& targets) {
+  std::string key;
+  for (const auto& [out, value] : feeds) {
+    if (!out.valid()) return absl::InvalidArgumentError("a feed key is an invalid Output");
+    absl::StrAppend(&key, out.name(), value.shape().DebugString(), ";");
+  }
+  absl::StrAppend(&key, "|");
+  for (const Output& f : fetches) {
+    if (!f.valid()) {
+      return absl::InvalidArgumentError(
+          "a fetch is an invalid Output (built from a failed op?)");
+    }
+    absl::StrAppend(&key, f.name(), ";");
+  }
+  absl::StrAppend(&key, "|");
+  for (const Node* t : targets) {
+    if (t == nullptr) {
+      return absl::InvalidArgumentError(
+          "a target is null (built from a failed op?)");
+    }
+    absl::StrAppend(&key, t->name(), ";");
+  }
+  Entry* entry;
+  {
+    MutexLock l(&mu_);
+    auto& slot = programs_[key];
+    if (!slot) slot = std::make_unique<Entry>();
+    entry = slot.get();
+  }
+  MutexLock l(&entry->mu);
+  if (!entry->program) {
+    ProgramSpec spec;
+    for (const auto& [out, value] : feeds) {
+      if (value.dtype() != out.dtype()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "value fed to '", out.name(), "' is ", DTypeName(value.dtype()),
+            " but ", out.node->DebugName(), " is ", DTypeName(out.dtype())));
+      }
+      spec.feeds.push_back(out);
+      spec.feed_shapes.push_back(value.shape());
+    }
+    spec.fetches = fetches;
+    spec.targets = targets;
+    ASSIGN_OR_RETURN(entry->program, Program::Compile(*graph_, spec));
+    MutexLock l2(&mu_);
+    ++num_compiles_;
+  }
+  return entry;
+}
+
+absl::Status Session::Run(const FeedList& feeds,
+                          const std::vector<Output>& fetches,
+                          const std::vector<Node*>& targets,
+                          std::vector<Tensor>* outputs) {
+  ASSIGN_OR_RETURN(Entry * entry, GetEntry(feeds, fetches, targets));
+  std::vector<Tensor> values;
+  values.reserve(feeds.size());
+  for (const auto& [out, value] : feeds) values.push_back(value);
+  MutexLock l(&entry->mu);
+  return entry->program->Run(env_, values, outputs);
+}
+
+absl::Status Session::Initialize() {
+  const auto& inits = graph_->collection("initializers");
+  if (inits.empty()) return absl::OkStatus();
+  return Run({}, {}, inits, nullptr);
+}
+
+int Session::num_compiles() const {
+  MutexLock l(&mu_);
+  return num_compiles_;
+}
+
+}  // namespace ipuflow

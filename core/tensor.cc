@@ -1,0 +1,138 @@
+#include "core/tensor.h"
+
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+
+namespace ipuflow {
+
+TensorBuffer::TensorBuffer(size_t bytes)
+    : bytes_(bytes), owned_(true) {
+  // aligned_alloc needs a size that is a multiple of the alignment.
+  size_t rounded = (bytes + kTensorAlignment - 1) / kTensorAlignment *
+                   kTensorAlignment;
+  data_ = std::aligned_alloc(kTensorAlignment,
+                             rounded == 0 ? kTensorAlignment : rounded);
+  IPU_CHECK(data_ != nullptr);
+}
+
+TensorBuffer::TensorBuffer(void* data, size_t bytes,
+                           std::shared_ptr<void> keep_alive)
+    : data_(data), bytes_(bytes), owned_(false),
+      keep_alive_(std::move(keep_alive)) {}
+
+TensorBuffer::~TensorBuffer() {
+  if (owned_) std::free(data_);
+}
+
+Tensor::Tensor(DType dtype, const TensorShape& shape)
+    : dtype_(dtype), shape_(shape), num_elements_(shape.num_elements()) {
+  IPU_CHECK(shape.IsFullyDefined());
+  buffer_ = std::make_shared<TensorBuffer>(TotalBytes());
+}
+
+Tensor::Tensor(DType dtype, const TensorShape& shape,
+               std::shared_ptr<TensorBuffer> buffer, size_t offset)
+    : dtype_(dtype),
+      shape_(shape),
+      num_elements_(shape.num_elements()),
+      buffer_(std::move(buffer)),
+      offset_(offset) {
+  IPU_CHECK(shape.IsFullyDefined());
+  IPU_CHECK(buffer_ == nullptr || offset_ + TotalBytes() <= buffer_->size());
+}
+
+Tensor Tensor::ForResource(std::shared_ptr<Resource> resource) {
+  Tensor t;
+  t.dtype_ = DType::kResource;
+  t.num_elements_ = 1;
+  t.resource_ = std::move(resource);
+  return t;
+}
+
+Tensor Tensor::Filled(DType dtype, const TensorShape& shape, double value) {
+  Tensor t(dtype, shape);
+  IPUFLOW_SWITCH_ALL(dtype, t.flat<T>().setConstant(static_cast<T>(value)),
+                     IPU_CHECK(false));
+  return t;
+}
+
+Tensor Tensor::Slice(int64_t begin, int64_t end) const {
+  IPU_CHECK(rank() >= 1 && 0 <= begin && begin <= end && end <= dim(0));
+  TensorShape s = shape_;
+  s.set_dim(0, end - begin);
+  const size_t row_bytes = shape_.DimProduct(1, rank()) * DTypeSize(dtype_);
+  return Tensor(dtype_, s, buffer_, offset_ + begin * row_bytes);
+}
+
+absl::StatusOr<Tensor> Tensor::Reshaped(const TensorShape& shape) const {
+  if (!shape.IsFullyDefined() || shape.num_elements() != num_elements_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot reshape ", shape_.DebugString(), " (",
+                     num_elements_, " elements) to ", shape.DebugString()));
+  }
+  return Tensor(dtype_, shape, buffer_, offset_);
+}
+
+Tensor Tensor::Copy() const {
+  if (dtype_ == DType::kResource || !valid()) return *this;
+  Tensor t(dtype_, shape_);
+  t.CopyFrom(*this);
+  return t;
+}
+
+void Tensor::CopyFrom(const Tensor& src) const {
+  IPU_CHECK(src.dtype_ == dtype_ && src.num_elements_ == num_elements_);
+  if (TotalBytes() > 0 && raw_data() != src.raw_data()) {
+    std::memcpy(raw_data(), src.raw_data(), TotalBytes());
+  }
+}
+
+double Tensor::ElementAsDouble(int64_t i) const {
+  IPUFLOW_SWITCH_ALL(dtype_, return static_cast<double>(data<T>()[i]),
+                     return 0.0);
+  return 0.0;
+}
+
+std::string Tensor::DebugString(int max_entries) const {
+  if (!valid()) return "<invalid tensor>";
+  if (dtype_ == DType::kResource) {
+    return absl::StrCat("resource(",
+                        resource_ ? resource_->DebugString() : "null", ")");
+  }
+  std::string s = absl::StrCat(DTypeName(dtype_), shape_.DebugString(), " {");
+  const int64_t n = std::min<int64_t>(num_elements_, max_entries);
+  for (int64_t i = 0; i < n; ++i) {
+    absl::StrAppend(&s, i ? ", " : "", ElementAsDouble(i));
+  }
+  if (num_elements_ > n) absl::StrAppend(&s, ", ...");
+  absl::StrAppend(&s, "}");
+  return s;
+}
+
+absl::StatusOr<Tensor> Stack(absl::Span<const Tensor> tensors) {
+  if (tensors.empty()) {
+    return absl::InvalidArgumentError("Stack: no tensors to stack");
+  }
+  TensorShape shape = tensors[0].shape();
+  for (size_t i = 1; i < tensors.size(); ++i) {
+    if (tensors[i].shape() != shape || tensors[i].dtype() != tensors[0].dtype()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Stack: element ", i, " is ", DTypeName(tensors[i].dtype()),
+          tensors[i].shape().DebugString(), " but element 0 is ",
+          DTypeName(tensors[0].dtype()), shape.DebugString()));
+    }
+  }
+  TensorShape out_shape = shape;
+  out_shape.InsertDim(0, static_cast<int64_t>(tensors.size()));
+  Tensor out(tensors[0].dtype(), out_shape);
+  const size_t bytes = tensors[0].TotalBytes();
+  char* dst = static_cast<char*>(out.raw_data());
+  for (const Tensor& t : tensors) {
+    if (bytes) std::memcpy(dst, t.raw_data(), bytes);
+    dst += bytes;
+  }
+  return out;
+}
+
+}  // namespace ipuflow
