@@ -1,0 +1,55 @@
+#include "ops/array/const.h"
+
+#include "core/kernel.h"
+#include "core/op_registry.h"
+
+namespace ipuflow::ops {
+namespace {
+
+REGISTER_OP("Const")
+    .RequiredAttr("value")
+    .SetShapeFn([](ShapeContext& c) -> absl::Status {
+      ASSIGN_OR_RETURN(Tensor value, c.attr<Tensor>("value"));
+      c.set_output(0, value.dtype(), value.shape());
+      return absl::OkStatus();
+    })
+    .SetKernel([](KernelContext& ctx) {
+      ctx.set_output(0, ctx.attr<Tensor>("value"));
+      return absl::OkStatus();
+    })
+    .NotDifferentiable("a constant has no inputs");
+
+REGISTER_OP("Placeholder")
+    .RequiredAttr("dtype")
+    .RequiredAttr("shape")
+    .SetShapeFn([](ShapeContext& c) -> absl::Status {
+      ASSIGN_OR_RETURN(DType dtype, c.attr<DType>("dtype"));
+      ASSIGN_OR_RETURN(TensorShape shape, c.attr<TensorShape>("shape"));
+      c.set_output(0, dtype, shape);
+      return absl::OkStatus();
+    })
+    .SetKernel([](KernelContext& ctx) {
+      // Never runs: the compiler rejects an unfed Placeholder.
+      return ctx.Error(absl::StatusCode::kInvalidArgument, "was not fed");
+    })
+    .NotDifferentiable("a placeholder has no inputs");
+
+}  // namespace
+
+Output Const(const Scope& scope, const Tensor& value) {
+  return scope.AddNode("Const", {}, {{"value", value}});
+}
+
+Output Const(const Scope& scope, float value) {
+  return Const(scope, Tensor::Scalar<float>(value));
+}
+
+Output Const(const Scope& scope, double value, DType dtype) {
+  return Const(scope, Tensor::Filled(dtype, TensorShape(), value));
+}
+
+Output Placeholder(const Scope& scope, DType dtype, const TensorShape& shape) {
+  return scope.AddNode("Placeholder", {}, {{"dtype", dtype}, {"shape", shape}});
+}
+
+}  // namespace ipuflow::ops

@@ -1,0 +1,125 @@
+// Element-wise kernels with numpy broadcasting, shared by the unary, binary
+// and comparison ops. An op supplies a functor over Eigen array expressions:
+//
+//   struct AddFn {
+//     template <typename A, typename B>
+//     auto operator()(const A& a, const B& b) const { return a + b; }
+//   };
+//   IPUFLOW_SWITCH_NUMERIC(ctx.input(0).dtype(),
+//       return (BinaryKernel<T, T>(ctx, AddFn())), ...);
+//
+// Broadcasting splits the output into rows of its innermost dimension; each
+// row is one Eigen expression (vectorised), rows run in parallel on the
+// device's intra-op pool.
+#ifndef IPUFLOW_OPS_CWISE_H_
+#define IPUFLOW_OPS_CWISE_H_
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/kernel.h"
+
+namespace ipuflow::ops {
+
+template <typename T>
+using ArrayMap = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+template <typename T>
+using ConstArrayMap = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+template <typename T>
+using ArrayX = Eigen::Array<T, Eigen::Dynamic, 1>;
+
+// Cycles per element for the cost model (element-wise ops are cheap).
+inline constexpr double kCwiseCost = 4.0;
+
+// Strides (in elements) of `in` broadcast to `out`: 0 where it broadcasts.
+std::vector<int64_t> BroadcastStrides(const TensorShape& in,
+                                      const TensorShape& out);
+
+template <typename T, typename F>
+absl::Status UnaryKernel(KernelContext& ctx, F f) {
+  const Tensor& x = ctx.input(0);
+  Tensor* y = ctx.allocate_output(0, x.shape());
+  const T* px = x.data<T>();
+  T* py = y->data<T>();
+  ctx.ParallelFor(x.NumElements(), kCwiseCost, [&](int64_t b, int64_t e) {
+    ArrayMap<T>(py + b, e - b) = f(ConstArrayMap<T>(px + b, e - b));
+  });
+  return absl::OkStatus();
+}
+
+// out = f(x, y) with numpy broadcasting; Out is the output element type.
+template <typename T, typename Out, typename F>
+absl::Status BinaryKernel(KernelContext& ctx, F f) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& y = ctx.input(1);
+  absl::StatusOr<TensorShape> shape = BroadcastShapes(x.shape(), y.shape());
+  if (!shape.ok()) return ctx.InvalidArgument(shape.status().message());
+  Tensor* z = ctx.allocate_output(0, *shape);
+  const T* px = x.data<T>();
+  const T* py = y.data<T>();
+  Out* pz = z->data<Out>();
+  const int64_t n = z->NumElements();
+  if (n == 0) return absl::OkStatus();
+  if (x.shape() == y.shape()) {
+    ctx.ParallelFor(n, kCwiseCost, [&](int64_t b, int64_t e) {
+      ArrayMap<Out>(pz + b, e - b) =
+          f(ConstArrayMap<T>(px + b, e - b), ConstArrayMap<T>(py + b, e - b));
+    });
+    return absl::OkStatus();
+  }
+  if (y.NumElements() == 1) {
+    const T s = py[0];
+    ctx.ParallelFor(n, kCwiseCost, [&](int64_t b, int64_t e) {
+      ArrayMap<Out>(pz + b, e - b) =
+          f(ConstArrayMap<T>(px + b, e - b), ArrayX<T>::Constant(e - b, s));
+    });
+    return absl::OkStatus();
+  }
+  if (x.NumElements() == 1) {
+    const T s = px[0];
+    ctx.ParallelFor(n, kCwiseCost, [&](int64_t b, int64_t e) {
+      ArrayMap<Out>(pz + b, e - b) =
+          f(ArrayX<T>::Constant(e - b, s), ConstArrayMap<T>(py + b, e - b));
+    });
+    return absl::OkStatus();
+  }
+  // General case: rows of the innermost output dimension.
+  const TensorShape& out = *shape;
+  const int rank = out.rank();
+  const int64_t inner = out.dim(rank - 1);
+  const int64_t rows = n / inner;
+  const std::vector<int64_t> sx = BroadcastStrides(x.shape(), out);
+  const std::vector<int64_t> sy = BroadcastStrides(y.shape(), out);
+  ctx.ParallelFor(rows, kCwiseCost * inner, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      int64_t ox = 0, oy = 0, rem = r;
+      for (int d = rank - 2; d >= 0; --d) {
+        const int64_t i = rem % out.dim(d);
+        rem /= out.dim(d);
+        ox += i * sx[d];
+        oy += i * sy[d];
+      }
+      ArrayMap<Out> zr(pz + r * inner, inner);
+      const bool x_full = sx[rank - 1] != 0, y_full = sy[rank - 1] != 0;
+      if (x_full && y_full) {
+        zr = f(ConstArrayMap<T>(px + ox, inner), ConstArrayMap<T>(py + oy, inner));
+      } else if (x_full) {
+        zr = f(ConstArrayMap<T>(px + ox, inner), ArrayX<T>::Constant(inner, py[oy]));
+      } else if (y_full) {
+        zr = f(ArrayX<T>::Constant(inner, px[ox]), ConstArrayMap<T>(py + oy, inner));
+      } else {
+        zr = f(ArrayX<T>::Constant(inner, px[ox]), ArrayX<T>::Constant(inner, py[oy]));
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+inline absl::Status UnsupportedDType(const KernelContext& ctx, DType dtype) {
+  return ctx.Error(absl::StatusCode::kUnimplemented, "no kernel for dtype ",
+                   DTypeName(dtype));
+}
+
+}  // namespace ipuflow::ops
+
+#endif  // IPUFLOW_OPS_CWISE_H_

@@ -1,0 +1,66 @@
+#include "ops/math/add.h"
+
+#include "core/testing/op_test.h"
+#include "gtest/gtest.h"
+#include "ops/array/const.h"
+
+namespace ipuflow::ops {
+namespace {
+
+using ::ipuflow::testing::MaxGradientError;
+using ::ipuflow::testing::RandomTensor;
+using ::ipuflow::testing::RunOne;
+using ::ipuflow::testing::TensorNear;
+
+TEST(AddTest, SameShape) {
+  Scope s = Scope::NewRootScope();
+  Output z = Add(s, Const<float>(s, {1, 2, 3, 4}, {2, 2}),
+                 Const<float>(s, {10, 20, 30, 40}, {2, 2}));
+  EXPECT_TRUE(TensorNear(RunOne(s, {}, z), {11, 22, 33, 44}, {2, 2}));
+}
+
+TEST(AddTest, BroadcastsRowAndColumn) {
+  Scope s = Scope::NewRootScope();
+  Output z = Add(s, Const<float>(s, {1, 2}, {2, 1}),
+                 Const<float>(s, {10, 20, 30}, {3}));
+  EXPECT_TRUE(TensorNear(RunOne(s, {}, z), {11, 21, 31, 12, 22, 32}, {2, 3}));
+}
+
+TEST(AddTest, IntegersAndScalars) {
+  Scope s = Scope::NewRootScope();
+  Output z = Add(s, Const<int32_t>(s, {1, 2, 3}, {3}),
+                 Const(s, Tensor::Scalar<int32_t>(5)));
+  EXPECT_TRUE(TensorNear(RunOne(s, {}, z), {6, 7, 8}, {3}));
+}
+
+TEST(AddTest, ShapeErrorNamesBothShapes) {
+  Scope s = Scope::NewRootScope();
+  Add(s.WithOpName("bad"), Const<float>(s, {1, 2, 3}, {3}),
+      Const<float>(s, {1, 2}, {2}));
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("Add 'bad'"), std::string::npos);
+  EXPECT_NE(s.status().message().find("[3] and [2]"), std::string::npos)
+      << s.status();
+}
+
+TEST(AddTest, DTypeMismatchIsAnError) {
+  Scope s = Scope::NewRootScope();
+  Add(s, Const<float>(s, {1}, {1}), Const<int32_t>(s, {1}, {1}));
+  EXPECT_NE(s.status().message().find("use Cast"), std::string::npos)
+      << s.status();
+}
+
+TEST(AddTest, GradientWithBroadcast) {
+  Scope s = Scope::NewRootScope();
+  Output x = Placeholder(s, DType::kFloat32, {3, 4});
+  Output y = Placeholder(s, DType::kFloat32, {4});
+  Output z = Add(s, x, y);
+  absl::StatusOr<double> err = MaxGradientError(
+      s, {x, y}, {RandomTensor({3, 4}, -1, 1, 1), RandomTensor({4}, -1, 1, 2)},
+      z);
+  ASSERT_TRUE(err.ok()) << err.status();
+  EXPECT_LT(*err, 1e-3);
+}
+
+}  // namespace
+}  // namespace ipuflow::ops
