@@ -100,7 +100,9 @@ absl::Status AddGradients(const Scope& scope, const std::vector<Output>& ys,
       grad_xs->push_back(Output(gs.WithIpu(x.node->ipu())
                                     .AddNode("ZerosLike", {x}, {}, "ZerosLike")));
     } else {
-      grad_xs->push_back(AddTerms(gs.WithIpu(x.node->ipu()), it->second));
+      // Summed where the contributions were computed (x may be unplaced).
+      grad_xs->push_back(
+          AddTerms(gs.WithIpu(it->second[0].node->ipu()), it->second));
     }
   }
   return scope.status();

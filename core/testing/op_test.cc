@@ -8,7 +8,7 @@
 
 namespace ipuflow::testing {
 
-absl::StatusOr<std::vector<Tensor>> Run(const Scope& scope,
+absl::StatusOr<std::vector<Tensor>> RunGraph(const Scope& scope,
                                         const FeedList& feeds,
                                         const std::vector<Output>& fetches) {
   RETURN_IF_ERROR(scope.status());
@@ -20,7 +20,7 @@ absl::StatusOr<std::vector<Tensor>> Run(const Scope& scope,
 }
 
 Tensor RunOne(const Scope& scope, const FeedList& feeds, Output fetch) {
-  absl::StatusOr<std::vector<Tensor>> out = Run(scope, feeds, {fetch});
+  absl::StatusOr<std::vector<Tensor>> out = RunGraph(scope, feeds, {fetch});
   EXPECT_TRUE(out.ok()) << out.status();
   if (!out.ok()) return Tensor();
   return (*out)[0];

@@ -20,12 +20,12 @@
 
 namespace ipuflow::testing {
 
-// Runs `fetches` on a new Session over the scope's graph (initialising
+// RunGraph: runs `fetches` on a new Session over the scope's graph (initialising
 // variables first).
-absl::StatusOr<std::vector<Tensor>> Run(const Scope& scope,
+absl::StatusOr<std::vector<Tensor>> RunGraph(const Scope& scope,
                                         const FeedList& feeds,
                                         const std::vector<Output>& fetches);
-// Like Run with one fetch; fails the current test and returns an invalid
+// Like RunGraph with one fetch; fails the current test and returns an invalid
 // tensor on error.
 Tensor RunOne(const Scope& scope, const FeedList& feeds, Output fetch);
 

@@ -10,6 +10,7 @@
 #ifndef IPUFLOW_OPS_MATH_BROADCAST_GRAD_H_
 #define IPUFLOW_OPS_MATH_BROADCAST_GRAD_H_
 
+#include "core/graph.h"
 #include "core/scope.h"
 
 namespace ipuflow::ops {
@@ -20,6 +21,13 @@ Output SumToShapeOf(const Scope& scope, Output x, Output like);
 Output BroadcastLike(const Scope& scope, Output x, Output like);
 // `grad` reduced to x's shape; `grad` itself when the shapes are known equal.
 Output ReduceGradTo(const Scope& scope, Output grad, Output x);
+
+// Output `i` of `op`, for gradient functions that reuse the forward result
+// (Exp, Sqrt, ReduceMax, ...). GradFn receives the node by const reference;
+// a gradient only ever reads it, so dropping const here is safe.
+inline Output OutputOf(const Node& op, int i = 0) {
+  return Output(const_cast<Node*>(&op), i);
+}
 
 }  // namespace ipuflow::ops
 

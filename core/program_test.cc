@@ -1,0 +1,199 @@
+// The compiler and executor: pruning, memory planning, parallel execution,
+// compile caching, and the errors a user meets at Session::Run.
+#include "core/program.h"
+
+#include <thread>
+
+#include "core/session.h"
+#include "core/testing/op_test.h"
+#include "gtest/gtest.h"
+#include "ops/array/const.h"
+#include "ops/array/identity.h"
+#include "ops/array/reshape.h"
+#include "ops/math/add.h"
+#include "ops/math/add_n.h"
+
+namespace ipuflow {
+namespace {
+
+using ::ipuflow::testing::TensorNear;
+
+TEST(ProgramTest, PrunesWhatFetchesDoNotNeed) {
+  Scope s = Scope::NewRootScope();
+  Output a = ops::Const(s.WithOpName("a"), 1.0f);
+  Output b = ops::Add(s.WithOpName("b"), a, a);
+  ops::Add(s.WithOpName("unused"), a, a);
+  ProgramSpec spec;
+  spec.fetches = {b};
+  auto p = Program::Compile(*s.graph(), spec);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ((*p)->ScheduleNames(), (std::vector<std::string>{"a", "b"}));
+}
+
+TEST(ProgramTest, FeedCutsTheGraph) {
+  Scope s = Scope::NewRootScope();
+  Output x = ops::Placeholder(s.WithOpName("x"), DType::kFloat32, {2});
+  Output y = ops::Add(s.WithOpName("y"), x, x);
+  Output z = ops::Add(s.WithOpName("z"), y, x);
+  Session session(s.graph());
+  std::vector<Tensor> out;
+  // Feeding y makes x unnecessary for z... except z reads x too.
+  ASSERT_TRUE(session.Run({{y, Tensor::FromVector<float>({10, 20})},
+                           {x, Tensor::FromVector<float>({1, 2})}},
+                          {z}, &out).ok());
+  EXPECT_TRUE(TensorNear(out[0], {11, 22}, {2}));
+}
+
+TEST(ProgramTest, ChainReusesMemoryByLiveness) {
+  Scope s = Scope::NewRootScope();
+  Output x = ops::Placeholder(s, DType::kFloat32, {1024});
+  Output v = x;
+  for (int i = 0; i < 20; ++i) v = ops::Add(s, v, x);
+  ProgramSpec spec;
+  spec.feeds = {x};
+  spec.feed_shapes = {TensorShape({1024})};
+  spec.fetches = {ops::Identity(s, v)};
+  auto p = Program::Compile(*s.graph(), spec);
+  ASSERT_TRUE(p.ok()) << p.status();
+  const MemoryPlan& m = (*p)->memory();
+  // 19 intermediates (the last is fetched through Identity... which aliases
+  // it, so it is fetched and unplanned): at most two live at once.
+  EXPECT_EQ(m.unplanned_bytes, 19 * 4096);
+  EXPECT_EQ(m.peak_bytes, 2 * 4096) << m.DebugString();
+}
+
+TEST(ProgramTest, FetchesSurviveTheNextRun) {
+  Scope s = Scope::NewRootScope();
+  Output x = ops::Placeholder(s, DType::kFloat32, {2});
+  Output y = ops::Add(s, ops::Add(s, x, x), x);
+  Output z = ops::Reshape(s, y, {2, 1});  // Aliases y.
+  Session session(s.graph());
+  std::vector<Tensor> first, second;
+  ASSERT_TRUE(session.Run({{x, Tensor::FromVector<float>({1, 2})}}, {z}, &first).ok());
+  ASSERT_TRUE(session.Run({{x, Tensor::FromVector<float>({5, 6})}}, {z}, &second).ok());
+  EXPECT_TRUE(TensorNear(first[0], {3, 6}, {2, 1}));
+  EXPECT_TRUE(TensorNear(second[0], {15, 18}, {2, 1}));
+}
+
+// A wide graph: 64 independent branches, each a chain, summed at the end.
+Output WideGraph(const Scope& s, Output x, int branches, int depth) {
+  std::vector<Output> ends;
+  for (int b = 0; b < branches; ++b) {
+    Output v = ops::Add(s, x, ops::Const(s, static_cast<float>(b)));
+    for (int d = 0; d < depth; ++d) v = ops::Add(s, v, x);
+    ends.push_back(v);
+  }
+  return ops::AddN(s, ends);
+}
+
+TEST(ProgramTest, ParallelExecutionMatchesSequential) {
+  Scope s = Scope::NewRootScope();
+  Output x = ops::Placeholder(s, DType::kFloat32, {256});
+  Output y = WideGraph(s, x, 64, 8);
+  Tensor xv = ::ipuflow::testing::RandomTensor({256}, -1, 1, 3);
+  SessionOptions seq_opts;
+  seq_opts.inter_op_threads = 0;
+  SessionOptions par_opts;
+  par_opts.inter_op_threads = 4;
+  Session seq(s.graph(), seq_opts), par(s.graph(), par_opts);
+  std::vector<Tensor> a, b;
+  ASSERT_TRUE(seq.Run({{x, xv}}, {y}, &a).ok());
+  for (int run = 0; run < 50; ++run) {
+    ASSERT_TRUE(par.Run({{x, xv}}, {y}, &b).ok());
+    ASSERT_TRUE(TensorNear(b[0], a[0], 0, 0)) << "run " << run;
+  }
+}
+
+TEST(ProgramTest, KernelErrorStopsTheRunInBothModes) {
+  Scope s = Scope::NewRootScope();
+  Output x = ops::Placeholder(s, DType::kFloat32, {-1});
+  Output y = ops::Placeholder(s, DType::kFloat32, {-1});
+  Output bad = ops::AddN(s.WithOpName("sum"), {WideGraph(s, x, 8, 2), y});
+  for (int threads : {0, 4}) {
+    SessionOptions opts;
+    opts.inter_op_threads = threads;
+    Session session(s.graph(), opts);
+    std::vector<Tensor> out;
+    absl::Status st = session.Run({{x, Tensor::FromVector<float>({1, 2})},
+                                   {y, Tensor::FromVector<float>({1, 2, 3})}},
+                                  {bad}, &out);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+    EXPECT_NE(st.message().find("AddN 'sum'"), std::string::npos) << st;
+  }
+}
+
+TEST(SessionTest, MissingFeedNamesThePlaceholder) {
+  Scope s = Scope::NewRootScope();
+  Output x = ops::Placeholder(s.WithOpName("images"), DType::kFloat32, {-1, 4});
+  Output y = ops::Add(s.WithOpName("y"), x, x);
+  Session session(s.graph());
+  std::vector<Tensor> out;
+  absl::Status st = session.Run({}, {y}, &out);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("Placeholder 'images' needs a value"),
+            std::string::npos)
+      << st;
+  EXPECT_NE(st.message().find("'y:0'"), std::string::npos) << st;
+}
+
+TEST(SessionTest, WrongDTypeAndShapeAreNamed) {
+  Scope s = Scope::NewRootScope();
+  Output x = ops::Placeholder(s.WithOpName("x"), DType::kFloat32, {-1, 4});
+  Output y = ops::Add(s, x, x);
+  Session session(s.graph());
+  std::vector<Tensor> out;
+  absl::Status st =
+      session.Run({{x, Tensor::FromVector<int32_t>({1, 2, 3, 4}, {1, 4})}}, {y}, &out);
+  EXPECT_NE(st.message().find("is int32 but Placeholder 'x' is float32"),
+            std::string::npos)
+      << st;
+  st = session.Run({{x, Tensor::FromVector<float>({1, 2, 3}, {1, 3})}}, {y}, &out);
+  EXPECT_NE(st.message().find("has shape [1,3] but Placeholder 'x' expects [?,4]"),
+            std::string::npos)
+      << st;
+}
+
+TEST(SessionTest, CompilesOncePerSignature) {
+  Scope s = Scope::NewRootScope();
+  Output x = ops::Placeholder(s, DType::kFloat32, {-1});
+  Output y = ops::Add(s, x, x);
+  Session session(s.graph());
+  std::vector<Tensor> out;
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(session.Run({{x, Tensor::FromVector<float>({1, 2})}}, {y}, &out).ok());
+  }
+  EXPECT_EQ(session.num_compiles(), 1);
+  ASSERT_TRUE(session.Run({{x, Tensor::FromVector<float>({1, 2, 3})}}, {y}, &out).ok());
+  EXPECT_EQ(session.num_compiles(), 2);
+  EXPECT_TRUE(TensorNear(out[0], {2, 4, 6}, {3}));
+}
+
+TEST(SessionTest, ConcurrentRunsFromManyThreads) {
+  Scope s = Scope::NewRootScope();
+  Output x = ops::Placeholder(s, DType::kFloat32, {128});
+  Output y = WideGraph(s, x, 16, 4);
+  SessionOptions opts;
+  opts.inter_op_threads = 2;
+  Session session(s.graph(), opts);
+  Tensor xv = ::ipuflow::testing::RandomTensor({128}, -1, 1, 5);
+  std::vector<Tensor> expected;
+  ASSERT_TRUE(session.Run({{x, xv}}, {y}, &expected).ok());
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 25; ++i) {
+        std::vector<Tensor> out;
+        if (!session.Run({{x, xv}}, {y}, &out).ok() ||
+            !TensorNear(out[0], expected[0], 0, 0)) {
+          ++failures;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+}  // namespace
+}  // namespace ipuflow

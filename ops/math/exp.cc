@@ -1,0 +1,34 @@
+#include "ops/math/exp.h"
+
+#include "core/op_registry.h"
+#include "ops/cwise.h"
+#include "ops/math/broadcast_grad.h"
+#include "ops/math/mul.h"
+#include "ops/shape_fns.h"
+
+namespace ipuflow::ops {
+namespace {
+
+REGISTER_OP("Exp")
+    .Input("x")
+    .SetShapeFn(shape_fns::UnchangedFloat)
+    .SetKernel([](KernelContext& ctx) -> absl::Status {
+      IPUFLOW_SWITCH_FLOAT(
+          ctx.input(0).dtype(),
+          return UnaryKernel<T>(ctx, [](const auto& a) { return a.exp(); }),
+          return UnsupportedDType(ctx, ctx.input(0).dtype()));
+    })
+    // y = e^x;  dy/dx = e^x = y
+    .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> dy,
+                    std::vector<Output>* dx) {
+      dx->push_back(Mul(s, dy[0], OutputOf(op)));
+      return absl::OkStatus();
+    });
+
+}  // namespace
+
+Output Exp(const Scope& scope, Output x) {
+  return scope.AddNode("Exp", {x});
+}
+
+}  // namespace ipuflow::ops

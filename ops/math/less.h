@@ -1,0 +1,16 @@
+// Less: z = (x < y) as bool, element-wise with numpy broadcasting; numeric
+// dtypes. Any comparison with NaN is false (IEEE).
+//
+//   Output negative = ops::Less(scope, x, ops::Const(scope, 0.0f));
+#ifndef IPUFLOW_OPS_MATH_LESS_H_
+#define IPUFLOW_OPS_MATH_LESS_H_
+
+#include "core/scope.h"
+
+namespace ipuflow::ops {
+
+Output Less(const Scope& scope, Output x, Output y);
+
+}  // namespace ipuflow::ops
+
+#endif  // IPUFLOW_OPS_MATH_LESS_H_

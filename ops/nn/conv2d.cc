@@ -1,0 +1,91 @@
+#include "ops/nn/conv2d.h"
+
+#include <algorithm>
+
+#include "core/op_registry.h"
+#include "ops/nn/conv2d_backprop.h"
+#include "ops/nn/conv_util.h"
+
+namespace ipuflow::ops {
+namespace {
+
+// y[n*OH*OW, OC] = patches(x) * w, one GEMM per chunk of output rows, the
+// rows shared out over the intra-op pool.
+void ConvForward(const KernelContext& ctx, const float* x, const float* w,
+                 float* y, const Window2D& g, int64_t oc) {
+  const int64_t k = PatchSize(g);
+  const ConstMatrixMap wm(w, k, oc);
+  const double cost = 2.0 * g.ow * k * oc;
+  if (IsPointwise(g)) {
+    ctx.ParallelFor(g.n * g.oh, cost, [&](int64_t b, int64_t e) {
+      const int64_t m = (e - b) * g.ow;
+      MatrixMap(y + b * g.ow * oc, m, oc).noalias() =
+          ConstMatrixMap(x + b * g.ow * k, m, k) * wm;
+    });
+    return;
+  }
+  const int64_t chunk = RowsPerChunk(g);
+  ctx.ParallelFor(g.n * g.oh, cost, [&](int64_t b, int64_t e) {
+    RowMajorMatrix cols(std::min(chunk, e - b) * g.ow, k);
+    for (int64_t r0 = b; r0 < e; r0 += chunk) {
+      const int64_t r1 = std::min(e, r0 + chunk), m = (r1 - r0) * g.ow;
+      Im2Col(x, g, r0, r1, cols.data());
+      MatrixMap(y + r0 * g.ow * oc, m, oc).noalias() = cols.topRows(m) * wm;
+    }
+  });
+}
+
+absl::Status Conv2DKernel(KernelContext& ctx) {
+  WindowAttrs a;
+  int64_t oc;
+  ASSIGN_OR_RETURN(Window2D g, ConvKernelWindow(ctx, &a, &oc));
+  const Tensor x = ToNhwcTensor(ctx, ctx.input(0), a.format);
+  Tensor scratch;
+  Tensor* y = AllocateNhwcOutput(ctx, 0, {g.n, g.oh, g.ow, oc}, a.format,
+                                 &scratch);
+  ConvForward(ctx, x.data<float>(), ctx.input(1).data<float>(),
+              y->data<float>(), g, oc);
+  FinishNhwcOutput(ctx, 0, a.format, scratch);
+  return absl::OkStatus();
+}
+
+REGISTER_OP("Conv2D")
+    .Input("input")
+    .Input("filter")
+    .RequiredAttr("strides")
+    .RequiredAttr("padding")
+    .Attr("data_format", "NHWC")
+    .SetShapeFn([](ShapeContext& c) -> absl::Status {
+      WindowAttrs a;
+      int64_t oc;
+      ASSIGN_OR_RETURN(Window2D g, ConvShapeWindow(c, &a, &oc));
+      c.set_output(0, DType::kFloat32, ConvOutputShape(g, oc, a));
+      return absl::OkStatus();
+    })
+    .SetKernel(Conv2DKernel)
+    // y = conv(x, w), linear in each:
+    //   dx = conv^T(dy, w) (Conv2DBackpropInput);
+    //   dw = sum over pixels of patch(x)^T dy (Conv2DBackpropFilter)
+    .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> dy,
+                    std::vector<Output>* dx) {
+      const auto& strides = op.attr<std::vector<int64_t>>("strides");
+      const auto& padding = op.attr<std::string>("padding");
+      const auto& format = op.attr<std::string>("data_format");
+      dx->push_back(Conv2DBackpropInput(s, op.input(0), op.input(1), dy[0],
+                                        strides, padding, format));
+      dx->push_back(Conv2DBackpropFilter(s, op.input(0), op.input(1), dy[0],
+                                         strides, padding, format));
+      return absl::OkStatus();
+    });
+
+}  // namespace
+
+Output Conv2D(const Scope& scope, Output input, Output filter,
+              const std::vector<int64_t>& strides, const std::string& padding,
+              const std::string& data_format) {
+  return scope.AddNode(
+      "Conv2D", {input, filter},
+      {{"strides", strides}, {"padding", padding}, {"data_format", data_format}});
+}
+
+}  // namespace ipuflow::ops

@@ -1,0 +1,207 @@
+#include "ops/nn/conv2d_backprop.h"
+
+#include <algorithm>
+#include <map>
+
+#include "core/mutex.h"
+#include "core/op_registry.h"
+#include "ops/nn/conv2d.h"
+#include "ops/nn/conv_util.h"
+
+namespace ipuflow::ops {
+namespace {
+
+// dx = col2im(dy * w^T), one image per task (col2im scatters within an
+// image), one GEMM per chunk of output rows.
+void ConvBackpropInput(const KernelContext& ctx, const float* dy,
+                       const float* w, float* dx, const Window2D& g,
+                       int64_t oc) {
+  const int64_t k = PatchSize(g);
+  const ConstMatrixMap wm(w, k, oc);
+  if (IsPointwise(g)) {
+    ctx.ParallelFor(g.n * g.oh, 2.0 * g.ow * k * oc, [&](int64_t b, int64_t e) {
+      const int64_t m = (e - b) * g.ow;
+      MatrixMap(dx + b * g.ow * k, m, k).noalias() =
+          ConstMatrixMap(dy + b * g.ow * oc, m, oc) * wm.transpose();
+    });
+    return;
+  }
+  const int64_t chunk = std::min(RowsPerChunk(g), g.oh);
+  const int64_t image = g.h * g.w * g.c;
+  ctx.ParallelFor(g.n, 2.0 * g.oh * g.ow * k * oc, [&](int64_t b, int64_t e) {
+    RowMajorMatrix cols(chunk * g.ow, k);
+    for (int64_t n = b; n < e; ++n) {
+      std::fill(dx + n * image, dx + (n + 1) * image, 0.0f);
+      for (int64_t r0 = n * g.oh; r0 < (n + 1) * g.oh; r0 += chunk) {
+        const int64_t r1 = std::min((n + 1) * g.oh, r0 + chunk);
+        const int64_t m = (r1 - r0) * g.ow;
+        cols.topRows(m).noalias() =
+            ConstMatrixMap(dy + r0 * g.ow * oc, m, oc) * wm.transpose();
+        Col2ImAdd(cols.data(), g, r0, r1, dx);
+      }
+    }
+  });
+}
+
+// dw = sum over chunks of patches^T * dy. Each shard sums its rows; the
+// partial sums are added in shard order so results do not depend on timing.
+void ConvBackpropFilter(const KernelContext& ctx, const float* x,
+                        const float* dy, float* dw, const Window2D& g,
+                        int64_t oc) {
+  const int64_t k = PatchSize(g);
+  const int64_t chunk = RowsPerChunk(g);
+  Mutex mu;
+  std::map<int64_t, RowMajorMatrix> partials;
+  ctx.ParallelFor(g.n * g.oh, 2.0 * g.ow * k * oc, [&](int64_t b, int64_t e) {
+    RowMajorMatrix sum = RowMajorMatrix::Zero(k, oc);
+    RowMajorMatrix cols(IsPointwise(g) ? 0 : std::min(chunk, e - b) * g.ow, k);
+    for (int64_t r0 = b; r0 < e; r0 += chunk) {
+      const int64_t r1 = std::min(e, r0 + chunk), m = (r1 - r0) * g.ow;
+      const ConstMatrixMap dym(dy + r0 * g.ow * oc, m, oc);
+      if (IsPointwise(g)) {
+        sum.noalias() += ConstMatrixMap(x + r0 * g.ow * k, m, k).transpose() * dym;
+      } else {
+        Im2Col(x, g, r0, r1, cols.data());
+        sum.noalias() += cols.topRows(m).transpose() * dym;
+      }
+    }
+    MutexLock l(&mu);
+    partials.emplace(b, std::move(sum));
+  });
+  MatrixMap dwm(dw, k, oc);
+  dwm.setZero();
+  for (const auto& [begin, sum] : partials) dwm += sum;
+}
+
+// Shape function of both backprops: output = the shape of input `like`.
+absl::Status BackpropShape(ShapeContext& c, int like) {
+  RETURN_IF_ERROR(c.ExpectDType(2, DType::kFloat32));
+  RETURN_IF_ERROR(c.ExpectRank(2, 4));
+  WindowAttrs a;
+  int64_t oc;
+  ASSIGN_OR_RETURN(Window2D g, ConvShapeWindow(c, &a, &oc));
+  RETURN_IF_ERROR(CheckConvDy(c.input_shape(2), ConvOutputShape(g, oc, a)));
+  c.set_output(0, DType::kFloat32, c.input_shape(like));
+  return absl::OkStatus();
+}
+
+// The window, after checking dy against it at run time.
+absl::StatusOr<Window2D> BackpropWindow(const KernelContext& ctx,
+                                        WindowAttrs* a, int64_t* oc) {
+  ASSIGN_OR_RETURN(Window2D g, ConvKernelWindow(ctx, a, oc));
+  absl::Status s =
+      CheckConvDy(ctx.input(2).shape(), ConvOutputShape(g, *oc, *a));
+  if (!s.ok()) return ctx.InvalidArgument(s.message());
+  return g;
+}
+
+absl::Status BackpropInputKernel(KernelContext& ctx) {
+  WindowAttrs a;
+  int64_t oc;
+  ASSIGN_OR_RETURN(Window2D g, BackpropWindow(ctx, &a, &oc));
+  const Tensor dy = ToNhwcTensor(ctx, ctx.input(2), a.format);
+  Tensor scratch;
+  Tensor* dx = AllocateNhwcOutput(ctx, 0, {g.n, g.h, g.w, g.c}, a.format,
+                                  &scratch);
+  ConvBackpropInput(ctx, dy.data<float>(), ctx.input(1).data<float>(),
+                    dx->data<float>(), g, oc);
+  FinishNhwcOutput(ctx, 0, a.format, scratch);
+  return absl::OkStatus();
+}
+
+absl::Status BackpropFilterKernel(KernelContext& ctx) {
+  WindowAttrs a;
+  int64_t oc;
+  ASSIGN_OR_RETURN(Window2D g, BackpropWindow(ctx, &a, &oc));
+  const Tensor x = ToNhwcTensor(ctx, ctx.input(0), a.format);
+  const Tensor dy = ToNhwcTensor(ctx, ctx.input(2), a.format);
+  Tensor* dw = ctx.allocate_output(0, ctx.input(1).shape());
+  ConvBackpropFilter(ctx, x.data<float>(), dy.data<float>(), dw->data<float>(),
+                     g, oc);
+  return absl::OkStatus();
+}
+
+struct ConvAttrs {
+  explicit ConvAttrs(const Node& op)
+      : strides(op.attr<std::vector<int64_t>>("strides")),
+        padding(op.attr<std::string>("padding")),
+        format(op.attr<std::string>("data_format")) {}
+  const std::vector<int64_t>& strides;
+  const std::string& padding;
+  const std::string& format;
+};
+
+REGISTER_OP("Conv2DBackpropInput")
+    .Input("input")
+    .Input("filter")
+    .Input("dy")
+    .RequiredAttr("strides")
+    .RequiredAttr("padding")
+    .Attr("data_format", "NHWC")
+    .SetShapeFn([](ShapeContext& c) { return BackpropShape(c, 0); })
+    .SetKernel(BackpropInputKernel)
+    // dx = conv^T(dy, w), so <g, dx> = <conv(g, w), dy>:
+    //   d/d(dy) = conv(g, w);  d/dw = Conv2DBackpropFilter(g, w, dy);
+    //   input only gives the shape.
+    .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> g,
+                    std::vector<Output>* dx) {
+      const ConvAttrs a(op);
+      dx->push_back(Output());
+      dx->push_back(Conv2DBackpropFilter(s, g[0], op.input(1), op.input(2),
+                                         a.strides, a.padding, a.format));
+      dx->push_back(
+          Conv2D(s, g[0], op.input(1), a.strides, a.padding, a.format));
+      return absl::OkStatus();
+    });
+
+REGISTER_OP("Conv2DBackpropFilter")
+    .Input("input")
+    .Input("filter")
+    .Input("dy")
+    .RequiredAttr("strides")
+    .RequiredAttr("padding")
+    .Attr("data_format", "NHWC")
+    .SetShapeFn([](ShapeContext& c) { return BackpropShape(c, 1); })
+    .SetKernel(BackpropFilterKernel)
+    // dw = patches(x)^T dy, so <g, dw> = <conv(x, g), dy>:
+    //   d/dx = Conv2DBackpropInput(x, g, dy);  d/d(dy) = conv(x, g);
+    //   filter only gives the shape.
+    .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> g,
+                    std::vector<Output>* dx) {
+      const ConvAttrs a(op);
+      dx->push_back(Conv2DBackpropInput(s, op.input(0), g[0], op.input(2),
+                                        a.strides, a.padding, a.format));
+      dx->push_back(Output());
+      dx->push_back(
+          Conv2D(s, op.input(0), g[0], a.strides, a.padding, a.format));
+      return absl::OkStatus();
+    });
+
+Output AddBackprop(const Scope& scope, const std::string& op, Output input,
+                   Output filter, Output dy,
+                   const std::vector<int64_t>& strides,
+                   const std::string& padding, const std::string& format) {
+  return scope.AddNode(
+      op, {input, filter, dy},
+      {{"strides", strides}, {"padding", padding}, {"data_format", format}});
+}
+
+}  // namespace
+
+Output Conv2DBackpropInput(const Scope& scope, Output input, Output filter,
+                           Output dy, const std::vector<int64_t>& strides,
+                           const std::string& padding,
+                           const std::string& data_format) {
+  return AddBackprop(scope, "Conv2DBackpropInput", input, filter, dy, strides,
+                     padding, data_format);
+}
+
+Output Conv2DBackpropFilter(const Scope& scope, Output input, Output filter,
+                            Output dy, const std::vector<int64_t>& strides,
+                            const std::string& padding,
+                            const std::string& data_format) {
+  return AddBackprop(scope, "Conv2DBackpropFilter", input, filter, dy, strides,
+                     padding, data_format);
+}
+
+}  // namespace ipuflow::ops
