@@ -61,8 +61,11 @@ std::string ResourceKey(const Node& n) {
   return src->name();
 }
 
+int ShardOf(const Node* n) { return n->ipu() < 0 ? 0 : n->ipu(); }
+
 struct Interval {
   int value;
+  int shard;
   int def, last;
   int64_t bytes;
   int64_t offset = -1;
@@ -208,19 +211,21 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Compile(
         reads.push_back(pos);
       }
     }
+    if (static_cast<int>(p->shards_.size()) <= ShardOf(n)) {
+      p->shards_.resize(ShardOf(n) + 1);
+    }
+    MemoryPlan& shard = p->shards_[ShardOf(n)];
     if (n->op() == "Variable") {
-      p->memory_.variable_bytes +=
-          n->attr<TensorShape>("shape").num_elements() *
-          DTypeSize(n->attr<DType>("dtype"));
+      shard.variable_bytes += n->attr<TensorShape>("shape").num_elements() *
+                              DTypeSize(n->attr<DType>("dtype"));
     }
     if (n->op() == "Const") {
-      p->memory_.constant_bytes += n->attr<Tensor>("value").TotalBytes();
+      shard.constant_bytes += n->attr<Tensor>("value").TotalBytes();
     }
   }
+  if (p->shards_.empty()) p->shards_.resize(1);
   p->variables_.assign(variables.begin(), variables.end());
   std::sort(p->variables_.begin(), p->variables_.end());
-  p->memory_.always_live_bytes =
-      p->memory_.constant_bytes + p->memory_.variable_bytes;
 
   // 5. Shapes for these feed shapes.
   for (int pos = 0; pos < num_nodes; ++pos) {
@@ -279,8 +284,12 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Compile(
     ++p->value_uses_[v];
     fetched[v] = true;
     fetched[root[v]] = true;
-    p->memory_.fetch_bytes +=
+    const int64_t bytes =
         p->value_shapes_[v].num_elements() * DTypeSize(p->value_dtypes_[v]);
+    p->memory_.fetch_bytes += bytes;
+    if (producer[v] >= 0) {
+      p->shards_[ShardOf(p->nodes_[producer[v]]->node)].fetch_bytes += bytes;
+    }
   }
   std::vector<Interval> intervals;
   for (int v = 0; v < p->num_values_; ++v) {
@@ -298,24 +307,24 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Compile(
     if (bytes == 0) continue;
     int last = producer[v];
     for (int c : consumers[v]) last = std::max(last, c);
-    intervals.push_back(Interval{v, producer[v], last, bytes});
-    p->memory_.unplanned_bytes += bytes;
+    intervals.push_back(Interval{v, ShardOf(n), producer[v], last, bytes});
+    p->shards_[ShardOf(n)].unplanned_bytes += bytes;
+    ++p->shards_[ShardOf(n)].num_planned_values;
   }
 
-  // 7. Offsets: largest first, each at the lowest offset free for its
-  // lifetime.
+  // 7. Offsets, per shard: largest first, each at the lowest offset free
+  // for its lifetime. Shard regions follow one another in the arena.
   std::vector<int> order(intervals.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
   std::sort(order.begin(), order.end(), [&](int a, int b) {
     if (intervals[a].bytes != intervals[b].bytes) return intervals[a].bytes > intervals[b].bytes;
     return intervals[a].def < intervals[b].def;
   });
-  std::vector<int> placed;
-  int64_t peak = 0;
+  std::vector<std::vector<int>> placed(p->shards_.size());
   for (int i : order) {
     Interval& iv = intervals[i];
     std::vector<std::pair<int64_t, int64_t>> busy;
-    for (int j : placed) {
+    for (int j : placed[iv.shard]) {
       const Interval& o = intervals[j];
       if (o.def <= iv.last && iv.def <= o.last) busy.push_back({o.offset, o.offset + o.bytes});
     }
@@ -326,11 +335,26 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Compile(
       offset = std::max(offset, e);
     }
     iv.offset = offset;
-    peak = std::max(peak, offset + iv.bytes);
-    placed.push_back(i);
+    MemoryPlan& shard = p->shards_[iv.shard];
+    shard.peak_bytes = std::max(shard.peak_bytes, offset + iv.bytes);
+    placed[iv.shard].push_back(i);
   }
-  p->memory_.peak_bytes = peak;
-  p->memory_.num_planned_values = static_cast<int>(intervals.size());
+  std::vector<int64_t> shard_base(p->shards_.size(), 0);
+  int64_t peak = 0;
+  for (size_t k = 0; k < p->shards_.size(); ++k) {
+    MemoryPlan& shard = p->shards_[k];
+    shard.always_live_bytes = shard.constant_bytes + shard.variable_bytes;
+    shard_base[k] = peak;
+    peak += shard.peak_bytes;
+    MemoryPlan& m = p->memory_;
+    m.constant_bytes += shard.constant_bytes;
+    m.variable_bytes += shard.variable_bytes;
+    m.always_live_bytes += shard.always_live_bytes;
+    m.peak_bytes += shard.peak_bytes;
+    m.unplanned_bytes += shard.unplanned_bytes;
+    m.num_planned_values += shard.num_planned_values;
+  }
+  for (Interval& iv : intervals) iv.offset += shard_base[iv.shard];
   for (const Interval& iv : intervals) {
     ExecNode& en = *p->nodes_[producer[iv.value]];
     en.plans[iv.value - en.first_output].offset = iv.offset;

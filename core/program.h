@@ -67,7 +67,12 @@ class Program {
   absl::Status Run(RunEnv& env, absl::Span<const Tensor> feeds,
                    std::vector<Tensor>* fetches);
 
+  // Totals over all shards, and per shard (index = node IPU; unplaced
+  // nodes count as shard 0). Each shard's intermediates are planned
+  // separately: on hardware they live in different IPUs' memory.
   const MemoryPlan& memory() const { return memory_; }
+  const std::vector<MemoryPlan>& shard_memory() const { return shards_; }
+  int num_shards() const { return static_cast<int>(shards_.size()); }
   const ProgramSpec& spec() const { return spec_; }
   int num_nodes() const { return static_cast<int>(nodes_.size()); }
   // Node names in schedule order (for tests and traces).
@@ -93,6 +98,7 @@ class Program {
   std::vector<int> initial_ready_;
   std::shared_ptr<TensorBuffer> arena_;
   MemoryPlan memory_;
+  std::vector<MemoryPlan> shards_;
   std::vector<std::string> variables_;
 };
 

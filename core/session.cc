@@ -7,8 +7,10 @@
 namespace ipuflow {
 
 namespace {
+// Workers besides the calling thread, which takes part in ParallelFor.
 int DefaultThreads(int n) {
-  return n > 0 ? n : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return n > 0 ? n
+               : static_cast<int>(std::max(2u, std::thread::hardware_concurrency())) - 1;
 }
 }  // namespace
 

@@ -12,11 +12,13 @@ struct ThreadPool::Impl {
 };
 
 ThreadPool::ThreadPool(std::string name, int num_threads)
-    : name_(std::move(name)),
-      num_threads_(num_threads < 1 ? 1 : num_threads),
-      impl_(std::make_unique<Impl>(num_threads_)),
-      device_(std::make_unique<Eigen::ThreadPoolDevice>(&impl_->pool,
-                                                        num_threads_)) {}
+    : name_(std::move(name)), num_threads_(std::max(0, num_threads)) {
+  if (num_threads_ > 0) {
+    impl_ = std::make_unique<Impl>(num_threads_);
+    device_ = std::make_unique<Eigen::ThreadPoolDevice>(&impl_->pool,
+                                                        num_threads_ + 1);
+  }
+}
 
 ThreadPool::~ThreadPool() {
   device_.reset();
@@ -24,6 +26,10 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::Schedule(std::function<void()> fn) {
+  if (impl_ == nullptr) {
+    fn();
+    return;
+  }
   impl_->pool.Schedule(std::move(fn));
 }
 
@@ -31,7 +37,7 @@ void ThreadPool::ParallelFor(
     int64_t n, double cost_per_unit,
     const std::function<void(int64_t, int64_t)>& fn) const {
   if (n <= 0) return;
-  if (num_threads_ == 1 || n == 1) {
+  if (device_ == nullptr || n == 1) {
     fn(0, n);
     return;
   }

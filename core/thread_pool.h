@@ -29,6 +29,9 @@ namespace ipuflow {
 
 class ThreadPool {
  public:
+  // `num_threads` workers (0 is allowed: everything then runs inline).
+  // ParallelFor also uses the calling thread, so its parallelism is
+  // num_threads + 1.
   ThreadPool(std::string name, int num_threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -41,9 +44,8 @@ class ThreadPool {
   // unit) and runs fn on each shard, in parallel; returns when all are done.
   void ParallelFor(int64_t n, double cost_per_unit,
                    const std::function<void(int64_t, int64_t)>& fn) const;
-  const Eigen::ThreadPoolDevice& device() const { return *device_; }
 
-  // A process-wide pool with one thread per core, for host-side work.
+  // A process-wide pool with one worker per core, for host-side work.
   static ThreadPool* Default();
 
  private:
