@@ -1,5 +1,6 @@
 #include "core/graph.h"
 
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "core/op_registry.h"
 
@@ -147,6 +148,10 @@ const std::vector<Node*>& Graph::collection(const std::string& key) const {
 }
 
 std::string Graph::Fingerprint() const {
+  if (fingerprint_nodes_ == num_nodes() &&
+      fingerprint_functions_ == static_cast<int>(functions_.size())) {
+    return fingerprint_;
+  }
   std::string fp;
   for (const auto& n : nodes_) {
     absl::StrAppend(&fp, n->name_, "=", n->op_, "(");
@@ -164,7 +169,13 @@ std::string Graph::Fingerprint() const {
     for (const Output& r : fn->results) absl::StrAppend(&fp, r.name(), ",");
     absl::StrAppend(&fp, ")\n");
   }
-  return fp;
+  const size_t h1 = absl::Hash<std::string>()(fp);
+  const size_t h2 = absl::Hash<std::pair<std::string, int>>()({fp, 0x1b3});
+  fingerprint_ = absl::StrCat(absl::Hex(h1, absl::kZeroPad16),
+                              absl::Hex(h2, absl::kZeroPad16), "-", fp.size());
+  fingerprint_nodes_ = num_nodes();
+  fingerprint_functions_ = static_cast<int>(functions_.size());
+  return fingerprint_;
 }
 
 }  // namespace ipuflow

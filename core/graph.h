@@ -160,8 +160,9 @@ class Graph {
     return collections_;
   }
 
-  // A stable digest of the nodes, attributes, placement and functions; equal
-  // graphs give equal fingerprints (used by compile caches).
+  // A digest of the nodes, attributes, placement and functions: equal graphs
+  // give equal fingerprints within a process (compile caches key on it).
+  // Memoised: nodes never change once added.
   std::string Fingerprint() const;
 
  private:
@@ -171,6 +172,9 @@ class Graph {
   absl::flat_hash_map<std::string, int> name_counters_;  // Last suffix used.
   std::map<std::string, std::unique_ptr<Function>> functions_;
   std::map<std::string, std::vector<Node*>> collections_;
+  mutable std::string fingerprint_;
+  mutable int fingerprint_nodes_ = -1;
+  mutable int fingerprint_functions_ = -1;
 };
 
 }  // namespace ipuflow

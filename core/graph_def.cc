@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "core/op_registry.h"
 #include "core/status.h"
 #include "google/protobuf/io/coded_stream.h"

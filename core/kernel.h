@@ -33,6 +33,10 @@
 
 namespace ipuflow {
 
+class CancellationManager;
+class CollectiveGroup;
+class IPUDevice;
+
 // Where a program runs: the host, or one emulated IPU of one replica.
 // Not owned by programs; must outlive every run that uses it.
 struct RunEnv {
@@ -42,11 +46,12 @@ struct RunEnv {
   int replica = 0;
   int num_replicas = 1;
   int ipu = 0;  // Index of the IPU this program runs on (within its system).
-  // Set to cancel runs in progress (blocking kernels check it).
-  std::atomic<bool>* cancelled = nullptr;
-  // Device services (feeds, collectives, ...) kernels look up by type.
-  // Not owned.
-  void* services = nullptr;
+  // Cancels runs in progress; blocking kernels register with it. May be null.
+  CancellationManager* cancellation = nullptr;
+  // The replica group for cross-replica collectives; null outside an IPU.
+  CollectiveGroup* collectives = nullptr;
+  // The emulated IPU running the program; null on the host.
+  IPUDevice* device = nullptr;
 };
 
 // Where the compiler placed one output of a node: `offset` into the
@@ -92,10 +97,6 @@ class KernelContext {
   }
   const ThreadPool& intra_op() const { return *env_->intra_op; }
   RunEnv& env() const { return *env_; }
-  bool cancelled() const {
-    return env_->cancelled != nullptr &&
-           env_->cancelled->load(std::memory_order_acquire);
-  }
   // Kernel-private state kept across runs of this program.
   std::unique_ptr<KernelState>& state() { return *state_; }
 

@@ -276,7 +276,14 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Compile(
         root[en.first_output + out] = root[en.inputs[in]];
       }
     }
-    for (int v : en.inputs) consumers[root[v]].push_back(pos);
+    for (int v : en.inputs) {
+      consumers[root[v]].push_back(pos);
+      if (producer[v] >= 0 &&
+          ShardOf(p->nodes_[producer[v]]->node) != ShardOf(en.node)) {
+        p->cross_shard_bytes_ += p->value_shapes_[v].num_elements() *
+                                 DTypeSize(p->value_dtypes_[v]);
+      }
+    }
   }
   for (const Output& f : spec.fetches) {
     const int v = value_of(f);

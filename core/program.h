@@ -73,6 +73,8 @@ class Program {
   const MemoryPlan& memory() const { return memory_; }
   const std::vector<MemoryPlan>& shard_memory() const { return shards_; }
   int num_shards() const { return static_cast<int>(shards_.size()); }
+  // Bytes each run moves between shards (values consumed on another IPU).
+  int64_t cross_shard_bytes() const { return cross_shard_bytes_; }
   const ProgramSpec& spec() const { return spec_; }
   int num_nodes() const { return static_cast<int>(nodes_.size()); }
   // Node names in schedule order (for tests and traces).
@@ -99,6 +101,7 @@ class Program {
   std::shared_ptr<TensorBuffer> arena_;
   MemoryPlan memory_;
   std::vector<MemoryPlan> shards_;
+  int64_t cross_shard_bytes_ = 0;
   std::vector<std::string> variables_;
 };
 

@@ -1,0 +1,154 @@
+#include "core/ipu/device_program.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/mutex.h"
+
+namespace ipuflow {
+namespace {
+
+// The largest variables placed on `shard`, for the out-of-memory report.
+std::string LargestVariables(const Graph& graph, const Program& program,
+                             int shard) {
+  std::vector<std::pair<int64_t, const Node*>> vars;
+  for (const Node* n : program.schedule()) {
+    if (n->op() != "Variable" || std::max(0, n->ipu()) != shard) continue;
+    vars.push_back({n->attr<TensorShape>("shape").num_elements() *
+                        static_cast<int64_t>(DTypeSize(n->attr<DType>("dtype"))),
+                    n});
+  }
+  std::sort(vars.begin(), vars.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string out;
+  for (size_t i = 0; i < vars.size() && i < 3; ++i) {
+    absl::StrAppend(&out, i ? ", " : " (largest: ", "'", vars[i].second->name(),
+                    "' ", DTypeName(vars[i].second->attr<DType>("dtype")),
+                    vars[i].second->attr<TensorShape>("shape").DebugString(),
+                    " ", HumanBytes(vars[i].first));
+  }
+  if (!vars.empty()) absl::StrAppend(&out, ")");
+  return out;
+}
+
+std::string ShardReport(const Graph& graph, const Program& program, int shard,
+                        int ipu, int64_t budget) {
+  const MemoryPlan& m = program.shard_memory()[shard];
+  const int64_t total = m.always_live_bytes + m.peak_bytes;
+  return absl::StrCat(
+      "  IPU ", ipu, " (shard ", shard, "): ", HumanBytes(total), " of ",
+      HumanBytes(budget), absl::StrFormat(" (%.1f%%)", 100.0 * total / budget),
+      "\n    always-live:     ", HumanBytes(m.always_live_bytes),
+      "\n      variables:     ", HumanBytes(m.variable_bytes),
+      LargestVariables(graph, program, shard),
+      "\n      constants:     ", HumanBytes(m.constant_bytes),
+      "\n    not-always-live: ", HumanBytes(m.peak_bytes), " peak of ",
+      m.num_planned_values, " intermediates by liveness (",
+      HumanBytes(m.unplanned_bytes), " without reuse)\n");
+}
+
+}  // namespace
+
+DeviceProgram::~DeviceProgram() = default;
+
+absl::StatusOr<std::unique_ptr<DeviceProgram>> DeviceProgram::Compile(
+    IPUSystem* system, const Graph& graph, const ProgramSpec& spec) {
+  std::unique_ptr<DeviceProgram> dp(new DeviceProgram());
+  dp->system_ = system;
+  ASSIGN_OR_RETURN(std::unique_ptr<Program> first, Program::Compile(graph, spec));
+  dp->num_shards_ = first->num_shards();
+  const int k = system->num_ipus();
+  if (k % dp->num_shards_ != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the program is sharded over ", dp->num_shards_,
+        " IPUs but the system has ", k, "; the number of IPUs must be a "
+        "multiple of the number of shards (for example auto_select_ipus = ",
+        dp->num_shards_, " or ", 2 * dp->num_shards_, ")"));
+  }
+  const int replicas = k / dp->num_shards_;
+  // Memory: every replica has the same plan, so check replica 0's shards.
+  bool oom = false;
+  std::string report;
+  for (int s = 0; s < dp->num_shards_; ++s) {
+    const int64_t budget = system->device(s).memory_budget_bytes();
+    const MemoryPlan& m = first->shard_memory()[s];
+    oom |= m.always_live_bytes + m.peak_bytes > budget;
+    absl::StrAppend(&report, ShardReport(graph, *first, s, s, budget));
+  }
+  if (oom) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "out of memory: the program does not fit on its IPUs (",
+        system->config().tiles_per_ipu(), " tiles x ",
+        HumanBytes(system->config().memory_per_tile()), " per IPU)\n", report));
+  }
+  dp->memory_report_ = report;
+  dp->replicas_.push_back(std::move(first));
+  for (int r = 1; r < replicas; ++r) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Program> p, Program::Compile(graph, spec));
+    dp->replicas_.push_back(std::move(p));
+  }
+  dp->group_ = std::make_unique<CollectiveGroup>(replicas);
+  dp->envs_.resize(replicas);
+  for (int r = 0; r < replicas; ++r) {
+    IPUDevice& device = system->device(dp->ipu_of_replica(r));
+    RunEnv& env = dp->envs_[r];
+    env.intra_op = device.intra_op();
+    env.resources = device.resources();
+    env.replica = r;
+    env.num_replicas = replicas;
+    env.ipu = dp->ipu_of_replica(r);
+    env.cancellation = system->cancellation();
+    env.collectives = dp->group_.get();
+    env.device = &device;
+  }
+  return dp;
+}
+
+absl::Status DeviceProgram::Run(absl::Span<const Tensor> feeds,
+                                std::vector<std::vector<Tensor>>* fetches) {
+  const int replicas = num_replicas();
+  group_->Reset();
+  fetches->assign(replicas, {});
+  std::vector<absl::Status> status(replicas);
+  Mutex mu;
+  CondVar done_cv;
+  int done = 0;
+  int64_t feed_bytes = 0;
+  for (const Tensor& t : feeds) feed_bytes += t.TotalBytes();
+  for (int r = 0; r < replicas; ++r) {
+    IPUDevice& device = system_->device(ipu_of_replica(r));
+    device.Submit([&, r] {
+      absl::Status s = replicas_[r]->Run(envs_[r], feeds, &(*fetches)[r]);
+      if (!s.ok()) group_->Cancel(s);
+      TransferCounters& c = envs_[r].device->counters();
+      c.host_to_device.fetch_add(feed_bytes, std::memory_order_relaxed);
+      int64_t out_bytes = 0;
+      for (const Tensor& t : (*fetches)[r]) out_bytes += t.TotalBytes();
+      c.device_to_host.fetch_add(out_bytes, std::memory_order_relaxed);
+      c.ipu_to_ipu.fetch_add(replicas_[r]->cross_shard_bytes() +
+                                 group_->bytes_sent(r),
+                             std::memory_order_relaxed);
+      MutexLock l(&mu);
+      status[r] = std::move(s);
+      ++done;
+      done_cv.SignalAll();
+    });
+  }
+  {
+    MutexLock l(&mu);
+    done_cv.Await(&mu, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return done == replicas;
+    });
+  }
+  // Prefer the root cause over the Cancelled it caused in other replicas.
+  for (const absl::Status& s : status) {
+    if (!s.ok() && !absl::IsCancelled(s)) return s;
+  }
+  for (const absl::Status& s : status) RETURN_IF_ERROR(s);
+  return absl::OkStatus();
+}
+
+std::string DeviceProgram::MemoryReport() const { return memory_report_; }
+
+}  // namespace ipuflow

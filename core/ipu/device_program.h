@@ -1,0 +1,61 @@
+// DeviceProgram: a graph compiled for the emulated IPU system. A program
+// whose nodes are placed on S IPUs (Scope::WithIpu) runs as R = K / S
+// replicas on a system of K IPUs; replica r uses IPUs [r*S, r*S + S) and
+// runs on IPU r*S's thread with that IPU's variables. Compiling checks each
+// shard against its IPU's memory (always-live + peak not-always-live) and
+// fails with ResourceExhausted and a per-category report.
+//
+//   ASSIGN_OR_RETURN(auto program, DeviceProgram::Compile(&system, graph, spec));
+//   std::vector<std::vector<Tensor>> results;   // [replica][fetch]
+//   RETURN_IF_ERROR(program->Run(feeds, &results));
+//
+// Thread safety: Run may not be called concurrently with itself.
+#ifndef IPUFLOW_CORE_IPU_DEVICE_PROGRAM_H_
+#define IPUFLOW_CORE_IPU_DEVICE_PROGRAM_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/ipu/collective_group.h"
+#include "core/ipu/ipu_system.h"
+#include "core/program.h"
+
+namespace ipuflow {
+
+class DeviceProgram {
+ public:
+  static absl::StatusOr<std::unique_ptr<DeviceProgram>> Compile(
+      IPUSystem* system, const Graph& graph, const ProgramSpec& spec);
+  ~DeviceProgram();
+
+  int num_replicas() const { return static_cast<int>(replicas_.size()); }
+  int num_shards() const { return num_shards_; }
+  const Program& program(int replica) const { return *replicas_[replica]; }
+  // The IPU that runs replica r (its first shard).
+  int ipu_of_replica(int r) const { return r * num_shards_; }
+
+  // Runs every replica, each on its IPU's thread, with the same feeds.
+  // (*fetches)[r] holds replica r's results. An error in one replica
+  // cancels the others' collectives; the first error is returned.
+  absl::Status Run(absl::Span<const Tensor> feeds,
+                   std::vector<std::vector<Tensor>>* fetches);
+
+  // Per shard: always-live and not-always-live bytes against the budget.
+  std::string MemoryReport() const;
+
+ private:
+  DeviceProgram() = default;
+
+  IPUSystem* system_ = nullptr;
+  int num_shards_ = 1;
+  std::vector<std::unique_ptr<Program>> replicas_;
+  std::vector<RunEnv> envs_;
+  std::unique_ptr<CollectiveGroup> group_;
+  std::string memory_report_;
+};
+
+}  // namespace ipuflow
+
+#endif  // IPUFLOW_CORE_IPU_DEVICE_PROGRAM_H_

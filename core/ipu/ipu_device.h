@@ -1,0 +1,74 @@
+// IPUDevice: one emulated IPU. It owns a worker thread that runs the device
+// programs given to it one at a time, in order; a memory budget (tiles x
+// bytes per tile); the variables that live on it; an intra-op thread pool;
+// and counters of the bytes it moved.
+//
+//   IPUDevice& ipu = system.device(0);
+//   ipu.Submit([&] { status = program->Run(env, feeds, &out); done.Notify(); });
+//
+// Thread safety: Submit and the counters may be used from any thread. The
+// destructor runs the tasks already submitted, then joins the worker.
+#ifndef IPUFLOW_CORE_IPU_IPU_DEVICE_H_
+#define IPUFLOW_CORE_IPU_IPU_DEVICE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "core/mutex.h"
+#include "core/resource.h"
+#include "core/thread_pool.h"
+
+namespace ipuflow {
+
+// Bytes moved by one IPU, by direction. Updated with relaxed atomics: the
+// totals are exact once the programs that moved them have finished.
+struct TransferCounters {
+  std::atomic<int64_t> host_to_device{0};
+  std::atomic<int64_t> device_to_host{0};
+  std::atomic<int64_t> ipu_to_ipu{0};  // Sent to other IPUs.
+  void Reset() {
+    host_to_device = 0;
+    device_to_host = 0;
+    ipu_to_ipu = 0;
+  }
+};
+
+class IPUDevice {
+ public:
+  IPUDevice(int id, int64_t memory_budget_bytes, int intra_op_threads);
+  ~IPUDevice();
+  IPUDevice(const IPUDevice&) = delete;
+  IPUDevice& operator=(const IPUDevice&) = delete;
+
+  int id() const { return id_; }
+  int64_t memory_budget_bytes() const { return memory_budget_; }
+  // Runs `task` on this IPU's thread after the tasks submitted before it.
+  void Submit(std::function<void()> task);
+  ThreadPool* intra_op() { return &intra_op_; }
+  ResourceMgr* resources() { return &resources_; }
+  TransferCounters& counters() { return counters_; }
+  std::string name() const { return "IPU " + std::to_string(id_); }
+
+ private:
+  void WorkerLoop();
+
+  const int id_;
+  const int64_t memory_budget_;
+  ThreadPool intra_op_;
+  ResourceMgr resources_;
+  TransferCounters counters_;
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread worker_;
+};
+
+}  // namespace ipuflow
+
+#endif  // IPUFLOW_CORE_IPU_IPU_DEVICE_H_

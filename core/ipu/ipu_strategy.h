@@ -1,0 +1,56 @@
+// IPUStrategy: compiles a graph's fetches into one DeviceProgram and runs it
+// on every replica of the IPU system. Compiled programs are cached by the
+// graph's fingerprint, the fetches, targets and feed shapes and the system's
+// configuration, so running the same step again does not recompile.
+//
+//   IPUStrategy strategy(system.get());
+//   RETURN_IF_ERROR(strategy.Initialize(*scope.graph()));   // every replica
+//   ASSIGN_OR_RETURN(std::vector<Tensor> out,
+//                    strategy.Run(*scope.graph(), {loss}, {train_op}));
+//   strategy.num_compiles();   // 1, however often Run is called
+//
+// With several replicas each fetch gets a leading replica dimension.
+//
+// Thread safety: not thread-safe; one host thread drives a strategy.
+#ifndef IPUFLOW_CORE_IPU_IPU_STRATEGY_H_
+#define IPUFLOW_CORE_IPU_IPU_STRATEGY_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/ipu/device_program.h"
+#include "core/session.h"
+
+namespace ipuflow {
+
+class IPUStrategy {
+ public:
+  // `system` is not owned and must outlive the strategy.
+  explicit IPUStrategy(IPUSystem* system) : system_(system) {}
+
+  IPUSystem* system() const { return system_; }
+  // The compiled program for this step (compiling it on first use).
+  absl::StatusOr<DeviceProgram*> Compile(const Graph& graph,
+                                         const std::vector<Output>& fetches,
+                                         const std::vector<Node*>& targets,
+                                         const FeedList& feeds = {});
+  absl::StatusOr<std::vector<Tensor>> Run(const Graph& graph,
+                                          const std::vector<Output>& fetches,
+                                          const std::vector<Node*>& targets = {},
+                                          const FeedList& feeds = {});
+  // Runs the graph's "initializers" on every replica.
+  absl::Status Initialize(const Graph& graph);
+  int num_compiles() const { return num_compiles_; }
+
+ private:
+  IPUSystem* system_;
+  std::map<std::string, std::unique_ptr<DeviceProgram>> cache_;
+  int num_compiles_ = 0;
+};
+
+}  // namespace ipuflow
+
+#endif  // IPUFLOW_CORE_IPU_IPU_STRATEGY_H_
