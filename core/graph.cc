@@ -59,10 +59,11 @@ absl::StatusOr<Node*> Graph::AddNode(NodeSpec spec) {
   }
   const int declared = static_cast<int>(def->input_names().size());
   const int given = static_cast<int>(spec.inputs.size());
-  if (def->variadic_input() ? given < declared : given != declared) {
+  const int required = def->variadic_input() ? declared - 1 : declared;
+  if (def->variadic_input() ? given < required : given != declared) {
     return absl::InvalidArgumentError(absl::StrCat(
         prefix(), "expects ", def->variadic_input() ? "at least " : "",
-        declared, " input(s), got ", given));
+        required, " input(s), got ", given));
   }
   std::vector<DType> in_dtypes;
   std::vector<TensorShape> in_shapes;

@@ -56,7 +56,7 @@ class OpDef {
  public:
   const std::string& name() const { return name_; }
   const std::vector<std::string>& input_names() const { return inputs_; }
-  // True if the last declared input takes any number (>= 1) of tensors.
+  // True if the last declared input takes any number (>= 0) of tensors.
   bool variadic_input() const { return variadic_; }
   const std::map<std::string, AttrValue>& attr_defaults() const {
     return attr_defaults_;
@@ -97,7 +97,7 @@ class OpRegistration {
  public:
   explicit OpRegistration(OpDef* def) : def_(def) {}
   OpRegistration& Input(std::string name);
-  // Any number (>= 1) of inputs; must be the last input.
+  // Any number (>= 0) of inputs; must be the last input.
   OpRegistration& VariadicInput(std::string name);
   OpRegistration& Attr(std::string name, AttrValue default_value);
   OpRegistration& RequiredAttr(std::string name);

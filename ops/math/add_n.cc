@@ -35,6 +35,9 @@ absl::Status AddNKernel(KernelContext& ctx) {
 REGISTER_OP("AddN")
     .VariadicInput("inputs")
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
+      if (c.num_inputs() == 0) {
+        return absl::InvalidArgumentError("needs at least one input");
+      }
       TensorShape shape = c.input_shape(0);
       for (int i = 1; i < c.num_inputs(); ++i) {
         RETURN_IF_ERROR(c.ExpectSameDType(0, i));

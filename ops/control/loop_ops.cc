@@ -1,0 +1,157 @@
+// The Repeat and WhileLoop ops (built by ops/control/loops.h) and the _Arg
+// op their bodies read loop-carried values from. The loop kernel compiles
+// its body (and condition) into Programs on first run, for the shapes it is
+// given, and keeps them: later runs and iterations never re-plan.
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "core/kernel.h"
+#include "core/op_registry.h"
+#include "core/program.h"
+
+namespace ipuflow::loops {
+namespace {
+
+struct LoopState : KernelState {
+  std::unique_ptr<Program> body;
+  std::unique_ptr<Program> cond;
+};
+
+absl::StatusOr<Output> ParseOutput(const Graph& g, const std::string& name) {
+  std::pair<std::string, std::string> parts = absl::StrSplit(name, ':');
+  Node* n = g.FindNode(parts.first);
+  int index = 0;
+  if (n == nullptr || !absl::SimpleAtoi(parts.second, &index) ||
+      index >= n->num_outputs()) {
+    return absl::NotFoundError(absl::StrCat("no output '", name, "'"));
+  }
+  return Output(n, index);
+}
+
+// Compiles one frame: its args and the captured outer values are fed.
+absl::StatusOr<std::unique_ptr<Program>> CompileFrame(
+    KernelContext& ctx, const std::string& prefix) {
+  const Node& loop = ctx.node();
+  const Graph& g = *loop.graph();
+  const int nv = static_cast<int>(loop.attr<int64_t>("num_loop_vars"));
+  ProgramSpec spec;
+  const auto& args = loop.attr<std::vector<std::string>>(prefix + "_args");
+  for (size_t i = 0; i < args.size(); ++i) {
+    Node* a = g.FindNode(args[i]);
+    if (a == nullptr) return ctx.Error(absl::StatusCode::kNotFound, "no arg ", args[i]);
+    spec.feeds.push_back(Output(a));
+    spec.feed_shapes.push_back(ctx.input(i).shape());
+  }
+  for (int k = nv; k < loop.num_inputs(); ++k) {
+    spec.feeds.push_back(loop.input(k));
+    spec.feed_shapes.push_back(ctx.input(k).shape());
+  }
+  std::vector<std::string> results;
+  if (prefix == "cond") {
+    results.push_back(loop.attr<std::string>("cond_result"));
+  } else {
+    results = loop.attr<std::vector<std::string>>("body_results");
+  }
+  for (const std::string& r : results) {
+    ASSIGN_OR_RETURN(Output o, ParseOutput(g, r));
+    spec.fetches.push_back(o);
+  }
+  for (const std::string& t : loop.attr<std::vector<std::string>>(prefix + "_targets")) {
+    Node* n = g.FindNode(t);
+    if (n == nullptr) return ctx.Error(absl::StatusCode::kNotFound, "no node ", t);
+    spec.targets.push_back(n);
+  }
+  absl::StatusOr<std::unique_ptr<Program>> p = Program::Compile(g, spec);
+  if (!p.ok()) {
+    return absl::Status(p.status().code(),
+                        absl::StrCat(loop.DebugName(), " ", prefix, ": ",
+                                     p.status().message()));
+  }
+  return p;
+}
+
+absl::Status LoopKernel(KernelContext& ctx) {
+  const Node& loop = ctx.node();
+  auto& slot = ctx.state();
+  if (!slot) {
+    auto state = std::make_unique<LoopState>();
+    ASSIGN_OR_RETURN(state->body, CompileFrame(ctx, "body"));
+    if (loop.has_attr("cond_result")) {
+      ASSIGN_OR_RETURN(state->cond, CompileFrame(ctx, "cond"));
+    }
+    slot = std::move(state);
+  }
+  auto* state = static_cast<LoopState*>(slot.get());
+  const int nv = static_cast<int>(loop.attr<int64_t>("num_loop_vars"));
+  const int64_t max_iterations = loop.op() == "Repeat"
+                                     ? loop.attr<int64_t>("n")
+                                     : loop.attr<int64_t>("maximum_iterations");
+  std::vector<Tensor> feeds;
+  for (int i = 0; i < ctx.num_inputs(); ++i) feeds.push_back(ctx.input(i));
+  std::vector<Tensor> results;
+  for (int64_t it = 0; max_iterations < 0 || it < max_iterations; ++it) {
+    if (state->cond) {
+      RETURN_IF_ERROR(state->cond->Run(ctx.env(), feeds, &results));
+      if (!results[0].scalar<bool>()) break;
+    }
+    RETURN_IF_ERROR(state->body->Run(ctx.env(), feeds, &results));
+    for (int i = 0; i < nv; ++i) feeds[i] = std::move(results[i]);
+  }
+  for (int i = 0; i < nv; ++i) ctx.set_output(i, feeds[i]);
+  return absl::OkStatus();
+}
+
+absl::Status LoopShape(ShapeContext& c) {
+  ASSIGN_OR_RETURN(int64_t nv, c.attr<int64_t>("num_loop_vars"));
+  for (int i = 0; i < nv; ++i) c.set_output(i, c.input_dtype(i), c.input_shape(i));
+  return absl::OkStatus();
+}
+
+constexpr char kNoLoopGradient[] =
+    "differentiate inside the loop body: gradients through a device loop are "
+    "not supported";
+
+REGISTER_OP("Repeat")
+    .VariadicInput("inputs_and_captures")
+    .RequiredAttr("n")
+    .RequiredAttr("num_loop_vars")
+    .RequiredAttr("body_args")
+    .RequiredAttr("body_results")
+    .RequiredAttr("body_targets")
+    .SetStateful()
+    .SetShapeFn(LoopShape)
+    .SetKernel(LoopKernel)
+    .NotDifferentiable(kNoLoopGradient);
+
+REGISTER_OP("WhileLoop")
+    .VariadicInput("inputs_and_captures")
+    .RequiredAttr("maximum_iterations")
+    .RequiredAttr("num_loop_vars")
+    .RequiredAttr("body_args")
+    .RequiredAttr("body_results")
+    .RequiredAttr("body_targets")
+    .RequiredAttr("cond_args")
+    .RequiredAttr("cond_result")
+    .RequiredAttr("cond_targets")
+    .SetStateful()
+    .SetShapeFn(LoopShape)
+    .SetKernel(LoopKernel)
+    .NotDifferentiable(kNoLoopGradient);
+
+// A loop-carried value inside a body; always fed by the loop kernel.
+REGISTER_OP("_Arg")
+    .RequiredAttr("dtype")
+    .RequiredAttr("shape")
+    .RequiredAttr("index")
+    .SetShapeFn([](ShapeContext& c) -> absl::Status {
+      ASSIGN_OR_RETURN(DType dtype, c.attr<DType>("dtype"));
+      ASSIGN_OR_RETURN(TensorShape shape, c.attr<TensorShape>("shape"));
+      c.set_output(0, dtype, shape);
+      return absl::OkStatus();
+    })
+    .SetKernel([](KernelContext& ctx) {
+      return ctx.Error(absl::StatusCode::kInternal, "loop argument was not fed");
+    })
+    .NotDifferentiable("a loop argument has no inputs");
+
+}  // namespace
+}  // namespace ipuflow::loops
