@@ -85,15 +85,19 @@ absl::Status LoopKernel(KernelContext& ctx) {
   const int64_t max_iterations = loop.op() == "Repeat"
                                      ? loop.attr<int64_t>("n")
                                      : loop.attr<int64_t>("maximum_iterations");
+  // Bodies run in order on this thread: waiting here for inter-op tasks
+  // could block the very pool thread those tasks need.
+  RunEnv env = ctx.env();
+  env.inter_op = nullptr;
   std::vector<Tensor> feeds;
   for (int i = 0; i < ctx.num_inputs(); ++i) feeds.push_back(ctx.input(i));
   std::vector<Tensor> results;
   for (int64_t it = 0; max_iterations < 0 || it < max_iterations; ++it) {
     if (state->cond) {
-      RETURN_IF_ERROR(state->cond->Run(ctx.env(), feeds, &results));
+      RETURN_IF_ERROR(state->cond->Run(env, feeds, &results));
       if (!results[0].scalar<bool>()) break;
     }
-    RETURN_IF_ERROR(state->body->Run(ctx.env(), feeds, &results));
+    RETURN_IF_ERROR(state->body->Run(env, feeds, &results));
     for (int i = 0; i < nv; ++i) feeds[i] = std::move(results[i]);
   }
   for (int i = 0; i < nv; ++i) ctx.set_output(i, feeds[i]);

@@ -1,0 +1,27 @@
+#include "ops/collective/replica_index.h"
+
+#include "core/kernel.h"
+#include "core/op_registry.h"
+
+namespace ipuflow::ops {
+namespace {
+
+REGISTER_OP("ReplicaIndex")
+    .SetShapeFn([](ShapeContext& c) {
+      c.set_output(0, DType::kInt32, TensorShape());
+      return absl::OkStatus();
+    })
+    .SetKernel([](KernelContext& ctx) {
+      Tensor* out = ctx.allocate_output(0, TensorShape());
+      *out->data<int32_t>() = ctx.env().replica;
+      return absl::OkStatus();
+    })
+    .NotDifferentiable("an integer with no inputs");
+
+}  // namespace
+
+Output ReplicaIndex(const Scope& scope) {
+  return scope.AddNode("ReplicaIndex", {});
+}
+
+}  // namespace ipuflow::ops
