@@ -83,8 +83,8 @@ absl::StatusOr<std::unique_ptr<ByteReader>> ByteReader::Open(
   }
   gzFile file = gzopen(path.c_str(), "rb");
   if (file == nullptr) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot open IDX file ", path, ": ", std::strerror(errno)));
+    return absl::PermissionDeniedError(absl::StrCat(
+        "cannot open IDX file ", path, ": ", std::strerror(errno)));
   }
   return std::unique_ptr<ByteReader>(
       new ByteReader(path, file, static_cast<int64_t>(st.st_size)));
@@ -137,19 +137,25 @@ absl::Status ByteReader::ExpectEnd(absl::string_view after) {
     if (got < kChunkBytes) break;
   }
   if (trailing == 0) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(path_, ": ", trailing, " unexpected trailing bytes at offset ",
-                   end, " after ", after));
+  return absl::InvalidArgumentError(absl::StrCat(
+      path_, ": ", trailing, " unexpected trailing bytes at offset ", end,
+      " after ", after));
 }
 
 const char* IdxTypeName(IdxType type) {
   switch (type) {
-    case IdxType::kUint8: return "uint8";
-    case IdxType::kInt8: return "int8";
-    case IdxType::kInt16: return "int16";
-    case IdxType::kInt32: return "int32";
-    case IdxType::kFloat32: return "float32";
-    case IdxType::kFloat64: return "float64";
+    case IdxType::kUint8:
+      return "uint8";
+    case IdxType::kInt8:
+      return "int8";
+    case IdxType::kInt16:
+      return "int16";
+    case IdxType::kInt32:
+      return "int32";
+    case IdxType::kFloat32:
+      return "float32";
+    case IdxType::kFloat64:
+      return "float64";
   }
   return "?";
 }
@@ -192,7 +198,8 @@ absl::StatusOr<IdxHeader> ParseHeader(ByteReader& in) {
   const int rank = magic[3];
   if (rank == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        path, ": IDX rank 0 at offset 3; an IDX file has at least 1 dimension"));
+        path,
+        ": IDX rank 0 at offset 3; an IDX file has at least 1 dimension"));
   }
   IdxHeader header;
   header.type = static_cast<IdxType>(magic[2]);
@@ -206,10 +213,10 @@ absl::StatusOr<IdxHeader> ParseHeader(ByteReader& in) {
   }
   header.data_offset = 4 + 4 * rank;
   if (bytes > kMaxDataBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": IDX dimensions ", DimsString(header.dims),
-        " at offset 4 describe more than ", kMaxDataBytes, " bytes of ",
-        IdxTypeName(header.type), " data"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": IDX dimensions ", DimsString(header.dims),
+                     " at offset 4 describe more than ", kMaxDataBytes,
+                     " bytes of ", IdxTypeName(header.type), " data"));
   }
   return header;
 }
@@ -244,8 +251,8 @@ void Convert(IdxType type, const uint8_t* src, int64_t n, double scale,
       break;
     case IdxType::kInt32:
       for (int64_t i = 0; i < n; ++i) {
-        dst[i] = Store<Dst>(static_cast<int32_t>(BigEndian32(src + 4 * i)),
-                            scale);
+        dst[i] =
+            Store<Dst>(static_cast<int32_t>(BigEndian32(src + 4 * i)), scale);
       }
       break;
     case IdxType::kFloat32:
@@ -275,17 +282,17 @@ absl::Status CheckOptions(const std::string& path, const IdxHeader& header,
         "ReadIdx(", path, "): dtype ", DTypeName(dt),
         " is not supported; use float32, float16, int32 or int64"));
   }
-  const bool float_data = header.type == IdxType::kFloat32 ||
-                          header.type == IdxType::kFloat64;
+  const bool float_data =
+      header.type == IdxType::kFloat32 || header.type == IdxType::kFloat64;
   if (IsInteger(dt) && float_data) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ReadIdx(", path, "): ", IdxTypeName(header.type),
         " IDX data cannot be read as ", DTypeName(dt), "; read it as float32"));
   }
   if (IsInteger(dt) && options.scale != 1.0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ReadIdx(", path, "): scale ", options.scale, " needs a floating dtype, not ",
-        DTypeName(dt)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ReadIdx(", path, "): scale ", options.scale,
+                     " needs a floating dtype, not ", DTypeName(dt)));
   }
   if (options.max_rows < -1) {
     return absl::InvalidArgumentError(
@@ -295,22 +302,28 @@ absl::Status CheckOptions(const std::string& path, const IdxHeader& header,
   return absl::OkStatus();
 }
 
+// OutOfRange if the file cannot hold `n` elements after the header, checked
+// before a tensor of that size is allocated.
+absl::Status CheckFits(const ByteReader& in, const IdxHeader& header,
+                       int64_t n) {
+  const int64_t bytes = n * IdxTypeSize(header.type);
+  if (header.data_offset + bytes <= in.MaxSize()) return absl::OkStatus();
+  const std::string where =
+      in.compressed()
+          ? absl::StrCat("a ", in.file_size(),
+                         "-byte gzip file decompresses to at most ",
+                         in.MaxSize(), " bytes")
+          : absl::StrCat("the file ends at offset ", in.file_size());
+  return absl::OutOfRangeError(
+      absl::StrCat(in.path(), ": truncated: the data needs ", bytes,
+                   " bytes at offset ", header.data_offset, " but ", where));
+}
+
 // Reads `out.NumElements()` elements of the header's type into `out`.
 absl::Status ReadData(ByteReader& in, const IdxHeader& header, double scale,
                       const Tensor& out) {
   const int size = IdxTypeSize(header.type);
   const int64_t n = out.NumElements();
-  if (header.data_offset + n * size > in.MaxSize()) {
-    const std::string where =
-        in.compressed()
-            ? absl::StrCat("a ", in.file_size(),
-                           "-byte gzip file decompresses to at most ",
-                           in.MaxSize(), " bytes")
-            : absl::StrCat("the file ends at offset ", in.file_size());
-    return absl::OutOfRangeError(
-        absl::StrCat(in.path(), ": truncated: the data needs ", n * size,
-                     " bytes at offset ", header.data_offset, " but ", where));
-  }
   const int64_t chunk = std::max<int64_t>(1, kChunkBytes / size);
   std::vector<uint8_t> buf(std::min(n, chunk) * size);
   for (int64_t begin = 0; begin < n; begin += chunk) {
@@ -356,12 +369,14 @@ absl::StatusOr<Tensor> ReadIdx(const std::string& path,
   std::vector<int64_t> dims = header.dims;
   const bool whole = options.max_rows < 0 || options.max_rows >= dims[0];
   if (!whole) dims[0] = options.max_rows;
-  Tensor out(options.dtype, TensorShape(absl::MakeConstSpan(dims)));
+  const TensorShape shape(absl::MakeConstSpan(dims));
+  RETURN_IF_ERROR(CheckFits(*in, header, shape.num_elements()));
+  Tensor out(options.dtype, shape);
   RETURN_IF_ERROR(ReadData(*in, header, options.scale, out));
   if (whole) {
-    RETURN_IF_ERROR(in->ExpectEnd(absl::StrCat(
-        "the ", IdxTypeName(header.type), " data of shape ",
-        DimsString(header.dims))));
+    RETURN_IF_ERROR(in->ExpectEnd(absl::StrCat("the ", IdxTypeName(header.type),
+                                               " data of shape ",
+                                               DimsString(header.dims))));
   }
   return out;
 }

@@ -64,16 +64,16 @@ std::string ReadRaw(const std::string& path) {
 
 TEST(IdxReaderTest, Uint8ScaledToFloat) {
   const std::string path = WriteFile(
-      "u8.idx", IdxBytes(0x08, {2, 3}, {0, 51, 102, char(153), char(204),
-                                        char(255)}));
+      "u8.idx",
+      IdxBytes(0x08, {2, 3}, {0, 51, 102, char(153), char(204), char(255)}));
   IdxReadOptions opts;
   opts.scale = 1.0 / 255;
   absl::StatusOr<Tensor> t = ReadIdx(path, opts);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->dtype(), DType::kFloat32);
   EXPECT_EQ(t->shape(), TensorShape({2, 3}));
-  EXPECT_THAT(t->ToVector<float>(), ElementsAre(0.0f, 0.2f, 0.4f, 0.6f, 0.8f,
-                                                1.0f));
+  EXPECT_THAT(t->ToVector<float>(),
+              ElementsAre(0.0f, 0.2f, 0.4f, 0.6f, 0.8f, 1.0f));
 }
 
 TEST(IdxReaderTest, GzippedLabelsAsInt32AndInt64) {
@@ -105,8 +105,8 @@ TEST(IdxReaderTest, WiderTypesAreBigEndian) {
   path = WriteFile("i32.idx", IdxBytes(0x0C, {1}, std::string("\0\1\0\0", 4)));
   EXPECT_THAT(ReadIdx(path, as_int)->ToVector<int32_t>(), ElementsAre(65536));
   // float32 1.5 = 0x3FC00000; float64 -2.25 = 0xC002000000000000.
-  path = WriteFile("f32.idx",
-                   IdxBytes(0x0D, {1}, std::string("\x3F\xC0\0\0", 4)));
+  path =
+      WriteFile("f32.idx", IdxBytes(0x0D, {1}, std::string("\x3F\xC0\0\0", 4)));
   EXPECT_THAT(ReadIdx(path)->ToVector<float>(), ElementsAre(1.5f));
   path = WriteFile("f64.idx", IdxBytes(0x0E, {1, 1},
                                        std::string("\xC0\x02\0\0\0\0\0\0", 8)));
@@ -172,9 +172,9 @@ TEST(IdxReaderTest, RankZeroIsMalformed) {
 TEST(IdxReaderTest, TruncatedDataIsOutOfRangeWithOffset) {
   // [2,3] uint8 needs 6 data bytes at offset 12; only 4 are there.
   for (bool gzip : {false, true}) {
-    const std::string path = WriteFile(
-        gzip ? "short.idx.gz" : "short.idx",
-        IdxBytes(0x08, {2, 3}, {1, 2, 3, 4}), gzip);
+    const std::string path =
+        WriteFile(gzip ? "short.idx.gz" : "short.idx",
+                  IdxBytes(0x08, {2, 3}, {1, 2, 3, 4}), gzip);
     absl::StatusOr<Tensor> t = ReadIdx(path);
     EXPECT_EQ(t.status().code(), absl::StatusCode::kOutOfRange) << t.status();
     EXPECT_THAT(t.status().message(), HasSubstr(path));
@@ -184,7 +184,8 @@ TEST(IdxReaderTest, TruncatedDataIsOutOfRangeWithOffset) {
 }
 
 TEST(IdxReaderTest, TruncatedHeaderIsOutOfRange) {
-  const std::string path = WriteFile("short_hdr.idx", std::string("\0\0\x08\x03\0\0", 6));
+  const std::string path =
+      WriteFile("short_hdr.idx", std::string("\0\0\x08\x03\0\0", 6));
   absl::StatusOr<Tensor> t = ReadIdx(path);
   EXPECT_EQ(t.status().code(), absl::StatusCode::kOutOfRange);
   EXPECT_THAT(t.status().message(), HasSubstr("3 dimensions"));
@@ -204,9 +205,9 @@ TEST(IdxReaderTest, CutGzipStreamIsOutOfRange) {
 }
 
 TEST(IdxReaderTest, CorruptGzipIsDataLoss) {
-  const std::string full = WriteFile(
-      "corrupt_src.idx.gz", IdxBytes(0x08, {64}, std::string(64, 'a')),
-      /*gzip=*/true);
+  const std::string full = WriteFile("corrupt_src.idx.gz",
+                                     IdxBytes(0x08, {64}, std::string(64, 'a')),
+                                     /*gzip=*/true);
   std::string gz = ReadRaw(full);
   for (size_t i = 10; i < gz.size() - 8; ++i) gz[i] = char(0xff);
   const std::string path = WriteFile("corrupt.idx.gz", gz);

@@ -1,0 +1,150 @@
+// Sources, ElementSpec, error propagation through chains, Collect.
+#include "feeds/dataset.h"
+
+#include <memory>
+
+#include "feeds/dataset_test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ipuflow::feeds {
+namespace {
+
+using ::ipuflow::feeds::testing::Ints;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(DatasetTest, FromTensorsYieldsOneElementThenStaysAtTheEnd) {
+  DatasetPtr ds = FromTensors(
+      {Tensor::FromVector<float>({1, 2}), Tensor::Scalar<int32_t>(7)});
+  ASSERT_TRUE(ds->ok()) << ds->status();
+  EXPECT_EQ(ds->spec().DebugString(), "(float32[2], int32[])");
+  EXPECT_EQ(ds->Cardinality(), 1);
+  std::unique_ptr<Iterator> it = ds->MakeIterator();
+  absl::StatusOr<Element> e = it->GetNext();
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_THAT(e->at(0).ToVector<float>(), ElementsAre(1, 2));
+  EXPECT_EQ(e->at(1).scalar<int32_t>(), 7);
+  EXPECT_EQ(it->GetNext().status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(it->GetNext().status().code(), absl::StatusCode::kOutOfRange);
+}
+
+TEST(DatasetTest, FromTensorSlicesSlicesDimensionZeroWithoutCopying) {
+  Tensor x = Tensor::FromVector<float>({1, 2, 3, 4, 5, 6}, {3, 2});
+  Tensor y = Tensor::FromVector<int32_t>({7, 8, 9});
+  DatasetPtr ds = FromTensorSlices({x, y});
+  ASSERT_TRUE(ds->ok()) << ds->status();
+  EXPECT_EQ(ds->spec().DebugString(), "(float32[2], int32[])");
+  EXPECT_EQ(ds->Cardinality(), 3);
+  absl::StatusOr<std::vector<Element>> all = Collect(ds);
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 3u);
+  EXPECT_THAT((*all)[1][0].ToVector<float>(), ElementsAre(3, 4));
+  EXPECT_EQ((*all)[1][0].shape(), TensorShape({2}));
+  EXPECT_EQ((*all)[2][1].scalar<int32_t>(), 9);
+  EXPECT_TRUE((*all)[2][0].SharesBufferWith(x));
+}
+
+TEST(DatasetTest, FromTensorSlicesSizeMismatchNamesTheShapes) {
+  DatasetPtr ds = FromTensorSlices(
+      {Tensor(DType::kFloat32, {3, 2}), Tensor(DType::kInt32, {4})});
+  EXPECT_EQ(ds->status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ds->status().message(), HasSubstr("float32[3,2], int32[4]"));
+  // The error survives the chain and comes out of its iterators.
+  DatasetPtr chain =
+      ds->Map([](Element e) { return e; }, 2)->Batch(2)->Repeat();
+  EXPECT_EQ(chain->status(), ds->status());
+  EXPECT_EQ(chain->MakeIterator()->GetNext().status(), ds->status());
+  EXPECT_EQ(Collect(chain).status(), ds->status());
+}
+
+TEST(DatasetTest, SourcesRejectEmptyAndScalarInputs) {
+  EXPECT_THAT(FromTensors({})->status().message(),
+              HasSubstr("at least one tensor"));
+  EXPECT_THAT(FromTensorSlices({Tensor::Scalar<float>(1)})->status().message(),
+              HasSubstr("component 0 is a scalar"));
+  EXPECT_EQ(FromTensors({Tensor()})->status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(DatasetTest, RangeCountsUpAndDown) {
+  EXPECT_THAT(Ints(Range(2, 6)), ElementsAre(2, 3, 4, 5));
+  EXPECT_THAT(Ints(Range(0, 7, 3)), ElementsAre(0, 3, 6));
+  EXPECT_THAT(Ints(Range(5, 0, -2)), ElementsAre(5, 3, 1));
+  EXPECT_TRUE(Ints(Range(3, 3)).empty());
+  EXPECT_EQ(Range(0, 7, 3)->Cardinality(), 3);
+  EXPECT_EQ(Range(5, 0, -2)->Cardinality(), 3);
+  EXPECT_EQ(Range(5, 0)->Cardinality(), 0);
+  EXPECT_EQ(Range(0, 1, 0)->status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Range(0, 6)->spec().DebugString(), "(int64[])");
+}
+
+TEST(DatasetTest, FromGeneratorRestartsEachPassAndChecksTheSpec) {
+  auto passes = std::make_shared<int>(0);
+  DatasetPtr ds =
+      FromGenerator(ElementSpec{{DType::kInt64}, {TensorShape()}}, [passes] {
+        ++*passes;
+        auto i = std::make_shared<int64_t>(0);
+        return [i]() -> absl::StatusOr<Element> {
+          if (*i == 3) return absl::OutOfRangeError("done");
+          return Element{Tensor::Scalar<int64_t>(10 * (*i)++)};
+        };
+      });
+  ASSERT_TRUE(ds->ok()) << ds->status();
+  EXPECT_EQ(ds->Cardinality(), kUnknownCardinality);
+  EXPECT_THAT(Ints(ds->Repeat(2)), ElementsAre(0, 10, 20, 0, 10, 20));
+  EXPECT_EQ(*passes, 2);
+
+  DatasetPtr bad =
+      FromGenerator(ElementSpec{{DType::kInt64}, {TensorShape()}}, [] {
+        return []() -> absl::StatusOr<Element> {
+          return Element{Tensor::FromVector<int64_t>({1, 2})};
+        };
+      });
+  absl::StatusOr<Element> e = bad->MakeIterator()->GetNext();
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(e.status().message(),
+              HasSubstr("element 0 component 0 is int64[2] but the spec says "
+                        "int64[]"));
+  EXPECT_EQ(FromGenerator(ElementSpec(), nullptr)->status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(DatasetTest, ElementSpecCheckAcceptsUnknownDims) {
+  ElementSpec spec{{DType::kFloat32}, {TensorShape({kUnknownDim, 2})}};
+  EXPECT_EQ(spec.DebugString(), "(float32[?,2])");
+  EXPECT_TRUE(spec.Check({Tensor(DType::kFloat32, {5, 2})}, "t", 0).ok());
+  EXPECT_THAT(spec.Check({Tensor(DType::kFloat32, {5, 3})}, "t", 4).message(),
+              HasSubstr("t: element 4 component 0 is float32[5,3]"));
+  EXPECT_THAT(spec.Check({}, "t", 1).message(), HasSubstr("0 components"));
+  EXPECT_TRUE(ElementSpec().Check({}, "t", 0).ok());
+  EXPECT_EQ(ElementSpec().DebugString(), "(unknown)");
+}
+
+TEST(DatasetTest, CollectNeedsALimitForInfiniteDatasets) {
+  DatasetPtr forever = Range(0, 2)->Repeat();
+  EXPECT_EQ(forever->Cardinality(), kInfiniteCardinality);
+  EXPECT_EQ(Collect(forever).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Ints(forever, 5), ElementsAre(0, 1, 0, 1, 0));
+}
+
+TEST(DatasetTest, DebugStringShowsTheChain) {
+  EXPECT_EQ(Range(0, 6)->Shard(2, 1)->Repeat(2)->Batch(4, true)->DebugString(),
+            "Range(0, 6).Shard(2, 1).Repeat(2).Batch(4, drop_remainder)");
+}
+
+TEST(DatasetTest, IteratorKeepsItsDatasetAlive) {
+  std::unique_ptr<Iterator> it;
+  {
+    DatasetPtr ds = Range(0, 3)->Map([](Element e) { return e; }, 2);
+    it = ds->MakeIterator();
+  }
+  absl::StatusOr<Element> e = it->GetNext();
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(testing::Int(*e), 0);
+}
+
+}  // namespace
+}  // namespace ipuflow::feeds
