@@ -24,6 +24,7 @@ REGISTER_OP("Fill")
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       ASSIGN_OR_RETURN(TensorShape shape, c.attr<TensorShape>("shape"));
       ASSIGN_OR_RETURN(DType dtype, c.attr<DType>("dtype"));
+      RETURN_IF_ERROR(c.attr<float>("value").status());
       if (!shape.IsFullyDefined()) {
         return absl::InvalidArgumentError(absl::StrCat(
             "shape ", shape.DebugString(),

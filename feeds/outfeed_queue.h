@@ -1,0 +1,129 @@
+// IPUOutfeedQueue: streams results from the device to the host. An
+// OutfeedEnqueue node (built by Enqueue) copies one element per replica per
+// iteration into that replica's bounded ring buffer (capacity buffer_depth:
+// when it is full the device waits, so nothing is dropped); a host thread
+// gathers one element from every replica into a step and appends it to the
+// host-side list, which Dequeue, iteration and Next read.
+//
+//   ASSIGN_OR_RETURN(auto outfeed, IPUOutfeedQueue::Create());
+//   outfeed->Enqueue(body_scope, {{"loss", loss}});   // inside a loop body
+//   ...
+//   ASSIGN_OR_RETURN(OutfeedResult all, outfeed->Dequeue());
+//   all["loss"].shape();   // [steps] or [steps, replicas] with replication
+//   for (const OutfeedElement& step : *outfeed) { ... }     // what is there now
+//   absl::StatusOr<OutfeedElement> next = outfeed->Next();   // blocks
+//
+// Modes: kAll keeps every step until it is dequeued; kLast keeps only the
+// latest. Dequeue before anything was enqueued: kAll returns empty tensors
+// (leading dimension 0), kLast is FailedPrecondition.
+//
+// Thread safety: the host-side methods (Dequeue, Next, iteration, Close) may
+// be called from any thread, concurrently with running programs: every step
+// is delivered exactly once, in order, to whichever caller takes it.
+#ifndef IPUFLOW_FEEDS_OUTFEED_QUEUE_H_
+#define IPUFLOW_FEEDS_OUTFEED_QUEUE_H_
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/cancellation.h"
+#include "core/mutex.h"
+#include "core/scope.h"
+#include "feeds/ring_buffer.h"
+
+namespace ipuflow::feeds {
+
+enum class OutfeedMode { kAll, kLast };
+inline constexpr int kDefaultOutfeedBufferDepth = 3;
+
+// Named tensors; a list enqueue gets the names "0", "1", ...
+struct OutfeedResult {
+  std::vector<std::string> names;
+  std::vector<Tensor> tensors;
+  // REQUIRES: `name` is one of names.
+  const Tensor& operator[](const std::string& name) const;
+  size_t size() const { return tensors.size(); }
+};
+// One step: each tensor has a leading replica dimension when R > 1.
+using OutfeedElement = OutfeedResult;
+
+class IPUOutfeedQueue {
+ public:
+  static absl::StatusOr<std::unique_ptr<IPUOutfeedQueue>> Create(
+      OutfeedMode mode = OutfeedMode::kAll,
+      int buffer_depth = kDefaultOutfeedBufferDepth);
+  ~IPUOutfeedQueue();
+
+  const std::string& id() const { return id_; }
+  OutfeedMode mode() const { return mode_; }
+
+  // Device side. Only one enqueue per queue: a second is an error recorded
+  // in the scope (as in the original).
+  Node* Enqueue(const Scope& scope, const std::vector<Output>& values);
+  Node* Enqueue(const Scope& scope,
+                const std::vector<std::pair<std::string, Output>>& values);
+  // Called by the OutfeedEnqueue kernel on replica `replica`'s thread.
+  absl::Status Push(int replica, int num_replicas, std::vector<Tensor> values,
+                    CancellationManager* cancellation);
+
+  // Host side. kAll: every step so far, stacked: [steps, (replicas,) ...];
+  // removes them. kLast: the latest step.
+  absl::StatusOr<OutfeedResult> Dequeue();
+  // Waits for the next step (kAll). OutOfRange once closed and drained;
+  // Cancelled if the queue is destroyed while waiting.
+  absl::StatusOr<OutfeedElement> Next();
+  // Steps available now, removed from the queue (kAll).
+  std::vector<OutfeedElement> TakeAvailable();
+  // No more enqueues will come: Next returns OutOfRange once drained.
+  void Close();
+  int64_t steps_delivered() const;
+
+  // `for (const OutfeedElement& step : *outfeed)` takes the steps available
+  // when the loop starts (like the original's iterator). One iterating
+  // thread at a time; other threads use Next or TakeAvailable.
+  std::vector<OutfeedElement>::const_iterator begin();
+  std::vector<OutfeedElement>::const_iterator end();
+
+  static IPUOutfeedQueue* Find(const std::string& id);
+
+ private:
+  IPUOutfeedQueue(OutfeedMode mode, int buffer_depth);
+  absl::Status Start(int num_replicas);
+  void HostLoop();
+  OutfeedElement MakeStep(std::vector<std::vector<Tensor>> per_replica) const;
+  // Waits until the host thread has gathered every step whose elements all
+  // replicas had pushed when this was called: what a program enqueued before
+  // it returned is visible to the next host-side read.
+  void CatchUp() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const OutfeedMode mode_;
+  const int buffer_depth_;
+  const std::string id_;
+  std::vector<std::string> names_;
+  std::vector<DType> dtypes_;
+  std::vector<TensorShape> shapes_;
+  bool enqueued_ = false;
+
+  mutable Mutex mu_;
+  CondVar cv_;
+  int num_replicas_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<OutfeedElement> steps_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool destroyed_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t delivered_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t gathered_ ABSL_GUARDED_BY(mu_) = 0;  // Steps the host thread made.
+  std::vector<std::atomic<int64_t>> pushed_;    // Per replica; fixed at Start.
+  std::vector<OutfeedElement> iterated_;  // Backs begin()/end().
+  std::vector<std::unique_ptr<RingBuffer<std::vector<Tensor>>>> rings_;
+  std::thread host_thread_;
+};
+
+}  // namespace ipuflow::feeds
+
+#endif  // IPUFLOW_FEEDS_OUTFEED_QUEUE_H_
