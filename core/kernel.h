@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/graph.h"
@@ -113,7 +114,8 @@ class KernelContext {
 
  private:
   friend class Program;
-  KernelContext(const Node* node, std::vector<const Tensor*> inputs,
+  using Inputs = absl::InlinedVector<const Tensor*, 6>;
+  KernelContext(const Node* node, Inputs inputs,
                 Tensor* outputs, RunEnv* env,
                 std::unique_ptr<KernelState>* state,
                 const std::vector<OutputPlan>* plans,
@@ -122,7 +124,7 @@ class KernelContext {
         env_(env), state_(state), plans_(plans), arena_(arena) {}
 
   const Node* node_;
-  std::vector<const Tensor*> inputs_;
+  Inputs inputs_;
   Tensor* outputs_;  // num_outputs() slots.
   RunEnv* env_;
   std::unique_ptr<KernelState>* state_;

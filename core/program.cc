@@ -389,6 +389,12 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Compile(
     if (en.num_predecessors == 0) p->initial_ready_.push_back(pos);
   }
   for (auto& en : p->nodes_) std::sort(en->successors.begin(), en->successors.end());
+  // Parallel execution pays off only when some node has two successors.
+  p->has_branches_ = p->initial_ready_.size() > 1;
+  for (const auto& en : p->nodes_) p->has_branches_ |= en->successors.size() > 1;
+  p->run_values_.resize(p->num_values_);
+  p->run_uses_.reset(new std::atomic<int>[p->num_values_]);
+  p->run_pending_.reset(new std::atomic<int>[num_nodes]);
   return p;
 }
 
@@ -409,10 +415,11 @@ std::vector<const Node*> Program::schedule() const {
 // their last consumer.
 class Program::Executor {
  public:
+  // Uses the program's run buffers: runs are never concurrent, and reusing
+  // them keeps a run (a loop iteration) free of allocations.
   Executor(Program* p, RunEnv* env)
-      : p_(p), env_(env), values_(p->num_values_),
-        uses_(new std::atomic<int>[p->num_values_]),
-        pending_(new std::atomic<int>[p->nodes_.size()]) {
+      : p_(p), env_(env), values_(p->run_values_),
+        uses_(p->run_uses_.get()), pending_(p->run_pending_.get()) {
     for (int v = 0; v < p->num_values_; ++v) {
       uses_[v].store(p->value_uses_[v], std::memory_order_relaxed);
     }
@@ -449,8 +456,7 @@ class Program::Executor {
  private:
   absl::Status RunNode(int pos) {
     ExecNode& en = *p_->nodes_[pos];
-    std::vector<const Tensor*> inputs;
-    inputs.reserve(en.inputs.size());
+    KernelContext::Inputs inputs;
     for (int v : en.inputs) inputs.push_back(&values_[v]);
     KernelContext ctx(en.node, std::move(inputs), &values_[en.first_output],
                       env_, &en.state, &en.plans, &p_->arena_);
@@ -504,9 +510,9 @@ class Program::Executor {
 
   Program* p_;
   RunEnv* env_;
-  std::vector<Tensor> values_;
-  std::unique_ptr<std::atomic<int>[]> uses_;
-  std::unique_ptr<std::atomic<int>[]> pending_;
+  std::vector<Tensor>& values_;
+  std::atomic<int>* uses_;
+  std::atomic<int>* pending_;
   std::atomic<int> remaining_{0};
   std::atomic<bool> aborted_{false};
   Mutex mu_;
@@ -540,15 +546,13 @@ absl::Status Program::Run(RunEnv& env, absl::Span<const Tensor> feeds,
     }
     exec.values()[feed_values_[i]] = feeds[i];
   }
-  // Parallel execution pays off only when some node has two successors.
-  bool branches = initial_ready_.size() > 1;
-  for (size_t i = 0; !branches && i < nodes_.size(); ++i) {
-    branches = nodes_[i]->successors.size() > 1;
-  }
-  absl::Status s = (env.inter_op != nullptr && branches)
+  absl::Status s = (env.inter_op != nullptr && has_branches_)
                        ? exec.RunParallel()
                        : exec.RunSequential();
-  RETURN_IF_ERROR(s);
+  if (!s.ok()) {
+    for (Tensor& t : run_values_) t = Tensor();
+    return s;
+  }
   if (fetches != nullptr) {
     fetches->clear();
     for (int v : fetch_values_) {
@@ -558,6 +562,9 @@ absl::Status Program::Run(RunEnv& env, absl::Span<const Tensor> feeds,
                                                                    : t);
     }
   }
+  // Drop what the run still references (fetches, feeds) until the next run.
+  for (int v : fetch_values_) run_values_[v] = Tensor();
+  for (int v : feed_values_) run_values_[v] = Tensor();
   return absl::OkStatus();
 }
 

@@ -24,6 +24,7 @@
 #ifndef IPUFLOW_CORE_PROGRAM_H_
 #define IPUFLOW_CORE_PROGRAM_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -99,6 +100,11 @@ class Program {
   std::vector<TensorShape> value_shapes_;
   std::vector<int> initial_ready_;
   std::shared_ptr<TensorBuffer> arena_;
+  bool has_branches_ = false;
+  // Per-run state, reused by every run (runs are never concurrent).
+  std::vector<Tensor> run_values_;
+  std::unique_ptr<std::atomic<int>[]> run_uses_;
+  std::unique_ptr<std::atomic<int>[]> run_pending_;
   MemoryPlan memory_;
   std::vector<MemoryPlan> shards_;
   int64_t cross_shard_bytes_ = 0;

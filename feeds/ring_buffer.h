@@ -3,13 +3,16 @@
 // device) and outfeeds (device -> host).
 //
 //   RingBuffer<Tensor> infeed(/*capacity=*/4, "infeed 'train'");
-//   // Host thread:                    // Device thread:
-//   for (Tensor& t : batches) {        while (true) {
-//     RETURN_IF_ERROR(                   absl::StatusOr<Tensor> t = infeed.Pop();
-//         infeed.Push(std::move(t)));    if (absl::IsOutOfRange(t.status())) break;
-//   }                                    RETURN_IF_ERROR(t.status());
-//   infeed.Close();                      Consume(*t);
-//                                      }
+//   // Host thread:
+//   for (Tensor& t : batches) RETURN_IF_ERROR(infeed.Push(std::move(t)));
+//   infeed.Close();
+//   // Device thread:
+//   while (true) {
+//     absl::StatusOr<Tensor> t = infeed.Pop();
+//     if (absl::IsOutOfRange(t.status())) break;  // Closed and drained.
+//     RETURN_IF_ERROR(t.status());                 // Cancelled.
+//     Consume(*t);
+//   }
 //
 // Thread safety: one producer thread calls Push/TryPush and one consumer
 // thread calls Pop/TryPop (the role may pass to another thread if the hand-over
@@ -18,8 +21,8 @@
 //
 // Capacity is fixed at construction (>= 1). Push blocks while the buffer is
 // full, Pop while it is empty; TryPush/TryPop never block and return
-// Unavailable instead. Blocking is on a condition variable after a short
-// bounded spin: no sleep-polling.
+// Unavailable instead. A blocked call spins briefly (a few microseconds, then
+// a few yields) and then sleeps on a condition variable: no sleep-polling.
 //
 // Ending a stream (both wake every blocked thread, both are idempotent):
 //  - Close(): graceful. Later Push/TryPush return Cancelled. Pop keeps
@@ -36,9 +39,8 @@
 // Memory ordering: when Pop returns an element, the consumer sees everything
 // the producer wrote before the matching Push (the element and whatever it
 // points to). When Push reuses a slot, the producer sees everything the
-// consumer did before the Pop that emptied it (so the consumer may still read
-// memory the element pointed to). Close/Cancel happen-before the end status
-// they cause.
+// consumer did before the Pop that emptied it (the moved-from slot is already
+// destroyed). Close/Cancel happen-before the end status they cause.
 #ifndef IPUFLOW_FEEDS_RING_BUFFER_H_
 #define IPUFLOW_FEEDS_RING_BUFFER_H_
 
@@ -47,6 +49,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -113,23 +116,30 @@ class RingBuffer {
   // (cached_head_, cached_tail_) and rereads it only when the cache says
   // full/empty, which keeps the two cache lines from bouncing on every call.
   //
-  // Slow path (eventcount). A side that finds the buffer full/empty spins
-  // kSpinIterations times, then locks mu_, sets its waiting flag, re-checks
-  // the condition, and waits on its CondVar, re-checking after each wake-up.
-  // The other side, after publishing its counter, reads that flag and, if set,
-  // signals under mu_. No wake-up is lost: the waiter's (store flag; load
-  // counter) and the publisher's (store counter; load flag) are all seq_cst,
-  // so at least one of them sees the other's store. If the publisher sees the
-  // flag, its signal, taken under mu_, reaches the waiter either before the
-  // waiter's re-check (which then sees the counter, ordered by mu_) or while
-  // it waits. seq_cst atomics are used rather than fences because TSAN does
-  // not model atomic_thread_fence. Close/Cancel change state_ under mu_ and
-  // SignalAll, and waiters re-check state_ under mu_, so they cannot be missed
-  // either.
+  // Slow path (eventcount). A side that finds the buffer full/empty spins a
+  // bounded number of times, then locks mu_, sets its waiting flag, re-checks
+  // the condition, and waits on its CondVar; after each wake-up it re-arms the
+  // flag and re-checks. The other side, after publishing its counter, reads
+  // that flag and, if set, clears it and signals under mu_ (clearing it means
+  // one signal per sleep, not one per element until the sleeper runs). No
+  // wake-up is lost: the waiter's (store flag; load counter) and the
+  // publisher's (store counter; load flag) are all seq_cst, so at least one of
+  // them sees the other's store. If the publisher sees the flag, its signal,
+  // taken under mu_, reaches the waiter either before the waiter's re-check
+  // (which then sees the counter, ordered by mu_) or while it waits. seq_cst
+  // atomics are used rather than fences because TSAN does not model
+  // atomic_thread_fence. Close/Cancel change state_ under mu_ and SignalAll,
+  // and waiters re-check state_ under mu_, so they cannot be missed either.
   enum class Readiness { kReady, kBlocked, kEnded };
   enum State : int { kOpen, kClosed, kCancelled };
   static constexpr uint64_t kClosedBit = uint64_t{1} << 63;
-  static constexpr int kSpinIterations = 128;
+  // Before sleeping: ~256 pauses (a few microseconds, about the cost of a
+  // futex wake-up), then a few yields, which let the other side run when it
+  // shares our core (2-core machines under load). Tuned with
+  // ring_buffer_benchmark: below ~256 spins a capacity-4 ring sleeps on most
+  // elements and hand-over costs microseconds.
+  static constexpr int kSpinIterations = 256;
+  static constexpr int kYieldIterations = 8;
 
   Readiness ProducerReadiness(uint64_t tail);
   Readiness ConsumerReadiness(uint64_t head);
@@ -287,6 +297,10 @@ typename RingBuffer<T>::Readiness RingBuffer<T>::Await(
     internal::CpuRelax();
     r = readiness();
   }
+  for (int i = 0; r == Readiness::kBlocked && i < kYieldIterations; ++i) {
+    std::this_thread::yield();
+    r = readiness();
+  }
   if (r != Readiness::kBlocked) return r;
   MutexLock l(&mu_);
   while (true) {
@@ -339,7 +353,8 @@ template <typename T>
 absl::Status RingBuffer<T>::PushEndStatus() {
   MutexLock l(&mu_);
   if (state_.load(std::memory_order_relaxed) == kCancelled) return reason_;
-  return absl::CancelledError(absl::StrCat("Push on ", name_, " after Close()"));
+  return absl::CancelledError(
+      absl::StrCat("Push on ", name_, " after Close()"));
 }
 
 template <typename T>

@@ -123,6 +123,28 @@ void CopyRowPieces(const KernelContext& ctx, int64_t rows,
                   });
 }
 
+void FillTensor(const KernelContext& ctx, const Tensor& t, double value) {
+  const int64_t n = t.NumElements();
+  if (n == 0) return;
+  if (value == 0) {
+    char* p = static_cast<char*>(t.raw_data());
+    const int64_t elem = static_cast<int64_t>(DTypeSize(t.dtype()));
+    ctx.ParallelFor(n, kCopyCost / 8, [&](int64_t b, int64_t e) {
+      std::memset(p + b * elem, 0, (e - b) * elem);
+    });
+    return;
+  }
+  IPUFLOW_SWITCH_ALL(
+      t.dtype(),
+      ctx.ParallelFor(n, kCopyCost / 4,
+                      [&](int64_t b, int64_t e) {
+                        Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(
+                            t.data<T>() + b, e - b)
+                            .setConstant(static_cast<T>(value));
+                      }),
+      IPU_CHECK(false));
+}
+
 std::string IntListString(absl::Span<const int64_t> values) {
   return absl::StrCat("[", absl::StrJoin(values, ","), "]");
 }

@@ -30,10 +30,15 @@ inline constexpr double kCopyCost = 1.0;
 template <typename Fn>
 void WithElementType(size_t elem_size, Fn&& fn) {
   switch (elem_size) {
-    case 1: return fn(uint8_t{});
-    case 2: return fn(uint16_t{});
-    case 4: return fn(uint32_t{});
-    default: IPU_CHECK(elem_size == 8); return fn(uint64_t{});
+    case 1:
+      return fn(uint8_t{});
+    case 2:
+      return fn(uint16_t{});
+    case 4:
+      return fn(uint32_t{});
+    default:
+      IPU_CHECK(elem_size == 8);
+      return fn(uint64_t{});
   }
 }
 
@@ -63,6 +68,10 @@ struct RowPiece {
 // (Concat and Split: each row is one slab of the outer dimensions).
 void CopyRowPieces(const KernelContext& ctx, int64_t rows,
                    absl::Span<const RowPiece> pieces);
+
+// Sets `t` (allocated, any data dtype) to `value` converted to its dtype,
+// in parallel; zero is a memset.
+void FillTensor(const KernelContext& ctx, const Tensor& t, double value);
 
 // "[1,-2,3]": how errors print list(int) attributes.
 std::string IntListString(absl::Span<const int64_t> values);

@@ -5,7 +5,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "ops/array/copy_kernels.h"
-#include "ops/cwise.h"
 
 namespace ipuflow::ops {
 namespace {
@@ -62,7 +61,8 @@ void Coalesce(const TensorShape& x, absl::Span<const int64_t> perm,
   }
   // Groups in input order give the merged input dims.
   std::vector<int64_t> group_size(heads.size(), 1);
-  for (size_t d = 0; d < in_dims.size(); ++d) group_size[group_of[d]] *= in_dims[d];
+  for (size_t d = 0; d < in_dims.size(); ++d)
+    group_size[group_of[d]] *= in_dims[d];
   std::vector<int> order(heads.size());
   for (size_t g = 0; g < heads.size(); ++g) order[g] = static_cast<int>(g);
   std::sort(order.begin(), order.end(),
@@ -74,30 +74,31 @@ void Coalesce(const TensorShape& x, absl::Span<const int64_t> perm,
     dims->push_back(group_size[order[r]]);
   }
   new_perm->clear();
-  for (size_t g = 0; g < heads.size(); ++g) new_perm->push_back(rank_of_group[g]);
+  for (size_t g = 0; g < heads.size(); ++g)
+    new_perm->push_back(rank_of_group[g]);
 }
 
 // y[b] = x[b]^T for x:[B,R,C] and y:[B,C,R], in cache-sized tiles;
 // blocks of output rows run in parallel.
 template <typename U>
-void BatchTranspose2D(const KernelContext& ctx, int64_t B, int64_t R,
-                      int64_t C, const U* x, U* y) {
+void BatchTranspose2D(const KernelContext& ctx, int64_t B, int64_t R, int64_t C,
+                      const U* x, U* y) {
   using Mat = Eigen::Matrix<U, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   constexpr int64_t kTile = 32;
   const int64_t blocks = (C + kTile - 1) / kTile;
-  ctx.ParallelFor(B * blocks, kCopyCost * 2 * kTile * R,
-                  [&](int64_t begin, int64_t end) {
-    for (int64_t u = begin; u < end; ++u) {
-      const int64_t b = u / blocks, c0 = (u % blocks) * kTile;
-      const int64_t tc = std::min(kTile, C - c0);
-      Eigen::Map<const Mat> in(x + b * R * C, R, C);
-      Eigen::Map<Mat> out(y + b * R * C, C, R);
-      for (int64_t r0 = 0; r0 < R; r0 += kTile) {
-        const int64_t tr = std::min(kTile, R - r0);
-        out.block(c0, r0, tc, tr) = in.block(r0, c0, tr, tc).transpose();
-      }
-    }
-  });
+  ctx.ParallelFor(
+      B * blocks, kCopyCost * 2 * kTile * R, [&](int64_t begin, int64_t end) {
+        for (int64_t u = begin; u < end; ++u) {
+          const int64_t b = u / blocks, c0 = (u % blocks) * kTile;
+          const int64_t tc = std::min(kTile, C - c0);
+          Eigen::Map<const Mat> in(x + b * R * C, R, C);
+          Eigen::Map<Mat> out(y + b * R * C, C, R);
+          for (int64_t r0 = 0; r0 < R; r0 += kTile) {
+            const int64_t tr = std::min(kTile, R - r0);
+            out.block(c0, r0, tc, tr) = in.block(r0, c0, tr, tc).transpose();
+          }
+        }
+      });
 }
 
 absl::Status TransposeKernel(KernelContext& ctx) {
@@ -135,8 +136,8 @@ absl::Status TransposeKernel(KernelContext& ctx) {
     src_strides.push_back(in_strides[d]);
   }
   StridedCopy(ctx, out_dims, y->raw_data(),
-              RowMajorStrides(TensorShape(out_dims)), x.raw_data(),
-              src_strides, elem);
+              RowMajorStrides(TensorShape(out_dims)), x.raw_data(), src_strides,
+              elem);
   return absl::OkStatus();
 }
 

@@ -20,7 +20,8 @@ std::vector<float> NaiveTranspose(const Tensor& x,
                                   const std::vector<int64_t>& perm) {
   const int rank = x.rank();
   std::vector<int64_t> out_dims(rank), in_strides(rank, 1);
-  for (int d = rank - 2; d >= 0; --d) in_strides[d] = in_strides[d + 1] * x.dim(d + 1);
+  for (int d = rank - 2; d >= 0; --d)
+    in_strides[d] = in_strides[d + 1] * x.dim(d + 1);
   for (int d = 0; d < rank; ++d) out_dims[d] = x.dim(perm[d]);
   std::vector<float> out;
   std::vector<int64_t> idx(rank, 0);
@@ -61,7 +62,8 @@ TEST(TransposeTest, KeepsInnermostDimension) {
   Scope s = Scope::NewRootScope();
   Output x = Const<int64_t>(s, {1, 2, 3, 4, 5, 6, 7, 8}, {2, 2, 2});
   Output y = Transpose(s, x, {1, 0, 2});
-  EXPECT_TRUE(TensorNear(RunOne(s, {}, y), {1, 2, 5, 6, 3, 4, 7, 8}, {2, 2, 2}));
+  EXPECT_TRUE(
+      TensorNear(RunOne(s, {}, y), {1, 2, 5, 6, 3, 4, 7, 8}, {2, 2, 2}));
 }
 
 TEST(TransposeTest, EveryPermutationOfFourDimsAndEveryDType) {
@@ -83,8 +85,10 @@ TEST(TransposeTest, EveryPermutationOfFourDimsAndEveryDType) {
 TEST(TransposeTest, LargeTiledMatrixAndBatch) {
   for (const auto& [shape, perm] :
        std::vector<std::pair<TensorShape, std::vector<int64_t>>>{
-           {{70, 45}, {1, 0}}, {{3, 33, 65}, {0, 2, 1}},
-           {{4, 40, 1, 37}, {0, 3, 2, 1}}, {{5, 6, 7, 8}, {3, 1, 2, 0}}}) {
+           {{70, 45}, {1, 0}},
+           {{3, 33, 65}, {0, 2, 1}},
+           {{4, 40, 1, 37}, {0, 3, 2, 1}},
+           {{5, 6, 7, 8}, {3, 1, 2, 0}}}) {
     Scope s = Scope::NewRootScope();
     Tensor xv = RandomTensor(shape, -1, 1, 5);
     Output y = Transpose(s, Const(s, xv), perm);

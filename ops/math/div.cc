@@ -15,7 +15,8 @@ namespace {
 // C division that wraps INT_MIN / -1 instead of trapping. REQUIRES: y != 0.
 template <typename T>
 T IntDiv(T x, T y) {
-  if (y == -1) return static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(x));
+  if (y == -1)
+    return static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(x));
   return x / y;
 }
 
@@ -49,8 +50,9 @@ REGISTER_OP("Div")
     .Input("y")
     .SetShapeFn(shape_fns::BroadcastBinary)
     .SetKernel([](KernelContext& ctx) -> absl::Status {
-      IPUFLOW_SWITCH_NUMERIC(ctx.input(0).dtype(), return DivKernel<T>(ctx),
-                             return UnsupportedDType(ctx, ctx.input(0).dtype()));
+      IPUFLOW_SWITCH_NUMERIC(
+          ctx.input(0).dtype(), return DivKernel<T>(ctx),
+          return UnsupportedDType(ctx, ctx.input(0).dtype()));
     })
     // z = x / y;  dz/dx = 1 / y;  dz/dy = -x / y^2 = -z / y
     // (each summed over its broadcast dims)
@@ -58,8 +60,8 @@ REGISTER_OP("Div")
                     std::vector<Output>* dx) {
       const Output y = op.input(1);
       dx->push_back(ReduceGradTo(s, Div(s, dz[0], y), op.input(0)));
-      dx->push_back(ReduceGradTo(
-          s, Neg(s, Div(s, Mul(s, dz[0], OutputOf(op)), y)), y));
+      dx->push_back(
+          ReduceGradTo(s, Neg(s, Div(s, Mul(s, dz[0], OutputOf(op)), y)), y));
       return absl::OkStatus();
     });
 

@@ -27,8 +27,6 @@ REGISTER_OP("Exp")
 
 }  // namespace
 
-Output Exp(const Scope& scope, Output x) {
-  return scope.AddNode("Exp", {x});
-}
+Output Exp(const Scope& scope, Output x) { return scope.AddNode("Exp", {x}); }
 
 }  // namespace ipuflow::ops

@@ -28,9 +28,10 @@ REGISTER_OP("Greater")
       return absl::OkStatus();
     })
     .SetKernel([](KernelContext& ctx) -> absl::Status {
-      IPUFLOW_SWITCH_NUMERIC(ctx.input(0).dtype(),
-                             return (BinaryKernel<T, bool>(ctx, GreaterFn())),
-                             return UnsupportedDType(ctx, ctx.input(0).dtype()));
+      IPUFLOW_SWITCH_NUMERIC(
+          ctx.input(0).dtype(),
+          return (BinaryKernel<T, bool>(ctx, GreaterFn())),
+          return UnsupportedDType(ctx, ctx.input(0).dtype()));
     })
     .NotDifferentiable("the output is bool");
 

@@ -28,9 +28,9 @@ REGISTER_OP("Less")
       return absl::OkStatus();
     })
     .SetKernel([](KernelContext& ctx) -> absl::Status {
-      IPUFLOW_SWITCH_NUMERIC(ctx.input(0).dtype(),
-                             return (BinaryKernel<T, bool>(ctx, LessFn())),
-                             return UnsupportedDType(ctx, ctx.input(0).dtype()));
+      IPUFLOW_SWITCH_NUMERIC(
+          ctx.input(0).dtype(), return (BinaryKernel<T, bool>(ctx, LessFn())),
+          return UnsupportedDType(ctx, ctx.input(0).dtype()));
     })
     .NotDifferentiable("the output is bool");
 

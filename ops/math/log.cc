@@ -26,8 +26,6 @@ REGISTER_OP("Log")
 
 }  // namespace
 
-Output Log(const Scope& scope, Output x) {
-  return scope.AddNode("Log", {x});
-}
+Output Log(const Scope& scope, Output x) { return scope.AddNode("Log", {x}); }
 
 }  // namespace ipuflow::ops

@@ -24,9 +24,9 @@ REGISTER_OP("Maximum")
     .Input("y")
     .SetShapeFn(shape_fns::BroadcastBinary)
     .SetKernel([](KernelContext& ctx) -> absl::Status {
-      IPUFLOW_SWITCH_NUMERIC(ctx.input(0).dtype(),
-                             return (BinaryKernel<T, T>(ctx, MaximumFn())),
-                             return UnsupportedDType(ctx, ctx.input(0).dtype()));
+      IPUFLOW_SWITCH_NUMERIC(
+          ctx.input(0).dtype(), return (BinaryKernel<T, T>(ctx, MaximumFn())),
+          return UnsupportedDType(ctx, ctx.input(0).dtype()));
     })
     // z = max(x, y);  dz/dx = [x >= y];  dz/dy = [x < y] (ties go to x;
     // each summed over its broadcast dims)

@@ -24,9 +24,9 @@ REGISTER_OP("Minimum")
     .Input("y")
     .SetShapeFn(shape_fns::BroadcastBinary)
     .SetKernel([](KernelContext& ctx) -> absl::Status {
-      IPUFLOW_SWITCH_NUMERIC(ctx.input(0).dtype(),
-                             return (BinaryKernel<T, T>(ctx, MinimumFn())),
-                             return UnsupportedDType(ctx, ctx.input(0).dtype()));
+      IPUFLOW_SWITCH_NUMERIC(
+          ctx.input(0).dtype(), return (BinaryKernel<T, T>(ctx, MinimumFn())),
+          return UnsupportedDType(ctx, ctx.input(0).dtype()));
     })
     // z = min(x, y);  dz/dx = [x <= y];  dz/dy = [x > y] (ties go to x;
     // each summed over its broadcast dims)

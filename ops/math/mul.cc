@@ -20,9 +20,9 @@ REGISTER_OP("Mul")
     .Input("y")
     .SetShapeFn(shape_fns::BroadcastBinary)
     .SetKernel([](KernelContext& ctx) -> absl::Status {
-      IPUFLOW_SWITCH_NUMERIC(ctx.input(0).dtype(),
-                             return (BinaryKernel<T, T>(ctx, MulFn())),
-                             return UnsupportedDType(ctx, ctx.input(0).dtype()));
+      IPUFLOW_SWITCH_NUMERIC(
+          ctx.input(0).dtype(), return (BinaryKernel<T, T>(ctx, MulFn())),
+          return UnsupportedDType(ctx, ctx.input(0).dtype()));
     })
     // z = x * y;  dz/dx = y;  dz/dy = x (each summed over its broadcast dims)
     .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> dz,

@@ -1,8 +1,8 @@
 #include "ops/math/neg.h"
 
+#include "absl/strings/str_cat.h"
 #include "core/op_registry.h"
 #include "ops/cwise.h"
-#include "absl/strings/str_cat.h"
 #include "ops/shape_fns.h"
 
 namespace ipuflow::ops {
@@ -10,11 +10,12 @@ namespace {
 
 REGISTER_OP("Neg")
     .Input("x")
-    .SetShapeFn([](ShapeContext\& c) -> absl::Status {
+    .SetShapeFn([](ShapeContext& c) -> absl::Status {
       const DType dt = c.input_dtype(0);
       if (dt == DType::kBool || dt == DType::kResource) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            c.InputName(0), " is ", DTypeName(dt), "; expected a numeric type"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(c.InputName(0), " is ", DTypeName(dt),
+                         "; expected a numeric type"));
       }
       return shape_fns::Unchanged(c);
     })
@@ -33,8 +34,6 @@ REGISTER_OP("Neg")
 
 }  // namespace
 
-Output Neg(const Scope& scope, Output x) {
-  return scope.AddNode("Neg", {x});
-}
+Output Neg(const Scope& scope, Output x) { return scope.AddNode("Neg", {x}); }
 
 }  // namespace ipuflow::ops

@@ -1,3 +1,8 @@
+// GCC 12 warns -Wuninitialized inside its own avx512fintrin.h when Eigen's
+// AVX-512 kernels are inlined here (GCC bug 105593, fixed in GCC 13). The
+// pragma must come before the headers that pull those intrinsics in.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
 #include "ops/math/pow.h"
 
 #include "core/op_registry.h"

@@ -1,8 +1,8 @@
 #include "ops/math/rsqrt.h"
 
 #include "core/op_registry.h"
-#include "ops/cwise.h"
 #include "ops/array/const.h"
+#include "ops/cwise.h"
 #include "ops/math/broadcast_grad.h"
 #include "ops/math/mul.h"
 #include "ops/math/square.h"

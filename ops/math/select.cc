@@ -51,8 +51,9 @@ absl::Status SelectKernel(KernelContext& ctx) {
   if (n == 0) return absl::OkStatus();
   if (c.shape() == out && x.shape() == out && y.shape() == out) {
     ctx.ParallelFor(n, kCwiseCost, [&](int64_t b, int64_t e) {
-      ArrayMap<T>(pz + b, e - b) = ConstArrayMap<bool>(pc + b, e - b).select(
-          ConstArrayMap<T>(px + b, e - b), ConstArrayMap<T>(py + b, e - b));
+      ArrayMap<T>(pz + b, e - b) = ConstArrayMap<bool>(pc + b, e - b)
+                                       .select(ConstArrayMap<T>(px + b, e - b),
+                                               ConstArrayMap<T>(py + b, e - b));
     });
     return absl::OkStatus();
   }
@@ -98,9 +99,9 @@ REGISTER_OP("Select")
         return absl::InvalidArgumentError(
             "inputs 'x' and 'y' are resource handles; select between values");
       }
-      ASSIGN_OR_RETURN(TensorShape out,
-                       SelectShape(c.input_shape(0), c.input_shape(1),
-                                   c.input_shape(2)));
+      ASSIGN_OR_RETURN(
+          TensorShape out,
+          SelectShape(c.input_shape(0), c.input_shape(1), c.input_shape(2)));
       c.set_output(0, c.input_dtype(1), out);
       return absl::OkStatus();
     })
@@ -115,8 +116,10 @@ REGISTER_OP("Select")
       const Output cond = op.input(0);
       const Output zeros = ZerosLike(s, dz[0]);
       dx->push_back(Output());
-      dx->push_back(ReduceGradTo(s, Select(s, cond, dz[0], zeros), op.input(1)));
-      dx->push_back(ReduceGradTo(s, Select(s, cond, zeros, dz[0]), op.input(2)));
+      dx->push_back(
+          ReduceGradTo(s, Select(s, cond, dz[0], zeros), op.input(1)));
+      dx->push_back(
+          ReduceGradTo(s, Select(s, cond, zeros, dz[0]), op.input(2)));
       return absl::OkStatus();
     });
 

@@ -1,8 +1,8 @@
 #include "ops/math/sqrt.h"
 
 #include "core/op_registry.h"
-#include "ops/cwise.h"
 #include "ops/array/const.h"
+#include "ops/cwise.h"
 #include "ops/math/broadcast_grad.h"
 #include "ops/math/div.h"
 #include "ops/math/mul.h"
@@ -30,8 +30,6 @@ REGISTER_OP("Sqrt")
 
 }  // namespace
 
-Output Sqrt(const Scope& scope, Output x) {
-  return scope.AddNode("Sqrt", {x});
-}
+Output Sqrt(const Scope& scope, Output x) { return scope.AddNode("Sqrt", {x}); }
 
 }  // namespace ipuflow::ops

@@ -1,9 +1,9 @@
 #include "ops/math/square.h"
 
-#include "core/op_registry.h"
-#include "ops/cwise.h"
 #include "absl/strings/str_cat.h"
+#include "core/op_registry.h"
 #include "ops/array/const.h"
+#include "ops/cwise.h"
 #include "ops/math/mul.h"
 #include "ops/shape_fns.h"
 
@@ -12,11 +12,12 @@ namespace {
 
 REGISTER_OP("Square")
     .Input("x")
-    .SetShapeFn([](ShapeContext\& c) -> absl::Status {
+    .SetShapeFn([](ShapeContext& c) -> absl::Status {
       const DType dt = c.input_dtype(0);
       if (dt == DType::kBool || dt == DType::kResource) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            c.InputName(0), " is ", DTypeName(dt), "; expected a numeric type"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(c.InputName(0), " is ", DTypeName(dt),
+                         "; expected a numeric type"));
       }
       return shape_fns::Unchanged(c);
     })

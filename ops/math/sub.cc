@@ -21,9 +21,9 @@ REGISTER_OP("Sub")
     .Input("y")
     .SetShapeFn(shape_fns::BroadcastBinary)
     .SetKernel([](KernelContext& ctx) -> absl::Status {
-      IPUFLOW_SWITCH_NUMERIC(ctx.input(0).dtype(),
-                             return (BinaryKernel<T, T>(ctx, SubFn())),
-                             return UnsupportedDType(ctx, ctx.input(0).dtype()));
+      IPUFLOW_SWITCH_NUMERIC(
+          ctx.input(0).dtype(), return (BinaryKernel<T, T>(ctx, SubFn())),
+          return UnsupportedDType(ctx, ctx.input(0).dtype()));
     })
     // z = x - y;  dz/dx = 1;  dz/dy = -1 (each summed over its broadcast dims)
     .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> dz,

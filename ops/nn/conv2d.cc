@@ -41,8 +41,8 @@ absl::Status Conv2DKernel(KernelContext& ctx) {
   ASSIGN_OR_RETURN(Window2D g, ConvKernelWindow(ctx, &a, &oc));
   const Tensor x = ToNhwcTensor(ctx, ctx.input(0), a.format);
   Tensor scratch;
-  Tensor* y = AllocateNhwcOutput(ctx, 0, {g.n, g.oh, g.ow, oc}, a.format,
-                                 &scratch);
+  Tensor* y =
+      AllocateNhwcOutput(ctx, 0, {g.n, g.oh, g.ow, oc}, a.format, &scratch);
   ConvForward(ctx, x.data<float>(), ctx.input(1).data<float>(),
               y->data<float>(), g, oc);
   FinishNhwcOutput(ctx, 0, a.format, scratch);
@@ -83,9 +83,10 @@ REGISTER_OP("Conv2D")
 Output Conv2D(const Scope& scope, Output input, Output filter,
               const std::vector<int64_t>& strides, const std::string& padding,
               const std::string& data_format) {
-  return scope.AddNode(
-      "Conv2D", {input, filter},
-      {{"strides", strides}, {"padding", padding}, {"data_format", data_format}});
+  return scope.AddNode("Conv2D", {input, filter},
+                       {{"strides", strides},
+                        {"padding", padding},
+                        {"data_format", data_format}});
 }
 
 }  // namespace ipuflow::ops

@@ -59,7 +59,8 @@ void ConvBackpropFilter(const KernelContext& ctx, const float* x,
       const int64_t r1 = std::min(e, r0 + chunk), m = (r1 - r0) * g.ow;
       const ConstMatrixMap dym(dy + r0 * g.ow * oc, m, oc);
       if (IsPointwise(g)) {
-        sum.noalias() += ConstMatrixMap(x + r0 * g.ow * k, m, k).transpose() * dym;
+        sum.noalias() +=
+            ConstMatrixMap(x + r0 * g.ow * k, m, k).transpose() * dym;
       } else {
         Im2Col(x, g, r0, r1, cols.data());
         sum.noalias() += cols.topRows(m).transpose() * dym;
@@ -80,7 +81,7 @@ absl::Status BackpropShape(ShapeContext& c, int like) {
   WindowAttrs a;
   int64_t oc;
   ASSIGN_OR_RETURN(Window2D g, ConvShapeWindow(c, &a, &oc));
-  RETURN_IF_ERROR(CheckConvDy(c.input_shape(2), ConvOutputShape(g, oc, a)));
+  RETURN_IF_ERROR(CheckDyShape(c.input_shape(2), ConvOutputShape(g, oc, a)));
   c.set_output(0, DType::kFloat32, c.input_shape(like));
   return absl::OkStatus();
 }
@@ -90,7 +91,7 @@ absl::StatusOr<Window2D> BackpropWindow(const KernelContext& ctx,
                                         WindowAttrs* a, int64_t* oc) {
   ASSIGN_OR_RETURN(Window2D g, ConvKernelWindow(ctx, a, oc));
   absl::Status s =
-      CheckConvDy(ctx.input(2).shape(), ConvOutputShape(g, *oc, *a));
+      CheckDyShape(ctx.input(2).shape(), ConvOutputShape(g, *oc, *a));
   if (!s.ok()) return ctx.InvalidArgument(s.message());
   return g;
 }
@@ -101,8 +102,8 @@ absl::Status BackpropInputKernel(KernelContext& ctx) {
   ASSIGN_OR_RETURN(Window2D g, BackpropWindow(ctx, &a, &oc));
   const Tensor dy = ToNhwcTensor(ctx, ctx.input(2), a.format);
   Tensor scratch;
-  Tensor* dx = AllocateNhwcOutput(ctx, 0, {g.n, g.h, g.w, g.c}, a.format,
-                                  &scratch);
+  Tensor* dx =
+      AllocateNhwcOutput(ctx, 0, {g.n, g.h, g.w, g.c}, a.format, &scratch);
   ConvBackpropInput(ctx, dy.data<float>(), ctx.input(1).data<float>(),
                     dx->data<float>(), g, oc);
   FinishNhwcOutput(ctx, 0, a.format, scratch);

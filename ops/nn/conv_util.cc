@@ -13,14 +13,14 @@ absl::StatusOr<Window2D> ConvWindow(const TensorShape& input,
                                     int64_t* out_channels) {
   const char* format = DataFormatName(a.format);
   if (input.rank() != 4) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("input must have rank 4 (", format, "), got shape ",
-                     input.DebugString()));
+    return absl::InvalidArgumentError(absl::StrCat("input must have rank 4 (",
+                                                   format, "), got shape ",
+                                                   input.DebugString()));
   }
   if (filter.rank() != 4) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "filter must have rank 4 [kh,kw,in,out], got shape ",
-        filter.DebugString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("filter must have rank 4 [kh,kw,in,out], got shape ",
+                     filter.DebugString()));
   }
   const Dims4 in = ToNhwc(input, a.format);
   const int64_t filter_in = filter.dim(2);
@@ -60,18 +60,10 @@ absl::StatusOr<Window2D> ConvKernelWindow(const KernelContext& ctx,
       ParseWindowAttrs(ctx.node().attrs(), /*has_ksize=*/false);
   if (!attrs.ok()) return ctx.InvalidArgument(attrs.status().message());
   *a = *attrs;
-  absl::StatusOr<Window2D> g = ConvWindow(
-      ctx.input(0).shape(), ctx.input(1).shape(), *a, out_channels);
+  absl::StatusOr<Window2D> g =
+      ConvWindow(ctx.input(0).shape(), ctx.input(1).shape(), *a, out_channels);
   if (!g.ok()) return ctx.InvalidArgument(g.status().message());
   return g;
-}
-
-absl::Status CheckConvDy(const TensorShape& dy, const TensorShape& expected) {
-  if (dy.IsCompatibleWith(expected)) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("input 'dy' has shape ", dy.DebugString(),
-                   " but the convolution's output has shape ",
-                   expected.DebugString()));
 }
 
 TensorShape ConvOutputShape(const Window2D& g, int64_t out_channels,
@@ -81,8 +73,8 @@ TensorShape ConvOutputShape(const Window2D& g, int64_t out_channels,
 
 int64_t RowsPerChunk(const Window2D& g) {
   constexpr int64_t kMaxChunkFloats = int64_t{1} << 18;  // 1 MiB.
-  return std::max<int64_t>(1, kMaxChunkFloats / std::max<int64_t>(
-                                                    1, g.ow * PatchSize(g)));
+  return std::max<int64_t>(
+      1, kMaxChunkFloats / std::max<int64_t>(1, g.ow * PatchSize(g)));
 }
 
 void Im2Col(const float* x, const Window2D& g, int64_t r0, int64_t r1,

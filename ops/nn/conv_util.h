@@ -47,8 +47,6 @@ absl::StatusOr<Window2D> ConvShapeWindow(const ShapeContext& c, WindowAttrs* a,
 absl::StatusOr<Window2D> ConvKernelWindow(const KernelContext& ctx,
                                           WindowAttrs* a,
                                           int64_t* out_channels);
-// OK if `dy` (input 2 of the backprops) fits the convolution's output.
-absl::Status CheckConvDy(const TensorShape& dy, const TensorShape& expected);
 
 // The output shape of the convolution, in a.format (may hold -1).
 TensorShape ConvOutputShape(const Window2D& g, int64_t out_channels,

@@ -14,8 +14,8 @@ using RowMatrix =
 absl::StatusOr<DataFormat> ParseDataFormat(const std::string& s) {
   if (s == "NHWC") return DataFormat::kNHWC;
   if (s == "NCHW") return DataFormat::kNCHW;
-  return absl::InvalidArgumentError(
-      absl::StrCat("data_format must be \"NHWC\" or \"NCHW\", got \"", s, "\""));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "data_format must be \"NHWC\" or \"NCHW\", got \"", s, "\""));
 }
 
 absl::StatusOr<Padding> ParsePadding(const std::string& s) {
@@ -45,8 +45,9 @@ absl::Status ParseHW(const AttrMap& attrs, const std::string& name,
     *h = nhwc ? v[1] : v[2];
     *w = nhwc ? v[2] : v[3];
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, " ", shown, " must have 2 entries [h, w] or 4 (one per dimension)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " ", shown,
+                     " must have 2 entries [h, w] or 4 (one per dimension)"));
   }
   if (*h < 1 || *w < 1) {
     return absl::InvalidArgumentError(
@@ -102,18 +103,56 @@ absl::StatusOr<WindowAttrs> ParseWindowAttrs(const AttrMap& attrs,
   ASSIGN_OR_RETURN(std::string padding, GetAttr<std::string>(attrs, "padding"));
   ASSIGN_OR_RETURN(a.padding, ParsePadding(padding));
   RETURN_IF_ERROR(ParseHW(attrs, "strides", a.format, &a.sh, &a.sw));
-  if (has_ksize) RETURN_IF_ERROR(ParseHW(attrs, "ksize", a.format, &a.kh, &a.kw));
+  if (has_ksize)
+    RETURN_IF_ERROR(ParseHW(attrs, "ksize", a.format, &a.kh, &a.kw));
   return a;
 }
 
 absl::StatusOr<Window2D> MakeWindow2D(const Dims4& in, int64_t kh, int64_t kw,
                                       const WindowAttrs& a) {
   Window2D g{in.n, in.h, in.w, in.c, kh, kw, a.sh, a.sw, -1, -1, 0, 0};
-  RETURN_IF_ERROR(WindowDim("height", in.h, kh, a.sh, a.padding, &g.oh,
-                            &g.pad_top));
-  RETURN_IF_ERROR(WindowDim("width", in.w, kw, a.sw, a.padding, &g.ow,
-                            &g.pad_left));
+  RETURN_IF_ERROR(
+      WindowDim("height", in.h, kh, a.sh, a.padding, &g.oh, &g.pad_top));
+  RETURN_IF_ERROR(
+      WindowDim("width", in.w, kw, a.sw, a.padding, &g.ow, &g.pad_left));
   return g;
+}
+
+absl::StatusOr<Window2D> PoolShapeWindow(const ShapeContext& c,
+                                         WindowAttrs* a) {
+  RETURN_IF_ERROR(c.ExpectDType(0, DType::kFloat32));
+  RETURN_IF_ERROR(c.ExpectRank(0, 4));
+  ASSIGN_OR_RETURN(*a, ParseWindowAttrs(c.attrs(), /*has_ksize=*/true));
+  absl::StatusOr<Window2D> g =
+      MakeWindow2D(ToNhwc(c.input_shape(0), a->format), a->kh, a->kw, *a);
+  if (!g.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        g.status().message(), "; input shape ", c.input_shape(0).DebugString(),
+        " (", DataFormatName(a->format), ")"));
+  }
+  return g;
+}
+
+absl::StatusOr<Window2D> PoolKernelWindow(const KernelContext& ctx,
+                                          WindowAttrs* a) {
+  absl::StatusOr<WindowAttrs> attrs =
+      ParseWindowAttrs(ctx.node().attrs(), /*has_ksize=*/true);
+  if (!attrs.ok()) return ctx.InvalidArgument(attrs.status().message());
+  *a = *attrs;
+  absl::StatusOr<Window2D> g =
+      MakeWindow2D(ToNhwc(ctx.input(0).shape(), a->format), a->kh, a->kw, *a);
+  if (!g.ok()) {
+    return ctx.InvalidArgument(g.status().message(), "; input shape ",
+                               ctx.input(0).shape().DebugString());
+  }
+  return g;
+}
+
+absl::Status CheckDyShape(const TensorShape& dy, const TensorShape& expected) {
+  if (dy.IsCompatibleWith(expected)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "input 'dy' has shape ", dy.DebugString(),
+      " but the forward op's output has shape ", expected.DebugString()));
 }
 
 namespace {
@@ -135,8 +174,7 @@ Tensor ToNhwcTensor(const KernelContext& ctx, const Tensor& t, DataFormat f) {
   if (f == DataFormat::kNHWC) return t;
   const Dims4 d = ToNhwc(t.shape(), f);
   Tensor out(DType::kFloat32, FromNhwc(d, DataFormat::kNHWC));
-  TransposeImages(ctx, t.data<float>(), out.data<float>(), d.n, d.c,
-                  d.h * d.w);
+  TransposeImages(ctx, t.data<float>(), out.data<float>(), d.n, d.c, d.h * d.w);
   return out;
 }
 

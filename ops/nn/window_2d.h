@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "core/attr_value.h"
 #include "core/kernel.h"
+#include "core/op_registry.h"
 #include "core/tensor_shape.h"
 
 namespace ipuflow::ops {
@@ -54,16 +55,35 @@ absl::StatusOr<WindowAttrs> ParseWindowAttrs(const AttrMap& attrs,
 
 // A window op applied to an NHWC batch.
 struct Window2D {
-  int64_t n, h, w, c;    // Input.
-  int64_t kh, kw;        // Window.
-  int64_t sh, sw;        // Strides.
-  int64_t oh, ow;        // Output (-1 if the input size is unknown).
+  int64_t n, h, w, c;  // Input.
+  int64_t kh, kw;      // Window.
+  int64_t sh, sw;      // Strides.
+  int64_t oh, ow;      // Output (-1 if the input size is unknown).
   int64_t pad_top, pad_left;
 };
 // Output size and padding (TF rules). VALID: out = (in - k) / s + 1, error
 // when k > in; SAME: out = ceil(in / s), half the padding before.
 absl::StatusOr<Window2D> MakeWindow2D(const Dims4& in, int64_t kh, int64_t kw,
                                       const WindowAttrs& a);
+
+// For the shape functions of the pooling ops: checks input 0 is float32 of
+// rank 4 and parses the attributes (with "ksize") into `a`.
+absl::StatusOr<Window2D> PoolShapeWindow(const ShapeContext& c, WindowAttrs* a);
+// The same at run time from the kernel's input 0; errors name the node.
+absl::StatusOr<Window2D> PoolKernelWindow(const KernelContext& ctx,
+                                          WindowAttrs* a);
+
+// For the gradient ops: OK if `dy` is compatible with `expected`, the
+// forward op's output shape.
+absl::Status CheckDyShape(const TensorShape& dy, const TensorShape& expected);
+
+// The valid (unpadded) range [*begin, *end) of a window starting at
+// `start` (may be negative) of size k over a dimension of size n.
+inline void ClipWindow(int64_t start, int64_t k, int64_t n, int64_t* begin,
+                       int64_t* end) {
+  *begin = start < 0 ? 0 : start;
+  *end = start + k > n ? n : start + k;
+}
 
 // Kernel helpers for the NCHW layout (NHWC needs no copy).
 // `t` as an NHWC tensor: itself for NHWC, else a transposed copy.

@@ -11,6 +11,24 @@ std::string VariableName(const ShapeContext& c) {
                                      : std::string("the variable");
 }
 
+// `handle` is a variable handle, and so is every kResource in `slots`, with
+// the same dtype and shape.
+absl::Status CheckHandles(const Output& handle,
+                          const std::vector<Output>& slots) {
+  ASSIGN_OR_RETURN(VariableInfo var, GetVariableInfo(handle));
+  for (const Output& slot : slots) {
+    if (!slot.valid() || slot.dtype() != DType::kResource) continue;
+    ASSIGN_OR_RETURN(VariableInfo info, GetVariableInfo(slot));
+    if (info.dtype != var.dtype || info.shape != var.shape) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "slot variable '", info.name, "' is ", DTypeName(info.dtype),
+          info.shape.DebugString(), " but variable '", var.name, "' is ",
+          DTypeName(var.dtype), var.shape.DebugString()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<VariableInfo> GetVariableInfo(const Output& handle) {
@@ -34,19 +52,20 @@ absl::StatusOr<VariableInfo> GetVariableInfo(const Output& handle) {
 }
 
 AttrMap HandleAttrs(const VariableInfo& info) {
-  return {{"variable", info.name}, {"dtype", info.dtype}, {"shape", info.shape}};
+  return {
+      {"variable", info.name}, {"dtype", info.dtype}, {"shape", info.shape}};
 }
 
 Node* AddHandleNode(const Scope& scope, const std::string& op, Output handle,
                     std::vector<Output> rest, AttrMap attrs) {
   if (!scope.ok()) return nullptr;
-  absl::StatusOr<VariableInfo> info = GetVariableInfo(handle);
-  if (!info.ok()) {
-    scope.UpdateStatus(absl::Status(
-        info.status().code(), absl::StrCat(op, ": ", info.status().message())));
+  absl::Status status = CheckHandles(handle, rest);
+  if (!status.ok()) {
+    scope.UpdateStatus(
+        absl::Status(status.code(), absl::StrCat(op, ": ", status.message())));
     return nullptr;
   }
-  attrs.merge(HandleAttrs(*info));
+  attrs.merge(HandleAttrs(*GetVariableInfo(handle)));
   rest.insert(rest.begin(), handle);
   return scope.AddNode(op, std::move(rest), std::move(attrs));
 }
@@ -69,10 +88,10 @@ absl::Status ExpectMatchesVariable(const ShapeContext& c, int i) {
   ASSIGN_OR_RETURN(DType dtype, c.attr<DType>("dtype"));
   ASSIGN_OR_RETURN(TensorShape shape, c.attr<TensorShape>("shape"));
   if (c.input_dtype(i) != dtype || !c.input_shape(i).IsCompatibleWith(shape)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        c.InputName(i), " is ", DTypeName(c.input_dtype(i)),
-        c.input_shape(i).DebugString(), " but ", VariableName(c), " is ",
-        DTypeName(dtype), shape.DebugString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(c.InputName(i), " is ", DTypeName(c.input_dtype(i)),
+                     c.input_shape(i).DebugString(), " but ", VariableName(c),
+                     " is ", DTypeName(dtype), shape.DebugString()));
   }
   return absl::OkStatus();
 }
@@ -112,11 +131,17 @@ absl::Status CheckMatchesVariable(const KernelContext& ctx, int i,
   if (t.dtype() != var.dtype() || t.shape() != var.shape()) {
     return ctx.InvalidArgument(
         "input '", ctx.node().op_def().input_names()[i], "' is ",
-        DTypeName(t.dtype()), t.shape().DebugString(),
-        " but variable '", var.name(), "' is ", DTypeName(var.dtype()),
-        var.shape().DebugString());
+        DTypeName(t.dtype()), t.shape().DebugString(), " but variable '",
+        var.name(), "' is ", DTypeName(var.dtype()), var.shape().DebugString());
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<Tensor> ReadCopy(const KernelContext& ctx,
+                                const VariableResource& var) {
+  absl::StatusOr<Tensor> t = var.Read();
+  if (!t.ok()) return WithNodeName(ctx, t.status());
+  return t;
 }
 
 absl::Status WithNodeName(const KernelContext& ctx, const absl::Status& s) {

@@ -42,8 +42,10 @@ absl::StatusOr<VariableInfo> GetVariableInfo(const Output& handle);
 AttrMap HandleAttrs(const VariableInfo& info);
 
 // Adds a node of `op` with inputs {handle, rest...} and attributes
-// HandleAttrs(handle's variable) plus `attrs`. Records an error naming `op`
-// in the scope if `handle` is not a variable handle; returns nullptr then.
+// HandleAttrs(handle's variable) plus `attrs`. Every kResource input in
+// `rest` (an optimizer's slot) must be a handle to a variable of the same
+// dtype and shape. Records an error naming `op` and the variables in the
+// scope otherwise, and returns nullptr.
 Node* AddHandleNode(const Scope& scope, const std::string& op, Output handle,
                     std::vector<Output> rest, AttrMap attrs = {});
 
@@ -63,6 +65,10 @@ absl::StatusOr<VariableResource*> VariableInput(const KernelContext& ctx,
 // Run-time check that kernel input `i` matches `var`'s dtype and shape.
 absl::Status CheckMatchesVariable(const KernelContext& ctx, int i,
                                   const VariableResource& var);
+// A copy of `var`'s value (FailedPrecondition naming the node and the
+// variable if it was never assigned).
+absl::StatusOr<Tensor> ReadCopy(const KernelContext& ctx,
+                                const VariableResource& var);
 // Status `s` with the node's name in front ("ReadVariable 'w/read': ...").
 absl::Status WithNodeName(const KernelContext& ctx, const absl::Status& s);
 

@@ -47,8 +47,9 @@ REGISTER_OP("Variable")
       ctx.set_output(0, Tensor::ForResource(*std::move(var)));
       return absl::OkStatus();
     })
-    .NotDifferentiable("a variable handle is not a value; differentiate "
-                       "with respect to a ReadVariable's output");
+    .NotDifferentiable(
+        "a variable handle is not a value; differentiate "
+        "with respect to a ReadVariable's output");
 
 // The variable's node name relative to the scope's prefix, so its companion
 // nodes can be named "<name>/Assign" in the same scope.
@@ -79,16 +80,15 @@ VariableHandle Variable(const Scope& scope, Output initial_value,
     return v;
   }
   const Scope vs = scope.WithNoControlDependencies();
-  v.handle = Variable(vs, initial_value.dtype(), initial_value.shape(),
-                      options);
+  v.handle =
+      Variable(vs, initial_value.dtype(), initial_value.shape(), options);
   if (!v.handle.valid()) return v;
   Node* var = v.handle.node;
   const std::string name = LocalName(scope, *var);
-  v.initializer =
-      Assign(vs.WithOpName(absl::StrCat(name, "/Assign")), v.handle,
-             initial_value);
-  v.value = ReadVariable(scope.WithOpName(absl::StrCat(name, "/Read")),
-                         v.handle);
+  v.initializer = Assign(vs.WithOpName(absl::StrCat(name, "/Assign")), v.handle,
+                         initial_value);
+  v.value =
+      ReadVariable(scope.WithOpName(absl::StrCat(name, "/Read")), v.handle);
   if (!scope.ok()) return VariableHandle();
   Graph* g = scope.graph();
   g->AddToCollection("initializers", v.initializer);

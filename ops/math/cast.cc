@@ -1,0 +1,76 @@
+#include "ops/math/cast.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/op_registry.h"
+#include "ops/cwise.h"
+
+namespace ipuflow::ops {
+namespace {
+
+bool Castable(DType d) {
+  return IsFloating(d) || IsInteger(d) || d == DType::kBool;
+}
+
+template <typename From, typename To>
+absl::Status CastKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  Tensor* y = ctx.allocate_output(0, x.shape());
+  const From* px = x.data<From>();
+  To* py = y->data<To>();
+  ctx.ParallelFor(x.NumElements(), kCwiseCost, [&](int64_t b, int64_t e) {
+    ArrayMap<To>(py + b, e - b) =
+        ConstArrayMap<From>(px + b, e - b).template cast<To>();
+  });
+  return absl::OkStatus();
+}
+
+template <typename From>
+absl::Status CastFrom(KernelContext& ctx) {
+  IPUFLOW_SWITCH_ALL(ctx.output_dtype(0), return (CastKernel<From, T>(ctx)),
+                     return UnsupportedDType(ctx, ctx.output_dtype(0)));
+}
+
+REGISTER_OP("Cast")
+    .Input("x")
+    .RequiredAttr("dtype")
+    .Forwards(0, 0)  // Only when the dtypes are equal; else a new tensor.
+    .SetShapeFn([](ShapeContext& c) -> absl::Status {
+      ASSIGN_OR_RETURN(DType to, c.attr<DType>("dtype"));
+      if (!Castable(c.input_dtype(0)) || !Castable(to)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "cannot cast ", c.InputName(0), " from ",
+            DTypeName(c.input_dtype(0)), " to ", DTypeName(to),
+            "; Cast converts between float32, float16, int32, int64 and "
+            "bool"));
+      }
+      c.set_output(0, to, c.input_shape(0));
+      return absl::OkStatus();
+    })
+    .SetKernel([](KernelContext& ctx) -> absl::Status {
+      const Tensor& x = ctx.input(0);
+      if (x.dtype() == ctx.output_dtype(0)) {
+        ctx.set_output(0, x);
+        return absl::OkStatus();
+      }
+      IPUFLOW_SWITCH_ALL(x.dtype(), return CastFrom<T>(ctx),
+                         return UnsupportedDType(ctx, x.dtype()));
+    })
+    // y = cast(x);  dy/dx = 1 between float types (the gradient is cast
+    // back); no gradient flows to or from integers and bool.
+    .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> dy,
+                    std::vector<Output>* dx) {
+      const Output x = op.input(0);
+      const bool floats =
+          IsFloating(x.dtype()) && IsFloating(op.output_dtype(0));
+      dx->push_back(floats && dy[0].valid() ? Cast(s, dy[0], x.dtype())
+                                            : Output());
+      return absl::OkStatus();
+    });
+
+}  // namespace
+
+Output Cast(const Scope& scope, Output x, DType dtype) {
+  return scope.AddNode("Cast", {x}, {{"dtype", dtype}});
+}
+
+}  // namespace ipuflow::ops

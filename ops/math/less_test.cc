@@ -1,0 +1,67 @@
+#include "ops/math/less.h"
+
+#include <limits>
+
+#include "core/op_registry.h"
+#include "core/testing/op_test.h"
+#include "gtest/gtest.h"
+#include "ops/array/const.h"
+
+namespace ipuflow::ops {
+namespace {
+
+using ::ipuflow::testing::RunOne;
+using ::ipuflow::testing::TensorNear;
+
+TEST(LessTest, BroadcastsToBool) {
+  Scope s = Scope::NewRootScope();
+  // [[1,2,3],[4,0,6]] against [2,2,2], broadcast along the rows.
+  Output z = Less(s, Const<float>(s, {1, 2, 3, 4, 0, 6}, {2, 3}),
+                  Const<float>(s, {2, 2, 2}, {3}));
+  EXPECT_EQ(z.dtype(), DType::kBool);
+  EXPECT_EQ(z.shape(), TensorShape({2, 3}));
+  EXPECT_TRUE(TensorNear(RunOne(s, {}, z), {1, 0, 0, 0, 1, 0}, {2, 3}));
+}
+
+TEST(LessTest, IntegersHalfAndNan) {
+  Scope s = Scope::NewRootScope();
+  Output zi = Less(s, Const<int32_t>(s, {5, -5}, {2}),
+                   Const(s, Tensor::Scalar<int32_t>(0)));
+  EXPECT_TRUE(TensorNear(RunOne(s, {}, zi), {0, 1}, {2}));
+  Output zh = Less(s, Const<half>(s, {half(5.f), half(-5.f)}, {2}),
+                   Const(s, 0.0, DType::kFloat16));
+  EXPECT_TRUE(TensorNear(RunOne(s, {}, zh), {0, 1}, {2}));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Output zn =
+      Less(s, Const<float>(s, {nan, 1}, {2}), Const<float>(s, {1, nan}, {2}));
+  EXPECT_TRUE(TensorNear(RunOne(s, {}, zn), {0, 0}, {2}));
+}
+
+TEST(LessTest, BoolInputsAreRejected) {
+  Scope s = Scope::NewRootScope();
+  Less(s.WithOpName("cmp"), Const<bool>(s, {true}, {1}),
+       Const<bool>(s, {false}, {1}));
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("Less 'cmp': inputs are bool"),
+            std::string::npos)
+      << s.status();
+}
+
+TEST(LessTest, ShapeErrorNamesShapes) {
+  Scope s = Scope::NewRootScope();
+  Less(s.WithOpName("cmp"), Const<float>(s, {1, 2}, {2}),
+       Const<float>(s, {1, 2, 3}, {3}));
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("Less 'cmp': shapes [2] and [3]"),
+            std::string::npos)
+      << s.status();
+}
+
+TEST(LessTest, DeclaresWhyItHasNoGradient) {
+  EXPECT_FALSE((*OpRegistry::Global()->Find("Less"))
+                   ->not_differentiable_reason()
+                   .empty());
+}
+
+}  // namespace
+}  // namespace ipuflow::ops

@@ -1,0 +1,34 @@
+#include "ops/math/reduce_sum.h"
+
+#include "core/op_registry.h"
+#include "ops/math/reduce_grad_like.h"
+#include "ops/math/reduction.h"
+
+namespace ipuflow::ops {
+namespace {
+
+REGISTER_OP("ReduceSum")
+    .Input("x")
+    .Attr("axes", std::vector<int64_t>{})
+    .Attr("keep_dims", false)
+    .SetShapeFn(ReductionShapeFn)
+    .SetKernel([](KernelContext& ctx) {
+      return ReductionKernel(ctx, Reduction::kSum);
+    })
+    // y = sum over axes of x;  dy/dx = 1: dy broadcast back over the axes.
+    .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> dy,
+                    std::vector<Output>* dx) {
+      dx->push_back(ReduceGradLike(s, dy[0], op.input(0),
+                                   op.attr<std::vector<int64_t>>("axes")));
+      return absl::OkStatus();
+    });
+
+}  // namespace
+
+Output ReduceSum(const Scope& scope, Output x, std::vector<int64_t> axes,
+                 bool keep_dims) {
+  return scope.AddNode("ReduceSum", {x},
+                       {{"axes", std::move(axes)}, {"keep_dims", keep_dims}});
+}
+
+}  // namespace ipuflow::ops

@@ -1,0 +1,285 @@
+#include "ops/math/reduction.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "ops/cwise.h"
+#include "ops/math/scalar_ops.h"
+
+namespace ipuflow::ops {
+
+absl::StatusOr<std::vector<int>> NormalizeReductionAxes(
+    absl::Span<const int64_t> axes, int rank) {
+  std::vector<bool> reduced(rank, axes.empty());
+  for (int64_t a : axes) {
+    if (a < -rank || a >= rank) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "axis ", a, " is out of range for rank ", rank,
+          rank == 0 ? " (a scalar has no axes)"
+                    : absl::StrCat(" (valid: [", -rank, ", ", rank - 1, "])")));
+    }
+    const int n = static_cast<int>(a < 0 ? a + rank : a);
+    if (reduced[n]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("axes [", absl::StrJoin(axes, ","), "] name axis ", n,
+                       " twice (rank ", rank, ")"));
+    }
+    reduced[n] = true;
+  }
+  std::vector<int> out;
+  for (int i = 0; i < rank; ++i) {
+    if (reduced[i]) out.push_back(i);
+  }
+  return out;
+}
+
+TensorShape ReducedShape(const TensorShape& shape, absl::Span<const int> axes,
+                         bool keep_dims) {
+  std::vector<bool> reduced(shape.rank(), false);
+  for (int a : axes) reduced[a] = true;
+  TensorShape out;
+  for (int i = 0; i < shape.rank(); ++i) {
+    if (!reduced[i]) {
+      out.AddDim(shape.dim(i));
+    } else if (keep_dims) {
+      out.AddDim(1);
+    }
+  }
+  return out;
+}
+
+CoalescedShape Coalesce(const TensorShape& shape, absl::Span<const int> axes) {
+  std::vector<bool> reduced(shape.rank(), false);
+  for (int a : axes) reduced[a] = true;
+  CoalescedShape out;
+  for (int i = 0; i < shape.rank(); ++i) {
+    if (shape.dim(i) == 1) continue;
+    if (!out.dims.empty() && out.reduced.back() == reduced[i]) {
+      out.dims.back() *= shape.dim(i);
+    } else {
+      out.dims.push_back(shape.dim(i));
+      out.reduced.push_back(reduced[i]);
+    }
+  }
+  return out;
+}
+
+absl::Status ReductionShapeFn(ShapeContext& c) {
+  const DType dt = c.input_dtype(0);
+  if (dt == DType::kBool || dt == DType::kResource) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        c.InputName(0), " is ", DTypeName(dt), "; expected a numeric type"));
+  }
+  ASSIGN_OR_RETURN(std::vector<int64_t> axes,
+                   c.attr<std::vector<int64_t>>("axes"));
+  ASSIGN_OR_RETURN(bool keep_dims, c.attr<bool>("keep_dims"));
+  const TensorShape& in = c.input_shape(0);
+  absl::StatusOr<std::vector<int>> norm =
+      NormalizeReductionAxes(axes, in.rank());
+  if (!norm.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(norm.status().message(), "; ", c.InputName(0),
+                     " has shape ", in.DebugString()));
+  }
+  c.set_output(0, dt, ReducedShape(in, *norm, keep_dims));
+  return absl::OkStatus();
+}
+
+namespace {
+
+template <typename Acc>
+struct SumReducer {
+  template <typename X>
+  static Acc Redux(const X& x) {
+    return x.sum();
+  }
+  template <typename X>
+  static void Combine(ArrayMap<Acc>& acc, const X& x) {
+    acc += x;
+  }
+};
+
+template <typename Acc>
+struct MaxReducer {
+  template <typename X>
+  static Acc Redux(const X& x) {
+    return x.redux(NanMax<Acc>());
+  }
+  template <typename X>
+  static void Combine(ArrayMap<Acc>& acc, const X& x) {
+    acc = acc.binaryExpr(x, NanMax<Acc>());
+  }
+};
+
+// dst[o, i] = reduce over k of src[o, k, i], for a [outer, r, inner] view.
+// REQUIRES: r >= 1.
+template <typename Reducer, typename Src, typename Acc>
+void ReducePass(const KernelContext& ctx, const Src* src, Acc* dst,
+                int64_t outer, int64_t r, int64_t inner) {
+  if (inner == 1) {
+    ctx.ParallelFor(outer, kCwiseCost * r, [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o) {
+        dst[o] = Reducer::Redux(
+            ConstArrayMap<Src>(src + o * r, r).template cast<Acc>());
+      }
+    });
+    return;
+  }
+  // Blocks of the inner dimension, so a small `outer` still parallelises and
+  // each block's accumulator stays in cache.
+  constexpr int64_t kBlock = 1024;
+  const int64_t blocks = (inner + kBlock - 1) / kBlock;
+  const int64_t width = std::min(inner, kBlock);
+  ctx.ParallelFor(
+      outer * blocks, kCwiseCost * r * width, [&](int64_t b, int64_t e) {
+        for (int64_t u = b; u < e; ++u) {
+          const int64_t o = u / blocks, i0 = (u % blocks) * kBlock;
+          const int64_t n = std::min(kBlock, inner - i0);
+          const Src* s = src + o * r * inner + i0;
+          ArrayMap<Acc> acc(dst + o * inner + i0, n);
+          acc = ConstArrayMap<Src>(s, n).template cast<Acc>();
+          for (int64_t k = 1; k < r; ++k) {
+            Reducer::Combine(
+                acc, ConstArrayMap<Src>(s + k * inner, n).template cast<Acc>());
+          }
+        }
+      });
+}
+
+// Fills `y` for a reduction over zero elements (no passes can run).
+template <typename T>
+absl::Status ReduceEmpty(KernelContext& ctx, Reduction kind, Tensor* y) {
+  const Tensor& x = ctx.input(0);
+  if (kind == Reduction::kSum) {
+    y->flat<T>().setZero();
+    return absl::OkStatus();
+  }
+  if constexpr (!std::is_integral_v<T>) {
+    if (kind == Reduction::kMean) {
+      y->flat<T>().setConstant(std::numeric_limits<T>::quiet_NaN());
+      return absl::OkStatus();
+    }
+  }
+  return ctx.InvalidArgument(
+      kind == Reduction::kMax ? "the maximum" : "the integer mean",
+      " over zero elements is undefined (input 'x' has shape ",
+      x.shape().DebugString(), ")");
+}
+
+// Writes the result of the last pass (`acc`, n values; may be py itself) to
+// py: cast from the accumulation type, divided by `count` for a mean.
+template <typename T, typename Acc>
+void Finish(const KernelContext& ctx, Reduction kind, int64_t count,
+            const Acc* acc, T* py, int64_t n) {
+  const bool mean = kind == Reduction::kMean;
+  if (std::is_same_v<Acc, T> && !mean) return;  // Written in place.
+  ctx.ParallelFor(n, kCwiseCost, [&](int64_t b, int64_t e) {
+    ConstArrayMap<Acc> a(acc + b, e - b);
+    if (mean) {
+      ArrayMap<T>(py + b, e - b) =
+          (a / static_cast<Acc>(count)).template cast<T>();
+    } else {
+      ArrayMap<T>(py + b, e - b) = a.template cast<T>();
+    }
+  });
+}
+
+// The [outer, r, inner] view in which the innermost group of reduced dims
+// of `cs` is reduced; removes that group from `cs` (merging the kept dims
+// either side, which are now adjacent).
+struct PassDims {
+  int64_t outer = 1, r = 1, inner = 1;
+};
+PassDims PopInnermostReduced(CoalescedShape* cs) {
+  int j = static_cast<int>(cs->dims.size()) - 1;
+  while (!cs->reduced[j]) --j;
+  PassDims d;
+  for (int i = 0; i < j; ++i) d.outer *= cs->dims[i];
+  for (size_t i = j + 1; i < cs->dims.size(); ++i) d.inner *= cs->dims[i];
+  d.r = cs->dims[j];
+  cs->dims.erase(cs->dims.begin() + j);
+  cs->reduced.erase(cs->reduced.begin() + j);
+  if (j > 0 && j < static_cast<int>(cs->dims.size())) {
+    cs->dims[j - 1] *= cs->dims[j];
+    cs->dims.erase(cs->dims.begin() + j);
+    cs->reduced.erase(cs->reduced.begin() + j);
+  }
+  return d;
+}
+
+template <typename Reducer, typename T, typename Acc>
+absl::Status Reduce(KernelContext& ctx, Reduction kind,
+                    const std::vector<int>& axes, const TensorShape& shape) {
+  const Tensor& x = ctx.input(0);
+  Tensor* y = ctx.allocate_output(0, shape);
+  const int64_t n = y->NumElements();
+  if (n == 0) return absl::OkStatus();
+  const int64_t count = x.NumElements() / n;  // Elements per output.
+  if (count == 0) return ReduceEmpty<T>(ctx, kind, y);
+  CoalescedShape cs = Coalesce(x.shape(), axes);
+  const int passes =
+      static_cast<int>(std::count(cs.reduced.begin(), cs.reduced.end(), true));
+  if (passes == 0) {  // Only size-1 dims were reduced: a copy.
+    y->flat<T>() = x.flat<T>();
+    return absl::OkStatus();
+  }
+  T* py = y->data<T>();
+  ArrayX<Acc> cur, next;
+  for (int p = 0; p < passes; ++p) {
+    const PassDims d = PopInnermostReduced(&cs);
+    Acc* dst = nullptr;
+    if constexpr (std::is_same_v<Acc, T>) {
+      if (p + 1 == passes) dst = py;  // Straight into the output.
+    }
+    if (dst == nullptr) {
+      next.resize(d.outer * d.inner);
+      dst = next.data();
+    }
+    if (p == 0) {
+      ReducePass<Reducer, T, Acc>(ctx, x.data<T>(), dst, d.outer, d.r, d.inner);
+    } else {
+      ReducePass<Reducer, Acc, Acc>(ctx, cur.data(), dst, d.outer, d.r,
+                                    d.inner);
+    }
+    std::swap(cur, next);
+  }
+  const Acc* result;
+  if constexpr (std::is_same_v<Acc, T>) {
+    result = py;
+  } else {
+    result = cur.data();
+  }
+  Finish<T, Acc>(ctx, kind, count, result, py, n);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ReductionKernel(KernelContext& ctx, Reduction kind) {
+  const Tensor& x = ctx.input(0);
+  absl::StatusOr<std::vector<int>> axes =
+      NormalizeReductionAxes(ctx.attr<std::vector<int64_t>>("axes"), x.rank());
+  if (!axes.ok()) {
+    return ctx.InvalidArgument(axes.status().message(),
+                               "; input 'x' has shape ",
+                               x.shape().DebugString());
+  }
+  const TensorShape shape =
+      ReducedShape(x.shape(), *axes, ctx.attr<bool>("keep_dims"));
+  if (kind == Reduction::kMax) {
+    IPUFLOW_SWITCH_NUMERIC(
+        x.dtype(),
+        return (Reduce<MaxReducer<T>, T, T>(ctx, kind, *axes, shape)),
+        return UnsupportedDType(ctx, x.dtype()));
+  }
+  IPUFLOW_SWITCH_NUMERIC(
+      x.dtype(),
+      return (Reduce<SumReducer<AccumType<T>>, T, AccumType<T>>(ctx, kind,
+                                                                *axes, shape)),
+      return UnsupportedDType(ctx, x.dtype()));
+}
+
+}  // namespace ipuflow::ops

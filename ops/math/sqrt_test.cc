@@ -1,0 +1,63 @@
+#include "ops/math/sqrt.h"
+
+#include <cmath>
+
+#include "core/testing/op_test.h"
+#include "gtest/gtest.h"
+#include "ops/array/const.h"
+
+namespace ipuflow::ops {
+namespace {
+
+using ::ipuflow::testing::MaxGradientError;
+using ::ipuflow::testing::RandomTensor;
+using ::ipuflow::testing::RunOne;
+using ::ipuflow::testing::TensorNear;
+
+TEST(SqrtTest, Values) {
+  Scope s = Scope::NewRootScope();
+  Output y = Sqrt(s, Const<float>(s, {0, 4, 2.25}, {3}));
+  EXPECT_TRUE(TensorNear(RunOne(s, {}, y), {0, 2, 1.5}, {3}));
+}
+
+TEST(SqrtTest, Float16) {
+  Scope s = Scope::NewRootScope();
+  const std::vector<float> in = {0, 4, 2.25};
+  std::vector<half> h;
+  for (float v : in) h.push_back(half(v));
+  Output y = Sqrt(s, Const<half>(s, h, {3}));
+  EXPECT_EQ(y.dtype(), DType::kFloat16);
+  EXPECT_TRUE(TensorNear(RunOne(s, {}, y), {0, 2, 1.5}, {3}, 2e-3, 2e-3));
+}
+
+TEST(SqrtTest, DomainErrorsAreValuesNotStatus) {
+  Scope s = Scope::NewRootScope();
+  Tensor t = RunOne(s, {}, Sqrt(s, Const<float>(s, {-1, 0}, {2})));
+  ASSERT_TRUE(t.valid());
+  const float* v = t.data<float>();
+  EXPECT_TRUE(std::isnan(v[0]));
+  EXPECT_EQ(v[1], 0.f);
+}
+
+TEST(SqrtTest, IntegersAreRejected) {
+  Scope s = Scope::NewRootScope();
+  Sqrt(s.WithOpName("u"), Const<int32_t>(s, {1}, {1}));
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find(
+                "Sqrt 'u': input 'x' must be float32 or float16, got int32"),
+            std::string::npos)
+      << s.status();
+}
+
+TEST(SqrtTest, Gradient) {
+  Scope s = Scope::NewRootScope();
+  Output x = Placeholder(s, DType::kFloat32, {2, 3});
+  // x in [0.5, 2): away from 0, where the slope is infinite.
+  auto err =
+      MaxGradientError(s, {x}, {RandomTensor({2, 3}, 0.5, 2, 1)}, Sqrt(s, x));
+  ASSERT_TRUE(err.ok()) << err.status();
+  EXPECT_LT(*err, 1e-3);
+}
+
+}  // namespace
+}  // namespace ipuflow::ops

@@ -1,0 +1,182 @@
+#include "ops/nn/bias_add.h"
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "core/mutex.h"
+#include "core/op_registry.h"
+#include "ops/array/fill.h"
+#include "ops/cwise.h"
+
+namespace ipuflow::ops {
+namespace {
+
+// A value of rank >= 2 seen as [outer, C, inner]: inner == 1 for NHWC.
+struct ChannelView {
+  int64_t outer, c, inner;
+};
+
+absl::StatusOr<int> ChannelDim(const std::string& format, int rank) {
+  if (format == "NHWC") return rank - 1;
+  if (format == "NCHW") return 1;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "data_format must be \"NHWC\" or \"NCHW\", got \"", format, "\""));
+}
+
+ChannelView ViewOf(const TensorShape& s, int cdim) {
+  return {s.DimProduct(0, cdim), s.dim(cdim), s.DimProduct(cdim + 1, s.rank())};
+}
+
+absl::Status BiasAddShape(ShapeContext& c) {
+  RETURN_IF_ERROR(c.ExpectFloat(0));
+  RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
+  RETURN_IF_ERROR(c.ExpectRank(1, 1));
+  const TensorShape& value = c.input_shape(0);
+  ASSIGN_OR_RETURN(std::string format, c.attr<std::string>("data_format"));
+  if (value.rank() < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input 'value' must have rank >= 2, got shape ", value.DebugString()));
+  }
+  ASSIGN_OR_RETURN(int cdim, ChannelDim(format, value.rank()));
+  const int64_t channels = value.dim(cdim), b = c.input_shape(1).dim(0);
+  TensorShape out = value;
+  if (channels >= 0 && b >= 0 && channels != b) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input 'bias' has shape ", c.input_shape(1).DebugString(),
+        " but input 'value' of shape ", value.DebugString(), " has ", channels,
+        " channels (dimension ", cdim, " for ", format, ")"));
+  }
+  if (channels < 0) out.set_dim(cdim, b);
+  c.set_output(0, c.input_dtype(0), out);
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status BiasAddKernel(KernelContext& ctx, const ChannelView& v) {
+  const T* px = ctx.input(0).data<T>();
+  const T* pb = ctx.input(1).data<T>();
+  T* py = ctx.allocate_output(0, ctx.input(0).shape())->data<T>();
+  if (v.inner == 1) {
+    const ConstArrayMap<T> bias(pb, v.c);
+    ctx.ParallelFor(v.outer, kCwiseCost * v.c, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        ArrayMap<T>(py + r * v.c, v.c) =
+            ConstArrayMap<T>(px + r * v.c, v.c) + bias;
+      }
+    });
+    return absl::OkStatus();
+  }
+  ctx.ParallelFor(
+      v.outer * v.c, kCwiseCost * v.inner, [&](int64_t b, int64_t e) {
+        for (int64_t p = b; p < e; ++p) {
+          ArrayMap<T>(py + p * v.inner, v.inner) =
+              ConstArrayMap<T>(px + p * v.inner, v.inner) + pb[p % v.c];
+        }
+      });
+  return absl::OkStatus();
+}
+
+// Sums dy over `outer` and `inner` in float32; shards' partial sums are
+// added in shard order, so the result does not depend on timing.
+template <typename T>
+absl::Status BiasAddGradKernel(KernelContext& ctx, const ChannelView& v) {
+  const T* p = ctx.input(0).data<T>();
+  Mutex mu;
+  std::map<int64_t, Eigen::ArrayXf> partials;
+  ctx.ParallelFor(
+      v.outer, kCwiseCost * v.c * v.inner, [&](int64_t b, int64_t e) {
+        Eigen::ArrayXf sum = Eigen::ArrayXf::Zero(v.c);
+        for (int64_t o = b; o < e; ++o) {
+          if (v.inner == 1) {
+            sum += ConstArrayMap<T>(p + o * v.c, v.c).template cast<float>();
+            continue;
+          }
+          for (int64_t ch = 0; ch < v.c; ++ch) {
+            sum[ch] += ConstArrayMap<T>(p + (o * v.c + ch) * v.inner, v.inner)
+                           .template cast<float>()
+                           .sum();
+          }
+        }
+        MutexLock l(&mu);
+        partials.emplace(b, std::move(sum));
+      });
+  Eigen::ArrayXf total = Eigen::ArrayXf::Zero(v.c);
+  for (const auto& [begin, sum] : partials) total += sum;
+  ctx.allocate_output(0, TensorShape({v.c}))->flat<T>() = total.cast<T>();
+  return absl::OkStatus();
+}
+
+REGISTER_OP("BiasAdd")
+    .Input("value")
+    .Input("bias")
+    .Attr("data_format", "NHWC")
+    .SetShapeFn(BiasAddShape)
+    .SetKernel([](KernelContext& ctx) -> absl::Status {
+      const Tensor& x = ctx.input(0);
+      const int cdim =
+          *ChannelDim(ctx.attr<std::string>("data_format"), x.rank());
+      if (x.dim(cdim) != ctx.input(1).dim(0)) {
+        return ctx.InvalidArgument(
+            "input 'bias' has shape ", ctx.input(1).shape().DebugString(),
+            " but input 'value' of shape ", x.shape().DebugString(), " has ",
+            x.dim(cdim), " channels");
+      }
+      const ChannelView v = ViewOf(x.shape(), cdim);
+      IPUFLOW_SWITCH_FLOAT(x.dtype(), return BiasAddKernel<T>(ctx, v),
+                           return UnsupportedDType(ctx, x.dtype()));
+    })
+    // y = value + bias (broadcast along channels):
+    //   dvalue = dy;  dbias = dy summed over all but channels (BiasAddGrad)
+    .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> dy,
+                    std::vector<Output>* dx) {
+      dx->push_back(dy[0]);
+      dx->push_back(BiasAddGrad(s, dy[0], op.attr<std::string>("data_format")));
+      return absl::OkStatus();
+    });
+
+REGISTER_OP("BiasAddGrad")
+    .Input("dy")
+    .Attr("data_format", "NHWC")
+    .SetShapeFn([](ShapeContext& c) -> absl::Status {
+      RETURN_IF_ERROR(c.ExpectFloat(0));
+      const TensorShape& dy = c.input_shape(0);
+      if (dy.rank() < 2) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "input 'dy' must have rank >= 2, got shape ", dy.DebugString()));
+      }
+      ASSIGN_OR_RETURN(std::string format, c.attr<std::string>("data_format"));
+      ASSIGN_OR_RETURN(int cdim, ChannelDim(format, dy.rank()));
+      c.set_output(0, c.input_dtype(0), TensorShape({dy.dim(cdim)}));
+      return absl::OkStatus();
+    })
+    .SetKernel([](KernelContext& ctx) -> absl::Status {
+      const Tensor& dy = ctx.input(0);
+      const int cdim =
+          *ChannelDim(ctx.attr<std::string>("data_format"), dy.rank());
+      const ChannelView v = ViewOf(dy.shape(), cdim);
+      IPUFLOW_SWITCH_FLOAT(dy.dtype(), return BiasAddGradKernel<T>(ctx, v),
+                           return UnsupportedDType(ctx, dy.dtype()));
+    })
+    // db = sum of dy over all but channels;  d/d(dy) = g broadcast along the
+    // channels = BiasAdd(zeros like dy, g)
+    .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> g,
+                    std::vector<Output>* dx) {
+      dx->push_back(BiasAdd(s, ZerosLike(s, op.input(0)), g[0],
+                            op.attr<std::string>("data_format")));
+      return absl::OkStatus();
+    });
+
+}  // namespace
+
+Output BiasAdd(const Scope& scope, Output value, Output bias,
+               const std::string& data_format) {
+  return scope.AddNode("BiasAdd", {value, bias},
+                       {{"data_format", data_format}});
+}
+
+Output BiasAddGrad(const Scope& scope, Output dy,
+                   const std::string& data_format) {
+  return scope.AddNode("BiasAddGrad", {dy}, {{"data_format", data_format}});
+}
+
+}  // namespace ipuflow::ops

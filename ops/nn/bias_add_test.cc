@@ -1,0 +1,108 @@
+#include "ops/nn/bias_add.h"
+
+#include <string>
+
+#include "core/testing/op_test.h"
+#include "gtest/gtest.h"
+#include "ops/array/const.h"
+
+namespace ipuflow::ops {
+namespace {
+
+using ::ipuflow::testing::MaxGradientError;
+using ::ipuflow::testing::RandomTensor;
+using ::ipuflow::testing::RunOne;
+using ::ipuflow::testing::TensorNear;
+
+TEST(BiasAddTest, NhwcAndNchw) {
+  Scope s = Scope::NewRootScope();
+  Output a = BiasAdd(s, Const<float>(s, {1, 2, 3, 4, 5, 6}, {2, 3}),
+                     Const<float>(s, {10, 20, 30}, {3}));
+  EXPECT_TRUE(TensorNear(RunOne(s, {}, a), {11, 22, 33, 14, 25, 36}, {2, 3}));
+  Output b = BiasAdd(s, Const<float>(s, {1, 2, 3, 4, 5, 6, 7, 8}, {1, 2, 2, 2}),
+                     Const<float>(s, {10, 20}, {2}), "NCHW");
+  EXPECT_TRUE(TensorNear(RunOne(s, {}, b), {11, 12, 13, 14, 25, 26, 27, 28},
+                         {1, 2, 2, 2}));
+}
+
+TEST(BiasAddTest, Float16) {
+  Scope s = Scope::NewRootScope();
+  Output y = BiasAdd(
+      s, Const(s, Tensor::FromVector<half>({half(1.f), half(2.f)}, {1, 2})),
+      Const(s, Tensor::FromVector<half>({half(0.5f), half(-1.f)})));
+  EXPECT_TRUE(TensorNear(RunOne(s, {}, y), {1.5, 1}, {1, 2}));
+}
+
+TEST(BiasAddTest, Errors) {
+  Scope s = Scope::NewRootScope();
+  BiasAdd(s.WithOpName("b"), Placeholder(s, DType::kFloat32, {8, 3, 4, 4}),
+          Placeholder(s, DType::kFloat32, {4}), "NCHW");
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find(
+                "BiasAdd 'b': input 'bias' has shape [4] but input 'value' of "
+                "shape [8,3,4,4] has 3 channels (dimension 1 for NCHW)"),
+            std::string::npos)
+      << s.status();
+
+  Scope s2 = Scope::NewRootScope();
+  BiasAdd(s2.WithOpName("b"), Placeholder(s2, DType::kFloat32, {3}),
+          Placeholder(s2, DType::kFloat32, {3}));
+  EXPECT_NE(
+      s2.status().message().find(
+          "BiasAdd 'b': input 'value' must have rank >= 2, got shape [3]"),
+      std::string::npos)
+      << s2.status();
+
+  Scope s3 = Scope::NewRootScope();
+  BiasAdd(s3.WithOpName("b"), Placeholder(s3, DType::kFloat32, {2, 3}),
+          Placeholder(s3, DType::kFloat32, {3}), "CHWN");
+  EXPECT_NE(s3.status().message().find("got \"CHWN\""), std::string::npos)
+      << s3.status();
+}
+
+TEST(BiasAddTest, RunTimeChannelMismatch) {
+  Scope s = Scope::NewRootScope();
+  Output x = Placeholder(s, DType::kFloat32, {-1, -1});
+  Output y = BiasAdd(s.WithOpName("b"), x, Const<float>(s, {1, 2}, {2}));
+  auto out = ::ipuflow::testing::RunGraph(
+      s, {{x, RandomTensor({2, 3}, 0, 1, 1)}}, {y});
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find(
+                "BiasAdd 'b': input 'bias' has shape [2] but input 'value' of "
+                "shape [2,3] has 3 channels"),
+            std::string::npos)
+      << out.status();
+}
+
+TEST(BiasAddTest, Gradients) {
+  for (const std::string format : {"NHWC", "NCHW"}) {
+    Scope s = Scope::NewRootScope();
+    const TensorShape shape =
+        format == "NHWC" ? TensorShape({2, 2, 3}) : TensorShape({2, 3, 2});
+    Output x = Placeholder(s, DType::kFloat32, shape);
+    Output b = Placeholder(s, DType::kFloat32, {3});
+    auto err = MaxGradientError(
+        s, {x, b}, {RandomTensor(shape, -1, 1, 1), RandomTensor({3}, -1, 1, 2)},
+        BiasAdd(s, x, b, format));
+    ASSERT_TRUE(err.ok()) << err.status();
+    EXPECT_LT(*err, 1e-3) << format;
+  }
+}
+
+TEST(BiasAddGradTest, ForwardAndGradient) {
+  Scope s = Scope::NewRootScope();
+  Output a = BiasAddGrad(s, Const<float>(s, {1, 2, 3, 4, 5, 6}, {2, 3}));
+  EXPECT_TRUE(TensorNear(RunOne(s, {}, a), {5, 7, 9}, {3}));
+  Output b = BiasAddGrad(
+      s, Const<float>(s, {1, 2, 3, 4, 5, 6, 7, 8}, {2, 2, 2}), "NCHW");
+  EXPECT_TRUE(
+      TensorNear(RunOne(s, {}, b), {1 + 2 + 5 + 6, 3 + 4 + 7 + 8}, {2}));
+  Output dy = Placeholder(s, DType::kFloat32, {2, 2, 3});
+  auto err = MaxGradientError(s, {dy}, {RandomTensor({2, 2, 3}, -1, 1, 1)},
+                              BiasAddGrad(s, dy, "NCHW"));
+  ASSERT_TRUE(err.ok()) << err.status();
+  EXPECT_LT(*err, 1e-3);
+}
+
+}  // namespace
+}  // namespace ipuflow::ops

@@ -1,0 +1,67 @@
+#include "ops/nn/log_softmax.h"
+
+#include <cmath>
+
+#include "core/op_registry.h"
+#include "ops/math/exp.h"
+#include "ops/math/mul.h"
+#include "ops/math/neg.h"
+#include "ops/math/reduce_sum.h"
+#include "ops/math/sub.h"
+#include "ops/nn/rowwise.h"
+
+namespace ipuflow::ops {
+namespace {
+
+REGISTER_OP("LogSoftmax")
+    .Input("logits")
+    .SetShapeFn(RowwiseShape)
+    .SetKernel([](KernelContext& ctx) {
+      return RowwiseKernel(ctx, 20, [](const RowInputs& in, Eigen::ArrayXf& y) {
+        y = in[0] - in[0].maxCoeff();
+        y -= std::log(y.exp().sum());
+      });
+    })
+    // y = x - log(sum(exp(x)));  dy_i/dx_j = delta_ij - softmax(x)_j
+    //   => dx = dy - exp(y) * sum(dy)   (LogSoftmaxGrad)
+    .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> dy,
+                    std::vector<Output>* dx) {
+      dx->push_back(
+          LogSoftmaxGrad(s, Output(const_cast<Node*>(&op), 0), dy[0]));
+      return absl::OkStatus();
+    });
+
+REGISTER_OP("LogSoftmaxGrad")
+    .Input("y")
+    .Input("dy")
+    .SetShapeFn(RowwiseShape)
+    .SetKernel([](KernelContext& ctx) {
+      return RowwiseKernel(ctx, 12,
+                           [](const RowInputs& in, Eigen::ArrayXf& dx) {
+                             dx = in[1] - in[0].exp() * in[1].sum();
+                           });
+    })
+    // z = dy - exp(y) sum(dy), sum over the last axis:
+    //   dz/dy = -g exp(y) sum(dy);  dz/d(dy) = g - sum(g exp(y))
+    .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> g,
+                    std::vector<Output>* dx) {
+      const Output y = op.input(0), dy = op.input(1);
+      Output e = Exp(s, y);
+      Output ge = Mul(s, g[0], e);
+      dx->push_back(
+          Neg(s, Mul(s, ge, ReduceSum(s, dy, {-1}, /*keep_dims=*/true))));
+      dx->push_back(Sub(s, g[0], ReduceSum(s, ge, {-1}, /*keep_dims=*/true)));
+      return absl::OkStatus();
+    });
+
+}  // namespace
+
+Output LogSoftmax(const Scope& scope, Output logits) {
+  return scope.AddNode("LogSoftmax", {logits});
+}
+
+Output LogSoftmaxGrad(const Scope& scope, Output y, Output dy) {
+  return scope.AddNode("LogSoftmaxGrad", {y, dy});
+}
+
+}  // namespace ipuflow::ops

@@ -1,0 +1,188 @@
+#include "ops/nn/max_pool_2d.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "core/op_registry.h"
+#include "ops/cwise.h"
+#include "ops/nn/window_2d.h"
+
+namespace ipuflow::ops {
+namespace {
+
+// y[n, oh, ow, :] = max over the window's valid pixels (vectorised over
+// channels), output rows in parallel.
+void MaxPoolForward(const KernelContext& ctx, const float* x, float* y,
+                    const Window2D& g) {
+  const double cost = static_cast<double>(g.ow) * g.kh * g.kw * g.c;
+  ctx.ParallelFor(g.n * g.oh, cost, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const float* img = x + (r / g.oh) * g.h * g.w * g.c;
+      int64_t h0, h1;
+      ClipWindow((r % g.oh) * g.sh - g.pad_top, g.kh, g.h, &h0, &h1);
+      for (int64_t ow = 0; ow < g.ow; ++ow) {
+        int64_t w0, w1;
+        ClipWindow(ow * g.sw - g.pad_left, g.kw, g.w, &w0, &w1);
+        ArrayMap<float> out(y + (r * g.ow + ow) * g.c, g.c);
+        out.setConstant(-std::numeric_limits<float>::infinity());
+        if (h0 >= h1 || w0 >= w1) out.setZero();  // Only padding.
+        for (int64_t ih = h0; ih < h1; ++ih) {
+          for (int64_t iw = w0; iw < w1; ++iw) {
+            out =
+                out.max(ConstArrayMap<float>(img + (ih * g.w + iw) * g.c, g.c));
+          }
+        }
+      }
+    }
+  });
+}
+
+// dx[first argmax of each window] += dy, one image per task (windows of an
+// image may overlap). `left` marks channels whose max is not found yet.
+void MaxPoolBackward(const KernelContext& ctx, const float* x, const float* y,
+                     const float* dy, float* dx, const Window2D& g) {
+  const int64_t image = g.h * g.w * g.c;
+  const double cost = 3.0 * g.oh * g.ow * g.kh * g.kw * g.c;
+  ctx.ParallelFor(g.n, cost, [&](int64_t b, int64_t e) {
+    ArrayX<float> left(g.c), hit(g.c);
+    for (int64_t n = b; n < e; ++n) {
+      std::fill(dx + n * image, dx + (n + 1) * image, 0.0f);
+      for (int64_t r = n * g.oh; r < (n + 1) * g.oh; ++r) {
+        int64_t h0, h1;
+        ClipWindow((r % g.oh) * g.sh - g.pad_top, g.kh, g.h, &h0, &h1);
+        for (int64_t ow = 0; ow < g.ow; ++ow) {
+          int64_t w0, w1;
+          ClipWindow(ow * g.sw - g.pad_left, g.kw, g.w, &w0, &w1);
+          const int64_t o = (r * g.ow + ow) * g.c;
+          const ConstArrayMap<float> yv(y + o, g.c), dyv(dy + o, g.c);
+          left.setOnes();
+          for (int64_t ih = h0; ih < h1; ++ih) {
+            for (int64_t iw = w0; iw < w1; ++iw) {
+              const int64_t i = n * image + (ih * g.w + iw) * g.c;
+              hit =
+                  (ConstArrayMap<float>(x + i, g.c) == yv).cast<float>() * left;
+              ArrayMap<float>(dx + i, g.c) += hit * dyv;
+              left -= hit;
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+absl::Status MaxPoolKernel(KernelContext& ctx) {
+  WindowAttrs a;
+  ASSIGN_OR_RETURN(Window2D g, PoolKernelWindow(ctx, &a));
+  const Tensor x = ToNhwcTensor(ctx, ctx.input(0), a.format);
+  Tensor scratch;
+  Tensor* y =
+      AllocateNhwcOutput(ctx, 0, {g.n, g.oh, g.ow, g.c}, a.format, &scratch);
+  MaxPoolForward(ctx, x.data<float>(), y->data<float>(), g);
+  FinishNhwcOutput(ctx, 0, a.format, scratch);
+  return absl::OkStatus();
+}
+
+absl::Status MaxPoolGradKernel(KernelContext& ctx) {
+  WindowAttrs a;
+  ASSIGN_OR_RETURN(Window2D g, PoolKernelWindow(ctx, &a));
+  const TensorShape out = FromNhwc({g.n, g.oh, g.ow, g.c}, a.format);
+  for (int i : {1, 2}) {
+    if (ctx.input(i).shape() != out) {
+      return ctx.InvalidArgument(
+          i == 1 ? "input 'y'" : "input 'dy'", " has shape ",
+          ctx.input(i).shape().DebugString(),
+          " but MaxPool2D's output has shape ", out.DebugString());
+    }
+  }
+  const Tensor x = ToNhwcTensor(ctx, ctx.input(0), a.format);
+  const Tensor y = ToNhwcTensor(ctx, ctx.input(1), a.format);
+  const Tensor dy = ToNhwcTensor(ctx, ctx.input(2), a.format);
+  Tensor scratch;
+  Tensor* dx =
+      AllocateNhwcOutput(ctx, 0, {g.n, g.h, g.w, g.c}, a.format, &scratch);
+  MaxPoolBackward(ctx, x.data<float>(), y.data<float>(), dy.data<float>(),
+                  dx->data<float>(), g);
+  FinishNhwcOutput(ctx, 0, a.format, scratch);
+  return absl::OkStatus();
+}
+
+REGISTER_OP("MaxPool2D")
+    .Input("x")
+    .RequiredAttr("ksize")
+    .RequiredAttr("strides")
+    .RequiredAttr("padding")
+    .Attr("data_format", "NHWC")
+    .SetShapeFn([](ShapeContext& c) -> absl::Status {
+      WindowAttrs a;
+      ASSIGN_OR_RETURN(Window2D g, PoolShapeWindow(c, &a));
+      c.set_output(0, DType::kFloat32,
+                   FromNhwc({g.n, g.oh, g.ow, g.c}, a.format));
+      return absl::OkStatus();
+    })
+    .SetKernel(MaxPoolKernel)
+    // y = max over each window of x;  dx = dy at the (first) argmax of each
+    // window, 0 elsewhere (MaxPoolGrad).
+    .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> dy,
+                    std::vector<Output>* dx) {
+      Output y(const_cast<Node*>(&op), 0);
+      dx->push_back(MaxPoolGrad(s, op.input(0), y, dy[0],
+                                op.attr<std::vector<int64_t>>("ksize"),
+                                op.attr<std::vector<int64_t>>("strides"),
+                                op.attr<std::string>("padding"),
+                                op.attr<std::string>("data_format")));
+      return absl::OkStatus();
+    });
+
+REGISTER_OP("MaxPoolGrad")
+    .Input("x")
+    .Input("y")
+    .Input("dy")
+    .RequiredAttr("ksize")
+    .RequiredAttr("strides")
+    .RequiredAttr("padding")
+    .Attr("data_format", "NHWC")
+    .SetShapeFn([](ShapeContext& c) -> absl::Status {
+      WindowAttrs a;
+      ASSIGN_OR_RETURN(Window2D g, PoolShapeWindow(c, &a));
+      const TensorShape out = FromNhwc({g.n, g.oh, g.ow, g.c}, a.format);
+      for (int i : {1, 2}) {
+        RETURN_IF_ERROR(c.ExpectDType(i, DType::kFloat32));
+        if (!c.input_shape(i).IsCompatibleWith(out)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              c.InputName(i), " has shape ", c.input_shape(i).DebugString(),
+              " but MaxPool2D's output has shape ", out.DebugString()));
+        }
+      }
+      c.set_output(0, DType::kFloat32, c.input_shape(0));
+      return absl::OkStatus();
+    })
+    .SetKernel(MaxPoolGradKernel)
+    .NotDifferentiable("second-order gradients of MaxPool2D are not supported");
+
+}  // namespace
+
+Output MaxPool2D(const Scope& scope, Output x,
+                 const std::vector<int64_t>& ksize,
+                 const std::vector<int64_t>& strides,
+                 const std::string& padding, const std::string& data_format) {
+  return scope.AddNode("MaxPool2D", {x},
+                       {{"ksize", ksize},
+                        {"strides", strides},
+                        {"padding", padding},
+                        {"data_format", data_format}});
+}
+
+Output MaxPoolGrad(const Scope& scope, Output x, Output y, Output dy,
+                   const std::vector<int64_t>& ksize,
+                   const std::vector<int64_t>& strides,
+                   const std::string& padding, const std::string& data_format) {
+  return scope.AddNode("MaxPoolGrad", {x, y, dy},
+                       {{"ksize", ksize},
+                        {"strides", strides},
+                        {"padding", padding},
+                        {"data_format", data_format}});
+}
+
+}  // namespace ipuflow::ops

@@ -1,0 +1,65 @@
+#include "ops/nn/relu.h"
+
+#include "core/op_registry.h"
+#include "ops/cwise.h"
+#include "ops/nn/elementwise_grad.h"
+#include "ops/shape_fns.h"
+
+namespace ipuflow::ops {
+namespace {
+
+struct ReluFn {
+  template <typename A>
+  auto operator()(const A& x) const {
+    return x.max(typename A::Scalar(0));
+  }
+};
+
+// f(dy, y) = dy where y > 0.
+struct ReluGradFn {
+  template <typename A, typename B>
+  auto operator()(const A& dy, const B& y) const {
+    using T = typename A::Scalar;
+    return (y > T(0)).select(dy, T(0));
+  }
+};
+
+REGISTER_OP("Relu")
+    .Input("x")
+    .SetShapeFn(shape_fns::UnchangedFloat)
+    .SetKernel([](KernelContext& ctx) -> absl::Status {
+      IPUFLOW_SWITCH_FLOAT(ctx.input(0).dtype(),
+                           return UnaryKernel<T>(ctx, ReluFn()),
+                           return UnsupportedDType(ctx, ctx.input(0).dtype()));
+    })
+    // y = max(x, 0);  dy/dx = 1 where x > 0 (i.e. y > 0), else 0
+    .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> dy,
+                    std::vector<Output>* dx) {
+      dx->push_back(ReluGrad(s, dy[0], Output(const_cast<Node*>(&op), 0)));
+      return absl::OkStatus();
+    });
+
+REGISTER_OP("ReluGrad")
+    .Input("dy")
+    .Input("y")
+    .SetShapeFn(SameShapeFloatPair)
+    .SetKernel([](KernelContext& ctx) {
+      return ElementwiseGradKernel(ctx, ReluGradFn());
+    })
+    // dx = dy * [y > 0]:  d/d(dy) = g * [y > 0];  d/dy = 0 almost everywhere
+    .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> g,
+                    std::vector<Output>* dx) {
+      dx->push_back(ReluGrad(s, g[0], op.input(1)));
+      dx->push_back(Output());
+      return absl::OkStatus();
+    });
+
+}  // namespace
+
+Output Relu(const Scope& scope, Output x) { return scope.AddNode("Relu", {x}); }
+
+Output ReluGrad(const Scope& scope, Output dy, Output y) {
+  return scope.AddNode("ReluGrad", {dy, y});
+}
+
+}  // namespace ipuflow::ops

@@ -1,0 +1,77 @@
+#include "ops/nn/relu.h"
+
+#include "core/testing/op_test.h"
+#include "gtest/gtest.h"
+#include "ops/array/const.h"
+
+namespace ipuflow::ops {
+namespace {
+
+using ::ipuflow::testing::MaxGradientError;
+using ::ipuflow::testing::RandomTensor;
+using ::ipuflow::testing::RunOne;
+using ::ipuflow::testing::TensorNear;
+
+TEST(ReluTest, Forward) {
+  Scope s = Scope::NewRootScope();
+  Output y = Relu(s, Const<float>(s, {-2, -0.5, 0, 0.5, 3}, {5}));
+  EXPECT_TRUE(TensorNear(RunOne(s, {}, y), {0, 0, 0, 0.5, 3}, {5}));
+}
+
+TEST(ReluTest, Float16) {
+  Scope s = Scope::NewRootScope();
+  Output x = Const(
+      s, Tensor::FromVector<half>(
+             {half(-1.5f), half(2.5f), half(0.0f), half(-0.25f)}, {2, 2}));
+  Output y = Relu(s, x);
+  EXPECT_EQ(y.dtype(), DType::kFloat16);
+  EXPECT_TRUE(TensorNear(RunOne(s, {}, y), {0, 2.5, 0, 0}, {2, 2}));
+}
+
+TEST(ReluTest, RejectsIntegers) {
+  Scope s = Scope::NewRootScope();
+  Relu(s.WithOpName("act"), Const<int32_t>(s, {1, -1}, {2}));
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find(
+                "Relu 'act': input 'x' must be float32 or float16, got int32"),
+            std::string::npos)
+      << s.status();
+}
+
+TEST(ReluTest, Gradient) {
+  Scope s = Scope::NewRootScope();
+  Output x = Placeholder(s, DType::kFloat32, {2, 3});
+  // Away from the kink at 0.
+  Tensor xv = Tensor::FromVector<float>({-0.9f, 0.4f, -0.2f, 0.7f, 1.3f, -1.1f},
+                                        {2, 3});
+  auto err = MaxGradientError(s, {x}, {xv}, Relu(s, x));
+  ASSERT_TRUE(err.ok()) << err.status();
+  EXPECT_LT(*err, 1e-3);
+}
+
+TEST(ReluGradTest, ForwardAndShapeError) {
+  Scope s = Scope::NewRootScope();
+  Output dx = ReluGrad(s, Const<float>(s, {1, 2, 3}, {3}),
+                       Const<float>(s, {0.5, 0, 2}, {3}));
+  EXPECT_TRUE(TensorNear(RunOne(s, {}, dx), {1, 0, 3}, {3}));
+  ReluGrad(s.WithOpName("g"), Const<float>(s, {1, 2, 3}, {3}),
+           Const<float>(s, {1, 2}, {2}));
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find(
+                "ReluGrad 'g': input 'dy' has shape [3] but input 'y' has "
+                "shape [2]"),
+            std::string::npos)
+      << s.status();
+}
+
+TEST(ReluGradTest, SecondOrderGradient) {
+  Scope s = Scope::NewRootScope();
+  Output dy = Placeholder(s, DType::kFloat32, {4});
+  Output dx = ReluGrad(s, dy, Const<float>(s, {1, -1, 2, -2}, {4}));
+  auto err = MaxGradientError(s, {dy}, {RandomTensor({4}, -1, 1, 1)}, dx);
+  ASSERT_TRUE(err.ok()) << err.status();
+  EXPECT_LT(*err, 1e-3);
+}
+
+}  // namespace
+}  // namespace ipuflow::ops

@@ -1,0 +1,132 @@
+#include "ops/nn/sparse_softmax_cross_entropy_with_logits.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "core/testing/op_test.h"
+#include "gtest/gtest.h"
+#include "ops/array/const.h"
+
+namespace ipuflow::ops {
+namespace {
+
+using ::ipuflow::testing::MaxGradientError;
+using ::ipuflow::testing::RandomTensor;
+using ::ipuflow::testing::RunGraph;
+using ::ipuflow::testing::RunOne;
+using ::ipuflow::testing::TensorNear;
+
+TEST(SparseSoftmaxCrossEntropyTest, LossAndBackprop) {
+  const float ln2 = std::log(2.0f);
+  Scope s = Scope::NewRootScope();
+  // Row 0: softmax [.25, .25, .5], label 2. Row 1: softmax [.5, 0, .5] (exp
+  // would overflow without the max trick), label 0.
+  Output logits = Const<float>(s, {0, 0, ln2, 1000, 0, 1000}, {2, 3});
+  for (DType dt : {DType::kInt32, DType::kInt64}) {
+    Output labels = dt == DType::kInt32 ? Const<int32_t>(s, {2, 0}, {2})
+                                        : Const<int64_t>(s, {2, 0}, {2});
+    auto xent = SparseSoftmaxCrossEntropyWithLogits(s, logits, labels);
+    auto out = RunGraph(s, {}, {xent.loss, xent.backprop});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_TRUE(TensorNear((*out)[0], {ln2, ln2}, {2}));
+    EXPECT_TRUE(
+        TensorNear((*out)[1], {0.25, 0.25, -0.5, -0.5, 0, 0.5}, {2, 3}));
+  }
+  // Row 1 with label 1: 1000 + ln2.
+  Output mean =
+      SoftmaxCrossEntropyLoss(s, logits, Const<int32_t>(s, {2, 1}, {2}));
+  EXPECT_EQ(mean.shape(), TensorShape());
+  EXPECT_TRUE(TensorNear(RunOne(s, {}, mean), {500 + ln2}, {}, 1e-3));
+}
+
+TEST(SparseSoftmaxCrossEntropyTest, LabelOutOfRangeNamesLabelRowAndC) {
+  for (int bad : {3, -1}) {
+    Scope s = Scope::NewRootScope();
+    Output labels = Placeholder(s, DType::kInt32, {2});
+    auto xent = SparseSoftmaxCrossEntropyWithLogits(
+        s.WithOpName("xent"), Const(s, RandomTensor({2, 3}, -1, 1, 1)), labels);
+    auto out = RunGraph(s, {{labels, Tensor::FromVector<int32_t>({0, bad})}},
+                        {xent.loss});
+    ASSERT_FALSE(out.ok());
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(out.status().message().find(absl::StrCat(
+                  "SparseSoftmaxCrossEntropyWithLogits 'xent': label ", bad,
+                  " at row 1 is out of range [0, 3)")),
+              std::string::npos)
+        << out.status();
+  }
+}
+
+TEST(SparseSoftmaxCrossEntropyTest, ShapeAndDTypeErrors) {
+  auto expect_error = [](Output (*make)(const Scope&),
+                         const std::string& needle) {
+    Scope s = Scope::NewRootScope();
+    make(s);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.status().message().find(
+                  "SparseSoftmaxCrossEntropyWithLogits 'x': " + needle),
+              std::string::npos)
+        << s.status();
+  };
+  expect_error(
+      [](const Scope& s) {
+        return SparseSoftmaxCrossEntropyWithLogits(
+                   s.WithOpName("x"), Placeholder(s, DType::kFloat32, {4, 5}),
+                   Placeholder(s, DType::kInt32, {3}))
+            .loss;
+      },
+      "input 'logits' has shape [4,5] but input 'labels' has shape [3]; the "
+      "batch sizes must match");
+  expect_error(
+      [](const Scope& s) {
+        return SparseSoftmaxCrossEntropyWithLogits(
+                   s.WithOpName("x"), Placeholder(s, DType::kFloat32, {4, 5}),
+                   Placeholder(s, DType::kFloat32, {4}))
+            .loss;
+      },
+      "input 'labels' must be int32 or int64, got float32");
+  expect_error(
+      [](const Scope& s) {
+        return SparseSoftmaxCrossEntropyWithLogits(
+                   s.WithOpName("x"), Placeholder(s, DType::kFloat32, {4, 5}),
+                   Placeholder(s, DType::kInt64, {4, 5}))
+            .loss;
+      },
+      "input 'labels' must have rank 1, got shape [4,5]");
+}
+
+TEST(SparseSoftmaxCrossEntropyTest, GradientOfLossAndOfBackprop) {
+  Scope s = Scope::NewRootScope();
+  Output logits = Placeholder(s, DType::kFloat32, {3, 4});
+  Output labels = Const<int64_t>(s, {3, 0, 1}, {3});
+  auto xent = SparseSoftmaxCrossEntropyWithLogits(s, logits, labels);
+  const Tensor v = RandomTensor({3, 4}, -2, 2, 1);
+  auto err = MaxGradientError(s, {logits}, {v}, xent.loss);
+  ASSERT_TRUE(err.ok()) << err.status();
+  EXPECT_LT(*err, 1e-3);
+  err = MaxGradientError(s, {logits}, {v}, xent.backprop);
+  ASSERT_TRUE(err.ok()) << err.status();
+  EXPECT_LT(*err, 1e-3);
+  err = MaxGradientError(s, {logits}, {v},
+                         SoftmaxCrossEntropyLoss(s, logits, labels));
+  ASSERT_TRUE(err.ok()) << err.status();
+  EXPECT_LT(*err, 1e-3);
+}
+
+TEST(SparseSoftmaxCrossEntropyTest, GradOpForwardAndGradient) {
+  Scope s = Scope::NewRootScope();
+  Output g = SparseSoftmaxCrossEntropyWithLogitsGrad(
+      s, Const<float>(s, {1, 2, 3, 4}, {2, 2}), Const<float>(s, {2, -1}, {2}));
+  EXPECT_TRUE(TensorNear(RunOne(s, {}, g), {2, 4, -3, -4}, {2, 2}));
+  Output bp = Placeholder(s, DType::kFloat32, {2, 3});
+  Output dloss = Placeholder(s, DType::kFloat32, {2});
+  auto err = MaxGradientError(
+      s, {bp, dloss},
+      {RandomTensor({2, 3}, -1, 1, 1), RandomTensor({2}, -1, 1, 2)},
+      SparseSoftmaxCrossEntropyWithLogitsGrad(s, bp, dloss));
+  ASSERT_TRUE(err.ok()) << err.status();
+  EXPECT_LT(*err, 1e-3);
+}
+
+}  // namespace
+}  // namespace ipuflow::ops

@@ -1,0 +1,53 @@
+#include "ops/state/apply_gradient_descent.h"
+
+#include "core/op_registry.h"
+#include "ops/state/apply_util.h"
+#include "ops/state/handle.h"
+
+namespace ipuflow::ops {
+namespace {
+
+enum Input { kVar, kLr, kGrad };
+
+template <typename T>
+absl::Status GradientDescent(KernelContext& ctx, VariableResource* var) {
+  const float lr = ScalarInput(ctx, kLr);
+  const Tensor& grad = ctx.input(kGrad);
+  const Tensor delta(var->dtype(), var->shape());
+  ctx.ParallelFor(delta.NumElements(), kApplyCost, [&](int64_t b, int64_t e) {
+    Block<T>(delta, b, e) = (lr * Widen<T>(grad, b, e)).template cast<T>();
+  });
+  // The subtraction happens under the variable's lock.
+  return WithNodeName(ctx, var->AssignAdd(delta, -1));
+}
+
+REGISTER_OP("ApplyGradientDescent")
+    .Input("var")
+    .Input("lr")
+    .Input("grad")
+    .RequiredAttr("dtype")
+    .RequiredAttr("shape")
+    .Attr("variable", "")
+    .SetStateful(ResourceAccess::kWrite)
+    .SetShapeFn([](ShapeContext& c) -> absl::Status {
+      RETURN_IF_ERROR(ExpectHandle(c, kVar));
+      RETURN_IF_ERROR(ExpectFloatScalar(c, kLr));
+      RETURN_IF_ERROR(c.ExpectFloat(kGrad));
+      return ExpectMatchesVariable(c, kGrad);
+    })
+    .SetKernel([](KernelContext& ctx) -> absl::Status {
+      ASSIGN_OR_RETURN(VariableResource * var, VariableInput(ctx, kVar));
+      RETURN_IF_ERROR(CheckMatchesVariable(ctx, kGrad, *var));
+      IPUFLOW_SWITCH_FLOAT(var->dtype(), return GradientDescent<T>(ctx, var),
+                           return UnsupportedDType(ctx, var->dtype()));
+    })
+    .NotDifferentiable("it updates a variable and has no outputs");
+
+}  // namespace
+
+Node* ApplyGradientDescent(const Scope& scope, Output var, Output lr,
+                           Output grad) {
+  return AddHandleNode(scope, "ApplyGradientDescent", var, {lr, grad});
+}
+
+}  // namespace ipuflow::ops

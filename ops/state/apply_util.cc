@@ -1,0 +1,52 @@
+#include "ops/state/apply_util.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "ops/state/handle.h"
+
+namespace ipuflow::ops {
+
+absl::Status AdamFamilyShape(ShapeContext& c) {
+  ASSIGN_OR_RETURN(float wd, c.attr<float>("weight_decay"));
+  if (!(wd >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("weight_decay must be >= 0, got ", wd));
+  }
+  RETURN_IF_ERROR(ExpectHandle(c, AdamInput::kVar));
+  RETURN_IF_ERROR(c.ExpectDType(AdamInput::kM, DType::kResource));
+  RETURN_IF_ERROR(c.ExpectDType(AdamInput::kV, DType::kResource));
+  RETURN_IF_ERROR(c.ExpectFloat(AdamInput::kGrad));
+  RETURN_IF_ERROR(ExpectMatchesVariable(c, AdamInput::kGrad));
+  for (int i : {AdamInput::kLr, AdamInput::kBeta1, AdamInput::kBeta2,
+                AdamInput::kEpsilon, AdamInput::kStep}) {
+    RETURN_IF_ERROR(ExpectFloatScalar(c, i));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<AdamHyper> GetAdamHyper(const KernelContext& ctx) {
+  AdamHyper h;
+  h.lr = ScalarInput(ctx, AdamInput::kLr);
+  h.beta1 = ScalarInput(ctx, AdamInput::kBeta1);
+  h.beta2 = ScalarInput(ctx, AdamInput::kBeta2);
+  h.epsilon = ScalarInput(ctx, AdamInput::kEpsilon);
+  h.weight_decay = ctx.attr<float>("weight_decay");
+  const float t = ScalarInput(ctx, AdamInput::kStep);
+  if (!(0 <= h.beta1 && h.beta1 < 1 && 0 <= h.beta2 && h.beta2 < 1)) {
+    return ctx.InvalidArgument("beta1 ", h.beta1, " and beta2 ", h.beta2,
+                               " must be in [0, 1)");
+  }
+  if (!(h.epsilon >= 0) || !(t >= 1)) {
+    return ctx.InvalidArgument("epsilon ", h.epsilon, " must be >= 0 and step ",
+                               t, " >= 1 (steps count from 1)");
+  }
+  const double bc1 = 1 - std::pow(double{h.beta1}, double{t});
+  h.bc1 = static_cast<float>(bc1);
+  h.step_size = static_cast<float>(h.lr / bc1);
+  h.sqrt_bc2 =
+      static_cast<float>(std::sqrt(1 - std::pow(double{h.beta2}, double{t})));
+  return h;
+}
+
+}  // namespace ipuflow::ops

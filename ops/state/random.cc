@@ -1,0 +1,207 @@
+#include "ops/state/random.h"
+
+#include <cmath>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "core/kernel.h"
+#include "core/op_registry.h"
+#include "ops/cwise.h"
+
+namespace ipuflow::ops {
+namespace {
+
+constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ULL;  // 2^64 / golden ratio.
+constexpr double kTwoPi = 6.283185307179586;
+// Cycles per element for the cost model: a few 64-bit mixes, plus a log and
+// a cosine for normals.
+constexpr double kUniformCost = 20, kNormalCost = 80;
+
+// SplitMix64's finaliser: a bijection of 64 bits with full avalanche.
+uint64_t Mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// FNV-1a: a stable hash of the node name (absl::Hash is salted per process).
+uint64_t HashName(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char ch : s) h = (h ^ ch) * 0x100000001b3ULL;
+  return h;
+}
+
+// A SplitMix64 stream for element `i` of one run (`key`): element values
+// depend only on (key, i), never on the thread that computes them.
+class ElementStream {
+ public:
+  ElementStream(uint64_t key, int64_t i)
+      : state_(Mix64(key ^ Mix64(static_cast<uint64_t>(i) + 1))) {}
+  uint64_t Next() { return Mix64(state_ += kGamma); }
+  // Uniform in [0, 1) with 53 random bits.
+  double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
+  // Standard normal, by Box-Muller (one of the pair).
+  double Normal() {
+    const double u1 = 1.0 - Uniform();  // (0, 1]: log(u1) is finite.
+    const double u2 = Uniform();
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(kTwoPi * u2);
+  }
+
+ private:
+  uint64_t state_;
+};
+
+// Counts the runs of one node within one program.
+struct RunCounter : KernelState {
+  uint64_t runs = 0;
+};
+
+// The key of this run: a function of the seed and the node's run count.
+uint64_t NextRunKey(KernelContext& ctx) {
+  std::unique_ptr<KernelState>& state = ctx.state();
+  if (!state) state = std::make_unique<RunCounter>();
+  auto* counter = static_cast<RunCounter*>(state.get());
+  const int64_t seed = ctx.attr<int64_t>("seed");
+  const uint64_t s =
+      seed != 0 ? static_cast<uint64_t>(seed) : HashName(ctx.node().name());
+  return Mix64(Mix64(s) + counter->runs++ * kGamma);
+}
+
+// Fills `out` with draw(stream) for each element's stream.
+template <typename T, typename Draw>
+void FillWith(KernelContext& ctx, uint64_t key, double cost, Draw& draw,
+              Tensor* out) {
+  T* p = out->data<T>();
+  ctx.ParallelFor(out->NumElements(), cost, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      ElementStream rng(key, i);
+      p[i] = static_cast<T>(draw(rng));
+    }
+  });
+}
+
+template <typename Draw>
+absl::Status Generate(KernelContext& ctx, double cost, Draw draw) {
+  const uint64_t key = NextRunKey(ctx);
+  Tensor* out = ctx.allocate_output(0, ctx.attr<TensorShape>("shape"));
+  IPUFLOW_SWITCH_FLOAT(out->dtype(), FillWith<T>(ctx, key, cost, draw, out),
+                       return UnsupportedDType(ctx, out->dtype()));
+  return absl::OkStatus();
+}
+
+// Shape, dtype and the two float parameters `a` <= `b` (when `ordered`) or
+// `b` >= 0 (a standard deviation).
+absl::Status RandomShape(ShapeContext& c, const char* a, const char* b,
+                         bool ordered) {
+  ASSIGN_OR_RETURN(TensorShape shape, c.attr<TensorShape>("shape"));
+  ASSIGN_OR_RETURN(DType dtype, c.attr<DType>("dtype"));
+  ASSIGN_OR_RETURN(float va, c.attr<float>(a));
+  ASSIGN_OR_RETURN(float vb, c.attr<float>(b));
+  RETURN_IF_ERROR(c.attr<int64_t>("seed").status());
+  if (!shape.IsFullyDefined()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shape ", shape.DebugString(), " must be fully defined"));
+  }
+  if (!IsFloating(dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dtype must be float32 or float16, got ", DTypeName(dtype)));
+  }
+  if (ordered ? !(va <= vb) : !(vb >= 0)) {
+    return absl::InvalidArgumentError(
+        ordered ? absl::StrCat(a, " ", va, " must not exceed ", b, " ", vb)
+                : absl::StrCat(b, " must be >= 0, got ", vb));
+  }
+  c.set_output(0, dtype, shape);
+  return absl::OkStatus();
+}
+
+REGISTER_OP("RandomUniform")
+    .RequiredAttr("shape")
+    .Attr("minval", 0.0f)
+    .Attr("maxval", 1.0f)
+    .Attr("seed", 0)
+    .Attr("dtype", DType::kFloat32)
+    .SetStateful()
+    .SetShapeFn([](ShapeContext& c) {
+      return RandomShape(c, "minval", "maxval", /*ordered=*/true);
+    })
+    .SetKernel([](KernelContext& ctx) {
+      const double lo = ctx.attr<float>("minval");
+      const double range = ctx.attr<float>("maxval") - lo;
+      return Generate(ctx, kUniformCost, [&](ElementStream& rng) {
+        return lo + range * rng.Uniform();
+      });
+    })
+    .NotDifferentiable("random values do not depend on any input");
+
+REGISTER_OP("RandomNormal")
+    .RequiredAttr("shape")
+    .Attr("mean", 0.0f)
+    .Attr("stddev", 1.0f)
+    .Attr("seed", 0)
+    .Attr("dtype", DType::kFloat32)
+    .SetStateful()
+    .SetShapeFn([](ShapeContext& c) {
+      return RandomShape(c, "mean", "stddev", /*ordered=*/false);
+    })
+    .SetKernel([](KernelContext& ctx) {
+      const double mean = ctx.attr<float>("mean");
+      const double stddev = ctx.attr<float>("stddev");
+      return Generate(ctx, kNormalCost, [&](ElementStream& rng) {
+        return mean + stddev * rng.Normal();
+      });
+    })
+    .NotDifferentiable("random values do not depend on any input");
+
+REGISTER_OP("TruncatedNormal")
+    .RequiredAttr("shape")
+    .Attr("mean", 0.0f)
+    .Attr("stddev", 1.0f)
+    .Attr("seed", 0)
+    .Attr("dtype", DType::kFloat32)
+    .SetStateful()
+    .SetShapeFn([](ShapeContext& c) {
+      return RandomShape(c, "mean", "stddev", /*ordered=*/false);
+    })
+    .SetKernel([](KernelContext& ctx) {
+      const double mean = ctx.attr<float>("mean");
+      const double stddev = ctx.attr<float>("stddev");
+      return Generate(ctx, kNormalCost * 1.05, [&](ElementStream& rng) {
+        // P(|z| > 2) ~ 4.6%, so a redraw is rare and a second one rarer.
+        double z = rng.Normal();
+        while (std::abs(z) > 2.0) z = rng.Normal();
+        return mean + stddev * z;
+      });
+    })
+    .NotDifferentiable("random values do not depend on any input");
+
+AttrMap RandomAttrs(const TensorShape& shape, const char* a, float va,
+                    const char* b, float vb, int64_t seed, DType dtype) {
+  return {{"shape", shape}, {a, va}, {b, vb}, {"seed", seed}, {"dtype", dtype}};
+}
+
+}  // namespace
+
+Output RandomUniform(const Scope& scope, const TensorShape& shape, float minval,
+                     float maxval, int64_t seed, DType dtype) {
+  return scope.AddNode(
+      "RandomUniform", {},
+      RandomAttrs(shape, "minval", minval, "maxval", maxval, seed, dtype));
+}
+
+Output RandomNormal(const Scope& scope, const TensorShape& shape, float mean,
+                    float stddev, int64_t seed, DType dtype) {
+  return scope.AddNode(
+      "RandomNormal", {},
+      RandomAttrs(shape, "mean", mean, "stddev", stddev, seed, dtype));
+}
+
+Output TruncatedNormal(const Scope& scope, const TensorShape& shape, float mean,
+                       float stddev, int64_t seed, DType dtype) {
+  return scope.AddNode(
+      "TruncatedNormal", {},
+      RandomAttrs(shape, "mean", mean, "stddev", stddev, seed, dtype));
+}
+
+}  // namespace ipuflow::ops

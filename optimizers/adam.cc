@@ -1,0 +1,34 @@
+#include "optimizers/adam.h"
+
+#include "ops/array/const.h"
+#include "ops/state/apply_adam.h"
+#include "ops/state/assign.h"
+#include "ops/state/read_variable.h"
+
+namespace ipuflow::optimizers {
+
+std::vector<Node*> AdamOptimizer::Prepare(const Scope& scope) {
+  lr_ = learning_rate_.ToOutput(scope.WithOpName("learning_rate"));
+  b1_ = ops::Const(scope.WithOpName("beta1"), beta1_);
+  b2_ = ops::Const(scope.WithOpName("beta2"), beta2_);
+  eps_ = ops::Const(scope.WithOpName("epsilon"), epsilon_);
+  ops::VariableHandle step =
+      ops::Variable(scope.WithOpName("step"),
+                    ops::Const(scope.WithOpName("step/initial_value"), 0.f),
+                    {/*shared_name=*/"", /*trainable=*/false});
+  Node* increment =
+      ops::AssignAdd(scope.WithOpName("step/increment"), step.handle,
+                     ops::Const(scope.WithOpName("step/one"), 1.f));
+  // Built after the increment, so it reads the incremented count.
+  step_ = ops::ReadVariable(scope.WithOpName("step/value"), step.handle);
+  return {increment};
+}
+
+Node* AdamOptimizer::ApplyDense(const Scope& scope, Output grad,
+                                const ops::VariableInfo& var,
+                                const std::vector<Output>& slots) {
+  return ops::ApplyAdam(scope, Output(var.node), slots[0], slots[1], lr_, grad,
+                        b1_, b2_, eps_, step_, weight_decay_);
+}
+
+}  // namespace ipuflow::optimizers

@@ -1,0 +1,20 @@
+#include "optimizers/momentum.h"
+
+#include "ops/state/apply_momentum.h"
+
+namespace ipuflow::optimizers {
+
+std::vector<Node*> MomentumOptimizer::Prepare(const Scope& scope) {
+  lr_ = learning_rate_.ToOutput(scope.WithOpName("learning_rate"));
+  mu_ = momentum_.ToOutput(scope.WithOpName("momentum"));
+  return {};
+}
+
+Node* MomentumOptimizer::ApplyDense(const Scope& scope, Output grad,
+                                    const ops::VariableInfo& var,
+                                    const std::vector<Output>& slots) {
+  return ops::ApplyMomentum(scope, Output(var.node), slots[0], lr_, grad, mu_,
+                            use_nesterov_);
+}
+
+}  // namespace ipuflow::optimizers

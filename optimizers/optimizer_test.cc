@@ -1,0 +1,186 @@
+#include "optimizers/optimizer.h"
+
+#include "core/testing/op_test.h"
+#include "gtest/gtest.h"
+#include "ops/array/const.h"
+#include "ops/math/add.h"
+#include "ops/math/add_n.h"
+#include "ops/math/mul.h"
+#include "ops/math/reduce_sum.h"
+#include "ops/state/read_variable.h"
+#include "optimizers/gradient_descent.h"
+#include "optimizers/test_util.h"
+
+namespace ipuflow::optimizers {
+namespace {
+
+using ::ipuflow::optimizers::testing::LinearLoss;
+using ::ipuflow::optimizers::testing::RunSteps;
+using ::ipuflow::testing::TensorNear;
+
+std::string Message(const Scope& s) {
+  return std::string(s.status().message());
+}
+
+TEST(OptimizerTest, ComputeGradientsOfALinearLoss) {
+  Scope s = Scope::NewRootScope();
+  LinearLoss l(s, "w", {1, 2});
+  GradientDescentOptimizer sgd(0.1f);
+  std::vector<GradAndVar> g = sgd.ComputeGradients(s, l.loss);
+  ASSERT_EQ(g.size(), 1u) << s.status();
+  EXPECT_EQ(g[0].variable, l.w.handle.node);
+  absl::StatusOr<std::vector<Tensor>> out =
+      ipuflow::testing::RunGraph(s, l.Feed({0.5f, -1}), {g[0].grad});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(TensorNear((*out)[0], {0.5f, -1}, {2}));
+}
+
+TEST(OptimizerTest, AVariableReadTwiceGetsBothContributions) {
+  // loss = sum(w * c) + sum(read2(w) * [10, 20]):  d/dw = c + [10, 20].
+  Scope s = Scope::NewRootScope();
+  LinearLoss l(s, "w", {1, 2});
+  Output second =
+      ops::ReduceSum(s, ops::Mul(s, ops::ReadVariable(s, l.w.handle),
+                                 ops::Const<float>(s, {10, 20}, {2})));
+  Output loss = ops::Add(s, l.loss, second);
+  GradientDescentOptimizer sgd(0.1f);
+  Node* train = sgd.Minimize(s, loss);
+  // w = [1, 2] - 0.1 * ([1, 1] + [10, 20]) = [-0.1, -0.1].
+  std::vector<Tensor> w = RunSteps(s, train, {l.Feed({1, 1})}, l.w.value);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_TRUE(TensorNear(w[0], {-0.1f, -0.1f}, {2}));
+}
+
+TEST(OptimizerTest, VariablesTheLossIgnoresAreLeftAlone) {
+  Scope s = Scope::NewRootScope();
+  LinearLoss l(s, "w", {1, 2});
+  ops::VariableHandle u =
+      ops::Variable(s.WithOpName("u"), ops::Const<float>(s, {5}, {1}));
+  GradientDescentOptimizer sgd(0.1f);
+  std::vector<GradAndVar> g = sgd.ComputeGradients(s, l.loss);
+  ASSERT_EQ(g.size(), 2u) << s.status();
+  EXPECT_TRUE(g[0].grad.valid());
+  EXPECT_EQ(g[1].variable, u.handle.node);
+  EXPECT_FALSE(g[1].grad.valid());
+  Node* train = sgd.ApplyGradients(s, g);
+  std::vector<Tensor> uv = RunSteps(s, train, {l.Feed({1, 1})}, u.value);
+  ASSERT_EQ(uv.size(), 1u);
+  EXPECT_TRUE(TensorNear(uv[0], {5}, {1}));
+}
+
+TEST(OptimizerTest, NoVariableInTheLossIsAnError) {
+  Scope s = Scope::NewRootScope();
+  LinearLoss l(s, "w", {1, 2});
+  ops::VariableHandle u =
+      ops::Variable(s.WithOpName("u"), ops::Const<float>(s, {5}, {1}));
+  EXPECT_EQ(
+      GradientDescentOptimizer(0.1f).Minimize(s, l.loss, VarList::Of({u})),
+      nullptr);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(Message(s).find("GradientDescent optimizer: the loss 'ReduceSum:0' "
+                            "reads none of the variables 'u'"),
+            std::string::npos)
+      << s.status();
+}
+
+TEST(OptimizerTest, ApplyGradientsWithoutAnyGradientIsAnError) {
+  Scope s = Scope::NewRootScope();
+  LinearLoss l(s, "w", {1, 2});
+  GradientDescentOptimizer(0.1f).ApplyGradients(s,
+                                                {{Output(), l.w.handle.node}});
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(Message(s).find("no gradient for any variable ('w')"),
+            std::string::npos)
+      << s.status();
+}
+
+TEST(OptimizerTest, MatchingTrainsOnlyTheMatchingVariables) {
+  Scope s = Scope::NewRootScope();
+  LinearLoss d1(s.NewSubScope("dense_1"), "w", {1, 1});
+  LinearLoss d2(s.NewSubScope("dense_2"), "w", {2, 2});
+  LinearLoss head(s.NewSubScope("head"), "w", {3, 3});
+  Output loss = ops::AddN(s, {d1.loss, d2.loss, head.loss});
+  Node* train = GradientDescentOptimizer(0.5f).Minimize(
+      s, loss, VarList::Matching("dense_[0-9]+/.*"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  FeedList feed = d1.Feed({1, 2});
+  for (const LinearLoss* l : {&d2, &head}) {
+    FeedList f = l->Feed({1, 2});
+    feed.insert(feed.end(), f.begin(), f.end());
+  }
+  Session session(s.graph());
+  ASSERT_TRUE(session.Initialize().ok());
+  ASSERT_TRUE(session.Run(feed, {}, {train}, nullptr).ok());
+  std::vector<Tensor> out;
+  ASSERT_TRUE(
+      session.Run({}, {d1.w.value, d2.w.value, head.w.value}, &out).ok());
+  EXPECT_TRUE(TensorNear(out[0], {0.5f, 0}, {2}));  // [1, 1] - 0.5 * [1, 2]
+  EXPECT_TRUE(TensorNear(out[1], {1.5f, 1}, {2}));  // [2, 2] - 0.5 * [1, 2]
+  EXPECT_TRUE(TensorNear(out[2], {3, 3}, {2}));     // Not selected.
+}
+
+TEST(OptimizerTest, PatternMatchingNothingIsAnErrorNamingIt) {
+  Scope s = Scope::NewRootScope();
+  LinearLoss l(s, "w", {1, 2});
+  GradientDescentOptimizer(0.1f).Minimize(s, l.loss,
+                                          VarList::Matching("conv_[0-9]+/.*"));
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(Message(s).find("pattern 'conv_[0-9]+/.*'"), std::string::npos)
+      << s.status();
+}
+
+TEST(OptimizerTest, NonTrainableVariablesAreNotTrainedByDefault) {
+  Scope s = Scope::NewRootScope();
+  LinearLoss l(s, "w", {1, 2});
+  ops::VariableHandle frozen = ops::Variable(
+      s.WithOpName("frozen"), ops::Const<float>(s, {1, 2}, {2}), {"", false});
+  Output loss =
+      ops::Add(s, l.loss, ops::ReduceSum(s, ops::Mul(s, frozen.value, l.c)));
+  Node* train = GradientDescentOptimizer(1.f).Minimize(s, loss);
+  std::vector<Tensor> f = RunSteps(s, train, {l.Feed({1, 1})}, frozen.value);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_TRUE(TensorNear(f[0], {1, 2}, {2}));
+}
+
+TEST(OptimizerTest, TheStepSeesTheWeightsBeforeItsUpdates) {
+  // Fetching the loss in the training run gives the loss before the update.
+  Scope s = Scope::NewRootScope();
+  LinearLoss l(s, "w", {1, 2});
+  Node* train = GradientDescentOptimizer(1.f).Minimize(s, l.loss);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(train->name(), "GradientDescent/apply");
+  Session session(s.graph(), {/*intra_op_threads=*/2, /*inter_op_threads=*/4});
+  ASSERT_TRUE(session.Initialize().ok());
+  std::vector<Tensor> out;
+  for (float expected : {1 * 1 + 2 * 3, 0 * 1 + -1 * 3}) {
+    ASSERT_TRUE(session.Run(l.Feed({1, 3}), {l.loss}, {train}, &out).ok());
+    EXPECT_TRUE(TensorNear(out[0], {expected}, {}));
+  }
+}
+
+TEST(OptimizerTest, LearningRateAsATensor) {
+  Scope s = Scope::NewRootScope();
+  LinearLoss l(s, "w", {1, 2});
+  Output lr = ops::Placeholder(s.WithOpName("lr"), DType::kFloat32, {});
+  Node* train = GradientDescentOptimizer(lr).Minimize(s, l.loss);
+  FeedList f1 = l.Feed({1, 1}), f2 = l.Feed({1, 1});
+  f1.push_back({lr, Tensor::Scalar<float>(0.5f)});
+  f2.push_back({lr, Tensor::Scalar<float>(0.25f)});
+  std::vector<Tensor> w = RunSteps(s, train, {f1, f2}, l.w.value);
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_TRUE(TensorNear(w[0], {0.5f, 1.5f}, {2}));
+  EXPECT_TRUE(TensorNear(w[1], {0.25f, 1.25f}, {2}));
+}
+
+TEST(OptimizerTest, LearningRateTensorMustBeAFloatScalar) {
+  Scope s = Scope::NewRootScope();
+  LinearLoss l(s, "w", {1, 2});
+  Output lr = ops::Const<float>(s, {0.1f, 0.1f}, {2});
+  GradientDescentOptimizer(lr).Minimize(s, l.loss);
+  EXPECT_NE(Message(s).find("input 'lr' must be a float32 scalar"),
+            std::string::npos)
+      << s.status();
+}
+
+}  // namespace
+}  // namespace ipuflow::optimizers

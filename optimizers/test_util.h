@@ -1,0 +1,42 @@
+// Test helpers for optimizers: a linear loss with a known gradient, and a
+// loop that runs training steps and reads a variable after each.
+//
+//   Scope s = Scope::NewRootScope();
+//   LinearLoss l(s, "w", {1, 2});               // loss = sum(w * c)
+//   Node* train = GradientDescentOptimizer(0.1f).Minimize(s, l.loss);
+//   std::vector<Tensor> w = RunSteps(s, train, {l.Feed({0.5f, -1})},
+//   l.w.value);
+#ifndef IPUFLOW_OPTIMIZERS_TEST_UTIL_H_
+#define IPUFLOW_OPTIMIZERS_TEST_UTIL_H_
+
+#include <string>
+#include <vector>
+
+#include "core/scope.h"
+#include "core/session.h"
+#include "ops/state/variable.h"
+
+namespace ipuflow::optimizers::testing {
+
+// loss = sum(w * c) for a variable w (initial value w0) and a fed c of the
+// same shape, so d loss / d w = c.
+struct LinearLoss {
+  LinearLoss(const Scope& scope, const std::string& name,
+             const std::vector<float>& w0);
+  // {c: values}.
+  FeedList Feed(const std::vector<float>& c) const;
+
+  ops::VariableHandle w;
+  Output c;
+  Output loss;
+};
+
+// Initialises the variables, then for each entry of `feeds` runs `train`
+// once and fetches `fetch`; returns the fetched values. Fails the current
+// test on an error.
+std::vector<Tensor> RunSteps(const Scope& scope, Node* train,
+                             const std::vector<FeedList>& feeds, Output fetch);
+
+}  // namespace ipuflow::optimizers::testing
+
+#endif  // IPUFLOW_OPTIMIZERS_TEST_UTIL_H_
