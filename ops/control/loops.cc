@@ -1,5 +1,7 @@
 #include "ops/control/loops.h"
 
+#include <algorithm>
+#include <map>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -33,13 +35,27 @@ std::vector<Output> MakeArgs(const Scope& s, const std::vector<Output>& like,
   return args;
 }
 
-// Stateful nodes of the frame run every iteration, used or not.
+// Stateful nodes of the frame run every iteration, used or not, except
+// variable initialisers built in the body (and what only feeds them): those
+// run once, from Initialize().
 void CollectTargets(const Graph& g, Frame* frame) {
+  const std::vector<Node*>& inits = g.collection("initializers");
+  std::set<const Node*> init_set(inits.begin(), inits.end());
+  std::map<const Node*, std::vector<const Node*>> consumers;
+  for (int id = frame->begin; id < frame->end; ++id) {
+    for (const Output& in : g.node(id)->inputs()) consumers[in.node].push_back(g.node(id));
+  }
   for (int id = frame->begin; id < frame->end; ++id) {
     const Node* n = g.node(id);
-    if (n->op_def().is_stateful() && n->op() != "_Arg") {
-      frame->targets.push_back(n->name());
+    if (!n->op_def().is_stateful() || n->op() == "_Arg" || init_set.count(n)) {
+      continue;
     }
+    const auto& users = consumers[n];
+    const bool feeds_only_initializers =
+        !users.empty() &&
+        std::all_of(users.begin(), users.end(),
+                    [&](const Node* u) { return init_set.count(u) > 0; });
+    if (!feeds_only_initializers) frame->targets.push_back(n->name());
   }
 }
 
