@@ -11,69 +11,91 @@
 #include "ops/nn/max_pool_2d.h"
 #include "ops/nn/relu.h"
 #include "ops/state/initializers.h"
+#include "ops/state/read_variable.h"
 #include "ops/state/variable.h"
 
 namespace ipuflow::models {
 namespace {
 
-Output Weight(const Scope& scope, const std::string& name,
-              const TensorShape& shape, int64_t seed) {
-  return ops::Variable(scope.WithOpName(name),
-                       ops::GlorotUniform(scope, shape, seed))
-      .value;
-}
-
-Output Bias(const Scope& scope, int64_t units) {
-  return ops::Variable(scope.WithOpName("b"), ops::Zeros(scope, {units})).value;
+Layer CreateLayer(const Scope& scope, const TensorShape& w_shape,
+                  int64_t units, int64_t seed) {
+  Layer layer;
+  layer.w = ops::Variable(scope.WithOpName("w"),
+                          ops::GlorotUniform(scope, w_shape, seed))
+                .handle;
+  layer.b = ops::Variable(scope.WithOpName("b"), ops::Zeros(scope, {units}))
+                .handle;
+  return layer;
 }
 
 // Conv k5 VALID with bias, MaxPool 2, ReLU.
-Output ConvPoolRelu(const Scope& scope, Output x, int64_t in, int64_t out,
-                    int64_t seed) {
-  Output w = Weight(scope, "w", {5, 5, in, out}, seed);
-  Output y = ops::BiasAdd(scope, ops::Conv2D(scope, x, w, {1, 1}, "VALID"),
-                          Bias(scope, out));
+Output ConvPoolRelu(const Scope& scope, const Layer& layer, Output x) {
+  Output y = ops::Conv2D(scope, x, ops::ReadVariable(scope, layer.w), {1, 1},
+                         "VALID");
+  y = ops::BiasAdd(scope, y, ops::ReadVariable(scope, layer.b));
   y = ops::MaxPool2D(scope, y, {2, 2}, {2, 2}, "VALID");
   return ops::Relu(scope, y);
 }
 
+constexpr const char* kBlockNames[4] = {"conv1", "conv2", "fc1", "fc2"};
+
 }  // namespace
 
-Output Dense(const Scope& scope, Output x, int64_t units, bool relu,
-             int64_t seed) {
-  const int64_t in = x.valid() ? x.shape().dim(x.shape().rank() - 1) : 1;
-  Output w = Weight(scope, "w", {in, units}, seed);
-  Output y = ops::BiasAdd(scope, ops::MatMul(scope, x, w), Bias(scope, units));
+Layer CreateDense(const Scope& scope, int64_t in, int64_t units, int64_t seed) {
+  return CreateLayer(scope, {in, units}, units, seed);
+}
+
+Output Dense(const Scope& scope, const Layer& layer, Output x, bool relu) {
+  Output y = ops::BiasAdd(
+      scope, ops::MatMul(scope, x, ops::ReadVariable(scope, layer.w)),
+      ops::ReadVariable(scope, layer.b));
   return relu ? ops::Relu(scope, y) : y;
 }
 
-Output ConvNetBlock(const Scope& scope, int block, Output x) {
+ConvNetParams CreateConvNetParams(const Scope& scope,
+                                  const std::vector<Scope>& block_scopes) {
+  auto at = [&](int b) {
+    return (block_scopes.empty() ? scope : block_scopes[b])
+        .NewSubScope(kBlockNames[b]);
+  };
+  ConvNetParams p;
+  p.blocks[0] = CreateLayer(at(0), {5, 5, 1, 10}, 10, 1);
+  p.blocks[1] = CreateLayer(at(1), {5, 5, 10, 20}, 20, 2);
+  p.blocks[2] = CreateDense(at(2), 320, 256, 3);
+  p.blocks[3] = CreateDense(at(3), 256, 10, 4);
+  return p;
+}
+
+Output ConvNetBlock(const Scope& scope, const ConvNetParams& params, int block,
+                    Output x) {
+  const Scope s = scope.NewSubScope(kBlockNames[block]);
   switch (block) {
     case 0:
-      return ConvPoolRelu(scope.NewSubScope("conv1"), x, 1, 10, 1);
     case 1:
-      return ConvPoolRelu(scope.NewSubScope("conv2"), x, 10, 20, 2);
+      return ConvPoolRelu(s, params.blocks[block], x);
     case 2:
-      return Dense(scope.NewSubScope("fc1"), ops::Reshape(scope, x, {-1, 320}),
-                   256, /*relu=*/true, 3);
+      return Dense(s, params.blocks[2], ops::Reshape(s, x, {-1, 320}),
+                   /*relu=*/true);
     default:
-      return Dense(scope.NewSubScope("fc2"), x, 10, /*relu=*/false, 4);
+      return Dense(s, params.blocks[3], x, /*relu=*/false);
   }
 }
 
-Output ConvNet(const Scope& scope, Output images,
-               const std::vector<Scope>& block_scopes) {
+Output ConvNet(const Scope& scope, const ConvNetParams& params, Output images) {
   Output x = images;
-  for (int b = 0; b < 4; ++b) {
-    x = ConvNetBlock(block_scopes.empty() ? scope : block_scopes[b], b, x);
-  }
+  for (int b = 0; b < 4; ++b) x = ConvNetBlock(scope, params, b, x);
   return x;
 }
 
-Output Mlp(const Scope& scope, Output images, int64_t hidden) {
+MlpParams CreateMlpParams(const Scope& scope, int64_t hidden) {
+  return {CreateDense(scope.NewSubScope("hidden"), 784, hidden, 1),
+          CreateDense(scope.NewSubScope("logits"), hidden, 10, 2)};
+}
+
+Output Mlp(const Scope& scope, const MlpParams& params, Output images) {
   Output x = ops::Reshape(scope, images, {-1, 784});
-  x = Dense(scope.NewSubScope("hidden"), x, hidden, /*relu=*/true, 1);
-  return Dense(scope.NewSubScope("logits"), x, 10, /*relu=*/false, 2);
+  x = Dense(scope, params.hidden, x, /*relu=*/true);
+  return Dense(scope, params.logits, x, /*relu=*/false);
 }
 
 Output Accuracy(const Scope& scope, Output logits, Output labels) {

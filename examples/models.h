@@ -1,12 +1,15 @@
 // The models the examples, tests and benchmarks share: the seed tutorial's
-// ConvNet and a small dense network for Fashion-MNIST. Each builder creates
-// its variables (Glorot-uniform weights, zero biases) in the scope and
-// returns the logits. `block_scopes`, when given, places each of the
-// ConvNet's four parts in its own scope (PopTorch-style blocks B1..B4).
+// ConvNet and a small dense network for Fashion-MNIST.
 //
-//   Output logits = models::ConvNet(scope, images);           // [N, 10]
-//   Output loss = ops::SoftmaxCrossEntropyLoss(scope, logits, labels);
-//   Output accuracy = models::Accuracy(scope, logits, labels);
+// Variables are created once (Create*Params: Glorot-uniform weights, zero
+// biases, with their initialisers) and read where the model is applied, so a
+// model applied inside a device-loop body reads fresh weights every
+// iteration, and a training loop and an evaluation loop share them.
+//
+//   models::ConvNetParams params = models::CreateConvNetParams(scope);
+//   Output logits = models::ConvNet(body_scope, params, images);   // [N, 10]
+//   Output loss = ops::SoftmaxCrossEntropyLoss(body_scope, logits, labels);
+//   Output accuracy = models::Accuracy(body_scope, logits, labels);
 #ifndef IPUFLOW_EXAMPLES_MODELS_H_
 #define IPUFLOW_EXAMPLES_MODELS_H_
 
@@ -16,20 +19,37 @@
 
 namespace ipuflow::models {
 
-// x [N, in] -> x W + b, [N, units]; optionally ReLU.
-Output Dense(const Scope& scope, Output x, int64_t units, bool relu,
-             int64_t seed);
+// Handles of a layer's weight and bias variables.
+struct Layer {
+  Output w;
+  Output b;
+};
 
-// images float32 [N,28,28,1] -> logits [N,10]:
-// Conv 1->10 k5, MaxPool 2, ReLU | Conv 10->20 k5, MaxPool 2, ReLU |
-// Dense 320->256, ReLU | Dense 256->10.
-Output ConvNet(const Scope& scope, Output images,
-               const std::vector<Scope>& block_scopes = {});
-// One part of the ConvNet (0..3), for callers that place blocks themselves.
-Output ConvNetBlock(const Scope& scope, int block, Output x);
+// x [N, in] -> x W + b, [N, units]; optionally ReLU.
+Layer CreateDense(const Scope& scope, int64_t in, int64_t units, int64_t seed);
+Output Dense(const Scope& scope, const Layer& layer, Output x, bool relu);
+
+// The tutorial ConvNet: images float32 [N,28,28,1] -> logits [N,10]:
+// B1 Conv 1->10 k5, MaxPool 2, ReLU | B2 Conv 10->20 k5, MaxPool 2, ReLU |
+// B3 Dense 320->256, ReLU | B4 Dense 256->10.
+struct ConvNetParams {
+  Layer blocks[4];
+};
+// `block_scopes`, when given, creates block b's variables in
+// block_scopes[b] (e.g. on its IPU).
+ConvNetParams CreateConvNetParams(const Scope& scope,
+                                  const std::vector<Scope>& block_scopes = {});
+Output ConvNet(const Scope& scope, const ConvNetParams& params, Output images);
+// One block (0..3), for callers that place blocks themselves.
+Output ConvNetBlock(const Scope& scope, const ConvNetParams& params, int block,
+                    Output x);
 
 // images float32 [N,28,28,1] -> logits [N,10]: 784 -> hidden (ReLU) -> 10.
-Output Mlp(const Scope& scope, Output images, int64_t hidden = 128);
+struct MlpParams {
+  Layer hidden, logits;
+};
+MlpParams CreateMlpParams(const Scope& scope, int64_t hidden = 128);
+Output Mlp(const Scope& scope, const MlpParams& params, Output images);
 
 // The fraction of rows whose argmax equals the label (float32 scalar).
 Output Accuracy(const Scope& scope, Output logits, Output labels);

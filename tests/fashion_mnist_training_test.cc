@@ -31,7 +31,7 @@ TEST(FashionMnistTrainingTest, MlpLossFallsOnTheHost) {
   Scope s = Scope::NewRootScope();
   Output images = ops::Placeholder(s, DType::kFloat32, {32, 28, 28, 1});
   Output labels = ops::Placeholder(s, DType::kInt32, {32});
-  Output logits = models::Mlp(s, images);
+  Output logits = models::Mlp(s, models::CreateMlpParams(s), images);
   Output loss = ops::SoftmaxCrossEntropyLoss(s, logits, labels);
   optimizers::AdamOptimizer adam(1e-3f);
   Node* train = adam.Minimize(s, loss);
@@ -65,8 +65,9 @@ TEST(FashionMnistTrainingTest, ConvNetLossFallsInADeviceLoop) {
   ASSERT_TRUE(infeed.ok() && outfeed.ok()) << infeed.status();
   Scope s = Scope::NewRootScope();
   optimizers::AdamOptimizer adam(2e-3f);
+  models::ConvNetParams params = models::CreateConvNetParams(s);
   auto loop = loops::Repeat(s, 20, [&](const Scope& b, const std::vector<Output>& a) {
-    Output logits = models::ConvNet(b, a[0]);
+    Output logits = models::ConvNet(b, params, a[0]);
     Output loss = ops::SoftmaxCrossEntropyLoss(b, logits, a[1]);
     adam.Minimize(b, loss);
     (*outfeed)->Enqueue(b, {{"loss", loss}});
