@@ -228,6 +228,8 @@ absl::StatusOr<OutfeedElement> IPUOutfeedQueue::Next() {
   cv_.Await(&mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return !steps_.empty() || closed_ || destroyed_;
   });
+  // Closed: what was pushed before Close still comes out first.
+  if (steps_.empty() && closed_ && !destroyed_) CatchUp();
   if (!steps_.empty()) {
     OutfeedElement step = std::move(steps_.front());
     steps_.pop_front();

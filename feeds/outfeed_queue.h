@@ -80,7 +80,8 @@ class IPUOutfeedQueue {
   absl::StatusOr<OutfeedElement> Next();
   // Steps available now, removed from the queue (kAll).
   std::vector<OutfeedElement> TakeAvailable();
-  // No more enqueues will come: Next returns OutOfRange once drained.
+  // No more enqueues will come: Next returns every step pushed before the
+  // Close, then OutOfRange.
   void Close();
   int64_t steps_delivered() const;
 
