@@ -3,18 +3,21 @@
 // delivery to a concurrent consumer, a clean OutOfRange at the end of the
 // dataset, and a clean Cancelled when the system is torn down mid-wait.
 #include <atomic>
+#include <numeric>
 #include <thread>
 
 #include "core/ipu/ipu_strategy.h"
 #include "core/testing/op_test.h"
 #include "feeds/dataset.h"
 #include "feeds/infeed_queue.h"
+#include "feeds/ipu_iterator.h"
 #include "feeds/outfeed_queue.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"
 #include "ops/control/loops.h"
 #include "ops/math/add.h"
 #include "ops/math/cast.h"
+#include "ops/math/reduce_sum.h"
 #include "ops/math/sub.h"
 
 namespace ipuflow::feeds {
@@ -190,6 +193,31 @@ TEST(FeedQueuesTest, ConsumerBlockedInNextIsWokenByClose) {
   (*outfeed)->Close();
   consumer.join();
   EXPECT_EQ(st.code(), absl::StatusCode::kOutOfRange);
+}
+
+TEST(FeedQueuesTest, SimplifiedIteratorAndRangeFor) {
+  auto system = MakeSystem(1);
+  // Elements [i, i]: the sum of the first 10 is 2 * (0 + ... + 9) = 90.
+  auto it = IPUIterator::Create(
+      Range(0, 10)->Map([](Element e) -> absl::StatusOr<Element> {
+        const float v = static_cast<float>(e[0].scalar<int64_t>());
+        return Element{Tensor::FromVector<float>({v, v})};
+      }, 1, ElementSpec{{DType::kFloat32}, {TensorShape({2})}}));
+  auto outfeed = IPUOutfeedQueue::Create();
+  ASSERT_TRUE(it.ok() && outfeed.ok()) << it.status();
+  Scope s = Scope::NewRootScope();
+  auto loop = loops::Repeat(s, 10, [&](const Scope& b, const std::vector<Output>&) {
+    std::vector<Output> x = (*it)->Next(b);
+    (*outfeed)->Enqueue(b, {ops::ReduceSum(b, x[0])});
+    return std::vector<Output>{};
+  });
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  IPUStrategy strategy(system.get());
+  ASSERT_TRUE(strategy.Run(*s.graph(), {}, {loop->op}).ok());
+  std::vector<float> sums;
+  for (const OutfeedElement& e : **outfeed) sums.push_back(e.tensors[0].scalar<float>());
+  EXPECT_EQ(sums.size(), 10u);
+  EXPECT_EQ(std::accumulate(sums.begin(), sums.end(), 0.0f), 90.0f);
 }
 
 TEST(FeedQueuesTest, ValidationErrors) {

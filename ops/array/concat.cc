@@ -152,6 +152,9 @@ REGISTER_OP("Concat")
     .VariadicInput("values")
     .RequiredAttr("axis")
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
+      if (c.num_inputs() == 0) {
+        return absl::InvalidArgumentError("needs at least one input");
+      }
       RETURN_IF_ERROR(ExpectDataInput(c, 0));
       for (int i = 1; i < c.num_inputs(); ++i) {
         RETURN_IF_ERROR(c.ExpectSameDType(i, 0));
@@ -171,6 +174,9 @@ REGISTER_OP("ConcatGrad")
     .VariadicInput("values")
     .RequiredAttr("axis")
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
+      if (c.num_inputs() < 2) {
+        return absl::InvalidArgumentError("needs dy and at least one value");
+      }
       RETURN_IF_ERROR(ExpectDataInput(c, 0));
       ASSIGN_OR_RETURN(int64_t axis, c.attr<int64_t>("axis"));
       ASSIGN_OR_RETURN(ConcatGeometry g,

@@ -1,0 +1,106 @@
+// MatMul of square float32 matrices through a host Session, against the raw
+// Eigen product of the same data in the same process: the ratio of the two
+// flops/s counters is the framework's overhead (graph execution, output
+// allocation, the row split over the intra-op pool).
+//
+//   ./bazelw run //ops/math:mat_mul_benchmark -- --benchmark_min_time=1
+//
+// BM_SessionMatMul uses the Session's default pool (the caller plus one
+// worker per extra core); BM_EigenMatMul/threads:1 is Eigen's product on the
+// calling thread, BM_EigenMatMul/threads:2 splits the rows of the product in
+// two halves over an ipuflow::ThreadPool, as the MatMul kernel does.
+#include <algorithm>
+#include <random>
+
+#include "Eigen/Core"
+#include "benchmark/benchmark.h"
+#include "core/session.h"
+#include "core/thread_pool.h"
+#include "ops/array/const.h"
+#include "ops/math/mat_mul.h"
+
+namespace ipuflow {
+namespace {
+
+using RowMajorMatrix =
+    Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstMatrixMap = Eigen::Map<const RowMajorMatrix>;
+using MatrixMap = Eigen::Map<RowMajorMatrix>;
+
+// An [n, n] float32 tensor of uniform values in [-1, 1).
+Tensor RandomMatrix(int64_t n, uint32_t seed) {
+  Tensor t(DType::kFloat32, {n, n});
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < n * n; ++i) p[i] = dist(gen);
+  return t;
+}
+
+// 2 n^3 flops per product, as a rate (printed as e.g. "flops=80G/s").
+void SetFlops(benchmark::State& state, int64_t n) {
+  state.counters["flops"] = benchmark::Counter(
+      2.0 * n * n * n * state.iterations(), benchmark::Counter::kIsRate);
+}
+
+void BM_SessionMatMul(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  Scope s = Scope::NewRootScope();
+  Output a = ops::Placeholder(s, DType::kFloat32, {n, n});
+  Output b = ops::Placeholder(s, DType::kFloat32, {n, n});
+  Output c = ops::MatMul(s, a, b);
+  Session session(s.graph());
+  const FeedList feeds = {{a, RandomMatrix(n, 1)}, {b, RandomMatrix(n, 2)}};
+  std::vector<Tensor> out;
+  for (auto _ : state) {
+    const absl::Status status = session.Run(feeds, {c}, &out);
+    if (!status.ok()) {
+      state.SkipWithError(status.ToString().c_str());
+      break;
+    }
+    benchmark::DoNotOptimize(out[0].data<float>());
+  }
+  SetFlops(state, n);
+}
+BENCHMARK(BM_SessionMatMul)
+    ->Arg(256)
+    ->Arg(512)
+    ->Arg(1024)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// The same product with Eigen directly, on `threads` threads (1 or 2).
+void BM_EigenMatMul(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const int threads = static_cast<int>(state.range(1));
+  const Tensor ta = RandomMatrix(n, 1), tb = RandomMatrix(n, 2);
+  const ConstMatrixMap a(ta.data<float>(), n, n), b(tb.data<float>(), n, n);
+  RowMajorMatrix c(n, n);
+  ThreadPool pool("eigen-reference", threads - 1);
+  for (auto _ : state) {
+    if (threads == 1) {
+      c.noalias() = a * b;
+    } else {
+      // One shard per thread: the split the kernel's cost model picks for
+      // products this large.
+      const int64_t rows = (n + threads - 1) / threads;
+      pool.ParallelFor(threads, 1e9, [&](int64_t begin, int64_t end) {
+        for (int64_t t = begin; t < end; ++t) {
+          const int64_t r0 = t * rows, r1 = std::min(n, r0 + rows);
+          c.middleRows(r0, r1 - r0).noalias() = a.middleRows(r0, r1 - r0) * b;
+        }
+      });
+    }
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  SetFlops(state, n);
+}
+BENCHMARK(BM_EigenMatMul)
+    ->ArgsProduct({{256, 512, 1024}, {1, 2}})
+    ->ArgNames({"", "threads"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+}  // namespace
+}  // namespace ipuflow
