@@ -28,6 +28,44 @@ Tensor* KernelContext::allocate_output(int i, const TensorShape& shape) {
 
 void KernelContext::set_output(int i, Tensor t) { outputs_[i] = std::move(t); }
 
+absl::StatusOr<ProgramSpec> MakeProgramSpec(const FeedList& feeds,
+                                            const std::vector<Output>& fetches,
+                                            const std::vector<Node*>& targets,
+                                            std::string* signature) {
+  ProgramSpec spec;
+  std::string key;
+  for (const auto& [out, value] : feeds) {
+    if (!out.valid()) return absl::InvalidArgumentError("a feed key is an invalid Output");
+    if (value.dtype() != out.dtype()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "value fed to '", out.name(), "' is ", DTypeName(value.dtype()),
+          " but ", out.node->DebugName(), " is ", DTypeName(out.dtype())));
+    }
+    absl::StrAppend(&key, out.name(), value.shape().DebugString(), ";");
+    spec.feeds.push_back(out);
+    spec.feed_shapes.push_back(value.shape());
+  }
+  absl::StrAppend(&key, "|");
+  for (const Output& f : fetches) {
+    if (!f.valid()) {
+      return absl::InvalidArgumentError(
+          "a fetch is an invalid Output (built from a failed op?)");
+    }
+    absl::StrAppend(&key, f.name(), ";");
+  }
+  absl::StrAppend(&key, "|");
+  for (Node* t : targets) {
+    if (t == nullptr) {
+      return absl::InvalidArgumentError("a target is null (built from a failed op?)");
+    }
+    absl::StrAppend(&key, t->name(), ";");
+  }
+  spec.fetches = fetches;
+  spec.targets = targets;
+  if (signature != nullptr) *signature = std::move(key);
+  return spec;
+}
+
 std::string MemoryPlan::DebugString() const {
   return absl::StrFormat(
       "always-live %d B (constants %d B, variables %d B); not-always-live "

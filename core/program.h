@@ -27,6 +27,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -37,12 +38,24 @@
 
 namespace ipuflow {
 
+// Values to feed, by the output they replace.
+using FeedList = std::vector<std::pair<Output, Tensor>>;
+
 struct ProgramSpec {
   std::vector<Output> feeds;
   std::vector<TensorShape> feed_shapes;  // Fully defined, one per feed.
   std::vector<Output> fetches;
   std::vector<Node*> targets;  // Run for their effect; nothing returned.
 };
+
+// The spec for running `fetches` and `targets` with `feeds`, checking that
+// every handle is valid and every fed value has its output's dtype (errors
+// name the output). `signature` receives a key naming the feeds (with
+// their shapes), fetches and targets, for compile caches.
+absl::StatusOr<ProgramSpec> MakeProgramSpec(const FeedList& feeds,
+                                            const std::vector<Output>& fetches,
+                                            const std::vector<Node*>& targets,
+                                            std::string* signature);
 
 // Where a program's bytes go, the categories the IPU memory report uses.
 struct MemoryPlan {

@@ -39,26 +39,8 @@ absl::StatusOr<Session::Entry*> Session::GetEntry(
     const FeedList& feeds, const std::vector<Output>& fetches,
     const std::vector<Node*>& targets) {
   std::string key;
-  for (const auto& [out, value] : feeds) {
-    if (!out.valid()) return absl::InvalidArgumentError("a feed key is an invalid Output");
-    absl::StrAppend(&key, out.name(), value.shape().DebugString(), ";");
-  }
-  absl::StrAppend(&key, "|");
-  for (const Output& f : fetches) {
-    if (!f.valid()) {
-      return absl::InvalidArgumentError(
-          "a fetch is an invalid Output (built from a failed op?)");
-    }
-    absl::StrAppend(&key, f.name(), ";");
-  }
-  absl::StrAppend(&key, "|");
-  for (const Node* t : targets) {
-    if (t == nullptr) {
-      return absl::InvalidArgumentError(
-          "a target is null (built from a failed op?)");
-    }
-    absl::StrAppend(&key, t->name(), ";");
-  }
+  ASSIGN_OR_RETURN(ProgramSpec spec,
+                   MakeProgramSpec(feeds, fetches, targets, &key));
   Entry* entry;
   {
     MutexLock l(&mu_);
@@ -68,18 +50,6 @@ absl::StatusOr<Session::Entry*> Session::GetEntry(
   }
   MutexLock l(&entry->mu);
   if (!entry->program) {
-    ProgramSpec spec;
-    for (const auto& [out, value] : feeds) {
-      if (value.dtype() != out.dtype()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "value fed to '", out.name(), "' is ", DTypeName(value.dtype()),
-            " but ", out.node->DebugName(), " is ", DTypeName(out.dtype())));
-      }
-      spec.feeds.push_back(out);
-      spec.feed_shapes.push_back(value.shape());
-    }
-    spec.fetches = fetches;
-    spec.targets = targets;
     ASSIGN_OR_RETURN(entry->program, Program::Compile(*graph_, spec));
     MutexLock l2(&mu_);
     ++num_compiles_;

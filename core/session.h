@@ -30,8 +30,6 @@
 
 namespace ipuflow {
 
-using FeedList = std::vector<std::pair<Output, Tensor>>;
-
 struct SessionOptions {
   int intra_op_threads = 0;  // Workers besides the caller; 0: cores - 1.
   int inter_op_threads = 1;  // 0: run nodes one at a time, in order.

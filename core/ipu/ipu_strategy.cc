@@ -7,34 +7,13 @@ namespace ipuflow {
 absl::StatusOr<DeviceProgram*> IPUStrategy::Compile(
     const Graph& graph, const std::vector<Output>& fetches,
     const std::vector<Node*>& targets, const FeedList& feeds) {
-  std::string key = absl::StrCat(system_->generation(), "|",
-                                 graph.Fingerprint(), "|");
-  ProgramSpec spec;
-  for (const auto& [out, value] : feeds) {
-    if (!out.valid()) return absl::InvalidArgumentError("a feed key is invalid");
-    absl::StrAppend(&key, out.name(), value.shape().DebugString(), ";");
-    spec.feeds.push_back(out);
-    spec.feed_shapes.push_back(value.shape());
-  }
-  absl::StrAppend(&key, "|");
-  for (const Output& f : fetches) {
-    if (!f.valid()) {
-      return absl::InvalidArgumentError(
-          "a fetch is an invalid Output (built from a failed op?)");
-    }
-    absl::StrAppend(&key, f.name(), ";");
-  }
-  absl::StrAppend(&key, "|");
-  for (const Node* t : targets) {
-    if (t == nullptr) {
-      return absl::InvalidArgumentError("a target is null (built from a failed op?)");
-    }
-    absl::StrAppend(&key, t->name(), ";");
-  }
+  std::string signature;
+  ASSIGN_OR_RETURN(ProgramSpec spec,
+                   MakeProgramSpec(feeds, fetches, targets, &signature));
+  const std::string key = absl::StrCat(system_->generation(), "|",
+                                       graph.Fingerprint(), "|", signature);
   auto& slot = cache_[key];
   if (!slot) {
-    spec.fetches = fetches;
-    spec.targets = targets;
     absl::StatusOr<std::unique_ptr<DeviceProgram>> p =
         DeviceProgram::Compile(system_, graph, spec);
     if (!p.ok()) {
@@ -53,14 +32,7 @@ absl::StatusOr<std::vector<Tensor>> IPUStrategy::Run(
   ASSIGN_OR_RETURN(DeviceProgram * program,
                    Compile(graph, fetches, targets, feeds));
   std::vector<Tensor> values;
-  for (const auto& [out, value] : feeds) {
-    if (value.dtype() != out.dtype()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "value fed to '", out.name(), "' is ", DTypeName(value.dtype()),
-          " but ", out.node->DebugName(), " is ", DTypeName(out.dtype())));
-    }
-    values.push_back(value);
-  }
+  for (const auto& [out, value] : feeds) values.push_back(value);
   std::vector<std::vector<Tensor>> per_replica;
   RETURN_IF_ERROR(program->Run(values, &per_replica));
   if (per_replica.size() == 1) return std::move(per_replica[0]);
