@@ -53,6 +53,11 @@ struct RunEnv {
   CollectiveGroup* collectives = nullptr;
   // The emulated IPU running the program; null on the host.
   IPUDevice* device = nullptr;
+  // Set for a program sharded over several IPUs: runs `work` on shard k's
+  // IPU thread with that shard's env, and returns when it is done. Shard 0
+  // runs on the calling thread.
+  std::function<void(int shard, const std::function<void(RunEnv&)>& work)>
+      on_shard;
 };
 
 // Where the compiler placed one output of a node: `offset` into the

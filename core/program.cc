@@ -77,6 +77,7 @@ std::string MemoryPlan::DebugString() const {
 struct Program::ExecNode {
   const Node* node = nullptr;
   const KernelFn* kernel = nullptr;
+  int shard = 0;
   std::vector<int> inputs;   // Value ids.
   int first_output = 0;      // Outputs are values [first_output, +n).
   std::vector<OutputPlan> plans;
@@ -196,6 +197,7 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Compile(
     auto en = std::make_unique<ExecNode>();
     en->node = n;
     en->kernel = &n->op_def().kernel();
+    en->shard = ShardOf(n);
     p->nodes_.push_back(std::move(en));
   }
   const int num_nodes = static_cast<int>(p->nodes_.size());
@@ -468,9 +470,26 @@ class Program::Executor {
 
   std::vector<Tensor>& values() { return values_; }
 
+  // In schedule order. With env.on_shard set (a sharded device program),
+  // each run of consecutive nodes of one shard executes on that shard's
+  // IPU, with its env; one IPU is busy at a time, as in sharded execution.
   absl::Status RunSequential() {
-    for (size_t pos = 0; pos < p_->nodes_.size(); ++pos) {
-      RETURN_IF_ERROR(RunNode(static_cast<int>(pos)));
+    const int n = static_cast<int>(p_->nodes_.size());
+    for (int pos = 0; pos < n;) {
+      const int shard = p_->nodes_[pos]->shard;
+      int end = pos + 1;
+      while (end < n && p_->nodes_[end]->shard == shard) ++end;
+      absl::Status s;
+      auto run = [&](RunEnv& env) {
+        for (int i = pos; i < end && s.ok(); ++i) s = RunNode(i, &env);
+      };
+      if (env_->on_shard && shard != 0) {
+        env_->on_shard(shard, run);
+      } else {
+        run(*env_);
+      }
+      RETURN_IF_ERROR(s);
+      pos = end;
     }
     return absl::OkStatus();
   }
@@ -492,12 +511,12 @@ class Program::Executor {
   }
 
  private:
-  absl::Status RunNode(int pos) {
+  absl::Status RunNode(int pos, RunEnv* env) {
     ExecNode& en = *p_->nodes_[pos];
     KernelContext::Inputs inputs;
     for (int v : en.inputs) inputs.push_back(&values_[v]);
     KernelContext ctx(en.node, std::move(inputs), &values_[en.first_output],
-                      env_, &en.state, &en.plans, &p_->arena_);
+                      env, &en.state, &en.plans, &p_->arena_);
     absl::Status s = (*en.kernel)(ctx);
     for (int v : en.inputs) {
       if (uses_[v].fetch_sub(1, std::memory_order_acq_rel) == 1) values_[v] = Tensor();
@@ -520,7 +539,7 @@ class Program::Executor {
   void Process(int pos) {
     while (pos >= 0) {
       if (!aborted_.load(std::memory_order_acquire)) {
-        absl::Status s = RunNode(pos);
+        absl::Status s = RunNode(pos, env_);
         if (!s.ok()) {
           MutexLock l(&mu_);
           if (status_.ok()) status_ = s;
@@ -584,7 +603,7 @@ absl::Status Program::Run(RunEnv& env, absl::Span<const Tensor> feeds,
     }
     exec.values()[feed_values_[i]] = feeds[i];
   }
-  absl::Status s = (env.inter_op != nullptr && has_branches_)
+  absl::Status s = (env.inter_op != nullptr && has_branches_ && !env.on_shard)
                        ? exec.RunParallel()
                        : exec.RunSequential();
   if (!s.ok()) {

@@ -89,20 +89,44 @@ absl::StatusOr<std::unique_ptr<DeviceProgram>> DeviceProgram::Compile(
     dp->replicas_.push_back(std::move(p));
   }
   dp->group_ = std::make_unique<CollectiveGroup>(replicas);
-  dp->envs_.resize(replicas);
+  dp->envs_.assign(replicas, std::vector<RunEnv>(dp->num_shards_));
+  DeviceProgram* self = dp.get();
   for (int r = 0; r < replicas; ++r) {
-    IPUDevice& device = system->device(dp->ipu_of_replica(r));
-    RunEnv& env = dp->envs_[r];
-    env.intra_op = device.intra_op();
-    env.resources = device.resources();
-    env.replica = r;
-    env.num_replicas = replicas;
-    env.ipu = dp->ipu_of_replica(r);
-    env.cancellation = system->cancellation();
-    env.collectives = dp->group_.get();
-    env.device = &device;
+    for (int s = 0; s < dp->num_shards_; ++s) {
+      IPUDevice& device = system->device(dp->ipu_of_replica(r) + s);
+      RunEnv& env = dp->envs_[r][s];
+      env.intra_op = device.intra_op();
+      env.resources = device.resources();
+      env.replica = r;
+      env.num_replicas = replicas;
+      env.ipu = device.id();
+      env.cancellation = system->cancellation();
+      env.collectives = dp->group_.get();
+      env.device = &device;
+      if (dp->num_shards_ > 1) {
+        env.on_shard = [self, r](int shard,
+                                 const std::function<void(RunEnv&)>& work) {
+          self->RunOnShard(r, shard, work);
+        };
+      }
+    }
   }
   return dp;
+}
+
+void DeviceProgram::RunOnShard(int replica, int shard,
+                               const std::function<void(RunEnv&)>& work) {
+  RunEnv& env = envs_[replica][shard];
+  if (IPUDevice::Current() == env.device) {
+    work(env);  // Already on that IPU's thread.
+    return;
+  }
+  Notification done;
+  env.device->Submit([&] {
+    work(env);
+    done.Notify();
+  });
+  done.WaitForNotification();
 }
 
 absl::Status DeviceProgram::Run(absl::Span<const Tensor> feeds,
@@ -119,9 +143,9 @@ absl::Status DeviceProgram::Run(absl::Span<const Tensor> feeds,
   for (int r = 0; r < replicas; ++r) {
     IPUDevice& device = system_->device(ipu_of_replica(r));
     device.Submit([&, r] {
-      absl::Status s = replicas_[r]->Run(envs_[r], feeds, &(*fetches)[r]);
+      absl::Status s = replicas_[r]->Run(envs_[r][0], feeds, &(*fetches)[r]);
       if (!s.ok()) group_->Cancel(s);
-      TransferCounters& c = envs_[r].device->counters();
+      TransferCounters& c = envs_[r][0].device->counters();
       c.host_to_device.fetch_add(feed_bytes, std::memory_order_relaxed);
       int64_t out_bytes = 0;
       for (const Tensor& t : (*fetches)[r]) out_bytes += t.TotalBytes();

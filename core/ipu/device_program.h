@@ -1,7 +1,10 @@
 // DeviceProgram: a graph compiled for the emulated IPU system. A program
 // whose nodes are placed on S IPUs (Scope::WithIpu) runs as R = K / S
-// replicas on a system of K IPUs; replica r uses IPUs [r*S, r*S + S) and
-// runs on IPU r*S's thread with that IPU's variables. Compiling checks each
+// replicas on a system of K IPUs; replica r uses IPUs [r*S, r*S + S): it is
+// driven from IPU r*S's thread, and each run of consecutive nodes placed on
+// shard k executes on IPU r*S+k's thread with that IPU's variables and
+// threads (sharded execution: one IPU of a replica is busy at a time).
+// Compiling checks each
 // shard against its IPU's memory (always-live + peak not-always-live) and
 // fails with ResourceExhausted and a per-category report.
 //
@@ -47,11 +50,14 @@ class DeviceProgram {
 
  private:
   DeviceProgram() = default;
+  // Runs `work` on the thread of replica `replica`'s IPU for `shard`.
+  void RunOnShard(int replica, int shard,
+                  const std::function<void(RunEnv&)>& work);
 
   IPUSystem* system_ = nullptr;
   int num_shards_ = 1;
   std::vector<std::unique_ptr<Program>> replicas_;
-  std::vector<RunEnv> envs_;
+  std::vector<std::vector<RunEnv>> envs_;  // [replica][shard]
   std::unique_ptr<CollectiveGroup> group_;
   std::string memory_report_;
 };

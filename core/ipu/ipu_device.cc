@@ -1,6 +1,11 @@
 #include "core/ipu/ipu_device.h"
 
 namespace ipuflow {
+namespace {
+thread_local IPUDevice* current_device = nullptr;
+}  // namespace
+
+IPUDevice* IPUDevice::Current() { return current_device; }
 
 IPUDevice::IPUDevice(int id, int64_t memory_budget_bytes, int intra_op_threads)
     : id_(id),
@@ -24,6 +29,7 @@ void IPUDevice::Submit(std::function<void()> task) {
 }
 
 void IPUDevice::WorkerLoop() {
+  current_device = this;
   for (;;) {
     std::function<void()> task;
     {

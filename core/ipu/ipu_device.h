@@ -53,6 +53,8 @@ class IPUDevice {
   ResourceMgr* resources() { return &resources_; }
   TransferCounters& counters() { return counters_; }
   std::string name() const { return "IPU " + std::to_string(id_); }
+  // The device whose worker thread is calling, or nullptr on other threads.
+  static IPUDevice* Current();
 
  private:
   void WorkerLoop();

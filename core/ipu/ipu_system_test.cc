@@ -118,6 +118,33 @@ TEST(IPUStrategyTest, ShardsMustDivideTheIpus) {
             std::string::npos) << st;
 }
 
+TEST(IPUStrategyTest, ShardsRunOnTheirOwnIpusInEveryReplica) {
+  auto system = MakeSystem(4);  // 2 shards x 2 replicas.
+  Scope s = Scope::NewRootScope();
+  ops::VariableHandle w0 = ops::Variable(s.WithIpu(0).WithOpName("w0"),
+                                         ops::Const<float>(s, {1, 2}, {2}));
+  ops::VariableHandle w1 = ops::Variable(s.WithIpu(1).WithOpName("w1"),
+                                         ops::Const<float>(s, {10, 20}, {2}));
+  Output h = ops::Add(s.WithIpu(0), w0.value, w0.value);
+  Output y = ops::Add(s.WithIpu(1), h, w1.value);
+  IPUStrategy strategy(system.get());
+  ASSERT_TRUE(strategy.Initialize(*s.graph()).ok());
+  auto out = strategy.Run(*s.graph(), {y});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(TensorNear((*out)[0], {12, 24, 12, 24}, {2, 2}));
+  // Each shard's variables live on its own IPU, in every replica.
+  for (int ipu : {0, 2}) {
+    EXPECT_NE(system->device(ipu).resources()->FindVariable("w0"), nullptr);
+    EXPECT_EQ(system->device(ipu).resources()->FindVariable("w1"), nullptr);
+  }
+  for (int ipu : {1, 3}) {
+    EXPECT_NE(system->device(ipu).resources()->FindVariable("w1"), nullptr);
+    EXPECT_EQ(system->device(ipu).resources()->FindVariable("w0"), nullptr);
+  }
+  // h crossed from shard 0 to shard 1: 8 bytes per replica per run.
+  EXPECT_GE(system->device(0).counters().ipu_to_ipu.load(), 8);
+}
+
 TEST(IPUStrategyTest, ReplicasRunWithTheirOwnIndex) {
   auto system = MakeSystem(4);
   Scope s = Scope::NewRootScope();
