@@ -1,0 +1,200 @@
+#include "pipelining/validation.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace ipuflow::pipelining {
+namespace {
+
+bool MappingIsUsable(int num_stages, const std::vector<int>& mapping) {
+  if (static_cast<int>(mapping.size()) != num_stages) return false;
+  for (int ipu : mapping) {
+    if (ipu < 0) return false;
+  }
+  return true;
+}
+
+std::vector<int> ResolvedOrIdentity(int num_stages,
+                                    const std::vector<int>& mapping) {
+  if (MappingIsUsable(num_stages, mapping)) return mapping;
+  std::vector<int> identity(num_stages);
+  for (int s = 0; s < num_stages; ++s) identity[s] = s;
+  return identity;
+}
+
+bool HasSharedIpu(const std::vector<int>& mapping) {
+  std::map<int, int> count;
+  for (int ipu : mapping) {
+    if (++count[ipu] > 1) return true;
+  }
+  return false;
+}
+
+// Graphcore's CircularUnion (pipeline_visitor_utils.h): greedily keeps the
+// rotations of the device sequence that never put one device in the same
+// time slot as an already kept rotation.
+int CircularUnionSize(const std::vector<int>& sequence) {
+  const int len = static_cast<int>(sequence.size());
+  std::vector<int> kept = {0};
+  for (int offset = 1; offset < len; ++offset) {
+    bool clash = false;
+    for (int k : kept) {
+      for (int j = 0; j < len && !clash; ++j) {
+        clash = sequence[(j + offset) % len] == sequence[(j + k) % len];
+      }
+      if (clash) break;
+    }
+    if (!clash) kept.push_back(offset);
+  }
+  return static_cast<int>(kept.size());
+}
+
+// "(2 x 4 stages, Grouped training)": how the overlap length came about.
+std::string OverlapReason(PipelineSchedule schedule, int num_stages,
+                          const std::vector<int>& mapping, bool training) {
+  const std::string mode = absl::StrCat(PipelineScheduleName(schedule),
+                                        training ? " training" : " inference");
+  if (schedule == PipelineSchedule::kInterleaved && HasSharedIpu(mapping)) {
+    return absl::StrFormat("(overlap length of %s with device_mapping [%s])",
+                           mode, absl::StrJoin(mapping, ", "));
+  }
+  if (schedule == PipelineSchedule::kGrouped && training) {
+    return absl::StrFormat("(2 x %d stages, %s)", num_stages, mode);
+  }
+  return absl::StrFormat("(%d stages, %s)", num_stages, mode);
+}
+
+// The GAC rule's violation line, or "" if `gac` is fine.
+std::string GacViolation(PipelineSchedule schedule, int num_stages,
+                         const std::vector<int>& mapping, int gac,
+                         bool training) {
+  const int overlap = OverlapLength(schedule, num_stages, mapping, training);
+  if (gac >= overlap && gac % overlap == 0) return "";
+  if (schedule == PipelineSchedule::kSequential) {
+    return absl::StrFormat(
+        "gradient_accumulation_count %d must be at least 1 (Sequential): use "
+        "1 or more",
+        gac);
+  }
+  const std::string reason = OverlapReason(
+      schedule, num_stages, ResolvedOrIdentity(num_stages, mapping), training);
+  const int below = gac / overlap * overlap;
+  const int above = below + overlap;
+  const std::string use = below >= overlap
+                              ? absl::StrFormat("use %d or %d", below, above)
+                              : absl::StrFormat("use %d", above);
+  if (gac < 1) {
+    return absl::StrFormat(
+        "gradient_accumulation_count %d must be a positive multiple of %d %s: "
+        "use %d",
+        gac, overlap, reason, overlap);
+  }
+  return absl::StrFormat(
+      "gradient_accumulation_count %d is not a multiple of %d %s: %s", gac,
+      overlap, reason, use);
+}
+
+// "IPU 0 has stages 0 and 3" for every IPU with more than one stage.
+std::string SharedIpus(const std::vector<int>& mapping) {
+  std::map<int, std::vector<int>> stages_of;
+  for (int s = 0; s < static_cast<int>(mapping.size()); ++s) {
+    stages_of[mapping[s]].push_back(s);
+  }
+  std::vector<std::string> parts;
+  for (const auto& [ipu, stages] : stages_of) {
+    if (stages.size() < 2) continue;
+    parts.push_back(absl::StrFormat("IPU %d has stages %s", ipu,
+                                    absl::StrJoin(stages, ", ")));
+  }
+  return absl::StrJoin(parts, "; ");
+}
+
+std::string Identity(int num_stages) {
+  return absl::StrJoin(ResolvedOrIdentity(num_stages, {}), ", ");
+}
+
+// Rules 2 and 3 (see the header).
+void CheckMapping(PipelineSchedule schedule, int num_stages,
+                  const std::vector<int>& mapping, bool training,
+                  std::vector<std::string>& violations) {
+  if (mapping.empty()) return;
+  if (static_cast<int>(mapping.size()) != num_stages) {
+    violations.push_back(absl::StrFormat(
+        "device_mapping [%s] has %d entries for %d stages: map each stage to "
+        "one IPU, e.g. [%s]",
+        absl::StrJoin(mapping, ", "), mapping.size(), num_stages,
+        Identity(num_stages)));
+  }
+  for (int s = 0; s < static_cast<int>(mapping.size()); ++s) {
+    if (mapping[s] < 0) {
+      violations.push_back(absl::StrFormat(
+          "device_mapping[%d] = %d is not an IPU index (must be >= 0)", s,
+          mapping[s]));
+    }
+  }
+  if (schedule == PipelineSchedule::kInterleaved && training &&
+      HasSharedIpu(mapping)) {
+    violations.push_back(absl::StrFormat(
+        "Interleaved training cannot run several stages on one IPU (%s in "
+        "device_mapping [%s]): use PipelineSchedule::kGrouped, or one IPU per "
+        "stage such as [%s]",
+        SharedIpus(mapping), absl::StrJoin(mapping, ", "),
+        Identity(num_stages)));
+  }
+}
+
+}  // namespace
+
+int OverlapLength(PipelineSchedule schedule, int num_stages,
+                  const std::vector<int>& device_mapping, bool training) {
+  switch (schedule) {
+    case PipelineSchedule::kGrouped:
+      return training ? 2 * num_stages : num_stages;
+    case PipelineSchedule::kSequential:
+      return 1;
+    case PipelineSchedule::kInterleaved:
+      break;
+  }
+  // Graphcore's scheduler works on the sequence of pipeline-stage devices:
+  // forward stages, then (training) backward stages in reverse.
+  std::vector<int> sequence = ResolvedOrIdentity(num_stages, device_mapping);
+  if (training) {
+    sequence.insert(sequence.end(), sequence.rbegin(), sequence.rend());
+  }
+  return CircularUnionSize(sequence);
+}
+
+absl::Status ValidatePipeline(PipelineSchedule schedule, int num_stages,
+                              const std::vector<int>& device_mapping,
+                              int gradient_accumulation_count, bool training) {
+  std::vector<std::string> violations;
+  if (num_stages < 2) {
+    violations.push_back(absl::StrFormat(
+        "a pipeline needs at least two stages, got %d: split the model in "
+        "two or more stages, or run it without pipelining",
+        num_stages));
+  }
+  if (num_stages >= 1) {
+    CheckMapping(schedule, num_stages, device_mapping, training, violations);
+    const std::string gac = GacViolation(schedule, num_stages, device_mapping,
+                                         gradient_accumulation_count, training);
+    if (!gac.empty()) violations.push_back(gac);
+  }
+  if (violations.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "Invalid pipeline (%s %s, %d stages, device_mapping %s, "
+      "gradient_accumulation_count %d):\n  %s",
+      PipelineScheduleName(schedule), training ? "training" : "inference",
+      num_stages,
+      device_mapping.empty()
+          ? "identity"
+          : absl::StrCat("[", absl::StrJoin(device_mapping, ", "), "]"),
+      gradient_accumulation_count, absl::StrJoin(violations, "\n  ")));
+}
+
+}  // namespace ipuflow::pipelining

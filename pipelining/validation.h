@@ -1,0 +1,67 @@
+// Pre-flight validation of a pipeline configuration: every rule Graphcore's
+// TensorFlow port enforces on (schedule, stages, device_mapping,
+// gradient_accumulation_count, training), checked before any graph is built,
+// with ALL violations reported at once, each naming the values and a valid
+// nearby setting.
+//
+//   absl::Status s = ValidatePipeline(PipelineSchedule::kGrouped,
+//                                     /*num_stages=*/4, /*device_mapping=*/{},
+//                                     /*gradient_accumulation_count=*/10,
+//                                     /*training=*/true);
+//   // InvalidArgument: "Invalid pipeline (Grouped training, 4 stages, ...):
+//   //   gradient_accumulation_count 10 is not a multiple of 8 (2 x 4 stages,
+//   //   Grouped training): use 8 or 16"
+//
+// The rules we follow (N = number of stages, L = overlap length):
+//  1. N >= 2 ("Pipeline requires at least two computational stages.",
+//     pipelining_ops.py). MakeSchedule itself accepts N = 1.
+//  2. device_mapping is empty (identity: stage s on IPU s) or has one entry
+//     per stage ("Each stage must be mapped to an IPU: %d mappings != %d
+//     stages"), each a valid IPU index (>= 0).
+//  3. Interleaved training puts at most one stage per IPU (Graphcore raises
+//     NotImplementedError: its 1F1B alternation needs the IPU's forward and
+//     backward slots free).
+//  4. gradient_accumulation_count is a positive multiple of L, the overlap
+//     length = micro-batches in flight per steady-state repeat block
+//     (pipeline_visitor.cc:588-610, the C++ compile-time rule, which is the
+//     authoritative one: the docs give no number):
+//       Grouped training 2N, Grouped inference N, Interleaved N (both),
+//       Sequential 1 (any count >= 1).
+//     For Interleaved with IPUs shared by several stages (inference only) L
+//     is the number of rotations of the device sequence that never put one
+//     IPU twice in one time slot (Graphcore's CircularUnion), e.g. 2 for
+//     device_mapping [0, 1, 0, 1].
+//     Not modelled: Graphcore's Grouped-with-I/O-tiles variant (GAC >= L + 2,
+//     no divisibility), since the emulated IPUs have no I/O tiles.
+// Why up front and all at once: Graphcore checks rule 4 only when compiling
+// (or on device for a runtime count) and the others one by one in Python; a
+// user fixing one knob at a time then recompiles for every error. We return
+// InvalidArgument (the configuration is an argument, not device state), one
+// line per violation.
+//
+// Thread safety: pure functions.
+#ifndef IPUFLOW_PIPELINING_VALIDATION_H_
+#define IPUFLOW_PIPELINING_VALIDATION_H_
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "pipelining/schedule.h"
+
+namespace ipuflow::pipelining {
+
+// The overlap length L above: gradient_accumulation_count must be a positive
+// multiple of it. `device_mapping` empty = identity; a mapping of the wrong
+// length or with negative entries is treated as identity.
+// REQUIRES: num_stages >= 1.
+int OverlapLength(PipelineSchedule schedule, int num_stages,
+                  const std::vector<int>& device_mapping, bool training);
+
+// OK, or InvalidArgument listing every violated rule (one line each).
+absl::Status ValidatePipeline(PipelineSchedule schedule, int num_stages,
+                              const std::vector<int>& device_mapping,
+                              int gradient_accumulation_count, bool training);
+
+}  // namespace ipuflow::pipelining
+
+#endif  // IPUFLOW_PIPELINING_VALIDATION_H_

@@ -1,0 +1,134 @@
+#include "pipelining/validation.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ipuflow::pipelining {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr PipelineSchedule kGrouped = PipelineSchedule::kGrouped;
+constexpr PipelineSchedule kInterleaved = PipelineSchedule::kInterleaved;
+constexpr PipelineSchedule kSequential = PipelineSchedule::kSequential;
+
+TEST(ValidationTest, OverlapLengthsFollowGraphcore) {
+  for (int n = 2; n <= 8; ++n) {
+    EXPECT_EQ(OverlapLength(kGrouped, n, {}, true), 2 * n);
+    EXPECT_EQ(OverlapLength(kGrouped, n, {}, false), n);
+    // CircularUnion on [0..N-1, N-1..0] keeps the even offsets: N of them.
+    EXPECT_EQ(OverlapLength(kInterleaved, n, {}, true), n) << n;
+    EXPECT_EQ(OverlapLength(kInterleaved, n, {}, false), n);
+    EXPECT_EQ(OverlapLength(kSequential, n, {}, true), 1);
+    EXPECT_EQ(OverlapLength(kSequential, n, {}, false), 1);
+  }
+  // The reference's example: two IPUs shared by four stages.
+  EXPECT_EQ(OverlapLength(kInterleaved, 4, {0, 1, 0, 1}, false), 2);
+  // Grouped does not depend on the mapping.
+  EXPECT_EQ(OverlapLength(kGrouped, 4, {0, 0, 1, 1}, true), 8);
+}
+
+TEST(ValidationTest, AcceptsTheWorkedValues) {
+  // graphcore_tf_api.md section 2.2, "Worked values".
+  for (int n = 2; n <= 4; ++n) {
+    for (int k = 1; k <= 3; ++k) {
+      EXPECT_TRUE(ValidatePipeline(kGrouped, n, {}, 2 * n * k, true).ok());
+      EXPECT_TRUE(ValidatePipeline(kInterleaved, n, {}, n * k, true).ok());
+      EXPECT_TRUE(ValidatePipeline(kGrouped, n, {}, n * k, false).ok());
+      EXPECT_TRUE(ValidatePipeline(kInterleaved, n, {}, n * k, false).ok());
+    }
+    for (int gac : {1, 2, 7}) {
+      EXPECT_TRUE(ValidatePipeline(kSequential, n, {}, gac, true).ok());
+    }
+  }
+  EXPECT_TRUE(ValidatePipeline(kGrouped, 4, {0, 1, 1, 0}, 8, true).ok());
+  EXPECT_TRUE(ValidatePipeline(kInterleaved, 4, {0, 1, 0, 1}, 2, false).ok());
+}
+
+TEST(ValidationTest, GroupedTrainingNeedsMultipleOfTwoN) {
+  absl::Status s = ValidatePipeline(kGrouped, 4, {}, 10, true);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "Invalid pipeline (Grouped training, 4 stages, device_mapping "
+            "identity, gradient_accumulation_count 10):\n"
+            "  gradient_accumulation_count 10 is not a multiple of 8 (2 x 4 "
+            "stages, Grouped training): use 8 or 16");
+  // Multiples of N are not enough when training with Grouped.
+  EXPECT_THAT(ValidatePipeline(kGrouped, 4, {}, 12, true).message(),
+              HasSubstr("12 is not a multiple of 8 (2 x 4 stages, Grouped "
+                        "training): use 8 or 16"));
+  EXPECT_THAT(ValidatePipeline(kGrouped, 4, {}, 3, true).message(),
+              HasSubstr("3 is not a multiple of 8 (2 x 4 stages, Grouped "
+                        "training): use 8"));
+  EXPECT_THAT(ValidatePipeline(kGrouped, 4, {}, 0, true).message(),
+              HasSubstr("gradient_accumulation_count 0 must be a positive "
+                        "multiple of 8 (2 x 4 stages, Grouped training): use "
+                        "8"));
+}
+
+TEST(ValidationTest, InferenceAndInterleavedNeedMultipleOfN) {
+  // Graphcore's own tests: 3 stages, inference, GAC 10 fails for both.
+  EXPECT_THAT(ValidatePipeline(kGrouped, 3, {}, 10, false).message(),
+              HasSubstr("10 is not a multiple of 3 (3 stages, Grouped "
+                        "inference): use 9 or 12"));
+  EXPECT_THAT(ValidatePipeline(kInterleaved, 3, {}, 10, false).message(),
+              HasSubstr("10 is not a multiple of 3 (3 stages, Interleaved "
+                        "inference): use 9 or 12"));
+  EXPECT_THAT(ValidatePipeline(kInterleaved, 3, {}, 7, true).message(),
+              HasSubstr("7 is not a multiple of 3 (3 stages, Interleaved "
+                        "training): use 6 or 9"));
+  EXPECT_THAT(
+      ValidatePipeline(kInterleaved, 4, {0, 1, 0, 1}, 3, false).message(),
+      HasSubstr("3 is not a multiple of 2 (overlap length of Interleaved "
+                "inference with device_mapping [0, 1, 0, 1]): use 2 or 4"));
+  EXPECT_THAT(ValidatePipeline(kSequential, 3, {}, 0, true).message(),
+              HasSubstr("gradient_accumulation_count 0 must be at least 1 "
+                        "(Sequential)"));
+}
+
+TEST(ValidationTest, StageAndMappingRules) {
+  EXPECT_THAT(ValidatePipeline(kGrouped, 1, {}, 2, true).message(),
+              HasSubstr("a pipeline needs at least two stages, got 1"));
+  EXPECT_THAT(ValidatePipeline(kGrouped, 3, {0, 1}, 6, true).message(),
+              HasSubstr("device_mapping [0, 1] has 2 entries for 3 stages: "
+                        "map each stage to one IPU, e.g. [0, 1, 2]"));
+  EXPECT_THAT(ValidatePipeline(kGrouped, 2, {0, -1}, 4, true).message(),
+              HasSubstr("device_mapping[1] = -1 is not an IPU index"));
+  EXPECT_THAT(
+      ValidatePipeline(kInterleaved, 4, {0, 1, 1, 0}, 4, true).message(),
+      HasSubstr("Interleaved training cannot run several stages on one IPU "
+                "(IPU 0 has stages 0, 3; IPU 1 has stages 1, 2 in "
+                "device_mapping [0, 1, 1, 0]): use PipelineSchedule::kGrouped, "
+                "or one IPU per stage such as [0, 1, 2, 3]"));
+  // Sharing is fine for Interleaved inference and for Grouped training.
+  EXPECT_TRUE(ValidatePipeline(kInterleaved, 2, {0, 0}, 1, false).ok());
+  EXPECT_TRUE(ValidatePipeline(kGrouped, 2, {0, 0}, 4, true).ok());
+}
+
+TEST(ValidationTest, ReportsEveryViolationOneLineEach) {
+  absl::Status s = ValidatePipeline(kInterleaved, 4, {0, 1, 1}, 6, true);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  std::vector<std::string> lines = absl::StrSplit(s.message(), '\n');
+  ASSERT_EQ(lines.size(), 4u) << s.message();
+  EXPECT_THAT(lines[0], HasSubstr("Invalid pipeline (Interleaved training, 4 "
+                                  "stages, device_mapping [0, 1, 1]"));
+  EXPECT_THAT(lines[1], HasSubstr("has 3 entries for 4 stages"));
+  EXPECT_THAT(lines[2], HasSubstr("IPU 1 has stages 1, 2"));
+  EXPECT_THAT(lines[3], HasSubstr("6 is not a multiple of 4 (4 stages, "
+                                  "Interleaved training): use 4 or 8"));
+
+  s = ValidatePipeline(kGrouped, 1, {0, 0}, 3, true);
+  lines = absl::StrSplit(s.message(), '\n');
+  ASSERT_EQ(lines.size(), 4u) << s.message();
+  EXPECT_THAT(lines[1], HasSubstr("at least two stages, got 1"));
+  EXPECT_THAT(lines[2], HasSubstr("has 2 entries for 1 stages"));
+  EXPECT_THAT(lines[3], HasSubstr("3 is not a multiple of 2"));
+}
+
+}  // namespace
+}  // namespace ipuflow::pipelining
