@@ -106,6 +106,7 @@ absl::Status IPUInfeedQueue::Start(int num_replicas) {
   consumed_.assign(num_replicas, 0);
   num_replicas_ = num_replicas;
   host_thread_ = std::thread([this] { HostLoop(); });
+  started_replicas_.store(num_replicas, std::memory_order_release);
   return absl::OkStatus();
 }
 
@@ -123,7 +124,10 @@ void IPUInfeedQueue::HostLoop() {
 
 absl::StatusOr<Element> IPUInfeedQueue::Dequeue(
     int replica, int num_replicas, CancellationManager* cancellation) {
-  RETURN_IF_ERROR(Start(num_replicas));
+  // Per element: check without mu_ once started (Start rechecks under it).
+  if (started_replicas_.load(std::memory_order_acquire) != num_replicas) {
+    RETURN_IF_ERROR(Start(num_replicas));
+  }
   RingBuffer<Slot>& ring = *rings_[replica];
   int token = -1;
   if (cancellation != nullptr) {

@@ -20,6 +20,7 @@
 #ifndef IPUFLOW_FEEDS_INFEED_QUEUE_H_
 #define IPUFLOW_FEEDS_INFEED_QUEUE_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -72,6 +73,8 @@ class IPUInfeedQueue : public loops::InfeedSource {
   bool dequeued_ = false;
   Mutex mu_;
   int num_replicas_ ABSL_GUARDED_BY(mu_) = 0;
+  // num_replicas_ once rings_ is built (release): lets Dequeue skip mu_.
+  std::atomic<int> started_replicas_{0};
   std::vector<std::unique_ptr<RingBuffer<Slot>>> rings_;  // Fixed once started.
   std::atomic<int64_t> produced_{0};
   std::vector<int64_t> consumed_;  // Per replica; each touched by its replica.

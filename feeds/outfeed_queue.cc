@@ -129,13 +129,17 @@ absl::Status IPUOutfeedQueue::Start(int num_replicas) {
   pushed_ = std::vector<std::atomic<int64_t>>(num_replicas);
   num_replicas_ = num_replicas;
   host_thread_ = std::thread([this] { HostLoop(); });
+  started_replicas_.store(num_replicas, std::memory_order_release);
   return absl::OkStatus();
 }
 
 absl::Status IPUOutfeedQueue::Push(int replica, int num_replicas,
                                    std::vector<Tensor> values,
                                    CancellationManager* cancellation) {
-  RETURN_IF_ERROR(Start(num_replicas));
+  // Per element: check without mu_ once started (Start rechecks under it).
+  if (started_replicas_.load(std::memory_order_acquire) != num_replicas) {
+    RETURN_IF_ERROR(Start(num_replicas));
+  }
   auto& ring = *rings_[replica];
   int token = -1;
   if (cancellation != nullptr) {

@@ -23,6 +23,7 @@
 #ifndef IPUFLOW_FEEDS_OUTFEED_QUEUE_H_
 #define IPUFLOW_FEEDS_OUTFEED_QUEUE_H_
 
+#include <atomic>
 #include <deque>
 #include <map>
 #include <memory>
@@ -120,6 +121,8 @@ class IPUOutfeedQueue {
   int64_t delivered_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t gathered_ ABSL_GUARDED_BY(mu_) = 0;  // Steps the host thread made.
   std::vector<std::atomic<int64_t>> pushed_;    // Per replica; fixed at Start.
+  // num_replicas_ once rings_ is built (release): lets Push skip mu_.
+  std::atomic<int> started_replicas_{0};
   std::vector<OutfeedElement> iterated_;  // Backs begin()/end().
   std::vector<std::unique_ptr<RingBuffer<std::vector<Tensor>>>> rings_;
   std::thread host_thread_;
