@@ -176,7 +176,14 @@ void IPUOutfeedQueue::HostLoop() {
     std::vector<std::vector<Tensor>> per_replica;
     for (auto& ring : rings_) {
       absl::StatusOr<std::vector<Tensor>> v = ring->Pop();
-      if (!v.ok()) return;  // Cancelled: the queue is being destroyed.
+      if (!v.ok()) {
+        // Cancelled (queue destroyed, or system reset): readers must not
+        // wait for steps this thread will never gather.
+        MutexLock l(&mu_);
+        host_stopped_ = true;
+        cv_.SignalAll();
+        return;
+      }
       per_replica.push_back(*std::move(v));
     }
     OutfeedElement step = MakeStep(std::move(per_replica));
@@ -195,7 +202,7 @@ void IPUOutfeedQueue::CatchUp() {
     target = std::min(target, p.load(std::memory_order_acquire));
   }
   cv_.Await(&mu_, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return gathered_ >= target || destroyed_;
+    return gathered_ >= target || destroyed_ || host_stopped_;
   });
 }
 
@@ -230,7 +237,7 @@ absl::StatusOr<OutfeedResult> IPUOutfeedQueue::Dequeue() {
 absl::StatusOr<OutfeedElement> IPUOutfeedQueue::Next() {
   MutexLock l(&mu_);
   cv_.Await(&mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return !steps_.empty() || closed_ || destroyed_;
+    return !steps_.empty() || closed_ || destroyed_ || host_stopped_;
   });
   // Closed: what was pushed before Close still comes out first.
   if (steps_.empty() && closed_ && !destroyed_) CatchUp();
@@ -240,8 +247,9 @@ absl::StatusOr<OutfeedElement> IPUOutfeedQueue::Next() {
     ++delivered_;
     return step;
   }
-  if (destroyed_) {
-    return absl::CancelledError(absl::StrCat("IPUOutfeedQueue '", id_, "' was destroyed"));
+  if (destroyed_ || host_stopped_) {
+    return absl::CancelledError(absl::StrCat(
+        "IPUOutfeedQueue '", id_, "' was cancelled (destroyed or system reset)"));
   }
   return absl::OutOfRangeError(
       absl::StrCat("IPUOutfeedQueue '", id_, "' is closed and drained"));

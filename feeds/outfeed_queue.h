@@ -118,6 +118,7 @@ class IPUOutfeedQueue {
   std::deque<OutfeedElement> steps_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   bool destroyed_ ABSL_GUARDED_BY(mu_) = false;
+  bool host_stopped_ ABSL_GUARDED_BY(mu_) = false;  // Gathering thread ended.
   int64_t delivered_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t gathered_ ABSL_GUARDED_BY(mu_) = 0;  // Steps the host thread made.
   std::vector<std::atomic<int64_t>> pushed_;    // Per replica; fixed at Start.

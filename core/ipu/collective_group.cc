@@ -19,8 +19,8 @@ void CollectiveGroup::ReduceChunk(const Rendezvous& r, int64_t begin,
   }
 }
 
-absl::Status CollectiveGroup::Barrier(Rendezvous* r) {
-  if (!cancelled_.ok()) return cancelled_;
+absl::Status CollectiveGroup::Barrier(Rendezvous* r, bool cancellable) {
+  if (cancellable && !cancelled_.ok()) return cancelled_;
   const uint64_t gen = r->generation;
   if (++r->arrived == num_replicas_) {
     r->arrived = 0;
@@ -29,7 +29,7 @@ absl::Status CollectiveGroup::Barrier(Rendezvous* r) {
     return absl::OkStatus();
   }
   cv_.Await(&mu_, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return r->generation != gen || !cancelled_.ok();
+    return r->generation != gen || (cancellable && !cancelled_.ok());
   });
   return r->generation != gen ? absl::OkStatus() : cancelled_;
 }
@@ -64,7 +64,7 @@ absl::Status CollectiveGroup::AllReduce(int replica, const std::string& key,
     r = slot.get();
     r->inputs[replica] = &local;
     r->outputs[replica] = &out;
-    RETURN_IF_ERROR(Barrier(r));
+    RETURN_IF_ERROR(Barrier(r, /*cancellable=*/true));
   }
   // Phase 2: reduce chunk `replica` across all inputs, write it everywhere.
   const int64_t n = in.NumElements();
@@ -79,8 +79,11 @@ absl::Status CollectiveGroup::AllReduce(int replica, const std::string& key,
       2 * (num_replicas_ - 1) * static_cast<int64_t>(in.TotalBytes()) / num_replicas_,
       std::memory_order_relaxed);
   // Phase 3: nobody leaves (freeing `local`) until every chunk is written.
+  // Not cancellable: leaving on Cancel() would free `local` while others
+  // still read it. Every replica passed phase 1 and phase 2 never blocks, so
+  // all of them get here.
   MutexLock l(&mu_);
-  return Barrier(r);
+  return Barrier(r, /*cancellable=*/false);
 }
 
 void CollectiveGroup::Cancel(absl::Status reason) {

@@ -14,6 +14,8 @@
 // Thread safety: AllReduce is called concurrently by the R replica threads;
 // Cancel may be called from any thread and wakes every waiter with the
 // given status (an error in one replica must not leave the others blocked).
+// An AllReduce that every replica has joined is not interrupted: it finishes
+// (without blocking) and returns OK.
 #ifndef IPUFLOW_CORE_IPU_COLLECTIVE_GROUP_H_
 #define IPUFLOW_CORE_IPU_COLLECTIVE_GROUP_H_
 
@@ -59,8 +61,10 @@ class CollectiveGroup {
   template <typename T>
   void ReduceChunk(const Rendezvous& r, int64_t begin, int64_t end,
                    ReduceOp op) const;
-  // Waits until all replicas reach the barrier of `r` (or cancellation).
-  absl::Status Barrier(Rendezvous* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits until all replicas reach the barrier of `r`; if `cancellable`,
+  // returns the cancellation status instead once the group is cancelled.
+  absl::Status Barrier(Rendezvous* r, bool cancellable)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int num_replicas_;
   mutable Mutex mu_;
