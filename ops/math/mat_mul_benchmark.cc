@@ -5,10 +5,11 @@
 //
 //   ./bazelw run //ops/math:mat_mul_benchmark -- --benchmark_min_time=1
 //
-// BM_SessionMatMul uses the Session's default pool (the caller plus one
-// worker per extra core); BM_EigenMatMul/threads:1 is Eigen's product on the
-// calling thread, BM_EigenMatMul/threads:2 splits the rows of the product in
-// two halves over an ipuflow::ThreadPool, as the MatMul kernel does.
+// BM_SessionMatMul/N/intra_op_threads:0 uses the Session's default intra-op
+// pool (one worker per core but one, the caller taking part); :2 asks for
+// two workers. BM_EigenMatMul/N/threads:1 is Eigen's product on the calling
+// thread; threads:2 splits the rows of the product in two halves over an
+// ipuflow::ThreadPool with one worker, the caller taking the other half.
 #include <algorithm>
 #include <random>
 
@@ -45,11 +46,13 @@ void SetFlops(benchmark::State& state, int64_t n) {
 
 void BM_SessionMatMul(benchmark::State& state) {
   const int64_t n = state.range(0);
+  SessionOptions options;
+  options.intra_op_threads = static_cast<int>(state.range(1));
   Scope s = Scope::NewRootScope();
   Output a = ops::Placeholder(s, DType::kFloat32, {n, n});
   Output b = ops::Placeholder(s, DType::kFloat32, {n, n});
   Output c = ops::MatMul(s, a, b);
-  Session session(s.graph());
+  Session session(s.graph(), options);
   const FeedList feeds = {{a, RandomMatrix(n, 1)}, {b, RandomMatrix(n, 2)}};
   std::vector<Tensor> out;
   for (auto _ : state) {
@@ -63,9 +66,8 @@ void BM_SessionMatMul(benchmark::State& state) {
   SetFlops(state, n);
 }
 BENCHMARK(BM_SessionMatMul)
-    ->Arg(256)
-    ->Arg(512)
-    ->Arg(1024)
+    ->ArgsProduct({{256, 512, 1024}, {0, 2}})
+    ->ArgNames({"", "intra_op_threads"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
