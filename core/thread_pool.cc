@@ -37,13 +37,27 @@ void ThreadPool::ParallelFor(
     int64_t n, double cost_per_unit,
     const std::function<void(int64_t, int64_t)>& fn) const {
   if (n <= 0) return;
-  if (device_ == nullptr || n == 1) {
+  // Too little work to be worth a hand-off (~10 us of cycles): run inline.
+  constexpr double kMinParallelCycles = 30000;
+  if (device_ == nullptr || n == 1 || n * cost_per_unit < kMinParallelCycles) {
     fn(0, n);
     return;
   }
-  device_->parallelFor(
-      n, Eigen::TensorOpCost(0, 0, cost_per_unit),
-      [&fn](Eigen::Index b, Eigen::Index e) { fn(b, e); });
+  // One shard per worker plus one for the caller, which always takes part
+  // (Eigen's parallelFor may leave the caller idle, halving throughput with
+  // one worker). Shards are equal, so the caller never waits long.
+  const int64_t shards = std::min<int64_t>(n, num_threads_ + 1);
+  const int64_t per = (n + shards - 1) / shards;
+  Eigen::Barrier barrier(static_cast<unsigned>(shards - 1));
+  for (int64_t s = 1; s < shards; ++s) {
+    const int64_t b = s * per, e = std::min(n, b + per);
+    impl_->pool.Schedule([&fn, &barrier, b, e] {
+      if (b < e) fn(b, e);
+      barrier.Notify();
+    });
+  }
+  fn(0, std::min(n, per));
+  barrier.Wait();
 }
 
 ThreadPool* ThreadPool::Default() {

@@ -70,9 +70,8 @@ absl::Status BuildConvNet(Pass pass, ConvNetGraph* g) {
   g->fetches = {g->loss};
   if (pass == Pass::kForwardBackward) {
     std::vector<Output> grads;
-    RETURN_IF_ERROR(
-        AddGradients(s, {g->loss}, TrainableReads(*s.graph(), g->loss), {},
-                     &grads));
+    RETURN_IF_ERROR(AddGradients(
+        s, {g->loss}, TrainableReads(*s.graph(), g->loss), {}, &grads));
     g->fetches.insert(g->fetches.end(), grads.begin(), grads.end());
   } else if (pass == Pass::kAdamWStep) {
     optimizers::AdamWOptimizer adamw(/*learning_rate=*/1e-3f);
@@ -118,13 +117,16 @@ void RunConvNet(benchmark::State& state, Pass pass) {
   const double passes = pass == Pass::kForward ? 1 : 3;
   state.counters["images"] =
       benchmark::Counter(images, benchmark::Counter::kIsRate);
-  state.counters["flops"] = benchmark::Counter(
-      images * passes * models::ConvNetForwardFlops(),
-      benchmark::Counter::kIsRate);
+  state.counters["flops"] =
+      benchmark::Counter(images * passes * models::ConvNetForwardFlops(),
+                         benchmark::Counter::kIsRate);
 }
 
-// intra_op_threads:0 is the Session's default pool (one worker per core
-// but one, the caller taking part); :2 asks for two workers.
+// intra_op_threads:0 is the Session's default pool (cores - 1 workers, the
+// caller meant to take part); :2 asks for two workers. They differ because
+// Eigen's parallelFor (under ThreadPool::ParallelFor) runs every shard on the
+// pool's workers, none on the caller, once there are more shards than the
+// device's thread count: with one worker, large ops then use one core.
 void ThreadArgs(benchmark::internal::Benchmark* b) {
   b->ArgName("intra_op_threads")->Arg(0)->Arg(2);
   b->Unit(benchmark::kMillisecond)->UseRealTime();

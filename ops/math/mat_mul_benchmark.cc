@@ -6,9 +6,10 @@
 //   ./bazelw run //ops/math:mat_mul_benchmark -- --benchmark_min_time=1
 //
 // BM_SessionMatMul/N/intra_op_threads:0 uses the Session's default intra-op
-// pool (one worker per core but one, the caller taking part); :2 asks for
-// two workers. BM_EigenMatMul/N/threads:1 is Eigen's product on the calling
-// thread; threads:2 splits the rows of the product in two halves over an
+// pool (cores - 1 workers, the caller meant to take part); :2 asks for two
+// workers (examples/convnet_benchmark.cc says why they differ).
+// BM_EigenMatMul/N/threads:1 is Eigen's product on the calling thread;
+// threads:2 splits the rows of the product in two halves over an
 // ipuflow::ThreadPool with one worker, the caller taking the other half.
 #include <algorithm>
 #include <random>
