@@ -1,5 +1,7 @@
 #include "core/resource.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 
 namespace ipuflow {
@@ -69,6 +71,11 @@ absl::Status VariableResource::AssignAdd(const Tensor& delta, float sign) {
       return absl::InvalidArgumentError(absl::StrCat(
           "AssignAdd: unsupported dtype ", DTypeName(dtype_))));
   return absl::OkStatus();
+}
+
+Tensor VariableResource::Release() {
+  MutexLock l(&mu_);
+  return std::exchange(value_, Tensor());
 }
 
 bool VariableResource::initialized() const {

@@ -39,6 +39,9 @@ class VariableResource : public Resource {
   // value += sign * delta.
   absl::Status AssignAdd(const Tensor& delta, float sign);
   bool initialized() const;
+  // Takes the value out, leaving the variable uninitialised (its memory
+  // lives elsewhere until Assign brings it back: weight-update offloading).
+  Tensor Release();
 
  private:
   absl::Status CheckCompatible(const Tensor& t, const char* what) const;

@@ -169,9 +169,10 @@ int OverlapLength(PipelineSchedule schedule, int num_stages,
   return CircularUnionSize(sequence);
 }
 
-absl::Status ValidatePipeline(PipelineSchedule schedule, int num_stages,
-                              const std::vector<int>& device_mapping,
-                              int gradient_accumulation_count, bool training) {
+std::vector<std::string> PipelineViolations(
+    PipelineSchedule schedule, int num_stages,
+    const std::vector<int>& device_mapping, int gradient_accumulation_count,
+    bool training) {
   std::vector<std::string> violations;
   if (num_stages < 2) {
     violations.push_back(absl::StrFormat(
@@ -185,6 +186,14 @@ absl::Status ValidatePipeline(PipelineSchedule schedule, int num_stages,
                                          gradient_accumulation_count, training);
     if (!gac.empty()) violations.push_back(gac);
   }
+  return violations;
+}
+
+absl::Status InvalidPipelineError(PipelineSchedule schedule, int num_stages,
+                                  const std::vector<int>& device_mapping,
+                                  int gradient_accumulation_count,
+                                  bool training,
+                                  const std::vector<std::string>& violations) {
   if (violations.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrFormat(
       "Invalid pipeline (%s %s, %d stages, device_mapping %s, "
@@ -195,6 +204,16 @@ absl::Status ValidatePipeline(PipelineSchedule schedule, int num_stages,
           ? "identity"
           : absl::StrCat("[", absl::StrJoin(device_mapping, ", "), "]"),
       gradient_accumulation_count, absl::StrJoin(violations, "\n  ")));
+}
+
+absl::Status ValidatePipeline(PipelineSchedule schedule, int num_stages,
+                              const std::vector<int>& device_mapping,
+                              int gradient_accumulation_count, bool training) {
+  return InvalidPipelineError(
+      schedule, num_stages, device_mapping, gradient_accumulation_count,
+      training,
+      PipelineViolations(schedule, num_stages, device_mapping,
+                         gradient_accumulation_count, training));
 }
 
 }  // namespace ipuflow::pipelining

@@ -43,6 +43,7 @@
 #ifndef IPUFLOW_PIPELINING_VALIDATION_H_
 #define IPUFLOW_PIPELINING_VALIDATION_H_
 
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -61,6 +62,21 @@ int OverlapLength(PipelineSchedule schedule, int num_stages,
 absl::Status ValidatePipeline(PipelineSchedule schedule, int num_stages,
                               const std::vector<int>& device_mapping,
                               int gradient_accumulation_count, bool training);
+
+// The violated rules of ValidatePipeline, one line each (empty: valid), so
+// the pipeline operator can add its own before reporting them all.
+std::vector<std::string> PipelineViolations(
+    PipelineSchedule schedule, int num_stages,
+    const std::vector<int>& device_mapping, int gradient_accumulation_count,
+    bool training);
+
+// OK if `violations` is empty; else InvalidArgument "Invalid pipeline
+// (<schedule> <training|inference>, ...):" and one indented line each.
+absl::Status InvalidPipelineError(PipelineSchedule schedule, int num_stages,
+                                  const std::vector<int>& device_mapping,
+                                  int gradient_accumulation_count,
+                                  bool training,
+                                  const std::vector<std::string>& violations);
 
 }  // namespace ipuflow::pipelining
 

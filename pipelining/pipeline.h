@@ -1,0 +1,212 @@
+// pipelining::Pipeline: the pipeline operator of Graphcore's TensorFlow port
+// (ipu.pipelining_ops.pipeline), in C++. A model split into computational
+// stages runs over several emulated IPUs: each stage on its IPU's thread,
+// activations crossing IPUs through bounded FIFOs, micro-batches streaming
+// in from an infeed; in training the backward of each stage runs on the same
+// IPU and gradients are accumulated over gradient_accumulation_count
+// micro-batches, then applied once.
+//
+//   pipelining::PipelineOptions o;
+//   o.computational_stages = {stage1, stage2, stage3, stage4};
+//   o.device_mapping = {0, 1, 2, 3};
+//   o.gradient_accumulation_count = 16;
+//   o.repeat_count = 10;
+//   o.infeed_queue = infeed.get();
+//   o.outfeed_queue = outfeed.get();
+//   o.optimizer_function = [](const Scope& s, const std::vector<Output>& out) {
+//     return OptimizerFunctionOutput{
+//         std::make_shared<optimizers::AdamWOptimizer>(1e-3f), out[0]};
+//   };
+//   ASSIGN_OR_RETURN(auto pipeline, pipelining::Pipeline(scope, o));
+//   RETURN_IF_ERROR(strategy.Initialize(*scope.graph()));  // variables, slots
+//   ASSIGN_OR_RETURN(PipelineReport report, pipeline->Run(system.get()));
+//   std::cout << report.Summary();
+//
+// A stage is a function (scope, arguments) -> outputs. Stage 0 receives
+// `inputs` followed by the infeed element; stage s+1 receives exactly the
+// outputs of stage s (the concatenation of their outputs, for concurrent
+// stages). Stages are built in the caller's graph, each in a sub-scope
+// "<name>/stage<s>" placed on its IPU; they may create and read variables
+// (on their own IPU) but may capture no other value from outside.
+// Inference pipelines enqueue the last stage's outputs to the outfeed;
+// training pipelines pass them to optimizer_function, whose loss is
+// differentiated stage by stage.
+//
+// Everything is validated before anything runs and all violations are
+// reported at once (InvalidArgument, one line each): see Pipeline() below and
+// validation.h for the gradient_accumulation_count rule.
+//
+// Ownership: the PipelineOp keeps the optimizer alive; queues and the system
+// are the caller's and must outlive the runs that use them.
+// Thread safety: building is single-threaded; Run must not be called
+// concurrently with itself. Run uses the IPUs' worker threads.
+#ifndef IPUFLOW_PIPELINING_PIPELINE_H_
+#define IPUFLOW_PIPELINING_PIPELINE_H_
+
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/ipu/ipu_system.h"
+#include "core/program.h"
+#include "core/scope.h"
+#include "feeds/infeed_queue.h"
+#include "feeds/outfeed_queue.h"
+#include "optimizers/gradient_accumulation.h"
+#include "optimizers/optimizer.h"
+#include "pipelining/pipeline_report.h"
+#include "pipelining/schedule.h"
+
+namespace ipuflow::pipelining {
+
+// As Graphcore's RecomputationMode. Recomputation itself is switched on by
+// IPUConfig.allow_recompute (as in the original); this picks how.
+enum class RecomputationMode {
+  kAuto,  // RecomputeThenBackpropagate; Sequential: ...Interleaved.
+  kRecomputeThenBackpropagate,
+  kRecomputeAndBackpropagateInterleaved,
+};
+const char* RecomputationModeName(RecomputationMode mode);
+
+using ReductionMethod = optimizers::GradientAccumulationReductionMethod;
+
+using StageBody = std::function<std::vector<Output>(
+    const Scope&, const std::vector<Output>&)>;
+
+// One stage function. `num_inputs` (optional, -1 = any) declares how many
+// arguments it takes, so a mismatch with the previous stage's outputs is a
+// validation error instead of an out-of-range access.
+struct StageFunction {
+  template <typename F,
+            std::enable_if_t<std::is_invocable_r_v<std::vector<Output>, F,
+                                                   const Scope&,
+                                                   const std::vector<Output>&>,
+                             int> = 0>
+  StageFunction(F f, int num_inputs = -1)  // NOLINT: implicit from a lambda.
+      : body(std::move(f)), num_inputs(num_inputs) {}
+  StageBody body;
+  int num_inputs = -1;
+};
+
+// An element of computational_stages: one stage, or concurrent stages (a
+// list) that receive the same arguments and whose outputs are concatenated.
+struct ComputationalStage {
+  template <typename F,
+            std::enable_if_t<std::is_invocable_r_v<std::vector<Output>, F,
+                                                   const Scope&,
+                                                   const std::vector<Output>&>,
+                             int> = 0>
+  ComputationalStage(F f)  // NOLINT: implicit.
+      : functions{StageFunction(std::move(f))} {}
+  ComputationalStage(StageFunction f)  // NOLINT: implicit.
+      : functions{std::move(f)} {}
+  ComputationalStage(std::initializer_list<StageFunction> concurrent)
+      : functions(concurrent) {}
+  std::vector<StageFunction> functions;
+};
+
+// An element of device_mapping: one IPU, or one per concurrent stage.
+struct StageDevices {
+  StageDevices(int ipu) : ipus{ipu} {}  // NOLINT: implicit.
+  StageDevices(std::initializer_list<int> concurrent) : ipus(concurrent) {}
+  std::vector<int> ipus;
+};
+
+struct OptimizerFunctionOutput {
+  std::shared_ptr<optimizers::Optimizer> opt;
+  Output loss;  // A float scalar.
+};
+using OptimizerFunction = std::function<OptimizerFunctionOutput(
+    const Scope&, const std::vector<Output>&)>;
+
+// The arguments of Graphcore's pipeline(), with its defaults.
+struct PipelineOptions {
+  std::vector<ComputationalStage> computational_stages;
+  // Empty: stage s on IPU s.
+  std::vector<StageDevices> device_mapping;
+  int gradient_accumulation_count = 0;  // Required.
+  int repeat_count = 1;
+  // Values given to the first stage before the infeed element (a learning
+  // rate, say), computed once per Run from the graph (feeds allowed).
+  std::vector<Output> inputs;
+  feeds::IPUInfeedQueue* infeed_queue = nullptr;
+  feeds::IPUOutfeedQueue* outfeed_queue = nullptr;
+  // Empty: an inference pipeline.
+  OptimizerFunction optimizer_function;
+  PipelineSchedule pipeline_schedule = PipelineSchedule::kGrouped;
+  RecomputationMode recomputation_mode = RecomputationMode::kAuto;
+  // Keep optimizer state (slots) in emulated remote memory between weight
+  // updates, streaming it in for each update.
+  bool offload_weight_update_variables = false;
+  // Training: enqueue the loss instead of the last stage's outputs.
+  bool outfeed_loss = false;
+  // Enqueue the sum over the micro-batches once per pipeline run.
+  bool accumulate_outfeed = false;
+  ReductionMethod reduction_method = ReductionMethod::kSum;
+  // Accumulator dtype (float32 or float16); default: the variable's.
+  std::optional<DType> gradient_accumulation_dtype;
+  std::string name = "pipeline";
+};
+
+class PipelineRuntime;
+struct BuiltPipeline;
+
+// A built pipeline: its stages are in the graph; Run compiles them for a
+// system (once) and executes repeat_count pipeline runs.
+class PipelineOp {
+ public:
+  ~PipelineOp();
+  PipelineOp(const PipelineOp&) = delete;
+  PipelineOp& operator=(const PipelineOp&) = delete;
+
+  bool training() const;
+  int num_stages() const;
+  // The schedule table of one pipeline run (one repeat).
+  const ScheduleTable& table() const;
+  // The IPUs used (max device index + 1).
+  int num_ipus() const;
+
+  // Compiles (on the first call or for a new system) and runs repeat_count x
+  // gradient_accumulation_count micro-batches. `feeds` feed the graph values
+  // `inputs` depend on. Variables (and optimizer slots, accumulators) must
+  // have been initialised, e.g. by IPUStrategy::Initialize.
+  // Errors: FailedPrecondition if the system has fewer IPUs than the
+  // mapping uses; ResourceExhausted (with a per-IPU report) if a stage does
+  // not fit its IPU; any error of a stage, naming the stage, micro-batch and
+  // op. An error on one IPU cancels the others: nothing is left blocked.
+  absl::StatusOr<PipelineReport> Run(IPUSystem* system,
+                                     const FeedList& feeds = {});
+
+  // The compiled per-IPU memory report (after the first Run).
+  std::string MemoryReport() const;
+
+ private:
+  friend absl::StatusOr<std::unique_ptr<PipelineOp>> Pipeline(
+      const Scope& scope, PipelineOptions options);
+  PipelineOp();
+  std::unique_ptr<BuiltPipeline> built_;
+  std::unique_ptr<PipelineRuntime> runtime_;
+};
+
+// Builds the pipeline's stages (forward, and backward + gradient
+// accumulation + weight update when training) in `scope`'s graph.
+// InvalidArgument listing every violation: fewer than two stages; a
+// device_mapping of the wrong length (or a concurrent entry whose IPU list
+// does not match its functions); a gradient_accumulation_count the schedule
+// cannot run (validation.h); Interleaved training with two stages on one IPU;
+// a stage whose declared num_inputs differs from what it receives; a stage
+// capturing a non-variable value from outside, or a variable on another IPU;
+// a gradient-accumulation optimizer; an inference pipeline whose last stage
+// has outputs but no outfeed; outfeed_loss without optimizer_function;
+// a recomputation mode the schedule does not support.
+absl::StatusOr<std::unique_ptr<PipelineOp>> Pipeline(const Scope& scope,
+                                                     PipelineOptions options);
+
+}  // namespace ipuflow::pipelining
+
+#endif  // IPUFLOW_PIPELINING_PIPELINE_H_

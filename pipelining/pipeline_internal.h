@@ -1,0 +1,75 @@
+// What Pipeline() builds in the graph and PipelineRuntime executes: for each
+// stage part (a stage, or one of a group of concurrent stages), the values
+// its forward and backward programs feed and fetch. Internal to pipelining/.
+#ifndef IPUFLOW_PIPELINING_PIPELINE_INTERNAL_H_
+#define IPUFLOW_PIPELINING_PIPELINE_INTERNAL_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/graph.h"
+#include "pipelining/pipeline.h"
+#include "pipelining/schedule.h"
+
+namespace ipuflow::pipelining {
+
+struct PartDef {
+  int stage = 0;
+  int part = 0;
+  int ipu = 0;
+  std::string name;  // "stage 2" or "stage 2.1" (concurrent).
+  // One placeholder per stage argument; `arg_used[i]` iff the part reads it.
+  std::vector<Output> args;
+  std::vector<bool> arg_used;
+  std::vector<Output> outputs;  // What the stage function returned.
+  // Training. Forward values the backward is fed besides the used args,
+  // without and with recomputation (stateful values only).
+  std::vector<Output> stash;
+  std::vector<Output> stash_recompute;
+  // One dy placeholder per output (invalid for non-float outputs).
+  std::vector<Output> grad_outputs;
+  // d(loss)/d(arg) per argument (invalid: unused or not float).
+  std::vector<Output> grad_args;
+  // Accumulator updates (the backward program's targets) and the two
+  // scalar placeholders of acc <- acc * accum_scale + grad * grad_scale.
+  std::vector<Node*> accumulate;
+  Output accum_scale;
+  Output grad_scale;
+  bool has_backward = false;  // Something to differentiate.
+  // Trainable variables the part reads (Variable nodes).
+  std::vector<Node*> variables;
+};
+
+struct StageDef {
+  std::vector<PartDef> parts;
+  // Offset of each part's outputs in the stage's concatenated outputs.
+  std::vector<int> output_offset;
+  int num_outputs = 0;
+};
+
+struct BuiltPipeline {
+  PipelineOptions options;
+  std::shared_ptr<Graph> graph;
+  bool training = false;
+  std::vector<StageDef> stages;
+  ScheduleTable table;
+  DType accumulation_dtype = DType::kInvalid;  // kInvalid: the variable's.
+  // Training: the loss (fetched by the last stage's forward).
+  Output loss;
+  std::shared_ptr<optimizers::Optimizer> optimizer;
+  // The weight update: apply the accumulated gradients, zero the
+  // accumulators. Targets of one program over every IPU.
+  std::vector<Node*> weight_update;
+  std::vector<Node*> accumulators;  // Variable nodes.
+  // What the last stage sends to the outfeed (per micro-batch unless
+  // accumulate_outfeed), all fetched by the last stage's forward. The
+  // runtime pushes them; the OutfeedEnqueue node built for them only
+  // registers the element's names with the queue (and its one-enqueue rule).
+  Node* outfeed_enqueue = nullptr;
+  std::vector<Output> outfeed_values;
+};
+
+}  // namespace ipuflow::pipelining
+
+#endif  // IPUFLOW_PIPELINING_PIPELINE_INTERNAL_H_

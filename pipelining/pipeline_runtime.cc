@@ -1,0 +1,971 @@
+#include "pipelining/pipeline_runtime.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/cancellation.h"
+#include "core/dtype.h"
+#include "core/ipu/ipu_device.h"
+#include "ops/state/handle.h"
+#include "pipelining/planner.h"
+
+namespace ipuflow::pipelining {
+
+struct PipelineRuntime::Part {
+  const PartDef* def = nullptr;
+  std::unique_ptr<Program> forward;
+  std::unique_ptr<Program> backward;
+  std::vector<int> fed_args;       // Arguments the part reads.
+  std::vector<Output> stash;       // Forward values the backward is fed.
+  bool fetch_loss = false;
+  std::vector<int> dy_outputs;     // Outputs with a dy placeholder.
+  std::vector<int> grad_args;      // Arguments whose gradient is fetched.
+  int64_t stash_bytes = 0;         // One micro-batch.
+  int64_t output_bytes = 0;        // One micro-batch's outputs.
+  int64_t grad_bytes = 0;          // One micro-batch's float outputs.
+};
+
+struct PipelineRuntime::Entry {
+  WorkItem item;
+  int part = 0;
+  int step = 0;
+  int ipu = 0;
+};
+
+struct PipelineRuntime::RunState {
+  std::shared_ptr<CancellationManager> cancel =
+      std::make_shared<CancellationManager>();
+  Mutex mu;
+  CondVar cv;
+  absl::Status status ABSL_GUARDED_BY(mu);
+  std::vector<int> step_remaining ABSL_GUARDED_BY(mu);
+  std::vector<double> step_end ABSL_GUARDED_BY(mu);
+  int ipus_running ABSL_GUARDED_BY(mu) = 0;
+  // Written only by IPU k's thread during a repeat, read after it.
+  std::vector<double> vclock;
+  std::vector<std::vector<TimedItem>> items, wall_items;  // Per IPU.
+  std::vector<std::vector<double>> cpu_sum;  // [stage*2+pass][part]
+  std::vector<std::vector<int>> cpu_count;
+  std::vector<int> stash_occupancy;  // Per stage, at step boundaries.
+  std::vector<double> update_cpu;    // Per IPU, current weight update.
+  std::vector<std::pair<double, double>> spans;  // Per repeat: F/B span.
+  double weight_update_seconds = 0;
+  std::vector<Tensor> input_values;
+  std::chrono::steady_clock::time_point wall0;
+  std::atomic<int64_t> ipu_to_ipu{0}, host_to_device{0}, streamed{0};
+  // Outfeed: concurrent last-stage parts meet here; accumulate_outfeed sums.
+  Mutex outfeed_mu;
+  std::map<int, std::pair<int, std::vector<std::vector<Tensor>>>> pending
+      ABSL_GUARDED_BY(outfeed_mu);
+  std::vector<Tensor> outfeed_sum ABSL_GUARDED_BY(outfeed_mu);
+};
+
+namespace {
+
+double ThreadCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int64_t Bytes(const Output& o) {
+  return o.shape().num_elements() * static_cast<int64_t>(DTypeSize(o.dtype()));
+}
+
+int64_t Bytes(const std::vector<Tensor>& ts) {
+  int64_t n = 0;
+  for (const Tensor& t : ts) n += t.valid() ? t.TotalBytes() : 0;
+  return n;
+}
+
+// acc += t, element-wise (numeric dtypes); an invalid acc becomes a copy.
+absl::Status AddInto(Tensor* acc, const Tensor& t) {
+  if (!acc->valid()) {
+    *acc = t.Copy();
+    return absl::OkStatus();
+  }
+  IPUFLOW_SWITCH_NUMERIC(
+      t.dtype(), acc->flat<T>() += t.flat<T>(),
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cannot sum ", DTypeName(t.dtype()), " values")));
+  return absl::OkStatus();
+}
+
+std::string Key(const char* kind, int a, int b, int c = 0) {
+  return absl::StrCat(kind, "/", a, "/", b, "/", c);
+}
+
+}  // namespace
+
+PipelineRuntime::~PipelineRuntime() = default;
+
+absl::StatusOr<std::unique_ptr<PipelineRuntime>> PipelineRuntime::Create(
+    const BuiltPipeline* built, IPUSystem* system) {
+  std::unique_ptr<PipelineRuntime> rt(new PipelineRuntime());
+  rt->b_ = built;
+  rt->system_ = system;
+  rt->generation_ = system->generation();
+  RETURN_IF_ERROR(rt->Compile());
+  return rt;
+}
+
+StageFifo* PipelineRuntime::Fifo(const std::string& key) const {
+  auto it = fifos_.find(key);
+  IPU_CHECK(it != fifos_.end());
+  return it->second.get();
+}
+
+absl::Status PipelineRuntime::CompilePart(Part& part) {
+  const PartDef& d = *part.def;
+  const bool training = b_->training;
+  const bool last = d.stage + 1 == static_cast<int>(b_->stages.size());
+  ProgramSpec fwd;
+  for (size_t i = 0; i < d.args.size(); ++i) {
+    if (!d.arg_used[i]) continue;
+    part.fed_args.push_back(static_cast<int>(i));
+    fwd.feeds.push_back(d.args[i]);
+    fwd.feed_shapes.push_back(d.args[i].shape());
+  }
+  fwd.fetches = d.outputs;
+  for (const Output& o : d.outputs) part.output_bytes += Bytes(o);
+  for (const Output& o : d.outputs) {
+    if (IsDifferentiable(o.dtype())) part.grad_bytes += Bytes(o);
+  }
+  if (training) {
+    part.stash = recompute_ ? d.stash_recompute : d.stash;
+    fwd.fetches.insert(fwd.fetches.end(), part.stash.begin(), part.stash.end());
+    for (int i : part.fed_args) part.stash_bytes += Bytes(d.args[i]);
+    for (const Output& o : part.stash) part.stash_bytes += Bytes(o);
+    if (last) {
+      part.fetch_loss = true;
+      fwd.fetches.push_back(b_->loss);
+    }
+  }
+  auto named = [&](const char* pass, absl::Status s) {
+    return absl::Status(s.code(), absl::StrCat("compiling ", d.name, " ",
+                                               pass, " (IPU ", d.ipu, "): ",
+                                               s.message()));
+  };
+  auto f = Program::Compile(*b_->graph, fwd);
+  if (!f.ok()) return named("forward", f.status());
+  part.forward = std::move(*f);
+  if (!training || !d.has_backward) return absl::OkStatus();
+  ProgramSpec bwd;
+  for (int i : part.fed_args) {
+    bwd.feeds.push_back(d.args[i]);
+    bwd.feed_shapes.push_back(d.args[i].shape());
+  }
+  for (const Output& o : part.stash) {
+    bwd.feeds.push_back(o);
+    bwd.feed_shapes.push_back(o.shape());
+  }
+  for (size_t j = 0; j < d.grad_outputs.size(); ++j) {
+    if (!d.grad_outputs[j].valid()) continue;
+    part.dy_outputs.push_back(static_cast<int>(j));
+    bwd.feeds.push_back(d.grad_outputs[j]);
+    bwd.feed_shapes.push_back(d.grad_outputs[j].shape());
+  }
+  if (!d.accumulate.empty()) {
+    bwd.feeds.push_back(d.accum_scale);
+    bwd.feeds.push_back(d.grad_scale);
+    bwd.feed_shapes.push_back(TensorShape());
+    bwd.feed_shapes.push_back(TensorShape());
+  }
+  for (size_t i = 0; i < d.grad_args.size(); ++i) {
+    if (!d.grad_args[i].valid()) continue;
+    part.grad_args.push_back(static_cast<int>(i));
+    bwd.fetches.push_back(d.grad_args[i]);
+  }
+  bwd.targets = d.accumulate;
+  auto bp = Program::Compile(*b_->graph, bwd);
+  if (!bp.ok()) return named("backward", bp.status());
+  part.backward = std::move(*bp);
+  return absl::OkStatus();
+}
+
+absl::Status PipelineRuntime::Compile() {
+  for (const StageDef& s : b_->stages) {
+    for (const PartDef& p : s.parts) num_ipus_ = std::max(num_ipus_, p.ipu + 1);
+  }
+  if (system_->num_ipus() < num_ipus_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "pipeline '", b_->options.name, "' maps stages to ", num_ipus_,
+        " IPUs but the system has ", system_->num_ipus(),
+        ": configure auto_select_ipus >= ", num_ipus_));
+  }
+  recompute_ = b_->training && system_->config().allow_recompute();
+  envs_.resize(num_ipus_);
+  for (int k = 0; k < num_ipus_; ++k) {
+    IPUDevice& device = system_->device(k);
+    RunEnv& env = envs_[k];
+    env.intra_op = device.intra_op();
+    env.resources = device.resources();
+    env.ipu = k;
+    env.device = &device;
+    env.cancellation = system_->cancellation();
+    env.on_shard = [this](int shard,
+                          const std::function<void(RunEnv&)>& work) {
+      RunEnv& target = envs_[shard];
+      if (IPUDevice::Current() == target.device) {
+        work(target);
+        return;
+      }
+      Notification done;
+      target.device->Submit([&] {
+        const double c0 = ThreadCpuSeconds();
+        work(target);
+        // Only the weight update hops between IPUs (a stage's nodes are
+        // all on its IPU): its per-IPU time feeds the virtual clocks.
+        update_hop_cpu_[shard] += ThreadCpuSeconds() - c0;
+        done.Notify();
+      });
+      done.WaitForNotification();
+    };
+  }
+  update_hop_cpu_.assign(num_ipus_, 0);
+  parts_.resize(b_->stages.size());
+  for (size_t s = 0; s < b_->stages.size(); ++s) {
+    for (const PartDef& d : b_->stages[s].parts) {
+      auto part = std::make_unique<Part>();
+      part->def = &d;
+      RETURN_IF_ERROR(CompilePart(*part));
+      parts_[s].push_back(std::move(part));
+    }
+  }
+  if (b_->training) {
+    ProgramSpec wu;
+    wu.targets = b_->weight_update;
+    auto p = Program::Compile(*b_->graph, wu);
+    if (!p.ok()) {
+      return absl::Status(p.status().code(),
+                          absl::StrCat("compiling the weight update: ",
+                                       p.status().message()));
+    }
+    weight_update_ = std::move(*p);
+  }
+  // Work lists: the table's items in step order, one entry per part.
+  const ScheduleTable& table = b_->table;
+  entries_.assign(num_ipus_, {});
+  step_sizes_.assign(table.num_steps(), 0);
+  for (int t = 0; t < table.num_steps(); ++t) {
+    for (const WorkItem& item : table.steps[t]) {
+      for (const auto& part : parts_[item.stage]) {
+        Entry e{item, part->def->part, t, part->def->ipu};
+        entries_[e.ipu].push_back(e);
+        ++step_sizes_[t];
+      }
+    }
+  }
+  SizeFifos();
+  return CheckMemory();
+}
+
+// Runs the table step by step, one entry at a time (pops at an entry's
+// start, pushes at its end), and sizes every FIFO to its peak: see fifo.h.
+void PipelineRuntime::SizeFifos() {
+  std::map<std::string, int> occupancy, peak;
+  auto pop = [&](const std::string& k) { --occupancy[k]; };
+  auto push = [&](const std::string& k) {
+    peak[k] = std::max(peak[k], ++occupancy[k]);
+  };
+  const int n = static_cast<int>(parts_.size());
+  for (const auto& step : b_->table.steps) {
+    for (const WorkItem& item : step) {
+      const int s = item.stage;
+      for (size_t p = 0; p < parts_[s].size(); ++p) {
+        if (item.pass == Pass::kForward) {
+          if (s > 0) {
+            for (size_t q = 0; q < parts_[s - 1].size(); ++q) {
+              pop(Key("act", s - 1, q, p));
+            }
+          }
+          if (s + 1 < n) {
+            for (size_t q = 0; q < parts_[s + 1].size(); ++q) {
+              push(Key("act", s, p, q));
+            }
+          }
+          if (b_->training) push(Key("stash", s, p));
+        } else {
+          pop(Key("stash", s, p));
+          if (s + 1 < n) {
+            for (size_t q = 0; q < parts_[s + 1].size(); ++q) {
+              pop(Key("grad", s, q, p));
+            }
+          }
+          if (s > 0) {
+            for (size_t q = 0; q < parts_[s - 1].size(); ++q) {
+              push(Key("grad", s - 1, p, q));
+            }
+          }
+        }
+      }
+    }
+  }
+  fifos_.clear();
+  for (const auto& [key, cap] : peak) {
+    fifos_[key] = std::make_unique<StageFifo>(key, std::max(1, cap));
+  }
+  // The feeder may run ahead of stage 0 by a couple of elements.
+  for (size_t p = 0; p < parts_[0].size(); ++p) {
+    fifos_[Key("infeed", 0, p)] =
+        std::make_unique<StageFifo>(Key("infeed", 0, p), 2);
+  }
+}
+
+absl::Status PipelineRuntime::CheckMemory() {
+  const bool offload = b_->training && b_->options.offload_weight_update_variables;
+  std::set<Node*> accumulators(b_->accumulators.begin(), b_->accumulators.end());
+  std::set<Node*> weights;
+  for (const auto& stage : parts_) {
+    for (const auto& p : stage) {
+      weights.insert(p->def->variables.begin(), p->def->variables.end());
+    }
+  }
+  std::vector<const Program*> programs;
+  std::vector<std::string> program_names;
+  std::vector<int> program_ipu;
+  for (const auto& stage : parts_) {
+    for (const auto& p : stage) {
+      programs.push_back(p->forward.get());
+      program_names.push_back(p->def->name + " forward");
+      program_ipu.push_back(p->def->ipu);
+      if (p->backward) {
+        programs.push_back(p->backward.get());
+        program_names.push_back(p->def->name + " backward");
+        program_ipu.push_back(p->def->ipu);
+      }
+    }
+  }
+  if (weight_update_) {
+    programs.push_back(weight_update_.get());
+    program_names.push_back("weight update");
+    program_ipu.push_back(-1);
+  }
+  always_live_.assign(num_ipus_, 0);
+  peak_arena_.assign(num_ipus_, 0);
+  offloaded_bytes_.assign(num_ipus_, 0);
+  offloaded_.assign(num_ipus_, {});
+  std::vector<int64_t> weight_bytes(num_ipus_), acc_bytes(num_ipus_),
+      state_bytes(num_ipus_), const_bytes(num_ipus_), update_arena(num_ipus_),
+      stash_bytes(num_ipus_), fifo_bytes(num_ipus_);
+  std::vector<std::string> arena_owner(num_ipus_, "-");
+  std::set<Node*> seen;
+  for (size_t i = 0; i < programs.size(); ++i) {
+    const Program& prog = *programs[i];
+    for (const Node* cn : prog.schedule()) {
+      Node* n = const_cast<Node*>(cn);
+      const int k = std::max(0, n->ipu());
+      if (n->op() != "Variable" || k >= num_ipus_ || !seen.insert(n).second) {
+        continue;
+      }
+      const int64_t bytes = n->attr<TensorShape>("shape").num_elements() *
+                            static_cast<int64_t>(DTypeSize(n->attr<DType>("dtype")));
+      if (accumulators.count(n)) {
+        acc_bytes[k] += bytes;
+      } else if (weights.count(n)) {
+        weight_bytes[k] += bytes;
+      } else {
+        state_bytes[k] += bytes;
+        if (offload) {
+          ASSIGN_OR_RETURN(ops::VariableInfo info, ops::GetVariableInfo(Output(n)));
+          offloaded_[k].push_back(info.name);
+        }
+      }
+    }
+    for (int k = 0; k < std::min(num_ipus_, prog.num_shards()); ++k) {
+      const MemoryPlan& m = prog.shard_memory()[k];
+      const_bytes[k] = std::max(const_bytes[k], m.constant_bytes);
+      if (program_ipu[i] < 0) {
+        update_arena[k] = m.peak_bytes;
+      } else if (m.peak_bytes > peak_arena_[k]) {
+        peak_arena_[k] = m.peak_bytes;
+        arena_owner[k] = program_names[i];
+      }
+    }
+  }
+  for (const auto& stage : parts_) {
+    for (const auto& p : stage) {
+      const int k = p->def->ipu;
+      const int s = p->def->stage, q = p->def->part;
+      if (b_->training) {
+        stash_bytes[k] += Fifo(Key("stash", s, q))->capacity() * p->stash_bytes;
+      }
+      // Incoming activation and gradient FIFOs live on the receiver.
+      if (s > 0) {
+        for (const auto& prev : parts_[s - 1]) {
+          fifo_bytes[k] += Fifo(Key("act", s - 1, prev->def->part, q))->capacity() *
+                           prev->output_bytes;
+        }
+      }
+      if (s + 1 < static_cast<int>(parts_.size()) && b_->training) {
+        for (const auto& next : parts_[s + 1]) {
+          fifo_bytes[k] += Fifo(Key("grad", s, next->def->part, q))->capacity() *
+                           p->grad_bytes;
+        }
+      }
+    }
+  }
+  bool oom = false;
+  std::string report;
+  for (int k = 0; k < num_ipus_; ++k) {
+    const int64_t budget = system_->device(k).memory_budget_bytes();
+    const int64_t state_on_ipu = offload ? 0 : state_bytes[k];
+    always_live_[k] = weight_bytes[k] + acc_bytes[k] + state_on_ipu + const_bytes[k];
+    offloaded_bytes_[k] = offload ? state_bytes[k] : 0;
+    const int64_t run_peak =
+        always_live_[k] + peak_arena_[k] + stash_bytes[k] + fifo_bytes[k];
+    const int64_t update_peak =
+        always_live_[k] + offloaded_bytes_[k] + update_arena[k];
+    const int64_t total = std::max(run_peak, update_peak);
+    oom |= total > budget;
+    absl::StrAppend(
+        &report, "  IPU ", k, ": ", HumanBytes(total), " of ", HumanBytes(budget),
+        absl::StrFormat(" (%.1f%%)", 100.0 * total / budget),
+        "\n    always-live:  ", HumanBytes(always_live_[k]), " = weights ",
+        HumanBytes(weight_bytes[k]), " + gradient accumulators ",
+        HumanBytes(acc_bytes[k]), " + optimizer state ",
+        HumanBytes(state_on_ipu), " + constants ", HumanBytes(const_bytes[k]),
+        offload ? absl::StrCat("\n    remote memory: optimizer state ",
+                               HumanBytes(state_bytes[k]),
+                               " (streamed in for each weight update)")
+                : "",
+        "\n    largest arena: ", HumanBytes(peak_arena_[k]), " (",
+        arena_owner[k], "); weight update ", HumanBytes(update_arena[k]),
+        "\n    stash:         ", HumanBytes(stash_bytes[k]),
+        "; incoming FIFOs ", HumanBytes(fifo_bytes[k]), "\n");
+  }
+  memory_report_ = report;
+  if (oom) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "out of memory: pipeline '", b_->options.name,
+        "' does not fit on its IPUs\n", report));
+  }
+  return absl::OkStatus();
+}
+
+void PipelineRuntime::Abort(RunState& rs, const absl::Status& s) {
+  {
+    MutexLock l(&rs.mu);
+    if (rs.status.ok() || (absl::IsCancelled(rs.status) && !absl::IsCancelled(s))) {
+      rs.status = s;
+    }
+    rs.cv.SignalAll();
+  }
+  for (auto& [key, fifo] : fifos_) fifo->Cancel(s);
+  rs.cancel->StartCancel(s);
+}
+
+absl::Status PipelineRuntime::DeliverOutfeed(RunState& rs, int part,
+                                             int micro_batch,
+                                             std::vector<Tensor> values) {
+  feeds::IPUOutfeedQueue* outfeed = b_->options.outfeed_queue;
+  const int parts = static_cast<int>(parts_.back().size());
+  std::vector<Tensor> element;
+  {
+    MutexLock l(&rs.outfeed_mu);
+    if (parts == 1 || b_->training) {
+      element = std::move(values);
+    } else {
+      auto& [count, per_part] = rs.pending[micro_batch];
+      per_part.resize(parts);
+      per_part[part] = std::move(values);
+      if (++count < parts) return absl::OkStatus();
+      for (auto& v : per_part) {
+        element.insert(element.end(), v.begin(), v.end());
+      }
+      rs.pending.erase(micro_batch);
+    }
+    if (b_->options.accumulate_outfeed) {
+      rs.outfeed_sum.resize(element.size());
+      for (size_t i = 0; i < element.size(); ++i) {
+        RETURN_IF_ERROR(AddInto(&rs.outfeed_sum[i], element[i]));
+      }
+      return absl::OkStatus();
+    }
+  }
+  IPUDevice& device = system_->device(parts_.back()[part]->def->ipu);
+  device.counters().device_to_host.fetch_add(Bytes(element),
+                                             std::memory_order_relaxed);
+  return outfeed->Push(0, 1, std::move(element), rs.cancel.get());
+}
+
+absl::Status PipelineRuntime::Forward(RunState& rs, const Entry& e, int repeat,
+                                      double* vready, double* cpu) {
+  Part& part = *parts_[e.item.stage][e.part];
+  const PartDef& d = *part.def;
+  const int s = d.stage;
+  const int n = static_cast<int>(parts_.size());
+  const int m = e.item.micro_batch;
+  std::vector<Tensor> args(d.args.size());
+  if (s == 0) {
+    std::copy(rs.input_values.begin(), rs.input_values.end(), args.begin());
+    if (b_->options.infeed_queue != nullptr) {
+      ASSIGN_OR_RETURN(StageFifo::Message msg, Fifo(Key("infeed", 0, e.part))->Pop());
+      std::move(msg.values.begin(), msg.values.end(),
+                args.begin() + rs.input_values.size());
+    }
+  } else {
+    const StageDef& prev = b_->stages[s - 1];
+    for (size_t q = 0; q < parts_[s - 1].size(); ++q) {
+      ASSIGN_OR_RETURN(StageFifo::Message msg,
+                       Fifo(Key("act", s - 1, q, e.part))->Pop());
+      *vready = std::max(*vready, msg.virtual_time);
+      std::move(msg.values.begin(), msg.values.end(),
+                args.begin() + prev.output_offset[q]);
+    }
+  }
+  std::vector<Tensor> feeds;
+  for (int i : part.fed_args) feeds.push_back(args[i]);
+  std::vector<Tensor> out;
+  const double c0 = ThreadCpuSeconds();
+  RETURN_IF_ERROR(part.forward->Run(envs_[d.ipu], feeds, &out));
+  *cpu = ThreadCpuSeconds() - c0;
+  const double vend = std::max(rs.vclock[d.ipu], *vready) + *cpu;
+  const size_t num_out = d.outputs.size();
+  std::vector<Tensor> outputs(out.begin(), out.begin() + num_out);
+  if (s + 1 < n) {
+    for (size_t q = 0; q < parts_[s + 1].size(); ++q) {
+      if (parts_[s + 1][q]->def->ipu != d.ipu) rs.ipu_to_ipu += Bytes(outputs);
+      RETURN_IF_ERROR(Fifo(Key("act", s, e.part, q))->Push({outputs, vend}));
+    }
+  }
+  if (b_->training) {
+    std::vector<Tensor> stash;
+    for (int i : part.fed_args) stash.push_back(args[i]);
+    stash.insert(stash.end(), out.begin() + num_out,
+                 out.begin() + num_out + part.stash.size());
+    RETURN_IF_ERROR(Fifo(Key("stash", s, e.part))->Push({std::move(stash), vend}));
+  }
+  if (s + 1 == n && b_->options.outfeed_queue != nullptr &&
+      !b_->outfeed_values.empty()) {
+    std::vector<Tensor> values =
+        b_->training && b_->options.outfeed_loss
+            ? std::vector<Tensor>{out.back()}
+            : outputs;
+    RETURN_IF_ERROR(DeliverOutfeed(rs, e.part, repeat * b_->table.micro_batches + m,
+                                   std::move(values)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PipelineRuntime::Backward(RunState& rs, const Entry& e,
+                                       double* vready, double* cpu) {
+  Part& part = *parts_[e.item.stage][e.part];
+  const PartDef& d = *part.def;
+  const int s = d.stage;
+  const int n = static_cast<int>(parts_.size());
+  const int M = b_->table.micro_batches;
+  const int m = e.item.micro_batch;
+  ASSIGN_OR_RETURN(StageFifo::Message stash, Fifo(Key("stash", s, e.part))->Pop());
+  *vready = std::max(*vready, stash.virtual_time);
+  std::vector<Tensor> dy(d.outputs.size());
+  if (s + 1 < n) {
+    for (size_t q = 0; q < parts_[s + 1].size(); ++q) {
+      ASSIGN_OR_RETURN(StageFifo::Message msg,
+                       Fifo(Key("grad", s, q, e.part))->Pop());
+      *vready = std::max(*vready, msg.virtual_time);
+      for (size_t j = 0; j < dy.size(); ++j) {
+        if (msg.values[j].valid()) RETURN_IF_ERROR(AddInto(&dy[j], msg.values[j]));
+      }
+    }
+  }
+  std::vector<Tensor> grads(d.args.size());
+  *cpu = 0;
+  if (part.backward != nullptr) {
+    std::vector<Tensor> feeds = std::move(stash.values);
+    for (int j : part.dy_outputs) {
+      feeds.push_back(dy[j].valid() ? dy[j]
+                                    : Tensor::Filled(d.outputs[j].dtype(),
+                                                     d.outputs[j].shape(), 0));
+    }
+    if (!d.accumulate.empty()) {
+      // acc <- acc * a + grad * b (reference/graphcore_tf_api.md 1.6).
+      double a = 1, b = 1;
+      switch (b_->options.reduction_method) {
+        case ReductionMethod::kSum:
+          break;
+        case ReductionMethod::kMean:
+          b = 1.0 / M;
+          break;
+        case ReductionMethod::kRunningMean:
+          a = static_cast<double>(m) / (m + 1);
+          b = 1.0 / (m + 1);
+          break;
+      }
+      const DType dt = d.accum_scale.dtype();
+      feeds.push_back(Tensor::Filled(dt, TensorShape(), a));
+      feeds.push_back(Tensor::Filled(dt, TensorShape(), b));
+    }
+    std::vector<Tensor> out;
+    const double c0 = ThreadCpuSeconds();
+    RETURN_IF_ERROR(part.backward->Run(envs_[d.ipu], feeds, &out));
+    *cpu = ThreadCpuSeconds() - c0;
+    for (size_t k = 0; k < part.grad_args.size(); ++k) {
+      grads[part.grad_args[k]] = std::move(out[k]);
+    }
+  }
+  const double vend = std::max(rs.vclock[d.ipu], *vready) + *cpu;
+  if (s > 0) {
+    const StageDef& prev = b_->stages[s - 1];
+    for (size_t q = 0; q < parts_[s - 1].size(); ++q) {
+      const int off = prev.output_offset[q];
+      const int cnt = static_cast<int>(parts_[s - 1][q]->def->outputs.size());
+      std::vector<Tensor> g(grads.begin() + off, grads.begin() + off + cnt);
+      if (parts_[s - 1][q]->def->ipu != d.ipu) rs.ipu_to_ipu += Bytes(g);
+      RETURN_IF_ERROR(Fifo(Key("grad", s - 1, e.part, q))->Push({std::move(g), vend}));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void PipelineRuntime::RunIpu(RunState& rs, int ipu, int repeat) {
+  const std::vector<Entry>& list = entries_[ipu];
+  const bool lockstep = b_->table.kind == PipelineSchedule::kSequential;
+  const int M = b_->table.micro_batches;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Entry& e = list[i];
+    double barrier = 0;
+    if (lockstep && e.step > 0) {
+      MutexLock l(&rs.mu);
+      rs.cv.Await(&rs.mu, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(rs.mu) {
+        return !rs.status.ok() || rs.step_remaining[e.step - 1] == 0;
+      });
+      if (!rs.status.ok()) return;
+      barrier = rs.step_end[e.step - 1];
+    }
+    double vready = barrier, cpu = 0;
+    const double w0 = std::chrono::duration<double>(
+                          std::chrono::steady_clock::now() - rs.wall0).count();
+    absl::Status s = e.item.pass == Pass::kForward
+                         ? Forward(rs, e, repeat, &vready, &cpu)
+                         : Backward(rs, e, &vready, &cpu);
+    if (!s.ok()) {
+      const PartDef& d = *parts_[e.item.stage][e.part]->def;
+      Abort(rs, absl::Status(
+                    s.code(),
+                    absl::StrCat(d.name, " (IPU ", ipu, ") ",
+                                 e.item.pass == Pass::kForward ? "forward"
+                                                               : "backward",
+                                 ", micro-batch ", e.item.micro_batch,
+                                 " of run ", repeat, ": ", s.message())));
+      return;
+    }
+    const double w1 = std::chrono::duration<double>(
+                          std::chrono::steady_clock::now() - rs.wall0).count();
+    const double vstart = std::max(rs.vclock[ipu], vready);
+    rs.vclock[ipu] = vstart + cpu;
+    const int mb = repeat * M + e.item.micro_batch;
+    rs.items[ipu].push_back({ipu, e.item.stage, e.item.pass, mb, vstart,
+                             vstart + cpu});
+    rs.wall_items[ipu].push_back({ipu, e.item.stage, e.item.pass, mb, w0, w1});
+    const int slot = e.item.stage * 2 + (e.item.pass == Pass::kBackward);
+    rs.cpu_sum[slot][e.part] += cpu;
+    rs.cpu_count[slot][e.part] += 1;
+    // Stash occupancy at this IPU's step boundary (stash.h's convention).
+    if (b_->training && (i + 1 == list.size() || list[i + 1].step != e.step)) {
+      for (const auto& stage : parts_) {
+        for (const auto& p : stage) {
+          if (p->def->ipu != ipu) continue;
+          const int occ = Fifo(Key("stash", p->def->stage, p->def->part))->size();
+          int& slot_occ = rs.stash_occupancy[p->def->stage];
+          slot_occ = std::max(slot_occ, occ);
+        }
+      }
+    }
+    MutexLock l(&rs.mu);
+    rs.step_end[e.step] = std::max(rs.step_end[e.step], vstart + cpu);
+    if (--rs.step_remaining[e.step] == 0) rs.cv.SignalAll();
+  }
+}
+
+void PipelineRuntime::Feeder(RunState& rs, int repeat) {
+  feeds::IPUInfeedQueue* infeed = b_->options.infeed_queue;
+  const int M = b_->table.micro_batches;
+  for (int m = 0; m < M; ++m) {
+    absl::StatusOr<feeds::Element> el = infeed->Dequeue(0, 1, rs.cancel.get());
+    if (!el.ok()) {
+      Abort(rs, absl::Status(el.status().code(),
+                             absl::StrCat("infeed of pipeline '",
+                                          b_->options.name, "', micro-batch ",
+                                          m, " of run ", repeat, ": ",
+                                          el.status().message())));
+      return;
+    }
+    for (size_t p = 0; p < parts_[0].size(); ++p) {
+      const int ipu = parts_[0][p]->def->ipu;
+      const int64_t bytes = Bytes(*el);
+      system_->device(ipu).counters().host_to_device.fetch_add(
+          bytes, std::memory_order_relaxed);
+      rs.host_to_device += bytes;
+      if (!Fifo(Key("infeed", 0, p))->Push({*el, 0}).ok()) return;
+    }
+  }
+}
+
+absl::Status PipelineRuntime::StreamOptimizerState(bool in, RunState& rs) {
+  for (int k = 0; k < num_ipus_; ++k) {
+    for (const std::string& name : offloaded_[k]) {
+      std::shared_ptr<VariableResource> v = envs_[k].resources->FindVariable(name);
+      if (v == nullptr) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "optimizer state '", name, "' does not exist on IPU ", k,
+            ": initialise the variables after building the pipeline"));
+      }
+      if (in) {
+        auto it = remote_.find(name);
+        if (it == remote_.end()) continue;
+        RETURN_IF_ERROR(v->Assign(it->second));
+        rs.streamed += it->second.TotalBytes();
+        remote_.erase(it);
+      } else if (v->initialized()) {
+        Tensor t = v->Release();
+        rs.streamed += t.TotalBytes();
+        remote_[name] = std::move(t);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PipelineRuntime::WeightUpdate(RunState& rs) {
+  RETURN_IF_ERROR(StreamOptimizerState(/*in=*/true, rs));
+  std::fill(update_hop_cpu_.begin(), update_hop_cpu_.end(), 0.0);
+  absl::Status status;
+  double cpu0 = 0;
+  Notification done;
+  system_->device(0).Submit([&] {
+    const double c0 = ThreadCpuSeconds();
+    std::vector<Tensor> none;
+    status = weight_update_->Run(envs_[0], {}, &none);
+    cpu0 = ThreadCpuSeconds() - c0;
+    done.Notify();
+  });
+  done.WaitForNotification();
+  RETURN_IF_ERROR(status);
+  RETURN_IF_ERROR(StreamOptimizerState(/*in=*/false, rs));
+  // IPUs update their own variables in parallel after the last backward.
+  double sync = 0, longest = 0;
+  for (double c : rs.vclock) sync = std::max(sync, c);
+  update_hop_cpu_[0] += cpu0;
+  for (int k = 0; k < num_ipus_; ++k) {
+    rs.vclock[k] = sync + update_hop_cpu_[k];
+    longest = std::max(longest, update_hop_cpu_[k]);
+  }
+  rs.weight_update_seconds += longest;
+  return absl::OkStatus();
+}
+
+absl::Status PipelineRuntime::RunOnce(RunState& rs, int repeat) {
+  {
+    MutexLock l(&rs.mu);
+    rs.step_remaining = step_sizes_;
+    rs.step_end.assign(step_sizes_.size(), 0);
+  }
+  std::vector<size_t> before(num_ipus_);
+  for (int k = 0; k < num_ipus_; ++k) before[k] = rs.items[k].size();
+  std::thread feeder;
+  if (b_->options.infeed_queue != nullptr) {
+    feeder = std::thread([&] { Feeder(rs, repeat); });
+  }
+  Mutex done_mu;
+  CondVar done_cv;
+  int running = 0;
+  for (int k = 0; k < num_ipus_; ++k) {
+    if (entries_[k].empty()) continue;
+    ++running;
+    system_->device(k).Submit([&, k] {
+      RunIpu(rs, k, repeat);
+      MutexLock l(&done_mu);
+      --running;
+      done_cv.SignalAll();
+    });
+  }
+  {
+    MutexLock l(&done_mu);
+    done_cv.Await(&done_mu, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(done_mu) {
+      return running == 0;
+    });
+  }
+  if (feeder.joinable()) feeder.join();
+  {
+    MutexLock l(&rs.mu);
+    RETURN_IF_ERROR(rs.status);
+  }
+  double lo = 1e300, hi = 0;
+  for (int k = 0; k < num_ipus_; ++k) {
+    for (size_t i = before[k]; i < rs.items[k].size(); ++i) {
+      lo = std::min(lo, rs.items[k][i].start);
+      hi = std::max(hi, rs.items[k][i].end);
+    }
+  }
+  rs.spans.push_back({std::min(lo, hi), hi});
+  if (b_->options.accumulate_outfeed && b_->options.outfeed_queue != nullptr &&
+      !b_->outfeed_values.empty()) {
+    std::vector<Tensor> sum;
+    {
+      MutexLock l(&rs.outfeed_mu);
+      sum = std::move(rs.outfeed_sum);
+      rs.outfeed_sum.clear();
+    }
+    RETURN_IF_ERROR(
+        b_->options.outfeed_queue->Push(0, 1, std::move(sum), rs.cancel.get()));
+  }
+  if (b_->training) RETURN_IF_ERROR(WeightUpdate(rs));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PipelineReport> PipelineRuntime::Run(const FeedList& feeds) {
+  if (system_->cancellation()->cancelled()) {
+    return system_->cancellation()->reason();
+  }
+  RunState rs;
+  rs.wall0 = std::chrono::steady_clock::now();
+  rs.vclock.assign(num_ipus_, 0);
+  rs.items.assign(num_ipus_, {});
+  rs.wall_items.assign(num_ipus_, {});
+  rs.cpu_sum.assign(parts_.size() * 2, std::vector<double>(8, 0));
+  rs.cpu_count.assign(parts_.size() * 2, std::vector<int>(8, 0));
+  for (size_t s = 0; s < parts_.size(); ++s) {
+    rs.cpu_sum[2 * s].resize(parts_[s].size());
+    rs.cpu_sum[2 * s + 1].resize(parts_[s].size());
+    rs.cpu_count[2 * s].resize(parts_[s].size());
+    rs.cpu_count[2 * s + 1].resize(parts_[s].size());
+  }
+  rs.stash_occupancy.assign(parts_.size(), 0);
+  for (auto& [key, fifo] : fifos_) fifo->Reset();
+  // Values for `inputs`, computed once per Run.
+  if (!b_->options.inputs.empty()) {
+    std::string sig;
+    ASSIGN_OR_RETURN(ProgramSpec spec,
+                     MakeProgramSpec(feeds, b_->options.inputs, {}, &sig));
+    if (inputs_program_ == nullptr || sig != inputs_signature_) {
+      ASSIGN_OR_RETURN(inputs_program_, Program::Compile(*b_->graph, spec));
+      inputs_signature_ = sig;
+    }
+    std::vector<Tensor> fed;
+    for (const auto& [out, value] : feeds) fed.push_back(value);
+    RETURN_IF_ERROR(inputs_program_->Run(envs_[0], fed, &rs.input_values));
+  }
+  // A system reset cancels the run; the callback only touches `cancel`.
+  std::shared_ptr<CancellationManager> cancel = rs.cancel;
+  const int token = system_->cancellation()->Register(
+      [cancel, sys = system_] { cancel->StartCancel(sys->cancellation()->reason()); });
+  std::vector<int> fifo_tokens;
+  for (auto& [key, fifo] : fifos_) {
+    StageFifo* f = fifo.get();
+    fifo_tokens.push_back(cancel->Register([f, cancel] {
+      f->Cancel(cancel->reason());
+    }));
+  }
+  absl::Status status;
+  if (b_->training) status = StreamOptimizerState(/*in=*/false, rs);
+  for (int r = 0; r < b_->options.repeat_count && status.ok(); ++r) {
+    status = RunOnce(rs, r);
+  }
+  system_->cancellation()->Unregister(token);
+  for (int t : fifo_tokens) cancel->Unregister(t);
+  RETURN_IF_ERROR(status);
+  return MakeReport(rs);
+}
+
+PipelineReport PipelineRuntime::MakeReport(RunState& rs) {
+  PipelineReport r;
+  r.table = b_->table;
+  r.repeats = b_->options.repeat_count;
+  r.recompute = recompute_;
+  const int n = static_cast<int>(parts_.size());
+  const int M = b_->table.micro_batches;
+  r.micro_batches = static_cast<int64_t>(r.repeats) * M;
+  for (int k = 0; k < num_ipus_; ++k) {
+    r.items.insert(r.items.end(), rs.items[k].begin(), rs.items[k].end());
+    r.wall_items.insert(r.wall_items.end(), rs.wall_items[k].begin(),
+                        rs.wall_items[k].end());
+  }
+  for (double c : rs.vclock) r.virtual_seconds = std::max(r.virtual_seconds, c);
+  r.wall_seconds = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - rs.wall0).count();
+  r.weight_update_seconds = rs.weight_update_seconds;
+  double total_span = 0;
+  for (const auto& [lo, hi] : rs.spans) total_span += hi - lo;
+  r.measured_seconds_per_run = rs.spans.empty() ? 0 : total_span / rs.spans.size();
+  r.ipu_busy_seconds.assign(num_ipus_, 0);
+  for (const TimedItem& it : r.items) r.ipu_busy_seconds[it.ipu] += it.duration();
+  int used = 0;
+  double busy = 0;
+  r.ipu_utilisation.assign(num_ipus_, 0);
+  for (int k = 0; k < num_ipus_; ++k) {
+    if (entries_[k].empty()) continue;
+    ++used;
+    busy += r.ipu_busy_seconds[k];
+    r.ipu_utilisation[k] = total_span > 0 ? r.ipu_busy_seconds[k] / total_span : 0;
+  }
+  r.bubble = total_span > 0 && used > 0 ? 1 - busy / (total_span * used) : 0;
+  r.theoretical_bubble = b_->table.kind == PipelineSchedule::kSequential
+                             ? (n - 1.0) / n
+                             : TheoreticalBubble(n, M);
+  r.stage_costs.forward.assign(n, 0);
+  if (b_->training) r.stage_costs.backward.assign(n, 0);
+  for (int s = 0; s < n; ++s) {
+    for (int pass = 0; pass < (b_->training ? 2 : 1); ++pass) {
+      double worst = 0;
+      for (size_t p = 0; p < parts_[s].size(); ++p) {
+        const int c = rs.cpu_count[2 * s + pass][p];
+        if (c > 0) worst = std::max(worst, rs.cpu_sum[2 * s + pass][p] / c);
+      }
+      (pass == 0 ? r.stage_costs.forward : r.stage_costs.backward)[s] = worst;
+    }
+  }
+  absl::StatusOr<Plan> plan = PlanSchedule(b_->table, r.stage_costs);
+  if (plan.ok()) {
+    r.planned_bubble = plan->bubble;
+    r.planned_seconds_per_run = plan->makespan;
+  }
+  r.stash_capacity.assign(n, 0);
+  r.stash_bytes_per_micro_batch.assign(n, 0);
+  r.activation_fifo_capacity.assign(n, 0);
+  r.activation_fifo_occupancy.assign(n, 0);
+  r.stash_occupancy = rs.stash_occupancy;
+  r.ipu_peak_bytes = always_live_;
+  for (int k = 0; k < num_ipus_; ++k) r.ipu_peak_bytes[k] += peak_arena_[k];
+  for (int s = 0; s < n; ++s) {
+    for (const auto& p : parts_[s]) {
+      const int q = p->def->part, k = p->def->ipu;
+      if (b_->training) {
+        StageFifo* st = Fifo(Key("stash", s, q));
+        r.stash_capacity[s] = std::max(r.stash_capacity[s], st->capacity());
+        r.stash_bytes_per_micro_batch[s] += p->stash_bytes;
+        r.ipu_peak_bytes[k] += st->peak() * p->stash_bytes;
+      }
+      if (s + 1 < n) {
+        for (const auto& next : parts_[s + 1]) {
+          StageFifo* f = Fifo(Key("act", s, q, next->def->part));
+          r.activation_fifo_capacity[s] =
+              std::max(r.activation_fifo_capacity[s], f->capacity());
+          r.activation_fifo_occupancy[s] =
+              std::max(r.activation_fifo_occupancy[s], f->peak());
+          r.ipu_peak_bytes[next->def->ipu] += f->peak() * p->output_bytes;
+        }
+      }
+    }
+  }
+  for (int k = 0; k < num_ipus_; ++k) {
+    r.ipu_budget_bytes.push_back(system_->device(k).memory_budget_bytes());
+  }
+  r.ipu_to_ipu_bytes = rs.ipu_to_ipu;
+  r.host_to_device_bytes = rs.host_to_device;
+  r.offloaded_bytes_streamed = rs.streamed;
+  for (int k = 0; k < num_ipus_; ++k) {
+    system_->device(k).counters().ipu_to_ipu.fetch_add(
+        k == 0 ? r.ipu_to_ipu_bytes : 0, std::memory_order_relaxed);
+  }
+  return r;
+}
+
+}  // namespace ipuflow::pipelining

@@ -1,0 +1,115 @@
+// PipelineRuntime: a built pipeline (pipeline_internal.h) compiled for one
+// IPU system, and its execution.
+//
+// Compile: one Program per stage part and pass (forward; backward in
+// training) plus the weight update, each for the part's IPU; FIFO capacities
+// from a step-by-step run of the schedule table (fifo.h); the per-IPU memory
+// check (always-live variables, the largest program arena, stash and FIFO
+// contents at capacity) against the IPU's budget.
+//
+// Run, per pipeline run (repeat_count of them):
+//  - a feeder thread dequeues gradient_accumulation_count infeed elements
+//    and hands each to the first stage's parts;
+//  - each used IPU's worker thread runs its work items in table order:
+//    pop inputs, run the part's program, push outputs (activations to the
+//    next stage, the stash to its own backward, gradients to the previous
+//    stage, the last stage's values to the outfeed); Sequential tables also
+//    wait for the previous time step to finish everywhere;
+//  - after the last backward, the weight update runs (from IPU 0's thread,
+//    hopping to each IPU for its variables), with offloaded optimizer state
+//    streamed in before and out after.
+// The first error cancels every FIFO and queue wait of the run; Run returns
+// it (a root cause in preference to the cancellations it caused).
+//
+// Thread safety: Run must not be called concurrently with itself.
+#ifndef IPUFLOW_PIPELINING_PIPELINE_RUNTIME_H_
+#define IPUFLOW_PIPELINING_PIPELINE_RUNTIME_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/ipu/ipu_system.h"
+#include "core/program.h"
+#include "pipelining/fifo.h"
+#include "pipelining/pipeline_internal.h"
+#include "pipelining/pipeline_report.h"
+
+namespace ipuflow::pipelining {
+
+class PipelineRuntime {
+ public:
+  // `built` and `system` are not owned and must outlive the runtime.
+  static absl::StatusOr<std::unique_ptr<PipelineRuntime>> Create(
+      const BuiltPipeline* built, IPUSystem* system);
+  ~PipelineRuntime();
+
+  absl::StatusOr<PipelineReport> Run(const FeedList& feeds);
+
+  IPUSystem* system() const { return system_; }
+  uint64_t generation() const { return generation_; }
+  std::string MemoryReport() const { return memory_report_; }
+
+  // Compiled programs and their feeds for one stage part.
+  struct Part;
+  // One work item of one part, on its IPU's list.
+  struct Entry;
+  // State of one Run (clocks, errors, measurements).
+  struct RunState;
+
+ private:
+  PipelineRuntime() = default;
+  absl::Status Compile();
+  absl::Status CompilePart(Part& part);
+  void SizeFifos();
+  absl::Status CheckMemory();
+  StageFifo* Fifo(const std::string& key) const;
+
+  absl::Status RunOnce(RunState& rs, int repeat);
+  void Feeder(RunState& rs, int repeat);
+  void RunIpu(RunState& rs, int ipu, int repeat);
+  absl::Status RunEntry(RunState& rs, const Entry& e, int repeat,
+                        double* vstart, double* cpu);
+  absl::Status Forward(RunState& rs, const Entry& e, int repeat,
+                       double* vready, double* cpu);
+  absl::Status Backward(RunState& rs, const Entry& e, double* vready,
+                        double* cpu);
+  absl::Status DeliverOutfeed(RunState& rs, int part, int micro_batch,
+                              std::vector<Tensor> values);
+  absl::Status WeightUpdate(RunState& rs);
+  absl::Status StreamOptimizerState(bool in, RunState& rs);
+  void Abort(RunState& rs, const absl::Status& s);
+  PipelineReport MakeReport(RunState& rs);
+
+  const BuiltPipeline* b_ = nullptr;
+  IPUSystem* system_ = nullptr;
+  uint64_t generation_ = 0;
+  bool recompute_ = false;
+  int num_ipus_ = 0;
+  std::vector<std::vector<std::unique_ptr<Part>>> parts_;  // [stage][part]
+  std::vector<std::vector<Entry>> entries_;                // [ipu]
+  std::vector<int> step_sizes_;  // Entries per time step.
+  std::map<std::string, std::unique_ptr<StageFifo>> fifos_;
+  std::vector<RunEnv> envs_;  // Per IPU.
+  // CPU seconds each IPU spent in the current weight update (hops run one
+  // at a time, so no two threads write at once).
+  std::vector<double> update_hop_cpu_;
+  std::unique_ptr<Program> weight_update_;
+  std::unique_ptr<Program> inputs_program_;
+  std::string inputs_signature_;
+  // Offloaded optimizer state: per IPU, variable names; values between
+  // updates live in remote_.
+  std::vector<std::vector<std::string>> offloaded_;
+  std::map<std::string, Tensor> remote_;
+  bool state_offloaded_ = false;
+  std::vector<int64_t> always_live_;     // Per IPU, as run.
+  std::vector<int64_t> peak_arena_;      // Per IPU.
+  std::vector<int64_t> offloaded_bytes_; // Per IPU.
+  std::string memory_report_;
+};
+
+}  // namespace ipuflow::pipelining
+
+#endif  // IPUFLOW_PIPELINING_PIPELINE_RUNTIME_H_
