@@ -314,6 +314,11 @@ void Builder::FindUsesAndVariables(PartDef& part, int begin, int end) {
   std::set<Node*> trainable;
   for (Node* v : g->collection("trainable_variables")) trainable.insert(v);
   std::set<Node*> seen;
+  for (size_t i = 0; i < part.args.size(); ++i) {
+    for (const Output& out : part.outputs) {
+      if (out == part.args[i]) part.arg_used[i] = true;  // Passed through.
+    }
+  }
   for (int id = begin; id < end; ++id) {
     Node* n = g->node(id);
     for (const Output& in : n->inputs()) {

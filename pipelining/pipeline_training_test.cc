@@ -1,0 +1,223 @@
+// Pipelined training equals unpipelined gradient accumulation over the same
+// micro-batches: every schedule, with and without recomputation, each
+// reduction method, concurrent stages; plus what the run reports (stash
+// occupancy, FIFOs, memory, offloading, the planner's prediction).
+#include <memory>
+#include <tuple>
+
+#include "core/ipu/ipu_strategy.h"
+#include "gtest/gtest.h"
+#include "ops/array/concat.h"
+#include "ops/array/split.h"
+#include "ops/nn/sparse_softmax_cross_entropy_with_logits.h"
+#include "optimizers/adam.h"
+#include "optimizers/gradient_descent.h"
+#include "optimizers/momentum.h"
+#include "pipelining/pipeline.h"
+#include "pipelining/pipeline_test_model.h"
+#include "pipelining/stash.h"
+
+namespace ipuflow::pipelining {
+namespace {
+
+using testing::InitialValues;
+using testing::MakeSystem;
+using testing::MaxDifference;
+using testing::MicroBatches;
+using testing::ModelStage;
+using testing::ReadPipelineVariables;
+using testing::TrainReference;
+
+struct TrainingSetup {
+  PipelineSchedule schedule = PipelineSchedule::kGrouped;
+  bool recompute = false;
+  int micro_batches = 8;
+  int runs = 2;
+  ReductionMethod reduction = ReductionMethod::kSum;
+  bool offload = false;
+  testing::OptimizerFactory optimizer = [] {
+    return std::make_shared<optimizers::MomentumOptimizer>(0.1f, 0.9f);
+  };
+};
+
+struct Trained {
+  std::map<std::string, Tensor> variables;
+  PipelineReport report;
+  std::string memory;
+  std::vector<Tensor> losses;
+};
+
+Trained TrainPipelined(const TrainingSetup& setup) {
+  Trained result;
+  auto init = InitialValues(1);
+  auto system = MakeSystem(4, setup.recompute);
+  Scope scope = Scope::NewRootScope();
+  auto infeed =
+      *feeds::IPUInfeedQueue::Create(MicroBatches(setup.micro_batches * setup.runs));
+  auto outfeed = *feeds::IPUOutfeedQueue::Create();
+  PipelineOptions o;
+  for (int s = 0; s < 4; ++s) {
+    o.computational_stages.push_back(StageFunction(
+        [s, &init](const Scope& sc, const std::vector<Output>& args) {
+          return ModelStage(s, sc, args, init);
+        },
+        /*num_inputs=*/2));
+  }
+  o.device_mapping = {0, 1, 2, 3};
+  o.gradient_accumulation_count = setup.micro_batches;
+  o.repeat_count = setup.runs;
+  o.infeed_queue = infeed.get();
+  o.outfeed_queue = outfeed.get();
+  o.outfeed_loss = true;
+  o.pipeline_schedule = setup.schedule;
+  o.reduction_method = setup.reduction;
+  o.offload_weight_update_variables = setup.offload;
+  o.optimizer_function = [&](const Scope& sc, const std::vector<Output>& out) {
+    return OptimizerFunctionOutput{setup.optimizer(),
+                                   ops::SoftmaxCrossEntropyLoss(sc, out[0], out[1])};
+  };
+  auto pipeline = Pipeline(scope, o);
+  EXPECT_TRUE(pipeline.ok()) << pipeline.status();
+  if (!pipeline.ok()) return result;
+  IPUStrategy strategy(system.get());
+  absl::Status st = strategy.Initialize(*scope.graph());
+  EXPECT_TRUE(st.ok()) << st;
+  auto report = (*pipeline)->Run(system.get());
+  EXPECT_TRUE(report.ok()) << report.status();
+  if (!report.ok()) return result;
+  result.report = *report;
+  result.memory = (*pipeline)->MemoryReport();
+  result.variables = ReadPipelineVariables(system.get(), 4);
+  auto losses = outfeed->Dequeue();
+  EXPECT_TRUE(losses.ok()) << losses.status();
+  if (losses.ok()) result.losses.push_back((*losses)["loss"]);
+  return result;
+}
+
+std::map<std::string, Tensor> Reference(const TrainingSetup& setup) {
+  return TrainReference(InitialValues(1), setup.micro_batches, setup.runs,
+                        setup.reduction != ReductionMethod::kSum,
+                        setup.optimizer);
+}
+
+class EquivalenceTest
+    : public ::testing::TestWithParam<std::tuple<PipelineSchedule, bool>> {};
+
+TEST_P(EquivalenceTest, PipelinedEqualsAccumulatedUnpipelined) {
+  TrainingSetup setup;
+  setup.schedule = std::get<0>(GetParam());
+  setup.recompute = std::get<1>(GetParam());
+  Trained t = TrainPipelined(setup);
+  ASSERT_EQ(t.variables.size(), 7u);
+  auto ref = Reference(setup);
+  EXPECT_LT(MaxDifference(t.variables, ref), 2e-6);
+  // The weights moved: the comparison is not between two initial states.
+  EXPECT_GT(MaxDifference(t.variables, InitialValues(1)), 1e-2);
+  // One loss per micro-batch, in order.
+  ASSERT_EQ(t.losses.size(), 1u);
+  EXPECT_EQ(t.losses[0].shape(), TensorShape({16}));
+  EXPECT_EQ(t.report.recompute, setup.recompute);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Schedules, EquivalenceTest,
+    ::testing::Combine(::testing::Values(PipelineSchedule::kGrouped,
+                                         PipelineSchedule::kInterleaved,
+                                         PipelineSchedule::kSequential),
+                       ::testing::Bool()),
+    [](const auto& info) {
+      return std::string(PipelineScheduleName(std::get<0>(info.param))) +
+             (std::get<1>(info.param) ? "Recompute" : "Stash");
+    });
+
+TEST(PipelineTrainingTest, MeanAndRunningMeanEqualTheMeanGradient) {
+  for (ReductionMethod method :
+       {ReductionMethod::kMean, ReductionMethod::kRunningMean}) {
+    TrainingSetup setup;
+    setup.reduction = method;
+    setup.optimizer = [] {
+      return std::make_shared<optimizers::GradientDescentOptimizer>(0.5f);
+    };
+    Trained t = TrainPipelined(setup);
+    EXPECT_LT(MaxDifference(t.variables, Reference(setup)), 2e-6);
+  }
+}
+
+TEST(PipelineTrainingTest, StashOccupancyFollowsTheDepthRule) {
+  for (PipelineSchedule kind :
+       {PipelineSchedule::kGrouped, PipelineSchedule::kInterleaved,
+        PipelineSchedule::kSequential}) {
+    TrainingSetup setup;
+    setup.schedule = kind;
+    setup.runs = 1;
+    Trained t = TrainPipelined(setup);
+    const std::vector<int> depths = StashDepths(kind, 4);
+    ASSERT_EQ(t.report.stash_occupancy.size(), 4u);
+    for (int s = 0; s < 4; ++s) {
+      // stash.h: depth + 1 at step boundaries (the "+1" waits in the
+      // backward's input buffer).
+      EXPECT_EQ(t.report.stash_occupancy[s], depths[s] + 1)
+          << PipelineScheduleName(kind) << " stage " << s;
+    }
+  }
+}
+
+TEST(PipelineTrainingTest, RecomputationStashesOnlyStageInputs) {
+  TrainingSetup stash, recompute;
+  stash.runs = recompute.runs = 1;
+  recompute.recompute = true;
+  Trained a = TrainPipelined(stash), b = TrainPipelined(recompute);
+  for (int s = 0; s < 4; ++s) {
+    // With recomputation a stage keeps (h, labels) only: 4x8 floats + 4
+    // ints for stages 1-3, 4x6 + 4 for stage 0.
+    const int64_t inputs = (s == 0 ? 4 * 6 : 4 * 8) * 4 + 4 * 4;
+    EXPECT_EQ(b.report.stash_bytes_per_micro_batch[s], inputs) << s;
+    EXPECT_GT(a.report.stash_bytes_per_micro_batch[s], inputs) << s;
+  }
+  EXPECT_LT(MaxDifference(a.variables, b.variables), 1e-6);
+}
+
+TEST(PipelineTrainingTest, OffloadingMovesOptimizerStateToRemoteMemory) {
+  TrainingSetup on, off;
+  on.offload = true;
+  on.optimizer = off.optimizer = [] {
+    return std::make_shared<optimizers::AdamOptimizer>(0.01f);
+  };
+  Trained a = TrainPipelined(off), b = TrainPipelined(on);
+  EXPECT_LT(MaxDifference(a.variables, b.variables), 1e-6);
+  EXPECT_LT(MaxDifference(b.variables, Reference(on)), 2e-6);
+  EXPECT_EQ(a.report.offloaded_bytes_streamed, 0);
+  // Adam keeps m and v per weight: streamed out at the start, then in and
+  // out at each of the two weight updates.
+  int64_t weights = 0;
+  for (const auto& [name, t] : a.variables) weights += t.TotalBytes();
+  EXPECT_GE(b.report.offloaded_bytes_streamed, 2 * weights * 5);
+  EXPECT_NE(b.memory.find("remote memory: optimizer state"), std::string::npos)
+      << b.memory;
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_LT(b.report.ipu_peak_bytes[k], a.report.ipu_peak_bytes[k]) << k;
+  }
+}
+
+TEST(PipelineTrainingTest, ReportsUtilisationBubbleAndTraffic) {
+  TrainingSetup setup;
+  setup.micro_batches = 16;
+  setup.runs = 1;
+  Trained t = TrainPipelined(setup);
+  const PipelineReport& r = t.report;
+  EXPECT_EQ(r.items.size(), 2u * 4 * 16);
+  EXPECT_NEAR(r.theoretical_bubble, 3.0 / 19, 1e-12);
+  EXPECT_GT(r.bubble, 0.0);
+  EXPECT_LT(r.bubble, 1.0);
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_GT(r.ipu_utilisation[k], 0.0);
+    EXPECT_LE(r.ipu_utilisation[k], 1.0 + 1e-9);
+  }
+  // Activations forward and gradients back cross every IPU boundary.
+  EXPECT_GT(r.ipu_to_ipu_bytes, 0);
+  EXPECT_EQ(r.host_to_device_bytes, 16 * (4 * 6 * 4 + 4 * 4));
+  EXPECT_NE(r.Summary().find("bubble"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ipuflow::pipelining
