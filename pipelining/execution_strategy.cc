@@ -1,0 +1,508 @@
+#include "pipelining/execution_strategy.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace ipuflow::pipelining {
+namespace {
+
+// Builds `blocks` (consecutive blocks of a model) in `scope`: a block that
+// is not parallel to the previous one receives the outputs gathered so far.
+std::vector<Output> RunBlocks(const std::vector<Block>& blocks,
+                              const Scope& scope,
+                              const std::vector<Output>& args) {
+  std::vector<Output> in = args, out;
+  for (size_t k = 0; k < blocks.size(); ++k) {
+    if (k > 0 && !blocks[k].parallel) {
+      in = std::move(out);
+      out.clear();
+    }
+    const Block& b = blocks[k];
+    std::vector<Output> r =
+        b.body(scope.NewSubScope(b.name).WithBlock(b.name), in);
+    out.insert(out.end(), r.begin(), r.end());
+  }
+  return out;
+}
+
+std::string List(const std::vector<std::string>& names) {
+  return absl::StrCat("[", absl::StrJoin(names, ", "), "]");
+}
+
+}  // namespace
+
+absl::Status BlockModel::Append(std::string name, StageBody body,
+                                std::optional<int> ipu_id, bool parallel) {
+  if (name.empty()) name = absl::StrCat(next_auto_id_++);
+  if (Find(name) >= 0) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "Block '", name, "' already exists: block names must be unique"));
+  }
+  if (!body) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Block '", name, "' has no function"));
+  }
+  if (ipu_id.has_value() && *ipu_id < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Block '", name, "': ipu_id ", *ipu_id, " is negative"));
+  }
+  if (parallel && blocks_.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "AddParallel: block '", name,
+        "' is the first block: there is no block to run parallel to"));
+  }
+  blocks_.push_back({std::move(name), std::move(body), ipu_id, parallel});
+  return absl::OkStatus();
+}
+
+absl::Status BlockModel::Add(std::string name, StageBody body,
+                             std::optional<int> ipu_id) {
+  return Append(std::move(name), std::move(body), ipu_id, false);
+}
+
+absl::Status BlockModel::AddParallel(std::string name, StageBody body,
+                                     std::optional<int> ipu_id) {
+  return Append(std::move(name), std::move(body), ipu_id, true);
+}
+
+int BlockModel::Find(std::string_view name) const {
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    if (blocks_[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+std::vector<Output> BlockModel::Apply(const Scope& scope,
+                                      const std::vector<Output>& args) const {
+  return RunBlocks(blocks_, scope, args);
+}
+
+ExecutionStrategy::ExecutionStrategy(Kind kind, std::vector<Stage> stages)
+    : kind_(kind), stages_(std::move(stages)) {}
+
+ExecutionStrategy::ExecutionStrategy(Kind kind, AutoStage auto_stage)
+    : kind_(kind), auto_stage_(auto_stage) {}
+
+ExecutionStrategy::ExecutionStrategy(std::vector<Phase> phases)
+    : kind_(Kind::kSerialPhased), phases_(std::move(phases)) {}
+
+const char* ExecutionStrategy::name() const {
+  switch (kind_) {
+    case Kind::kPipelined:
+      return "PipelinedExecution";
+    case Kind::kSharded:
+      return "ShardedExecution";
+    case Kind::kSerialPhased:
+      return "SerialPhasedExecution";
+  }
+  return "?";
+}
+
+Stage* ExecutionStrategy::stage(std::string_view block_id) {
+  auto holds = [&](const Stage& s) {
+    return std::find(s.blocks().begin(), s.blocks().end(), block_id) !=
+           s.blocks().end();
+  };
+  for (Stage& s : stages_) {
+    if (holds(s)) return &s;
+  }
+  for (Phase& p : phases_) {
+    for (Stage& s : p.stages()) {
+      if (holds(s)) return &s;
+    }
+  }
+  return nullptr;
+}
+
+std::vector<int> StrategyPlan::StageIpus() const {
+  std::vector<int> ipus;
+  for (const auto& concurrent : stages) ipus.push_back(concurrent[0].ipu);
+  return ipus;
+}
+
+std::string StrategyPlan::ToString() const {
+  std::vector<std::string> lines;
+  for (size_t s = 0; s < stages.size(); ++s) {
+    std::vector<std::string> parts;
+    for (const PlannedStage& p : stages[s]) {
+      parts.push_back(absl::StrCat(List(p.blocks), " on IPU ", p.ipu));
+    }
+    lines.push_back(
+        absl::StrCat("stage ", s, ": ", absl::StrJoin(parts, " | ")));
+  }
+  return absl::StrJoin(lines, "\n");
+}
+
+namespace {
+
+// A stage being resolved.
+struct Candidate {
+  std::vector<std::string> names;
+  std::optional<int> ipu;
+  int phase = -1;  // SerialPhasedExecution only.
+  int index_in_phase = 0;
+  std::vector<int> blocks;  // Model indices, sorted (after ResolveNames).
+};
+
+// One PlanStrategy call; collects every violation.
+class Planner {
+ public:
+  Planner(const BlockModel& model, const ExecutionStrategy& strategy);
+  absl::StatusOr<StrategyPlan> Plan();
+
+ private:
+  bool phased() const {
+    return strategy_.kind() == ExecutionStrategy::Kind::kSerialPhased;
+  }
+  void Collect();
+  void AutoStages();
+  void ResolveNames();
+  void CheckOrder();
+  void ResolveIpus();
+  // Candidates [begin, end) grouped into computational stages (candidate
+  // indices); {} after recording a violation.
+  std::vector<std::vector<int>> Units(int begin, int end);
+  void SplitError(int c, int group);
+  std::string Label(int c) const;
+  std::vector<std::string> Names(const std::vector<int>& blocks) const;
+
+  const BlockModel& model_;
+  const ExecutionStrategy& strategy_;
+  std::vector<int> group_;  // Block -> its parallel group.
+  std::vector<int> group_begin_, group_end_;  // Group -> first, last block.
+  std::vector<Candidate> stages_;
+  std::vector<std::string> violations_;
+};
+
+Planner::Planner(const BlockModel& model, const ExecutionStrategy& strategy)
+    : model_(model), strategy_(strategy) {
+  for (int i = 0; i < model.size(); ++i) {
+    if (i == 0 || !model.blocks()[i].parallel) {
+      group_begin_.push_back(i);
+      group_end_.push_back(i);
+    }
+    group_.push_back(static_cast<int>(group_begin_.size()) - 1);
+    group_end_.back() = i;
+  }
+}
+
+std::string Planner::Label(int c) const {
+  const Candidate& s = stages_[c];
+  const std::string where =
+      phased() ? absl::StrCat("stage ", s.index_in_phase, " of phase ", s.phase)
+               : absl::StrCat("stage ", c);
+  return absl::StrCat(where, " ", List(s.names));
+}
+
+std::vector<std::string> Planner::Names(const std::vector<int>& blocks) const {
+  std::vector<std::string> names;
+  for (int b : blocks) names.push_back(model_.blocks()[b].name);
+  return names;
+}
+
+void Planner::Collect() {
+  if (!phased()) {
+    if (strategy_.stages().empty()) return AutoStages();
+    for (const Stage& s : strategy_.stages()) {
+      stages_.push_back({s.blocks(), s.ipu()});
+    }
+    return;
+  }
+  if (strategy_.phases().empty()) {
+    violations_.push_back(
+        "There is currently no AutoStage for SerialPhasedExecution, please "
+        "explicitly specify the phases");
+  }
+  for (size_t p = 0; p < strategy_.phases().size(); ++p) {
+    const Phase& phase = strategy_.phases()[p];
+    const std::vector<Stage>& stages = phase.stages();
+    if (stages.empty()) {
+      violations_.push_back(absl::StrCat("Phase ", p, " has no stage"));
+    }
+    const auto& ipus = phase.ipus();
+    if (ipus.has_value() && ipus->size() != stages.size()) {
+      violations_.push_back(absl::StrCat(
+          "Phase ", p, " contains ", stages.size(), " stages but you provided ",
+          ipus->size(), " IPUs"));
+    }
+    for (size_t k = 0; k < stages.size(); ++k) {
+      Candidate c{stages[k].blocks(), stages[k].ipu()};
+      if (ipus.has_value() && ipus->size() == stages.size()) {
+        c.ipu = (*ipus)[k];
+      }
+      c.phase = static_cast<int>(p);
+      c.index_in_phase = static_cast<int>(k);
+      stages_.push_back(std::move(c));
+    }
+  }
+}
+
+// PopTorch's _DefaultStageManager, with stages made of runs of blocks.
+void Planner::AutoStages() {
+  const std::vector<Block>& blocks = model_.blocks();
+  const bool same_as_ipu = strategy_.auto_stage() == AutoStage::kSameAsIpu;
+  if (same_as_ipu) {
+    for (const Block& b : blocks) {
+      if (b.ipu_id.has_value()) continue;
+      violations_.push_back(absl::StrCat(
+          "AutoStage.SameAsIpu was selected but no IPU was specified for "
+          "block '", b.name, "': give every block an ipu_id, or use "
+          "AutoStage::kAutoIncrement or explicit Stages"));
+    }
+    if (!violations_.empty()) return;
+  }
+  std::set<int> used;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const Block& b = blocks[i];
+    if (i > 0 && b.ipu_id.has_value() && blocks[i - 1].ipu_id == b.ipu_id) {
+      stages_.back().names.push_back(b.name);
+      continue;
+    }
+    if (same_as_ipu && !used.insert(*b.ipu_id).second) {
+      violations_.push_back(absl::StrCat(
+          "AutoStage.SameAsIpu: block '", b.name, "' goes back to IPU ",
+          *b.ipu_id, " after block '", blocks[i - 1].name, "' on IPU ",
+          *blocks[i - 1].ipu_id, ", but the stage id is the IPU id: use "
+          "AutoStage::kAutoIncrement or explicit Stages"));
+    }
+    stages_.push_back({{b.name}, b.ipu_id});
+  }
+}
+
+void Planner::ResolveNames() {
+  std::vector<std::string> expected;
+  for (const Block& b : model_.blocks()) expected.push_back(b.name);
+  std::vector<int> owner(model_.size(), -1);
+  for (size_t c = 0; c < stages_.size(); ++c) {
+    Candidate& s = stages_[c];
+    if (s.names.empty()) {
+      violations_.push_back(absl::StrCat(Label(c), " has no block"));
+    }
+    for (const std::string& name : s.names) {
+      const int i = model_.Find(name);
+      if (i < 0) {
+        violations_.push_back(absl::StrCat("Unknown Block '", name,
+                                           "'; list of expected Blocks: ",
+                                           List(expected)));
+      } else if (owner[i] == static_cast<int>(c)) {
+        violations_.push_back(
+            absl::StrCat("Block '", name, "' is listed twice in ", Label(c)));
+      } else if (owner[i] >= 0) {
+        violations_.push_back(absl::StrCat(
+            "Block '", name, "' is associated with more than one stage: ",
+            Label(owner[i]), " and ", Label(c)));
+      } else {
+        owner[i] = static_cast<int>(c);
+        s.blocks.push_back(i);
+      }
+    }
+    std::sort(s.blocks.begin(), s.blocks.end());
+  }
+  std::vector<int> missing;
+  for (int i = 0; i < model_.size(); ++i) {
+    if (owner[i] < 0) missing.push_back(i);
+  }
+  if (!missing.empty()) {
+    violations_.push_back(absl::StrCat(
+        missing.size() == 1 ? "Block " : "Blocks ",
+        missing.size() == 1 ? absl::StrCat("'", expected[missing[0]], "' is")
+                            : absl::StrCat(List(Names(missing)), " are"),
+        " in no stage: every block must be in exactly one stage"));
+  }
+}
+
+void Planner::CheckOrder() {
+  for (size_t c = 0; c < stages_.size(); ++c) {
+    const std::vector<int>& b = stages_[c].blocks;
+    for (size_t k = 1; k < b.size(); ++k) {
+      if (b[k] == b[k - 1] + 1) continue;
+      violations_.push_back(absl::StrCat(
+          Label(c), " holds blocks that are not consecutive: the model runs '",
+          model_.blocks()[b[k - 1] + 1].name, "' between '",
+          model_.blocks()[b[k - 1]].name, "' and '", model_.blocks()[b[k]].name,
+          "'"));
+      break;
+    }
+  }
+  for (size_t c = 1; c < stages_.size(); ++c) {
+    if (stages_[c].blocks.empty() || stages_[c - 1].blocks.empty()) continue;
+    if (stages_[c].blocks.front() > stages_[c - 1].blocks.back()) continue;
+    violations_.push_back(absl::StrCat(
+        Label(c), " comes after ", Label(c - 1),
+        ", but the model runs it first: list the stages in model order"));
+  }
+}
+
+void Planner::ResolveIpus() {
+  for (size_t c = 0; c < stages_.size(); ++c) {
+    Candidate& s = stages_[c];
+    if (!s.ipu.has_value()) {
+      std::set<int> ipus;
+      std::vector<std::string> on;
+      for (int i : s.blocks) {
+        const Block& b = model_.blocks()[i];
+        if (!b.ipu_id.has_value()) continue;
+        ipus.insert(*b.ipu_id);
+        on.push_back(absl::StrCat(b.name, " on IPU ", *b.ipu_id));
+      }
+      if (ipus.size() > 1) {
+        violations_.push_back(absl::StrCat(
+            Label(c), " holds blocks on different IPUs (",
+            absl::StrJoin(on, ", "),
+            "): set the stage's IPU with Stage::Ipu or split the stage"));
+      }
+      s.ipu = !ipus.empty() ? *ipus.begin()
+                            : (phased() ? s.index_in_phase
+                                        : static_cast<int>(c));
+    }
+    if (*s.ipu < 0) {
+      violations_.push_back(
+          absl::StrCat(Label(c), ": IPU ", *s.ipu, " is negative"));
+    }
+  }
+}
+
+void Planner::SplitError(int c, int group) {
+  std::vector<int> members;
+  for (int i = group_begin_[group]; i <= group_end_[group]; ++i) {
+    members.push_back(i);
+  }
+  violations_.push_back(absl::StrCat(
+      Label(c), " splits the parallel blocks ", List(Names(members)),
+      ": a stage holds whole parallel groups, or blocks of one group whose "
+      "other blocks are in the stages next to it",
+      phased() ? " in the same phase" : ""));
+}
+
+std::vector<std::vector<int>> Planner::Units(int begin, int end) {
+  std::vector<std::vector<int>> units;
+  int i = begin;
+  while (i < end) {
+    const int a = stages_[i].blocks.front(), b = stages_[i].blocks.back();
+    const int ga = group_[a], gb = group_[b];
+    if (group_begin_[ga] == a && group_end_[gb] == b) {
+      units.push_back({i++});
+      continue;
+    }
+    if (ga != gb) {
+      SplitError(i, group_begin_[ga] != a ? ga : gb);
+      return {};
+    }
+    std::vector<int> unit;
+    while (i < end && group_[stages_[i].blocks.front()] == ga &&
+           group_[stages_[i].blocks.back()] == ga) {
+      unit.push_back(i++);
+    }
+    if (a != group_begin_[ga] ||
+        stages_[unit.back()].blocks.back() != group_end_[ga]) {
+      SplitError(a != group_begin_[ga] ? unit.front() : unit.back(), ga);
+      return {};
+    }
+    units.push_back(std::move(unit));
+  }
+  return units;
+}
+
+absl::StatusOr<StrategyPlan> Planner::Plan() {
+  StrategyPlan plan;
+  plan.schedule = strategy_.kind() == ExecutionStrategy::Kind::kPipelined
+                      ? PipelineSchedule::kGrouped
+                      : PipelineSchedule::kSequential;
+  if (model_.size() == 0) {
+    violations_.push_back("the model has no blocks: add them with "
+                          "BlockModel::Add");
+  } else {
+    Collect();
+    if (violations_.empty()) ResolveNames();
+    if (violations_.empty()) CheckOrder();
+    if (violations_.empty()) ResolveIpus();
+  }
+  // Phases are checked one by one, so every bad phase is reported.
+  std::vector<std::vector<int>> units;
+  const int num_stages = violations_.empty() ? static_cast<int>(stages_.size()) : 0;
+  for (int c = 0; c < num_stages;) {
+    int end = c + 1;
+    if (phased()) {
+      while (end < num_stages && stages_[end].phase == stages_[c].phase) ++end;
+    } else {
+      end = num_stages;
+    }
+    std::vector<std::vector<int>> u = Units(c, end);
+    if (phased() && u.size() > 1) {
+      violations_.push_back(absl::StrCat(
+          "Phase ", stages_[c].phase, " has ", end - c,
+          " stages, but block '",
+          model_.blocks()[stages_[u[1][0]].blocks.front()].name,
+          "' receives the outputs of block '",
+          model_.blocks()[stages_[u[0].back()].blocks.back()].name,
+          "': the stages of a phase run in parallel on the same arguments, "
+          "so they must hold the blocks of one parallel group "
+          "(BlockModel::AddParallel); put dependent blocks in one stage or "
+          "in successive phases"));
+    }
+    units.insert(units.end(), u.begin(), u.end());
+    c = end;
+  }
+  if (!violations_.empty()) {
+    std::vector<std::string> names;
+    for (const Block& b : model_.blocks()) names.push_back(b.name);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Invalid execution strategy (", strategy_.name(), ", blocks ",
+        List(names), "):\n  ", absl::StrJoin(violations_, "\n  ")));
+  }
+  for (const std::vector<int>& unit : units) {
+    std::vector<PlannedStage> concurrent;
+    for (int c : unit) {
+      concurrent.push_back({Names(stages_[c].blocks), *stages_[c].ipu});
+    }
+    plan.stages.push_back(std::move(concurrent));
+  }
+  return plan;
+}
+
+}  // namespace
+
+absl::StatusOr<StrategyPlan> PlanStrategy(const BlockModel& model,
+                                          const ExecutionStrategy& strategy) {
+  return Planner(model, strategy).Plan();
+}
+
+absl::Status ApplyStrategy(const BlockModel& model,
+                           const ExecutionStrategy& strategy,
+                           PipelineOptions* options) {
+  if (options == nullptr) {
+    return absl::InvalidArgumentError("ApplyStrategy: options is null");
+  }
+  ASSIGN_OR_RETURN(StrategyPlan plan, PlanStrategy(model, strategy));
+  options->computational_stages.clear();
+  options->device_mapping.clear();
+  for (const std::vector<PlannedStage>& concurrent : plan.stages) {
+    std::vector<StageFunction> functions;
+    std::vector<int> ipus;
+    for (const PlannedStage& p : concurrent) {
+      std::vector<Block> blocks;
+      for (const std::string& name : p.blocks) {
+        blocks.push_back(model.blocks()[model.Find(name)]);
+      }
+      functions.emplace_back(
+          [blocks = std::move(blocks)](const Scope& scope,
+                                       const std::vector<Output>& args) {
+            return RunBlocks(blocks, scope, args);
+          });
+      ipus.push_back(p.ipu);
+    }
+    ComputationalStage stage(functions[0]);
+    stage.functions = std::move(functions);
+    options->computational_stages.push_back(std::move(stage));
+    StageDevices devices(ipus[0]);
+    devices.ipus = std::move(ipus);
+    options->device_mapping.push_back(std::move(devices));
+  }
+  options->pipeline_schedule = plan.schedule;
+  return absl::OkStatus();
+}
+
+}  // namespace ipuflow::pipelining
