@@ -46,8 +46,8 @@ absl::Status BlockModel::Append(std::string name, StageBody body,
         absl::StrCat("Block '", name, "' has no function"));
   }
   if (ipu_id.has_value() && *ipu_id < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Block '", name, "': ipu_id ", *ipu_id, " is negative"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Block '", name, "': ipu_id ", *ipu_id, " is negative"));
   }
   if (parallel && blocks_.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -165,13 +165,15 @@ class Planner {
   // Candidates [begin, end) grouped into computational stages (candidate
   // indices); {} after recording a violation.
   std::vector<std::vector<int>> Units(int begin, int end);
+  // Units of all stages; for phases, exactly one per phase.
+  std::vector<std::vector<int>> ComputationalStages();
   void SplitError(int c, int group);
   std::string Label(int c) const;
   std::vector<std::string> Names(const std::vector<int>& blocks) const;
 
   const BlockModel& model_;
   const ExecutionStrategy& strategy_;
-  std::vector<int> group_;  // Block -> its parallel group.
+  std::vector<int> group_;                    // Block -> its parallel group.
   std::vector<int> group_begin_, group_end_;  // Group -> first, last block.
   std::vector<Candidate> stages_;
   std::vector<std::string> violations_;
@@ -224,9 +226,9 @@ void Planner::Collect() {
     }
     const auto& ipus = phase.ipus();
     if (ipus.has_value() && ipus->size() != stages.size()) {
-      violations_.push_back(absl::StrCat(
-          "Phase ", p, " contains ", stages.size(), " stages but you provided ",
-          ipus->size(), " IPUs"));
+      violations_.push_back(
+          absl::StrCat("Phase ", p, " contains ", stages.size(),
+                       " stages but you provided ", ipus->size(), " IPUs"));
     }
     for (size_t k = 0; k < stages.size(); ++k) {
       Candidate c{stages[k].blocks(), stages[k].ipu()};
@@ -249,7 +251,9 @@ void Planner::AutoStages() {
       if (b.ipu_id.has_value()) continue;
       violations_.push_back(absl::StrCat(
           "AutoStage.SameAsIpu was selected but no IPU was specified for "
-          "block '", b.name, "': give every block an ipu_id, or use "
+          "block '",
+          b.name,
+          "': give every block an ipu_id, or use "
           "AutoStage::kAutoIncrement or explicit Stages"));
     }
     if (!violations_.empty()) return;
@@ -262,11 +266,12 @@ void Planner::AutoStages() {
       continue;
     }
     if (same_as_ipu && !used.insert(*b.ipu_id).second) {
-      violations_.push_back(absl::StrCat(
-          "AutoStage.SameAsIpu: block '", b.name, "' goes back to IPU ",
-          *b.ipu_id, " after block '", blocks[i - 1].name, "' on IPU ",
-          *blocks[i - 1].ipu_id, ", but the stage id is the IPU id: use "
-          "AutoStage::kAutoIncrement or explicit Stages"));
+      violations_.push_back(
+          absl::StrCat("AutoStage.SameAsIpu: block '", b.name,
+                       "' goes back to IPU ", *b.ipu_id, " after block '",
+                       blocks[i - 1].name, "' on IPU ", *blocks[i - 1].ipu_id,
+                       ", but the stage id is the IPU id: use "
+                       "AutoStage::kAutoIncrement or explicit Stages"));
     }
     stages_.push_back({{b.name}, b.ipu_id});
   }
@@ -284,9 +289,9 @@ void Planner::ResolveNames() {
     for (const std::string& name : s.names) {
       const int i = model_.Find(name);
       if (i < 0) {
-        violations_.push_back(absl::StrCat("Unknown Block '", name,
-                                           "'; list of expected Blocks: ",
-                                           List(expected)));
+        violations_.push_back(
+            absl::StrCat("Unknown Block '", name,
+                         "'; list of expected Blocks: ", List(expected)));
       } else if (owner[i] == static_cast<int>(c)) {
         violations_.push_back(
             absl::StrCat("Block '", name, "' is listed twice in ", Label(c)));
@@ -354,9 +359,9 @@ void Planner::ResolveIpus() {
             absl::StrJoin(on, ", "),
             "): set the stage's IPU with Stage::Ipu or split the stage"));
       }
-      s.ipu = !ipus.empty() ? *ipus.begin()
-                            : (phased() ? s.index_in_phase
-                                        : static_cast<int>(c));
+      s.ipu = !ipus.empty()
+                  ? *ipus.begin()
+                  : (phased() ? s.index_in_phase : static_cast<int>(c));
     }
     if (*s.ipu < 0) {
       violations_.push_back(
@@ -406,35 +411,17 @@ std::vector<std::vector<int>> Planner::Units(int begin, int end) {
   return units;
 }
 
-absl::StatusOr<StrategyPlan> Planner::Plan() {
-  StrategyPlan plan;
-  plan.schedule = strategy_.kind() == ExecutionStrategy::Kind::kPipelined
-                      ? PipelineSchedule::kGrouped
-                      : PipelineSchedule::kSequential;
-  if (model_.size() == 0) {
-    violations_.push_back("the model has no blocks: add them with "
-                          "BlockModel::Add");
-  } else {
-    Collect();
-    if (violations_.empty()) ResolveNames();
-    if (violations_.empty()) CheckOrder();
-    if (violations_.empty()) ResolveIpus();
-  }
-  // Phases are checked one by one, so every bad phase is reported.
-  std::vector<std::vector<int>> units;
-  const int num_stages = violations_.empty() ? static_cast<int>(stages_.size()) : 0;
-  for (int c = 0; c < num_stages;) {
-    int end = c + 1;
-    if (phased()) {
-      while (end < num_stages && stages_[end].phase == stages_[c].phase) ++end;
-    } else {
-      end = num_stages;
-    }
+std::vector<std::vector<int>> Planner::ComputationalStages() {
+  const int n = static_cast<int>(stages_.size());
+  if (!phased()) return Units(0, n);
+  // Phase by phase, so that every bad phase is reported.
+  std::vector<std::vector<int>> all;
+  for (int c = 0, end = 0; c < n; c = end) {
+    while (end < n && stages_[end].phase == stages_[c].phase) ++end;
     std::vector<std::vector<int>> u = Units(c, end);
-    if (phased() && u.size() > 1) {
+    if (u.size() > 1) {
       violations_.push_back(absl::StrCat(
-          "Phase ", stages_[c].phase, " has ", end - c,
-          " stages, but block '",
+          "Phase ", stages_[c].phase, " has ", end - c, " stages, but block '",
           model_.blocks()[stages_[u[1][0]].blocks.front()].name,
           "' receives the outputs of block '",
           model_.blocks()[stages_[u[0].back()].blocks.back()].name,
@@ -443,9 +430,24 @@ absl::StatusOr<StrategyPlan> Planner::Plan() {
           "(BlockModel::AddParallel); put dependent blocks in one stage or "
           "in successive phases"));
     }
-    units.insert(units.end(), u.begin(), u.end());
-    c = end;
+    all.insert(all.end(), u.begin(), u.end());
   }
+  return all;
+}
+
+absl::StatusOr<StrategyPlan> Planner::Plan() {
+  if (model_.size() == 0) {
+    violations_.push_back(
+        "the model has no blocks: add them with "
+        "BlockModel::Add");
+  } else {
+    Collect();
+    if (violations_.empty()) ResolveNames();
+    if (violations_.empty()) CheckOrder();
+    if (violations_.empty()) ResolveIpus();
+  }
+  std::vector<std::vector<int>> units;
+  if (violations_.empty()) units = ComputationalStages();
   if (!violations_.empty()) {
     std::vector<std::string> names;
     for (const Block& b : model_.blocks()) names.push_back(b.name);
@@ -453,6 +455,10 @@ absl::StatusOr<StrategyPlan> Planner::Plan() {
         "Invalid execution strategy (", strategy_.name(), ", blocks ",
         List(names), "):\n  ", absl::StrJoin(violations_, "\n  ")));
   }
+  StrategyPlan plan;
+  plan.schedule = strategy_.kind() == ExecutionStrategy::Kind::kPipelined
+                      ? PipelineSchedule::kGrouped
+                      : PipelineSchedule::kSequential;
   for (const std::vector<int>& unit : units) {
     std::vector<PlannedStage> concurrent;
     for (int c : unit) {

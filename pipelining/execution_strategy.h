@@ -154,9 +154,8 @@ class Stage {
 class Phase {
  public:
   template <typename... Stages,
-            std::enable_if_t<(std::is_same_v<std::decay_t<Stages>, Stage> &&
-                              ...),
-                             int> = 0>
+            std::enable_if_t<
+                (std::is_same_v<std::decay_t<Stages>, Stage> && ...), int> = 0>
   explicit Phase(Stages&&... stages)
       : stages_{std::forward<Stages>(stages)...} {}
   explicit Phase(std::vector<Stage> stages) : stages_(std::move(stages)) {}
@@ -204,7 +203,9 @@ class ExecutionStrategy {
 
 namespace internal {
 inline Stage ToStage(Stage stage) { return stage; }
-inline Stage ToStage(std::string block_id) { return Stage(std::move(block_id)); }
+inline Stage ToStage(std::string block_id) {
+  return Stage(std::move(block_id));
+}
 inline Phase ToPhase(Phase phase) { return phase; }
 inline Phase ToPhase(Stage stage) { return Phase(std::move(stage)); }
 inline Phase ToPhase(std::string block_id) {

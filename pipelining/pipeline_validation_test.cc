@@ -84,7 +84,7 @@ TEST(PipelineValidationTest, ConcurrentMappingDiffers) {
 TEST(PipelineValidationTest, AllViolationsAtOnce) {
   Fixture f;
   f.options.computational_stages = {PassThrough, PassThrough, PassThrough};
-  f.options.gradient_accumulation_count = 10;  // Grouped training: 6k.
+  f.options.gradient_accumulation_count = 2;  // Fewer than the stages.
   f.options.optimizer_function = Sgd();
   f.options.repeat_count = 0;
   f.options.gradient_accumulation_dtype = DType::kInt32;
@@ -92,8 +92,8 @@ TEST(PipelineValidationTest, AllViolationsAtOnce) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(),
               AllOf(HasSubstr("Invalid pipeline (Grouped training, 3 stages"),
-                    HasSubstr("gradient_accumulation_count 10 is not a "
-                              "multiple of 6"),
+                    HasSubstr("gradient_accumulation_count 2 is smaller "
+                              "than the 3 stages"),
                     HasSubstr("repeat_count must be >= 1, got 0"),
                     HasSubstr("gradient_accumulation_dtype must be float32 or "
                               "float16, got int32")));

@@ -85,24 +85,33 @@ TEST(PlanPipelineToolTest, SequentialRunsOneStageAtATime) {
 
 TEST(PlanPipelineToolTest, BadGradientAccumulationCountIsRefused) {
   PlanPipelineOptions options;
-  options.gradient_accumulation_count = 10;
+  options.gradient_accumulation_count = 3;
   absl::StatusOr<std::string> report = RunPlanPipeline(options);
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(report.status().message(),
-              HasSubstr("gradient_accumulation_count 10 is not a multiple of "
-                        "8 (2 x 4 stages, Grouped training): use 8 or 16"));
+              HasSubstr("gradient_accumulation_count 3 is smaller than the 4 "
+                        "stages (Grouped training)"));
   EXPECT_THAT(report.status().message(), HasSubstr("--force"));
 }
 
 TEST(PlanPipelineToolTest, ForcePrintsTheViolationAndPlansAnyway) {
   PlanPipelineOptions options;
-  options.gradient_accumulation_count = 10;
+  options.gradient_accumulation_count = 2;
   options.force = true;
   const std::string report = Report(options);
   EXPECT_THAT(report, HasSubstr("ValidatePipeline: Invalid pipeline"));
-  EXPECT_THAT(report, HasSubstr("is not a multiple of 8"));
+  EXPECT_THAT(report, HasSubstr("is smaller than the 4 stages"));
   EXPECT_THAT(report, HasSubstr("planning it anyway"));
+  EXPECT_THAT(report, HasSubstr("bubble: 60.0% measured, 60.0% theory "
+                                "(N-1)/(M+N-1) = 3/5"));
+}
+
+TEST(PlanPipelineToolTest, TheTutorialCountRuns) {
+  PlanPipelineOptions options;
+  options.gradient_accumulation_count = 10;
+  const std::string report = Report(options);
+  EXPECT_THAT(report, HasSubstr("ValidatePipeline: OK"));
   EXPECT_THAT(report, HasSubstr("bubble: 23.1% measured, 23.1% theory "
                                 "(N-1)/(M+N-1) = 3/13"));
 }

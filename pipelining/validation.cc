@@ -54,49 +54,27 @@ int CircularUnionSize(const std::vector<int>& sequence) {
   return static_cast<int>(kept.size());
 }
 
-// "(2 x 4 stages, Grouped training)": how the overlap length came about.
-std::string OverlapReason(PipelineSchedule schedule, int num_stages,
-                          const std::vector<int>& mapping, bool training) {
-  const std::string mode = absl::StrCat(PipelineScheduleName(schedule),
-                                        training ? " training" : " inference");
-  if (schedule == PipelineSchedule::kInterleaved && HasSharedIpu(mapping)) {
-    return absl::StrFormat("(overlap length of %s with device_mapping [%s])",
-                           mode, absl::StrJoin(mapping, ", "));
-  }
-  if (schedule == PipelineSchedule::kGrouped && training) {
-    return absl::StrFormat("(2 x %d stages, %s)", num_stages, mode);
-  }
-  return absl::StrFormat("(%d stages, %s)", num_stages, mode);
-}
-
 // The GAC rule's violation line, or "" if `gac` is fine.
 std::string GacViolation(PipelineSchedule schedule, int num_stages,
                          const std::vector<int>& mapping, int gac,
                          bool training) {
-  const int overlap = OverlapLength(schedule, num_stages, mapping, training);
-  if (gac >= overlap && gac % overlap == 0) return "";
+  const int minimum = MinimumGradientAccumulationCount(schedule, num_stages);
+  if (gac >= minimum) return "";
+  const std::string mode = absl::StrCat(PipelineScheduleName(schedule),
+                                        training ? " training" : " inference");
   if (schedule == PipelineSchedule::kSequential) {
     return absl::StrFormat(
-        "gradient_accumulation_count %d must be at least 1 (Sequential): use "
-        "1 or more",
-        gac);
+        "gradient_accumulation_count %d must be at least 1 (%s): use 1 or "
+        "more",
+        gac, mode);
   }
-  const std::string reason = OverlapReason(
-      schedule, num_stages, ResolvedOrIdentity(num_stages, mapping), training);
-  const int below = gac / overlap * overlap;
-  const int above = below + overlap;
-  const std::string use = below >= overlap
-                              ? absl::StrFormat("use %d or %d", below, above)
-                              : absl::StrFormat("use %d", above);
-  if (gac < 1) {
-    return absl::StrFormat(
-        "gradient_accumulation_count %d must be a positive multiple of %d %s: "
-        "use %d",
-        gac, overlap, reason, overlap);
-  }
+  const int overlap = OverlapLength(schedule, num_stages, mapping, training);
   return absl::StrFormat(
-      "gradient_accumulation_count %d is not a multiple of %d %s: %s", gac,
-      overlap, reason, use);
+      "gradient_accumulation_count %d is smaller than the %d stages (%s): the "
+      "pipeline would never have every IPU busy; use at least %d (%d, a "
+      "multiple of the overlap length, also runs on Graphcore's port)",
+      gac, num_stages, mode, minimum,
+      std::max(overlap, (minimum + overlap - 1) / overlap * overlap));
 }
 
 // "IPU 0 has stages 0 and 3" for every IPU with more than one stage.
@@ -149,6 +127,11 @@ void CheckMapping(PipelineSchedule schedule, int num_stages,
 }
 
 }  // namespace
+
+int MinimumGradientAccumulationCount(PipelineSchedule schedule,
+                                     int num_stages) {
+  return schedule == PipelineSchedule::kSequential ? 1 : num_stages;
+}
 
 int OverlapLength(PipelineSchedule schedule, int num_stages,
                   const std::vector<int>& device_mapping, bool training) {

@@ -6,13 +6,14 @@
 //
 //   absl::Status s = ValidatePipeline(PipelineSchedule::kGrouped,
 //                                     /*num_stages=*/4, /*device_mapping=*/{},
-//                                     /*gradient_accumulation_count=*/10,
+//                                     /*gradient_accumulation_count=*/3,
 //                                     /*training=*/true);
 //   // InvalidArgument: "Invalid pipeline (Grouped training, 4 stages, ...):
-//   //   gradient_accumulation_count 10 is not a multiple of 8 (2 x 4 stages,
-//   //   Grouped training): use 8 or 16"
+//   //   gradient_accumulation_count 3 is smaller than the 4 stages (Grouped
+//   //   training): ... use at least 4 (8, a multiple of the overlap length,
+//   //   also runs on Graphcore's port)"
 //
-// The rules we follow (N = number of stages, L = overlap length):
+// The rules (N = number of stages, L = overlap length):
 //  1. N >= 2 ("Pipeline requires at least two computational stages.",
 //     pipelining_ops.py). MakeSchedule itself accepts N = 1.
 //  2. device_mapping is empty (identity: stage s on IPU s) or has one entry
@@ -21,18 +22,22 @@
 //  3. Interleaved training puts at most one stage per IPU (Graphcore raises
 //     NotImplementedError: its 1F1B alternation needs the IPU's forward and
 //     backward slots free).
-//  4. gradient_accumulation_count is a positive multiple of L, the overlap
-//     length = micro-batches in flight per steady-state repeat block
-//     (pipeline_visitor.cc:588-610, the C++ compile-time rule, which is the
-//     authoritative one: the docs give no number):
-//       Grouped training 2N, Grouped inference N, Interleaved N (both),
-//       Sequential 1 (any count >= 1).
-//     For Interleaved with IPUs shared by several stages (inference only) L
-//     is the number of rotations of the device sequence that never put one
-//     IPU twice in one time slot (Graphcore's CircularUnion), e.g. 2 for
-//     device_mapping [0, 1, 0, 1].
-//     Not modelled: Graphcore's Grouped-with-I/O-tiles variant (GAC >= L + 2,
-//     no divisibility), since the emulated IPUs have no I/O tiles.
+//  4. gradient_accumulation_count >= N for Grouped and Interleaved (below
+//     that the pipeline never has every IPU busy at once: PopTorch's rule,
+//     "gradientAccumulation must be greater than or equal to the number of
+//     pipeline stages"), >= 1 for Sequential.
+//     Graphcore's TensorFlow port is stricter: a positive multiple of L, the
+//     overlap length = micro-batches in flight per steady-state repeat block
+//     (pipeline_visitor.cc:588-610): Grouped training 2N, Grouped inference
+//     N, Interleaved N; for Interleaved with IPUs shared by several stages
+//     (inference only) the number of rotations of the device sequence that
+//     never put one IPU twice in one time slot (Graphcore's CircularUnion),
+//     e.g. 2 for [0, 1, 0, 1]. That multiple comes from its code generator,
+//     which unrolls the steady state in blocks of L; ipuflow's runtime
+//     executes the exact table for any count (ramp-up, steady state,
+//     ramp-down), so 10 micro-batches on 4 stages, the PopTorch tutorial's
+//     setting, runs. OverlapLength is kept for the planner and the error
+//     hints (a count that also runs on Graphcore's port).
 // Why up front and all at once: Graphcore checks rule 4 only when compiling
 // (or on device for a runtime count) and the others one by one in Python; a
 // user fixing one knob at a time then recompiles for every error. We return
@@ -51,8 +56,11 @@
 
 namespace ipuflow::pipelining {
 
-// The overlap length L above: gradient_accumulation_count must be a positive
-// multiple of it. `device_mapping` empty = identity; a mapping of the wrong
+// The smallest gradient_accumulation_count of rule 4 (N, or 1 Sequential).
+// REQUIRES: num_stages >= 1.
+int MinimumGradientAccumulationCount(PipelineSchedule schedule, int num_stages);
+
+// The overlap length L above (Graphcore's port needs a multiple of it). `device_mapping` empty = identity; a mapping of the wrong
 // length or with negative entries is treated as identity.
 // REQUIRES: num_stages >= 1.
 int OverlapLength(PipelineSchedule schedule, int num_stages,
