@@ -62,6 +62,9 @@ class Optimizer {
   // "GradientDescent", "Momentum", "Adam", "AdamW": the sub-scope its nodes
   // are built in and the middle part of its slots' names ("w/Adam/m").
   const std::string& name() const { return name_; }
+  // True for wrappers that accumulate gradients over several steps
+  // themselves (a pipeline, which always accumulates, rejects them).
+  virtual bool accumulates_gradients() const { return false; }
 
   // d(loss)/d(variable) for each variable of `var_list`, in its order.
   std::vector<GradAndVar> ComputeGradients(const Scope& scope, Output loss,

@@ -35,19 +35,39 @@ std::vector<Output> MakeArgs(const Scope& s, const std::vector<Output>& like,
   return args;
 }
 
+// The targets of the loops built inside [begin, end): they run in those
+// loops (a loop nested in a body is in that body's id range, and so are
+// the nodes of its own frames), not in every iteration of the outer one.
+std::set<std::string> NestedTargets(const Graph& g, int begin, int end) {
+  std::set<std::string> nested;
+  for (int id = begin; id < end; ++id) {
+    const Node* n = g.node(id);
+    if (n->op() != "Repeat" && n->op() != "WhileLoop") continue;
+    for (const char* attr : {"body_targets", "cond_targets"}) {
+      if (!n->has_attr(attr)) continue;
+      const auto& targets = n->attr<std::vector<std::string>>(attr);
+      nested.insert(targets.begin(), targets.end());
+    }
+  }
+  return nested;
+}
+
 // Stateful nodes of the frame run every iteration, used or not, except
 // variable initialisers built in the body (and what only feeds them): those
-// run once, from Initialize().
+// run once, from Initialize(); and except the nodes of nested loops.
 void CollectTargets(const Graph& g, Frame* frame) {
   const std::vector<Node*>& inits = g.collection("initializers");
   std::set<const Node*> init_set(inits.begin(), inits.end());
+  const std::set<std::string> nested =
+      NestedTargets(g, frame->begin, frame->end);
   std::map<const Node*, std::vector<const Node*>> consumers;
   for (int id = frame->begin; id < frame->end; ++id) {
     for (const Output& in : g.node(id)->inputs()) consumers[in.node].push_back(g.node(id));
   }
   for (int id = frame->begin; id < frame->end; ++id) {
     const Node* n = g.node(id);
-    if (!n->op_def().is_stateful() || n->op() == "_Arg" || init_set.count(n)) {
+    if (!n->op_def().is_stateful() || n->op() == "_Arg" || init_set.count(n) ||
+        nested.count(n->name())) {
       continue;
     }
     const auto& users = consumers[n];

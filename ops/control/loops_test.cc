@@ -47,6 +47,29 @@ TEST(RepeatTest, VariableUpdatesPersistAcrossIterationsAndRuns) {
   EXPECT_TRUE(TensorNear(out[0], {20}, {}));
 }
 
+TEST(RepeatTest, NestedLoopBodiesRunOnlyInTheirLoop) {
+  // 3 outer iterations x 2 inner ones: 6 increments (the outer body must not
+  // also run the inner body's AssignAdd itself).
+  Scope s = Scope::NewRootScope();
+  ops::VariableHandle counter = ops::Variable(s.WithOpName("counter"),
+                                              ops::Const(s, 0.0f));
+  auto loop = Repeat(s, 3, [&](const Scope& b, const std::vector<Output>&) {
+    auto inner = Repeat(b, 2, [&](const Scope& c, const std::vector<Output>&) {
+      ops::AssignAdd(c, counter.handle, ops::Const(c, 1.0f));
+      return std::vector<Output>{};
+    });
+    EXPECT_TRUE(inner.ok()) << inner.status();
+    return std::vector<Output>{};
+  });
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  Session session(s.graph());
+  ASSERT_TRUE(session.Initialize().ok());
+  std::vector<Tensor> out;
+  ASSERT_TRUE(session.Run({}, {}, {loop->op}, nullptr).ok());
+  ASSERT_TRUE(session.Run({}, {counter.value}, &out).ok());
+  EXPECT_TRUE(TensorNear(out[0], {6}, {}));
+}
+
 TEST(RepeatTest, RunsOnAnEmulatedIpu) {
   IPUConfig config;
   auto system = IPUSystem::Create(config);

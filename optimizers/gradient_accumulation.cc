@@ -1,0 +1,178 @@
+#include "optimizers/gradient_accumulation.h"
+
+#include "absl/strings/str_cat.h"
+#include "ops/array/const.h"
+#include "ops/array/identity.h"
+#include "ops/control/loops.h"
+#include "ops/math/add.h"
+#include "ops/math/cast.h"
+#include "ops/math/div.h"
+#include "ops/math/equal.h"
+#include "ops/math/mul.h"
+#include "ops/math/select.h"
+#include "ops/state/assign.h"
+#include "ops/state/initializers.h"
+#include "ops/state/read_variable.h"
+
+namespace ipuflow::optimizers {
+namespace {
+
+using Method = GradientAccumulationReductionMethod;
+
+// `x` as `dtype`; no node when it already is.
+Output CastTo(const Scope& scope, Output x, DType dtype) {
+  return x.dtype() == dtype ? x : ops::Cast(scope, x, dtype);
+}
+
+}  // namespace
+
+absl::Status GradientAccumulationOptimizer::Validate() const {
+  const std::string where = absl::StrCat(name(), " optimizer: ");
+  if (optimizer_ == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "the optimizer to wrap is null"));
+  }
+  if (optimizer_->accumulates_gradients()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "the wrapped optimizer '", optimizer_->name(),
+                     "' already accumulates gradients; use one wrapper whose "
+                     "num_mini_batches is the product"));
+  }
+  if (num_mini_batches_ < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where,
+        "num_mini_batches (the mini-batches accumulated per weight "
+        "update) must be >= 1, got ",
+        num_mini_batches_));
+  }
+  if (dtype_.has_value() && !IsFloating(*dtype_)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where,
+                     "the accumulation dtype must be float32 or "
+                     "float16, got ",
+                     DTypeName(*dtype_)));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> GradientAccumulationOptimizer::SlotNames() const {
+  if (dtype_.has_value()) return {};
+  return {"accumulator"};
+}
+
+std::vector<Node*> GradientAccumulationOptimizer::Prepare(const Scope& scope) {
+  if (absl::Status s = Validate(); !s.ok()) {
+    scope.UpdateStatus(s);
+    return {};
+  }
+  // n cycles through [0, N): no modulo op needed, and it never overflows.
+  ops::VariableHandle counter = ops::Variable(
+      scope.WithOpName("counter"),
+      ops::Const(scope.WithOpName("counter/initial_value"), 0, DType::kInt32),
+      {/*shared_name=*/"", /*trainable=*/false});
+  const Output n = counter.value;  // Read before the advance built below.
+  is_last_ = ops::Equal(scope.WithOpName("is_last"), n,
+                        ops::Const(scope.WithOpName("counter/last"),
+                                   num_mini_batches_ - 1, DType::kInt32));
+  Output next = ops::Select(
+      scope.WithOpName("counter/next"), is_last_,
+      ops::Const(scope.WithOpName("counter/zero"), 0, DType::kInt32),
+      ops::Add(scope.WithOpName("counter/plus_one"), n,
+               ops::Const(scope.WithOpName("counter/one"), 1, DType::kInt32)));
+  Node* advance =
+      ops::Assign(scope.WithOpName("counter/advance"), counter.handle, next);
+  if (reduction_method_ == Method::kRunningMean) {
+    const Scope s = scope.NewSubScope("running_mean");
+    Output nf = ops::Cast(s.WithOpName("n"), n, DType::kFloat32);
+    Output n1 = ops::Add(s.WithOpName("n_plus_one"), nf, ops::Const(s, 1.f));
+    accum_scale_ = ops::Div(s.WithOpName("accum_scale"), nf, n1);
+    grad_scale_ = ops::Div(s.WithOpName("grad_scale"), ops::Const(s, 1.f), n1);
+  }
+  return {advance};
+}
+
+Node* GradientAccumulationOptimizer::ApplyDense(
+    const Scope& scope, Output grad, const ops::VariableInfo& var,
+    const std::vector<Output>& slots) {
+  if (!scope.ok()) return nullptr;
+  const Scope s = scope.NewSubScope(var.node->name());
+  const DType dtype = dtype_.value_or(var.dtype);
+  Output acc;
+  if (!slots.empty()) {
+    acc = slots[0];
+  } else {
+    Output zeros =
+        ops::Zeros(s.WithOpName("accumulator/Zeros"), var.shape, dtype);
+    acc = ops::Variable(s.WithOpName("accumulator"), zeros,
+                        {/*shared_name=*/"", /*trainable=*/false})
+              .handle;
+  }
+  Node* accumulate = Accumulate(s, acc, dtype, grad);
+  if (!s.ok()) return nullptr;
+  // The accumulated value is complete once `accumulate` has run.
+  Output apply_now = ops::Identity(
+      s.WithOpName("apply_now").WithControlDependencies({accumulate}),
+      is_last_);
+  // The inner optimizer builds in the wrapper's scope, so its slots are
+  // named as without the wrapper, under it: "GradientAccumulation/w/Adam/m".
+  return ApplyIf(s.WithNoControlDependencies(),
+                 scope.NewSubScope("").WithNoControlDependencies(), apply_now,
+                 acc, dtype, var);
+}
+
+Node* GradientAccumulationOptimizer::Accumulate(const Scope& scope, Output acc,
+                                                DType dtype,
+                                                Output grad) const {
+  Output g = CastTo(scope.WithOpName("grad/cast"), grad, dtype);
+  switch (reduction_method_) {
+    case Method::kSum:
+      return ops::AssignAdd(scope.WithOpName("accumulate"), acc, g);
+    case Method::kMean: {
+      Output scale = ops::Const(scope.WithOpName("grad_scale"),
+                                1.0 / num_mini_batches_, dtype);
+      return ops::AssignAdd(
+          scope.WithOpName("accumulate"), acc,
+          ops::Mul(scope.WithOpName("scaled_grad"), g, scale));
+    }
+    case Method::kRunningMean: {
+      Output old = ops::Mul(
+          scope.WithOpName("scaled_accumulator"),
+          ops::ReadVariable(scope.WithOpName("accumulator_value"), acc),
+          CastTo(scope.WithOpName("accum_scale"), accum_scale_, dtype));
+      Output add =
+          ops::Mul(scope.WithOpName("scaled_grad"), g,
+                   CastTo(scope.WithOpName("grad_scale"), grad_scale_, dtype));
+      return ops::Assign(scope.WithOpName("accumulate"), acc,
+                         ops::Add(scope.WithOpName("running_mean"), old, add));
+    }
+  }
+  return nullptr;
+}
+
+Node* GradientAccumulationOptimizer::ApplyIf(
+    const Scope& scope, const Scope& inner_scope, Output apply_now, Output acc,
+    DType dtype, const ops::VariableInfo& var) const {
+  // A loop body is the nodes built during the callback, whatever their
+  // scope: the body's own scope would prefix every name with the loop's.
+  auto body = [&](const Scope&, const std::vector<Output>& args) {
+    Output total = ops::ReadVariable(scope.WithOpName("accumulated"), acc);
+    total = CastTo(scope.WithOpName("accumulated/cast"), total, var.dtype);
+    optimizer_->ApplyGradients(inner_scope, {{total, var.node}});
+    ops::Assign(scope.WithOpName("reset"), acc,
+                ops::Zeros(scope.WithOpName("reset/Zeros"), var.shape, dtype));
+    return args;  // At most one iteration: the flag need not change.
+  };
+  auto cond = [](const Scope& c, const std::vector<Output>& args) {
+    return ops::Identity(c, args[0]);
+  };
+  absl::StatusOr<loops::Loop> loop =
+      loops::WhileLoop(scope, cond, body, {apply_now}, /*infeed=*/nullptr,
+                       /*maximum_iterations=*/1);
+  if (!loop.ok()) {
+    scope.UpdateStatus(loop.status());
+    return nullptr;
+  }
+  return loop->op;
+}
+
+}  // namespace ipuflow::optimizers

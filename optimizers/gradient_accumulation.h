@@ -1,0 +1,132 @@
+// GradientAccumulationOptimizer: wraps another optimizer so that its update
+// is applied once every `num_mini_batches` runs of the training step, with
+// the gradients of those runs accumulated: the effective batch of N
+// mini-batches without the memory of one (Graphcore's
+// GradientAccumulationOptimizerV2).
+//
+//   optimizers::AdamOptimizer adam(/*lr=*/1e-3f);
+//   optimizers::GradientAccumulationOptimizer opt(
+//       &adam, /*num_mini_batches=*/4,
+//       GradientAccumulationReductionMethod::kMean);
+//   Node* train = opt.Minimize(scope, loss);
+//   for (int i = 0; i < 400; ++i) session.Run(feed(i), {}, {train}, nullptr);
+//   // 100 Adam updates, each with the mean gradient of 4 mini-batches.
+//
+// Every run of the step, for each variable (N = num_mini_batches, n in
+// [0, N) the index of this mini-batch within the accumulation):
+//   acc = acc * accum_scale + grad * grad_scale, where
+//     kSum:         accum_scale 1,        grad_scale 1
+//     kMean:        accum_scale 1,        grad_scale 1/N (each gradient is
+//                   scaled before it is added: no float16 overflow)
+//     kRunningMean: accum_scale n/(n+1),  grad_scale 1/(n+1) (acc is the mean
+//                   of the gradients so far)
+//   if n == N-1: the inner optimizer applies acc (cast to the variable's
+//                dtype) as the gradient, then acc = 0;
+//   n = (n + 1) mod N.
+// Other runs change neither the variables nor the inner optimizer's state
+// (its slots, Adam's step): after k*N runs the variables are exactly those
+// of k inner updates with the accumulated gradients.
+//
+// Graph: a counter "GradientAccumulation/counter" (int32 n, non-trainable)
+// and per variable an accumulator "<var>/GradientAccumulation/accumulator"
+// (non-trainable, zero-initialised by an initializer, on the variable's
+// IPU); with an explicit `dtype` the accumulator cannot be a slot (slots have
+// the variable's dtype) and is "GradientAccumulation/<var>/accumulator".
+//
+// How the update is made conditional. There is no conditional op, and the
+// exact alternatives are limited: a Select mask or a 0/1 factor could undo
+// an SGD step, but not the inner optimizer's side effects (Adam's moments
+// and step counter would advance every run). So the inner optimizer's
+// ApplyGradients is built as the body of a loops::WhileLoop that carries
+// the bool "n == N-1" and runs at most once: one iteration on the N-th run,
+// none otherwise. The inner update is then the very ops the inner optimizer
+// builds, run with the accumulated gradient, and nothing else.
+//
+// Limitations:
+//  - Optimizer::ApplyGradients is not virtual: a wrapper sees the variables
+//    one at a time (Prepare, then ApplyDense per variable). Each variable
+//    gets its own conditional and its own call of the inner ApplyGradients,
+//    so shared inner state is per variable (Adam's steps are
+//    "GradientAccumulation/Adam/step", ".../Adam_1/step", ... in variable
+//    order; its slots "GradientAccumulation/<var>/Adam/m"). Optimizers whose
+//    update of a variable depends only on its own gradient (SGD, Momentum,
+//    Adam, AdamW, LAMB) give the same numbers; one coupling variables
+//    (global-norm clipping) would need a virtual ApplyGradients.
+//  - Each conditional update runs after its accumulation, so after
+//    everything the gradient depends on: for ComputeGradients' gradients,
+//    the loss and every variable read it makes. Reads of the variable that
+//    the loss does not use, run in the same step, are not ordered with the
+//    update (a loop node does not declare to core/program.h the variables
+//    its body writes).
+//  - Wrapping an optimizer that itself accumulates is InvalidArgument.
+//
+// Thread safety: as Optimizer.
+#ifndef IPUFLOW_OPTIMIZERS_GRADIENT_ACCUMULATION_H_
+#define IPUFLOW_OPTIMIZERS_GRADIENT_ACCUMULATION_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "optimizers/optimizer.h"
+
+namespace ipuflow::optimizers {
+
+// How gradients of the mini-batches are combined (table above). Shared with
+// pipelining, which always accumulates.
+enum class GradientAccumulationReductionMethod { kSum, kMean, kRunningMean };
+
+class GradientAccumulationOptimizer : public Optimizer {
+ public:
+  // `optimizer`: not owned; must outlive this. `dtype`: the accumulators'
+  // dtype (float32 or float16); by default each variable's. Invalid
+  // arguments (null optimizer, num_mini_batches < 1, a non-float dtype) are
+  // InvalidArgument, recorded in the scope by ApplyGradients.
+  GradientAccumulationOptimizer(
+      Optimizer* optimizer, int num_mini_batches,
+      GradientAccumulationReductionMethod reduction_method =
+          GradientAccumulationReductionMethod::kSum,
+      std::optional<DType> dtype = std::nullopt)
+      : Optimizer("GradientAccumulation"),
+        optimizer_(optimizer),
+        num_mini_batches_(num_mini_batches),
+        reduction_method_(reduction_method),
+        dtype_(dtype) {}
+
+  bool accumulates_gradients() const override { return true; }
+  int num_mini_batches() const { return num_mini_batches_; }
+  GradientAccumulationReductionMethod reduction_method() const {
+    return reduction_method_;
+  }
+
+ protected:
+  // The accumulator, when it has the variable's dtype.
+  std::vector<std::string> SlotNames() const override;
+  std::vector<Node*> Prepare(const Scope& scope) override;
+  Node* ApplyDense(const Scope& scope, Output grad,
+                   const ops::VariableInfo& var,
+                   const std::vector<Output>& slots) override;
+
+ private:
+  absl::Status Validate() const;
+  // acc = acc * accum_scale + grad * grad_scale for the accumulator handle
+  // `acc` of `dtype`; returns the write.
+  Node* Accumulate(const Scope& scope, Output acc, DType dtype,
+                   Output grad) const;
+  // The inner update of `var` with `acc` (built in `inner_scope`), then
+  // acc = 0, run when `apply_now` (a bool scalar) holds; returns the loop.
+  Node* ApplyIf(const Scope& scope, const Scope& inner_scope, Output apply_now,
+                Output acc, DType dtype, const ops::VariableInfo& var) const;
+
+  Optimizer* const optimizer_;  // Not owned.
+  const int num_mini_batches_;
+  const GradientAccumulationReductionMethod reduction_method_;
+  const std::optional<DType> dtype_;
+  // Built by the current ApplyGradients (Prepare).
+  Output is_last_;                   // n == N-1.
+  Output accum_scale_, grad_scale_;  // float32 scalars, kRunningMean only.
+};
+
+}  // namespace ipuflow::optimizers
+
+#endif  // IPUFLOW_OPTIMIZERS_GRADIENT_ACCUMULATION_H_
