@@ -1,21 +1,19 @@
-// Trains the seed tutorial's ConvNet on Fashion-MNIST on the emulated IPU
-// system and prints the test accuracy.
+// Trains the seed tutorial's ConvNet (or a small MLP) on Fashion-MNIST
+// without pipelining: the whole training step on one IPU (or replicated over
+// --ipus), in a device loop of --device-iterations steps fed by an infeed; a
+// monitoring thread reads each step's loss and accuracy from an outfeed and
+// draws the progress bar. The pipelined tutorial is train_fashion_mnist.
 //
-//   ./bazelw run //examples:train_fashion_mnist -- --epochs=1 --batch-size=40
-//
-// The training step runs in a device loop of --device-iterations steps, fed
-// by an infeed; a monitoring thread reads each step's loss and accuracy from
-// an outfeed and draws the progress bar.
+//   ./bazelw run //examples:train_fashion_mnist_loop -- --epochs=1 --batch-size=40
 #include <cstdio>
-#include <cstring>
-#include <unistd.h>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "core/command_line.h"
 #include "examples/fashion_mnist_training.h"
+#include "examples/progress_bar.h"
 
 ABSL_FLAG(std::string, model, "conv", "conv (the tutorial ConvNet) or mlp");
 ABSL_FLAG(int, batch_size, 40, "training batch size");
@@ -26,52 +24,10 @@ ABSL_FLAG(double, learning_rate, 0.001, "AdamW learning rate");
 ABSL_FLAG(int64_t, train_limit, -1, "use only the first N training images");
 ABSL_FLAG(int, ipus, 1, "emulated IPUs (replicas of the training step)");
 
-namespace {
-
-// The tutorial spells flags with dashes (--batch-size); Abseil wants
-// underscores. Rewrites "--a-b=c" to "--a_b=c".
-std::vector<char*> UnderscoreFlags(int argc, char** argv,
-                                   std::vector<std::string>* storage) {
-  storage->reserve(argc);
-  std::vector<char*> out;
-  for (int i = 0; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (i > 0 && arg.rfind("--", 0) == 0) {
-      const size_t end = std::min(arg.find('='), arg.size());
-      for (size_t k = 2; k < end; ++k) {
-        if (arg[k] == '-') arg[k] = '_';
-      }
-    }
-    storage->push_back(arg);
-    out.push_back(storage->back().data());
-  }
-  return out;
-}
-
-// Redraws the bar in place on a terminal (100 times per run); elsewhere
-// prints a line every 10%.
-void DrawProgress(int64_t step, int64_t steps, float loss, float accuracy) {
-  static const bool tty = isatty(fileno(stderr));
-  const int64_t every = std::max<int64_t>(1, steps / (tty ? 100 : 10));
-  if (step % every != 0 && step != steps) return;
-  const int width = 30;
-  const int filled = static_cast<int>(width * step / steps);
-  std::fprintf(stderr, "%s[%.*s%*s] %lld/%lld  loss %.4f  accuracy %.2f%%%s",
-               tty ? "\r" : "",
-               filled, "==============================", width - filled, "",
-               static_cast<long long>(step), static_cast<long long>(steps),
-               loss, 100 * accuracy, tty ? "" : "\n");
-  if (tty && step == steps) std::fprintf(stderr, "\n");
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   using namespace ipuflow;
   absl::SetProgramUsageMessage("Trains the tutorial ConvNet on Fashion-MNIST.");
-  std::vector<std::string> storage;
-  std::vector<char*> args = UnderscoreFlags(argc, argv, &storage);
-  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  ParseCommandLine(argc, argv);
 
   examples::TrainingOptions options;
   options.model = absl::GetFlag(FLAGS_model);
@@ -95,7 +51,7 @@ int main(int argc, char** argv) {
               options.device_iterations, options.epochs, options.learning_rate);
   std::fflush(stdout);
   absl::StatusOr<examples::TrainingReport> report =
-      examples::TrainFashionMnist(system->get(), options, DrawProgress);
+      examples::TrainFashionMnist(system->get(), options, examples::DrawProgress);
   if (!report.ok()) {
     std::fprintf(stderr, "\n%s\n", report.status().ToString().c_str());
     return 1;

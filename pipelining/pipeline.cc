@@ -390,7 +390,8 @@ void Builder::BuildBackward(PartDef& part, int begin, int end) {
   // trainable variables.
   std::vector<Output> xs;
   std::vector<int> arg_of_x;
-  for (size_t i = 0; i < part.args.size(); ++i) {
+  // Stage 0's arguments come from the host: nobody needs their gradient.
+  for (size_t i = 0; i < part.args.size() && part.stage > 0; ++i) {
     if (part.arg_used[i] && IsDifferentiable(part.args[i].dtype())) {
       xs.push_back(part.args[i]);
       arg_of_x.push_back(static_cast<int>(i));

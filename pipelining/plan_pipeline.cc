@@ -11,13 +11,12 @@
 // against (N-1)/(M+N-1), stash depths and occupancy, a text timeline. See
 // docs/PIPELINING.md. The logic lives in plan_pipeline_tool.h.
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "core/command_line.h"
 #include "pipelining/plan_pipeline_tool.h"
 
 using ipuflow::pipelining::PlanPipelineOptions;
@@ -48,14 +47,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Dry-runs a Grouped, Interleaved or Sequential pipeline schedule and "
       "prints its timeline, bubble and stash.");
-  std::vector<std::string> args =
-      DashesToUnderscores(std::vector<std::string>(argv, argv + argc));
-  std::vector<char*> arg_ptrs;
-  for (std::string& arg : args) arg_ptrs.push_back(arg.data());
-  absl::ParseCommandLine(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
-
-  const char* cwd = std::getenv("BUILD_WORKING_DIRECTORY");  // bazel run.
-  const std::string working_directory = cwd == nullptr ? "" : cwd;
+  ipuflow::ParseCommandLine(argc, argv);
   PlanPipelineOptions options;
   options.schedule = absl::GetFlag(FLAGS_schedule);
   options.stages = absl::GetFlag(FLAGS_stages);
@@ -68,9 +60,9 @@ int main(int argc, char** argv) {
   options.timing = absl::GetFlag(FLAGS_timing);
   options.force = absl::GetFlag(FLAGS_force);
   options.svg_path =
-      ResolveOutputPath(absl::GetFlag(FLAGS_svg), working_directory);
+      ipuflow::ResolveOutputPath(absl::GetFlag(FLAGS_svg));
   options.json_path =
-      ResolveOutputPath(absl::GetFlag(FLAGS_json), working_directory);
+      ipuflow::ResolveOutputPath(absl::GetFlag(FLAGS_json));
 
   absl::StatusOr<std::string> report = RunPlanPipeline(options);
   if (!report.ok()) {

@@ -193,24 +193,4 @@ std::string PlanTitle(const Plan& plan) {
       HumanSeconds(plan.makespan), 100 * plan.bubble);
 }
 
-std::vector<std::string> DashesToUnderscores(std::vector<std::string> args) {
-  for (size_t i = 1; i < args.size(); ++i) {
-    std::string& arg = args[i];
-    if (arg.rfind("--", 0) != 0) continue;
-    const size_t end = std::min(arg.find('='), arg.size());
-    for (size_t k = 2; k < end; ++k) {
-      if (arg[k] == '-') arg[k] = '_';
-    }
-  }
-  return args;
-}
-
-std::string ResolveOutputPath(const std::string& path,
-                              const std::string& working_directory) {
-  if (path.empty() || path[0] == '/' || working_directory.empty()) {
-    return path;
-  }
-  return absl::StrCat(working_directory, "/", path);
-}
-
 }  // namespace ipuflow::pipelining

@@ -72,16 +72,6 @@ absl::StatusOr<std::string> RunPlanPipeline(const PlanPipelineOptions& options);
 // "Grouped training, 4 stages, M = 8, dataflow timing": the SVG title.
 std::string PlanTitle(const Plan& plan);
 
-// Abseil spells flags with underscores; users also type dashes. Rewrites
-// "--a-b=c" to "--a_b=c" in args[1..] (values are left alone).
-std::vector<std::string> DashesToUnderscores(std::vector<std::string> args);
-
-// `bazel run` starts the tool in its runfiles directory: a relative output
-// path is resolved against `working_directory` (BUILD_WORKING_DIRECTORY)
-// when that is not empty.
-std::string ResolveOutputPath(const std::string& path,
-                              const std::string& working_directory);
-
 }  // namespace ipuflow::pipelining
 
 #endif  // IPUFLOW_PIPELINING_PLAN_PIPELINE_TOOL_H_
