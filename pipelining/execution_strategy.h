@@ -32,9 +32,12 @@
 // becomes one computational stage composing its blocks. Stages of the
 // blocks of one parallel group become one computational stage of
 // concurrent functions (Graphcore's concurrent pipeline stages), one per
-// stage and IPU. A stage's IPU is Stage::Ipu if given, else the ipu_id its
-// blocks were added with, else (as PopTorch) its index: the stage's number
-// for the pipelined strategies, its position in its phase for phases.
+// stage and IPU. A stage's IPU is Stage::Ipu (or Phase::Ipus) if given,
+// overriding the blocks' ipu_id as in PopTorch; else the ipu_id its blocks
+// were added with (they must agree); else its index: the stage's number for
+// the pipelined strategies, its position in its phase for phases. (The IPUs
+// a program uses, max index + 1, must divide the system's IPU count: a
+// 4-IPU system runs stages on IPUs {0, 1} or {0, 3}, not {0, 2}.)
 //
 // Strategies -> PipelineOptions:
 //  - PipelinedExecution: one computational stage per stage (or concurrent

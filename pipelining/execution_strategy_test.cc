@@ -4,13 +4,16 @@
 // the schedule, stage->IPU mapping and every strategy error are checked.
 #include "pipelining/execution_strategy.h"
 
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "core/ipu/ipu_strategy.h"
+#include "core/session.h"
 #include "core/testing/op_test.h"
 #include "feeds/dataset.h"
 #include "gmock/gmock.h"
@@ -20,9 +23,12 @@
 #include "ops/math/add.h"
 #include "ops/math/mat_mul.h"
 #include "ops/math/mul.h"
+#include "ops/math/reduce_sum.h"
+#include "ops/math/square.h"
 #include "ops/nn/relu.h"
 #include "ops/nn/tanh.h"
 #include "ops/state/variable.h"
+#include "optimizers/gradient_descent.h"
 
 namespace ipuflow::pipelining {
 namespace {
@@ -400,6 +406,115 @@ TEST(ExecutionStrategyTest, ApplyStrategyReplacesOnlyTheStages) {
   EXPECT_EQ(o.gradient_accumulation_count, 6);
   EXPECT_EQ(ApplyStrategy(Mlp(), PipelinedExecution(), nullptr).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// ------------------------------------------------------------------ Training
+
+// Variables by "<block>/w" (the last two parts of their names).
+std::map<std::string, Tensor> ByBlock(
+    const std::vector<std::shared_ptr<VariableResource>>& vars) {
+  std::map<std::string, Tensor> out;
+  for (const auto& v : vars) {
+    std::vector<std::string> parts = absl::StrSplit(v->name(), '/');
+    if (parts.size() < 2 || parts.back() != "w") continue;
+    out[absl::StrCat(parts[parts.size() - 2], "/w")] = *v->Read();
+  }
+  return out;
+}
+
+// loss = sum(y^2): the micro-batches' losses add up to the whole input's, so
+// one update of plain gradient descent with summed gradients equals one
+// step on the host over all the rows.
+Output SumOfSquares(const Scope& s, Output y) {
+  return ops::ReduceSum(s, ops::Square(s, y));
+}
+constexpr float kLearningRate = 1e-3f;
+
+std::map<std::string, Tensor> TrainHost(const BlockModel& model,
+                                        const Tensor& x) {
+  Scope s = Scope::NewRootScope();
+  Output in = ops::Placeholder(s, DType::kFloat32, x.shape());
+  Output loss = SumOfSquares(s, model.Apply(s, {in})[0]);
+  optimizers::GradientDescentOptimizer opt(kLearningRate);
+  Node* train = opt.Minimize(s, loss);
+  EXPECT_TRUE(s.ok()) << s.status();
+  Session session(s.graph());
+  EXPECT_TRUE(session.Initialize().ok());
+  std::vector<Tensor> none;
+  absl::Status st = session.Run({{in, x}}, {}, {train}, &none);
+  EXPECT_TRUE(st.ok()) << st;
+  return ByBlock(session.resources()->variables());
+}
+
+absl::StatusOr<std::map<std::string, Tensor>> TrainPipelined(
+    const BlockModel& model, const ExecutionStrategy& strategy,
+    const Tensor& x) {
+  IPUConfig config;
+  config.set_auto_select_ipus(4);
+  ASSIGN_OR_RETURN(std::unique_ptr<IPUSystem> system,
+                   IPUSystem::Create(config));
+  ASSIGN_OR_RETURN(auto infeed, feeds::IPUInfeedQueue::Create(
+                                    feeds::FromTensorSlices({x})->Batch(
+                                        kBatch, /*drop_remainder=*/true)));
+  PipelineOptions o;
+  RETURN_IF_ERROR(ApplyStrategy(model, strategy, &o));
+  o.gradient_accumulation_count = kMicroBatches;
+  o.infeed_queue = infeed.get();
+  o.optimizer_function = [](const Scope& s, const std::vector<Output>& out) {
+    return OptimizerFunctionOutput{
+        std::make_shared<optimizers::GradientDescentOptimizer>(kLearningRate),
+        SumOfSquares(s, out[0])};
+  };
+  Scope scope = Scope::NewRootScope();
+  ASSIGN_OR_RETURN(auto pipeline, Pipeline(scope, o));
+  IPUStrategy ipu(system.get());
+  RETURN_IF_ERROR(ipu.Initialize(*scope.graph()));
+  RETURN_IF_ERROR(pipeline->Run(system.get()).status());
+  std::map<std::string, Tensor> vars;
+  for (int k = 0; k < system->num_ipus(); ++k) {
+    vars.merge(ByBlock(system->device(k).resources()->variables()));
+  }
+  return vars;
+}
+
+void TrainAndCompare(const BlockModel& model,
+                     const ExecutionStrategy& strategy) {
+  const Tensor x = Inputs();
+  absl::StatusOr<std::map<std::string, Tensor>> trained =
+      TrainPipelined(model, strategy, x);
+  ASSERT_TRUE(trained.ok()) << trained.status();
+  std::map<std::string, Tensor> host = TrainHost(model, x);
+  ASSERT_EQ(trained->size(), static_cast<size_t>(model.size()));
+  ASSERT_EQ(host.size(), trained->size());
+  for (const auto& [name, value] : host) {
+    ASSERT_TRUE(trained->count(name)) << name;
+    EXPECT_TRUE(TensorNear(trained->at(name), value, 1e-5, 1e-4)) << name;
+  }
+  // The weights moved: B1's changed by more than the tolerance.
+  Scope s = Scope::NewRootScope();
+  model.Apply(s, {ops::Placeholder(s, DType::kFloat32, x.shape())});
+  Session session(s.graph());
+  ASSERT_TRUE(session.Initialize().ok());
+  std::map<std::string, Tensor> init =
+      ByBlock(session.resources()->variables());
+  EXPECT_FALSE(TensorNear(host.at("B1/w"), init.at("B1/w"), 1e-3, 0));
+}
+
+TEST(ExecutionStrategyTrainingTest, Sharded) {
+  TrainAndCompare(Mlp(), ShardedExecution("B1", "B2", "B3", "B4"));
+}
+
+TEST(ExecutionStrategyTrainingTest, PipelinedWithConcurrentStage) {
+  // Grouped training, 3 stages (gradient_accumulation_count 12 = 2 x 6).
+  TrainAndCompare(Branched({0, 1, 2, 3}), PipelinedExecution());
+}
+
+TEST(ExecutionStrategyTrainingTest, SerialPhasedWithParallelStages) {
+  TrainAndCompare(
+      Branched(),
+      SerialPhasedExecution(Stage("B1"),
+                            Phase(Stage("B2a"), Stage("B2b")).Ipus({1, 2}),
+                            Stage("B3").Ipu(3)));
 }
 
 // -------------------------------------------------------------------- Errors
