@@ -179,6 +179,9 @@ class PipelineOp {
   // mapping uses; ResourceExhausted (with a per-IPU report) if a stage does
   // not fit its IPU; any error of a stage, naming the stage, micro-batch and
   // op. An error on one IPU cancels the others: nothing is left blocked.
+  // To stop a run from another thread, cancel the system
+  // (system->cancellation()->StartCancel(...)): Run returns Cancelled.
+  // Configure() must not be called while a Run is in progress.
   absl::StatusOr<PipelineReport> Run(IPUSystem* system,
                                      const FeedList& feeds = {});
 

@@ -763,6 +763,7 @@ absl::Status PipelineRuntime::WeightUpdate(RunState& rs) {
 }
 
 absl::Status PipelineRuntime::RunOnce(RunState& rs, int repeat) {
+  if (rs.cancel->cancelled()) return rs.cancel->reason();
   {
     MutexLock l(&rs.mu);
     rs.step_remaining = step_sizes_;
@@ -853,10 +854,14 @@ absl::StatusOr<PipelineReport> PipelineRuntime::Run(const FeedList& feeds) {
     for (const auto& [out, value] : feeds) fed.push_back(value);
     RETURN_IF_ERROR(inputs_program_->Run(envs_[0], fed, &rs.input_values));
   }
-  // A system reset cancels the run; the callback only touches `cancel`.
+  // Cancelling the system (what a reset does first) cancels the run; the
+  // callback only touches `cancel`, which it keeps alive.
   std::shared_ptr<CancellationManager> cancel = rs.cancel;
-  const int token = system_->cancellation()->Register(
-      [cancel, sys = system_] { cancel->StartCancel(sys->cancellation()->reason()); });
+  CancellationManager* system_cancel = system_->cancellation();
+  const int token = system_cancel->Register([cancel, name = b_->options.name] {
+    cancel->StartCancel(absl::CancelledError(absl::StrCat(
+        "pipeline '", name, "' was cancelled: the IPU system was reset")));
+  });
   std::vector<int> fifo_tokens;
   for (auto& [key, fifo] : fifos_) {
     StageFifo* f = fifo.get();
@@ -869,7 +874,7 @@ absl::StatusOr<PipelineReport> PipelineRuntime::Run(const FeedList& feeds) {
   for (int r = 0; r < b_->options.repeat_count && status.ok(); ++r) {
     status = RunOnce(rs, r);
   }
-  system_->cancellation()->Unregister(token);
+  system_cancel->Unregister(token);
   for (int t : fifo_tokens) cancel->Unregister(t);
   RETURN_IF_ERROR(status);
   return MakeReport(rs);
