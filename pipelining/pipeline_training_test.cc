@@ -3,6 +3,7 @@
 // reduction method, concurrent stages; plus what the run reports (stash
 // occupancy, FIFOs, memory, offloading, the planner's prediction).
 #include <memory>
+#include <optional>
 #include <tuple>
 
 #include "core/ipu/ipu_strategy.h"
@@ -35,6 +36,7 @@ struct TrainingSetup {
   int runs = 2;
   ReductionMethod reduction = ReductionMethod::kSum;
   bool offload = false;
+  std::optional<DType> accumulation_dtype;
   testing::OptimizerFactory optimizer = [] {
     return std::make_shared<optimizers::MomentumOptimizer>(0.1f, 0.9f);
   };
@@ -72,6 +74,7 @@ Trained TrainPipelined(const TrainingSetup& setup) {
   o.pipeline_schedule = setup.schedule;
   o.reduction_method = setup.reduction;
   o.offload_weight_update_variables = setup.offload;
+  o.gradient_accumulation_dtype = setup.accumulation_dtype;
   o.optimizer_function = [&](const Scope& sc, const std::vector<Output>& out) {
     return OptimizerFunctionOutput{setup.optimizer(),
                                    ops::SoftmaxCrossEntropyLoss(sc, out[0], out[1])};
@@ -141,6 +144,27 @@ TEST(PipelineTrainingTest, MeanAndRunningMeanEqualTheMeanGradient) {
     Trained t = TrainPipelined(setup);
     EXPECT_LT(MaxDifference(t.variables, Reference(setup)), 2e-6);
   }
+}
+
+TEST(PipelineTrainingTest, Float16AccumulatorsHalveTheirMemory) {
+  TrainingSetup half, full;
+  half.accumulation_dtype = DType::kFloat16;
+  half.optimizer = full.optimizer = [] {
+    return std::make_shared<optimizers::GradientDescentOptimizer>(0.5f);
+  };
+  Trained a = TrainPipelined(full), b = TrainPipelined(half);
+  // float16 keeps ~3 significant digits of each accumulated gradient.
+  const float moved = MaxDifference(a.variables, InitialValues(1));
+  EXPECT_LT(MaxDifference(a.variables, b.variables), 2e-3 * moved + 1e-4);
+  EXPECT_GT(MaxDifference(a.variables, b.variables), 0.0f);
+  // IPU 3 holds w3 [8,3] and b3 [3]: 108 bytes of weights; accumulators are
+  // 108 bytes in float32, 54 in float16.
+  EXPECT_NE(a.memory.find("weights 108 B + gradient accumulators 108 B"),
+            std::string::npos)
+      << a.memory;
+  EXPECT_NE(b.memory.find("weights 108 B + gradient accumulators 54 B"),
+            std::string::npos)
+      << b.memory;
 }
 
 TEST(PipelineTrainingTest, StashOccupancyFollowsTheDepthRule) {
