@@ -22,15 +22,7 @@
 #include "core/command_line.h"
 #include "core/ipu/ipu_strategy.h"
 #include "feeds/dataset.h"
-#include "ops/array/const.h"
-#include "ops/math/mat_mul.h"
-#include "ops/math/reduce_mean.h"
-#include "ops/math/square.h"
-#include "ops/nn/tanh.h"
-#include "ops/state/initializers.h"
-#include "ops/state/read_variable.h"
-#include "ops/state/variable.h"
-#include "optimizers/gradient_descent.h"
+#include "pipelining/balanced_model.h"
 #include "pipelining/pipeline.h"
 
 ABSL_FLAG(int, stages, 4, "pipeline stages (one IPU each)");
@@ -69,27 +61,13 @@ absl::StatusOr<PipelineReport> Measure(PipelineSchedule kind, int n, int m) {
                        feeds::FromTensorSlices({x})->Batch(batch, true), 8));
   PipelineOptions o;
   for (int s = 0; s < n; ++s) {
-    o.computational_stages.push_back(
-        [=](const Scope& sc, const std::vector<Output>& a) {
-          Output h = a[0];
-          for (int l = 0; l < layers; ++l) {
-            ops::VariableHandle w = ops::Variable(
-                sc.WithOpName(absl::StrCat("w", l)),
-                ops::GlorotUniform(sc, {width, width}, s * 10 + l));
-            h = ops::Tanh(sc, ops::MatMul(sc, h, w.value));
-          }
-          return std::vector<Output>{h};
-        });
+    o.computational_stages.push_back(DenseTanhStage(s, width, layers));
   }
   o.gradient_accumulation_count = m;
   o.repeat_count = runs;
   o.infeed_queue = infeed.get();
   o.pipeline_schedule = kind;
-  o.optimizer_function = [](const Scope& sc, const std::vector<Output>& out) {
-    return OptimizerFunctionOutput{
-        std::make_shared<optimizers::GradientDescentOptimizer>(0.01f),
-        ops::ReduceMean(sc, ops::Square(sc, out[0]))};
-  };
+  o.optimizer_function = MeanSquareSgd(0.01f);
   ASSIGN_OR_RETURN(auto pipeline, Pipeline(scope, o));
   RETURN_IF_ERROR(IPUStrategy(system.get()).Initialize(*scope.graph()));
   return pipeline->Run(system.get());

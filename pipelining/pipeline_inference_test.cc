@@ -29,6 +29,7 @@ using testing::InitialValues;
 using testing::MakeSystem;
 using testing::MicroBatches;
 using testing::ModelStage;
+using testing::ModelStages;
 
 // The model applied on the host to micro-batch m of MicroBatches(n).
 Tensor HostLogits(int n, int m) {
@@ -55,12 +56,7 @@ TEST_P(InferenceTest, OutfeedGetsEveryMicroBatchInOrder) {
   auto infeed = *feeds::IPUInfeedQueue::Create(MicroBatches(12));
   auto outfeed = *feeds::IPUOutfeedQueue::Create();
   PipelineOptions o;
-  for (int s = 0; s < 4; ++s) {
-    o.computational_stages.push_back(
-        [s, &init](const Scope& sc, const std::vector<Output>& args) {
-          return ModelStage(s, sc, args, init);
-        });
-  }
+  o.computational_stages = ModelStages(init);
   o.gradient_accumulation_count = 4;
   o.repeat_count = 3;
   o.pipeline_schedule = GetParam();
@@ -249,12 +245,7 @@ TEST(PipelineRunTest, StageErrorIsNamedAndNothingBlocks) {
   auto infeed = *feeds::IPUInfeedQueue::Create(MicroBatches(6));
   auto init = InitialValues(1);
   PipelineOptions o;
-  for (int s = 0; s < 4; ++s) {
-    o.computational_stages.push_back(
-        [s, &init](const Scope& sc, const std::vector<Output>& args) {
-          return ModelStage(s, sc, args, init);
-        });
-  }
+  o.computational_stages = ModelStages(init);
   o.gradient_accumulation_count = 8;
   o.infeed_queue = infeed.get();
   o.optimizer_function = [](const Scope& s, const std::vector<Output>& out) {

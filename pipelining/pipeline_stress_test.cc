@@ -27,12 +27,7 @@ std::unique_ptr<PipelineOp> Build(const Scope& scope, const Case& c,
                                   feeds::IPUInfeedQueue* infeed,
                                   const std::map<std::string, Tensor>& init) {
   PipelineOptions o;
-  for (int s = 0; s < 4; ++s) {
-    o.computational_stages.push_back(
-        [s, &init](const Scope& sc, const std::vector<Output>& args) {
-          return testing::ModelStage(s, sc, args, init);
-        });
-  }
+  o.computational_stages = testing::ModelStages(init);
   o.gradient_accumulation_count = c.m;
   o.repeat_count = c.runs;
   o.infeed_queue = infeed;

@@ -40,6 +40,19 @@ std::vector<Output> ModelStage(int s, const Scope& scope,
   return {h, args[1]};
 }
 
+std::vector<ComputationalStage> ModelStages(
+    const std::map<std::string, Tensor>& init) {
+  std::vector<ComputationalStage> stages;
+  for (int s = 0; s < 4; ++s) {
+    stages.push_back(StageFunction(
+        [s, &init](const Scope& sc, const std::vector<Output>& args) {
+          return ModelStage(s, sc, args, init);
+        },
+        /*num_inputs=*/2));
+  }
+  return stages;
+}
+
 std::map<std::string, Tensor> InitialValues(uint64_t seed) {
   const int hidden = 8;
   const int in[4] = {kFeatures, hidden, hidden, hidden};

@@ -30,6 +30,11 @@ std::vector<Output> ModelStage(int s, const Scope& scope,
                                const std::vector<Output>& args,
                                const std::map<std::string, Tensor>& init);
 
+// The four stages as pipeline stages (each declares its 2 inputs); `init`
+// must outlive the Pipeline() call that builds them.
+std::vector<ComputationalStage> ModelStages(
+    const std::map<std::string, Tensor>& init);
+
 // Deterministic initial values for every variable of the model.
 std::map<std::string, Tensor> InitialValues(uint64_t seed);
 

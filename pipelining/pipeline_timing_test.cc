@@ -8,17 +8,10 @@
 #include <memory>
 #include <thread>
 
-#include "absl/strings/str_cat.h"
 #include "core/ipu/ipu_strategy.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
-#include "ops/math/mat_mul.h"
-#include "ops/math/reduce_mean.h"
-#include "ops/math/square.h"
-#include "ops/nn/tanh.h"
-#include "ops/state/initializers.h"
-#include "ops/state/variable.h"
-#include "optimizers/gradient_descent.h"
+#include "pipelining/balanced_model.h"
 #include "pipelining/pipeline.h"
 #include "pipelining/pipeline_test_model.h"
 
@@ -42,27 +35,13 @@ struct Balanced {
         feeds::FromTensors({x})->Repeat(elements));
     PipelineOptions o;
     for (int s = 0; s < n; ++s) {
-      o.computational_stages.push_back(
-          [s](const Scope& sc, const std::vector<Output>& a) {
-            Output h = a[0];
-            for (int l = 0; l < 2; ++l) {
-              ops::VariableHandle w = ops::Variable(
-                  sc.WithOpName(absl::StrCat("w", l)),
-                  ops::GlorotUniform(sc, {kWidth, kWidth}, s * 10 + l));
-              h = ops::Tanh(sc, ops::MatMul(sc, h, w.value));
-            }
-            return std::vector<Output>{h};
-          });
+      o.computational_stages.push_back(DenseTanhStage(s, kWidth, 2));
     }
     o.gradient_accumulation_count = m;
     o.repeat_count = runs;
     o.infeed_queue = infeed.get();
     o.pipeline_schedule = kind;
-    o.optimizer_function = [](const Scope& sc, const std::vector<Output>& out) {
-      return OptimizerFunctionOutput{
-          std::make_shared<optimizers::GradientDescentOptimizer>(0.01f),
-          ops::ReduceMean(sc, ops::Square(sc, out[0]))};
-    };
+    o.optimizer_function = MeanSquareSgd(0.01f);
     pipeline = std::move(Pipeline(scope, o)).value();
     EXPECT_TRUE(IPUStrategy(system.get()).Initialize(*scope.graph()).ok());
   }
@@ -89,10 +68,14 @@ TEST(VirtualClockTest, ItemsFollowDependenciesAndNeverOverlapOnAnIpu) {
     };
     for (const auto& [key, it] : by_work) {
       const auto [s, pass, m] = key;
-      if (pass == 0 && s > 0) EXPECT_GE(it.start + eps, end_of(s - 1, 0, m));
+      if (pass == 0 && s > 0) {
+        EXPECT_GE(it.start + eps, end_of(s - 1, 0, m));
+      }
       if (pass == 1) {
         EXPECT_GE(it.start + eps, end_of(s, 0, m));
-        if (s < 3) EXPECT_GE(it.start + eps, end_of(s + 1, 1, m));
+        if (s < 3) {
+          EXPECT_GE(it.start + eps, end_of(s + 1, 1, m));
+        }
       }
     }
     for (auto& [ipu, items] : by_ipu) {

@@ -25,7 +25,7 @@ using testing::InitialValues;
 using testing::MakeSystem;
 using testing::MaxDifference;
 using testing::MicroBatches;
-using testing::ModelStage;
+using testing::ModelStages;
 using testing::ReadPipelineVariables;
 using testing::TrainReference;
 
@@ -58,13 +58,7 @@ Trained TrainPipelined(const TrainingSetup& setup) {
       *feeds::IPUInfeedQueue::Create(MicroBatches(setup.micro_batches * setup.runs));
   auto outfeed = *feeds::IPUOutfeedQueue::Create();
   PipelineOptions o;
-  for (int s = 0; s < 4; ++s) {
-    o.computational_stages.push_back(StageFunction(
-        [s, &init](const Scope& sc, const std::vector<Output>& args) {
-          return ModelStage(s, sc, args, init);
-        },
-        /*num_inputs=*/2));
-  }
+  o.computational_stages = ModelStages(init);
   o.device_mapping = {0, 1, 2, 3};
   o.gradient_accumulation_count = setup.micro_batches;
   o.repeat_count = setup.runs;
