@@ -202,6 +202,52 @@ TEST(ConcurrentStagesTest, TrainingMatchesTheSameGraphUnpipelined) {
   EXPECT_EQ(compared, 3);
 }
 
+TEST(ConcurrentStagesTest, ConcurrentLastStageOutfeedsEachMicroBatchInOrder) {
+  auto system = MakeSystem(3);
+  Scope scope = Scope::NewRootScope();
+  auto infeed = *feeds::IPUInfeedQueue::Create(MicroBatches(24));
+  auto outfeed = *feeds::IPUOutfeedQueue::Create();
+  auto scaled = [](float k) {
+    return [k](const Scope& s, const std::vector<Output>& a) {
+      return std::vector<Output>{ops::Mul(s, a[0], ops::Const(s, k))};
+    };
+  };
+  PipelineOptions o;
+  o.computational_stages = {
+      [](const Scope& s, const std::vector<Output>& a) {
+        return std::vector<Output>{ops::Tanh(s, a[0])};
+      },
+      {StageFunction(scaled(2)), StageFunction(scaled(-1))}};
+  o.device_mapping = {0, {1, 2}};
+  o.gradient_accumulation_count = 8;
+  o.repeat_count = 3;
+  o.infeed_queue = infeed.get();
+  o.outfeed_queue = outfeed.get();
+  auto pipeline = Pipeline(scope, o);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  ASSERT_TRUE((*pipeline)->Run(system.get()).ok());
+  auto result = outfeed->Dequeue();
+  ASSERT_TRUE(result.ok());
+  // One element per micro-batch: part 0's output then part 1's.
+  ASSERT_EQ(result->names, (std::vector<std::string>{"0", "1"}));
+  const Tensor& a = (*result)["0"];
+  const Tensor& b = (*result)["1"];
+  ASSERT_EQ(a.shape(), TensorShape({24, 4, 6}));
+  auto it = MicroBatches(24)->MakeIterator();
+  for (int m = 0; m < 24; ++m) {
+    Tensor x = (*it->GetNext())[0];
+    Tensor expect_a = x.Copy(), expect_b = x.Copy();
+    expect_a.flat<float>() = 2 * x.flat<float>().tanh();
+    expect_b.flat<float>() = -x.flat<float>().tanh();
+    EXPECT_TRUE(ipuflow::testing::TensorNear(
+        a.Slice(m, m + 1), *expect_a.Reshaped({1, 4, 6}), 1e-6, 1e-6))
+        << m;
+    EXPECT_TRUE(ipuflow::testing::TensorNear(
+        b.Slice(m, m + 1), *expect_b.Reshaped({1, 4, 6}), 1e-6, 1e-6))
+        << m;
+  }
+}
+
 TEST(PipelineRunTest, InputsAreGivenToTheFirstStageAndAccumulateOutfeedSums) {
   auto system = MakeSystem(2);
   Scope scope = Scope::NewRootScope();

@@ -53,7 +53,8 @@ struct PipelineRuntime::RunState {
   std::vector<std::vector<TimedItem>> items, wall_items;  // Per IPU.
   std::vector<std::vector<double>> cpu_sum;  // [stage*2+pass][part]
   std::vector<std::vector<int>> cpu_count;
-  std::vector<int> stash_occupancy;  // Per stage, at step boundaries.
+  // [ipu][stage]: stash occupancy at the IPU's step boundaries.
+  std::vector<std::vector<int>> stash_occupancy;
   std::vector<double> update_cpu;    // Per IPU, current weight update.
   std::vector<std::pair<double, double>> spans;  // Per repeat: F/B span.
   double weight_update_seconds = 0;
@@ -465,35 +466,40 @@ void PipelineRuntime::Abort(RunState& rs, const absl::Status& s) {
 absl::Status PipelineRuntime::DeliverOutfeed(RunState& rs, int part,
                                              int micro_batch,
                                              std::vector<Tensor> values) {
-  feeds::IPUOutfeedQueue* outfeed = b_->options.outfeed_queue;
   const int parts = static_cast<int>(parts_.back().size());
+  // Held while pushing: concurrent last-stage parts are several threads but
+  // the outfeed's ring has one producer, and elements go in micro-batch
+  // order.
+  MutexLock l(&rs.outfeed_mu);
   std::vector<Tensor> element;
-  {
-    MutexLock l(&rs.outfeed_mu);
-    if (parts == 1 || b_->training) {
-      element = std::move(values);
-    } else {
-      auto& [count, per_part] = rs.pending[micro_batch];
-      per_part.resize(parts);
-      per_part[part] = std::move(values);
-      if (++count < parts) return absl::OkStatus();
-      for (auto& v : per_part) {
-        element.insert(element.end(), v.begin(), v.end());
-      }
-      rs.pending.erase(micro_batch);
+  if (parts == 1) {
+    element = std::move(values);
+  } else {
+    auto& [count, per_part] = rs.pending[micro_batch];
+    per_part.resize(parts);
+    per_part[part] = std::move(values);
+    if (++count < parts) return absl::OkStatus();
+    for (auto& v : per_part) element.insert(element.end(), v.begin(), v.end());
+    rs.pending.erase(micro_batch);
+  }
+  if (b_->options.accumulate_outfeed) {
+    rs.outfeed_sum.resize(element.size());
+    for (size_t i = 0; i < element.size(); ++i) {
+      RETURN_IF_ERROR(AddInto(&rs.outfeed_sum[i], element[i]));
     }
-    if (b_->options.accumulate_outfeed) {
-      rs.outfeed_sum.resize(element.size());
-      for (size_t i = 0; i < element.size(); ++i) {
-        RETURN_IF_ERROR(AddInto(&rs.outfeed_sum[i], element[i]));
-      }
-      return absl::OkStatus();
-    }
+    return absl::OkStatus();
   }
   IPUDevice& device = system_->device(parts_.back()[part]->def->ipu);
   device.counters().device_to_host.fetch_add(Bytes(element),
                                              std::memory_order_relaxed);
-  return outfeed->Push(0, 1, std::move(element), rs.cancel.get());
+  return b_->options.outfeed_queue->Push(0, 1, std::move(element),
+                                         rs.cancel.get());
+}
+
+void PipelineRuntime::SentToIpu(RunState& rs, int from, int64_t bytes) {
+  rs.ipu_to_ipu.fetch_add(bytes, std::memory_order_relaxed);
+  system_->device(from).counters().ipu_to_ipu.fetch_add(
+      bytes, std::memory_order_relaxed);
 }
 
 absl::Status PipelineRuntime::Forward(RunState& rs, const Entry& e, int repeat,
@@ -532,7 +538,7 @@ absl::Status PipelineRuntime::Forward(RunState& rs, const Entry& e, int repeat,
   std::vector<Tensor> outputs(out.begin(), out.begin() + num_out);
   if (s + 1 < n) {
     for (size_t q = 0; q < parts_[s + 1].size(); ++q) {
-      if (parts_[s + 1][q]->def->ipu != d.ipu) rs.ipu_to_ipu += Bytes(outputs);
+      if (parts_[s + 1][q]->def->ipu != d.ipu) SentToIpu(rs, d.ipu, Bytes(outputs));
       RETURN_IF_ERROR(Fifo(Key("act", s, e.part, q))->Push({outputs, vend}));
     }
   }
@@ -618,7 +624,7 @@ absl::Status PipelineRuntime::Backward(RunState& rs, const Entry& e,
       const int off = prev.output_offset[q];
       const int cnt = static_cast<int>(parts_[s - 1][q]->def->outputs.size());
       std::vector<Tensor> g(grads.begin() + off, grads.begin() + off + cnt);
-      if (parts_[s - 1][q]->def->ipu != d.ipu) rs.ipu_to_ipu += Bytes(g);
+      if (parts_[s - 1][q]->def->ipu != d.ipu) SentToIpu(rs, d.ipu, Bytes(g));
       RETURN_IF_ERROR(Fifo(Key("grad", s - 1, e.part, q))->Push({std::move(g), vend}));
     }
   }
@@ -674,8 +680,8 @@ void PipelineRuntime::RunIpu(RunState& rs, int ipu, int repeat) {
         for (const auto& p : stage) {
           if (p->def->ipu != ipu) continue;
           const int occ = Fifo(Key("stash", p->def->stage, p->def->part))->size();
-          int& slot_occ = rs.stash_occupancy[p->def->stage];
-          slot_occ = std::max(slot_occ, occ);
+          int& peak = rs.stash_occupancy[ipu][p->def->stage];
+          peak = std::max(peak, occ);
         }
       }
     }
@@ -839,7 +845,7 @@ absl::StatusOr<PipelineReport> PipelineRuntime::Run(const FeedList& feeds) {
     rs.cpu_count[2 * s].resize(parts_[s].size());
     rs.cpu_count[2 * s + 1].resize(parts_[s].size());
   }
-  rs.stash_occupancy.assign(parts_.size(), 0);
+  rs.stash_occupancy.assign(num_ipus_, std::vector<int>(parts_.size(), 0));
   for (auto& [key, fifo] : fifos_) fifo->Reset();
   // Values for `inputs`, computed once per Run.
   if (!b_->options.inputs.empty()) {
@@ -936,7 +942,12 @@ PipelineReport PipelineRuntime::MakeReport(RunState& rs) {
   r.stash_bytes_per_micro_batch.assign(n, 0);
   r.activation_fifo_capacity.assign(n, 0);
   r.activation_fifo_occupancy.assign(n, 0);
-  r.stash_occupancy = rs.stash_occupancy;
+  r.stash_occupancy.assign(n, 0);
+  for (const std::vector<int>& per_stage : rs.stash_occupancy) {
+    for (int s = 0; s < n; ++s) {
+      r.stash_occupancy[s] = std::max(r.stash_occupancy[s], per_stage[s]);
+    }
+  }
   r.ipu_peak_bytes = always_live_;
   for (int k = 0; k < num_ipus_; ++k) r.ipu_peak_bytes[k] += peak_arena_[k];
   for (int s = 0; s < n; ++s) {
@@ -966,10 +977,6 @@ PipelineReport PipelineRuntime::MakeReport(RunState& rs) {
   r.ipu_to_ipu_bytes = rs.ipu_to_ipu;
   r.host_to_device_bytes = rs.host_to_device;
   r.offloaded_bytes_streamed = rs.streamed;
-  for (int k = 0; k < num_ipus_; ++k) {
-    system_->device(k).counters().ipu_to_ipu.fetch_add(
-        k == 0 ? r.ipu_to_ipu_bytes : 0, std::memory_order_relaxed);
-  }
   return r;
 }
 

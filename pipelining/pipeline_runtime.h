@@ -76,6 +76,8 @@ class PipelineRuntime {
                        double* vready, double* cpu);
   absl::Status Backward(RunState& rs, const Entry& e, double* vready,
                         double* cpu);
+  // Counts activations or gradients sent between IPUs.
+  void SentToIpu(RunState& rs, int from, int64_t bytes);
   absl::Status DeliverOutfeed(RunState& rs, int part, int micro_batch,
                               std::vector<Tensor> values);
   absl::Status WeightUpdate(RunState& rs);
