@@ -1,5 +1,6 @@
 #include "core/cancellation.h"
 
+#include <thread>
 #include <vector>
 
 namespace ipuflow {
@@ -19,7 +20,14 @@ int CancellationManager::Register(std::function<void()> fn) {
 
 void CancellationManager::Unregister(int token) {
   MutexLock l(&mu_);
-  callbacks_.erase(token);
+  if (callbacks_.erase(token) > 0 || !cancelled_) return;
+  // The callback may be running on the cancelling thread right now: wait,
+  // so that the caller can free what it touches (unless this is that
+  // thread, unregistering from inside a callback).
+  if (std::this_thread::get_id() == cancelling_thread_) return;
+  done_cv_.Await(&mu_, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return callbacks_done_;
+  });
 }
 
 void CancellationManager::StartCancel(absl::Status reason) {
@@ -29,10 +37,14 @@ void CancellationManager::StartCancel(absl::Status reason) {
     if (cancelled_) return;
     cancelled_ = true;
     reason_ = std::move(reason);
+    cancelling_thread_ = std::this_thread::get_id();
     for (auto& [token, fn] : callbacks_) to_run.push_back(std::move(fn));
     callbacks_.clear();
   }
   for (auto& fn : to_run) fn();
+  MutexLock l(&mu_);
+  callbacks_done_ = true;
+  done_cv_.SignalAll();
 }
 
 bool CancellationManager::cancelled() const {
