@@ -39,6 +39,15 @@
 
 namespace ipuflow::pipelining {
 
+namespace internal {
+// CPU seconds used by the calling thread (the virtual clocks' unit).
+double ThreadCpuSeconds();
+// Bytes of one value of `o`'s (static) shape.
+int64_t Bytes(const Output& o);
+// The name of a FIFO: "act/<stage>/<from part>/<to part>", "stash/s/p/0"...
+std::string Key(const char* kind, int a, int b, int c = 0);
+}  // namespace internal
+
 class PipelineRuntime {
  public:
   // `built` and `system` are not owned and must outlive the runtime.
@@ -53,9 +62,26 @@ class PipelineRuntime {
   std::string MemoryReport() const { return memory_report_; }
 
   // Compiled programs and their feeds for one stage part.
-  struct Part;
+  struct Part {
+    const PartDef* def = nullptr;
+    std::unique_ptr<Program> forward;
+    std::unique_ptr<Program> backward;
+    std::vector<int> fed_args;    // Arguments the part reads.
+    std::vector<Output> stash;    // Forward values the backward is fed.
+    bool fetch_loss = false;
+    std::vector<int> dy_outputs;  // Outputs with a dy placeholder.
+    std::vector<int> grad_args;   // Arguments whose gradient is fetched.
+    int64_t stash_bytes = 0;      // One micro-batch.
+    int64_t output_bytes = 0;     // One micro-batch's outputs.
+    int64_t grad_bytes = 0;       // One micro-batch's float outputs.
+  };
   // One work item of one part, on its IPU's list.
-  struct Entry;
+  struct Entry {
+    WorkItem item;
+    int part = 0;
+    int step = 0;
+    int ipu = 0;
+  };
   // State of one Run (clocks, errors, measurements).
   struct RunState;
 

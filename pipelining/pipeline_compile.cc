@@ -1,0 +1,385 @@
+// PipelineRuntime, compiling: one Program per stage part and pass, the
+// weight update, the IPUs' work lists, FIFO capacities, the memory check.
+// Running is in pipeline_runtime.cc.
+#include <time.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/ipu/ipu_device.h"
+#include "ops/state/handle.h"
+#include "pipelining/pipeline_runtime.h"
+
+namespace ipuflow::pipelining {
+namespace internal {
+
+double ThreadCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int64_t Bytes(const Output& o) {
+  return o.shape().num_elements() * static_cast<int64_t>(DTypeSize(o.dtype()));
+}
+
+std::string Key(const char* kind, int a, int b, int c) {
+  return absl::StrCat(kind, "/", a, "/", b, "/", c);
+}
+
+}  // namespace internal
+
+using internal::Bytes;
+using internal::Key;
+using internal::ThreadCpuSeconds;
+
+PipelineRuntime::~PipelineRuntime() = default;
+
+absl::StatusOr<std::unique_ptr<PipelineRuntime>> PipelineRuntime::Create(
+    const BuiltPipeline* built, IPUSystem* system) {
+  std::unique_ptr<PipelineRuntime> rt(new PipelineRuntime());
+  rt->b_ = built;
+  rt->system_ = system;
+  rt->generation_ = system->generation();
+  RETURN_IF_ERROR(rt->Compile());
+  return rt;
+}
+
+StageFifo* PipelineRuntime::Fifo(const std::string& key) const {
+  auto it = fifos_.find(key);
+  IPU_CHECK(it != fifos_.end());
+  return it->second.get();
+}
+
+absl::Status PipelineRuntime::CompilePart(Part& part) {
+  const PartDef& d = *part.def;
+  const bool training = b_->training;
+  const bool last = d.stage + 1 == static_cast<int>(b_->stages.size());
+  ProgramSpec fwd;
+  for (size_t i = 0; i < d.args.size(); ++i) {
+    if (!d.arg_used[i]) continue;
+    part.fed_args.push_back(static_cast<int>(i));
+    fwd.feeds.push_back(d.args[i]);
+    fwd.feed_shapes.push_back(d.args[i].shape());
+  }
+  fwd.fetches = d.outputs;
+  for (const Output& o : d.outputs) part.output_bytes += Bytes(o);
+  for (const Output& o : d.outputs) {
+    if (IsDifferentiable(o.dtype())) part.grad_bytes += Bytes(o);
+  }
+  if (training) {
+    part.stash = recompute_ ? d.stash_recompute : d.stash;
+    fwd.fetches.insert(fwd.fetches.end(), part.stash.begin(), part.stash.end());
+    for (int i : part.fed_args) part.stash_bytes += Bytes(d.args[i]);
+    for (const Output& o : part.stash) part.stash_bytes += Bytes(o);
+    if (last) {
+      part.fetch_loss = true;
+      fwd.fetches.push_back(b_->loss);
+    }
+  }
+  auto named = [&](const char* pass, absl::Status s) {
+    return absl::Status(s.code(), absl::StrCat("compiling ", d.name, " ",
+                                               pass, " (IPU ", d.ipu, "): ",
+                                               s.message()));
+  };
+  auto f = Program::Compile(*b_->graph, fwd);
+  if (!f.ok()) return named("forward", f.status());
+  part.forward = std::move(*f);
+  if (!training || !d.has_backward) return absl::OkStatus();
+  ProgramSpec bwd;
+  for (int i : part.fed_args) {
+    bwd.feeds.push_back(d.args[i]);
+    bwd.feed_shapes.push_back(d.args[i].shape());
+  }
+  for (const Output& o : part.stash) {
+    bwd.feeds.push_back(o);
+    bwd.feed_shapes.push_back(o.shape());
+  }
+  for (size_t j = 0; j < d.grad_outputs.size(); ++j) {
+    if (!d.grad_outputs[j].valid()) continue;
+    part.dy_outputs.push_back(static_cast<int>(j));
+    bwd.feeds.push_back(d.grad_outputs[j]);
+    bwd.feed_shapes.push_back(d.grad_outputs[j].shape());
+  }
+  if (!d.accumulate.empty()) {
+    bwd.feeds.push_back(d.accum_scale);
+    bwd.feeds.push_back(d.grad_scale);
+    bwd.feed_shapes.push_back(TensorShape());
+    bwd.feed_shapes.push_back(TensorShape());
+  }
+  for (size_t i = 0; i < d.grad_args.size(); ++i) {
+    if (!d.grad_args[i].valid()) continue;
+    part.grad_args.push_back(static_cast<int>(i));
+    bwd.fetches.push_back(d.grad_args[i]);
+  }
+  bwd.targets = d.accumulate;
+  auto bp = Program::Compile(*b_->graph, bwd);
+  if (!bp.ok()) return named("backward", bp.status());
+  part.backward = std::move(*bp);
+  return absl::OkStatus();
+}
+
+absl::Status PipelineRuntime::Compile() {
+  for (const StageDef& s : b_->stages) {
+    for (const PartDef& p : s.parts) num_ipus_ = std::max(num_ipus_, p.ipu + 1);
+  }
+  if (system_->num_ipus() < num_ipus_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "pipeline '", b_->options.name, "' maps stages to ", num_ipus_,
+        " IPUs but the system has ", system_->num_ipus(),
+        ": configure auto_select_ipus >= ", num_ipus_));
+  }
+  recompute_ = b_->training && system_->config().allow_recompute();
+  envs_.resize(num_ipus_);
+  for (int k = 0; k < num_ipus_; ++k) {
+    IPUDevice& device = system_->device(k);
+    RunEnv& env = envs_[k];
+    env.intra_op = device.intra_op();
+    env.resources = device.resources();
+    env.ipu = k;
+    env.device = &device;
+    env.cancellation = system_->cancellation();
+    env.on_shard = [this](int shard,
+                          const std::function<void(RunEnv&)>& work) {
+      RunEnv& target = envs_[shard];
+      if (IPUDevice::Current() == target.device) {
+        work(target);
+        return;
+      }
+      Notification done;
+      target.device->Submit([&] {
+        const double c0 = ThreadCpuSeconds();
+        work(target);
+        // Only the weight update hops between IPUs (a stage's nodes are
+        // all on its IPU): its per-IPU time feeds the virtual clocks.
+        update_hop_cpu_[shard] += ThreadCpuSeconds() - c0;
+        done.Notify();
+      });
+      done.WaitForNotification();
+    };
+  }
+  update_hop_cpu_.assign(num_ipus_, 0);
+  parts_.resize(b_->stages.size());
+  for (size_t s = 0; s < b_->stages.size(); ++s) {
+    for (const PartDef& d : b_->stages[s].parts) {
+      auto part = std::make_unique<Part>();
+      part->def = &d;
+      RETURN_IF_ERROR(CompilePart(*part));
+      parts_[s].push_back(std::move(part));
+    }
+  }
+  if (b_->training) {
+    ProgramSpec wu;
+    wu.targets = b_->weight_update;
+    auto p = Program::Compile(*b_->graph, wu);
+    if (!p.ok()) {
+      return absl::Status(p.status().code(),
+                          absl::StrCat("compiling the weight update: ",
+                                       p.status().message()));
+    }
+    weight_update_ = std::move(*p);
+  }
+  // Work lists: the table's items in step order, one entry per part.
+  const ScheduleTable& table = b_->table;
+  entries_.assign(num_ipus_, {});
+  step_sizes_.assign(table.num_steps(), 0);
+  for (int t = 0; t < table.num_steps(); ++t) {
+    for (const WorkItem& item : table.steps[t]) {
+      for (const auto& part : parts_[item.stage]) {
+        Entry e{item, part->def->part, t, part->def->ipu};
+        entries_[e.ipu].push_back(e);
+        ++step_sizes_[t];
+      }
+    }
+  }
+  SizeFifos();
+  return CheckMemory();
+}
+
+// Runs the table step by step, one entry at a time (pops at an entry's
+// start, pushes at its end), and sizes every FIFO to its peak: see fifo.h.
+void PipelineRuntime::SizeFifos() {
+  std::map<std::string, int> occupancy, peak;
+  auto pop = [&](const std::string& k) { --occupancy[k]; };
+  auto push = [&](const std::string& k) {
+    peak[k] = std::max(peak[k], ++occupancy[k]);
+  };
+  const int n = static_cast<int>(parts_.size());
+  for (const auto& step : b_->table.steps) {
+    for (const WorkItem& item : step) {
+      const int s = item.stage;
+      for (size_t p = 0; p < parts_[s].size(); ++p) {
+        if (item.pass == Pass::kForward) {
+          if (s > 0) {
+            for (size_t q = 0; q < parts_[s - 1].size(); ++q) {
+              pop(Key("act", s - 1, q, p));
+            }
+          }
+          if (s + 1 < n) {
+            for (size_t q = 0; q < parts_[s + 1].size(); ++q) {
+              push(Key("act", s, p, q));
+            }
+          }
+          if (b_->training) push(Key("stash", s, p));
+        } else {
+          pop(Key("stash", s, p));
+          if (s + 1 < n) {
+            for (size_t q = 0; q < parts_[s + 1].size(); ++q) {
+              pop(Key("grad", s, q, p));
+            }
+          }
+          if (s > 0) {
+            for (size_t q = 0; q < parts_[s - 1].size(); ++q) {
+              push(Key("grad", s - 1, p, q));
+            }
+          }
+        }
+      }
+    }
+  }
+  fifos_.clear();
+  for (const auto& [key, cap] : peak) {
+    fifos_[key] = std::make_unique<StageFifo>(key, std::max(1, cap));
+  }
+  // The feeder may run ahead of stage 0 by a couple of elements.
+  for (size_t p = 0; p < parts_[0].size(); ++p) {
+    fifos_[Key("infeed", 0, p)] =
+        std::make_unique<StageFifo>(Key("infeed", 0, p), 2);
+  }
+}
+
+absl::Status PipelineRuntime::CheckMemory() {
+  const bool offload = b_->training && b_->options.offload_weight_update_variables;
+  std::set<Node*> accumulators(b_->accumulators.begin(), b_->accumulators.end());
+  std::set<Node*> weights;
+  for (const auto& stage : parts_) {
+    for (const auto& p : stage) {
+      weights.insert(p->def->variables.begin(), p->def->variables.end());
+    }
+  }
+  std::vector<const Program*> programs;
+  std::vector<std::string> program_names;
+  std::vector<int> program_ipu;
+  for (const auto& stage : parts_) {
+    for (const auto& p : stage) {
+      programs.push_back(p->forward.get());
+      program_names.push_back(p->def->name + " forward");
+      program_ipu.push_back(p->def->ipu);
+      if (p->backward) {
+        programs.push_back(p->backward.get());
+        program_names.push_back(p->def->name + " backward");
+        program_ipu.push_back(p->def->ipu);
+      }
+    }
+  }
+  if (weight_update_) {
+    programs.push_back(weight_update_.get());
+    program_names.push_back("weight update");
+    program_ipu.push_back(-1);
+  }
+  always_live_.assign(num_ipus_, 0);
+  peak_arena_.assign(num_ipus_, 0);
+  offloaded_bytes_.assign(num_ipus_, 0);
+  offloaded_.assign(num_ipus_, {});
+  std::vector<int64_t> weight_bytes(num_ipus_), acc_bytes(num_ipus_),
+      state_bytes(num_ipus_), const_bytes(num_ipus_), update_arena(num_ipus_),
+      stash_bytes(num_ipus_), fifo_bytes(num_ipus_);
+  std::vector<std::string> arena_owner(num_ipus_, "-");
+  std::set<Node*> seen;
+  for (size_t i = 0; i < programs.size(); ++i) {
+    const Program& prog = *programs[i];
+    for (const Node* cn : prog.schedule()) {
+      Node* n = const_cast<Node*>(cn);
+      const int k = std::max(0, n->ipu());
+      if (n->op() != "Variable" || k >= num_ipus_ || !seen.insert(n).second) {
+        continue;
+      }
+      const int64_t bytes = n->attr<TensorShape>("shape").num_elements() *
+                            static_cast<int64_t>(DTypeSize(n->attr<DType>("dtype")));
+      if (accumulators.count(n)) {
+        acc_bytes[k] += bytes;
+      } else if (weights.count(n)) {
+        weight_bytes[k] += bytes;
+      } else {
+        state_bytes[k] += bytes;
+        if (offload) {
+          ASSIGN_OR_RETURN(ops::VariableInfo info, ops::GetVariableInfo(Output(n)));
+          offloaded_[k].push_back(info.name);
+        }
+      }
+    }
+    for (int k = 0; k < std::min(num_ipus_, prog.num_shards()); ++k) {
+      const MemoryPlan& m = prog.shard_memory()[k];
+      const_bytes[k] = std::max(const_bytes[k], m.constant_bytes);
+      if (program_ipu[i] < 0) {
+        update_arena[k] = m.peak_bytes;
+      } else if (m.peak_bytes > peak_arena_[k]) {
+        peak_arena_[k] = m.peak_bytes;
+        arena_owner[k] = program_names[i];
+      }
+    }
+  }
+  for (const auto& stage : parts_) {
+    for (const auto& p : stage) {
+      const int k = p->def->ipu;
+      const int s = p->def->stage, q = p->def->part;
+      if (b_->training) {
+        stash_bytes[k] += Fifo(Key("stash", s, q))->capacity() * p->stash_bytes;
+      }
+      // Incoming activation and gradient FIFOs live on the receiver.
+      if (s > 0) {
+        for (const auto& prev : parts_[s - 1]) {
+          fifo_bytes[k] += Fifo(Key("act", s - 1, prev->def->part, q))->capacity() *
+                           prev->output_bytes;
+        }
+      }
+      if (s + 1 < static_cast<int>(parts_.size()) && b_->training) {
+        for (const auto& next : parts_[s + 1]) {
+          fifo_bytes[k] += Fifo(Key("grad", s, next->def->part, q))->capacity() *
+                           p->grad_bytes;
+        }
+      }
+    }
+  }
+  bool oom = false;
+  std::string report;
+  for (int k = 0; k < num_ipus_; ++k) {
+    const int64_t budget = system_->device(k).memory_budget_bytes();
+    const int64_t state_on_ipu = offload ? 0 : state_bytes[k];
+    always_live_[k] = weight_bytes[k] + acc_bytes[k] + state_on_ipu + const_bytes[k];
+    offloaded_bytes_[k] = offload ? state_bytes[k] : 0;
+    const int64_t run_peak =
+        always_live_[k] + peak_arena_[k] + stash_bytes[k] + fifo_bytes[k];
+    const int64_t update_peak =
+        always_live_[k] + offloaded_bytes_[k] + update_arena[k];
+    const int64_t total = std::max(run_peak, update_peak);
+    oom |= total > budget;
+    absl::StrAppend(
+        &report, "  IPU ", k, ": ", HumanBytes(total), " of ", HumanBytes(budget),
+        absl::StrFormat(" (%.1f%%)", 100.0 * total / budget),
+        "\n    always-live:  ", HumanBytes(always_live_[k]), " = weights ",
+        HumanBytes(weight_bytes[k]), " + gradient accumulators ",
+        HumanBytes(acc_bytes[k]), " + optimizer state ",
+        HumanBytes(state_on_ipu), " + constants ", HumanBytes(const_bytes[k]),
+        offload ? absl::StrCat("\n    remote memory: optimizer state ",
+                               HumanBytes(state_bytes[k]),
+                               " (streamed in for each weight update)")
+                : "",
+        "\n    largest arena: ", HumanBytes(peak_arena_[k]), " (",
+        arena_owner[k], "); weight update ", HumanBytes(update_arena[k]),
+        "\n    stash:         ", HumanBytes(stash_bytes[k]),
+        "; incoming FIFOs ", HumanBytes(fifo_bytes[k]), "\n");
+  }
+  memory_report_ = report;
+  if (oom) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "out of memory: pipeline '", b_->options.name,
+        "' does not fit on its IPUs\n", report));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ipuflow::pipelining
