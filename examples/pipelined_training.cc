@@ -15,6 +15,7 @@
 #include "feeds/outfeed_queue.h"
 #include "ops/nn/sparse_softmax_cross_entropy_with_logits.h"
 #include "optimizers/adamw.h"
+#include "pipelining/execution_strategy.h"
 #include "pipelining/pipeline.h"
 
 namespace ipuflow::examples {
@@ -38,34 +39,42 @@ absl::Status Validate(const PipelinedTrainingOptions& o) {
   return absl::OkStatus();
 }
 
-// Block b of the ConvNet as a pipeline stage: (x, labels) -> (y, labels);
-// the last block computes what the stage hands on: loss and accuracy when
-// training, accuracy when evaluating.
-pipelining::StageFunction Block(const models::ConvNetParams& params, int b,
-                                bool training) {
-  return pipelining::StageFunction(
-      [&params, b, training](const Scope& s, const std::vector<Output>& a) {
-        Output y = models::ConvNetBlock(s, params, b, a[0]);
-        if (b + 1 < kBlocks) return std::vector<Output>{y, a[1]};
-        Output accuracy = models::Accuracy(s, y, a[1]);
-        if (!training) return std::vector<Output>{accuracy};
-        return std::vector<Output>{ops::SoftmaxCrossEntropyLoss(s, y, a[1]),
-                                   accuracy};
-      },
-      /*num_inputs=*/2);
+// The ConvNet as PopTorch blocks B1-B4, block b on IPU b - 1 (as
+// poptorch.BeginBlock(layer, "B1", ipu_id=0)): (x, labels) -> (y, labels);
+// the last block computes what the pipeline hands on: loss and accuracy
+// when training, accuracy when evaluating.
+absl::StatusOr<pipelining::BlockModel> ConvNetBlocks(
+    const models::ConvNetParams& params, bool training) {
+  pipelining::BlockModel model;
+  for (int b = 0; b < kBlocks; ++b) {
+    RETURN_IF_ERROR(model.Add(
+        absl::StrCat("B", b + 1),
+        [&params, b, training](const Scope& s, const std::vector<Output>& a) {
+          Output y = models::ConvNetBlock(s, params, b, a[0]);
+          if (b + 1 < kBlocks) return std::vector<Output>{y, a[1]};
+          Output accuracy = models::Accuracy(s, y, a[1]);
+          if (!training) return std::vector<Output>{accuracy};
+          return std::vector<Output>{ops::SoftmaxCrossEntropyLoss(s, y, a[1]),
+                                     accuracy};
+        },
+        /*ipu_id=*/b));
+  }
+  return model;
 }
 
-pipelining::PipelineOptions CommonOptions(const PipelinedTrainingOptions& o,
-                                          const models::ConvNetParams& params,
-                                          bool training) {
+// The blocks staged by IPU (AutoStage::kSameAsIpu) under the chosen
+// strategy: PipelinedExecution or ShardedExecution.
+absl::StatusOr<pipelining::PipelineOptions> StagedOptions(
+    const PipelinedTrainingOptions& o, const models::ConvNetParams& params,
+    bool training) {
+  ASSIGN_OR_RETURN(pipelining::BlockModel model, ConvNetBlocks(params, training));
+  const auto auto_stage = pipelining::AutoStage::kSameAsIpu;
   pipelining::PipelineOptions p;
-  for (int b = 0; b < kBlocks; ++b) {
-    p.computational_stages.push_back(Block(params, b, training));
-  }
-  p.device_mapping = {0, 1, 2, 3};
-  p.pipeline_schedule = o.strategy == "sharded"
-                            ? pipelining::PipelineSchedule::kSequential
-                            : pipelining::PipelineSchedule::kGrouped;
+  RETURN_IF_ERROR(pipelining::ApplyStrategy(
+      model,
+      o.strategy == "sharded" ? pipelining::ShardedExecution(auto_stage)
+                              : pipelining::PipelinedExecution(auto_stage),
+      &p));
   return p;
 }
 
@@ -132,7 +141,8 @@ absl::StatusOr<PipelinedTrainingReport> TrainPipelinedFashionMnist(
   const models::ConvNetParams params =
       models::CreateConvNetParams(root.NewSubScope("convnet"), block_scopes);
 
-  pipelining::PipelineOptions t = CommonOptions(o, params, /*training=*/true);
+  ASSIGN_OR_RETURN(pipelining::PipelineOptions t,
+                   StagedOptions(o, params, /*training=*/true));
   t.name = "train";
   t.gradient_accumulation_count = o.gradient_accumulation;
   t.repeat_count = o.device_iterations;
@@ -147,7 +157,8 @@ absl::StatusOr<PipelinedTrainingReport> TrainPipelinedFashionMnist(
   };
   ASSIGN_OR_RETURN(auto training, pipelining::Pipeline(root, std::move(t)));
 
-  pipelining::PipelineOptions e = CommonOptions(o, params, /*training=*/false);
+  ASSIGN_OR_RETURN(pipelining::PipelineOptions e,
+                   StagedOptions(o, params, /*training=*/false));
   e.name = "inference";
   e.gradient_accumulation_count = o.test_device_iterations;
   e.infeed_queue = test_feed.get();

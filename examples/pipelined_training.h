@@ -1,7 +1,8 @@
 // The PopTorch pipelining tutorial in C++: the ConvNet split in four blocks
-// B1-B4, one per emulated IPU, trained on Fashion-MNIST with a pipeline
-// (AdamW, gradient accumulation) and then evaluated with an inference
-// pipeline. The example binary and its test share this code.
+// B1-B4 (pipelining::BlockModel), one per emulated IPU, staged by IPU under
+// PipelinedExecution or ShardedExecution, trained on Fashion-MNIST with a
+// pipeline (AdamW, gradient accumulation) and then evaluated with an
+// inference pipeline. The example binary and its test share this code.
 //
 //   PipelinedTrainingOptions o;             // the tutorial's defaults
 //   ASSIGN_OR_RETURN(PipelinedTrainingReport r,
