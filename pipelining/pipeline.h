@@ -65,7 +65,12 @@
 namespace ipuflow::pipelining {
 
 // As Graphcore's RecomputationMode. Recomputation itself is switched on by
-// IPUConfig.allow_recompute (as in the original); this picks how.
+// IPUConfig.allow_recompute (as in the original); this picks how, and the
+// combinations Graphcore rejects are rejected here too. ipuflow runs both
+// modes the same way: the stash keeps each stage's arguments (and stateful
+// values), and the backward program recomputes the forward from them; the
+// executor interleaves recomputed and gradient ops by dataflow, which is
+// what RecomputeAndBackpropagateInterleaved asks for.
 enum class RecomputationMode {
   kAuto,  // RecomputeThenBackpropagate; Sequential: ...Interleaved.
   kRecomputeThenBackpropagate,

@@ -75,10 +75,7 @@ absl::Status PipelineRuntime::CompilePart(Part& part) {
     fwd.fetches.insert(fwd.fetches.end(), part.stash.begin(), part.stash.end());
     for (int i : part.fed_args) part.stash_bytes += Bytes(d.args[i]);
     for (const Output& o : part.stash) part.stash_bytes += Bytes(o);
-    if (last) {
-      part.fetch_loss = true;
-      fwd.fetches.push_back(b_->loss);
-    }
+    if (last) fwd.fetches.push_back(b_->loss);
   }
   auto named = [&](const char* pass, absl::Status s) {
     return absl::Status(s.code(), absl::StrCat("compiling ", d.name, " ",

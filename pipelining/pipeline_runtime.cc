@@ -28,7 +28,6 @@ struct PipelineRuntime::RunState {
   absl::Status status ABSL_GUARDED_BY(mu);
   std::vector<int> step_remaining ABSL_GUARDED_BY(mu);
   std::vector<double> step_end ABSL_GUARDED_BY(mu);
-  int ipus_running ABSL_GUARDED_BY(mu) = 0;
   // Written only by IPU k's thread during a repeat, read after it.
   std::vector<double> vclock;
   std::vector<std::vector<TimedItem>> items, wall_items;  // Per IPU.
@@ -36,7 +35,6 @@ struct PipelineRuntime::RunState {
   std::vector<std::vector<int>> cpu_count;
   // [ipu][stage]: stash occupancy at the IPU's step boundaries.
   std::vector<std::vector<int>> stash_occupancy;
-  std::vector<double> update_cpu;    // Per IPU, current weight update.
   std::vector<std::pair<double, double>> spans;  // Per repeat: F/B span.
   double weight_update_seconds = 0;
   std::vector<Tensor> input_values;

@@ -68,7 +68,6 @@ class PipelineRuntime {
     std::unique_ptr<Program> backward;
     std::vector<int> fed_args;    // Arguments the part reads.
     std::vector<Output> stash;    // Forward values the backward is fed.
-    bool fetch_loss = false;
     std::vector<int> dy_outputs;  // Outputs with a dy placeholder.
     std::vector<int> grad_args;   // Arguments whose gradient is fetched.
     int64_t stash_bytes = 0;      // One micro-batch.
@@ -131,7 +130,6 @@ class PipelineRuntime {
   // updates live in remote_.
   std::vector<std::vector<std::string>> offloaded_;
   std::map<std::string, Tensor> remote_;
-  bool state_offloaded_ = false;
   std::vector<int64_t> always_live_;     // Per IPU, as run.
   std::vector<int64_t> peak_arena_;      // Per IPU.
   std::vector<int64_t> offloaded_bytes_; // Per IPU.
