@@ -54,6 +54,10 @@ struct PipelineReport {
   std::vector<int> stash_capacity;
   std::vector<int> stash_occupancy;
   std::vector<int64_t> stash_bytes_per_micro_batch;
+  // Per IPU: stash bytes at the measured peak, and the planner's prediction
+  // (PeakStashEntries x bytes).
+  std::vector<int64_t> ipu_stash_bytes;
+  std::vector<int64_t> planned_ipu_stash_bytes;
   // Peak elements in each stage's outgoing activation FIFO(s).
   std::vector<int> activation_fifo_capacity;
   std::vector<int> activation_fifo_occupancy;

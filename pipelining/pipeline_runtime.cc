@@ -552,13 +552,9 @@ PipelineReport PipelineRuntime::MakeReport(RunState& rs) {
       (pass == 0 ? r.stage_costs.forward : r.stage_costs.backward)[s] = worst;
     }
   }
-  absl::StatusOr<Plan> plan = PlanSchedule(b_->table, r.stage_costs);
-  if (plan.ok()) {
-    r.planned_bubble = plan->bubble;
-    r.planned_seconds_per_run = plan->makespan;
-  }
   r.stash_capacity.assign(n, 0);
   r.stash_bytes_per_micro_batch.assign(n, 0);
+  r.ipu_stash_bytes.assign(num_ipus_, 0);
   r.activation_fifo_capacity.assign(n, 0);
   r.activation_fifo_occupancy.assign(n, 0);
   r.stash_occupancy.assign(n, 0);
@@ -576,7 +572,7 @@ PipelineReport PipelineRuntime::MakeReport(RunState& rs) {
         StageFifo* st = Fifo(Key("stash", s, q));
         r.stash_capacity[s] = std::max(r.stash_capacity[s], st->capacity());
         r.stash_bytes_per_micro_batch[s] += p->stash_bytes;
-        r.ipu_peak_bytes[k] += st->peak() * p->stash_bytes;
+        r.ipu_stash_bytes[k] += st->peak() * p->stash_bytes;
       }
       if (s + 1 < n) {
         for (const auto& next : parts_[s + 1]) {
@@ -591,7 +587,18 @@ PipelineReport PipelineRuntime::MakeReport(RunState& rs) {
     }
   }
   for (int k = 0; k < num_ipus_; ++k) {
+    r.ipu_peak_bytes[k] += r.ipu_stash_bytes[k];
     r.ipu_budget_bytes.push_back(system_->device(k).memory_budget_bytes());
+  }
+  // The dry-run planner on what was measured, for comparison.
+  if (b_->training && parts_.size() == static_cast<size_t>(b_->table.num_stages)) {
+    r.stage_costs.stash_bytes = r.stash_bytes_per_micro_batch;
+  }
+  absl::StatusOr<Plan> plan = PlanSchedule(b_->table, r.stage_costs);
+  if (plan.ok()) {
+    r.planned_bubble = plan->bubble;
+    r.planned_seconds_per_run = plan->makespan;
+    r.planned_ipu_stash_bytes = plan->ipu_stash_bytes;
   }
   r.ipu_to_ipu_bytes = rs.ipu_to_ipu;
   r.host_to_device_bytes = rs.host_to_device;

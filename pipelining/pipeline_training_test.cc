@@ -170,6 +170,9 @@ TEST(PipelineTrainingTest, StashOccupancyFollowsTheDepthRule) {
     setup.runs = 1;
     Trained t = TrainPipelined(setup);
     const std::vector<int> depths = StashDepths(kind, 4);
+    // The planner predicts the stash memory each IPU reached.
+    EXPECT_EQ(t.report.ipu_stash_bytes, t.report.planned_ipu_stash_bytes)
+        << PipelineScheduleName(kind);
     ASSERT_EQ(t.report.stash_occupancy.size(), 4u);
     for (int s = 0; s < 4; ++s) {
       // stash.h: depth + 1 at step boundaries (the "+1" waits in the

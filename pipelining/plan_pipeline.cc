@@ -35,6 +35,9 @@ ABSL_FLAG(std::string, forward_costs, PlanPipelineOptions().forward_costs,
           "seconds): one value per stage, or one for all");
 ABSL_FLAG(std::string, backward_costs, PlanPipelineOptions().backward_costs,
           "backward cost of one micro-batch per stage, as --forward_costs");
+ABSL_FLAG(std::string, stash_bytes, "",
+          "bytes one micro-batch leaves in each stage's stash (one value or "
+          "one per stage): predicts each IPU's stash memory");
 ABSL_FLAG(std::string, timing, PlanPipelineOptions().timing,
           "dataflow (wait for inputs only) or lockstep (steps are barriers)");
 ABSL_FLAG(bool, force, false, "plan even if ValidatePipeline rejects it");
@@ -57,6 +60,7 @@ int main(int argc, char** argv) {
   options.training = absl::GetFlag(FLAGS_training);
   options.forward_costs = absl::GetFlag(FLAGS_forward_costs);
   options.backward_costs = absl::GetFlag(FLAGS_backward_costs);
+  options.stash_bytes = absl::GetFlag(FLAGS_stash_bytes);
   options.timing = absl::GetFlag(FLAGS_timing);
   options.force = absl::GetFlag(FLAGS_force);
   options.svg_path =

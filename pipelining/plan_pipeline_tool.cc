@@ -153,6 +153,14 @@ absl::StatusOr<PlanPipelineRequest> ParsePlanPipelineOptions(
     ASSIGN_OR_RETURN(
         request.costs.backward,
         ParseCosts("backward_costs", options.backward_costs, options.stages));
+    if (!options.stash_bytes.empty()) {
+      ASSIGN_OR_RETURN(
+          std::vector<double> bytes,
+          ParseCosts("stash_bytes", options.stash_bytes, options.stages));
+      for (double b : bytes) {
+        request.costs.stash_bytes.push_back(static_cast<int64_t>(b));
+      }
+    }
   }
   return request;
 }

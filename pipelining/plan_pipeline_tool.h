@@ -37,6 +37,9 @@ struct PlanPipelineOptions {
   // value per stage, or a single value for every stage.
   std::string forward_costs = "1";
   std::string backward_costs = "2";  // Ignored in inference.
+  // Bytes one micro-batch leaves in each stage's stash (one value for all,
+  // or one per stage; empty: no memory prediction). Training only.
+  std::string stash_bytes;
   std::string timing = "dataflow";   // dataflow | lockstep (planner.h).
   bool force = false;     // Plan even if ValidatePipeline rejects the setting.
   std::string svg_path;   // Write the SVG timeline here if not empty.

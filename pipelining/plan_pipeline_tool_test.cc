@@ -107,6 +107,15 @@ TEST(PlanPipelineToolTest, ForcePrintsTheViolationAndPlansAnyway) {
                                 "(N-1)/(M+N-1) = 3/5"));
 }
 
+TEST(PlanPipelineToolTest, PredictsStashMemory) {
+  PlanPipelineOptions options;
+  options.stash_bytes = "1000,1000,1000,500";
+  const std::string report = Report(options);
+  // Grouped, 4 stages: peak entries [8, 6, 4, 2].
+  EXPECT_THAT(report, HasSubstr("stash memory per IPU (peak entries [8, 6, "
+                                "4, 2] x bytes): [8000, 6000, 4000, 1000] B"));
+}
+
 TEST(PlanPipelineToolTest, TheTutorialCountRuns) {
   PlanPipelineOptions options;
   options.gradient_accumulation_count = 10;

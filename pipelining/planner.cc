@@ -144,6 +144,19 @@ absl::StatusOr<Plan> PlanSchedule(const ScheduleTable& table,
   plan.stash_depths = table.training ? StashDepths(table.kind, table.num_stages)
                                      : std::vector<int>(table.num_stages, 0);
   plan.stash_occupancy = MeasureStashOccupancy(table);
+  plan.stash_peak_entries = PeakStashEntries(table);
+  if (!costs.stash_bytes.empty()) {
+    if (static_cast<int>(costs.stash_bytes.size()) != table.num_stages) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "stash_bytes has ", costs.stash_bytes.size(), " entries for ",
+          table.num_stages, " stages"));
+    }
+    plan.ipu_stash_bytes.assign(table.num_ipus, 0);
+    for (int s = 0; s < table.num_stages; ++s) {
+      plan.ipu_stash_bytes[table.stage_ipu[s]] +=
+          plan.stash_peak_entries[s] * costs.stash_bytes[s];
+    }
+  }
   return plan;
 }
 
@@ -195,6 +208,12 @@ std::string PlanDebugString(const Plan& plan) {
       "(= depth + 1 in training, see stash.h)\n",
       absl::StrJoin(plan.stash_depths, ", "),
       absl::StrJoin(plan.stash_occupancy, ", "));
+  if (!plan.ipu_stash_bytes.empty()) {
+    absl::StrAppendFormat(
+        &out, "  stash memory per IPU (peak entries [%s] x bytes): [%s] B\n",
+        absl::StrJoin(plan.stash_peak_entries, ", "),
+        absl::StrJoin(plan.ipu_stash_bytes, ", "));
+  }
   absl::StrAppend(&out, PlanTimelineString(plan));
   return out;
 }

@@ -36,6 +36,7 @@
 #ifndef IPUFLOW_PIPELINING_PLANNER_H_
 #define IPUFLOW_PIPELINING_PLANNER_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,9 @@ namespace ipuflow::pipelining {
 struct StageCosts {
   std::vector<double> forward;
   std::vector<double> backward;  // May be empty for inference tables.
+  // Optional (training): bytes one micro-batch leaves in stage s's stash;
+  // given, the plan predicts each IPU's stash memory.
+  std::vector<int64_t> stash_bytes;
 
   static StageCosts Uniform(int num_stages, double forward, double backward) {
     return {std::vector<double>(num_stages, forward),
@@ -72,6 +76,9 @@ struct Plan {
   bool theory_applies = false;          // The conditions above hold.
   std::vector<int> stash_depths;        // StashDepths (training), else 0s.
   std::vector<int> stash_occupancy;     // MeasureStashOccupancy(table).
+  std::vector<int> stash_peak_entries;  // PeakStashEntries(table).
+  // Per IPU: peak entries x costs.stash_bytes (empty without stash_bytes).
+  std::vector<int64_t> ipu_stash_bytes;
 };
 
 // Times `table` with `costs`. InvalidArgument if the table fails

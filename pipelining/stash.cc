@@ -40,4 +40,18 @@ std::vector<int> MeasureStashOccupancy(const ScheduleTable& table) {
   return peak;
 }
 
+std::vector<int> PeakStashEntries(const ScheduleTable& table) {
+  const int n = table.num_stages;
+  std::vector<int> live(n, 0), peak(n, 0);
+  if (!table.training) return peak;
+  for (const std::vector<WorkItem>& step : table.steps) {
+    for (const WorkItem& item : step) {
+      int& l = live[item.stage];
+      l += item.pass == Pass::kForward ? 1 : -1;
+      peak[item.stage] = std::max(peak[item.stage], l);
+    }
+  }
+  return peak;
+}
+
 }  // namespace ipuflow::pipelining

@@ -44,6 +44,17 @@ std::vector<int> StashDepths(PipelineSchedule schedule, int num_stages);
 // REQUIRES: VerifyScheduleTable(table).ok().
 std::vector<int> MeasureStashOccupancy(const ScheduleTable& table);
 
+// Most micro-batches stage s holds at any moment when the table runs item
+// by item, in table order, a forward adding its micro-batch when it ends and
+// a backward removing it when it starts: the stash FIFO capacity a runtime
+// needs (the pipeline runtime's). On the generated training tables it is
+// MeasureStashOccupancy + 1 for Grouped (a stage's forward of a step lands
+// before that step's backward takes its input) and equal to it for
+// Interleaved and Sequential (one item per IPU per step). All zeros for
+// inference.
+// REQUIRES: VerifyScheduleTable(table).ok().
+std::vector<int> PeakStashEntries(const ScheduleTable& table);
+
 }  // namespace ipuflow::pipelining
 
 #endif  // IPUFLOW_PIPELINING_STASH_H_

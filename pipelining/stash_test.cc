@@ -69,6 +69,20 @@ TEST(StashTest, InferenceStashesNothing) {
               ElementsAre(0, 0, 0));
 }
 
+TEST(StashTest, PeakEntries) {
+  // Grouped: within a step a stage's forward lands before its backward
+  // takes an entry, one more than at the step boundary (depth + 2).
+  EXPECT_THAT(PeakStashEntries(Make(kGrouped, 4, 16, true)),
+              ElementsAre(8, 6, 4, 2));
+  // One item per IPU per step: the step-boundary occupancy (depth + 1).
+  EXPECT_THAT(PeakStashEntries(Make(kInterleaved, 4, 16, true)),
+              ElementsAre(4, 3, 2, 1));
+  EXPECT_THAT(PeakStashEntries(Make(kSequential, 4, 3, true)),
+              ElementsAre(1, 1, 1, 1));
+  EXPECT_THAT(PeakStashEntries(Make(kGrouped, 3, 6, false)),
+              ElementsAre(0, 0, 0));
+}
+
 TEST(StashTest, GroupedMemoryIsTwiceInterleaved) {
   // "Grouped stores more activations than Interleaved": total FIFO slots
   // N(N-1) vs N(N-1)/2.
