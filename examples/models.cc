@@ -53,16 +53,18 @@ Output Dense(const Scope& scope, const Layer& layer, Output x, bool relu) {
 }
 
 ConvNetParams CreateConvNetParams(const Scope& scope,
-                                  const std::vector<Scope>& block_scopes) {
+                                  const std::vector<Scope>& block_scopes,
+                                  int64_t seed) {
   auto at = [&](int b) {
     return (block_scopes.empty() ? scope : block_scopes[b])
         .NewSubScope(kBlockNames[b]);
   };
   ConvNetParams p;
-  p.blocks[0] = CreateLayer(at(0), {5, 5, 1, 10}, 10, 1);
-  p.blocks[1] = CreateLayer(at(1), {5, 5, 10, 20}, 20, 2);
-  p.blocks[2] = CreateDense(at(2), 320, 256, 3);
-  p.blocks[3] = CreateDense(at(3), 256, 10, 4);
+  const int64_t s = 10 * seed;
+  p.blocks[0] = CreateLayer(at(0), {5, 5, 1, 10}, 10, s + 1);
+  p.blocks[1] = CreateLayer(at(1), {5, 5, 10, 20}, 20, s + 2);
+  p.blocks[2] = CreateDense(at(2), 320, 256, s + 3);
+  p.blocks[3] = CreateDense(at(3), 256, 10, s + 4);
   return p;
 }
 

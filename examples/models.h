@@ -36,9 +36,10 @@ struct ConvNetParams {
   Layer blocks[4];
 };
 // `block_scopes`, when given, creates block b's variables in
-// block_scopes[b] (e.g. on its IPU).
+// block_scopes[b] (e.g. on its IPU); `seed` picks the initial weights.
 ConvNetParams CreateConvNetParams(const Scope& scope,
-                                  const std::vector<Scope>& block_scopes = {});
+                                  const std::vector<Scope>& block_scopes = {},
+                                  int64_t seed = 0);
 Output ConvNet(const Scope& scope, const ConvNetParams& params, Output images);
 // One block (0..3), for callers that place blocks themselves.
 Output ConvNetBlock(const Scope& scope, const ConvNetParams& params, int block,

@@ -122,7 +122,8 @@ absl::StatusOr<PipelinedTrainingReport> TrainPipelinedFashionMnist(
       auto train_feed,
       feeds::IPUInfeedQueue::Create(
           feeds::FromTensorSlices({train.images, train.labels})
-              ->Shuffle(std::min<int64_t>(train.labels.dim(0), 10000), 42)
+              ->Shuffle(std::min<int64_t>(train.labels.dim(0), 10000),
+                        42 + o.seed)
               ->Batch(o.batch_size, /*drop_remainder=*/true)
               ->Repeat()
               ->Prefetch(8)));
@@ -139,7 +140,8 @@ absl::StatusOr<PipelinedTrainingReport> TrainPipelinedFashionMnist(
   std::vector<Scope> block_scopes;
   for (int b = 0; b < kBlocks; ++b) block_scopes.push_back(root.WithIpu(b));
   const models::ConvNetParams params =
-      models::CreateConvNetParams(root.NewSubScope("convnet"), block_scopes);
+      models::CreateConvNetParams(root.NewSubScope("convnet"), block_scopes,
+                                  o.seed);
 
   ASSIGN_OR_RETURN(pipelining::PipelineOptions t,
                    StagedOptions(o, params, /*training=*/true));

@@ -43,6 +43,7 @@ struct PipelinedTrainingOptions {
   bool offload_optimiser = false;
   int64_t train_limit = -1;  // First N training images (-1: all 60000).
   int64_t test_limit = -1;   // First N test images (-1: all 10000).
+  int64_t seed = 0;          // Initial weights and shuffle order.
 };
 
 struct PipelinedTrainingReport {

@@ -45,6 +45,7 @@ ABSL_FLAG(std::string, profile_dir, "profile", "where --profile writes");
 ABSL_FLAG(bool, debug, false,
           "print the per-IPU memory report and the pipeline summaries");
 ABSL_FLAG(int64_t, train_limit, -1, "use only the first N training images");
+ABSL_FLAG(int64_t, seed, 0, "initial weights and shuffle order");
 
 namespace {
 
@@ -101,6 +102,7 @@ int main(int argc, char** argv) {
   o.strategy = absl::GetFlag(FLAGS_strategy);
   o.offload_optimiser = absl::GetFlag(FLAGS_offload_optimiser);
   o.train_limit = absl::GetFlag(FLAGS_train_limit);
+  o.seed = absl::GetFlag(FLAGS_seed);
 
   IPUConfig config;
   config.set_auto_select_ipus(4);
