@@ -1,4 +1,4 @@
-// Measures pipelined training of a balanced model (every stage the same
+// Measures (after one warm-up call) pipelined training of a balanced model (every stage the same
 // dense layers) on the emulated IPUs: per schedule and
 // gradient_accumulation_count, the bubble measured on the virtual clocks
 // next to the dry-run planner's prediction from the measured stage costs and
@@ -8,12 +8,14 @@
 //   ./bazelw run //pipelining:pipeline_benchmark -- --stages=4 --counts=10,40
 //       --runs=3 --width=512 --layers=2 --batch=32
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -24,6 +26,7 @@
 #include "feeds/dataset.h"
 #include "pipelining/balanced_model.h"
 #include "pipelining/pipeline.h"
+#include "pipelining/trace.h"
 
 ABSL_FLAG(int, stages, 4, "pipeline stages (one IPU each)");
 ABSL_FLAG(std::string, counts, "10,40", "gradient_accumulation_count values");
@@ -33,6 +36,9 @@ ABSL_FLAG(int, runs, 3, "pipeline runs (repeat_count) per measurement");
 ABSL_FLAG(int, width, 384, "units of each dense layer");
 ABSL_FLAG(int, layers, 2, "dense layers per stage");
 ABSL_FLAG(int, batch, 32, "micro-batch size");
+ABSL_FLAG(std::string, svg_dir, "",
+          "write each measured timeline (virtual clocks) there as "
+          "<schedule>_<M>.svg");
 
 namespace ipuflow::pipelining {
 namespace {
@@ -58,7 +64,7 @@ absl::StatusOr<PipelineReport> Measure(PipelineSchedule kind, int n, int m) {
   }
   ASSIGN_OR_RETURN(auto infeed,
                    feeds::IPUInfeedQueue::Create(
-                       feeds::FromTensorSlices({x})->Batch(batch, true), 8));
+                       feeds::FromTensorSlices({x})->Batch(batch, true)->Repeat(), 8));
   PipelineOptions o;
   for (int s = 0; s < n; ++s) {
     o.computational_stages.push_back(DenseTanhStage(s, width, layers));
@@ -70,6 +76,9 @@ absl::StatusOr<PipelineReport> Measure(PipelineSchedule kind, int n, int m) {
   o.optimizer_function = MeanSquareSgd(0.01f);
   ASSIGN_OR_RETURN(auto pipeline, Pipeline(scope, o));
   RETURN_IF_ERROR(IPUStrategy(system.get()).Initialize(*scope.graph()));
+  // The first call compiles and warms up (first-touch of every arena and
+  // buffer); the second is measured.
+  RETURN_IF_ERROR(pipeline->Run(system.get()).status());
   return pipeline->Run(system.get());
 }
 
@@ -95,6 +104,18 @@ int Main() {
         return 1;
       }
       rows.push_back({PipelineScheduleName(kind), m, *r});
+      const std::string dir = ResolveOutputPath(absl::GetFlag(FLAGS_svg_dir));
+      if (!dir.empty()) {
+        SvgOptions svg;
+        svg.title = absl::StrFormat(
+            "Measured: %s training, %d stages, M = %d, %d runs (virtual "
+            "clocks)",
+            PipelineScheduleName(kind), n, m, r->repeats);
+        const std::string path = absl::StrCat(
+            dir, "/", absl::AsciiStrToLower(PipelineScheduleName(kind)), "_",
+            m, ".svg");
+        std::ofstream(path) << ToSvgTimeline(r->items, svg);
+      }
     }
   }
   std::printf(
