@@ -402,10 +402,10 @@ absl::Status PipelineRuntime::RunOnce(RunState& rs, int repeat) {
   }
   Mutex done_mu;
   CondVar done_cv;
-  int running = 0;
+  int running = 0;  // Counted before the first task can finish.
+  for (int k = 0; k < num_ipus_; ++k) running += entries_[k].empty() ? 0 : 1;
   for (int k = 0; k < num_ipus_; ++k) {
     if (entries_[k].empty()) continue;
-    ++running;
     system_->device(k).Submit([&, k] {
       RunIpu(rs, k, repeat);
       MutexLock l(&done_mu);
