@@ -116,13 +116,11 @@ void Builder::CheckOptions() {
     }
   }
   const bool training = b_->training;
-  violations_ = [&] {
-    std::vector<std::string> v =
-        PipelineViolations(o_.pipeline_schedule, n, logical_mapping_,
-                           o_.gradient_accumulation_count, training);
-    v.insert(v.end(), violations_.begin(), violations_.end());
-    return v;
-  }();
+  // validation.h's rules first, then the concurrent-mapping ones above.
+  std::vector<std::string> rules =
+      PipelineViolations(o_.pipeline_schedule, n, logical_mapping_,
+                         o_.gradient_accumulation_count, training);
+  violations_.insert(violations_.begin(), rules.begin(), rules.end());
   if (n < 2) mapping_ok_ = false;
   // Interleaved training: one stage per IPU, concurrent parts included
   // (the logical mapping above only sees each stage's first IPU).
