@@ -49,6 +49,13 @@ struct PipelineRuntime::RunState {
 
 namespace {
 
+// Seconds since the run started, on the wall clock.
+double WallSeconds(const PipelineRuntime::RunState& rs) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                       rs.wall0)
+      .count();
+}
+
 int64_t Bytes(const std::vector<Tensor>& ts) {
   int64_t n = 0;
   for (const Tensor& t : ts) n += t.valid() ? t.TotalBytes() : 0;
@@ -78,8 +85,7 @@ void PipelineRuntime::Abort(RunState& rs, const absl::Status& s) {
     }
     rs.cv.SignalAll();
   }
-  for (auto& [key, fifo] : fifos_) fifo->Cancel(s);
-  rs.cancel->StartCancel(s);
+  rs.cancel->StartCancel(s);  // Wakes every FIFO and queue wait of the run.
 }
 
 absl::Status PipelineRuntime::DeliverOutfeed(RunState& rs, int part,
@@ -122,7 +128,7 @@ void PipelineRuntime::SentToIpu(RunState& rs, int from, int64_t bytes) {
 }
 
 absl::Status PipelineRuntime::Forward(RunState& rs, const Entry& e, int repeat,
-                                      double* vready, double* cpu) {
+                                      ItemClock* clock) {
   Part& part = *parts_[e.item.stage][e.part];
   const PartDef& d = *part.def;
   const int s = d.stage;
@@ -141,7 +147,7 @@ absl::Status PipelineRuntime::Forward(RunState& rs, const Entry& e, int repeat,
     for (size_t q = 0; q < parts_[s - 1].size(); ++q) {
       ASSIGN_OR_RETURN(StageFifo::Message msg,
                        Fifo(Key("act", s - 1, q, e.part))->Pop());
-      *vready = std::max(*vready, msg.virtual_time);
+      clock->virtual_ready = std::max(clock->virtual_ready, msg.virtual_time);
       std::move(msg.values.begin(), msg.values.end(),
                 args.begin() + prev.output_offset[q]);
     }
@@ -149,10 +155,12 @@ absl::Status PipelineRuntime::Forward(RunState& rs, const Entry& e, int repeat,
   std::vector<Tensor> feeds;
   for (int i : part.fed_args) feeds.push_back(args[i]);
   std::vector<Tensor> out;
+  clock->wall_start = WallSeconds(rs);
   const double c0 = ThreadCpuSeconds();
   RETURN_IF_ERROR(part.forward->Run(envs_[d.ipu], feeds, &out));
-  *cpu = ThreadCpuSeconds() - c0;
-  const double vend = std::max(rs.vclock[d.ipu], *vready) + *cpu;
+  clock->cpu = ThreadCpuSeconds() - c0;
+  const double vend =
+      std::max(rs.vclock[d.ipu], clock->virtual_ready) + clock->cpu;
   const size_t num_out = d.outputs.size();
   std::vector<Tensor> outputs(out.begin(), out.begin() + num_out);
   if (s + 1 < n) {
@@ -181,7 +189,7 @@ absl::Status PipelineRuntime::Forward(RunState& rs, const Entry& e, int repeat,
 }
 
 absl::Status PipelineRuntime::Backward(RunState& rs, const Entry& e,
-                                       double* vready, double* cpu) {
+                                       ItemClock* clock) {
   Part& part = *parts_[e.item.stage][e.part];
   const PartDef& d = *part.def;
   const int s = d.stage;
@@ -189,20 +197,21 @@ absl::Status PipelineRuntime::Backward(RunState& rs, const Entry& e,
   const int M = b_->table.micro_batches;
   const int m = e.item.micro_batch;
   ASSIGN_OR_RETURN(StageFifo::Message stash, Fifo(Key("stash", s, e.part))->Pop());
-  *vready = std::max(*vready, stash.virtual_time);
+  clock->virtual_ready =
+      std::max(clock->virtual_ready, stash.virtual_time);
   std::vector<Tensor> dy(d.outputs.size());
   if (s + 1 < n) {
     for (size_t q = 0; q < parts_[s + 1].size(); ++q) {
       ASSIGN_OR_RETURN(StageFifo::Message msg,
                        Fifo(Key("grad", s, q, e.part))->Pop());
-      *vready = std::max(*vready, msg.virtual_time);
+      clock->virtual_ready = std::max(clock->virtual_ready, msg.virtual_time);
       for (size_t j = 0; j < dy.size(); ++j) {
         if (msg.values[j].valid()) RETURN_IF_ERROR(AddInto(&dy[j], msg.values[j]));
       }
     }
   }
   std::vector<Tensor> grads(d.args.size());
-  *cpu = 0;
+  clock->wall_start = WallSeconds(rs);
   if (part.backward != nullptr) {
     std::vector<Tensor> feeds = std::move(stash.values);
     for (int j : part.dy_outputs) {
@@ -229,14 +238,16 @@ absl::Status PipelineRuntime::Backward(RunState& rs, const Entry& e,
       feeds.push_back(Tensor::Filled(dt, TensorShape(), b));
     }
     std::vector<Tensor> out;
+    clock->wall_start = WallSeconds(rs);
     const double c0 = ThreadCpuSeconds();
     RETURN_IF_ERROR(part.backward->Run(envs_[d.ipu], feeds, &out));
-    *cpu = ThreadCpuSeconds() - c0;
+    clock->cpu = ThreadCpuSeconds() - c0;
     for (size_t k = 0; k < part.grad_args.size(); ++k) {
       grads[part.grad_args[k]] = std::move(out[k]);
     }
   }
-  const double vend = std::max(rs.vclock[d.ipu], *vready) + *cpu;
+  const double vend =
+      std::max(rs.vclock[d.ipu], clock->virtual_ready) + clock->cpu;
   if (s > 0) {
     const StageDef& prev = b_->stages[s - 1];
     for (size_t q = 0; q < parts_[s - 1].size(); ++q) {
@@ -265,12 +276,11 @@ void PipelineRuntime::RunIpu(RunState& rs, int ipu, int repeat) {
       if (!rs.status.ok()) return;
       barrier = rs.step_end[e.step - 1];
     }
-    double vready = barrier, cpu = 0;
-    const double w0 = std::chrono::duration<double>(
-                          std::chrono::steady_clock::now() - rs.wall0).count();
+    ItemClock clock;
+    clock.virtual_ready = barrier;
     absl::Status s = e.item.pass == Pass::kForward
-                         ? Forward(rs, e, repeat, &vready, &cpu)
-                         : Backward(rs, e, &vready, &cpu);
+                         ? Forward(rs, e, repeat, &clock)
+                         : Backward(rs, e, &clock);
     if (!s.ok()) {
       const PartDef& d = *parts_[e.item.stage][e.part]->def;
       Abort(rs, absl::Status(
@@ -282,14 +292,14 @@ void PipelineRuntime::RunIpu(RunState& rs, int ipu, int repeat) {
                                  " of run ", repeat, ": ", s.message())));
       return;
     }
-    const double w1 = std::chrono::duration<double>(
-                          std::chrono::steady_clock::now() - rs.wall0).count();
-    const double vstart = std::max(rs.vclock[ipu], vready);
+    const double vstart = std::max(rs.vclock[ipu], clock.virtual_ready);
+    const double cpu = clock.cpu;
     rs.vclock[ipu] = vstart + cpu;
     const int mb = repeat * M + e.item.micro_batch;
     rs.items[ipu].push_back({ipu, e.item.stage, e.item.pass, mb, vstart,
                              vstart + cpu});
-    rs.wall_items[ipu].push_back({ipu, e.item.stage, e.item.pass, mb, w0, w1});
+    rs.wall_items[ipu].push_back({ipu, e.item.stage, e.item.pass, mb,
+                                  clock.wall_start, WallSeconds(rs)});
     const int slot = e.item.stage * 2 + (e.item.pass == Pass::kBackward);
     rs.cpu_sum[slot][e.part] += cpu;
     rs.cpu_count[slot][e.part] += 1;

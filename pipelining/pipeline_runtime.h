@@ -95,12 +95,16 @@ class PipelineRuntime {
   absl::Status RunOnce(RunState& rs, int repeat);
   void Feeder(RunState& rs, int repeat);
   void RunIpu(RunState& rs, int ipu, int repeat);
-  absl::Status RunEntry(RunState& rs, const Entry& e, int repeat,
-                        double* vstart, double* cpu);
+  // When one work item could start and what it cost: set by Forward and
+  // Backward, read by RunIpu for the timelines.
+  struct ItemClock {
+    double virtual_ready = 0;  // Latest producer's virtual end (or barrier).
+    double cpu = 0;            // Seconds of this thread's CPU in the program.
+    double wall_start = 0;     // When the inputs were there (wall clock).
+  };
   absl::Status Forward(RunState& rs, const Entry& e, int repeat,
-                       double* vready, double* cpu);
-  absl::Status Backward(RunState& rs, const Entry& e, double* vready,
-                        double* cpu);
+                       ItemClock* clock);
+  absl::Status Backward(RunState& rs, const Entry& e, ItemClock* clock);
   // Counts activations or gradients sent between IPUs.
   void SentToIpu(RunState& rs, int from, int64_t bytes);
   absl::Status DeliverOutfeed(RunState& rs, int part, int micro_batch,
