@@ -33,68 +33,41 @@ double SquaredNorm(const KernelContext& ctx, const Tensor& t) {
   return total;
 }
 
-template <typename T>
-absl::Status Lamb(KernelContext& ctx, VariableResource* var,
-                  VariableResource* m_var, VariableResource* v_var) {
-  ASSIGN_OR_RETURN(const AdamHyper h, GetAdamHyper(ctx));
-  const Tensor& grad = ctx.input(AdamInput::kGrad);
-  ASSIGN_OR_RETURN(const Tensor m, ReadCopy(ctx, *m_var));  // Private copies.
-  ASSIGN_OR_RETURN(const Tensor v, ReadCopy(ctx, *v_var));
-  ASSIGN_OR_RETURN(const Tensor w, ReadCopy(ctx, *var));
-  const Tensor r(var->dtype(), var->shape());  // Then lr * trust * r.
-  const int64_t n = r.NumElements();
-  ctx.ParallelFor(n, kApplyCost, [&](int64_t b, int64_t e) {
-    const auto g = Widen<T>(grad, b, e);
-    Block<T>(m, b, e) =
-        (h.beta1 * Widen<T>(m, b, e) + (1 - h.beta1) * g).template cast<T>();
-    Block<T>(v, b, e) = (h.beta2 * Widen<T>(v, b, e) + (1 - h.beta2) * g * g)
-                            .template cast<T>();
-    Block<T>(r, b, e) =
-        (Widen<T>(m, b, e) / h.bc1 /
-             (Widen<T>(v, b, e).sqrt() / h.sqrt_bc2 + h.epsilon) +
-         h.weight_decay * Widen<T>(w, b, e))
-            .template cast<T>();
-  });
-  const double w_norm = std::sqrt(SquaredNorm<T>(ctx, w));
-  const double r_norm = std::sqrt(SquaredNorm<T>(ctx, r));
-  const float trust =
-      w_norm > 0 && r_norm > 0 ? static_cast<float>(w_norm / r_norm) : 1.f;
-  const float scale = h.lr * trust;
-  ctx.ParallelFor(n, kCwiseCost, [&](int64_t b, int64_t e) {
-    Block<T>(r, b, e) = (scale * Widen<T>(r, b, e)).template cast<T>();
-  });
-  RETURN_IF_ERROR(WithNodeName(ctx, m_var->Assign(m)));
-  RETURN_IF_ERROR(WithNodeName(ctx, v_var->Assign(v)));
-  // Not atomic with the read of w above (see ApplyAdam).
-  return WithNodeName(ctx, var->AssignAdd(r, -1));
-}
+// r = m / (1 - beta1^t) / (sqrt(v) / sqrt(1 - beta2^t) + epsilon)
+//   + weight_decay * var;  delta = lr * trust * r
+struct LambRule {
+  template <typename T>
+  static absl::StatusOr<Tensor> Delta(const KernelContext& ctx,
+                                      const AdamStep& s,
+                                      const VariableResource& var) {
+    const AdamHyper& h = s.h;
+    ASSIGN_OR_RETURN(const Tensor w, ReadCopy(ctx, var));
+    Tensor r(var.dtype(), var.shape());  // Then lr * trust * r.
+    const int64_t n = r.NumElements();
+    ctx.ParallelFor(n, kApplyCost, [&](int64_t b, int64_t e) {
+      s.UpdateMoments<T>(b, e);
+      Block<T>(r, b, e) =
+          (Widen<T>(s.m, b, e) / h.bc1 /
+               (Widen<T>(s.v, b, e).sqrt() / h.sqrt_bc2 + h.epsilon) +
+           h.weight_decay * Widen<T>(w, b, e))
+              .template cast<T>();
+    });
+    const double w_norm = std::sqrt(SquaredNorm<T>(ctx, w));
+    const double r_norm = std::sqrt(SquaredNorm<T>(ctx, r));
+    const float trust =
+        w_norm > 0 && r_norm > 0 ? static_cast<float>(w_norm / r_norm) : 1.f;
+    const float scale = h.lr * trust;
+    ctx.ParallelFor(n, kCwiseCost, [&](int64_t b, int64_t e) {
+      Block<T>(r, b, e) = (scale * Widen<T>(r, b, e)).template cast<T>();
+    });
+    return r;
+  }
+};
 
-REGISTER_OP("ApplyLamb")
-    .Input("var")
-    .Input("m")
-    .Input("v")
-    .Input("lr")
-    .Input("grad")
-    .Input("beta1")
-    .Input("beta2")
-    .Input("epsilon")
-    .Input("step")
-    .RequiredAttr("dtype")
-    .RequiredAttr("shape")
-    .Attr("variable", "")
-    .Attr("weight_decay", 0.0f)
-    .SetStateful(ResourceAccess::kWrite)
-    .SetShapeFn(AdamFamilyShape)
-    .SetKernel([](KernelContext& ctx) -> absl::Status {
-      ASSIGN_OR_RETURN(VariableResource * var,
-                       VariableInput(ctx, AdamInput::kVar));
-      ASSIGN_OR_RETURN(VariableResource * m, VariableInput(ctx, AdamInput::kM));
-      ASSIGN_OR_RETURN(VariableResource * v, VariableInput(ctx, AdamInput::kV));
-      RETURN_IF_ERROR(CheckMatchesVariable(ctx, AdamInput::kGrad, *var));
-      IPUFLOW_SWITCH_FLOAT(var->dtype(), return Lamb<T>(ctx, var, m, v),
-                           return UnsupportedDType(ctx, var->dtype()));
-    })
-    .NotDifferentiable("it updates variables and has no outputs");
+[[maybe_unused]] const OpRegistration kApplyLamb =
+    RegisterAdamFamilyOp("ApplyLamb")
+        .SetKernel(AdamFamilyKernel<LambRule>)
+        .NotDifferentiable("it updates variables and has no outputs");
 
 }  // namespace
 

@@ -3,9 +3,9 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "ops/state/handle.h"
 
 namespace ipuflow::ops {
+namespace {
 
 absl::Status AdamFamilyShape(ShapeContext& c) {
   ASSIGN_OR_RETURN(float wd, c.attr<float>("weight_decay"));
@@ -24,6 +24,8 @@ absl::Status AdamFamilyShape(ShapeContext& c) {
   }
   return absl::OkStatus();
 }
+
+}  // namespace
 
 absl::StatusOr<AdamHyper> GetAdamHyper(const KernelContext& ctx) {
   AdamHyper h;
@@ -47,6 +49,26 @@ absl::StatusOr<AdamHyper> GetAdamHyper(const KernelContext& ctx) {
   h.sqrt_bc2 =
       static_cast<float>(std::sqrt(1 - std::pow(double{h.beta2}, double{t})));
   return h;
+}
+
+OpRegistration RegisterAdamFamilyOp(const std::string& name) {
+  return OpRegistry::Global()
+      ->Register(name)
+      .Input("var")
+      .Input("m")
+      .Input("v")
+      .Input("lr")
+      .Input("grad")
+      .Input("beta1")
+      .Input("beta2")
+      .Input("epsilon")
+      .Input("step")
+      .RequiredAttr("dtype")
+      .RequiredAttr("shape")
+      .Attr("variable", "")
+      .Attr("weight_decay", 0.0f)
+      .SetStateful(ResourceAccess::kWrite)
+      .SetShapeFn(AdamFamilyShape);
 }
 
 }  // namespace ipuflow::ops

@@ -116,65 +116,57 @@ absl::Status RandomShape(ShapeContext& c, const char* a, const char* b,
   return absl::OkStatus();
 }
 
-REGISTER_OP("RandomUniform")
-    .RequiredAttr("shape")
-    .Attr("minval", 0.0f)
-    .Attr("maxval", 1.0f)
-    .Attr("seed", 0)
-    .Attr("dtype", DType::kFloat32)
-    .SetStateful()
-    .SetShapeFn([](ShapeContext& c) {
-      return RandomShape(c, "minval", "maxval", /*ordered=*/true);
-    })
-    .SetKernel([](KernelContext& ctx) {
-      const double lo = ctx.attr<float>("minval");
-      const double range = ctx.attr<float>("maxval") - lo;
-      return Generate(ctx, kUniformCost, [&](ElementStream& rng) {
-        return lo + range * rng.Uniform();
-      });
-    })
-    .NotDifferentiable("random values do not depend on any input");
+struct FloatAttr {
+  const char* name;
+  float default_value;
+};
 
-REGISTER_OP("RandomNormal")
-    .RequiredAttr("shape")
-    .Attr("mean", 0.0f)
-    .Attr("stddev", 1.0f)
-    .Attr("seed", 0)
-    .Attr("dtype", DType::kFloat32)
-    .SetStateful()
-    .SetShapeFn([](ShapeContext& c) {
-      return RandomShape(c, "mean", "stddev", /*ordered=*/false);
-    })
-    .SetKernel([](KernelContext& ctx) {
-      const double mean = ctx.attr<float>("mean");
-      const double stddev = ctx.attr<float>("stddev");
-      return Generate(ctx, kNormalCost, [&](ElementStream& rng) {
-        return mean + stddev * rng.Normal();
-      });
-    })
-    .NotDifferentiable("random values do not depend on any input");
+// Registers a random op with attributes shape, `a` and `b` (its two
+// parameters), seed and dtype; element i of a run is draw(stream i, a, b).
+template <typename Draw>
+OpRegistration RegisterRandomOp(const std::string& name, FloatAttr a,
+                                FloatAttr b, bool ordered, double cost,
+                                Draw draw) {
+  return OpRegistry::Global()
+      ->Register(name)
+      .RequiredAttr("shape")
+      .Attr(a.name, a.default_value)
+      .Attr(b.name, b.default_value)
+      .Attr("seed", 0)
+      .Attr("dtype", DType::kFloat32)
+      .SetStateful()
+      .SetShapeFn([=](ShapeContext& c) {
+        return RandomShape(c, a.name, b.name, ordered);
+      })
+      .SetKernel([=](KernelContext& ctx) {
+        const double va = ctx.attr<float>(a.name);
+        const double vb = ctx.attr<float>(b.name);
+        return Generate(ctx, cost,
+                        [&](ElementStream& rng) { return draw(rng, va, vb); });
+      })
+      .NotDifferentiable("random values do not depend on any input");
+}
 
-REGISTER_OP("TruncatedNormal")
-    .RequiredAttr("shape")
-    .Attr("mean", 0.0f)
-    .Attr("stddev", 1.0f)
-    .Attr("seed", 0)
-    .Attr("dtype", DType::kFloat32)
-    .SetStateful()
-    .SetShapeFn([](ShapeContext& c) {
-      return RandomShape(c, "mean", "stddev", /*ordered=*/false);
-    })
-    .SetKernel([](KernelContext& ctx) {
-      const double mean = ctx.attr<float>("mean");
-      const double stddev = ctx.attr<float>("stddev");
-      return Generate(ctx, kNormalCost * 1.05, [&](ElementStream& rng) {
-        // P(|z| > 2) ~ 4.6%, so a redraw is rare and a second one rarer.
-        double z = rng.Normal();
-        while (std::abs(z) > 2.0) z = rng.Normal();
-        return mean + stddev * z;
-      });
-    })
-    .NotDifferentiable("random values do not depend on any input");
+[[maybe_unused]] const OpRegistration kRandomUniform = RegisterRandomOp(
+    "RandomUniform", {"minval", 0.0f}, {"maxval", 1.0f}, /*ordered=*/true,
+    kUniformCost, [](ElementStream& rng, double lo, double hi) {
+      return lo + (hi - lo) * rng.Uniform();
+    });
+
+[[maybe_unused]] const OpRegistration kRandomNormal = RegisterRandomOp(
+    "RandomNormal", {"mean", 0.0f}, {"stddev", 1.0f}, /*ordered=*/false,
+    kNormalCost, [](ElementStream& rng, double mean, double stddev) {
+      return mean + stddev * rng.Normal();
+    });
+
+[[maybe_unused]] const OpRegistration kTruncatedNormal = RegisterRandomOp(
+    "TruncatedNormal", {"mean", 0.0f}, {"stddev", 1.0f}, /*ordered=*/false,
+    kNormalCost * 1.05, [](ElementStream& rng, double mean, double stddev) {
+      // P(|z| > 2) ~ 4.6%, so a redraw is rare and a second one rarer.
+      double z = rng.Normal();
+      while (std::abs(z) > 2.0) z = rng.Normal();
+      return mean + stddev * z;
+    });
 
 AttrMap RandomAttrs(const TensorShape& shape, const char* a, float va,
                     const char* b, float vb, int64_t seed, DType dtype) {
