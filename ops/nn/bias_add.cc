@@ -1,5 +1,6 @@
 #include "ops/nn/bias_add.h"
 
+#include <algorithm>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -51,17 +52,29 @@ absl::Status BiasAddShape(ShapeContext& c) {
   return absl::OkStatus();
 }
 
+// NHWC rows are short (c = 10 in the ConvNet), too short for one Eigen
+// expression each: the kernels work on blocks of whole rows, about
+// kBlockValues long, against the bias tiled to one block.
+constexpr int64_t kBlockValues = 256;
+
+// Rows per block for c channels (at least 1).
+int64_t BlockRows(int64_t c) {
+  return c > 0 ? std::max<int64_t>(1, kBlockValues / c) : 1;
+}
+
 template <typename T>
 absl::Status BiasAddKernel(KernelContext& ctx, const ChannelView& v) {
   const T* px = ctx.input(0).data<T>();
   const T* pb = ctx.input(1).data<T>();
   T* py = ctx.allocate_output(0, ctx.input(0).shape())->data<T>();
   if (v.inner == 1) {
-    const ConstArrayMap<T> bias(pb, v.c);
+    const int64_t rows = BlockRows(v.c);
+    const ArrayX<T> tiled = ConstArrayMap<T>(pb, v.c).replicate(rows, 1);
     ctx.ParallelFor(v.outer, kCwiseCost * v.c, [&](int64_t b, int64_t e) {
-      for (int64_t r = b; r < e; ++r) {
-        ArrayMap<T>(py + r * v.c, v.c) =
-            ConstArrayMap<T>(px + r * v.c, v.c) + bias;
+      for (int64_t r = b; r < e; r += rows) {
+        const int64_t n = std::min(rows, e - r) * v.c;
+        ArrayMap<T>(py + r * v.c, n) =
+            ConstArrayMap<T>(px + r * v.c, n) + tiled.head(n);
       }
     });
     return absl::OkStatus();
@@ -76,6 +89,23 @@ absl::Status BiasAddKernel(KernelContext& ctx, const ChannelView& v) {
   return absl::OkStatus();
 }
 
+// One shard's float32 sums of dy over `outer` rows [b, e) for NHWC: blocks
+// of rows are summed as tiled vectors, then folded to c channels.
+template <typename T>
+Eigen::ArrayXf SumRows(const T* p, const ChannelView& v, int64_t b, int64_t e) {
+  const int64_t rows = BlockRows(v.c);
+  Eigen::ArrayXf tiled = Eigen::ArrayXf::Zero(std::min(rows, e - b) * v.c);
+  for (int64_t r = b; r < e; r += rows) {
+    const int64_t n = std::min(rows, e - r) * v.c;
+    tiled.head(n) += ConstArrayMap<T>(p + r * v.c, n).template cast<float>();
+  }
+  return Eigen::Map<const Eigen::MatrixXf>(tiled.data(), v.c,
+                                           tiled.size() / v.c)
+      .rowwise()
+      .sum()
+      .array();
+}
+
 // Sums dy over `outer` and `inner` in float32; shards' partial sums are
 // added in shard order, so the result does not depend on timing.
 template <typename T>
@@ -86,15 +116,15 @@ absl::Status BiasAddGradKernel(KernelContext& ctx, const ChannelView& v) {
   ctx.ParallelFor(
       v.outer, kCwiseCost * v.c * v.inner, [&](int64_t b, int64_t e) {
         Eigen::ArrayXf sum = Eigen::ArrayXf::Zero(v.c);
-        for (int64_t o = b; o < e; ++o) {
-          if (v.inner == 1) {
-            sum += ConstArrayMap<T>(p + o * v.c, v.c).template cast<float>();
-            continue;
-          }
-          for (int64_t ch = 0; ch < v.c; ++ch) {
-            sum[ch] += ConstArrayMap<T>(p + (o * v.c + ch) * v.inner, v.inner)
-                           .template cast<float>()
-                           .sum();
+        if (v.inner == 1 && v.c > 0) {
+          sum = SumRows(p, v, b, e);
+        } else {
+          for (int64_t o = b; o < e; ++o) {
+            for (int64_t ch = 0; ch < v.c; ++ch) {
+              sum[ch] += ConstArrayMap<T>(p + (o * v.c + ch) * v.inner, v.inner)
+                             .template cast<float>()
+                             .sum();
+            }
           }
         }
         MutexLock l(&mu);

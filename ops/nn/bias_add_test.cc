@@ -1,7 +1,9 @@
 #include "ops/nn/bias_add.h"
 
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"
@@ -31,6 +33,46 @@ TEST(BiasAddTest, Float16) {
       s, Const(s, Tensor::FromVector<half>({half(1.f), half(2.f)}, {1, 2})),
       Const(s, Tensor::FromVector<half>({half(0.5f), half(-1.f)})));
   EXPECT_TRUE(TensorNear(RunOne(s, {}, y), {1.5, 1}, {1, 2}));
+}
+
+// NHWC rows are processed in blocks of about 256 values against a tiled
+// bias: check channel counts that divide 256, do not, and exceed it, with
+// row counts that leave partial blocks, and enough rows for several shards.
+TEST(BiasAddTest, BlocksOfRowsMatchDirectSums) {
+  for (int64_t c : {1, 3, 10, 64, 256, 300}) {
+    for (int64_t rows : {1, 7, 26, 3000}) {
+      SCOPED_TRACE(absl::StrCat(rows, " rows of ", c, " channels"));
+      const Tensor xv = RandomTensor({rows, c}, -1, 1, 1);
+      const Tensor bv = RandomTensor({c}, -1, 1, 2);
+      Tensor y(DType::kFloat32, {rows, c});
+      std::vector<double> db(c, 0.0);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t ch = 0; ch < c; ++ch) {
+          const float x = xv.data<float>()[r * c + ch];
+          y.data<float>()[r * c + ch] = x + bv.data<float>()[ch];
+          db[ch] += x;
+        }
+      }
+      Tensor dbv(DType::kFloat32, {c});
+      for (int64_t ch = 0; ch < c; ++ch) dbv.data<float>()[ch] = db[ch];
+      Scope s = Scope::NewRootScope();
+      Output x = Const(s, xv);
+      EXPECT_TRUE(TensorNear(RunOne(s, {}, BiasAdd(s, x, Const(s, bv))), y));
+      EXPECT_TRUE(
+          TensorNear(RunOne(s, {}, BiasAddGrad(s, x)), dbv, 1e-4, 1e-5));
+    }
+  }
+}
+
+TEST(BiasAddTest, Float16BlocksOfRows) {
+  // 100 rows of 10 channels of 0.25 and a bias of 1: every sum is exact.
+  Scope s = Scope::NewRootScope();
+  Output x = Const(s, Tensor::Filled(DType::kFloat16, {100, 10}, 0.25));
+  Output b = Const(s, Tensor::Filled(DType::kFloat16, {10}, 1.0));
+  EXPECT_TRUE(TensorNear(RunOne(s, {}, BiasAdd(s, x, b)),
+                         std::vector<float>(1000, 1.25f), {100, 10}));
+  EXPECT_TRUE(TensorNear(RunOne(s, {}, BiasAddGrad(s, x)),
+                         std::vector<float>(10, 25.0f), {10}));
 }
 
 TEST(BiasAddTest, Errors) {

@@ -4,15 +4,21 @@
 
 #include "core/op_registry.h"
 #include "ops/nn/conv2d_backprop.h"
+#include "ops/nn/conv_small.h"
 #include "ops/nn/conv_util.h"
 
 namespace ipuflow::ops {
 namespace {
 
 // y[n*OH*OW, OC] = patches(x) * w, one GEMM per chunk of output rows, the
-// rows shared out over the intra-op pool.
+// rows shared out over the intra-op pool; few output channels take the
+// direct kernel of conv_small.h instead.
 void ConvForward(const KernelContext& ctx, const float* x, const float* w,
                  float* y, const Window2D& g, int64_t oc) {
+  if (UseSmallConv(g, oc)) {
+    SmallConvForward(ctx, x, w, y, g, oc);
+    return;
+  }
   const int64_t k = PatchSize(g);
   const ConstMatrixMap wm(w, k, oc);
   const double cost = 2.0 * g.ow * k * oc;

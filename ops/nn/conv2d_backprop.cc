@@ -6,6 +6,7 @@
 #include "core/mutex.h"
 #include "core/op_registry.h"
 #include "ops/nn/conv2d.h"
+#include "ops/nn/conv_small.h"
 #include "ops/nn/conv_util.h"
 
 namespace ipuflow::ops {
@@ -45,9 +46,14 @@ void ConvBackpropInput(const KernelContext& ctx, const float* dy,
 
 // dw = sum over chunks of patches^T * dy. Each shard sums its rows; the
 // partial sums are added in shard order so results do not depend on timing.
+// Few output channels take conv_small.h's direct kernel.
 void ConvBackpropFilter(const KernelContext& ctx, const float* x,
                         const float* dy, float* dw, const Window2D& g,
                         int64_t oc) {
+  if (UseSmallConv(g, oc)) {
+    SmallConvBackpropFilter(ctx, x, dy, dw, g, oc);
+    return;
+  }
   const int64_t k = PatchSize(g);
   const int64_t chunk = RowsPerChunk(g);
   Mutex mu;

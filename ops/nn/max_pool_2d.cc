@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "Eigen/Core"
 #include "absl/strings/str_cat.h"
 #include "core/op_registry.h"
 #include "ops/cwise.h"
@@ -10,6 +11,22 @@
 
 namespace ipuflow::ops {
 namespace {
+
+// Wide channels (c >= one SIMD packet) are processed in whole packets of
+// Eigen's packet math, the last one overlapping the one before when c is
+// not a multiple: the shared channels get the same value twice. Dynamic
+// Eigen expressions over c = 10 floats spent most of their time peeling.
+namespace pk = Eigen::internal;
+using Packet = pk::packet_traits<float>::type;
+constexpr int64_t kLanes = pk::unpacket_traits<Packet>::size;
+
+// Calls f(offset) for the packets covering channels [0, c).
+// REQUIRES: c >= kLanes.
+template <typename F>
+inline void ForEachPacket(int64_t c, F f) {
+  for (int64_t o = 0; o + kLanes < c; o += kLanes) f(o);
+  f(c - kLanes);
+}
 
 // y[n, oh, ow, :] = max over the window's valid pixels (vectorised over
 // channels), output rows in parallel.
@@ -24,13 +41,31 @@ void MaxPoolForward(const KernelContext& ctx, const float* x, float* y,
       for (int64_t ow = 0; ow < g.ow; ++ow) {
         int64_t w0, w1;
         ClipWindow(ow * g.sw - g.pad_left, g.kw, g.w, &w0, &w1);
-        ArrayMap<float> out(y + (r * g.ow + ow) * g.c, g.c);
-        out.setConstant(-std::numeric_limits<float>::infinity());
-        if (h0 >= h1 || w0 >= w1) out.setZero();  // Only padding.
+        float* out = y + (r * g.ow + ow) * g.c;
+        if (h0 >= h1 || w0 >= w1) {  // Only padding.
+          std::fill(out, out + g.c, 0.0f);
+          continue;
+        }
+        if (g.c >= kLanes) {
+          ForEachPacket(g.c, [&](int64_t o) {
+            Packet m =
+                pk::pset1<Packet>(-std::numeric_limits<float>::infinity());
+            for (int64_t ih = h0; ih < h1; ++ih) {
+              for (int64_t iw = w0; iw < w1; ++iw) {
+                m = pk::pmax(
+                    m, pk::ploadu<Packet>(img + (ih * g.w + iw) * g.c + o));
+              }
+            }
+            pk::pstoreu(out + o, m);
+          });
+          continue;
+        }
+        ArrayMap<float> outv(out, g.c);
+        outv.setConstant(-std::numeric_limits<float>::infinity());
         for (int64_t ih = h0; ih < h1; ++ih) {
           for (int64_t iw = w0; iw < w1; ++iw) {
-            out =
-                out.max(ConstArrayMap<float>(img + (ih * g.w + iw) * g.c, g.c));
+            outv = outv.max(
+                ConstArrayMap<float>(img + (ih * g.w + iw) * g.c, g.c));
           }
         }
       }
@@ -40,8 +75,9 @@ void MaxPoolForward(const KernelContext& ctx, const float* x, float* y,
 
 // dx[first argmax of each window] += dy, one image per task (windows of an
 // image may overlap). `left` marks channels whose max is not found yet.
-void MaxPoolBackward(const KernelContext& ctx, const float* x, const float* y,
-                     const float* dy, float* dx, const Window2D& g) {
+void MaxPoolBackwardOverlapping(const KernelContext& ctx, const float* x,
+                                const float* y, const float* dy, float* dx,
+                                const Window2D& g) {
   const int64_t image = g.h * g.w * g.c;
   const double cost = 3.0 * g.oh * g.ow * g.kh * g.kw * g.c;
   ctx.ParallelFor(g.n, cost, [&](int64_t b, int64_t e) {
@@ -70,6 +106,73 @@ void MaxPoolBackward(const KernelContext& ctx, const float* x, const float* y,
       }
     }
   });
+}
+
+// One window of the disjoint case: dx = dy at the first x == y in window
+// order, 0 at its other pixels; in whole packets of channels.
+void MaxPoolGradWindow(const float* img, const float* y, const float* dy,
+                       float* dximg, const Window2D& g, int64_t h0, int64_t h1,
+                       int64_t w0, int64_t w1) {
+  ForEachPacket(g.c, [&](int64_t o) {
+    const Packet yv = pk::ploadu<Packet>(y + o);
+    const Packet dyv = pk::ploadu<Packet>(dy + o);
+    Packet left = pk::ptrue(yv);  // All bits set: not found yet.
+    for (int64_t ih = h0; ih < h1; ++ih) {
+      for (int64_t iw = w0; iw < w1; ++iw) {
+        const int64_t i = (ih * g.w + iw) * g.c + o;
+        const Packet hit =
+            pk::pand(pk::pcmp_eq(pk::ploadu<Packet>(img + i), yv), left);
+        pk::pstoreu(dximg + i, pk::pand(hit, dyv));
+        left = pk::pandnot(left, hit);
+      }
+    }
+  });
+}
+
+// The same when windows do not overlap (kh <= sh, kw <= sw) and c >=
+// kLanes: each input pixel belongs to at most one window, so output rows
+// are independent and every window's pixels are assigned, not added to.
+// Output row r's shard also zeroes its band of input rows, [r * sh - pad,
+// (r + 1) * sh - pad) clipped to the image, unless the windows tile it.
+void MaxPoolBackwardDisjoint(const KernelContext& ctx, const float* x,
+                             const float* y, const float* dy, float* dx,
+                             const Window2D& g) {
+  const int64_t image = g.h * g.w * g.c, row = g.w * g.c;
+  const bool tiled = g.kh == g.sh && g.kw == g.sw && g.pad_top == 0 &&
+                     g.pad_left == 0 && g.oh * g.sh == g.h &&
+                     g.ow * g.sw == g.w;
+  const double cost = 3.0 * g.ow * g.kh * g.kw * g.c;
+  ctx.ParallelFor(g.n * g.oh, cost, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t n = r / g.oh, oh = r % g.oh;
+      const float* img = x + n * image;
+      float* dximg = dx + n * image;
+      const int64_t top = oh * g.sh - g.pad_top;
+      if (!tiled) {
+        const int64_t band0 = oh == 0 ? 0 : std::max<int64_t>(0, top);
+        const int64_t band1 = oh == g.oh - 1 ? g.h : std::min(g.h, top + g.sh);
+        std::fill(dximg + band0 * row, dximg + std::max(band0, band1) * row,
+                  0.0f);
+      }
+      int64_t h0, h1;
+      ClipWindow(top, g.kh, g.h, &h0, &h1);
+      for (int64_t ow = 0; ow < g.ow; ++ow) {
+        int64_t w0, w1;
+        ClipWindow(ow * g.sw - g.pad_left, g.kw, g.w, &w0, &w1);
+        const int64_t o = (r * g.ow + ow) * g.c;
+        MaxPoolGradWindow(img, y + o, dy + o, dximg, g, h0, h1, w0, w1);
+      }
+    }
+  });
+}
+
+void MaxPoolBackward(const KernelContext& ctx, const float* x, const float* y,
+                     const float* dy, float* dx, const Window2D& g) {
+  if (g.c >= kLanes && g.kh <= g.sh && g.kw <= g.sw) {
+    MaxPoolBackwardDisjoint(ctx, x, y, dy, dx, g);
+  } else {
+    MaxPoolBackwardOverlapping(ctx, x, y, dy, dx, g);
+  }
 }
 
 absl::Status MaxPoolKernel(KernelContext& ctx) {

@@ -1,19 +1,23 @@
 #include "ops/nn/max_pool_2d.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"
+#include "ops/array/transpose.h"
 
 namespace ipuflow::ops {
 namespace {
 
 using ::ipuflow::testing::MaxGradientError;
+using ::ipuflow::testing::RandomTensor;
 using ::ipuflow::testing::RunOne;
 using ::ipuflow::testing::TensorNear;
 
@@ -85,6 +89,94 @@ TEST(MaxPool2DTest, FiniteDifferenceGradients) {
       auto err = MaxGradientError(s, {x}, {DistinctValues(shape, 1)}, y);
       ASSERT_TRUE(err.ok()) << err.status();
       EXPECT_LT(*err, 1e-3) << format << " " << padding;
+    }
+  }
+}
+
+struct PoolCase {
+  int64_t h, w, c, k, stride;
+  bool same;
+};
+
+// y and dx (for `dy`) of a max pool by direct search, TF's padding rules,
+// NHWC: the gradient goes to the first maximum in row-major window order.
+void DirectPool(const PoolCase& p, const Tensor& x, const Tensor& dy, Tensor* y,
+                Tensor* dx) {
+  const int64_t n = x.dim(0), oh = dy.dim(1), ow = dy.dim(2);
+  auto pad = [&](int64_t out, int64_t in) {
+    return p.same ? std::max<int64_t>((out - 1) * p.stride + p.k - in, 0) / 2
+                  : int64_t{0};
+  };
+  const int64_t pt = pad(oh, p.h), pl = pad(ow, p.w);
+  *y = Tensor::Filled(DType::kFloat32, dy.shape(), 0);
+  *dx = Tensor::Filled(DType::kFloat32, x.shape(), 0);
+  const float* px = x.data<float>();
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t i = 0; i < oh; ++i)
+      for (int64_t j = 0; j < ow; ++j)
+        for (int64_t ch = 0; ch < p.c; ++ch) {
+          int64_t best = -1;
+          for (int64_t u = 0; u < p.k; ++u)
+            for (int64_t v = 0; v < p.k; ++v) {
+              const int64_t ih = i * p.stride - pt + u;
+              const int64_t iw = j * p.stride - pl + v;
+              if (ih < 0 || ih >= p.h || iw < 0 || iw >= p.w) continue;
+              const int64_t at = ((b * p.h + ih) * p.w + iw) * p.c + ch;
+              if (best < 0 || px[at] > px[best]) best = at;
+            }
+          const int64_t out = ((b * oh + i) * ow + j) * p.c + ch;
+          if (best < 0) continue;
+          y->data<float>()[out] = px[best];
+          dx->data<float>()[best] += dy.data<float>()[out];
+        }
+}
+
+// Wide channels (a SIMD packet or more) take a packet path, and so does the
+// gradient when windows do not overlap; values are small integers so that
+// windows hold ties.
+TEST(MaxPool2DTest, WideChannelsMatchDirectSearch) {
+  const PoolCase cases[] = {{8, 8, 10, 2, 2, false},  {7, 9, 8, 2, 2, true},
+                            {9, 7, 20, 3, 3, true},   {7, 8, 10, 3, 3, true},
+                            {8, 10, 12, 2, 3, false}, {10, 8, 9, 2, 3, true},
+                            {7, 7, 10, 3, 2, true},   {6, 6, 3, 2, 2, false},
+                            {5, 7, 17, 1, 2, true}};
+  for (const PoolCase& p : cases) {
+    for (const std::string format : {"NHWC", "NCHW"}) {
+      SCOPED_TRACE(absl::StrCat(p.h, "x", p.w, "x", p.c, " k", p.k, " s",
+                                p.stride, p.same ? " SAME " : " VALID ",
+                                format));
+      Tensor xv = RandomTensor({2, p.h, p.w, p.c}, 0, 4, 1);
+      for (float& v : xv.span<float>()) v = std::floor(v);
+      const int64_t oh =
+          p.same ? (p.h + p.stride - 1) / p.stride : (p.h - p.k) / p.stride + 1;
+      const int64_t ow =
+          p.same ? (p.w + p.stride - 1) / p.stride : (p.w - p.k) / p.stride + 1;
+      const Tensor dyv = RandomTensor({2, oh, ow, p.c}, -1, 1, 2);
+      Tensor y, dx;
+      DirectPool(p, xv, dyv, &y, &dx);
+
+      Scope s = Scope::NewRootScope();
+      const bool nchw = format == "NCHW";
+      auto in = [&](const Tensor& t) {
+        Output c = Const(s, t);
+        return nchw ? Transpose(s, c, {0, 3, 1, 2}) : c;
+      };
+      auto out = [&](Output t) {
+        return nchw ? Transpose(s, t, {0, 2, 3, 1}) : t;
+      };
+      const std::vector<int64_t> window =
+          nchw ? std::vector<int64_t>{1, 1, p.k, p.k}
+               : std::vector<int64_t>{p.k, p.k};
+      const std::vector<int64_t> strides =
+          nchw ? std::vector<int64_t>{1, 1, p.stride, p.stride}
+               : std::vector<int64_t>{p.stride, p.stride};
+      const std::string padding = p.same ? "SAME" : "VALID";
+      Output x = in(xv);
+      Output pooled = MaxPool2D(s, x, window, strides, padding, format);
+      Output grad =
+          MaxPoolGrad(s, x, pooled, in(dyv), window, strides, padding, format);
+      EXPECT_TRUE(TensorNear(RunOne(s, {}, out(pooled)), y));
+      EXPECT_TRUE(TensorNear(RunOne(s, {}, out(grad)), dx));
     }
   }
 }

@@ -1,0 +1,304 @@
+// The ops of the tutorial ConvNet's convolution blocks at batch 40, one op
+// per case, on one thread (an intra-op pool of 0 workers, as on each
+// emulated IPU of the pipelined example), plus block B1 (Conv2D 1->10 k5,
+// BiasAdd, MaxPool 2, ReLU) forward and forward + backward as one program.
+//
+//   ./bazelw run //ops/nn:conv_benchmark -- --benchmark_min_time=0.5
+//
+// B1 was the pipeline's bottleneck stage. The B2 (Conv2D 10->20 k5) cases
+// and BM_Conv2D* over kMoreShapes time the convolutions on either side of
+// the limits that choose between conv_small.h's direct kernels and the GEMM
+// path. Counters: MAC/s for the convolutions (multiply-adds of the op; a
+// backprop costs as many as the forward), items/s for the others. The
+// "workers" argument is the number of pool workers besides the caller.
+#include <algorithm>
+#include <array>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "core/gradients.h"
+#include "core/program.h"
+#include "core/thread_pool.h"
+#include "ops/array/const.h"
+#include "ops/nn/bias_add.h"
+#include "ops/nn/conv2d.h"
+#include "ops/nn/conv2d_backprop.h"
+#include "ops/nn/max_pool_2d.h"
+#include "ops/nn/relu.h"
+
+namespace ipuflow::ops {
+namespace {
+
+constexpr int64_t kBatch = 40;
+
+Tensor Uniform(const TensorShape& shape, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  Tensor t(DType::kFloat32, shape);
+  for (float& v : t.span<float>()) v = dist(gen);
+  return t;
+}
+
+// A graph of placeholders (fed with uniform [-1, 1) values unless given)
+// and fetches.
+struct BenchGraph {
+  Scope scope = Scope::NewRootScope();
+  std::vector<Output> feeds;
+  std::vector<Tensor> values;
+  std::vector<Output> fetches;
+  Output Feed(const TensorShape& shape) {
+    return Feed(Uniform(shape, 17 + values.size()));
+  }
+  Output Feed(const Tensor& value) {
+    feeds.push_back(Placeholder(scope, DType::kFloat32, value.shape()));
+    values.push_back(value);
+    return feeds.back();
+  }
+};
+
+// Runs the graph `build` makes once per iteration; `work` is the MACs or
+// items of one run, reported as a rate.
+void RunGraph(benchmark::State& state,
+              const std::function<void(BenchGraph&)>& build, double work,
+              const char* counter) {
+  BenchGraph g;
+  build(g);
+  ThreadPool pool("bench-intra", static_cast<int>(state.range(0)));
+  RunEnv env;
+  env.intra_op = &pool;
+  ProgramSpec spec;
+  spec.feeds = g.feeds;
+  for (const Tensor& v : g.values) spec.feed_shapes.push_back(v.shape());
+  spec.fetches = g.fetches;
+  absl::StatusOr<std::unique_ptr<Program>> program =
+      g.scope.ok() ? Program::Compile(*g.scope.graph(), spec)
+                   : absl::StatusOr<std::unique_ptr<Program>>(g.scope.status());
+  if (!program.ok()) {
+    state.SkipWithError(program.status().ToString().c_str());
+    return;
+  }
+  std::vector<Tensor> out;
+  for (auto _ : state) {
+    absl::Status s = (*program)->Run(env, g.values, &out);
+    if (!s.ok()) {
+      state.SkipWithError(s.ToString().c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(out[0].data<float>());
+  }
+  state.counters[counter] = benchmark::Counter(work * state.iterations(),
+                                               benchmark::Counter::kIsRate);
+}
+
+// A VALID convolution of [40, hw, hw, c] by [k, k, c, oc].
+struct ConvShape {
+  int64_t hw, c, oc, k = 5;
+  TensorShape x() const { return {kBatch, hw, hw, c}; }
+  TensorShape w() const { return {k, k, c, oc}; }
+  TensorShape y() const { return {kBatch, hw - k + 1, hw - k + 1, oc}; }
+  double macs() const {
+    return double(kBatch) * (hw - k + 1) * (hw - k + 1) * k * k * c * oc;
+  }
+};
+constexpr ConvShape kB1{28, 1, 10};
+constexpr ConvShape kB2{12, 10, 20};
+const TensorShape kB1Conv({kBatch, 24, 24, 10});  // B1's conv output.
+const TensorShape kB1Pool({kBatch, 12, 12, 10});  // B1's pooled output.
+
+void ConvForward(benchmark::State& state, ConvShape c) {
+  RunGraph(
+      state,
+      [&](BenchGraph& g) {
+        Output x = g.Feed(c.x()), w = g.Feed(c.w());
+        g.fetches = {Conv2D(g.scope, x, w, {1, 1}, "VALID")};
+      },
+      c.macs(), "MAC");
+}
+
+void ConvBackpropFilter(benchmark::State& state, ConvShape c) {
+  RunGraph(
+      state,
+      [&](BenchGraph& g) {
+        Output x = g.Feed(c.x()), w = g.Feed(c.w()), dy = g.Feed(c.y());
+        g.fetches = {Conv2DBackpropFilter(g.scope, x, w, dy, {1, 1}, "VALID")};
+      },
+      c.macs(), "MAC");
+}
+
+void ConvBackpropInput(benchmark::State& state, ConvShape c) {
+  RunGraph(
+      state,
+      [&](BenchGraph& g) {
+        Output x = g.Feed(c.x()), w = g.Feed(c.w()), dy = g.Feed(c.y());
+        g.fetches = {Conv2DBackpropInput(g.scope, x, w, dy, {1, 1}, "VALID")};
+      },
+      c.macs(), "MAC");
+}
+
+void BM_B1_Conv2D(benchmark::State& s) { ConvForward(s, kB1); }
+void BM_B1_Conv2DBackpropFilter(benchmark::State& s) {
+  ConvBackpropFilter(s, kB1);
+}
+void BM_B1_Conv2DBackpropInput(benchmark::State& s) {
+  ConvBackpropInput(s, kB1);
+}
+void BM_B2_Conv2D(benchmark::State& s) { ConvForward(s, kB2); }
+void BM_B2_Conv2DBackpropFilter(benchmark::State& s) {
+  ConvBackpropFilter(s, kB2);
+}
+void BM_B2_Conv2DBackpropInput(benchmark::State& s) {
+  ConvBackpropInput(s, kB2);
+}
+// Shapes beyond B1 and B2 (hw, c, oc, k), on either side of the limits of
+// conv_small.h's direct kernels.
+constexpr std::array<std::array<int64_t, 4>, 12> kMoreShapes = {{
+    {28, 1, 32, 5},
+    {28, 3, 32, 5},
+    {28, 3, 16, 5},
+    {16, 8, 32, 5},
+    {16, 32, 32, 3},
+    {16, 32, 24, 3},
+    {16, 16, 16, 5},
+    {16, 64, 16, 3},
+    {16, 64, 64, 3},
+    {10, 128, 16, 3},
+    {16, 64, 16, 1},
+    {16, 256, 16, 1},
+}};
+void ConvArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"workers", "hw", "c", "oc", "k"});
+  for (const auto& [hw, c, oc, k] : kMoreShapes) b->Args({0, hw, c, oc, k});
+  b->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+ConvShape ShapeArgs(const benchmark::State& s) {
+  return {s.range(1), s.range(2), s.range(3), s.range(4)};
+}
+void BM_Conv2D(benchmark::State& s) { ConvForward(s, ShapeArgs(s)); }
+void BM_Conv2DBackpropFilter(benchmark::State& s) {
+  ConvBackpropFilter(s, ShapeArgs(s));
+}
+
+// One op on B1's activations; `items` is its output's element count.
+void Elementwise(benchmark::State& state,
+                 const std::function<Output(BenchGraph&)>& op, double items) {
+  RunGraph(
+      state, [&](BenchGraph& g) { g.fetches = {op(g)}; }, items, "items");
+}
+
+void BM_B1_BiasAdd(benchmark::State& s) {
+  Elementwise(
+      s,
+      [](BenchGraph& g) {
+        return BiasAdd(g.scope, g.Feed(kB1Conv), g.Feed(TensorShape({10})));
+      },
+      kB1Conv.num_elements());
+}
+void BM_B1_MaxPool2D(benchmark::State& s) {
+  Elementwise(
+      s,
+      [](BenchGraph& g) {
+        return MaxPool2D(g.scope, g.Feed(kB1Conv), {2, 2}, {2, 2}, "VALID");
+      },
+      kB1Conv.num_elements());
+}
+void BM_B1_Relu(benchmark::State& s) {
+  Elementwise(
+      s, [](BenchGraph& g) { return Relu(g.scope, g.Feed(kB1Pool)); },
+      kB1Pool.num_elements());
+}
+void BM_B1_ReluGrad(benchmark::State& s) {
+  Elementwise(
+      s,
+      [](BenchGraph& g) {
+        return ReluGrad(g.scope, g.Feed(kB1Pool), g.Feed(kB1Pool));
+      },
+      kB1Pool.num_elements());
+}
+// x and y = MaxPool2D(x, 2x2, stride 2) as MaxPoolGrad's inputs.
+void PooledPair(const TensorShape& shape, Tensor* x, Tensor* y) {
+  *x = Uniform(shape, 5);
+  const int64_t n = shape.dim(0), h = shape.dim(1) / 2, w = shape.dim(2) / 2,
+                c = shape.dim(3);
+  *y = Tensor(DType::kFloat32, {n, h, w, c});
+  const float* px = x->data<float>();
+  float* py = y->data<float>();
+  for (int64_t i = 0; i < n * h; ++i)
+    for (int64_t j = 0; j < w; ++j)
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const float* p = px + ((2 * i * w + j) * 2 * c) + ch;
+        py[(i * w + j) * c + ch] = std::max(
+            std::max(p[0], p[c]), std::max(p[2 * w * c], p[2 * w * c + c]));
+      }
+}
+void BM_B1_MaxPoolGrad(benchmark::State& s) {
+  Elementwise(
+      s,
+      [](BenchGraph& g) {
+        Tensor x, y;
+        PooledPair(kB1Conv, &x, &y);
+        return MaxPoolGrad(g.scope, g.Feed(x), g.Feed(y), g.Feed(kB1Pool),
+                           {2, 2}, {2, 2}, "VALID");
+      },
+      kB1Conv.num_elements());
+}
+void BM_B1_BiasAddGrad(benchmark::State& s) {
+  Elementwise(
+      s, [](BenchGraph& g) { return BiasAddGrad(g.scope, g.Feed(kB1Conv)); },
+      kB1Conv.num_elements());
+}
+
+// A convolution block as in models::ConvNet (Conv2D, BiasAdd, MaxPool 2,
+// ReLU); with `backward`, also the gradients of <dy, block(x)> with respect
+// to the filter and bias, and to x unless the block is the first stage
+// (B1), as the pipelined example's stages compute them.
+void ConvBlock(benchmark::State& state, ConvShape c, bool backward) {
+  RunGraph(
+      state,
+      [&](BenchGraph& g) {
+        const Scope& s = g.scope;
+        Output x = g.Feed(c.x()), w = g.Feed(c.w());
+        Output b = g.Feed(TensorShape({c.oc}));
+        Output y = BiasAdd(s, Conv2D(s, x, w, {1, 1}, "VALID"), b);
+        y = Relu(s, MaxPool2D(s, y, {2, 2}, {2, 2}, "VALID"));
+        g.fetches = {y};
+        if (!backward) return;
+        Output dy = g.Feed(y.shape());
+        std::vector<Output> xs = {w, b};
+        if (c.c > 1) xs.push_back(x);
+        std::vector<Output> grads;
+        absl::Status status = AddGradients(s, {y}, xs, {dy}, &grads);
+        if (!status.ok()) s.UpdateStatus(status);
+        g.fetches.insert(g.fetches.end(), grads.begin(), grads.end());
+      },
+      kBatch, "images");
+}
+void BM_B1_Forward(benchmark::State& s) { ConvBlock(s, kB1, false); }
+void BM_B1_ForwardBackward(benchmark::State& s) { ConvBlock(s, kB1, true); }
+void BM_B2_ForwardBackward(benchmark::State& s) { ConvBlock(s, kB2, true); }
+
+void Args(benchmark::internal::Benchmark* b) {
+  b->ArgName("workers")->Arg(0)->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
+BENCHMARK(BM_B1_Conv2D)->Apply(Args);
+BENCHMARK(BM_B1_BiasAdd)->Apply(Args);
+BENCHMARK(BM_B1_MaxPool2D)->Apply(Args);
+BENCHMARK(BM_B1_Relu)->Apply(Args);
+BENCHMARK(BM_B1_ReluGrad)->Apply(Args);
+BENCHMARK(BM_B1_MaxPoolGrad)->Apply(Args);
+BENCHMARK(BM_B1_BiasAddGrad)->Apply(Args);
+BENCHMARK(BM_B1_Conv2DBackpropFilter)->Apply(Args);
+BENCHMARK(BM_B1_Conv2DBackpropInput)->Apply(Args);
+BENCHMARK(BM_B1_Forward)->Apply(Args);
+BENCHMARK(BM_B1_ForwardBackward)->Apply(Args);
+BENCHMARK(BM_B2_Conv2D)->Apply(Args);
+BENCHMARK(BM_B2_Conv2DBackpropFilter)->Apply(Args);
+BENCHMARK(BM_B2_Conv2DBackpropInput)->Apply(Args);
+BENCHMARK(BM_B2_ForwardBackward)->Apply(Args);
+BENCHMARK(BM_Conv2D)->Apply(ConvArgs);
+BENCHMARK(BM_Conv2DBackpropFilter)->Apply(ConvArgs);
+
+}  // namespace
+}  // namespace ipuflow::ops

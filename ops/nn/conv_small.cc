@@ -1,0 +1,398 @@
+#include "ops/nn/conv_small.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <map>
+#include <numeric>
+#include <vector>
+
+#include "Eigen/Core"
+#include "core/mutex.h"
+#include "ops/nn/conv_util.h"
+
+namespace ipuflow::ops {
+namespace {
+
+// Eigen's SIMD packets, as TensorFlow's depthwise convolution uses them:
+// the kernels need their accumulators in registers, which fixed-size Eigen
+// arrays do not guarantee.
+namespace pk = Eigen::internal;
+using Packet = pk::packet_traits<float>::type;
+constexpr int kLanes = pk::unpacket_traits<Packet>::size;
+// The limits of UseSmallConv, from conv_benchmark on AVX2 (one thread):
+// with up to three packets of output channels the direct kernels beat the
+// GEMM path at every patch length measured (25 to 1152, 1.2x to 4x); with
+// four, whose 8 accumulators per block leave the FMA units short of
+// independent work, only for short patches.
+constexpr int kMaxPackets = 4;
+constexpr int64_t kMaxPatch = 1024;
+constexpr int64_t kMaxPatchFourPackets = 64;
+// Output pixels per gather (their dy rows stay in L1), and at most this many
+// floats of border patch copies per pixel chunk.
+constexpr int64_t kChunkPixels = 256;
+constexpr int64_t kChunkFloats = 16384;
+
+// Register blocking, at most 12 accumulators (16 SIMD registers with AVX).
+// Forward: pixels per block of V-packet outputs, each weight packet loaded
+// once per block. Filter: patch entries per pass of V-packet sums.
+constexpr int ForwardPixels(int v) {
+  return v == 1 ? 8 : v == 2 ? 4 : v == 3 ? 3 : 2;
+}
+constexpr int FilterEntries(int v) { return v == 1 ? 12 : v == 2 ? 6 : 3; }
+
+// The geometry every shard shares (read-only).
+struct Plan {
+  Plan(const Window2D& geometry, int64_t out_channels);
+
+  Window2D g;
+  int64_t oc, k;  // Output channels, patch length.
+  int packets;    // ceil(oc / kLanes).
+  // Packet v holds output channels [start[v], start[v] + kLanes). When oc
+  // is not a multiple of kLanes the last packet overlaps the one before
+  // (the shared channels are computed twice, identically), so loads and
+  // stores stay inside a pixel's channels. With oc < kLanes there is one
+  // packet, zero-padded (`padded`).
+  int64_t start[kMaxPackets] = {};
+  bool padded;
+  // Patch entry j of an interior pixel is at src + window[j]; of a copied
+  // border patch, at src + identity[j].
+  std::vector<ptrdiff_t> window, identity;
+  int64_t chunk_rows;
+  bool may_pad;  // Some window covers padding.
+};
+
+Plan::Plan(const Window2D& geometry, int64_t out_channels)
+    : g(geometry), oc(out_channels), k(PatchSize(geometry)) {
+  packets = static_cast<int>((oc + kLanes - 1) / kLanes);
+  padded = oc < kLanes;
+  for (int v = 0; v < packets; ++v) {
+    start[v] = padded ? 0 : std::min<int64_t>(v * kLanes, oc - kLanes);
+  }
+  for (int64_t kh = 0; kh < g.kh; ++kh) {
+    for (int64_t kw = 0; kw < g.kw; ++kw) {
+      for (int64_t c = 0; c < g.c; ++c) {
+        window.push_back((kh * g.w + kw) * g.c + c);
+      }
+    }
+  }
+  identity.resize(k);
+  std::iota(identity.begin(), identity.end(), 0);
+  const int64_t pixels = std::min(kChunkPixels, kChunkFloats / k);
+  chunk_rows = std::max<int64_t>(1, pixels / std::max<int64_t>(1, g.ow));
+  may_pad = g.pad_top > 0 || g.pad_left > 0 ||
+            (g.oh - 1) * g.sh + g.kh > g.h + g.pad_top ||
+            (g.ow - 1) * g.sw + g.kw > g.w + g.pad_left;
+}
+
+// Output pixels (flat index (n * oh + oh) * ow + ow) and where their
+// patches start.
+struct PixelSet {
+  std::vector<const float*> src;
+  std::vector<int64_t> pixel;
+  int64_t size() const { return static_cast<int64_t>(pixel.size()); }
+};
+
+// One shard's view of a chunk of output rows: the pixels whose window lies
+// inside the image read x in place; the others read a zero-padded copy.
+class Patches {
+ public:
+  explicit Patches(const Plan& p)
+      : p_(p), copies_(p.may_pad ? p.chunk_rows * p.g.ow * p.k : 0) {
+    for (PixelSet* s : {&interior_, &border_}) {
+      s->src.reserve(p.chunk_rows * p.g.ow);
+      s->pixel.reserve(p.chunk_rows * p.g.ow);
+    }
+  }
+
+  // Sorts the pixels of output rows [r0, r1) into interior() and border().
+  // REQUIRES: r1 - r0 <= p.chunk_rows.
+  void Gather(const float* x, int64_t r0, int64_t r1);
+  const PixelSet& interior() const { return interior_; }
+  const PixelSet& border() const { return border_; }
+
+ private:
+  void CopyPatch(const float* img, int64_t ih0, int64_t iw0, float* dst) const;
+
+  const Plan& p_;
+  std::vector<float> copies_;  // Border patches, k floats each.
+  PixelSet interior_, border_;
+};
+
+void Patches::Gather(const float* x, int64_t r0, int64_t r1) {
+  const Window2D& g = p_.g;
+  interior_.src.clear();
+  interior_.pixel.clear();
+  border_.src.clear();
+  border_.pixel.clear();
+  float* copy = copies_.data();
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* img = x + (r / g.oh) * g.h * g.w * g.c;
+    const int64_t ih0 = (r % g.oh) * g.sh - g.pad_top;
+    const bool rows_inside = ih0 >= 0 && ih0 + g.kh <= g.h;
+    for (int64_t ow = 0; ow < g.ow; ++ow) {
+      const int64_t iw0 = ow * g.sw - g.pad_left;
+      if (rows_inside && iw0 >= 0 && iw0 + g.kw <= g.w) {
+        interior_.src.push_back(img + (ih0 * g.w + iw0) * g.c);
+        interior_.pixel.push_back(r * g.ow + ow);
+        continue;
+      }
+      CopyPatch(img, ih0, iw0, copy);
+      border_.src.push_back(copy);
+      border_.pixel.push_back(r * g.ow + ow);
+      copy += p_.k;
+    }
+  }
+}
+
+void Patches::CopyPatch(const float* img, int64_t ih0, int64_t iw0,
+                        float* dst) const {
+  const Window2D& g = p_.g;
+  for (int64_t ih = ih0; ih < ih0 + g.kh; ++ih) {
+    for (int64_t iw = iw0; iw < iw0 + g.kw; ++iw, dst += g.c) {
+      if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) {
+        std::fill(dst, dst + g.c, 0.0f);
+      } else {
+        std::copy_n(img + (ih * g.w + iw) * g.c, g.c, dst);
+      }
+    }
+  }
+}
+
+// The oc channels of one output pixel from its V packets.
+template <int V>
+inline void StoreChannels(const Plan& p, const Packet* acc, float* y) {
+  if (p.padded) {
+    alignas(EIGEN_MAX_ALIGN_BYTES) float lanes[kLanes];
+    pk::pstoreu(lanes, acc[0]);
+    std::copy_n(lanes, p.oc, y);
+    return;
+  }
+#pragma GCC unroll 4
+  for (int v = 0; v < V; ++v) pk::pstoreu(y + p.start[v], acc[v]);
+}
+
+// y of P pixels = sum over patch entries j of patch[j] * w[j, :], with the
+// packed weights w ([k, V * kLanes]) loaded once per entry for all P.
+template <int V, int P>
+void ForwardBlock(const Plan& p, const float* const* src, const int64_t* pixel,
+                  const ptrdiff_t* off, const float* w, float* y) {
+  Packet acc[P][V];
+#pragma GCC unroll 8
+  for (int i = 0; i < P; ++i) {
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) acc[i][v] = pk::pset1<Packet>(0.0f);
+  }
+  for (int64_t j = 0; j < p.k; ++j, w += V * kLanes) {
+    Packet wj[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) wj[v] = pk::ploadu<Packet>(w + v * kLanes);
+    const ptrdiff_t o = off[j];
+#pragma GCC unroll 8
+    for (int i = 0; i < P; ++i) {
+      const Packet xi = pk::pset1<Packet>(src[i][o]);
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) acc[i][v] = pk::pmadd(xi, wj[v], acc[i][v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < P; ++i) StoreChannels<V>(p, acc[i], y + pixel[i] * p.oc);
+}
+
+template <int V>
+void ForwardSet(const Plan& p, const PixelSet& s, const ptrdiff_t* off,
+                const float* w, float* y) {
+  constexpr int P = ForwardPixels(V);
+  int64_t i = 0;
+  for (; i + P <= s.size(); i += P) {
+    ForwardBlock<V, P>(p, &s.src[i], &s.pixel[i], off, w, y);
+  }
+  for (; i < s.size(); ++i) {
+    ForwardBlock<V, 1>(p, &s.src[i], &s.pixel[i], off, w, y);
+  }
+}
+
+// The filter [k, oc] as [k, V * kLanes] packets (see Plan::start).
+std::vector<float> PackFilter(const Plan& p, const float* w) {
+  std::vector<float> packed(p.k * p.packets * kLanes, 0.0f);
+  for (int64_t j = 0; j < p.k; ++j) {
+    for (int v = 0; v < p.packets; ++v) {
+      const int64_t lanes = std::min<int64_t>(kLanes, p.oc - p.start[v]);
+      std::copy_n(w + j * p.oc + p.start[v], lanes,
+                  &packed[(j * p.packets + v) * kLanes]);
+    }
+  }
+  return packed;
+}
+
+template <int V>
+void Forward(const KernelContext& ctx, const Plan& p, const float* x,
+             const float* w, float* y) {
+  const std::vector<float> packed = PackFilter(p, w);
+  const double cost = 2.0 * p.g.ow * p.k * p.oc;
+  ctx.ParallelFor(p.g.n * p.g.oh, cost, [&](int64_t b, int64_t e) {
+    Patches patches(p);
+    for (int64_t r0 = b; r0 < e; r0 += p.chunk_rows) {
+      patches.Gather(x, r0, std::min(e, r0 + p.chunk_rows));
+      ForwardSet<V>(p, patches.interior(), p.window.data(), packed.data(), y);
+      ForwardSet<V>(p, patches.border(), p.identity.data(), packed.data(), y);
+    }
+  });
+}
+
+// A pixel's dy row: dy + (pixel - pixel0) * stride, its packets at
+// Plan::start.
+struct DyRows {
+  const float* dy;
+  int64_t stride, pixel0;
+};
+
+// sum[j, :] += sum over the set's pixels of patch[j] * dy[pixel, :] for G
+// patch entries j (sum and off start at the first), G * V accumulators.
+template <int V, int G>
+void FilterBlock(const Plan& p, const PixelSet& s, const ptrdiff_t* off,
+                 const DyRows& d, float* sum) {
+  Packet acc[G][V];
+#pragma GCC unroll 12
+  for (int j = 0; j < G; ++j) {
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) {
+      acc[j][v] = pk::ploadu<Packet>(sum + (j * V + v) * kLanes);
+    }
+  }
+  for (int64_t i = 0; i < s.size(); ++i) {
+    const float* dy = d.dy + (s.pixel[i] - d.pixel0) * d.stride;
+    Packet dv[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) dv[v] = pk::ploadu<Packet>(dy + p.start[v]);
+    const float* src = s.src[i];
+#pragma GCC unroll 12
+    for (int j = 0; j < G; ++j) {
+      const Packet xj = pk::pset1<Packet>(src[off[j]]);
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) acc[j][v] = pk::pmadd(xj, dv[v], acc[j][v]);
+    }
+  }
+#pragma GCC unroll 12
+  for (int j = 0; j < G; ++j) {
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) {
+      pk::pstoreu(sum + (j * V + v) * kLanes, acc[j][v]);
+    }
+  }
+}
+
+// The last `left` (< G) patch entries.
+template <int V, int G>
+void FilterTail(int64_t left, const Plan& p, const PixelSet& s,
+                const ptrdiff_t* off, const DyRows& d, float* sum) {
+  if constexpr (G > 0) {
+    if (left == G) return FilterBlock<V, G>(p, s, off, d, sum);
+    FilterTail<V, G - 1>(left, p, s, off, d, sum);
+  }
+}
+
+template <int V>
+void FilterSet(const Plan& p, const PixelSet& s, const ptrdiff_t* off,
+               const DyRows& d, float* sum) {
+  if (s.size() == 0) return;
+  constexpr int G = FilterEntries(V);
+  int64_t j = 0;
+  for (; j + G <= p.k; j += G) {
+    FilterBlock<V, G>(p, s, off + j, d, sum + j * V * kLanes);
+  }
+  FilterTail<V, G - 1>(p.k - j, p, s, off + j, d, sum + j * V * kLanes);
+}
+
+// One shard's sum [k, V * kLanes] over output rows [b, e).
+template <int V>
+Eigen::ArrayXf FilterRows(const Plan& p, const float* x, const float* dy,
+                          int64_t b, int64_t e) {
+  Eigen::ArrayXf sum = Eigen::ArrayXf::Zero(p.k * V * kLanes);
+  Patches patches(p);
+  // With oc < kLanes, dy rows are copied zero-padded to kLanes floats.
+  std::vector<float> padded(p.padded ? p.chunk_rows * p.g.ow * kLanes : 0);
+  for (int64_t r0 = b; r0 < e; r0 += p.chunk_rows) {
+    const int64_t r1 = std::min(e, r0 + p.chunk_rows);
+    patches.Gather(x, r0, r1);
+    DyRows d{dy, p.oc, 0};
+    if (p.padded) {
+      const int64_t pixels = (r1 - r0) * p.g.ow;
+      for (int64_t i = 0; i < pixels; ++i) {
+        const float* row = dy + (r0 * p.g.ow + i) * p.oc;
+        std::fill(std::copy_n(row, p.oc, &padded[i * kLanes]),
+                  &padded[(i + 1) * kLanes], 0.0f);
+      }
+      d = DyRows{padded.data(), kLanes, r0 * p.g.ow};
+    }
+    FilterSet<V>(p, patches.interior(), p.window.data(), d, sum.data());
+    FilterSet<V>(p, patches.border(), p.identity.data(), d, sum.data());
+  }
+  return sum;
+}
+
+template <int V>
+void BackpropFilter(const KernelContext& ctx, const Plan& p, const float* x,
+                    const float* dy, float* dw) {
+  Mutex mu;
+  std::map<int64_t, Eigen::ArrayXf> partials;
+  const double cost = 2.0 * p.g.ow * p.k * p.oc;
+  ctx.ParallelFor(p.g.n * p.g.oh, cost, [&](int64_t b, int64_t e) {
+    Eigen::ArrayXf sum = FilterRows<V>(p, x, dy, b, e);
+    MutexLock l(&mu);
+    partials.emplace(b, std::move(sum));
+  });
+  Eigen::ArrayXf total = Eigen::ArrayXf::Zero(p.k * V * kLanes);
+  for (const auto& [begin, sum] : partials) total += sum;
+  for (int64_t j = 0; j < p.k; ++j) {
+    for (int v = 0; v < V; ++v) {
+      const int64_t lanes = std::min<int64_t>(kLanes, p.oc - p.start[v]);
+      std::copy_n(&total[(j * V + v) * kLanes], lanes,
+                  dw + j * p.oc + p.start[v]);
+    }
+  }
+}
+
+}  // namespace
+
+bool UseSmallConv(const Window2D& g, int64_t oc) {
+  if (oc <= 0 || g.n <= 0 || g.oh <= 0 || g.ow <= 0) return false;
+  const int64_t packets = (oc + kLanes - 1) / kLanes;
+  const int64_t k = PatchSize(g);
+  if (k <= 0) return false;
+  return packets < kMaxPackets    ? k <= kMaxPatch
+         : packets == kMaxPackets ? k <= kMaxPatchFourPackets
+                                  : false;
+}
+
+void SmallConvForward(const KernelContext& ctx, const float* x, const float* w,
+                      float* y, const Window2D& g, int64_t oc) {
+  const Plan p(g, oc);
+  switch (p.packets) {
+    case 1:
+      return Forward<1>(ctx, p, x, w, y);
+    case 2:
+      return Forward<2>(ctx, p, x, w, y);
+    case 3:
+      return Forward<3>(ctx, p, x, w, y);
+    default:
+      return Forward<4>(ctx, p, x, w, y);
+  }
+}
+
+void SmallConvBackpropFilter(const KernelContext& ctx, const float* x,
+                             const float* dy, float* dw, const Window2D& g,
+                             int64_t oc) {
+  const Plan p(g, oc);
+  switch (p.packets) {
+    case 1:
+      return BackpropFilter<1>(ctx, p, x, dy, dw);
+    case 2:
+      return BackpropFilter<2>(ctx, p, x, dy, dw);
+    case 3:
+      return BackpropFilter<3>(ctx, p, x, dy, dw);
+    default:
+      return BackpropFilter<4>(ctx, p, x, dy, dw);
+  }
+}
+
+}  // namespace ipuflow::ops

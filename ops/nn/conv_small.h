@@ -1,0 +1,48 @@
+// Direct Conv2D and Conv2DBackpropFilter kernels for convolutions with few
+// output channels, such as a first layer on grey or RGB images (the tutorial
+// ConvNet's 5x5x1 -> 10). There the im2col + GEMM path of conv_util.h
+// multiplies [pixels x 25] by [25 x 10], a shape Eigen's GEMM runs at a
+// quarter of its usual speed, and spends as long copying patches.
+//
+//   if (UseSmallConv(g, oc)) {
+//     SmallConvForward(ctx, x, w, y, g, oc);  // NHWC x, [kh,kw,c,oc] w
+//   }
+//
+// Both kernels read the input in place (a window that covers padding reads
+// a zero-filled copy of its patch) and vectorise over the output channels,
+// so they keep the general path's results up to float rounding.
+//
+// Thread safety: pure functions over the kernel's intra-op pool; outputs
+// are written by one shard each.
+#ifndef IPUFLOW_OPS_NN_CONV_SMALL_H_
+#define IPUFLOW_OPS_NN_CONV_SMALL_H_
+
+#include <cstdint>
+
+#include "core/kernel.h"
+#include "ops/nn/window_2d.h"
+
+namespace ipuflow::ops {
+
+// True when the SmallConv kernels handle a convolution of window `g` with
+// `oc` output channels, which is where they beat the GEMM path: up to three
+// SIMD packets of output channels (24 floats with AVX) with patches of up to
+// 1024 floats (kh * kw * c), or four packets (32) with up to 64. Wider
+// outputs keep the GEMM path, which Eigen runs well there.
+bool UseSmallConv(const Window2D& g, int64_t oc);
+
+// y [n, oh, ow, oc] = conv(x [n, h, w, c], w [kh, kw, c, oc]), all NHWC.
+// REQUIRES: UseSmallConv(g, oc).
+void SmallConvForward(const KernelContext& ctx, const float* x, const float* w,
+                      float* y, const Window2D& g, int64_t oc);
+
+// dw [kh, kw, c, oc] = sum over output pixels of patch(x)^T dy. Shards'
+// partial sums are added in shard order, so results do not depend on
+// timing. REQUIRES: UseSmallConv(g, oc).
+void SmallConvBackpropFilter(const KernelContext& ctx, const float* x,
+                             const float* dy, float* dw, const Window2D& g,
+                             int64_t oc);
+
+}  // namespace ipuflow::ops
+
+#endif  // IPUFLOW_OPS_NN_CONV_SMALL_H_

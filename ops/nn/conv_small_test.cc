@@ -1,0 +1,207 @@
+// Conv2D and its backprops on shapes that take the direct kernels of
+// conv_small.h (few output channels), against a direct
+// double-precision reference, in both data formats, with strides and
+// padding; plus the shapes on either side of UseSmallConv's limits.
+#include "ops/nn/conv_small.h"
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "Eigen/Core"
+#include "absl/strings/str_cat.h"
+#include "core/testing/op_test.h"
+#include "gtest/gtest.h"
+#include "ops/array/const.h"
+#include "ops/array/transpose.h"
+#include "ops/nn/conv2d.h"
+#include "ops/nn/conv2d_backprop.h"
+
+namespace ipuflow::ops {
+namespace {
+
+using ::ipuflow::testing::RandomTensor;
+using ::ipuflow::testing::RunGraph;
+using ::ipuflow::testing::TensorNear;
+
+struct Case {
+  int64_t n, h, w, c, kh, kw, oc, sh, sw;
+  bool same;
+  std::string DebugString() const {
+    return absl::StrCat("x [", n, ",", h, ",", w, ",", c, "] filter [", kh, ",",
+                        kw, ",", c, ",", oc, "] strides ", sh, ",", sw,
+                        same ? " SAME" : " VALID");
+  }
+};
+
+// y, dw and dx of the convolution by direct summation in double, TF's
+// padding rules, NHWC.
+struct Reference {
+  Tensor y, dw, dx;
+};
+
+Reference Direct(const Case& p, const Tensor& x, const Tensor& w,
+                 const Tensor& dy) {
+  const int64_t oh = dy.dim(1), ow = dy.dim(2);
+  const int64_t pt =
+      p.same ? std::max<int64_t>((oh - 1) * p.sh + p.kh - p.h, 0) / 2 : 0;
+  const int64_t pl =
+      p.same ? std::max<int64_t>((ow - 1) * p.sw + p.kw - p.w, 0) / 2 : 0;
+  std::vector<double> y(dy.NumElements()), dw(w.NumElements()),
+      dx(x.NumElements());
+  const float* px = x.data<float>();
+  const float* pw = w.data<float>();
+  const float* pdy = dy.data<float>();
+  for (int64_t b = 0; b < p.n; ++b)
+    for (int64_t i = 0; i < oh; ++i)
+      for (int64_t j = 0; j < ow; ++j)
+        for (int64_t u = 0; u < p.kh; ++u)
+          for (int64_t v = 0; v < p.kw; ++v) {
+            const int64_t ih = i * p.sh - pt + u, iw = j * p.sw - pl + v;
+            if (ih < 0 || ih >= p.h || iw < 0 || iw >= p.w) continue;
+            for (int64_t q = 0; q < p.c; ++q)
+              for (int64_t o = 0; o < p.oc; ++o) {
+                const int64_t xi = ((b * p.h + ih) * p.w + iw) * p.c + q;
+                const int64_t wi = ((u * p.kw + v) * p.c + q) * p.oc + o;
+                const int64_t yi = ((b * oh + i) * ow + j) * p.oc + o;
+                y[yi] += double(px[xi]) * pw[wi];
+                dw[wi] += double(px[xi]) * pdy[yi];
+                dx[xi] += double(pw[wi]) * pdy[yi];
+              }
+          }
+  auto to_tensor = [](const std::vector<double>& v, const TensorShape& s) {
+    Tensor t(DType::kFloat32, s);
+    for (size_t i = 0; i < v.size(); ++i) t.data<float>()[i] = float(v[i]);
+    return t;
+  };
+  return {to_tensor(y, dy.shape()), to_tensor(dw, w.shape()),
+          to_tensor(dx, x.shape())};
+}
+
+TensorShape OutputShape(const Case& p) {
+  const int64_t oh = p.same ? (p.h + p.sh - 1) / p.sh : (p.h - p.kh) / p.sh + 1;
+  const int64_t ow = p.same ? (p.w + p.sw - 1) / p.sw : (p.w - p.kw) / p.sw + 1;
+  return {p.n, oh, ow, p.oc};
+}
+
+// Runs Conv2D, Conv2DBackpropFilter and Conv2DBackpropInput in `format`
+// (NCHW transposes x, dy and the results) and checks them against Direct.
+void ExpectMatchesDirect(const Case& p, const std::string& format) {
+  SCOPED_TRACE(p.DebugString() + " " + format);
+  const Tensor xv = RandomTensor({p.n, p.h, p.w, p.c}, -1, 1, 1);
+  const Tensor wv = RandomTensor({p.kh, p.kw, p.c, p.oc}, -1, 1, 2);
+  const Tensor dyv = RandomTensor(OutputShape(p), -1, 1, 3);
+  const Reference ref = Direct(p, xv, wv, dyv);
+
+  Scope s = Scope::NewRootScope();
+  const bool nchw = format == "NCHW";
+  auto in_format = [&](Output t) {
+    return nchw ? Transpose(s, t, {0, 3, 1, 2}) : t;
+  };
+  auto to_nhwc = [&](Output t) {
+    return nchw ? Transpose(s, t, {0, 2, 3, 1}) : t;
+  };
+  Output x = Placeholder(s, DType::kFloat32, xv.shape());
+  Output w = Placeholder(s, DType::kFloat32, wv.shape());
+  Output dy = Placeholder(s, DType::kFloat32, dyv.shape());
+  const std::vector<int64_t> strides =
+      nchw ? std::vector<int64_t>{1, 1, p.sh, p.sw}
+           : std::vector<int64_t>{p.sh, p.sw};
+  const std::string padding = p.same ? "SAME" : "VALID";
+  Output xf = in_format(x), dyf = in_format(dy);
+  Output y = to_nhwc(Conv2D(s, xf, w, strides, padding, format));
+  Output dw = Conv2DBackpropFilter(s, xf, w, dyf, strides, padding, format);
+  Output dx =
+      to_nhwc(Conv2DBackpropInput(s, xf, w, dyf, strides, padding, format));
+  auto out = RunGraph(s, {{x, xv}, {w, wv}, {dy, dyv}}, {y, dw, dx});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(TensorNear((*out)[0], ref.y, 1e-4, 1e-4)) << "Conv2D";
+  EXPECT_TRUE(TensorNear((*out)[1], ref.dw, 1e-4, 1e-4))
+      << "Conv2DBackpropFilter";
+  EXPECT_TRUE(TensorNear((*out)[2], ref.dx, 1e-4, 1e-4))
+      << "Conv2DBackpropInput";
+}
+
+Window2D WindowOf(const Case& p) {
+  const TensorShape y = OutputShape(p);
+  Window2D g{p.n,  p.h,  p.w,      p.c,      p.kh, p.kw,
+             p.sh, p.sw, y.dim(1), y.dim(2), 0,    0};
+  return g;
+}
+
+// Random small shapes: 1-6 input channels, windows up to 5x5, 1-32 output
+// channels (one to four AVX packets, padded or overlapping), strides 1-3.
+std::vector<Case> RandomCases(int count) {
+  std::mt19937 gen(2024);
+  auto uniform = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(gen);
+  };
+  std::vector<Case> cases;
+  while (static_cast<int>(cases.size()) < count) {
+    Case p;
+    p.n = uniform(1, 3);
+    p.c = uniform(1, 6);
+    p.kh = uniform(1, 5);
+    p.kw = uniform(1, 5);
+    p.oc = uniform(1, 32);
+    p.sh = uniform(1, 3);
+    p.sw = uniform(1, 3);
+    p.same = uniform(0, 1) == 1;
+    p.h = uniform(p.kh, 11);
+    p.w = uniform(p.kw, 11);
+    if (UseSmallConv(WindowOf(p), p.oc)) cases.push_back(p);
+  }
+  return cases;
+}
+
+TEST(SmallConvTest, RandomShapesMatchDirectSummation) {
+  for (const Case& p : RandomCases(40)) {
+    ExpectMatchesDirect(p, "NHWC");
+    if (HasFailure()) return;
+  }
+}
+
+TEST(SmallConvTest, RandomShapesMatchDirectSummationNchw) {
+  for (const Case& p : RandomCases(10)) {
+    ExpectMatchesDirect(p, "NCHW");
+    if (HasFailure()) return;
+  }
+}
+
+TEST(SmallConvTest, OutputChannelsAroundPacketSizes) {
+  // 1 (padded), 8 (one packet), 10 and 20 (overlapping), 32 (four packets).
+  for (int64_t oc : {1, 7, 8, 9, 10, 16, 20, 31, 32}) {
+    ExpectMatchesDirect({2, 9, 8, 1, 5, 5, oc, 1, 1, false}, "NHWC");
+    ExpectMatchesDirect({2, 9, 8, 2, 3, 3, oc, 2, 1, true}, "NHWC");
+  }
+}
+
+TEST(SmallConvTest, TutorialFirstLayerOverSeveralShards) {
+  // The ConvNet's first layer: enough work for the intra-op pool to split
+  // the output rows over shards (filter partial sums added in order).
+  ExpectMatchesDirect({6, 28, 28, 1, 5, 5, 10, 1, 1, false}, "NHWC");
+  ExpectMatchesDirect({3, 28, 28, 1, 5, 5, 10, 2, 2, true}, "NHWC");
+}
+
+TEST(SmallConvTest, ShapesOnEitherSideOfTheLimits) {
+  const Case oc24_k1024{1, 4, 4, 256, 2, 2, 24, 1, 1, true};
+  const Case oc24_k1028{1, 4, 4, 257, 2, 2, 24, 1, 1, true};
+  const Case oc32_k64{1, 10, 10, 4, 4, 4, 32, 1, 1, true};
+  const Case oc32_k75{1, 10, 10, 3, 5, 5, 32, 2, 1, true};
+  const Case oc33_k9{1, 8, 8, 1, 3, 3, 33, 1, 1, false};
+  constexpr int kLanes = Eigen::internal::unpacket_traits<
+      Eigen::internal::packet_traits<float>::type>::size;
+  if (kLanes == 8) {  // AVX: the limits conv_small.h documents.
+    EXPECT_TRUE(UseSmallConv(WindowOf(oc24_k1024), 24));
+    EXPECT_FALSE(UseSmallConv(WindowOf(oc24_k1028), 24));
+    EXPECT_TRUE(UseSmallConv(WindowOf(oc32_k64), 32));
+    EXPECT_FALSE(UseSmallConv(WindowOf(oc32_k75), 32));
+  }
+  EXPECT_FALSE(UseSmallConv(WindowOf(oc33_k9), 33));
+  for (const Case& p : {oc24_k1024, oc24_k1028, oc32_k64, oc32_k75, oc33_k9}) {
+    ExpectMatchesDirect(p, "NHWC");
+  }
+}
+
+}  // namespace
+}  // namespace ipuflow::ops
