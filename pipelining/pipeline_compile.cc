@@ -248,127 +248,135 @@ void PipelineRuntime::SizeFifos() {
   }
 }
 
-absl::Status PipelineRuntime::CheckMemory() {
+// Where one IPU's bytes go (the memory report's lines).
+struct PipelineRuntime::IpuMemory {
+  int64_t weights = 0;
+  int64_t accumulators = 0;
+  int64_t optimizer_state = 0;  // On the IPU, or in remote memory.
+  int64_t constants = 0;
+  int64_t arena = 0;            // Largest forward/backward program arena.
+  std::string arena_owner = "-";
+  int64_t update_arena = 0;
+  int64_t stash = 0;            // Stash FIFOs at capacity.
+  int64_t fifos = 0;            // Incoming activation/gradient FIFOs.
+};
+
+// Variables by kind and program arenas, per IPU; records the optimizer
+// state to offload.
+absl::Status PipelineRuntime::AccountPrograms(std::vector<IpuMemory>* mem) {
   const bool offload = b_->training && b_->options.offload_weight_update_variables;
   std::set<Node*> accumulators(b_->accumulators.begin(), b_->accumulators.end());
   std::set<Node*> weights;
+  std::vector<std::pair<const Program*, std::string>> programs;
   for (const auto& stage : parts_) {
     for (const auto& p : stage) {
       weights.insert(p->def->variables.begin(), p->def->variables.end());
-    }
-  }
-  std::vector<const Program*> programs;
-  std::vector<std::string> program_names;
-  std::vector<int> program_ipu;
-  for (const auto& stage : parts_) {
-    for (const auto& p : stage) {
-      programs.push_back(p->forward.get());
-      program_names.push_back(p->def->name + " forward");
-      program_ipu.push_back(p->def->ipu);
+      programs.push_back({p->forward.get(), p->def->name + " forward"});
       if (p->backward) {
-        programs.push_back(p->backward.get());
-        program_names.push_back(p->def->name + " backward");
-        program_ipu.push_back(p->def->ipu);
+        programs.push_back({p->backward.get(), p->def->name + " backward"});
       }
     }
   }
-  if (weight_update_) {
-    programs.push_back(weight_update_.get());
-    program_names.push_back("weight update");
-    program_ipu.push_back(-1);
-  }
-  always_live_.assign(num_ipus_, 0);
-  peak_arena_.assign(num_ipus_, 0);
-  offloaded_bytes_.assign(num_ipus_, 0);
-  offloaded_.assign(num_ipus_, {});
-  std::vector<int64_t> weight_bytes(num_ipus_), acc_bytes(num_ipus_),
-      state_bytes(num_ipus_), const_bytes(num_ipus_), update_arena(num_ipus_),
-      stash_bytes(num_ipus_), fifo_bytes(num_ipus_);
-  std::vector<std::string> arena_owner(num_ipus_, "-");
-  std::set<Node*> seen;
-  for (size_t i = 0; i < programs.size(); ++i) {
-    const Program& prog = *programs[i];
-    for (const Node* cn : prog.schedule()) {
-      Node* n = const_cast<Node*>(cn);
+  if (weight_update_) programs.push_back({weight_update_.get(), ""});
+  std::set<const Node*> seen;
+  for (const auto& [prog, name] : programs) {
+    for (const Node* n : prog->schedule()) {
       const int k = std::max(0, n->ipu());
       if (n->op() != "Variable" || k >= num_ipus_ || !seen.insert(n).second) {
         continue;
       }
+      Node* var = const_cast<Node*>(n);  // For the set lookups.
       const int64_t bytes = n->attr<TensorShape>("shape").num_elements() *
                             static_cast<int64_t>(DTypeSize(n->attr<DType>("dtype")));
-      if (accumulators.count(n)) {
-        acc_bytes[k] += bytes;
-      } else if (weights.count(n)) {
-        weight_bytes[k] += bytes;
+      if (accumulators.count(var)) {
+        (*mem)[k].accumulators += bytes;
+      } else if (weights.count(var)) {
+        (*mem)[k].weights += bytes;
       } else {
-        state_bytes[k] += bytes;
+        (*mem)[k].optimizer_state += bytes;
         if (offload) {
-          ASSIGN_OR_RETURN(ops::VariableInfo info, ops::GetVariableInfo(Output(n)));
+          ASSIGN_OR_RETURN(ops::VariableInfo info, ops::GetVariableInfo(Output(var)));
           offloaded_[k].push_back(info.name);
         }
       }
     }
-    for (int k = 0; k < std::min(num_ipus_, prog.num_shards()); ++k) {
-      const MemoryPlan& m = prog.shard_memory()[k];
-      const_bytes[k] = std::max(const_bytes[k], m.constant_bytes);
-      if (program_ipu[i] < 0) {
-        update_arena[k] = m.peak_bytes;
-      } else if (m.peak_bytes > peak_arena_[k]) {
-        peak_arena_[k] = m.peak_bytes;
-        arena_owner[k] = program_names[i];
+    for (int k = 0; k < std::min(num_ipus_, prog->num_shards()); ++k) {
+      const MemoryPlan& m = prog->shard_memory()[k];
+      IpuMemory& ipu = (*mem)[k];
+      ipu.constants = std::max(ipu.constants, m.constant_bytes);
+      if (name.empty()) {
+        ipu.update_arena = m.peak_bytes;
+      } else if (m.peak_bytes > ipu.arena) {
+        ipu.arena = m.peak_bytes;
+        ipu.arena_owner = name;
       }
     }
   }
+  return absl::OkStatus();
+}
+
+// The stash and the incoming FIFOs (they live on the receiver) at capacity.
+void PipelineRuntime::AccountBuffers(std::vector<IpuMemory>* mem) const {
+  const int n = static_cast<int>(parts_.size());
   for (const auto& stage : parts_) {
     for (const auto& p : stage) {
-      const int k = p->def->ipu;
+      IpuMemory& ipu = (*mem)[p->def->ipu];
       const int s = p->def->stage, q = p->def->part;
       if (b_->training) {
-        stash_bytes[k] += Fifo(Key("stash", s, q))->capacity() * p->stash_bytes;
+        ipu.stash += Fifo(Key("stash", s, q))->capacity() * p->stash_bytes;
       }
-      // Incoming activation and gradient FIFOs live on the receiver.
-      if (s > 0) {
-        for (const auto& prev : parts_[s - 1]) {
-          fifo_bytes[k] += Fifo(Key("act", s - 1, prev->def->part, q))->capacity() *
-                           prev->output_bytes;
-        }
+      for (size_t i = 0; s > 0 && i < parts_[s - 1].size(); ++i) {
+        const Part& prev = *parts_[s - 1][i];
+        ipu.fifos += Fifo(Key("act", s - 1, prev.def->part, q))->capacity() *
+                     prev.output_bytes;
       }
-      if (s + 1 < static_cast<int>(parts_.size()) && b_->training) {
-        for (const auto& next : parts_[s + 1]) {
-          fifo_bytes[k] += Fifo(Key("grad", s, next->def->part, q))->capacity() *
-                           p->grad_bytes;
-        }
+      for (size_t i = 0; b_->training && s + 1 < n && i < parts_[s + 1].size();
+           ++i) {
+        ipu.fifos += Fifo(Key("grad", s, parts_[s + 1][i]->def->part, q))
+                         ->capacity() *
+                     p->grad_bytes;
       }
     }
   }
+}
+
+absl::Status PipelineRuntime::CheckMemory() {
+  const bool offload = b_->training && b_->options.offload_weight_update_variables;
+  always_live_.assign(num_ipus_, 0);
+  peak_arena_.assign(num_ipus_, 0);
+  offloaded_bytes_.assign(num_ipus_, 0);
+  offloaded_.assign(num_ipus_, {});
+  std::vector<IpuMemory> mem(num_ipus_);
+  RETURN_IF_ERROR(AccountPrograms(&mem));
+  AccountBuffers(&mem);
   bool oom = false;
   std::string report;
   for (int k = 0; k < num_ipus_; ++k) {
+    const IpuMemory& m = mem[k];
     const int64_t budget = system_->device(k).memory_budget_bytes();
-    const int64_t state_on_ipu = offload ? 0 : state_bytes[k];
-    always_live_[k] = weight_bytes[k] + acc_bytes[k] + state_on_ipu + const_bytes[k];
-    offloaded_bytes_[k] = offload ? state_bytes[k] : 0;
-    const int64_t run_peak =
-        always_live_[k] + peak_arena_[k] + stash_bytes[k] + fifo_bytes[k];
-    const int64_t update_peak =
-        always_live_[k] + offloaded_bytes_[k] + update_arena[k];
-    const int64_t total = std::max(run_peak, update_peak);
+    const int64_t state_on_ipu = offload ? 0 : m.optimizer_state;
+    always_live_[k] = m.weights + m.accumulators + state_on_ipu + m.constants;
+    peak_arena_[k] = m.arena;
+    offloaded_bytes_[k] = offload ? m.optimizer_state : 0;
+    const int64_t total =
+        std::max(always_live_[k] + m.arena + m.stash + m.fifos,
+                 always_live_[k] + offloaded_bytes_[k] + m.update_arena);
     oom |= total > budget;
     absl::StrAppend(
         &report, "  IPU ", k, ": ", HumanBytes(total), " of ", HumanBytes(budget),
         absl::StrFormat(" (%.1f%%)", 100.0 * total / budget),
         "\n    always-live:  ", HumanBytes(always_live_[k]), " = weights ",
-        HumanBytes(weight_bytes[k]), " + gradient accumulators ",
-        HumanBytes(acc_bytes[k]), " + optimizer state ",
-        HumanBytes(state_on_ipu), " + constants ", HumanBytes(const_bytes[k]),
+        HumanBytes(m.weights), " + gradient accumulators ",
+        HumanBytes(m.accumulators), " + optimizer state ",
+        HumanBytes(state_on_ipu), " + constants ", HumanBytes(m.constants),
         offload ? absl::StrCat("\n    remote memory: optimizer state ",
-                               HumanBytes(state_bytes[k]),
+                               HumanBytes(m.optimizer_state),
                                " (streamed in for each weight update)")
                 : "",
-        "\n    largest arena: ", HumanBytes(peak_arena_[k]), " (",
-        arena_owner[k], "); weight update ", HumanBytes(update_arena[k]),
-        "\n    stash:         ", HumanBytes(stash_bytes[k]),
-        "; incoming FIFOs ", HumanBytes(fifo_bytes[k]), "\n");
+        "\n    largest arena: ", HumanBytes(m.arena), " (", m.arena_owner,
+        "); weight update ", HumanBytes(m.update_arena),
+        "\n    stash:         ", HumanBytes(m.stash), "; incoming FIFOs ",
+        HumanBytes(m.fifos), "\n");
   }
   memory_report_ = report;
   if (oom) {

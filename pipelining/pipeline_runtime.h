@@ -89,6 +89,9 @@ class PipelineRuntime {
   absl::Status Compile();
   absl::Status CompilePart(Part& part);
   void SizeFifos();
+  struct IpuMemory;
+  absl::Status AccountPrograms(std::vector<IpuMemory>* mem);
+  void AccountBuffers(std::vector<IpuMemory>* mem) const;
   absl::Status CheckMemory();
   StageFifo* Fifo(const std::string& key) const;
 
