@@ -117,13 +117,7 @@ REGISTER_OP("AvgPool2D")
     .RequiredAttr("strides")
     .RequiredAttr("padding")
     .Attr("data_format", "NHWC")
-    .SetShapeFn([](ShapeContext& c) -> absl::Status {
-      WindowAttrs a;
-      ASSIGN_OR_RETURN(Window2D g, PoolShapeWindow(c, &a));
-      c.set_output(0, DType::kFloat32,
-                   FromNhwc({g.n, g.oh, g.ow, g.c}, a.format));
-      return absl::OkStatus();
-    })
+    .SetShapeFn(PoolShape)
     .SetKernel(AvgPoolKernel)
     // y = mean over each window of x;  dx = dy / window size, spread over
     // each window (AvgPoolGrad).

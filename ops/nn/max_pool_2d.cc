@@ -217,13 +217,7 @@ REGISTER_OP("MaxPool2D")
     .RequiredAttr("strides")
     .RequiredAttr("padding")
     .Attr("data_format", "NHWC")
-    .SetShapeFn([](ShapeContext& c) -> absl::Status {
-      WindowAttrs a;
-      ASSIGN_OR_RETURN(Window2D g, PoolShapeWindow(c, &a));
-      c.set_output(0, DType::kFloat32,
-                   FromNhwc({g.n, g.oh, g.ow, g.c}, a.format));
-      return absl::OkStatus();
-    })
+    .SetShapeFn(PoolShape)
     .SetKernel(MaxPoolKernel)
     // y = max over each window of x;  dx = dy at the (first) argmax of each
     // window, 0 elsewhere (MaxPoolGrad).

@@ -133,6 +133,13 @@ absl::StatusOr<Window2D> PoolShapeWindow(const ShapeContext& c,
   return g;
 }
 
+absl::Status PoolShape(ShapeContext& c) {
+  WindowAttrs a;
+  ASSIGN_OR_RETURN(Window2D g, PoolShapeWindow(c, &a));
+  c.set_output(0, DType::kFloat32, FromNhwc({g.n, g.oh, g.ow, g.c}, a.format));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Window2D> PoolKernelWindow(const KernelContext& ctx,
                                           WindowAttrs* a) {
   absl::StatusOr<WindowAttrs> attrs =

@@ -69,6 +69,9 @@ absl::StatusOr<Window2D> MakeWindow2D(const Dims4& in, int64_t kh, int64_t kw,
 // For the shape functions of the pooling ops: checks input 0 is float32 of
 // rank 4 and parses the attributes (with "ksize") into `a`.
 absl::StatusOr<Window2D> PoolShapeWindow(const ShapeContext& c, WindowAttrs* a);
+// The shape function of AvgPool2D and MaxPool2D: float32 [N, OH, OW, C]
+// (in the op's data_format).
+absl::Status PoolShape(ShapeContext& c);
 // The same at run time from the kernel's input 0; errors name the node.
 absl::StatusOr<Window2D> PoolKernelWindow(const KernelContext& ctx,
                                           WindowAttrs* a);
