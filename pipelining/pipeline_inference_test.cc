@@ -131,11 +131,7 @@ TEST(ConcurrentStagesTest, TrainingMatchesTheSameGraphUnpipelined) {
   o.device_mapping = {0, {1, 2}, 3};
   o.gradient_accumulation_count = 6;
   o.infeed_queue = infeed.get();
-  o.optimizer_function = [](const Scope& s, const std::vector<Output>& out) {
-    return OptimizerFunctionOutput{
-        std::make_shared<optimizers::GradientDescentOptimizer>(0.5f),
-        ops::SoftmaxCrossEntropyLoss(s, out[0], out[1])};
-  };
+  o.optimizer_function = testing::SgdCrossEntropy(0.5f);
   auto pipeline = Pipeline(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   ASSERT_TRUE(IPUStrategy(system.get()).Initialize(*scope.graph()).ok());
@@ -294,11 +290,7 @@ TEST(PipelineRunTest, StageErrorIsNamedAndNothingBlocks) {
   o.computational_stages = ModelStages(init);
   o.gradient_accumulation_count = 8;
   o.infeed_queue = infeed.get();
-  o.optimizer_function = [](const Scope& s, const std::vector<Output>& out) {
-    return OptimizerFunctionOutput{
-        std::make_shared<optimizers::GradientDescentOptimizer>(0.5f),
-        ops::SoftmaxCrossEntropyLoss(s, out[0], out[1])};
-  };
+  o.optimizer_function = testing::SgdCrossEntropy(0.5f);
   auto pipeline = Pipeline(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   ASSERT_TRUE(IPUStrategy(system.get()).Initialize(*scope.graph()).ok());

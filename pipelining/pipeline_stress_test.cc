@@ -32,11 +32,7 @@ std::unique_ptr<PipelineOp> Build(const Scope& scope, const Case& c,
   o.repeat_count = c.runs;
   o.infeed_queue = infeed;
   o.pipeline_schedule = c.kind;
-  o.optimizer_function = [](const Scope& sc, const std::vector<Output>& out) {
-    return OptimizerFunctionOutput{
-        std::make_shared<optimizers::GradientDescentOptimizer>(0.3f),
-        ops::SoftmaxCrossEntropyLoss(sc, out[0], out[1])};
-  };
+  o.optimizer_function = testing::SgdCrossEntropy(0.3f);
   return std::move(Pipeline(scope, o)).value();
 }
 

@@ -16,6 +16,7 @@
 #include "ops/nn/tanh.h"
 #include "ops/state/read_variable.h"
 #include "ops/state/variable.h"
+#include "optimizers/gradient_descent.h"
 
 namespace ipuflow::pipelining::testing {
 namespace {
@@ -51,6 +52,14 @@ std::vector<ComputationalStage> ModelStages(
         /*num_inputs=*/2));
   }
   return stages;
+}
+
+OptimizerFunction SgdCrossEntropy(float learning_rate) {
+  return [learning_rate](const Scope& s, const std::vector<Output>& out) {
+    return OptimizerFunctionOutput{
+        std::make_shared<optimizers::GradientDescentOptimizer>(learning_rate),
+        ops::SoftmaxCrossEntropyLoss(s, out[0], out[1])};
+  };
 }
 
 std::map<std::string, Tensor> InitialValues(uint64_t seed) {

@@ -35,6 +35,10 @@ std::vector<Output> ModelStage(int s, const Scope& scope,
 std::vector<ComputationalStage> ModelStages(
     const std::map<std::string, Tensor>& init);
 
+// SGD(learning_rate) on the mean softmax cross-entropy of the last stage's
+// (logits, labels).
+OptimizerFunction SgdCrossEntropy(float learning_rate);
+
 // Deterministic initial values for every variable of the model.
 std::map<std::string, Tensor> InitialValues(uint64_t seed);
 
