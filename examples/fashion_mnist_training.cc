@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/ipu/ipu_strategy.h"
 #include "examples/models.h"
-#include "feeds/fashion_mnist.h"
+#include "examples/tutorial_data.h"
 #include "feeds/infeed_queue.h"
 #include "feeds/outfeed_queue.h"
 #include "ops/control/loops.h"
@@ -49,15 +49,10 @@ absl::StatusOr<TrainingReport> TrainFashionMnist(IPUSystem* system,
                                                  const TrainingOptions& options,
                                                  const StepCallback& on_step) {
   RETURN_IF_ERROR(Validate(options));
-  feeds::FashionMnistOptions train_data;
-  train_data.limit = options.train_limit;
-  train_data.normalize = true;
-  feeds::FashionMnistOptions test_data = train_data;
-  test_data.limit = options.test_limit;
-  ASSIGN_OR_RETURN(feeds::FashionMnistData train,
-                   feeds::LoadFashionMnist(feeds::Split::kTrain, train_data));
-  ASSIGN_OR_RETURN(feeds::FashionMnistData test,
-                   feeds::LoadFashionMnist(feeds::Split::kTest, test_data));
+  ASSIGN_OR_RETURN(TutorialData data,
+                   LoadTutorialData(options.train_limit, options.test_limit));
+  const feeds::FashionMnistData& train = data.train;
+  const feeds::FashionMnistData& test = data.test;
   const int64_t n_train = train.labels.dim(0), n_test = test.labels.dim(0);
   const int64_t steps_per_epoch = n_train / options.batch_size;
   const int64_t runs = std::max<int64_t>(

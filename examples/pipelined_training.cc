@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/ipu/ipu_strategy.h"
 #include "examples/models.h"
-#include "feeds/fashion_mnist.h"
+#include "examples/tutorial_data.h"
 #include "feeds/infeed_queue.h"
 #include "feeds/outfeed_queue.h"
 #include "ops/nn/sparse_softmax_cross_entropy_with_logits.h"
@@ -93,15 +93,10 @@ absl::StatusOr<PipelinedTrainingReport> TrainPipelinedFashionMnist(
         "the pipelined ConvNet needs ", kBlocks, " IPUs; the system has ",
         system->num_ipus()));
   }
-  feeds::FashionMnistOptions train_data;
-  train_data.limit = o.train_limit;
-  train_data.normalize = true;  // The tutorial's Normalize((0.5,), (0.5,)).
-  feeds::FashionMnistOptions test_data = train_data;
-  test_data.limit = o.test_limit;
-  ASSIGN_OR_RETURN(feeds::FashionMnistData train,
-                   feeds::LoadFashionMnist(feeds::Split::kTrain, train_data));
-  ASSIGN_OR_RETURN(feeds::FashionMnistData test,
-                   feeds::LoadFashionMnist(feeds::Split::kTest, test_data));
+  ASSIGN_OR_RETURN(TutorialData data,
+                   LoadTutorialData(o.train_limit, o.test_limit));
+  const feeds::FashionMnistData& train = data.train;
+  const feeds::FashionMnistData& test = data.test;
   const int64_t per_call = static_cast<int64_t>(o.device_iterations) *
                            o.gradient_accumulation;
   const int64_t runs =

@@ -29,6 +29,7 @@
 #include "ops/nn/tanh.h"
 #include "ops/state/variable.h"
 #include "optimizers/gradient_descent.h"
+#include "pipelining/pipeline_test_model.h"
 
 namespace ipuflow::pipelining {
 namespace {
@@ -36,6 +37,7 @@ namespace {
 using ::ipuflow::testing::RandomTensor;
 using ::ipuflow::testing::TensorNear;
 using ::testing::HasSubstr;
+using testing::MakeSystem;
 
 constexpr int kBatch = 2;
 constexpr int kFeatures = 4;
@@ -118,17 +120,19 @@ struct Ran {
   std::shared_ptr<Graph> graph;
 };
 
+// x split into micro-batches of kBatch rows.
+absl::StatusOr<std::unique_ptr<feeds::IPUInfeedQueue>> MicroBatchInfeed(
+    const Tensor& x) {
+  return feeds::IPUInfeedQueue::Create(
+      feeds::FromTensorSlices({x})->Batch(kBatch, /*drop_remainder=*/true));
+}
+
 // ApplyStrategy + Pipeline + Run in inference over kMicroBatches.
 absl::StatusOr<Ran> RunPipelined(const BlockModel& model,
                                  const ExecutionStrategy& strategy,
                                  const Tensor& x) {
-  IPUConfig config;
-  config.set_auto_select_ipus(4);
-  ASSIGN_OR_RETURN(std::unique_ptr<IPUSystem> system,
-                   IPUSystem::Create(config));
-  ASSIGN_OR_RETURN(auto infeed, feeds::IPUInfeedQueue::Create(
-                                    feeds::FromTensorSlices({x})->Batch(
-                                        kBatch, /*drop_remainder=*/true)));
+  std::unique_ptr<IPUSystem> system = MakeSystem(4);
+  ASSIGN_OR_RETURN(auto infeed, MicroBatchInfeed(x));
   ASSIGN_OR_RETURN(auto outfeed, feeds::IPUOutfeedQueue::Create());
   PipelineOptions o;
   o.gradient_accumulation_count = kMicroBatches;
@@ -449,13 +453,8 @@ std::map<std::string, Tensor> TrainHost(const BlockModel& model,
 absl::StatusOr<std::map<std::string, Tensor>> TrainPipelined(
     const BlockModel& model, const ExecutionStrategy& strategy,
     const Tensor& x) {
-  IPUConfig config;
-  config.set_auto_select_ipus(4);
-  ASSIGN_OR_RETURN(std::unique_ptr<IPUSystem> system,
-                   IPUSystem::Create(config));
-  ASSIGN_OR_RETURN(auto infeed, feeds::IPUInfeedQueue::Create(
-                                    feeds::FromTensorSlices({x})->Batch(
-                                        kBatch, /*drop_remainder=*/true)));
+  std::unique_ptr<IPUSystem> system = MakeSystem(4);
+  ASSIGN_OR_RETURN(auto infeed, MicroBatchInfeed(x));
   PipelineOptions o;
   RETURN_IF_ERROR(ApplyStrategy(model, strategy, &o));
   o.gradient_accumulation_count = kMicroBatches;
