@@ -1,28 +1,98 @@
 #include "core/ipu/collective_group.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 
 namespace ipuflow {
 
+absl::StatusOr<int> ReplicaGroups::GroupSize(int num_replicas) const {
+  if (type == Type::kAll) return num_replicas;
+  if (size < 1 || num_replicas % size != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "replica group size ", size, " (", DebugString(),
+        ") must be at least 1 and divide the number of replicas, ",
+        num_replicas));
+  }
+  return size;
+}
+
+int ReplicaGroups::Rank(int replica, int num_replicas) const {
+  switch (type) {
+    case Type::kAll: return replica;
+    case Type::kConsecutive: return replica % size;
+    case Type::kOrthogonal: return replica / (num_replicas / size);
+  }
+  return 0;
+}
+
+int ReplicaGroups::GroupIndex(int replica, int num_replicas) const {
+  switch (type) {
+    case Type::kAll: return 0;
+    case Type::kConsecutive: return replica / size;
+    case Type::kOrthogonal: return replica % (num_replicas / size);
+  }
+  return 0;
+}
+
+int ReplicaGroups::Member(int replica, int rank, int num_replicas) const {
+  switch (type) {
+    case Type::kAll: return rank;
+    case Type::kConsecutive: return (replica / size) * size + rank;
+    case Type::kOrthogonal: {
+      const int stride = num_replicas / size;  // The number of groups.
+      return replica % stride + rank * stride;
+    }
+  }
+  return 0;
+}
+
+std::string ReplicaGroups::DebugString() const {
+  switch (type) {
+    case Type::kAll: return "all";
+    case Type::kConsecutive: return absl::StrCat("consecutive(", size, ")");
+    case Type::kOrthogonal: return absl::StrCat("orthogonal(", size, ")");
+  }
+  return "?";
+}
+
 template <typename T>
-void CollectiveGroup::ReduceChunk(const Rendezvous& r, int64_t begin,
-                                  int64_t end, ReduceOp op) const {
+void CollectiveGroup::ReduceInto(const Rendezvous& r, int64_t begin,
+                                 int64_t end, ReduceOp op, T* dst) {
   using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
   const int64_t n = end - begin;
-  Arr acc = Eigen::Map<const Arr>(r.inputs[0]->data<T>() + begin, n);
-  for (int k = 1; k < num_replicas_; ++k) {
+  Eigen::Map<Arr> acc(dst, n);
+  // Always rank 0 + rank 1 + ...: the same bits on every member.
+  acc = Eigen::Map<const Arr>(r.inputs[0]->data<T>() + begin, n);
+  const int size = static_cast<int>(r.inputs.size());
+  for (int k = 1; k < size; ++k) {
     acc += Eigen::Map<const Arr>(r.inputs[k]->data<T>() + begin, n);
   }
-  if (op == ReduceOp::kMean) acc /= static_cast<T>(num_replicas_);
-  for (int k = 0; k < num_replicas_; ++k) {
-    Eigen::Map<Arr>(r.outputs[k]->data<T>() + begin, n) = acc;
-  }
+  if (op == ReduceOp::kMean) acc /= static_cast<T>(size);
 }
 
 absl::Status CollectiveGroup::Barrier(Rendezvous* r, bool cancellable) {
   if (cancellable && !cancelled_.ok()) return cancelled_;
   const uint64_t gen = r->generation;
-  if (++r->arrived == num_replicas_) {
+  const int size = static_cast<int>(r->inputs.size());
+  if (++r->arrived == size) {
+    if (cancellable) {
+      // Phase 1: every member's buffers are published; check they agree
+      // here, under the lock, while every member is still waiting.
+      r->mismatch = absl::OkStatus();
+      for (int k = 1; k < size; ++k) {
+        const Tensor& a = *r->inputs[0];
+        const Tensor& b = *r->inputs[k];
+        if (a.dtype() != b.dtype() || a.NumElements() != b.NumElements()) {
+          r->mismatch = absl::InvalidArgumentError(absl::StrCat(
+              "replicas disagree on the input: rank 0 has ",
+              DTypeName(a.dtype()), a.shape().DebugString(), ", rank ", k,
+              " has ", DTypeName(b.dtype()), b.shape().DebugString()));
+          break;
+        }
+      }
+    }
     r->arrived = 0;
     ++r->generation;
     cv_.SignalAll();
@@ -36,51 +106,139 @@ absl::Status CollectiveGroup::Barrier(Rendezvous* r, bool cancellable) {
 
 absl::Status CollectiveGroup::AllReduce(int replica, const std::string& key,
                                         const Tensor& in, const Tensor& out,
-                                        ReduceOp op) {
-  if (in.dtype() != out.dtype() || in.shape() != out.shape()) {
-    return absl::InvalidArgumentError("AllReduce: output differs from input");
+                                        ReduceOp op,
+                                        const ReplicaGroups& groups) {
+  return Run(Kind::kAllReduce, replica, key, in, out, op, groups);
+}
+
+absl::Status CollectiveGroup::ReduceScatter(int replica, const std::string& key,
+                                            const Tensor& in, const Tensor& out,
+                                            ReduceOp op,
+                                            const ReplicaGroups& groups) {
+  return Run(Kind::kReduceScatter, replica, key, in, out, op, groups);
+}
+
+absl::Status CollectiveGroup::AllGather(int replica, const std::string& key,
+                                        const Tensor& in, const Tensor& out,
+                                        const ReplicaGroups& groups) {
+  return Run(Kind::kAllGather, replica, key, in, out, ReduceOp::kSum, groups);
+}
+
+absl::Status CollectiveGroup::Run(Kind kind, int replica,
+                                  const std::string& key, const Tensor& in,
+                                  const Tensor& out, ReduceOp op,
+                                  const ReplicaGroups& groups) {
+  const char* name = kind == Kind::kAllReduce       ? "AllReduce"
+                     : kind == Kind::kReduceScatter ? "ReduceScatter"
+                                                    : "AllGather";
+  if (replica < 0 || replica >= num_replicas_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": replica ", replica, " of ", num_replicas_));
   }
+  ASSIGN_OR_RETURN(const int g, groups.GroupSize(num_replicas_));
   if (in.dtype() != DType::kFloat32 && in.dtype() != DType::kFloat16 &&
       in.dtype() != DType::kInt32 && in.dtype() != DType::kInt64) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "cross-replica reduction of ", DTypeName(in.dtype()), " is not supported"));
+        "cross-replica ", name, " of ", DTypeName(in.dtype()),
+        " is not supported"));
   }
-  if (num_replicas_ == 1) {
-    out.CopyFrom(in);
+  if (op == ReduceOp::kLocal && kind != Kind::kReduceScatter) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": the local op is for ReduceScatter only"));
+  }
+  const int64_t n = in.NumElements();
+  const int64_t chunk = (n + g - 1) / g;
+  const int64_t expected = kind == Kind::kAllReduce       ? n
+                           : kind == Kind::kReduceScatter ? chunk
+                                                          : g * n;
+  if (out.dtype() != in.dtype() || out.NumElements() != expected ||
+      (kind == Kind::kAllReduce && out.shape() != in.shape())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": output is ", DTypeName(out.dtype()), out.shape().DebugString(),
+        ", expected ", DTypeName(in.dtype()), " with ", expected,
+        " elements for input ", in.shape().DebugString(), " and group size ",
+        g));
+  }
+  const int rank = groups.Rank(replica, num_replicas_);
+  const size_t esize = DTypeSize(in.dtype());
+  const int64_t begin = std::min(n, chunk * rank);
+  const int64_t end = std::min(n, begin + chunk);
+  auto* out_bytes = static_cast<char*>(out.raw_data());
+
+  if (g == 1 || op == ReduceOp::kLocal) {
+    // Nothing to exchange: the result depends on this member's input only.
+    if (kind == Kind::kReduceScatter) {
+      std::memmove(out_bytes, static_cast<const char*>(in.raw_data()) +
+                                  begin * esize, (end - begin) * esize);
+      std::memset(out_bytes + (end - begin) * esize, 0,
+                  (chunk - (end - begin)) * esize);
+    } else if (out.raw_data() != in.raw_data()) {
+      std::memmove(out_bytes, in.raw_data(), n * esize);
+    }
     return absl::OkStatus();
   }
-  Rendezvous* r;
-  // Phase 1: publish this replica's buffers. A local copy of the input
-  // lets `out` alias `in` (chunks are written while others still read).
+
+  // Phase 1: publish this member's buffers. A local copy of the input lets
+  // `out` alias `in` (chunks are written while others still read).
   Tensor local = in.Copy();
+  Rendezvous* r;
   {
     MutexLock l(&mu_);
-    auto& slot = rendezvous_[key];
-    if (!slot) {
-      slot = std::make_unique<Rendezvous>();
-      slot->inputs.resize(num_replicas_);
-      slot->outputs.resize(num_replicas_);
-    }
+    // One rendezvous per group: the groups of one collective run apart.
+    auto& slot = rendezvous_[absl::StrCat(
+        key, "@", groups.DebugString(), "#",
+        groups.GroupIndex(replica, num_replicas_))];
+    if (!slot) slot = std::make_unique<Rendezvous>(g);
     r = slot.get();
-    r->inputs[replica] = &local;
-    r->outputs[replica] = &out;
+    r->inputs[rank] = &local;
+    r->outputs[rank] = &out;
     RETURN_IF_ERROR(Barrier(r, /*cancellable=*/true));
+    // Every member sees the same verdict and none reads another's buffers.
+    if (!r->mismatch.ok()) {
+      return absl::Status(r->mismatch.code(),
+                          absl::StrCat(name, ": ", r->mismatch.message()));
+    }
   }
-  // Phase 2: reduce chunk `replica` across all inputs, write it everywhere.
-  const int64_t n = in.NumElements();
-  const int64_t chunk = (n + num_replicas_ - 1) / num_replicas_;
-  const int64_t begin = std::min(n, chunk * replica);
-  const int64_t end = std::min(n, begin + chunk);
-  if (end > begin) {
-    IPUFLOW_SWITCH_NUMERIC(in.dtype(), ReduceChunk<T>(*r, begin, end, op),
-                           break);
+  // Phase 2: this member's share of the work.
+  int64_t sent = 0;
+  switch (kind) {
+    case Kind::kAllReduce:
+      // Reduce chunk `rank` once, then write it into every output.
+      if (end > begin) {
+        IPUFLOW_SWITCH_NUMERIC(
+            in.dtype(),
+            ReduceInto<T>(*r, begin, end, op, out.data<T>() + begin), break);
+        for (int k = 0; k < g; ++k) {
+          if (k == rank) continue;
+          std::memcpy(static_cast<char*>(r->outputs[k]->raw_data()) +
+                          begin * esize,
+                      out_bytes + begin * esize, (end - begin) * esize);
+        }
+      }
+      sent = 2 * (g - 1) * static_cast<int64_t>(in.TotalBytes()) / g;
+      break;
+    case Kind::kReduceScatter:
+      if (end > begin) {
+        IPUFLOW_SWITCH_NUMERIC(in.dtype(),
+                               ReduceInto<T>(*r, begin, end, op, out.data<T>()),
+                               break);
+      }
+      std::memset(out_bytes + (end - begin) * esize, 0,
+                  (chunk - (end - begin)) * esize);
+      sent = (g - 1) * chunk * static_cast<int64_t>(esize);
+      break;
+    case Kind::kAllGather:
+      for (int k = 0; k < g; ++k) {
+        std::memcpy(out_bytes + k * n * esize, r->inputs[k]->raw_data(),
+                    n * esize);
+      }
+      sent = (g - 1) * n * static_cast<int64_t>(esize);
+      break;
   }
-  bytes_sent_[replica].fetch_add(
-      2 * (num_replicas_ - 1) * static_cast<int64_t>(in.TotalBytes()) / num_replicas_,
-      std::memory_order_relaxed);
-  // Phase 3: nobody leaves (freeing `local`) until every chunk is written.
+  bytes_sent_[replica].fetch_add(sent, std::memory_order_relaxed);
+  // Phase 3: nobody leaves (freeing `local`) until every member is done.
   // Not cancellable: leaving on Cancel() would free `local` while others
-  // still read it. Every replica passed phase 1 and phase 2 never blocks, so
+  // still read it. Every member passed phase 1 and phase 2 never blocks, so
   // all of them get here.
   MutexLock l(&mu_);
   return Barrier(r, /*cancellable=*/false);

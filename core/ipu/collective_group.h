@@ -1,21 +1,30 @@
 // CollectiveGroup: the replicas of one device program, as peers in
-// cross-replica collectives. AllReduce is a reduce-scatter followed by an
-// all-gather between the replica threads: replica r reduces chunk r of every
-// replica's input (always in replica order, so every replica gets bitwise
-// identical results) and writes it into every replica's output.
+// cross-replica collectives: AllReduce, ReduceScatter and AllGather, over
+// all replicas or within replica groups (ReplicaGroups, below).
 //
 //   // On each replica's thread, for the same key:
 //   RETURN_IF_ERROR(group->AllReduce(replica, "grads/sum", in, out, kSum));
+//   // Replica with rank i in its group of G gets chunk i (ceil(n/G)
+//   // elements, zero-padded) of the sum over its group:
+//   RETURN_IF_ERROR(group->ReduceScatter(replica, "rs", in, shard, kSum,
+//                                        ReplicaGroups::Consecutive(2)));
+//   // Every member gets [G * n]: the members' inputs in rank order.
+//   RETURN_IF_ERROR(group->AllGather(replica, "ag", shard, full));
 //
-// Each key is an independent rendezvous, so collectives that different
-// replicas reach in different orders cannot cross. Bytes are counted as a
-// ring all-reduce would send them: 2 (R-1)/R x size per replica.
+// AllReduce is a reduce-scatter followed by an all-gather: the member with
+// rank i reduces chunk i of every member's input and writes it into every
+// member's output. Reductions always add the members' inputs in rank order,
+// so results are bitwise identical on every member. Each (key, group) is an
+// independent rendezvous, so collectives that replicas reach in different
+// orders cannot cross. Bytes are counted per replica as a ring would send
+// them (G = group size): all-reduce 2 (G-1)/G x size, reduce-scatter
+// (G-1)/G x padded input size, all-gather (G-1)/G x output size.
 //
-// Thread safety: AllReduce is called concurrently by the R replica threads;
-// Cancel may be called from any thread and wakes every waiter with the
-// given status (an error in one replica must not leave the others blocked).
-// An AllReduce that every replica has joined is not interrupted: it finishes
-// (without blocking) and returns OK.
+// Thread safety: collectives are called concurrently by the R replica
+// threads; Cancel may be called from any thread and wakes every waiter with
+// the given status (an error in one replica must not leave the others
+// blocked). A collective that every member has joined is not interrupted:
+// it finishes (without blocking) and returns OK.
 #ifndef IPUFLOW_CORE_IPU_COLLECTIVE_GROUP_H_
 #define IPUFLOW_CORE_IPU_COLLECTIVE_GROUP_H_
 
@@ -26,42 +35,101 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "core/mutex.h"
 #include "core/tensor.h"
 
 namespace ipuflow {
 
+// Which replicas take part together in a collective, as Graphcore's
+// CommGroup (PopART `CommGroupType` doc comment, "PopART equivalent of GCL
+// CommGroupType", willow/include/popart/commgroup.hpp). With N replicas and
+// group size k:
+//   All:            one group {0, ... N-1} (size ignored).
+//   Consecutive(k): N/k groups {0, ... k-1}, {k, ... 2k-1}, ...
+//   Orthogonal(k):  m = N/k groups {0, m, 2m, ...}, {1, m+1, ...}, ...
+//                   {m-1, 2m-1, ... N-1}: strided across the consecutive ones.
+// A replica's rank is its position in its group (the order of the lists).
+struct ReplicaGroups {
+  enum class Type { kAll, kConsecutive, kOrthogonal };
+  Type type = Type::kAll;
+  int size = 0;
+
+  static ReplicaGroups All() { return {}; }
+  static ReplicaGroups Consecutive(int size) {
+    return {Type::kConsecutive, size};
+  }
+  static ReplicaGroups Orthogonal(int size) {
+    return {Type::kOrthogonal, size};
+  }
+
+  // The group size for `num_replicas` replicas; InvalidArgument naming the
+  // size and the replica count unless 1 <= size and size divides it.
+  absl::StatusOr<int> GroupSize(int num_replicas) const;
+  // REQUIRES: GroupSize(num_replicas) is OK.
+  int Rank(int replica, int num_replicas) const;
+  // Which group `replica` is in, in [0, num_replicas / group size).
+  int GroupIndex(int replica, int num_replicas) const;
+  // The replica with rank `rank` in `replica`'s group.
+  int Member(int replica, int rank, int num_replicas) const;
+  std::string DebugString() const;  // "all", "consecutive(2)", ...
+};
+
 class CollectiveGroup {
  public:
-  enum class ReduceOp { kSum, kMean };
+  // kLocal (reduce-scatter only): each member keeps chunk `rank` of its own
+  // input, no exchange (TF's COLLECTIVE_OP_LOCAL, used to shard a tensor
+  // that is already identical on every replica).
+  enum class ReduceOp { kSum, kMean, kLocal };
 
   explicit CollectiveGroup(int num_replicas)
       : num_replicas_(num_replicas), bytes_sent_(num_replicas) {}
 
   int num_replicas() const { return num_replicas_; }
-  // `in` and `out` have the same dtype and shape on every replica; `out`
-  // may alias `in`. Returns when every replica's output is written.
+
+  // `in` and `out` have the same dtype and shape; every member's `in` has
+  // the same dtype and element count. `out` may alias `in`. Returns when
+  // every member's output is written.
   absl::Status AllReduce(int replica, const std::string& key, const Tensor& in,
-                         const Tensor& out, ReduceOp op);
+                         const Tensor& out, ReduceOp op,
+                         const ReplicaGroups& groups = ReplicaGroups::All());
+  // `in` (any shape, n elements, read flat) is reduced over the group; `out`
+  // has ceil(n/G) elements and gets chunk `rank` of the reduction, with
+  // zeros past element n (the padding).
+  absl::Status ReduceScatter(int replica, const std::string& key,
+                             const Tensor& in, const Tensor& out, ReduceOp op,
+                             const ReplicaGroups& groups = ReplicaGroups::All());
+  // `out` has G x n elements: member k's `in` (flat) at [k n, (k+1) n).
+  absl::Status AllGather(int replica, const std::string& key, const Tensor& in,
+                         const Tensor& out,
+                         const ReplicaGroups& groups = ReplicaGroups::All());
+
   void Cancel(absl::Status reason);
   // Makes a cancelled group usable again and zeroes the byte counts
-  // (between runs, with no replica inside AllReduce).
+  // (between runs, with no replica inside a collective).
   void Reset();
   // Bytes replica r sent since the last Reset.
   int64_t bytes_sent(int replica) const;
 
  private:
+  enum class Kind { kAllReduce, kReduceScatter, kAllGather };
   struct Rendezvous {
-    std::vector<const Tensor*> inputs;
-    std::vector<const Tensor*> outputs;
+    explicit Rendezvous(int size) : inputs(size), outputs(size) {}
+    std::vector<const Tensor*> inputs;   // By rank.
+    std::vector<const Tensor*> outputs;  // By rank.
     int arrived = 0;
     uint64_t generation = 0;
+    absl::Status mismatch;  // Set by the last arrival: inputs disagree.
   };
-  // Reduces elements [begin, end) of every input into every output.
+  absl::Status Run(Kind kind, int replica, const std::string& key,
+                   const Tensor& in, const Tensor& out, ReduceOp op,
+                   const ReplicaGroups& groups);
+  // Reduces elements [begin, end) of every input in rank order into `dst`
+  // (which must hold end - begin elements).
   template <typename T>
-  void ReduceChunk(const Rendezvous& r, int64_t begin, int64_t end,
-                   ReduceOp op) const;
-  // Waits until all replicas reach the barrier of `r`; if `cancellable`,
+  static void ReduceInto(const Rendezvous& r, int64_t begin, int64_t end,
+                         ReduceOp op, T* dst);
+  // Waits until all members reach the barrier of `r`; if `cancellable`,
   // returns the cancellation status instead once the group is cancelled.
   absl::Status Barrier(Rendezvous* r, bool cancellable)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -1,6 +1,7 @@
 // Cross-replica ops outside a replicated program (identity), their
 // gradients, and ReplicaIndex. The replicated behaviour (a real all-reduce,
-// bitwise identical replicas) is tested in core/ipu/ipu_system_test.cc.
+// bitwise identical replicas, groups, gradients) is tested in
+// replicated_test.cc.
 #include "ops/collective/cross_replica.h"
 
 #include "core/testing/op_test.h"
