@@ -59,6 +59,19 @@ OpRegistration& OpRegistration::Forwards(int output, int input) {
   return *this;
 }
 
+OpRegistration& OpRegistration::SetAlwaysLive(AlwaysLive kind,
+                                              AlwaysLiveBytesFn bytes) {
+  IPU_CHECK(kind == AlwaysLive::kNone || bytes);
+  def_->always_live_ = kind;
+  def_->always_live_bytes_ = std::move(bytes);
+  return *this;
+}
+
+OpRegistration& OpRegistration::SetSubPrograms(SubProgramsFn fn) {
+  def_->sub_programs_ = std::move(fn);
+  return *this;
+}
+
 OpRegistry* OpRegistry::Global() {
   static OpRegistry* registry = new OpRegistry();
   return registry;

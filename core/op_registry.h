@@ -31,6 +31,7 @@
 #include "absl/types/span.h"
 #include "core/attr_value.h"
 #include "core/graph.h"
+#include "core/program_spec.h"
 #include "core/status.h"
 
 namespace ipuflow {
@@ -51,6 +52,16 @@ using GradFn =
 
 // How a stateful op touches the resource (variable) given as its input 0.
 enum class ResourceAccess { kNone, kRead, kWrite };
+
+// Memory a node holds for the program's whole life, outside the arena: the
+// memory planner counts it as always-live, in this category.
+enum class AlwaysLive { kNone, kConstant, kVariable };
+using AlwaysLiveBytesFn = std::function<int64_t(const Node& node)>;
+
+// The programs a node's kernel runs (a loop's body and condition), for the
+// node's input shapes, so that the compiler can plan their memory too.
+using SubProgramsFn = std::function<absl::StatusOr<std::vector<SubProgramSpec>>(
+    const Node& node, absl::Span<const TensorShape> input_shapes)>;
 
 class OpDef {
  public:
@@ -74,6 +85,11 @@ class OpDef {
   ResourceAccess resource_access() const { return resource_access_; }
   // Output -> input whose buffer the output may alias (no copy).
   const std::map<int, int>& forwards() const { return forwards_; }
+  AlwaysLive always_live() const { return always_live_; }
+  // Bytes a node of this op holds; set iff always_live() != kNone.
+  const AlwaysLiveBytesFn& always_live_bytes() const { return always_live_bytes_; }
+  // Set for ops whose kernel runs sub-programs (device loops).
+  const SubProgramsFn& sub_programs() const { return sub_programs_; }
 
  private:
   friend class OpRegistration;
@@ -90,6 +106,9 @@ class OpDef {
   bool stateful_ = false;
   ResourceAccess resource_access_ = ResourceAccess::kNone;
   std::map<int, int> forwards_;
+  AlwaysLive always_live_ = AlwaysLive::kNone;
+  AlwaysLiveBytesFn always_live_bytes_;
+  SubProgramsFn sub_programs_;
 };
 
 // Fluent builder returned by REGISTER_OP.
@@ -107,6 +126,8 @@ class OpRegistration {
   OpRegistration& NotDifferentiable(std::string reason);
   OpRegistration& SetStateful(ResourceAccess access = ResourceAccess::kNone);
   OpRegistration& Forwards(int output, int input);
+  OpRegistration& SetAlwaysLive(AlwaysLive kind, AlwaysLiveBytesFn bytes);
+  OpRegistration& SetSubPrograms(SubProgramsFn fn);
 
  private:
   OpDef* def_;

@@ -67,11 +67,17 @@ absl::StatusOr<ProgramSpec> MakeProgramSpec(const FeedList& feeds,
 }
 
 std::string MemoryPlan::DebugString() const {
-  return absl::StrFormat(
+  std::string out = absl::StrFormat(
       "always-live %d B (constants %d B, variables %d B); not-always-live "
       "peak %d B (%d values, %d B without reuse); fetched %d B",
       always_live_bytes, constant_bytes, variable_bytes, peak_bytes,
       num_planned_values, unplanned_bytes, fetch_bytes);
+  if (!largest_loop_body.empty()) {
+    absl::StrAppendFormat(&out, "; loop bodies %d B peak ('%s'), %d B always-live",
+                          loop_body_peak_bytes, largest_loop_body,
+                          loop_body_always_live_bytes);
+  }
+  return out;
 }
 
 struct Program::ExecNode {
@@ -93,7 +99,8 @@ namespace {
 // The variable a resource op touches, for ordering accesses.
 std::string ResourceKey(const Node& n) {
   const Node* src = n.input(0).node;
-  if (src->op() == "Variable" && src->has_attr("shared_name") &&
+  if (src->op_def().always_live() == AlwaysLive::kVariable &&
+      src->has_attr("shared_name") &&
       !src->attr<std::string>("shared_name").empty()) {
     return src->attr<std::string>("shared_name");
   }
@@ -255,12 +262,13 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Compile(
       p->shards_.resize(ShardOf(n) + 1);
     }
     MemoryPlan& shard = p->shards_[ShardOf(n)];
-    if (n->op() == "Variable") {
-      shard.variable_bytes += n->attr<TensorShape>("shape").num_elements() *
-                              DTypeSize(n->attr<DType>("dtype"));
-    }
-    if (n->op() == "Const") {
-      shard.constant_bytes += n->attr<Tensor>("value").TotalBytes();
+    const AlwaysLive kind = n->op_def().always_live();
+    if (kind == AlwaysLive::kVariable) {
+      const int64_t bytes = n->op_def().always_live_bytes()(*n);
+      shard.variable_bytes += bytes;
+      shard.variables.push_back({n, bytes});
+    } else if (kind == AlwaysLive::kConstant) {
+      shard.constant_bytes += n->op_def().always_live_bytes()(*n);
     }
   }
   if (p->shards_.empty()) p->shards_.resize(1);
@@ -300,6 +308,66 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Compile(
       producer[en.first_output + k] = pos;
       en.plans.push_back(OutputPlan{ctx.output_shapes()[k], -1});
     }
+  }
+
+  // 5b. Sub-programs (device loop bodies), planned for these input shapes:
+  // their constants and variables are always-live here, their peak is live
+  // while their node runs (added in step 7). Unknown shapes: the kernel
+  // plans them when it runs.
+  struct SubProgramNeed {
+    int pos;
+    std::vector<int64_t> peak;  // Per shard of this program.
+    std::vector<bool> uses;     // Shards the sub-programs put anything on.
+  };
+  std::vector<SubProgramNeed> sub_needs;
+  for (int pos = 0; pos < num_nodes; ++pos) {
+    const ExecNode& en = *p->nodes_[pos];
+    const Node* n = en.node;
+    const SubProgramsFn& sub_programs = n->op_def().sub_programs();
+    if (!sub_programs) continue;
+    std::vector<TensorShape> in_shapes;
+    bool known = true;
+    for (int v : en.inputs) {
+      in_shapes.push_back(p->value_shapes_[v]);
+      known &= p->value_shapes_[v].IsFullyDefined();
+    }
+    if (!known) continue;
+    absl::StatusOr<std::vector<SubProgramSpec>> subs = sub_programs(*n, in_shapes);
+    if (!subs.ok()) {
+      return absl::Status(subs.status().code(), absl::StrCat(
+          n->DebugName(), ": ", subs.status().message()));
+    }
+    SubProgramNeed need{pos, std::vector<int64_t>(p->shards_.size(), 0),
+                        std::vector<bool>(p->shards_.size(), false)};
+    for (const SubProgramSpec& sub : *subs) {
+      absl::StatusOr<std::unique_ptr<Program>> sp = Compile(graph, sub.spec);
+      if (!sp.ok()) {
+        return absl::Status(sp.status().code(), absl::StrCat(
+            n->DebugName(), " ", sub.role, ": ", sp.status().message()));
+      }
+      for (int j = 0; j < (*sp)->num_shards(); ++j) {
+        // A sub-program shard this program does not use counts on its node's.
+        const int k = j < p->num_shards() ? j : en.shard;
+        const MemoryPlan& m = (*sp)->shard_memory()[j];
+        MemoryPlan& shard = p->shards_[k];
+        for (const auto& [var, bytes] : m.variables) {
+          const bool counted = std::any_of(
+              shard.variables.begin(), shard.variables.end(),
+              [var = var](const auto& v) { return v.first == var; });
+          if (counted) continue;  // Also used outside the loop.
+          shard.variables.push_back({var, bytes});
+          shard.variable_bytes += bytes;
+          shard.loop_body_always_live_bytes += bytes;
+        }
+        shard.constant_bytes += m.constant_bytes;
+        shard.loop_body_always_live_bytes += m.constant_bytes;
+        // Condition and body run in turn: the larger peak counts.
+        need.peak[k] = std::max(need.peak[k], m.peak_bytes);
+        need.uses[k] = need.uses[k] || m.peak_bytes > 0 ||
+                       m.constant_bytes + m.variable_bytes > 0;
+      }
+    }
+    sub_needs.push_back(std::move(need));
   }
 
   // 6. Uses, aliases (outputs that forward an input's buffer) and lifetimes.
@@ -342,7 +410,8 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Compile(
   for (int v = 0; v < p->num_values_; ++v) {
     if (root[v] != v || producer[v] < 0 || fetched[v]) continue;
     const Node* n = p->nodes_[producer[v]]->node;
-    if (n->op() == "Const" || p->value_dtypes_[v] == DType::kResource ||
+    if (n->op_def().always_live() != AlwaysLive::kNone ||
+        p->value_dtypes_[v] == DType::kResource ||
         !p->value_shapes_[v].IsFullyDefined()) {
       continue;
     }
@@ -386,13 +455,34 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Compile(
     shard.peak_bytes = std::max(shard.peak_bytes, offset + iv.bytes);
     placed[iv.shard].push_back(i);
   }
+  // A sub-program's arena sits on top of the values live at its node (the
+  // highest one placed bounds them); it is not part of this arena.
+  std::vector<int64_t> arena_bytes(p->shards_.size());
+  for (size_t k = 0; k < p->shards_.size(); ++k) arena_bytes[k] = p->shards_[k].peak_bytes;
+  for (const SubProgramNeed& need : sub_needs) {
+    for (size_t k = 0; k < need.peak.size(); ++k) {
+      if (!need.uses[k]) continue;
+      int64_t top = 0;
+      for (int i : placed[k]) {
+        const Interval& iv = intervals[i];
+        if (iv.def <= need.pos && need.pos <= iv.last) top = std::max(top, iv.offset + iv.bytes);
+      }
+      MemoryPlan& shard = p->shards_[k];
+      shard.peak_bytes = std::max(shard.peak_bytes, top + need.peak[k]);
+      if (shard.largest_loop_body.empty() ||
+          need.peak[k] > shard.loop_body_peak_bytes) {
+        shard.loop_body_peak_bytes = need.peak[k];
+        shard.largest_loop_body = p->nodes_[need.pos]->node->name();
+      }
+    }
+  }
   std::vector<int64_t> shard_base(p->shards_.size(), 0);
   int64_t peak = 0;
   for (size_t k = 0; k < p->shards_.size(); ++k) {
     MemoryPlan& shard = p->shards_[k];
     shard.always_live_bytes = shard.constant_bytes + shard.variable_bytes;
     shard_base[k] = peak;
-    peak += shard.peak_bytes;
+    peak += arena_bytes[k];
     MemoryPlan& m = p->memory_;
     m.constant_bytes += shard.constant_bytes;
     m.variable_bytes += shard.variable_bytes;
@@ -400,6 +490,13 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Compile(
     m.peak_bytes += shard.peak_bytes;
     m.unplanned_bytes += shard.unplanned_bytes;
     m.num_planned_values += shard.num_planned_values;
+    m.loop_body_always_live_bytes += shard.loop_body_always_live_bytes;
+    if (shard.loop_body_peak_bytes > m.loop_body_peak_bytes) {
+      m.loop_body_peak_bytes = shard.loop_body_peak_bytes;
+      m.largest_loop_body = shard.largest_loop_body;
+    }
+    m.variables.insert(m.variables.end(), shard.variables.begin(),
+                       shard.variables.end());
   }
   for (Interval& iv : intervals) iv.offset += shard_base[iv.shard];
   for (const Interval& iv : intervals) {

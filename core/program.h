@@ -34,19 +34,13 @@
 #include "absl/types/span.h"
 #include "core/graph.h"
 #include "core/kernel.h"
+#include "core/program_spec.h"
 #include "core/tensor.h"
 
 namespace ipuflow {
 
 // Values to feed, by the output they replace.
 using FeedList = std::vector<std::pair<Output, Tensor>>;
-
-struct ProgramSpec {
-  std::vector<Output> feeds;
-  std::vector<TensorShape> feed_shapes;  // Fully defined, one per feed.
-  std::vector<Output> fetches;
-  std::vector<Node*> targets;  // Run for their effect; nothing returned.
-};
 
 // The spec for running `fetches` and `targets` with `feeds`, checking that
 // every handle is valid and every fed value has its output's dtype (errors
@@ -66,6 +60,15 @@ struct MemoryPlan {
   int64_t unplanned_bytes = 0;     // Sum of all intermediates without reuse.
   int64_t fetch_bytes = 0;         // Results handed back to the caller.
   int num_planned_values = 0;
+  // Device loops: their bodies' constants and variables (included in the
+  // always-live bytes above) and the highest body arena peak (its loop's
+  // live values plus that peak are included in peak_bytes). Nested loops
+  // count in their outer body.
+  int64_t loop_body_always_live_bytes = 0;
+  int64_t loop_body_peak_bytes = 0;
+  std::string largest_loop_body;   // The loop node whose body peaks highest.
+  // Every variable counted above (loop bodies' included) and its bytes.
+  std::vector<std::pair<const Node*, int64_t>> variables;
   std::string DebugString() const;
 };
 
@@ -83,7 +86,8 @@ class Program {
 
   // Totals over all shards, and per shard (index = node IPU; unplaced
   // nodes count as shard 0). Each shard's intermediates are planned
-  // separately: on hardware they live in different IPUs' memory.
+  // separately: on hardware they live in different IPUs' memory. Nodes that
+  // run sub-programs (device loops) include those programs' needs.
   const MemoryPlan& memory() const { return memory_; }
   const std::vector<MemoryPlan>& shard_memory() const { return shards_; }
   int num_shards() const { return static_cast<int>(shards_.size()); }

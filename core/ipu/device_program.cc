@@ -9,27 +9,33 @@
 namespace ipuflow {
 namespace {
 
-// The largest variables placed on `shard`, for the out-of-memory report.
-std::string LargestVariables(const Graph& graph, const Program& program,
-                             int shard) {
-  std::vector<std::pair<int64_t, const Node*>> vars;
-  for (const Node* n : program.schedule()) {
-    if (n->op() != "Variable" || std::max(0, n->ipu()) != shard) continue;
-    vars.push_back({n->attr<TensorShape>("shape").num_elements() *
-                        static_cast<int64_t>(DTypeSize(n->attr<DType>("dtype"))),
-                    n});
-  }
-  std::sort(vars.begin(), vars.end(),
-            [](const auto& a, const auto& b) { return a.first > b.first; });
+// The largest variables of a shard (loop bodies' included), for the
+// out-of-memory report.
+std::string LargestVariables(const MemoryPlan& m) {
+  std::vector<std::pair<const Node*, int64_t>> vars = m.variables;
+  std::stable_sort(vars.begin(), vars.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
   std::string out;
   for (size_t i = 0; i < vars.size() && i < 3; ++i) {
-    absl::StrAppend(&out, i ? ", " : " (largest: ", "'", vars[i].second->name(),
-                    "' ", DTypeName(vars[i].second->attr<DType>("dtype")),
-                    vars[i].second->attr<TensorShape>("shape").DebugString(),
-                    " ", HumanBytes(vars[i].first));
+    const Node& n = *vars[i].first;
+    absl::StrAppend(&out, i ? ", " : " (largest: ", "'", n.name(), "' ");
+    if (n.has_attr("dtype") && n.has_attr("shape")) {
+      absl::StrAppend(&out, DTypeName(n.attr<DType>("dtype")),
+                      n.attr<TensorShape>("shape").DebugString(), " ");
+    }
+    absl::StrAppend(&out, HumanBytes(vars[i].second));
   }
   if (!vars.empty()) absl::StrAppend(&out, ")");
   return out;
+}
+
+// What device loops' bodies add (already in the totals), if any.
+std::string LoopBodies(const MemoryPlan& m) {
+  if (m.largest_loop_body.empty()) return "";
+  return absl::StrCat("\n    loop bodies:     ", HumanBytes(m.loop_body_peak_bytes),
+                      " peak (largest: '", m.largest_loop_body, "'), ",
+                      HumanBytes(m.loop_body_always_live_bytes),
+                      " always-live (constants and variables built in bodies)");
 }
 
 std::string ShardReport(const Graph& graph, const Program& program, int shard,
@@ -41,11 +47,11 @@ std::string ShardReport(const Graph& graph, const Program& program, int shard,
       HumanBytes(budget), absl::StrFormat(" (%.1f%%)", 100.0 * total / budget),
       "\n    always-live:     ", HumanBytes(m.always_live_bytes),
       "\n      variables:     ", HumanBytes(m.variable_bytes),
-      LargestVariables(graph, program, shard),
+      LargestVariables(m),
       "\n      constants:     ", HumanBytes(m.constant_bytes),
       "\n    not-always-live: ", HumanBytes(m.peak_bytes), " peak of ",
       m.num_planned_values, " intermediates by liveness (",
-      HumanBytes(m.unplanned_bytes), " without reuse)\n");
+      HumanBytes(m.unplanned_bytes), " without reuse)", LoopBodies(m), "\n");
 }
 
 }  // namespace

@@ -17,6 +17,11 @@ REGISTER_OP("Const")
       ctx.set_output(0, ctx.attr<Tensor>("value"));
       return absl::OkStatus();
     })
+    .SetAlwaysLive(AlwaysLive::kConstant,
+                   [](const Node& n) {
+                     return static_cast<int64_t>(
+                         n.attr<Tensor>("value").TotalBytes());
+                   })
     .NotDifferentiable("a constant has no inputs");
 
 REGISTER_OP("Placeholder")

@@ -1,7 +1,9 @@
 // The Repeat and WhileLoop ops (built by ops/control/loops.h) and the _Arg
 // op their bodies read loop-carried values from. The loop kernel compiles
 // its body (and condition) into Programs on first run, for the shapes it is
-// given, and keeps them: later runs and iterations never re-plan.
+// given, and keeps them: later runs and iterations never re-plan. The
+// same frame specs go to the compiler (SetSubPrograms), which plans the
+// bodies' memory as part of the enclosing program's.
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/kernel.h"
@@ -27,23 +29,23 @@ absl::StatusOr<Output> ParseOutput(const Graph& g, const std::string& name) {
   return Output(n, index);
 }
 
-// Compiles one frame: its args and the captured outer values are fed.
-absl::StatusOr<std::unique_ptr<Program>> CompileFrame(
-    KernelContext& ctx, const std::string& prefix) {
-  const Node& loop = ctx.node();
+// One frame's program spec: its args and the captured outer values are fed
+// (with `input_shapes`, the loop's), its results fetched, its targets run.
+absl::StatusOr<ProgramSpec> FrameSpec(const Node& loop, const std::string& prefix,
+                                      absl::Span<const TensorShape> input_shapes) {
   const Graph& g = *loop.graph();
   const int nv = static_cast<int>(loop.attr<int64_t>("num_loop_vars"));
   ProgramSpec spec;
   const auto& args = loop.attr<std::vector<std::string>>(prefix + "_args");
   for (size_t i = 0; i < args.size(); ++i) {
     Node* a = g.FindNode(args[i]);
-    if (a == nullptr) return ctx.Error(absl::StatusCode::kNotFound, "no arg ", args[i]);
+    if (a == nullptr) return absl::NotFoundError(absl::StrCat("no arg ", args[i]));
     spec.feeds.push_back(Output(a));
-    spec.feed_shapes.push_back(ctx.input(i).shape());
+    spec.feed_shapes.push_back(input_shapes[i]);
   }
   for (int k = nv; k < loop.num_inputs(); ++k) {
     spec.feeds.push_back(loop.input(k));
-    spec.feed_shapes.push_back(ctx.input(k).shape());
+    spec.feed_shapes.push_back(input_shapes[k]);
   }
   std::vector<std::string> results;
   if (prefix == "cond") {
@@ -57,10 +59,32 @@ absl::StatusOr<std::unique_ptr<Program>> CompileFrame(
   }
   for (const std::string& t : loop.attr<std::vector<std::string>>(prefix + "_targets")) {
     Node* n = g.FindNode(t);
-    if (n == nullptr) return ctx.Error(absl::StatusCode::kNotFound, "no node ", t);
+    if (n == nullptr) return absl::NotFoundError(absl::StrCat("no node ", t));
     spec.targets.push_back(n);
   }
-  absl::StatusOr<std::unique_ptr<Program>> p = Program::Compile(g, spec);
+  return spec;
+}
+
+// The loop's frames, for the compiler's memory plan.
+absl::StatusOr<std::vector<SubProgramSpec>> LoopFrames(
+    const Node& loop, absl::Span<const TensorShape> input_shapes) {
+  std::vector<SubProgramSpec> frames;
+  for (const char* prefix : {"cond", "body"}) {
+    if (std::string(prefix) == "cond" && !loop.has_attr("cond_result")) continue;
+    ASSIGN_OR_RETURN(ProgramSpec spec, FrameSpec(loop, prefix, input_shapes));
+    frames.push_back({prefix, std::move(spec)});
+  }
+  return frames;
+}
+
+absl::StatusOr<std::unique_ptr<Program>> CompileFrame(
+    KernelContext& ctx, const std::string& prefix) {
+  const Node& loop = ctx.node();
+  std::vector<TensorShape> shapes;
+  for (int i = 0; i < ctx.num_inputs(); ++i) shapes.push_back(ctx.input(i).shape());
+  absl::StatusOr<ProgramSpec> spec = FrameSpec(loop, prefix, shapes);
+  if (!spec.ok()) return ctx.Error(spec.status().code(), spec.status().message());
+  absl::StatusOr<std::unique_ptr<Program>> p = Program::Compile(*loop.graph(), *spec);
   if (!p.ok()) {
     return absl::Status(p.status().code(),
                         absl::StrCat(loop.DebugName(), " ", prefix, ": ",
@@ -124,6 +148,7 @@ REGISTER_OP("Repeat")
     .SetStateful()
     .SetShapeFn(LoopShape)
     .SetKernel(LoopKernel)
+    .SetSubPrograms(LoopFrames)
     .NotDifferentiable(kNoLoopGradient);
 
 REGISTER_OP("WhileLoop")
@@ -139,6 +164,7 @@ REGISTER_OP("WhileLoop")
     .SetStateful()
     .SetShapeFn(LoopShape)
     .SetKernel(LoopKernel)
+    .SetSubPrograms(LoopFrames)
     .NotDifferentiable(kNoLoopGradient);
 
 // A loop-carried value inside a body; always fed by the loop kernel.

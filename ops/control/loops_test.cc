@@ -4,9 +4,11 @@
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"
+#include "ops/array/fill.h"
 #include "ops/math/add.h"
 #include "ops/math/less.h"
 #include "ops/math/mul.h"
+#include "ops/math/reduce_sum.h"
 #include "ops/state/assign.h"
 #include "ops/state/variable.h"
 
@@ -141,6 +143,118 @@ TEST(WhileLoopTest, ConditionMustBeABoolScalar) {
       {ops::Const(s, 0.0f)});
   EXPECT_NE(loop.status().message().find("must return a bool scalar"),
             std::string::npos) << loop.status();
+}
+
+
+// The memory plan counts what a loop's body needs while the loop runs.
+constexpr int64_t kMiB = 1 << 20;
+
+std::unique_ptr<IPUSystem> SystemWithBudget(int64_t bytes) {
+  IPUConfig config;
+  config.set_tiles_per_ipu(1);
+  config.set_memory_per_tile(bytes);
+  auto system = IPUSystem::Create(config);
+  EXPECT_TRUE(system.ok()) << system.status();
+  return std::move(system).value();
+}
+
+absl::StatusOr<std::unique_ptr<Program>> CompileFetching(const Scope& s,
+                                                         Output fetch) {
+  ProgramSpec spec;
+  spec.fetches = {fetch};
+  return Program::Compile(*s.graph(), spec);
+}
+
+// Each iteration sums a float32[256,1024] of ones: a 1 MiB body intermediate.
+absl::StatusOr<Loop> SumOfOnesLoop(const Scope& s, int64_t n) {
+  return Repeat(s, n, [&](const Scope& b, const std::vector<Output>& a) {
+    Output ones = ops::Fill(b, {256, 1024}, 1.0);
+    return std::vector<Output>{ops::Add(b, a[0], ops::ReduceSum(b, ones))};
+  }, {ops::Const(s, 0.0f)});
+}
+
+TEST(LoopMemoryTest, BodyIntermediatesCountAgainstTheBudget) {
+  Scope s = Scope::NewRootScope();
+  auto loop = SumOfOnesLoop(s, 2);
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  // Outer program: the 4-byte Const is always-live; the loop's output is
+  // fetched (not in the arena). Body: the 1 MiB `ones` and the 4-byte sum
+  // (64 bytes aligned) are both live at ReduceSum; Add's result is fetched.
+  const int64_t body_peak = kMiB + kTensorAlignment;
+  auto program = CompileFetching(s, loop->outputs[0]);
+  ASSERT_TRUE(program.ok()) << program.status();
+  const MemoryPlan& m = (*program)->memory();
+  EXPECT_EQ(m.always_live_bytes, 4);
+  EXPECT_EQ(m.loop_body_peak_bytes, body_peak);
+  EXPECT_EQ(m.peak_bytes, body_peak);
+  EXPECT_EQ(m.largest_loop_body, "Repeat");
+
+  const int64_t needed = 4 + body_peak;
+  {
+    auto system = SystemWithBudget(needed);
+    IPUStrategy strategy(system.get());
+    auto out = strategy.Run(*s.graph(), loop->outputs);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_TRUE(TensorNear((*out)[0], {2 * 256 * 1024}, {}));
+  }
+  auto system = SystemWithBudget(needed - 1);
+  IPUStrategy strategy(system.get());
+  absl::Status st = strategy.Run(*s.graph(), loop->outputs).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+  EXPECT_NE(st.message().find("loop bodies:     1.00 MiB peak (largest: 'Repeat')"),
+            std::string::npos) << st;
+}
+
+TEST(LoopMemoryTest, BodyPeakSitsOnTopOfWhatIsLiveAtTheLoop) {
+  Scope s = Scope::NewRootScope();
+  Output quarter = ops::Fill(s, {64, 1024}, 1.0);  // 256 KiB.
+  auto loop = SumOfOnesLoop(s, 1);
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  // `quarter` is consumed after the loop: live while the body runs.
+  Output y = ops::Add(s, loop->outputs[0], ops::ReduceSum(s, quarter));
+  auto program = CompileFetching(s, y);
+  ASSERT_TRUE(program.ok()) << program.status();
+  // Live at the loop: quarter [0, 256 KiB) and the loop's output (64 bytes
+  // aligned) above it; the body's 1 MiB + 64 goes on top of both.
+  EXPECT_EQ((*program)->memory().peak_bytes,
+            256 * 1024 + kTensorAlignment + kMiB + kTensorAlignment);
+}
+
+TEST(LoopMemoryTest, NestedLoopBodiesRecurse) {
+  Scope s = Scope::NewRootScope();
+  auto loop = Repeat(s, 2, [&](const Scope& b, const std::vector<Output>& a) {
+    auto inner = SumOfOnesLoop(b, 3);
+    EXPECT_TRUE(inner.ok()) << inner.status();
+    return std::vector<Output>{ops::Add(b, a[0], inner->outputs[0])};
+  }, {ops::Const(s, 0.0f)});
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  auto program = CompileFetching(s, loop->outputs[0]);
+  ASSERT_TRUE(program.ok()) << program.status();
+  const MemoryPlan& m = (*program)->memory();
+  // Outer body: the inner loop's output (64 bytes) is live while the inner
+  // body's 1 MiB + 64 runs; its 4-byte Const is always-live there.
+  EXPECT_EQ(m.peak_bytes, kTensorAlignment + kMiB + kTensorAlignment);
+  EXPECT_EQ(m.always_live_bytes, 4 + 4);
+  EXPECT_EQ(m.loop_body_always_live_bytes, 4);
+  auto out = RunOne(s, {}, loop->outputs[0]);
+  EXPECT_TRUE(TensorNear(out, {2 * 3 * 256 * 1024}, {}));
+}
+
+TEST(LoopMemoryTest, VariablesBuiltInABodyAreAlwaysLive) {
+  Scope s = Scope::NewRootScope();
+  auto loop = Repeat(s, 2, [&](const Scope& b, const std::vector<Output>& a) {
+    ops::VariableHandle slot =
+        ops::Variable(b.WithOpName("slot"), ops::Fill(b, {256, 256}, 1.0));
+    return std::vector<Output>{ops::Add(b, a[0], ops::ReduceSum(b, slot.value))};
+  }, {ops::Const(s, 0.0f)});
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  auto program = CompileFetching(s, loop->outputs[0]);
+  ASSERT_TRUE(program.ok()) << program.status();
+  const MemoryPlan& m = (*program)->memory();
+  EXPECT_EQ(m.variable_bytes, 256 * 256 * 4);
+  EXPECT_EQ(m.loop_body_always_live_bytes, 256 * 256 * 4);
+  ASSERT_EQ(m.variables.size(), 1u);
+  EXPECT_EQ(m.variables[0].first->name(), "Repeat_body/slot");
 }
 
 }  // namespace

@@ -47,6 +47,11 @@ REGISTER_OP("Variable")
       ctx.set_output(0, Tensor::ForResource(*std::move(var)));
       return absl::OkStatus();
     })
+    .SetAlwaysLive(AlwaysLive::kVariable,
+                   [](const Node& n) {
+                     return n.attr<TensorShape>("shape").num_elements() *
+                            static_cast<int64_t>(DTypeSize(n.attr<DType>("dtype")));
+                   })
     .NotDifferentiable(
         "a variable handle is not a value; differentiate "
         "with respect to a ReadVariable's output");
