@@ -45,18 +45,18 @@ absl::Status GradientAccumulationOptimizer::Validate() const {
         "update) must be >= 1, got ",
         num_mini_batches_));
   }
-  if (dtype_.has_value() && !IsFloating(*dtype_)) {
+  if (dtype_.fixed().has_value() && !IsFloating(*dtype_.fixed())) {
     return absl::InvalidArgumentError(
         absl::StrCat(where,
                      "the accumulation dtype must be float32 or "
                      "float16, got ",
-                     DTypeName(*dtype_)));
+                     DTypeName(*dtype_.fixed())));
   }
   return absl::OkStatus();
 }
 
 std::vector<std::string> GradientAccumulationOptimizer::SlotNames() const {
-  if (dtype_.has_value()) return {};
+  if (!dtype_.is_default()) return {};
   return {"accumulator"};
 }
 
@@ -96,7 +96,13 @@ Node* GradientAccumulationOptimizer::ApplyDense(
     const std::vector<Output>& slots) {
   if (!scope.ok()) return nullptr;
   const Scope s = scope.NewSubScope(var.node->name());
-  const DType dtype = dtype_.value_or(var.dtype);
+  const DType dtype = dtype_.For(var);
+  if (!IsFloating(dtype)) {
+    scope.UpdateStatus(absl::InvalidArgumentError(absl::StrCat(
+        name(), " optimizer: the accumulation dtype of '", var.name,
+        "' must be float32 or float16, got ", DTypeName(dtype))));
+    return nullptr;
+  }
   Output acc;
   if (!slots.empty()) {
     acc = slots[0];

@@ -64,10 +64,13 @@
 #ifndef IPUFLOW_OPTIMIZERS_GRADIENT_ACCUMULATION_H_
 #define IPUFLOW_OPTIMIZERS_GRADIENT_ACCUMULATION_H_
 
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "optimizers/cross_replica.h"
 #include "optimizers/optimizer.h"
 
 namespace ipuflow::optimizers {
@@ -75,6 +78,35 @@ namespace ipuflow::optimizers {
 // How gradients of the mini-batches are combined (table above). Shared with
 // pipelining, which always accumulates.
 enum class GradientAccumulationReductionMethod { kSum, kMean, kRunningMean };
+
+// The accumulators' dtype: each variable's (the default), one dtype for
+// all, or chosen per variable (the original's callable `dtype` argument).
+class AccumulationDType {
+ public:
+  AccumulationDType() = default;
+  AccumulationDType(std::nullopt_t) {}                    // NOLINT: implicit.
+  AccumulationDType(DType dtype) : fixed_(dtype) {}       // NOLINT: implicit.
+  AccumulationDType(std::optional<DType> dtype)           // NOLINT: implicit.
+      : fixed_(dtype) {}
+  using PerVariable = std::function<DType(const ops::VariableInfo&)>;
+  AccumulationDType(PerVariable f) : per_variable_(std::move(f)) {}  // NOLINT
+
+  // The dtype for `var`.
+  DType For(const ops::VariableInfo& var) const {
+    if (per_variable_) return per_variable_(var);
+    return fixed_.value_or(var.dtype);
+  }
+  // True when every accumulator has its variable's dtype (so it can be a
+  // slot of the variable).
+  bool is_default() const { return !fixed_.has_value() && !per_variable_; }
+  // The one dtype given for every variable, if any (a per-variable choice
+  // is checked per variable when the accumulator is built).
+  std::optional<DType> fixed() const { return fixed_; }
+
+ private:
+  std::optional<DType> fixed_;
+  PerVariable per_variable_;
+};
 
 class GradientAccumulationOptimizer : public Optimizer {
  public:
@@ -86,18 +118,31 @@ class GradientAccumulationOptimizer : public Optimizer {
       Optimizer* optimizer, int num_mini_batches,
       GradientAccumulationReductionMethod reduction_method =
           GradientAccumulationReductionMethod::kSum,
-      std::optional<DType> dtype = std::nullopt)
+      AccumulationDType dtype = {})
       : Optimizer("GradientAccumulation"),
         optimizer_(optimizer),
         num_mini_batches_(num_mini_batches),
         reduction_method_(reduction_method),
-        dtype_(dtype) {}
+        dtype_(std::move(dtype)) {}
+  // As above, owning `optimizer`.
+  GradientAccumulationOptimizer(
+      std::shared_ptr<Optimizer> optimizer, int num_mini_batches,
+      GradientAccumulationReductionMethod reduction_method =
+          GradientAccumulationReductionMethod::kSum,
+      AccumulationDType dtype = {})
+      : Optimizer("GradientAccumulation"),
+        owned_(std::move(optimizer)),
+        optimizer_(owned_.get()),
+        num_mini_batches_(num_mini_batches),
+        reduction_method_(reduction_method),
+        dtype_(std::move(dtype)) {}
 
   bool accumulates_gradients() const override { return true; }
   int num_mini_batches() const { return num_mini_batches_; }
   GradientAccumulationReductionMethod reduction_method() const {
     return reduction_method_;
   }
+  Optimizer* inner() const { return optimizer_; }
 
  protected:
   // The accumulator, when it has the variable's dtype.
@@ -118,13 +163,44 @@ class GradientAccumulationOptimizer : public Optimizer {
   Node* ApplyIf(const Scope& scope, const Scope& inner_scope, Output apply_now,
                 Output acc, DType dtype, const ops::VariableInfo& var) const;
 
-  Optimizer* const optimizer_;  // Not owned.
+  std::shared_ptr<Optimizer> owned_;
+  Optimizer* const optimizer_;  // owned_ or not owned.
   const int num_mini_batches_;
   const GradientAccumulationReductionMethod reduction_method_;
-  const std::optional<DType> dtype_;
+  const AccumulationDType dtype_;
   // Built by the current ApplyGradients (Prepare).
   Output is_last_;                   // n == N-1.
   Output accum_scale_, grad_scale_;  // float32 scalars, kRunningMean only.
+};
+
+// The original's name for the same wrapper: no cross-replica reduction, so
+// with R > 1 replicas each replica applies its own accumulated gradient.
+using GradientAccumulationOptimizerV2 = GradientAccumulationOptimizer;
+
+// GradientAccumulationOptimizerV2(CrossReplicaOptimizer(opt)), as in the
+// original: accumulate locally over N mini-batches, then one all-reduce per
+// variable per weight update, on the accumulated gradient. The two
+// reductions are separate settings; the applied gradient is
+//   micro-batches kSum,  replicas kMean: G = (1/R)     sum_r sum_i g_ri
+//                                          (TensorFlow's default)
+//   micro-batches kMean, replicas kMean: G = (1/(R N)) sum_r sum_i g_ri
+//                                          (PopTorch's default)
+//   micro-batches kSum,  replicas kSum:  G =           sum_r sum_i g_ri
+//   kRunningMean equals kMean up to rounding.
+class CrossReplicaGradientAccumulationOptimizerV2
+    : public GradientAccumulationOptimizer {
+ public:
+  // `optimizer` is not owned and must outlive this.
+  CrossReplicaGradientAccumulationOptimizerV2(
+      Optimizer* optimizer, int num_mini_batches,
+      GradientAccumulationReductionMethod reduction_method =
+          GradientAccumulationReductionMethod::kSum,
+      ReplicaReduction replica_reduction = ReplicaReduction::kMean,
+      AccumulationDType dtype = {})
+      : GradientAccumulationOptimizer(
+            std::make_shared<CrossReplicaOptimizer>(optimizer,
+                                                    replica_reduction),
+            num_mini_batches, reduction_method, std::move(dtype)) {}
 };
 
 }  // namespace ipuflow::optimizers

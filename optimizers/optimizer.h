@@ -71,9 +71,10 @@ class Optimizer {
                                            const VarList& var_list = {});
   // The update of every pair with a gradient, grouped in one NoOp
   // "<name>/apply". Pairs without a gradient are skipped; none at all is
-  // InvalidArgument naming the variables.
-  Node* ApplyGradients(const Scope& scope,
-                       const std::vector<GradAndVar>& grads_and_vars);
+  // InvalidArgument naming the variables. Virtual for wrappers that change
+  // the gradients and hand them to an inner optimizer (cross_replica.h).
+  virtual Node* ApplyGradients(const Scope& scope,
+                               const std::vector<GradAndVar>& grads_and_vars);
   Node* Minimize(const Scope& scope, Output loss, const VarList& var_list = {});
 
  protected:

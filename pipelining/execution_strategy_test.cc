@@ -34,10 +34,18 @@
 namespace ipuflow::pipelining {
 namespace {
 
+// Strategies here place blocks on 1-4 IPUs: one replica whatever the count
+// (by default a system runs num_ipus / ipus_per_replica replicas).
+std::unique_ptr<IPUSystem> OneReplicaOnFourIpus() {
+  IPUConfig config;
+  config.set_auto_select_ipus(4);
+  config.set_replication_factor(1);
+  return std::move(IPUSystem::Create(config)).value();
+}
+
 using ::ipuflow::testing::RandomTensor;
 using ::ipuflow::testing::TensorNear;
 using ::testing::HasSubstr;
-using testing::MakeSystem;
 
 constexpr int kBatch = 2;
 constexpr int kFeatures = 4;
@@ -131,7 +139,7 @@ absl::StatusOr<std::unique_ptr<feeds::IPUInfeedQueue>> MicroBatchInfeed(
 absl::StatusOr<Ran> RunPipelined(const BlockModel& model,
                                  const ExecutionStrategy& strategy,
                                  const Tensor& x) {
-  std::unique_ptr<IPUSystem> system = MakeSystem(4);
+  std::unique_ptr<IPUSystem> system = OneReplicaOnFourIpus();
   ASSIGN_OR_RETURN(auto infeed, MicroBatchInfeed(x));
   ASSIGN_OR_RETURN(auto outfeed, feeds::IPUOutfeedQueue::Create());
   PipelineOptions o;
@@ -453,7 +461,7 @@ std::map<std::string, Tensor> TrainHost(const BlockModel& model,
 absl::StatusOr<std::map<std::string, Tensor>> TrainPipelined(
     const BlockModel& model, const ExecutionStrategy& strategy,
     const Tensor& x) {
-  std::unique_ptr<IPUSystem> system = MakeSystem(4);
+  std::unique_ptr<IPUSystem> system = OneReplicaOnFourIpus();
   ASSIGN_OR_RETURN(auto infeed, MicroBatchInfeed(x));
   PipelineOptions o;
   RETURN_IF_ERROR(ApplyStrategy(model, strategy, &o));

@@ -21,6 +21,7 @@
 #include "ops/state/read_variable.h"
 #include "ops/state/variable.h"
 #include "pipelining/pipeline_internal.h"
+#include "pipelining/pipeline_executable.h"
 #include "pipelining/pipeline_runtime.h"
 #include "pipelining/validation.h"
 
@@ -152,6 +153,13 @@ void Builder::CheckOptions() {
   }
   if (o_.outfeed_loss && o_.outfeed_queue == nullptr) {
     violations_.push_back("outfeed_loss requires an outfeed_queue");
+  }
+  if (o_.replicated_optimizer_state_sharding &&
+      !o_.offload_weight_update_variables) {
+    // The original's text (TensorFlow IPU, ops/op_util.py).
+    violations_.push_back(
+        "To use replicated_optimizer_state_sharding, optimizer state must be "
+        "offloaded by using offload_weight_update_variables.");
   }
   if (o_.gradient_accumulation_dtype.has_value() &&
       *o_.gradient_accumulation_dtype != DType::kFloat32 &&
@@ -616,17 +624,25 @@ int PipelineOp::num_ipus() const {
 }
 
 std::string PipelineOp::MemoryReport() const {
-  return runtime_ ? runtime_->MemoryReport() : "(not compiled yet)";
+  return executable_ ? executable_->MemoryReport() : "(not compiled yet)";
+}
+
+absl::StatusOr<std::unique_ptr<Executable>> PipelineOp::CompileFor(
+    IPUSystem* system) const {
+  ASSIGN_OR_RETURN(std::unique_ptr<PipelineExecutable> e,
+                   PipelineExecutable::Compile(built_.get(), system));
+  return std::unique_ptr<Executable>(std::move(e));
 }
 
 absl::StatusOr<PipelineReport> PipelineOp::Run(IPUSystem* system,
                                                const FeedList& feeds) {
-  if (runtime_ == nullptr || runtime_->system() != system ||
-      runtime_->generation() != system->generation()) {
-    runtime_.reset();
-    ASSIGN_OR_RETURN(runtime_, PipelineRuntime::Create(built_.get(), system));
+  if (executable_ == nullptr || executable_->system() != system ||
+      executable_->generation() != system->generation()) {
+    executable_.reset();
+    ASSIGN_OR_RETURN(executable_,
+                     PipelineExecutable::Compile(built_.get(), system));
   }
-  return runtime_->Run(feeds);
+  return executable_->Run(feeds);
 }
 
 absl::StatusOr<std::unique_ptr<PipelineOp>> Pipeline(const Scope& scope,

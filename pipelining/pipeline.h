@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/ipu/executable.h"
 #include "core/ipu/ipu_system.h"
 #include "core/program.h"
 #include "core/scope.h"
@@ -148,6 +149,11 @@ struct PipelineOptions {
   // Keep optimizer state (slots) in emulated remote memory between weight
   // updates, streaming it in for each update.
   bool offload_weight_update_variables = false;
+  // Replicated optimizer-state sharding (TensorFlow IPU guide, "Replicated
+  // tensor sharding"): each of R replicas keeps 1/R of the offloaded
+  // optimizer state in its remote memory; the weight update all-gathers it
+  // and each replica stores back its own shard. Requires offloading.
+  bool replicated_optimizer_state_sharding = false;
   // Training: enqueue the loss instead of the last stage's outputs.
   bool outfeed_loss = false;
   // Enqueue the sum over the micro-batches once per pipeline run.
@@ -158,14 +164,16 @@ struct PipelineOptions {
   std::string name = "pipeline";
 };
 
-class PipelineRuntime;
+class PipelineExecutable;
 struct BuiltPipeline;
 
-// A built pipeline: its stages are in the graph; Run compiles them for a
-// system (once) and executes repeat_count pipeline runs.
-class PipelineOp {
+// A built pipeline: its stages are in the graph. It compiles into a
+// PipelineExecutable (pipeline_executable.h) for a system, replicated like
+// any executable: IPUStrategy::Compile(*pipeline) / strategy.Run(*pipeline)
+// as for a graph, or Run below, which also returns the report.
+class PipelineOp : public ExecutableSource {
  public:
-  ~PipelineOp();
+  ~PipelineOp() override;
   PipelineOp(const PipelineOp&) = delete;
   PipelineOp& operator=(const PipelineOp&) = delete;
 
@@ -173,15 +181,18 @@ class PipelineOp {
   int num_stages() const;
   // The schedule table of one pipeline run (one repeat).
   const ScheduleTable& table() const;
-  // The IPUs used (max device index + 1).
+  // The IPUs one replica uses (max device index + 1).
   int num_ipus() const;
 
+  absl::StatusOr<std::unique_ptr<Executable>> CompileFor(
+      IPUSystem* system) const override;
+
   // Compiles (on the first call or for a new system) and runs repeat_count x
-  // gradient_accumulation_count micro-batches. `feeds` feed the graph values
-  // `inputs` depend on. Variables (and optimizer slots, accumulators) must
+  // gradient_accumulation_count micro-batches on every replica; returns
+  // replica 0's report. `feeds` feed the graph values `inputs` depend on. Variables (and optimizer slots, accumulators) must
   // have been initialised, e.g. by IPUStrategy::Initialize.
   // Errors: FailedPrecondition if the system has fewer IPUs than the
-  // mapping uses; ResourceExhausted (with a per-IPU report) if a stage does
+  // mapping uses; InvalidArgument if replicas x IPUs do not fit the system; ResourceExhausted (with a per-IPU report) if a stage does
   // not fit its IPU; any error of a stage, naming the stage, micro-batch and
   // op. An error on one IPU cancels the others: nothing is left blocked.
   // To stop a run from another thread, cancel the system
@@ -198,7 +209,7 @@ class PipelineOp {
       const Scope& scope, PipelineOptions options);
   PipelineOp();
   std::unique_ptr<BuiltPipeline> built_;
-  std::unique_ptr<PipelineRuntime> runtime_;
+  std::unique_ptr<PipelineExecutable> executable_;  // Run's, per system.
 };
 
 // Builds the pipeline's stages (forward, and backward + gradient

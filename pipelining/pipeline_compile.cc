@@ -39,10 +39,11 @@ using internal::ThreadCpuSeconds;
 PipelineRuntime::~PipelineRuntime() = default;
 
 absl::StatusOr<std::unique_ptr<PipelineRuntime>> PipelineRuntime::Create(
-    const BuiltPipeline* built, IPUSystem* system) {
+    const BuiltPipeline* built, IPUSystem* system, Replica replica) {
   std::unique_ptr<PipelineRuntime> rt(new PipelineRuntime());
   rt->b_ = built;
   rt->system_ = system;
+  rt->replica_ = replica;
   rt->generation_ = system->generation();
   RETURN_IF_ERROR(rt->Compile());
   return rt;
@@ -123,7 +124,7 @@ absl::Status PipelineRuntime::Compile() {
   for (const StageDef& s : b_->stages) {
     for (const PartDef& p : s.parts) num_ipus_ = std::max(num_ipus_, p.ipu + 1);
   }
-  if (system_->num_ipus() < num_ipus_) {
+  if (system_->num_ipus() < (replica_.index + 1) * num_ipus_) {
     return absl::FailedPreconditionError(absl::StrCat(
         "pipeline '", b_->options.name, "' maps stages to ", num_ipus_,
         " IPUs but the system has ", system_->num_ipus(),
@@ -132,11 +133,14 @@ absl::Status PipelineRuntime::Compile() {
   recompute_ = b_->training && system_->config().allow_recompute();
   envs_.resize(num_ipus_);
   for (int k = 0; k < num_ipus_; ++k) {
-    IPUDevice& device = system_->device(k);
+    IPUDevice& device = Device(k);
     RunEnv& env = envs_[k];
     env.intra_op = device.intra_op();
     env.resources = device.resources();
-    env.ipu = k;
+    env.ipu = device.id();
+    env.replica = replica_.index;
+    env.num_replicas = replica_.count;
+    env.collectives = replica_.group;
     env.device = &device;
     env.cancellation = system_->cancellation();
     env.on_shard = [this](int shard,
@@ -252,7 +256,9 @@ void PipelineRuntime::SizeFifos() {
 struct PipelineRuntime::IpuMemory {
   int64_t weights = 0;
   int64_t accumulators = 0;
-  int64_t optimizer_state = 0;  // On the IPU, or in remote memory.
+  int64_t optimizer_state = 0;  // On the IPU.
+  int64_t remote_state = 0;     // Offloaded: whole, in remote memory.
+  int64_t remote_shards = 0;    // This replica's part of remote_state.
   int64_t constants = 0;
   int64_t arena = 0;            // Largest forward/backward program arena.
   std::string arena_owner = "-";
@@ -265,6 +271,10 @@ struct PipelineRuntime::IpuMemory {
 // state to offload.
 absl::Status PipelineRuntime::AccountPrograms(std::vector<IpuMemory>* mem) {
   const bool offload = b_->training && b_->options.offload_weight_update_variables;
+  const int replicas = replica_.count;
+  const bool rts = offload && replicas > 1 &&
+                   b_->options.replicated_optimizer_state_sharding;
+  const int64_t min_remote = system_->config().minimum_remote_tensor_size();
   std::set<Node*> accumulators(b_->accumulators.begin(), b_->accumulators.end());
   std::set<Node*> weights;
   std::vector<std::pair<const Program*, std::string>> programs;
@@ -292,12 +302,21 @@ absl::Status PipelineRuntime::AccountPrograms(std::vector<IpuMemory>* mem) {
         (*mem)[k].accumulators += bytes;
       } else if (weights.count(var)) {
         (*mem)[k].weights += bytes;
-      } else {
-        (*mem)[k].optimizer_state += bytes;
-        if (offload) {
-          ASSIGN_OR_RETURN(ops::VariableInfo info, ops::GetVariableInfo(Output(var)));
-          offloaded_[k].push_back(info.name);
+      } else if (offload && bytes >= min_remote * (rts ? replicas : 1)) {
+        ASSIGN_OR_RETURN(ops::VariableInfo info, ops::GetVariableInfo(Output(var)));
+        offloaded_[k].push_back(info.name);
+        (*mem)[k].remote_state += bytes;
+        if (rts) {
+          sharded_[info.name] = info.shape;
+          const int64_t n = info.shape.num_elements();
+          (*mem)[k].remote_shards +=
+              (n + replicas - 1) / replicas * DTypeSize(info.dtype);
+        } else {
+          (*mem)[k].remote_shards += bytes;
         }
+      } else {
+        // Not offloaded, or too small to be worth a remote buffer.
+        (*mem)[k].optimizer_state += bytes;
       }
     }
     for (int k = 0; k < std::min(num_ipus_, prog->num_shards()); ++k) {
@@ -346,6 +365,7 @@ absl::Status PipelineRuntime::CheckMemory() {
   peak_arena_.assign(num_ipus_, 0);
   offloaded_bytes_.assign(num_ipus_, 0);
   offloaded_.assign(num_ipus_, {});
+  sharded_.clear();
   std::vector<IpuMemory> mem(num_ipus_);
   RETURN_IF_ERROR(AccountPrograms(&mem));
   AccountBuffers(&mem);
@@ -353,26 +373,35 @@ absl::Status PipelineRuntime::CheckMemory() {
   std::string report;
   for (int k = 0; k < num_ipus_; ++k) {
     const IpuMemory& m = mem[k];
-    const int64_t budget = system_->device(k).memory_budget_bytes();
-    const int64_t state_on_ipu = offload ? 0 : m.optimizer_state;
-    always_live_[k] = m.weights + m.accumulators + state_on_ipu + m.constants;
+    const int64_t budget = Device(k).memory_budget_bytes();
+    always_live_[k] = m.weights + m.accumulators + m.optimizer_state + m.constants;
     peak_arena_[k] = m.arena;
-    offloaded_bytes_[k] = offload ? m.optimizer_state : 0;
+    offloaded_bytes_[k] = m.remote_shards;
+    // Offloaded state is on the IPU only during the weight update.
     const int64_t total =
         std::max(always_live_[k] + m.arena + m.stash + m.fifos,
-                 always_live_[k] + offloaded_bytes_[k] + m.update_arena);
+                 always_live_[k] + m.remote_state + m.update_arena);
     oom |= total > budget;
+    std::string remote;
+    if (offload) {
+      remote = absl::StrCat("\n    remote memory: optimizer state ",
+                            HumanBytes(m.remote_state),
+                            " (streamed in for each weight update)");
+      if (!sharded_.empty()) {
+        absl::StrAppend(&remote, "; sharded over ", replica_.count,
+                        " replicas: ", HumanBytes(m.remote_shards),
+                        " per replica, saving ",
+                        HumanBytes(m.remote_state - m.remote_shards));
+      }
+    }
     absl::StrAppend(
         &report, "  IPU ", k, ": ", HumanBytes(total), " of ", HumanBytes(budget),
         absl::StrFormat(" (%.1f%%)", 100.0 * total / budget),
         "\n    always-live:  ", HumanBytes(always_live_[k]), " = weights ",
         HumanBytes(m.weights), " + gradient accumulators ",
         HumanBytes(m.accumulators), " + optimizer state ",
-        HumanBytes(state_on_ipu), " + constants ", HumanBytes(m.constants),
-        offload ? absl::StrCat("\n    remote memory: optimizer state ",
-                               HumanBytes(m.optimizer_state),
-                               " (streamed in for each weight update)")
-                : "",
+        HumanBytes(m.optimizer_state), " + constants ", HumanBytes(m.constants),
+        remote,
         "\n    largest arena: ", HumanBytes(m.arena), " (", m.arena_owner,
         "); weight update ", HumanBytes(m.update_arena),
         "\n    stash:         ", HumanBytes(m.stash), "; incoming FIFOs ",

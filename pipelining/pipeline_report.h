@@ -30,6 +30,7 @@ namespace ipuflow::pipelining {
 struct PipelineReport {
   ScheduleTable table;  // One pipeline run.
   int repeats = 0;
+  int replicas = 1;  // This report is replica 0's; all run the same table.
   bool recompute = false;
   // Every forward/backward item of every repeat, on the virtual clock;
   // micro_batch counts across repeats (repeat r, micro-batch m -> r*M + m).
@@ -68,6 +69,9 @@ struct PipelineReport {
   int64_t ipu_to_ipu_bytes = 0;
   int64_t host_to_device_bytes = 0;
   int64_t offloaded_bytes_streamed = 0;  // Remote-memory traffic.
+  // Per IPU: offloaded optimizer state in this replica's remote memory
+  // (1/R of it with replicated optimizer-state sharding).
+  std::vector<int64_t> ipu_remote_bytes;
   int64_t micro_batches = 0;             // repeats x M.
 
   // Multi-line: schedule, clocks, per-IPU utilisation and memory, bubble

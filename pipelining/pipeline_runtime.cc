@@ -3,6 +3,7 @@
 #include "pipelining/pipeline_runtime.h"
 
 #include <algorithm>
+#include <cstring>
 #include <chrono>
 #include <map>
 #include <thread>
@@ -114,16 +115,17 @@ absl::Status PipelineRuntime::DeliverOutfeed(RunState& rs, int part,
     }
     return absl::OkStatus();
   }
-  IPUDevice& device = system_->device(parts_.back()[part]->def->ipu);
+  IPUDevice& device = Device(parts_.back()[part]->def->ipu);
   device.counters().device_to_host.fetch_add(Bytes(element),
                                              std::memory_order_relaxed);
-  return b_->options.outfeed_queue->Push(0, 1, std::move(element),
+  return b_->options.outfeed_queue->Push(replica_.index, replica_.count,
+                                         std::move(element),
                                          rs.cancel.get());
 }
 
 void PipelineRuntime::SentToIpu(RunState& rs, int from, int64_t bytes) {
   rs.ipu_to_ipu.fetch_add(bytes, std::memory_order_relaxed);
-  system_->device(from).counters().ipu_to_ipu.fetch_add(
+  Device(from).counters().ipu_to_ipu.fetch_add(
       bytes, std::memory_order_relaxed);
 }
 
@@ -324,7 +326,8 @@ void PipelineRuntime::Feeder(RunState& rs, int repeat) {
   feeds::IPUInfeedQueue* infeed = b_->options.infeed_queue;
   const int M = b_->table.micro_batches;
   for (int m = 0; m < M; ++m) {
-    absl::StatusOr<feeds::Element> el = infeed->Dequeue(0, 1, rs.cancel.get());
+    absl::StatusOr<feeds::Element> el =
+        infeed->Dequeue(replica_.index, replica_.count, rs.cancel.get());
     if (!el.ok()) {
       Abort(rs, absl::Status(el.status().code(),
                              absl::StrCat("infeed of pipeline '",
@@ -336,7 +339,7 @@ void PipelineRuntime::Feeder(RunState& rs, int repeat) {
     for (size_t p = 0; p < parts_[0].size(); ++p) {
       const int ipu = parts_[0][p]->def->ipu;
       const int64_t bytes = Bytes(*el);
-      system_->device(ipu).counters().host_to_device.fetch_add(
+      Device(ipu).counters().host_to_device.fetch_add(
           bytes, std::memory_order_relaxed);
       rs.host_to_device += bytes;
       if (!Fifo(Key("infeed", 0, p))->Push({*el, 0}).ok()) return;
@@ -353,14 +356,23 @@ absl::Status PipelineRuntime::StreamOptimizerState(bool in, RunState& rs) {
             "optimizer state '", name, "' does not exist on IPU ", k,
             ": initialise the variables after building the pipeline"));
       }
+      const bool sharded = sharded_.count(name) > 0;
       if (in) {
         auto it = remote_.find(name);
         if (it == remote_.end()) continue;
-        RETURN_IF_ERROR(v->Assign(it->second));
         rs.streamed += it->second.TotalBytes();
+        if (sharded) {
+          ASSIGN_OR_RETURN(Tensor full, Gather(name, it->second));
+          RETURN_IF_ERROR(v->Assign(full));
+        } else {
+          RETURN_IF_ERROR(v->Assign(it->second));
+        }
         remote_.erase(it);
       } else if (v->initialized()) {
         Tensor t = v->Release();
+        if (sharded) {
+          ASSIGN_OR_RETURN(t, Shard(name, t));
+        }
         rs.streamed += t.TotalBytes();
         remote_[name] = std::move(t);
       }
@@ -369,13 +381,41 @@ absl::Status PipelineRuntime::StreamOptimizerState(bool in, RunState& rs) {
   return absl::OkStatus();
 }
 
+// The original's store and load (TensorFlow IPU, replicated tensor
+// sharding): pad to a multiple of R, reduce-scatter with the LOCAL op (each
+// replica keeps its chunk; nothing is exchanged) into the remote buffer;
+// later all-gather the chunks, drop the padding, restore the shape. Every
+// replica holds the same state (the updates are replica-identical), so the
+// gathered tensor is the one that was sharded.
+absl::StatusOr<Tensor> PipelineRuntime::Shard(const std::string& name,
+                                              const Tensor& full) {
+  const int r = replica_.count;
+  const int64_t chunk = (full.NumElements() + r - 1) / r;
+  Tensor shard(full.dtype(), TensorShape({chunk}));
+  RETURN_IF_ERROR(replica_.group->ReduceScatter(
+      replica_.index, "rts/store/" + name, full, shard,
+      CollectiveGroup::ReduceOp::kLocal));
+  return shard;
+}
+
+absl::StatusOr<Tensor> PipelineRuntime::Gather(const std::string& name,
+                                               const Tensor& shard) {
+  const TensorShape& shape = sharded_.at(name);
+  Tensor all(shard.dtype(), TensorShape({shard.NumElements() * replica_.count}));
+  RETURN_IF_ERROR(replica_.group->AllGather(replica_.index,
+                                            "rts/load/" + name, shard, all));
+  Tensor full(shard.dtype(), shape);
+  std::memcpy(full.raw_data(), all.raw_data(), full.TotalBytes());
+  return full;
+}
+
 absl::Status PipelineRuntime::WeightUpdate(RunState& rs) {
   RETURN_IF_ERROR(StreamOptimizerState(/*in=*/true, rs));
   std::fill(update_hop_cpu_.begin(), update_hop_cpu_.end(), 0.0);
   absl::Status status;
   double cpu0 = 0;
   Notification done;
-  system_->device(0).Submit([&] {
+  Device(0).Submit([&] {
     const double c0 = ThreadCpuSeconds();
     std::vector<Tensor> none;
     status = weight_update_->Run(envs_[0], {}, &none);
@@ -416,7 +456,7 @@ absl::Status PipelineRuntime::RunOnce(RunState& rs, int repeat) {
   for (int k = 0; k < num_ipus_; ++k) running += entries_[k].empty() ? 0 : 1;
   for (int k = 0; k < num_ipus_; ++k) {
     if (entries_[k].empty()) continue;
-    system_->device(k).Submit([&, k] {
+    Device(k).Submit([&, k] {
       RunIpu(rs, k, repeat);
       MutexLock l(&done_mu);
       --running;
@@ -451,17 +491,21 @@ absl::Status PipelineRuntime::RunOnce(RunState& rs, int repeat) {
       rs.outfeed_sum.clear();
     }
     RETURN_IF_ERROR(
-        b_->options.outfeed_queue->Push(0, 1, std::move(sum), rs.cancel.get()));
+        b_->options.outfeed_queue->Push(replica_.index, replica_.count,
+                                        std::move(sum), rs.cancel.get()));
   }
   if (b_->training) RETURN_IF_ERROR(WeightUpdate(rs));
   return absl::OkStatus();
 }
 
-absl::StatusOr<PipelineReport> PipelineRuntime::Run(const FeedList& feeds) {
+absl::StatusOr<PipelineReport> PipelineRuntime::Run(
+    const FeedList& feeds, const std::vector<Tensor>* inputs,
+    std::shared_ptr<CancellationManager> cancel_run) {
   if (system_->cancellation()->cancelled()) {
     return system_->cancellation()->reason();
   }
   RunState rs;
+  if (cancel_run != nullptr) rs.cancel = std::move(cancel_run);
   rs.wall0 = std::chrono::steady_clock::now();
   rs.vclock.assign(num_ipus_, 0);
   rs.items.assign(num_ipus_, {});
@@ -476,8 +520,16 @@ absl::StatusOr<PipelineReport> PipelineRuntime::Run(const FeedList& feeds) {
   }
   rs.stash_occupancy.assign(num_ipus_, std::vector<int>(parts_.size(), 0));
   for (auto& [key, fifo] : fifos_) fifo->Reset();
-  // Values for `inputs`, computed once per Run.
-  if (!b_->options.inputs.empty()) {
+  // Values for `inputs`, given or computed once per Run.
+  if (inputs != nullptr) {
+    if (inputs->size() != b_->options.inputs.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pipeline '", b_->options.name, "': ", inputs->size(),
+          " argument(s) given for its ", b_->options.inputs.size(),
+          " inputs"));
+    }
+    rs.input_values = *inputs;
+  } else if (!b_->options.inputs.empty()) {
     std::string sig;
     ASSIGN_OR_RETURN(ProgramSpec spec,
                      MakeProgramSpec(feeds, b_->options.inputs, {}, &sig));
@@ -598,7 +650,7 @@ PipelineReport PipelineRuntime::MakeReport(RunState& rs) {
   }
   for (int k = 0; k < num_ipus_; ++k) {
     r.ipu_peak_bytes[k] += r.ipu_stash_bytes[k];
-    r.ipu_budget_bytes.push_back(system_->device(k).memory_budget_bytes());
+    r.ipu_budget_bytes.push_back(Device(k).memory_budget_bytes());
   }
   // The dry-run planner on what was measured, for comparison.
   if (b_->training && parts_.size() == static_cast<size_t>(b_->table.num_stages)) {
@@ -613,6 +665,7 @@ PipelineReport PipelineRuntime::MakeReport(RunState& rs) {
   r.ipu_to_ipu_bytes = rs.ipu_to_ipu;
   r.host_to_device_bytes = rs.host_to_device;
   r.offloaded_bytes_streamed = rs.streamed;
+  r.ipu_remote_bytes = offloaded_bytes_;
   return r;
 }
 

@@ -1,5 +1,10 @@
 // PipelineRuntime: a built pipeline (pipeline_internal.h) compiled for one
-// IPU system, and its execution.
+// replica on an IPU system, and its execution. Replica r of a pipeline
+// whose stages use S IPUs runs on IPUs [r*S, r*S + S), reads its own infeed
+// elements (element i goes to replica i % R) and pushes to its outfeed
+// ring; its weight update meets the other replicas' in the collectives of
+// a CrossReplicaOptimizer. PipelineExecutable (pipeline_executable.h) owns
+// the replicas' runtimes.
 //
 // Compile: one Program per stage part and pass (forward; backward in
 // training) plus the weight update, each for the part's IPU; FIFO capacities
@@ -31,6 +36,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/ipu/collective_group.h"
 #include "core/ipu/ipu_system.h"
 #include "core/program.h"
 #include "pipelining/fifo.h"
@@ -50,14 +56,28 @@ std::string Key(const char* kind, int a, int b, int c = 0);
 
 class PipelineRuntime {
  public:
-  // `built` and `system` are not owned and must outlive the runtime.
+  // Which replica a runtime runs, and the replicas' collectives.
+  struct Replica {
+    int index = 0;
+    int count = 1;
+    CollectiveGroup* group = nullptr;  // Not owned; null for one replica.
+  };
+  // `built`, `system` and the group are not owned and must outlive the
+  // runtime.
   static absl::StatusOr<std::unique_ptr<PipelineRuntime>> Create(
-      const BuiltPipeline* built, IPUSystem* system);
+      const BuiltPipeline* built, IPUSystem* system, Replica replica);
   ~PipelineRuntime();
 
-  absl::StatusOr<PipelineReport> Run(const FeedList& feeds);
+  // repeat_count pipeline runs. `inputs`: the values of options.inputs, or
+  // null to compute them from the graph with `feeds`. `cancel` (shared by
+  // the replicas of one Execute; null: a new one) stops the run.
+  absl::StatusOr<PipelineReport> Run(
+      const FeedList& feeds, const std::vector<Tensor>* inputs = nullptr,
+      std::shared_ptr<CancellationManager> cancel = nullptr);
 
   IPUSystem* system() const { return system_; }
+  // The IPUs one replica uses (max device index + 1).
+  int num_ipus() const { return num_ipus_; }
   uint64_t generation() const { return generation_; }
   std::string MemoryReport() const { return memory_report_; }
 
@@ -94,6 +114,10 @@ class PipelineRuntime {
   void AccountBuffers(std::vector<IpuMemory>* mem) const;
   absl::Status CheckMemory();
   StageFifo* Fifo(const std::string& key) const;
+  // IPU `k` of this replica.
+  IPUDevice& Device(int k) const {
+    return system_->device(replica_.index * num_ipus_ + k);
+  }
 
   absl::Status RunOnce(RunState& rs, int repeat);
   void Feeder(RunState& rs, int repeat);
@@ -114,11 +138,17 @@ class PipelineRuntime {
                               std::vector<Tensor> values);
   absl::Status WeightUpdate(RunState& rs);
   absl::Status StreamOptimizerState(bool in, RunState& rs);
+  // Replicated optimizer-state sharding: this replica's shard of `full`
+  // (reduce-scatter LOCAL), and the whole tensor from every replica's shard
+  // (all-gather).
+  absl::StatusOr<Tensor> Shard(const std::string& name, const Tensor& full);
+  absl::StatusOr<Tensor> Gather(const std::string& name, const Tensor& shard);
   void Abort(RunState& rs, const absl::Status& s);
   PipelineReport MakeReport(RunState& rs);
 
   const BuiltPipeline* b_ = nullptr;
   IPUSystem* system_ = nullptr;
+  Replica replica_;
   uint64_t generation_ = 0;
   bool recompute_ = false;
   int num_ipus_ = 0;
@@ -134,12 +164,14 @@ class PipelineRuntime {
   std::unique_ptr<Program> inputs_program_;
   std::string inputs_signature_;
   // Offloaded optimizer state: per IPU, variable names; values between
-  // updates live in remote_.
+  // updates live in remote_ (this replica's shard of it, for names in
+  // sharded_).
   std::vector<std::vector<std::string>> offloaded_;
   std::map<std::string, Tensor> remote_;
+  std::map<std::string, TensorShape> sharded_;  // Name -> full shape.
   std::vector<int64_t> always_live_;     // Per IPU, as run.
   std::vector<int64_t> peak_arena_;      // Per IPU.
-  std::vector<int64_t> offloaded_bytes_; // Per IPU.
+  std::vector<int64_t> offloaded_bytes_; // Per IPU, in this replica's remote memory.
   std::string memory_report_;
 };
 

@@ -220,6 +220,38 @@ TEST(PipelineTrainingTest, OffloadingMovesOptimizerStateToRemoteMemory) {
   }
 }
 
+// IPUConfig.minimum_remote_tensor_size (default 128 bytes): smaller
+// optimizer state stays on the IPU.
+TEST(PipelineTrainingTest, SmallOptimizerStateStaysOnTheIpu) {
+  auto init = InitialValues(1);
+  IPUConfig config;
+  config.set_auto_select_ipus(4);
+  auto system = std::move(IPUSystem::Create(config)).value();
+  Scope scope = Scope::NewRootScope();
+  auto infeed = *feeds::IPUInfeedQueue::Create(MicroBatches(8));
+  PipelineOptions o;
+  o.computational_stages = ModelStages(init);
+  o.gradient_accumulation_count = 8;
+  o.infeed_queue = infeed.get();
+  o.offload_weight_update_variables = true;
+  o.optimizer_function = [](const Scope& sc, const std::vector<Output>& out) {
+    return OptimizerFunctionOutput{
+        std::make_shared<optimizers::AdamOptimizer>(0.01f),
+        ops::SoftmaxCrossEntropyLoss(sc, out[0], out[1])};
+  };
+  auto pipeline = Pipeline(scope, o);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  ASSERT_TRUE(IPUStrategy(system.get()).Initialize(*scope.graph()).ok());
+  auto report = (*pipeline)->Run(system.get());
+  ASSERT_TRUE(report.ok()) << report.status();
+  // Adam's m and v of w0 (6x8 floats), w1 and w2 (8x8) are >= 128 bytes;
+  // w3 (8x3, 96 bytes) and the biases stay.
+  int64_t remote = 0;
+  for (int64_t b : report->ipu_remote_bytes) remote += b;
+  EXPECT_EQ(remote, 2 * 4 * (48 + 64 + 64));
+  EXPECT_EQ(report->ipu_remote_bytes[3], 0);
+}
+
 TEST(PipelineTrainingTest, ReportsUtilisationBubbleAndTraffic) {
   TrainingSetup setup;
   setup.micro_batches = 16;

@@ -64,15 +64,11 @@ absl::StatusOr<std::unique_ptr<DeviceProgram>> DeviceProgram::Compile(
   dp->system_ = system;
   ASSIGN_OR_RETURN(std::unique_ptr<Program> first, Program::Compile(graph, spec));
   dp->num_shards_ = first->num_shards();
-  const int k = system->num_ipus();
-  if (k % dp->num_shards_ != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the program is sharded over ", dp->num_shards_,
-        " IPUs but the system has ", k, "; the number of IPUs must be a "
-        "multiple of the number of shards (for example auto_select_ipus = ",
-        dp->num_shards_, " or ", 2 * dp->num_shards_, ")"));
-  }
-  const int replicas = k / dp->num_shards_;
+  ASSIGN_OR_RETURN(
+      const int replicas,
+      ReplicationFactor(*system, dp->num_shards_,
+                        absl::StrCat("the program (sharded over ",
+                                     dp->num_shards_, " IPUs)")));
   // Memory: every replica has the same plan, so check replica 0's shards.
   bool oom = false;
   std::string report;
@@ -135,21 +131,28 @@ void DeviceProgram::RunOnShard(int replica, int shard,
   done.WaitForNotification();
 }
 
-absl::Status DeviceProgram::Run(absl::Span<const Tensor> feeds,
-                                std::vector<std::vector<Tensor>>* fetches) {
+absl::Status DeviceProgram::Execute(
+    const std::vector<std::vector<Tensor>>& args,
+    std::vector<std::vector<Tensor>>* fetches) {
   const int replicas = num_replicas();
+  if (args.size() != 1 && static_cast<int>(args.size()) != replicas) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Execute: ", args.size(), " argument lists for ", replicas,
+        " replicas; pass one list (every replica) or one per replica"));
+  }
   group_->Reset();
   fetches->assign(replicas, {});
   std::vector<absl::Status> status(replicas);
   Mutex mu;
   CondVar done_cv;
   int done = 0;
-  int64_t feed_bytes = 0;
-  for (const Tensor& t : feeds) feed_bytes += t.TotalBytes();
   for (int r = 0; r < replicas; ++r) {
     IPUDevice& device = system_->device(ipu_of_replica(r));
-    device.Submit([&, r] {
-      absl::Status s = replicas_[r]->Run(envs_[r][0], feeds, &(*fetches)[r]);
+    const std::vector<Tensor>* feeds = args.size() == 1 ? &args[0] : &args[r];
+    device.Submit([&, r, feeds] {
+      int64_t feed_bytes = 0;
+      for (const Tensor& t : *feeds) feed_bytes += t.TotalBytes();
+      absl::Status s = replicas_[r]->Run(envs_[r][0], *feeds, &(*fetches)[r]);
       if (!s.ok()) group_->Cancel(s);
       TransferCounters& c = envs_[r][0].device->counters();
       c.host_to_device.fetch_add(feed_bytes, std::memory_order_relaxed);

@@ -1,6 +1,8 @@
-// DeviceProgram: a graph compiled for the emulated IPU system. A program
-// whose nodes are placed on S IPUs (Scope::WithIpu) runs as R = K / S
-// replicas on a system of K IPUs; replica r uses IPUs [r*S, r*S + S): it is
+// DeviceProgram: a graph compiled for the emulated IPU system, the
+// Executable kind of steps, loops and sharded models. A program whose nodes
+// are placed on S IPUs (Scope::WithIpu) runs as R replicas
+// (ReplicationFactor in executable.h: IPUConfig.replication_factor, or
+// K / S on a system of K IPUs); replica r uses IPUs [r*S, r*S + S): it is
 // driven from IPU r*S's thread, and each run of consecutive nodes placed on
 // shard k executes on IPU r*S+k's thread with that IPU's variables and
 // threads (sharded execution: one IPU of a replica is busy at a time).
@@ -10,9 +12,9 @@
 //
 //   ASSIGN_OR_RETURN(auto program, DeviceProgram::Compile(&system, graph, spec));
 //   std::vector<std::vector<Tensor>> results;   // [replica][fetch]
-//   RETURN_IF_ERROR(program->Run(feeds, &results));
+//   RETURN_IF_ERROR(program->Execute({feeds}, &results));
 //
-// Thread safety: Run may not be called concurrently with itself.
+// Thread safety: Execute may not be called concurrently with itself.
 #ifndef IPUFLOW_CORE_IPU_DEVICE_PROGRAM_H_
 #define IPUFLOW_CORE_IPU_DEVICE_PROGRAM_H_
 
@@ -22,31 +24,37 @@
 
 #include "absl/status/statusor.h"
 #include "core/ipu/collective_group.h"
+#include "core/ipu/executable.h"
 #include "core/ipu/ipu_system.h"
 #include "core/program.h"
 
 namespace ipuflow {
 
-class DeviceProgram {
+class DeviceProgram : public Executable {
  public:
   static absl::StatusOr<std::unique_ptr<DeviceProgram>> Compile(
       IPUSystem* system, const Graph& graph, const ProgramSpec& spec);
   ~DeviceProgram();
 
-  int num_replicas() const { return static_cast<int>(replicas_.size()); }
+  IPUSystem* system() const override { return system_; }
+  int num_replicas() const override {
+    return static_cast<int>(replicas_.size());
+  }
+  int ipus_per_replica() const override { return num_shards_; }
   int num_shards() const { return num_shards_; }
   const Program& program(int replica) const { return *replicas_[replica]; }
   // The IPU that runs replica r (its first shard).
   int ipu_of_replica(int r) const { return r * num_shards_; }
 
-  // Runs every replica, each on its IPU's thread, with the same feeds.
-  // (*fetches)[r] holds replica r's results. An error in one replica
-  // cancels the others' collectives; the first error is returned.
-  absl::Status Run(absl::Span<const Tensor> feeds,
-                   std::vector<std::vector<Tensor>>* fetches);
+  // Runs every replica, each on its IPU's thread, with its feeds (args[r],
+  // or args[0] for all). (*fetches)[r] holds replica r's results. An error
+  // in one replica cancels the others' collectives; the root cause is
+  // returned.
+  absl::Status Execute(const std::vector<std::vector<Tensor>>& args,
+                       std::vector<std::vector<Tensor>>* fetches) override;
 
   // Per shard: always-live and not-always-live bytes against the budget.
-  std::string MemoryReport() const;
+  std::string MemoryReport() const override;
 
  private:
   DeviceProgram() = default;

@@ -34,7 +34,7 @@ absl::StatusOr<std::vector<Tensor>> IPUStrategy::Run(
   std::vector<Tensor> values;
   for (const auto& [out, value] : feeds) values.push_back(value);
   std::vector<std::vector<Tensor>> per_replica;
-  RETURN_IF_ERROR(program->Run(values, &per_replica));
+  RETURN_IF_ERROR(program->Execute({values}, &per_replica));
   if (per_replica.size() == 1) return std::move(per_replica[0]);
   std::vector<Tensor> stacked;
   for (size_t i = 0; i < fetches.size(); ++i) {
@@ -44,6 +44,28 @@ absl::StatusOr<std::vector<Tensor>> IPUStrategy::Run(
     stacked.push_back(std::move(t));
   }
   return stacked;
+}
+
+absl::StatusOr<Executable*> IPUStrategy::Compile(
+    const ExecutableSource& source) {
+  auto& slot = sources_[{&source, system_->generation()}];
+  if (!slot) {
+    absl::StatusOr<std::unique_ptr<Executable>> e = source.CompileFor(system_);
+    if (!e.ok()) {
+      sources_.erase({&source, system_->generation()});
+      return e.status();
+    }
+    slot = *std::move(e);
+    ++num_compiles_;
+  }
+  return slot.get();
+}
+
+absl::Status IPUStrategy::Run(const ExecutableSource& source,
+                              const std::vector<Tensor>& args) {
+  ASSIGN_OR_RETURN(Executable * exe, Compile(source));
+  std::vector<std::vector<Tensor>> results;
+  return exe->Execute({args}, &results);
 }
 
 absl::Status IPUStrategy::Initialize(const Graph& graph) {

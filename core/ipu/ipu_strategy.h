@@ -1,7 +1,10 @@
-// IPUStrategy: compiles a graph's fetches into one DeviceProgram and runs it
-// on every replica of the IPU system. Compiled programs are cached by the
-// graph's fingerprint, the fetches, targets and feed shapes and the system's
-// configuration, so running the same step again does not recompile.
+// IPUStrategy: the one entry point that compiles computations into
+// Executables (executable.h) and runs them on every replica of the IPU
+// system: a graph's fetches become a DeviceProgram; an ExecutableSource (a
+// pipeline) compiles itself. Compiled programs are cached by the graph's
+// fingerprint, the fetches, targets and feed shapes (or the source) and the
+// system's configuration, so running the same step again does not
+// recompile.
 //
 //   IPUStrategy strategy(system.get());
 //   RETURN_IF_ERROR(strategy.Initialize(*scope.graph()));   // every replica
@@ -10,6 +13,11 @@
 //   strategy.num_compiles();   // 1, however often Run is called
 //
 // With several replicas each fetch gets a leading replica dimension.
+//
+//   ASSIGN_OR_RETURN(auto pipeline, pipelining::Pipeline(scope, options));
+//   RETURN_IF_ERROR(strategy.Run(*pipeline));   // results leave by outfeed
+//   ASSIGN_OR_RETURN(Executable* exe, strategy.Compile(*pipeline));
+//   exe->ReadVariables(".*/w");                 // per replica
 //
 // Thread safety: not thread-safe; one host thread drives a strategy.
 #ifndef IPUFLOW_CORE_IPU_IPU_STRATEGY_H_
@@ -37,6 +45,11 @@ class IPUStrategy {
                                          const std::vector<Output>& fetches,
                                          const std::vector<Node*>& targets,
                                          const FeedList& feeds = {});
+  // A source's executable (compiling it on first use for this system).
+  absl::StatusOr<Executable*> Compile(const ExecutableSource& source);
+  // Executes a source's executable once; `args` go to every replica.
+  absl::Status Run(const ExecutableSource& source,
+                   const std::vector<Tensor>& args = {});
   absl::StatusOr<std::vector<Tensor>> Run(const Graph& graph,
                                           const std::vector<Output>& fetches,
                                           const std::vector<Node*>& targets = {},
@@ -48,6 +61,9 @@ class IPUStrategy {
  private:
   IPUSystem* system_;
   std::map<std::string, std::unique_ptr<DeviceProgram>> cache_;
+  std::map<std::pair<const ExecutableSource*, uint64_t>,
+           std::unique_ptr<Executable>>
+      sources_;
   int num_compiles_ = 0;
 };
 

@@ -24,11 +24,13 @@ std::string HumanBytes(int64_t bytes) {
 absl::StatusOr<IPUConfig> ResolveIPUConfig(const IPUConfig& config) {
   IPUConfig c = config;
   if (c.auto_select_ipus() < 0 || c.tiles_per_ipu() < 0 ||
-      c.memory_per_tile() < 0 || c.intra_op_threads_per_ipu() < 0) {
+      c.memory_per_tile() < 0 || c.intra_op_threads_per_ipu() < 0 ||
+      c.replication_factor() < 0 || c.minimum_remote_tensor_size() < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "IPUConfig: negative value in {", c.ShortDebugString(), "}"));
   }
   if (c.auto_select_ipus() == 0) c.set_auto_select_ipus(1);
+  if (c.minimum_remote_tensor_size() == 0) c.set_minimum_remote_tensor_size(128);
   if (c.tiles_per_ipu() == 0) c.set_tiles_per_ipu(kDefaultTilesPerIpu);
   if (c.memory_per_tile() == 0) c.set_memory_per_tile(kDefaultMemoryPerTile);
   if (c.intra_op_threads_per_ipu() == 0) {

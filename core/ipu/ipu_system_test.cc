@@ -114,7 +114,7 @@ TEST(IPUStrategyTest, ShardsMustDivideTheIpus) {
   IPUStrategy strategy(system.get());
   absl::Status st = strategy.Run(*s.graph(), {b}).status();
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(st.message().find("sharded over 2 IPUs but the system has 3"),
+  EXPECT_NE(st.message().find("sharded over 2 IPUs) uses 2 IPUs per replica but the system has 3"),
             std::string::npos) << st;
 }
 

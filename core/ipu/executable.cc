@@ -1,0 +1,68 @@
+#include "core/ipu/executable.h"
+
+#include "absl/strings/str_cat.h"
+#include "re2/re2.h"
+
+namespace ipuflow {
+
+absl::StatusOr<std::map<std::string, std::vector<Tensor>>>
+Executable::ReadVariables(const std::string& pattern) const {
+  RE2 re(pattern, RE2::Quiet);
+  if (!re.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ReadVariables: bad pattern '", pattern, "': ", re.error()));
+  }
+  std::map<std::string, std::vector<Tensor>> out;
+  const int s = ipus_per_replica(), replicas = num_replicas();
+  for (int r = 0; r < replicas; ++r) {
+    for (int k = r * s; k < (r + 1) * s; ++k) {
+      for (const auto& v : system()->device(k).resources()->variables()) {
+        if (!RE2::FullMatch(v->name(), re)) continue;
+        absl::StatusOr<Tensor> value = v->Read();
+        if (!value.ok()) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "ReadVariables: variable '", v->name(), "' on IPU ", k,
+              " (replica ", r, "): ", value.status().message()));
+        }
+        std::vector<Tensor>& per_replica = out[v->name()];
+        per_replica.resize(replicas);
+        per_replica[r] = *std::move(value);
+      }
+    }
+  }
+  if (out.empty()) {
+    return absl::NotFoundError(absl::StrCat(
+        "ReadVariables: no variable matches '", pattern, "' on the ",
+        replicas, " replica(s) of this executable"));
+  }
+  return out;
+}
+
+absl::StatusOr<int> ReplicationFactor(const IPUSystem& system,
+                                      int ipus_per_replica,
+                                      const std::string& what) {
+  const int k = system.num_ipus();
+  const int s = std::max(1, ipus_per_replica);
+  const int r = system.config().replication_factor();
+  if (r > 0) {
+    if (static_cast<int64_t>(r) * s > k) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " needs replication_factor ", r, " x ", s,
+          " IPUs per replica = ", static_cast<int64_t>(r) * s,
+          " IPUs but the system has ", k, ": set auto_select_ipus to ",
+          static_cast<int64_t>(r) * s, " or lower replication_factor to ",
+          std::max(1, k / s)));
+    }
+    return r;
+  }
+  if (k % s != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " uses ", s, " IPUs per replica but the system has ", k,
+        "; the number of IPUs must be a multiple of the IPUs per replica "
+        "(for example auto_select_ipus = ", s, " or ", 2 * s,
+        "), or set replication_factor"));
+  }
+  return k / s;
+}
+
+}  // namespace ipuflow

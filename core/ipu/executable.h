@@ -1,0 +1,77 @@
+// Executable: something compiled for the emulated IPU system, run over its
+// replicas: a device program (a step, a loop, a sharded model) or a
+// pipeline. The one execution model of ipuflow, in the shape of PJRT's
+// (device, buffer, executable; one Execute over [replica][argument]):
+//
+//   ASSIGN_OR_RETURN(Executable* exe, strategy.Compile(graph, {loss}, {train}));
+//   std::vector<std::vector<Tensor>> results;       // [replica][fetch]
+//   RETURN_IF_ERROR(exe->Execute({feeds}, &results));  // one list: every replica
+//   ASSIGN_OR_RETURN(auto w, exe->ReadVariables(".*/w"));  // [name][replica]
+//
+// Layout: replica r uses IPUs [r * S, r * S + S) of the system, where S is
+// ipus_per_replica() (a program's shards, a pipeline's stages' IPUs).
+// Replica counts come from ReplicationFactor() below, for every kind.
+//
+// Thread safety: Execute may not be called concurrently with itself;
+// ReadVariables may be called between Executes.
+#ifndef IPUFLOW_CORE_IPU_EXECUTABLE_H_
+#define IPUFLOW_CORE_IPU_EXECUTABLE_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/ipu/ipu_system.h"
+#include "core/tensor.h"
+
+namespace ipuflow {
+
+class Executable {
+ public:
+  virtual ~Executable() = default;
+
+  virtual IPUSystem* system() const = 0;
+  virtual int num_replicas() const = 0;
+  virtual int ipus_per_replica() const = 0;
+  // `args`: one list of feed values per replica, or a single list that
+  // every replica gets. `results` becomes [replica][fetch] (empty lists for
+  // executables whose results leave through outfeeds). An error in one
+  // replica cancels the others; the root cause is returned.
+  virtual absl::Status Execute(const std::vector<std::vector<Tensor>>& args,
+                               std::vector<std::vector<Tensor>>* results) = 0;
+  // What each IPU of a replica holds, by category, against its budget.
+  virtual std::string MemoryReport() const = 0;
+
+  // The values of the variables whose names fully match the RE2 `pattern`
+  // ("stage0/w", ".*/w[0-9]"), one per replica, read from each replica's
+  // IPUs. NotFound naming the pattern when none matches; InvalidArgument
+  // for a bad pattern; FailedPrecondition for an uninitialised variable.
+  absl::StatusOr<std::map<std::string, std::vector<Tensor>>> ReadVariables(
+      const std::string& pattern) const;
+};
+
+// A computation that compiles itself into an Executable for a system (a
+// pipeline), so IPUStrategy can compile, cache and run it like a graph.
+// The source must outlive the executables compiled from it.
+class ExecutableSource {
+ public:
+  virtual ~ExecutableSource() = default;
+  virtual absl::StatusOr<std::unique_ptr<Executable>> CompileFor(
+      IPUSystem* system) const = 0;
+};
+
+// The replicas of an executable that uses `ipus_per_replica` IPUs each, on
+// `system`: IPUConfig.replication_factor when set (InvalidArgument naming
+// replicas, IPUs per replica and the system's IPUs when they do not fit),
+// otherwise every IPU is used: num_ipus / ipus_per_replica, which must
+// divide. `what` names the executable in errors ("the program", "pipeline
+// 'p'").
+absl::StatusOr<int> ReplicationFactor(const IPUSystem& system,
+                                      int ipus_per_replica,
+                                      const std::string& what);
+
+}  // namespace ipuflow
+
+#endif  // IPUFLOW_CORE_IPU_EXECUTABLE_H_

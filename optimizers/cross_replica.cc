@@ -1,0 +1,50 @@
+#include "optimizers/cross_replica.h"
+
+#include "absl/strings/str_cat.h"
+#include "ops/collective/cross_replica.h"
+
+namespace ipuflow::optimizers {
+
+const char* ReplicaReductionName(ReplicaReduction r) {
+  return r == ReplicaReduction::kMean ? "mean" : "sum";
+}
+
+Node* CrossReplicaOptimizer::ApplyGradients(
+    const Scope& scope, const std::vector<GradAndVar>& grads_and_vars) {
+  if (!scope.ok()) return nullptr;
+  if (optimizer_ == nullptr) {
+    scope.UpdateStatus(absl::InvalidArgumentError(
+        "CrossReplica optimizer: the optimizer to wrap is null"));
+    return nullptr;
+  }
+  const Scope s = scope.NewSubScope(name());
+  std::vector<GradAndVar> reduced;
+  for (const GradAndVar& gv : grads_and_vars) {
+    if (!gv.grad.valid() || gv.variable == nullptr) {
+      reduced.push_back(gv);
+      continue;
+    }
+    // One collective per gradient; its node name is the rendezvous key, so
+    // the replicas meet on the same tensor whatever order they reach it in.
+    const Scope vs = s.WithIpu(gv.variable->ipu())
+                         .WithOpName(absl::StrCat(gv.variable->name(), "/",
+                                                  ReplicaReductionName(reduction_)));
+    reduced.push_back({reduction_ == ReplicaReduction::kMean
+                           ? ops::CrossReplicaMean(vs, gv.grad)
+                           : ops::CrossReplicaSum(vs, gv.grad),
+                       gv.variable});
+  }
+  if (!scope.ok()) return nullptr;
+  return optimizer_->ApplyGradients(scope, reduced);
+}
+
+Node* CrossReplicaOptimizer::ApplyDense(const Scope& scope, Output,
+                                        const ops::VariableInfo& var,
+                                        const std::vector<Output>&) {
+  scope.UpdateStatus(absl::InternalError(absl::StrCat(
+      "CrossReplica optimizer: ApplyDense called for '", var.name,
+      "' (the wrapper applies through its inner optimizer)")));
+  return nullptr;
+}
+
+}  // namespace ipuflow::optimizers

@@ -1,0 +1,83 @@
+// CrossReplicaOptimizer: data parallelism for any optimizer. Each replica
+// computes gradients on its own data; before the inner optimizer applies
+// them, every gradient is reduced over the replicas (one all-reduce per
+// gradient tensor), so all replicas apply the same update and their weights
+// stay bitwise equal (TensorFlow IPU guide, "Optimizer wrappers":
+// CrossReplicaOptimizer).
+//
+//   optimizers::AdamOptimizer adam(1e-3f);
+//   optimizers::CrossReplicaOptimizer opt(&adam);   // mean over replicas
+//   Node* train = opt.Minimize(scope, loss);
+//
+// Outside a replicated program (one replica) the reduction is the identity.
+// The inner optimizer builds its update exactly as without the wrapper: its
+// slots keep their names ("w/Adam/m"), so checkpoints do not depend on the
+// wrapper.
+//
+// Reduction over replicas (R replicas, g_r replica r's gradient):
+//   kMean (the original's only mode): G = (1/R) sum_r g_r
+//   kSum:                             G = sum_r g_r
+// Wrapped in a GradientAccumulationOptimizer, the reduction runs once per
+// weight update on the accumulated gradient:
+// CrossReplicaGradientAccumulationOptimizerV2 (gradient_accumulation.h).
+// A pipeline's optimizer_function returns it to average the accumulated
+// gradients of replicated pipelines once per pipeline run.
+//
+// Thread safety: as Optimizer.
+#ifndef IPUFLOW_OPTIMIZERS_CROSS_REPLICA_H_
+#define IPUFLOW_OPTIMIZERS_CROSS_REPLICA_H_
+
+#include <memory>
+
+#include "optimizers/optimizer.h"
+
+namespace ipuflow::optimizers {
+
+// How gradients are combined over the replicas.
+enum class ReplicaReduction { kMean, kSum };
+const char* ReplicaReductionName(ReplicaReduction r);
+
+class CrossReplicaOptimizer : public Optimizer {
+ public:
+  // `optimizer` is not owned and must outlive this.
+  explicit CrossReplicaOptimizer(
+      Optimizer* optimizer, ReplicaReduction reduction = ReplicaReduction::kMean)
+      : Optimizer("CrossReplica"), optimizer_(optimizer), reduction_(reduction) {}
+  // Owns `optimizer` (for pipelines' optimizer_function, which returns a
+  // shared_ptr).
+  explicit CrossReplicaOptimizer(
+      std::shared_ptr<Optimizer> optimizer,
+      ReplicaReduction reduction = ReplicaReduction::kMean)
+      : Optimizer("CrossReplica"),
+        owned_(std::move(optimizer)),
+        optimizer_(owned_.get()),
+        reduction_(reduction) {}
+
+  bool accumulates_gradients() const override {
+    return optimizer_ != nullptr && optimizer_->accumulates_gradients();
+  }
+  ReplicaReduction reduction() const { return reduction_; }
+  Optimizer* inner() const { return optimizer_; }
+
+  // Reduces every gradient over the replicas ("CrossReplica/<var>/mean" or
+  // ".../sum", on the variable's IPU), then the inner ApplyGradients.
+  Node* ApplyGradients(const Scope& scope,
+                       const std::vector<GradAndVar>& grads_and_vars) override;
+
+ protected:
+  // Not used: ApplyGradients hands the reduced gradients to the inner
+  // optimizer, which builds its own Prepare and ApplyDense.
+  std::vector<Node*> Prepare(const Scope& scope) override { return {}; }
+  Node* ApplyDense(const Scope& scope, Output grad,
+                   const ops::VariableInfo& var,
+                   const std::vector<Output>& slots) override;
+
+ private:
+  std::shared_ptr<Optimizer> owned_;
+  Optimizer* const optimizer_;
+  const ReplicaReduction reduction_;
+};
+
+}  // namespace ipuflow::optimizers
+
+#endif  // IPUFLOW_OPTIMIZERS_CROSS_REPLICA_H_

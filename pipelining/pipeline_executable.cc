@@ -1,0 +1,104 @@
+#include "pipelining/pipeline_executable.h"
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "pipelining/pipeline_internal.h"
+#include "pipelining/pipeline_runtime.h"
+
+namespace ipuflow::pipelining {
+
+PipelineExecutable::~PipelineExecutable() = default;
+
+absl::StatusOr<std::unique_ptr<PipelineExecutable>> PipelineExecutable::Compile(
+    const BuiltPipeline* built, IPUSystem* system) {
+  std::unique_ptr<PipelineExecutable> e(new PipelineExecutable());
+  e->built_ = built;
+  e->system_ = system;
+  e->generation_ = system->generation();
+  int ipus = 0;
+  for (const StageDef& s : built->stages) {
+    for (const PartDef& p : s.parts) ipus = std::max(ipus, p.ipu + 1);
+  }
+  e->ipus_per_replica_ = ipus;
+  if (system->num_ipus() < ipus) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "pipeline '", built->options.name, "' maps stages to ", ipus,
+        " IPUs but the system has ", system->num_ipus(),
+        ": configure auto_select_ipus >= ", ipus));
+  }
+  ASSIGN_OR_RETURN(const int replicas,
+                   ReplicationFactor(*system, ipus,
+                                     absl::StrCat("pipeline '",
+                                                  built->options.name, "'")));
+  e->group_ = std::make_unique<CollectiveGroup>(replicas);
+  for (int r = 0; r < replicas; ++r) {
+    PipelineRuntime::Replica replica{r, replicas,
+                                     replicas > 1 ? e->group_.get() : nullptr};
+    ASSIGN_OR_RETURN(std::unique_ptr<PipelineRuntime> rt,
+                     PipelineRuntime::Create(built, system, replica));
+    e->replicas_.push_back(std::move(rt));
+  }
+  return e;
+}
+
+std::string PipelineExecutable::MemoryReport() const {
+  return replicas_.empty() ? "" : replicas_[0]->MemoryReport();
+}
+
+absl::Status PipelineExecutable::RunReplicas(
+    const FeedList& feeds, const std::vector<std::vector<Tensor>>* args) {
+  const int n = num_replicas();
+  if (args != nullptr && args->size() != 1 &&
+      static_cast<int>(args->size()) != n) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Execute: ", args->size(), " argument lists for ", n,
+        " replicas; pass one list (every replica) or one per replica"));
+  }
+  group_->Reset();
+  // One cancellation for the replicas of this run: an error in one wakes
+  // the others' FIFOs, queues and collectives.
+  auto cancel = std::make_shared<CancellationManager>();
+  CollectiveGroup* group = group_.get();
+  const int token = cancel->Register(
+      [group, cancel] { group->Cancel(cancel->reason()); });
+  std::vector<absl::StatusOr<PipelineReport>> reports(
+      n, absl::UnknownError("not run"));
+  auto run = [&](int r) {
+    const std::vector<Tensor>* inputs =
+        args == nullptr ? nullptr : &(*args)[args->size() == 1 ? 0 : r];
+    reports[r] = replicas_[r]->Run(feeds, inputs, cancel);
+    if (!reports[r].ok()) cancel->StartCancel(reports[r].status());
+  };
+  // Each replica's Run drives its IPUs from a host thread, as the host
+  // calls one engine per replica.
+  std::vector<std::thread> threads;
+  for (int r = 1; r < n; ++r) threads.emplace_back(run, r);
+  run(0);
+  for (std::thread& t : threads) t.join();
+  cancel->Unregister(token);
+  // The root cause, not the cancellations it caused in other replicas.
+  for (const auto& rep : reports) {
+    if (!rep.ok() && !absl::IsCancelled(rep.status())) return rep.status();
+  }
+  for (const auto& rep : reports) RETURN_IF_ERROR(rep.status());
+  last_report_ = *std::move(reports[0]);
+  last_report_.replicas = n;
+  return absl::OkStatus();
+}
+
+absl::Status PipelineExecutable::Execute(
+    const std::vector<std::vector<Tensor>>& args,
+    std::vector<std::vector<Tensor>>* results) {
+  results->assign(num_replicas(), {});
+  const bool computed = args.empty() || (args.size() == 1 && args[0].empty() &&
+                                         !built_->options.inputs.empty());
+  return RunReplicas({}, computed ? nullptr : &args);
+}
+
+absl::StatusOr<PipelineReport> PipelineExecutable::Run(const FeedList& feeds) {
+  RETURN_IF_ERROR(RunReplicas(feeds, nullptr));
+  return last_report_;
+}
+
+}  // namespace ipuflow::pipelining

@@ -1,0 +1,315 @@
+// The conformance suite of the one execution model: every executable kind
+// (a device loop, a pipeline) on every configuration (replicas 1/2/4, IPUs
+// per replica 1/2/4, schedule, offloading) must train the model of
+// pipelining/pipeline_test_model.h to the weights of the single-device
+// reference, and every replica must end with bitwise-equal weights.
+//
+// Data parallelism is checked as the guides state it: R replicas x M
+// micro-batches per weight update (mean over both, PopTorch's default) ==
+// one device accumulating R x M micro-batches, i.e. one batch of R x M x b.
+// Replica r reads dataset elements r, r + R, ...: the same R x M elements
+// per update as the reference's consecutive ones.
+#include <cstring>
+#include <memory>
+#include <string>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "core/ipu/ipu_strategy.h"
+#include "feeds/infeed_queue.h"
+#include "feeds/outfeed_queue.h"
+#include "gtest/gtest.h"
+#include "ops/control/loops.h"
+#include "ops/nn/sparse_softmax_cross_entropy_with_logits.h"
+#include "optimizers/adam.h"
+#include "optimizers/cross_replica.h"
+#include "optimizers/gradient_accumulation.h"
+#include "optimizers/momentum.h"
+#include "pipelining/pipeline.h"
+#include "pipelining/pipeline_test_model.h"
+
+namespace ipuflow {
+namespace {
+
+using pipelining::testing::InitialValues;
+using pipelining::testing::MaxDifference;
+using pipelining::testing::MicroBatches;
+using pipelining::testing::ModelStage;
+using pipelining::testing::ModelStages;
+using pipelining::testing::TrainReference;
+using Method = optimizers::GradientAccumulationReductionMethod;
+
+constexpr int kMicroBatches = 4;  // Per replica per weight update.
+constexpr int kRuns = 2;          // Weight updates.
+constexpr char kWeights[] = ".*/[wb][0-9]";
+
+std::shared_ptr<optimizers::Optimizer> Momentum() {
+  return std::make_shared<optimizers::MomentumOptimizer>(0.1f, 0.9f);
+}
+
+std::unique_ptr<IPUSystem> MakeSystem(int ipus, int replicas) {
+  IPUConfig config;
+  config.set_auto_select_ipus(ipus);
+  config.set_replication_factor(replicas);
+  // Offload (and shard) even this model's small optimizer state.
+  config.set_minimum_remote_tensor_size(4);
+  return std::move(IPUSystem::Create(config)).value();
+}
+
+// Per replica, the model's variables by short name ("w0"), from
+// Executable::ReadVariables; checks that replicas are bitwise equal.
+std::map<std::string, Tensor> ReplicaZeroAndCheckEqual(const Executable& exe,
+                                                       int replicas) {
+  auto vars = exe.ReadVariables(kWeights);
+  EXPECT_TRUE(vars.ok()) << vars.status();
+  if (!vars.ok()) return {};
+  std::map<std::string, Tensor> out;
+  for (const auto& [name, per_replica] : *vars) {
+    EXPECT_EQ(static_cast<int>(per_replica.size()), replicas) << name;
+    for (size_t r = 1; r < per_replica.size(); ++r) {
+      EXPECT_EQ(std::memcmp(per_replica[r].raw_data(),
+                            per_replica[0].raw_data(),
+                            per_replica[0].TotalBytes()),
+                0)
+          << name << " differs between replica 0 and " << r;
+    }
+    out[name.substr(name.rfind('/') + 1)] = per_replica[0];
+  }
+  return out;
+}
+
+std::map<std::string, Tensor> Reference(int replicas) {
+  return TrainReference(InitialValues(1), replicas * kMicroBatches, kRuns,
+                        /*mean=*/true, Momentum);
+}
+
+struct Config {
+  int replicas;
+  int ipus_per_replica;  // 2 or 4 for pipelines.
+  pipelining::PipelineSchedule schedule;
+  bool offload;
+  bool rts = false;  // Replicated optimizer-state sharding.
+};
+
+std::string Name(const ::testing::TestParamInfo<Config>& info) {
+  const Config& c = info.param;
+  return absl::StrCat("R", c.replicas, "x", c.ipus_per_replica, "ipus_",
+                      pipelining::PipelineScheduleName(c.schedule),
+                      c.offload ? "_offload" : "", c.rts ? "_rts" : "");
+}
+
+class PipelineConformanceTest : public ::testing::TestWithParam<Config> {};
+
+TEST_P(PipelineConformanceTest, TrainsAsTheSingleDeviceReference) {
+  const Config c = GetParam();
+  auto init = InitialValues(1);
+  auto system = MakeSystem(c.replicas * c.ipus_per_replica, c.replicas);
+  Scope scope = Scope::NewRootScope();
+  auto infeed = *feeds::IPUInfeedQueue::Create(
+      MicroBatches(c.replicas * kMicroBatches * kRuns));
+  auto outfeed = *feeds::IPUOutfeedQueue::Create();
+  pipelining::PipelineOptions o;
+  o.computational_stages = ModelStages(init);
+  o.device_mapping = c.ipus_per_replica == 4
+                         ? std::vector<pipelining::StageDevices>{0, 1, 2, 3}
+                         : std::vector<pipelining::StageDevices>{0, 0, 1, 1};
+  o.gradient_accumulation_count = kMicroBatches;
+  o.repeat_count = kRuns;
+  o.infeed_queue = infeed.get();
+  o.outfeed_queue = outfeed.get();
+  o.outfeed_loss = true;
+  o.pipeline_schedule = c.schedule;
+  o.reduction_method = Method::kMean;
+  o.offload_weight_update_variables = c.offload;
+  o.replicated_optimizer_state_sharding = c.rts;
+  o.optimizer_function = [](const Scope& s, const std::vector<Output>& out) {
+    return pipelining::OptimizerFunctionOutput{
+        std::make_shared<optimizers::CrossReplicaOptimizer>(Momentum()),
+        ops::SoftmaxCrossEntropyLoss(s, out[0], out[1])};
+  };
+  auto pipeline = pipelining::Pipeline(scope, o);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  IPUStrategy strategy(system.get());
+  ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
+  auto exe = strategy.Compile(**pipeline);
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  EXPECT_EQ((*exe)->num_replicas(), c.replicas);
+  EXPECT_EQ((*exe)->ipus_per_replica(), c.ipus_per_replica);
+  std::vector<std::vector<Tensor>> results;
+  ASSERT_TRUE((*exe)->Execute({{}}, &results).ok());
+  EXPECT_EQ(static_cast<int>(results.size()), c.replicas);
+
+  auto trained = ReplicaZeroAndCheckEqual(**exe, c.replicas);
+  ASSERT_EQ(trained.size(), 7u);
+  EXPECT_LT(MaxDifference(trained, Reference(c.replicas)), 2e-5);
+  EXPECT_GT(MaxDifference(trained, init), 1e-2);  // The weights moved.
+  // One loss per micro-batch per replica: [steps, R] (or [steps]).
+  auto losses = outfeed->Dequeue();
+  ASSERT_TRUE(losses.ok()) << losses.status();
+  const TensorShape want =
+      c.replicas > 1 ? TensorShape({kMicroBatches * kRuns, c.replicas})
+                     : TensorShape({kMicroBatches * kRuns});
+  EXPECT_EQ((*losses)["loss"].shape(), want);
+  // Sharding is reported with its per-replica saving.
+  EXPECT_EQ((*exe)->MemoryReport().find(absl::StrCat("sharded over ",
+                                                     c.replicas, " replicas")) !=
+                std::string::npos,
+            c.rts)
+      << (*exe)->MemoryReport();
+}
+
+std::vector<Config> PipelineConfigs() {
+  std::vector<Config> out;
+  for (int r : {1, 2, 4}) {
+    for (int ipus : {2, 4}) {
+      for (auto schedule : {pipelining::PipelineSchedule::kGrouped,
+                            pipelining::PipelineSchedule::kInterleaved,
+                            pipelining::PipelineSchedule::kSequential}) {
+        // Interleaved training needs one stage per IPU (validation.h).
+        if (ipus == 2 && schedule == pipelining::PipelineSchedule::kInterleaved) {
+          continue;
+        }
+        for (bool offload : {false, true}) {
+          out.push_back({r, ipus, schedule, offload});
+          if (offload && r > 1) out.push_back({r, ipus, schedule, true, true});
+        }
+      }
+    }
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Configurations, PipelineConformanceTest,
+                         ::testing::ValuesIn(PipelineConfigs()), Name);
+
+// A device loop on one IPU per replica: the whole model in one program,
+// CrossReplicaGradientAccumulationOptimizerV2 with mean over micro-batches
+// and replicas.
+class LoopConformanceTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(LoopConformanceTest, TrainsAsTheSingleDeviceReference) {
+  const int replicas = GetParam();
+  auto init = InitialValues(1);
+  auto system = MakeSystem(replicas, replicas);
+  Scope scope = Scope::NewRootScope();
+  auto infeed = *feeds::IPUInfeedQueue::Create(
+      MicroBatches(replicas * kMicroBatches * kRuns));
+  auto inner = Momentum();
+  optimizers::CrossReplicaGradientAccumulationOptimizerV2 opt(
+      inner.get(), kMicroBatches, Method::kMean);
+  auto loop = loops::Repeat(
+      scope, kMicroBatches * kRuns,
+      [&](const Scope& s, const std::vector<Output>& batch) {
+        std::vector<Output> h = batch;
+        for (int st = 0; st < 4; ++st) h = ModelStage(st, s, h, init);
+        opt.Minimize(s, ops::SoftmaxCrossEntropyLoss(s, h[0], h[1]));
+        return std::vector<Output>{};
+      },
+      {}, infeed.get());
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  IPUStrategy strategy(system.get());
+  ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
+  auto exe = strategy.Compile(*scope.graph(), {}, {loop->op});
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  std::vector<std::vector<Tensor>> results;
+  ASSERT_TRUE((*exe)->Execute({{}}, &results).ok());
+  auto trained = ReplicaZeroAndCheckEqual(**exe, replicas);
+  ASSERT_EQ(trained.size(), 7u);
+  EXPECT_LT(MaxDifference(trained, Reference(replicas)), 2e-5);
+  EXPECT_GT(MaxDifference(trained, init), 1e-2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Replicas, LoopConformanceTest,
+                         ::testing::Values(1, 2, 4));
+
+// RTS keeps 1/R of the offloaded optimizer state per replica and changes
+// no number: the weights equal those of the same run without it, bitwise.
+TEST(ReplicatedOptimizerStateShardingTest, SameWeightsQuarterOfTheRemoteMemory) {
+  std::map<std::string, Tensor> weights[2];
+  int64_t remote[2] = {0, 0};
+  for (bool rts : {false, true}) {
+    auto init = InitialValues(1);
+    auto system = MakeSystem(8, 4);
+    Scope scope = Scope::NewRootScope();
+    auto infeed = *feeds::IPUInfeedQueue::Create(MicroBatches(4 * 8));
+    pipelining::PipelineOptions o;
+    o.computational_stages = ModelStages(init);
+    o.device_mapping = {0, 0, 1, 1};
+    o.gradient_accumulation_count = 4;
+    o.repeat_count = 2;
+    o.infeed_queue = infeed.get();
+    o.offload_weight_update_variables = true;
+    o.replicated_optimizer_state_sharding = rts;
+    o.optimizer_function = [](const Scope& s, const std::vector<Output>& out) {
+      return pipelining::OptimizerFunctionOutput{
+          std::make_shared<optimizers::CrossReplicaOptimizer>(
+              std::make_shared<optimizers::AdamOptimizer>(0.01f)),
+          ops::SoftmaxCrossEntropyLoss(s, out[0], out[1])};
+    };
+    auto pipeline = pipelining::Pipeline(scope, o);
+    ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+    IPUStrategy strategy(system.get());
+    ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
+    auto report = (*pipeline)->Run(system.get());
+    ASSERT_TRUE(report.ok()) << report.status();
+    for (int64_t b : report->ipu_remote_bytes) remote[rts] += b;
+    auto exe = strategy.Compile(**pipeline);
+    ASSERT_TRUE(exe.ok());
+    weights[rts] = ReplicaZeroAndCheckEqual(**exe, 4);
+  }
+  ASSERT_EQ(weights[0].size(), 7u);
+  for (const auto& [name, t] : weights[0]) {
+    EXPECT_EQ(std::memcmp(t.raw_data(), weights[1][name].raw_data(),
+                          t.TotalBytes()),
+              0)
+        << name;
+  }
+  // Adam's m and v of every variable (48+8+64+8+64+24+3 floats) and its
+  // step counter (4 bytes). Sharded over 4: each tensor's ceil(n/4) floats;
+  // what is below minimum_remote_tensor_size x 4 = 16 bytes (b3's 12-byte
+  // slots, the counter) stays on the IPU.
+  EXPECT_EQ(remote[0], 2 * 4 * (48 + 8 + 64 + 8 + 64 + 24 + 3) + 4);
+  EXPECT_EQ(remote[1], 2 * 4 * (12 + 2 + 16 + 2 + 16 + 6));
+}
+
+TEST(ReplicatedOptimizerStateShardingTest, RequiresOffloading) {
+  auto init = InitialValues(1);
+  Scope scope = Scope::NewRootScope();
+  auto infeed = *feeds::IPUInfeedQueue::Create(MicroBatches(8));
+  pipelining::PipelineOptions o;
+  o.computational_stages = ModelStages(init);
+  o.gradient_accumulation_count = 4;
+  o.infeed_queue = infeed.get();
+  o.replicated_optimizer_state_sharding = true;
+  o.optimizer_function = pipelining::testing::SgdCrossEntropy(0.1f);
+  absl::Status s = pipelining::Pipeline(scope, o).status();
+  EXPECT_NE(s.message().find("To use replicated_optimizer_state_sharding, "
+                             "optimizer state must be offloaded by using "
+                             "offload_weight_update_variables."),
+            std::string::npos)
+      << s;
+}
+
+TEST(ReplicationFactorTest, TooManyReplicasNamesAllThree) {
+  auto init = InitialValues(1);
+  auto system = MakeSystem(6, 2);
+  Scope scope = Scope::NewRootScope();
+  auto infeed = *feeds::IPUInfeedQueue::Create(MicroBatches(8));
+  pipelining::PipelineOptions o;
+  o.computational_stages = ModelStages(init);
+  o.gradient_accumulation_count = kMicroBatches;
+  o.infeed_queue = infeed.get();
+  o.optimizer_function = pipelining::testing::SgdCrossEntropy(0.1f);
+  auto pipeline = pipelining::Pipeline(scope, o);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  IPUStrategy strategy(system.get());
+  absl::Status s = strategy.Compile(**pipeline).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("replication_factor 2 x 4 IPUs per replica = 8 "
+                             "IPUs but the system has 6"),
+            std::string::npos)
+      << s;
+}
+
+}  // namespace
+}  // namespace ipuflow
