@@ -13,7 +13,7 @@
 #include "absl/flags/usage.h"
 #include "core/command_line.h"
 #include "examples/fashion_mnist_training.h"
-#include "examples/progress_bar.h"
+#include "examples/tutorial_support.h"
 
 ABSL_FLAG(std::string, model, "conv", "conv (the tutorial ConvNet) or mlp");
 ABSL_FLAG(int, batch_size, 40, "training batch size");

@@ -1,0 +1,165 @@
+// The README's main example run as a user runs it (the binary, its flags,
+// its printed report) on shortened data: one and two replicas learn, two
+// replicas end in step, the sharded and offloaded strategies compute the
+// same model, and bad flags are clear errors. No verdict depends on timing.
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace {
+
+struct Result {
+  int exit_code = -1;
+  std::string out;  // stdout: the report.
+  std::string err;  // stderr: progress bar, errors.
+};
+
+Result RunExample(const std::string& flags) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string err_path = absl::StrCat(tmp ? tmp : "/tmp", "/stderr.txt");
+  const std::string command = absl::StrCat(
+      srcdir ? srcdir : ".", "/", workspace ? workspace : "ipuflow",
+      "/examples/train_fashion_mnist ", flags, " 2>", err_path);
+  Result r;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) {
+    r.out.append(buffer, n);
+  }
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream err(err_path);
+  std::stringstream text;
+  text << err.rdbuf();
+  r.err = text.str();
+  return r;
+}
+
+// The number printed right after `label` (NaN if absent).
+double NumberAfter(const std::string& text, const std::string& label) {
+  const size_t at = text.find(label);
+  if (at == std::string::npos) return std::nan("");
+  return std::strtod(text.c_str() + at + label.size(), nullptr);
+}
+
+// The rest of the line that starts with `label`, from `label` on.
+std::string LineFrom(const std::string& text, const std::string& label) {
+  const size_t at = text.find(label);
+  if (at == std::string::npos) return "";
+  return text.substr(at, text.find('\n', at) - at);
+}
+
+// 8000 training images: 2 host calls of 10 weight updates of 400 images;
+// 1600 test images.
+constexpr char kShort[] = "--train-limit 8000 --test-limit 1600";
+
+TEST(TrainFashionMnistTest, OneReplicaLearns) {
+  Result r = RunExample(kShort);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("micro-batch 40 x gradient accumulation 10 x 1 "
+                       "replica(s) = combined batch 400"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("Trained 200 micro-batches (20 weight updates)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.err.find("200/200"), std::string::npos)  // The monitor saw all.
+      << r.err;
+  EXPECT_LT(NumberAfter(r.out, "micro-batches: loss "), 1.2) << r.out;
+  EXPECT_GT(NumberAfter(r.out, "Test accuracy: "), 60) << r.out;
+  EXPECT_NE(r.out.find("of 1600 images"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("Replicas in step"), std::string::npos);
+}
+
+TEST(TrainFashionMnistTest, TwoReplicasLearnAsOneAndStayInStep) {
+  Result r = RunExample(absl::StrCat(kShort, " --replication-factor 2"));
+  Result one = RunExample(kShort);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  ASSERT_EQ(one.exit_code, 0) << one.out << one.err;
+  // Gradient accumulation 10 -> 5: the same combined batch, the same
+  // number of weight updates.
+  EXPECT_NE(r.out.find("x 2 replica(s) on 8 IPUs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("micro-batch 40 x gradient accumulation 5 x 2 "
+                       "replica(s) = combined batch 400"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("Trained 200 micro-batches (20 weight updates)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.err.find("200/200"), std::string::npos) << r.err;
+  // Executable::ReadVariables on both replicas, compared byte by byte.
+  EXPECT_NE(r.out.find("bitwise equal on all 2 replicas"), std::string::npos)
+      << r.out;
+  EXPECT_LT(NumberAfter(r.out, "micro-batches: loss "), 1.2) << r.out;
+  EXPECT_GT(NumberAfter(r.out, "Test accuracy: "), 60) << r.out;  // Chance: 10.
+  // Each test image once: 1600 images over both replicas.
+  EXPECT_NE(r.out.find("of 1600 images"), std::string::npos) << r.out;
+  // The same combined batches, averaged in another order: the same model
+  // up to rounding.
+  EXPECT_NEAR(NumberAfter(r.out, "Test accuracy: "),
+              NumberAfter(one.out, "Test accuracy: "), 1.0)
+      << r.out << one.out;
+}
+
+TEST(TrainFashionMnistTest, ShardedAndOffloadedComputeTheSameModel) {
+  const std::string flags = "--train-limit 4000 --test-limit 1600 "
+                            "--device-iterations 2";
+  Result a = RunExample(flags);
+  Result b = RunExample(flags + " --strategy sharded --offload-optimiser");
+  ASSERT_EQ(a.exit_code, 0) << a.out << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.out << b.err;
+  EXPECT_NE(b.out.find("sharded"), std::string::npos);
+  ASSERT_NE(LineFrom(a.out, "last 50 micro-batches"), "") << a.out;
+  ASSERT_NE(LineFrom(a.out, "Test accuracy"), "") << a.out;
+  // Same micro-batches, same accumulation order: the same weights, so the
+  // same losses and the same correctly classified test images.
+  EXPECT_EQ(LineFrom(a.out, "last 50 micro-batches"),
+            LineFrom(b.out, "last 50 micro-batches"));
+  const std::string correct = LineFrom(a.out, "Test accuracy");
+  EXPECT_EQ(correct.substr(0, correct.find(" images")),
+            LineFrom(b.out, "Test accuracy").substr(0, correct.find(" images")));
+}
+
+TEST(TrainFashionMnistTest, BadReplicationFactorsNameReplicasStagesAndIpus) {
+  for (const char* bad : {"0", "3", "5", "17"}) {
+    Result r = RunExample(absl::StrCat("--replication-factor ", bad));
+    EXPECT_EQ(r.exit_code, 1) << bad;
+    EXPECT_NE(r.err.find("INVALID_ARGUMENT"), std::string::npos) << r.err;
+    for (const char* word : {"--replication-factor", "replicas", "stages",
+                             "IPUs"}) {
+      EXPECT_NE(r.err.find(word), std::string::npos)
+          << bad << ": " << word << " missing from " << r.err;
+    }
+    EXPECT_EQ(r.out.find("Trained"), std::string::npos) << bad;
+  }
+  // 3 replicas cannot share the default accumulation 10; 5 would leave 2
+  // micro-batches for 4 stages.
+  EXPECT_NE(RunExample("--replication-factor 3")
+                .err.find("3 replicas x 4 stages = 12 IPUs"),
+            std::string::npos);
+  EXPECT_NE(RunExample("--replication-factor 5")
+                .err.find("5 replicas x 4 stages = 20 IPUs"),
+            std::string::npos);
+}
+
+TEST(TrainFashionMnistTest, BadStrategyIsAnError) {
+  Result r = RunExample("--strategy phased");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--strategy must be pipelined or sharded"),
+            std::string::npos)
+      << r.err;
+}
+
+}  // namespace
