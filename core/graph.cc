@@ -77,9 +77,8 @@ absl::StatusOr<Node*> Graph::AddNode(NodeSpec spec) {
     }
     in_dtypes.push_back(in.dtype());
     in_shapes.push_back(in.shape());
-    in_constants.push_back(in.node->op() == "Const"
-                               ? &in.node->attr<Tensor>("value")
-                               : nullptr);
+    const ConstantValueFn& constant = in.node->op_def().constant_value();
+    in_constants.push_back(constant ? &constant(*in.node) : nullptr);
   }
   for (Node* c : spec.control_inputs) {
     if (c == nullptr || c->graph() != this) {

@@ -72,6 +72,16 @@ OpRegistration& OpRegistration::SetSubPrograms(SubProgramsFn fn) {
   return *this;
 }
 
+OpRegistration& OpRegistration::SetConstantValue(ConstantValueFn fn) {
+  def_->constant_value_ = std::move(fn);
+  return *this;
+}
+
+OpRegistration& OpRegistration::SetNeedsFeed() {
+  def_->needs_feed_ = true;
+  return *this;
+}
+
 OpRegistry* OpRegistry::Global() {
   static OpRegistry* registry = new OpRegistry();
   return registry;

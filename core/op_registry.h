@@ -63,6 +63,10 @@ using AlwaysLiveBytesFn = std::function<int64_t(const Node& node)>;
 using SubProgramsFn = std::function<absl::StatusOr<std::vector<SubProgramSpec>>(
     const Node& node, absl::Span<const TensorShape> input_shapes)>;
 
+// The value a node always outputs, known while building (a constant), so
+// that shape functions of its consumers can read it.
+using ConstantValueFn = std::function<const Tensor&(const Node& node)>;
+
 class OpDef {
  public:
   const std::string& name() const { return name_; }
@@ -90,6 +94,11 @@ class OpDef {
   const AlwaysLiveBytesFn& always_live_bytes() const { return always_live_bytes_; }
   // Set for ops whose kernel runs sub-programs (device loops).
   const SubProgramsFn& sub_programs() const { return sub_programs_; }
+  // Set for ops whose output is known while building (Const).
+  const ConstantValueFn& constant_value() const { return constant_value_; }
+  // True for ops that stand for a value the program must feed
+  // (placeholders, loop arguments): compiling one unfed is an error.
+  bool needs_feed() const { return needs_feed_; }
 
  private:
   friend class OpRegistration;
@@ -109,6 +118,8 @@ class OpDef {
   AlwaysLive always_live_ = AlwaysLive::kNone;
   AlwaysLiveBytesFn always_live_bytes_;
   SubProgramsFn sub_programs_;
+  ConstantValueFn constant_value_;
+  bool needs_feed_ = false;
 };
 
 // Fluent builder returned by REGISTER_OP.
@@ -128,6 +139,8 @@ class OpRegistration {
   OpRegistration& Forwards(int output, int input);
   OpRegistration& SetAlwaysLive(AlwaysLive kind, AlwaysLiveBytesFn bytes);
   OpRegistration& SetSubPrograms(SubProgramsFn fn);
+  OpRegistration& SetConstantValue(ConstantValueFn fn);
+  OpRegistration& SetNeedsFeed();
 
  private:
   OpDef* def_;
@@ -147,7 +160,7 @@ class OpRegistry {
 };
 
 // What a shape function sees: the node's inputs, attributes and (for inputs
-// fed by Const nodes) their values.
+// from ops with a constant_value, e.g. Const) their values.
 class ShapeContext {
  public:
   ShapeContext(const OpDef* def, std::string name,
@@ -164,7 +177,7 @@ class ShapeContext {
   int num_inputs() const { return static_cast<int>(in_dtypes_->size()); }
   DType input_dtype(int i) const { return (*in_dtypes_)[i]; }
   const TensorShape& input_shape(int i) const { return (*in_shapes_)[i]; }
-  // The value of input i if it is a Const node's output, else nullptr.
+  // The value of input i if its op has a constant_value, else nullptr.
   const Tensor* input_constant(int i) const { return (*in_constants_)[i]; }
   const AttrMap& attrs() const { return *attrs_; }
   template <typename T>

@@ -4,7 +4,8 @@
 // dependencies do), infers every shape from the feed shapes, and plans
 // memory: each intermediate value gets an offset in one arena chosen by
 // liveness, so peak memory is known before the first run and no run
-// allocates for planned values. Running it again does not re-plan.
+// allocates for planned values. Running it again does not re-plan. Each
+// compiler phase has its own file in core/compiler/.
 //
 //   ProgramSpec spec;
 //   spec.feeds = {x};  spec.feed_shapes = {TensorShape({40, 784})};
@@ -26,6 +27,7 @@
 
 #include <atomic>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,10 +36,17 @@
 #include "absl/types/span.h"
 #include "core/graph.h"
 #include "core/kernel.h"
+#include "core/memory_plan.h"
 #include "core/program_spec.h"
 #include "core/tensor.h"
 
 namespace ipuflow {
+
+namespace compiler {
+struct Interval;
+struct Schedule;
+struct Values;
+}  // namespace compiler
 
 // Values to feed, by the output they replace.
 using FeedList = std::vector<std::pair<Output, Tensor>>;
@@ -50,27 +59,6 @@ absl::StatusOr<ProgramSpec> MakeProgramSpec(const FeedList& feeds,
                                             const std::vector<Output>& fetches,
                                             const std::vector<Node*>& targets,
                                             std::string* signature);
-
-// Where a program's bytes go, the categories the IPU memory report uses.
-struct MemoryPlan {
-  int64_t always_live_bytes = 0;   // Constants and variables.
-  int64_t constant_bytes = 0;
-  int64_t variable_bytes = 0;
-  int64_t peak_bytes = 0;          // Arena: intermediates, by liveness.
-  int64_t unplanned_bytes = 0;     // Sum of all intermediates without reuse.
-  int64_t fetch_bytes = 0;         // Results handed back to the caller.
-  int num_planned_values = 0;
-  // Device loops: their bodies' constants and variables (included in the
-  // always-live bytes above) and the highest body arena peak (its loop's
-  // live values plus that peak are included in peak_bytes). Nested loops
-  // count in their outer body.
-  int64_t loop_body_always_live_bytes = 0;
-  int64_t loop_body_peak_bytes = 0;
-  std::string largest_loop_body;   // The loop node whose body peaks highest.
-  // Every variable counted above (loop bodies' included) and its bytes.
-  std::vector<std::pair<const Node*, int64_t>> variables;
-  std::string DebugString() const;
-};
 
 class Program {
  public:
@@ -106,6 +94,12 @@ class Program {
   struct ExecNode;
   class Executor;
   Program() = default;
+  // The executor's nodes and edges from the compiler phases' results; needs
+  // value_shapes_ and num_values_ set.
+  void BuildExecNodes(const compiler::Schedule& schedule,
+                      const compiler::Values& values,
+                      const std::vector<std::set<int>>& preds,
+                      const std::vector<compiler::Interval>& planned);
 
   ProgramSpec spec_;
   std::vector<std::unique_ptr<ExecNode>> nodes_;

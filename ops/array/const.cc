@@ -22,6 +22,8 @@ REGISTER_OP("Const")
                      return static_cast<int64_t>(
                          n.attr<Tensor>("value").TotalBytes());
                    })
+    .SetConstantValue(
+        [](const Node& n) -> const Tensor& { return n.attr<Tensor>("value"); })
     .NotDifferentiable("a constant has no inputs");
 
 REGISTER_OP("Placeholder")
@@ -37,6 +39,7 @@ REGISTER_OP("Placeholder")
       // Never runs: the compiler rejects an unfed Placeholder.
       return ctx.Error(absl::StatusCode::kInvalidArgument, "was not fed");
     })
+    .SetNeedsFeed()
     .NotDifferentiable("a placeholder has no inputs");
 
 }  // namespace

@@ -181,6 +181,7 @@ REGISTER_OP("_Arg")
     .SetKernel([](KernelContext& ctx) {
       return ctx.Error(absl::StatusCode::kInternal, "loop argument was not fed");
     })
+    .SetNeedsFeed()
     .NotDifferentiable("a loop argument has no inputs");
 
 }  // namespace

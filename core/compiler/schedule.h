@@ -1,0 +1,37 @@
+// Compiler phase 2, schedule: the order the needed nodes run in when run
+// one at a time. Node ids are creation order, hence a topological order of
+// data and control edges, and every ordering edge the compiler adds later
+// (dependencies.h, ordering.h) also goes from a lower position to a higher
+// one, so this order stays valid.
+//
+// Input: the pruned nodes (prune.h).
+// Output: the nodes in schedule order and each node's position. Errors: a
+// needed node whose op needs a feed (OpDef::needs_feed) is not fed, or an op
+// has no kernel.
+#ifndef IPUFLOW_CORE_COMPILER_SCHEDULE_H_
+#define IPUFLOW_CORE_COMPILER_SCHEDULE_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/graph.h"
+#include "core/program_spec.h"
+
+namespace ipuflow::compiler {
+
+struct Schedule {
+  std::vector<const Node*> nodes;  // By position.
+  std::vector<int> position;       // By node id; -1 if pruned.
+  int size() const { return static_cast<int>(nodes.size()); }
+};
+
+absl::StatusOr<Schedule> MakeSchedule(const Graph& graph,
+                                      const ProgramSpec& spec,
+                                      const std::vector<bool>& needed);
+
+// The shard a node's memory is planned on: its IPU, 0 if unplaced.
+inline int ShardOf(const Node* n) { return n->ipu() < 0 ? 0 : n->ipu(); }
+
+}  // namespace ipuflow::compiler
+
+#endif  // IPUFLOW_CORE_COMPILER_SCHEDULE_H_

@@ -1,0 +1,66 @@
+#include "core/compiler/sub_programs.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "core/op_registry.h"
+
+namespace ipuflow::compiler {
+
+absl::StatusOr<std::vector<SubProgramNeed>> PlanSubPrograms(
+    const Schedule& schedule, const Values& values, const ValueTypes& types,
+    const PlanMemoryFn& plan_memory, std::vector<MemoryPlan>* shards) {
+  std::vector<SubProgramNeed> needs;
+  const int num_shards = static_cast<int>(shards->size());
+  for (int pos = 0; pos < schedule.size(); ++pos) {
+    const Node* n = schedule.nodes[pos];
+    const SubProgramsFn& sub_programs = n->op_def().sub_programs();
+    if (!sub_programs) continue;
+    std::vector<TensorShape> in_shapes;
+    bool known = true;
+    for (int v : values.inputs[pos]) {
+      in_shapes.push_back(types.shapes[v]);
+      known &= types.shapes[v].IsFullyDefined();
+    }
+    if (!known) continue;
+    absl::StatusOr<std::vector<SubProgramSpec>> subs = sub_programs(*n, in_shapes);
+    if (!subs.ok()) {
+      return absl::Status(subs.status().code(), absl::StrCat(
+          n->DebugName(), ": ", subs.status().message()));
+    }
+    SubProgramNeed need{pos, std::vector<int64_t>(num_shards, 0),
+                        std::vector<bool>(num_shards, false)};
+    for (const SubProgramSpec& sub : *subs) {
+      absl::StatusOr<std::vector<MemoryPlan>> sub_shards = plan_memory(sub.spec);
+      if (!sub_shards.ok()) {
+        return absl::Status(sub_shards.status().code(), absl::StrCat(
+            n->DebugName(), " ", sub.role, ": ", sub_shards.status().message()));
+      }
+      for (int j = 0; j < static_cast<int>(sub_shards->size()); ++j) {
+        // A sub-program shard this program does not use counts on its node's.
+        const int k = j < num_shards ? j : ShardOf(n);
+        const MemoryPlan& m = (*sub_shards)[j];
+        MemoryPlan& shard = (*shards)[k];
+        for (const auto& [var, bytes] : m.variables) {
+          const bool counted = std::any_of(
+              shard.variables.begin(), shard.variables.end(),
+              [var = var](const auto& v) { return v.first == var; });
+          if (counted) continue;  // Also used outside the loop.
+          shard.variables.push_back({var, bytes});
+          shard.variable_bytes += bytes;
+          shard.loop_body_always_live_bytes += bytes;
+        }
+        shard.constant_bytes += m.constant_bytes;
+        shard.loop_body_always_live_bytes += m.constant_bytes;
+        // Condition and body run in turn: the larger peak counts.
+        need.peak[k] = std::max(need.peak[k], m.peak_bytes);
+        need.uses[k] = need.uses[k] || m.peak_bytes > 0 ||
+                       m.constant_bytes + m.variable_bytes > 0;
+      }
+    }
+    needs.push_back(std::move(need));
+  }
+  return needs;
+}
+
+}  // namespace ipuflow::compiler
