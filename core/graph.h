@@ -7,7 +7,8 @@
 // node that fails shape inference is never added.
 //
 // A Graph also holds a library of Functions: sub-graphs with arguments and
-// results, used as loop bodies and pipeline stages.
+// results, used as loop bodies and pipeline stages, and a table of the host
+// resources (infeed and outfeed queues) its kernels use, by id.
 //
 //   Graph g;
 //   ASSIGN_OR_RETURN(Node* n, g.AddNode({"MatMul", "dense/matmul", {x, w}}));
@@ -29,6 +30,7 @@
 #include "absl/types/span.h"
 #include "core/attr_value.h"
 #include "core/dtype.h"
+#include "core/tensor.h"
 #include "core/tensor_shape.h"
 
 namespace ipuflow {
@@ -36,6 +38,17 @@ namespace ipuflow {
 class Graph;
 class Node;
 class OpDef;
+
+// A host object that a graph's kernels reach by id: an infeed or outfeed
+// queue (feeds/). Its builder owns it and registers it with the graph when
+// it adds the node that uses it (Graph::AddHostResource).
+class HostResource : public Resource {
+ public:
+  // Called on a host thread when an executable that uses the resource is
+  // compiled for `num_replicas` replicas: host threads start there, not
+  // lazily on a device thread. An error is reported again by the kernel.
+  virtual absl::Status Prepare(int num_replicas) = 0;
+};
 
 // One output of a node: the edge handle users build graphs with.
 struct Output {
@@ -160,6 +173,29 @@ class Graph {
     return collections_;
   }
 
+  // Host resources. The graph holds weak references: the owner decides the
+  // lifetime, and a kernel whose resource is gone finds null instead of a
+  // dangling pointer (no process-global registry). Registering an id again
+  // adds a user.
+  struct HostResourceEntry {
+    std::weak_ptr<HostResource> resource;
+    std::vector<int> users;  // Ids of the nodes that use it.
+  };
+  void AddHostResource(const std::string& id,
+                       std::weak_ptr<HostResource> resource, const Node* user) {
+    HostResourceEntry& e = host_resources_[id];
+    e.resource = std::move(resource);
+    e.users.push_back(user->id());
+  }
+  // The resource called `id` while it lives; null if never added or gone.
+  std::shared_ptr<HostResource> FindHostResource(const std::string& id) const {
+    auto it = host_resources_.find(id);
+    return it == host_resources_.end() ? nullptr : it->second.resource.lock();
+  }
+  const std::map<std::string, HostResourceEntry>& host_resources() const {
+    return host_resources_;
+  }
+
   // A digest of the nodes, attributes, placement and functions: equal graphs
   // give equal fingerprints within a process (compile caches key on it).
   // Memoised: nodes never change once added.
@@ -172,6 +208,7 @@ class Graph {
   absl::flat_hash_map<std::string, int> name_counters_;  // Last suffix used.
   std::map<std::string, std::unique_ptr<Function>> functions_;
   std::map<std::string, std::vector<Node*>> collections_;
+  std::map<std::string, HostResourceEntry> host_resources_;
   mutable std::string fingerprint_;
   mutable int fingerprint_nodes_ = -1;
   mutable int fingerprint_functions_ = -1;

@@ -12,6 +12,7 @@
 #include "feeds/infeed_queue.h"
 #include "feeds/ipu_iterator.h"
 #include "feeds/outfeed_queue.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"
 #include "ops/control/loops.h"
@@ -182,6 +183,76 @@ TEST(FeedQueuesTest, SystemResetWakesABlockedDeviceWithCancelled) {
   runner.join();
   EXPECT_EQ(st.code(), absl::StatusCode::kCancelled) << st;
   release.Notify();  // Lets the host thread finish; the destructors join it.
+}
+
+// The queues reach programs only through the graph they were built into:
+// once a queue is destroyed, a program using it fails cleanly, naming the
+// queue and the node.
+TEST(FeedQueuesTest, RunAfterTheQueueIsDestroyedIsAFailedPrecondition) {
+  auto system = MakeSystem(1);
+  auto infeed = IPUInfeedQueue::Create(Range(0, 10));
+  auto outfeed = IPUOutfeedQueue::Create();
+  ASSERT_TRUE(infeed.ok() && outfeed.ok());
+  Scope s = Scope::NewRootScope();
+  auto loop = loops::Repeat(s, 2, Forward(outfeed->get()), {}, infeed->get());
+  ASSERT_TRUE(loop.ok());
+  const std::string infeed_id = (*infeed)->id();
+  infeed.value().reset();
+  IPUStrategy strategy(system.get());
+  absl::Status st = strategy.Run(*s.graph(), {}, {loop->op}).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_THAT(std::string(st.message()),
+              ::testing::AllOf(::testing::HasSubstr("InfeedDequeue '"),
+                               ::testing::HasSubstr("infeed '" + infeed_id + "'"),
+                               ::testing::HasSubstr("was destroyed")));
+
+  // The same for an outfeed (its body has no infeed).
+  auto outfeed2 = IPUOutfeedQueue::Create();
+  ASSERT_TRUE(outfeed2.ok());
+  Scope s2 = Scope::NewRootScope();
+  auto loop2 = loops::Repeat(s2, 2, [&](const Scope& b, const std::vector<Output>&) {
+    (*outfeed2)->Enqueue(b, {ops::Const(b, 1.0f)});
+    return std::vector<Output>{};
+  });
+  ASSERT_TRUE(loop2.ok()) << loop2.status();
+  const std::string outfeed_id = (*outfeed2)->id();
+  outfeed2.value().reset();
+  st = strategy.Run(*s2.graph(), {}, {loop2->op}).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_THAT(std::string(st.message()),
+              ::testing::AllOf(::testing::HasSubstr("OutfeedEnqueue '"),
+                               ::testing::HasSubstr("outfeed '" + outfeed_id + "'")));
+}
+
+// Compiling a program that dequeues starts the infeed's host thread, from
+// the compiling (host) thread, with the replica count: the dataset is read
+// before anything runs on a device. (Were it started lazily by the device,
+// this test would wait forever.)
+TEST(FeedQueuesTest, CompilingStartsTheInfeedHostThread) {
+  auto system = MakeSystem(2);
+  Notification first_element_read;
+  DatasetPtr ds = Range(0, 10)->Map(
+      [&](Element e) -> absl::StatusOr<Element> {
+        if (!first_element_read.HasBeenNotified()) first_element_read.Notify();
+        return e;
+      },
+      1, ElementSpec{{DType::kInt64}, {TensorShape()}});
+  auto infeed = IPUInfeedQueue::Create(ds, 1);
+  auto outfeed = IPUOutfeedQueue::Create();
+  ASSERT_TRUE(infeed.ok() && outfeed.ok());
+  Scope s = Scope::NewRootScope();
+  auto loop = loops::Repeat(s, 3, Forward(outfeed->get()), {}, infeed->get());
+  ASSERT_TRUE(loop.ok());
+  IPUStrategy strategy(system.get());
+  ASSERT_TRUE(strategy.Compile(*s.graph(), {}, {loop->op}).ok());
+  first_element_read.WaitForNotification();
+  // Started for the program's 2 replicas: feeding 1 is refused.
+  absl::Status other = (*infeed)->Start(1);
+  EXPECT_EQ(other.code(), absl::StatusCode::kFailedPrecondition) << other;
+  ASSERT_TRUE(strategy.Run(*s.graph(), {}, {loop->op}).ok());
+  auto all = (*outfeed)->Dequeue();
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ((*all)["x"].shape(), TensorShape({3, 2}));
 }
 
 TEST(FeedQueuesTest, ConsumerBlockedInNextIsWokenByClose) {

@@ -1,22 +1,135 @@
 #include "feeds/infeed_queue.h"
 
-#include <map>
+#include <atomic>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "core/ipu/bounded_queue.h"
 #include "core/ipu/ipu_device.h"
 #include "core/kernel.h"
+#include "core/mutex.h"
 #include "core/op_registry.h"
 
 namespace ipuflow::feeds {
-namespace {
+namespace internal {
 
-Mutex registry_mu;
-std::map<std::string, IPUInfeedQueue*>& Registry() {
-  static auto* registry = new std::map<std::string, IPUInfeedQueue*>();
-  return *registry;
+// The device side of an infeed: one bounded queue per replica, filled
+// round-robin by a host thread. Shared: the IPUInfeedQueue owns it, the
+// graph refers to it weakly, and a kernel inside Dequeue holds it.
+class InfeedChannel : public HostResource {
+ public:
+  InfeedChannel(std::string id, DatasetPtr dataset, int prefetch_depth)
+      : id_(std::move(id)),
+        dataset_(std::move(dataset)),
+        prefetch_depth_(prefetch_depth) {}
+  ~InfeedChannel() override { Shutdown("destroyed"); }
+
+  std::string DebugString() const override {
+    return absl::StrCat("IPUInfeedQueue '", id_, "'");
+  }
+  absl::Status Prepare(int num_replicas) override { return Start(num_replicas); }
+  const ElementSpec& spec() const { return dataset_->spec(); }
+
+  absl::Status Start(int num_replicas);
+  absl::StatusOr<Element> Dequeue(int replica, int num_replicas,
+                                  CancellationManager* cancellation);
+  // Wakes every device thread with Cancelled and joins the host thread;
+  // later Starts fail.
+  void Shutdown(const char* why);
+  int64_t produced() const { return produced_.load(std::memory_order_relaxed); }
+
+ private:
+  using Slot = absl::StatusOr<Element>;
+  void HostLoop();
+
+  const std::string id_;
+  const DatasetPtr dataset_;
+  const int prefetch_depth_;
+  Mutex mu_;
+  int num_replicas_ ABSL_GUARDED_BY(mu_) = 0;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  // num_replicas_ once queues_ is built (release): lets Dequeue skip mu_.
+  std::atomic<int> started_replicas_{0};
+  std::vector<std::unique_ptr<BoundedQueue<Slot>>> queues_;  // Fixed once started.
+  std::atomic<int64_t> produced_{0};
+  std::vector<int64_t> consumed_;  // Per replica; each touched by its replica.
+  std::thread host_thread_;
+};
+
+absl::Status InfeedChannel::Start(int num_replicas) {
+  MutexLock l(&mu_);
+  if (shut_down_) {
+    return absl::CancelledError(
+        absl::StrCat("IPUInfeedQueue '", id_, "' was destroyed"));
+  }
+  if (num_replicas_ == num_replicas) return absl::OkStatus();
+  if (num_replicas_ != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "IPUInfeedQueue '", id_, "' feeds ", num_replicas_,
+        " replicas; it cannot also feed a program with ", num_replicas));
+  }
+  for (int r = 0; r < num_replicas; ++r) {
+    queues_.push_back(std::make_unique<BoundedQueue<Slot>>(
+        prefetch_depth_, absl::StrCat("infeed '", id_, "' replica ", r)));
+  }
+  consumed_.assign(num_replicas, 0);
+  num_replicas_ = num_replicas;
+  host_thread_ = std::thread([this] { HostLoop(); });
+  started_replicas_.store(num_replicas, std::memory_order_release);
+  return absl::OkStatus();
 }
-std::atomic<int> next_id{0};
 
+void InfeedChannel::Shutdown(const char* why) {
+  std::thread host;
+  {
+    MutexLock l(&mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    host = std::move(host_thread_);
+  }
+  // queues_ is fixed: Start can no longer run.
+  for (auto& q : queues_) {
+    q->Cancel(absl::CancelledError(
+        absl::StrCat("IPUInfeedQueue '", id_, "' was ", why)));
+  }
+  if (host.joinable()) host.join();
+}
+
+void InfeedChannel::HostLoop() {
+  std::unique_ptr<Iterator> it = dataset_->MakeIterator();
+  const int replicas = static_cast<int>(queues_.size());
+  for (int64_t i = 0;; ++i) {
+    absl::StatusOr<Element> element = it->GetNext();
+    if (absl::IsOutOfRange(element.status())) break;
+    produced_.fetch_add(1, std::memory_order_relaxed);
+    if (!queues_[i % replicas]->Push(std::move(element)).ok()) return;  // Cancelled.
+  }
+  for (auto& q : queues_) q->Close();
+}
+
+absl::StatusOr<Element> InfeedChannel::Dequeue(
+    int replica, int num_replicas, CancellationManager* cancellation) {
+  // Per element: check without mu_ once started (Start rechecks under it).
+  if (started_replicas_.load(std::memory_order_acquire) != num_replicas) {
+    RETURN_IF_ERROR(Start(num_replicas));
+  }
+  absl::StatusOr<Slot> slot = queues_[replica]->Pop(cancellation);
+  if (absl::IsOutOfRange(slot.status())) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "IPUInfeedQueue '", id_, "': the dataset ended after ",
+        produced_.load(), " element(s); replica ", replica,
+        " asked for another (its element ", consumed_[replica] + 1,
+        "). Repeat() the dataset or run fewer iterations."));
+  }
+  RETURN_IF_ERROR(slot.status());
+  ++consumed_[replica];
+  return *std::move(slot);
+}
+
+}  // namespace internal
+
+namespace {
+std::atomic<int> next_id{0};
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<IPUInfeedQueue>> IPUInfeedQueue::Create(
@@ -52,30 +165,13 @@ absl::StatusOr<std::unique_ptr<IPUInfeedQueue>> IPUInfeedQueue::Create(
 }
 
 IPUInfeedQueue::IPUInfeedQueue(DatasetPtr dataset, int prefetch_depth)
-    : dataset_(std::move(dataset)),
-      prefetch_depth_(prefetch_depth),
-      id_(absl::StrCat("infeed_", next_id.fetch_add(1))) {
-  MutexLock l(&registry_mu);
-  Registry()[id_] = this;
-}
+    : id_(absl::StrCat("infeed_", next_id.fetch_add(1))),
+      channel_(std::make_shared<internal::InfeedChannel>(
+          id_, std::move(dataset), prefetch_depth)) {}
 
-IPUInfeedQueue::~IPUInfeedQueue() {
-  {
-    MutexLock l(&registry_mu);
-    Registry().erase(id_);
-  }
-  for (auto& ring : rings_) {
-    ring->Cancel(absl::CancelledError(
-        absl::StrCat("IPUInfeedQueue '", id_, "' was destroyed")));
-  }
-  if (host_thread_.joinable()) host_thread_.join();
-}
+IPUInfeedQueue::~IPUInfeedQueue() { channel_->Shutdown("destroyed"); }
 
-IPUInfeedQueue* IPUInfeedQueue::Find(const std::string& id) {
-  MutexLock l(&registry_mu);
-  auto it = Registry().find(id);
-  return it == Registry().end() ? nullptr : it->second;
-}
+const ElementSpec& IPUInfeedQueue::spec() const { return channel_->spec(); }
 
 absl::StatusOr<std::vector<Output>> IPUInfeedQueue::BuildDequeue(
     const Scope& scope) {
@@ -85,6 +181,7 @@ absl::StatusOr<std::vector<Output>> IPUInfeedQueue::BuildDequeue(
                            {"shapes", s.shapes}},
                           "InfeedDequeue");
   RETURN_IF_ERROR(scope.status());
+  scope.graph()->AddHostResource(id_, channel_, n);
   dequeued_ = true;
   std::vector<Output> out;
   for (int i = 0; i < n->num_outputs(); ++i) out.push_back(Output(n, i));
@@ -92,66 +189,16 @@ absl::StatusOr<std::vector<Output>> IPUInfeedQueue::BuildDequeue(
 }
 
 absl::Status IPUInfeedQueue::Start(int num_replicas) {
-  MutexLock l(&mu_);
-  if (num_replicas_ == num_replicas) return absl::OkStatus();
-  if (num_replicas_ != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "IPUInfeedQueue '", id_, "' feeds ", num_replicas_,
-        " replicas; it cannot also feed a program with ", num_replicas));
-  }
-  for (int r = 0; r < num_replicas; ++r) {
-    rings_.push_back(std::make_unique<RingBuffer<Slot>>(
-        prefetch_depth_, absl::StrCat("infeed '", id_, "' replica ", r)));
-  }
-  consumed_.assign(num_replicas, 0);
-  num_replicas_ = num_replicas;
-  host_thread_ = std::thread([this] { HostLoop(); });
-  started_replicas_.store(num_replicas, std::memory_order_release);
-  return absl::OkStatus();
-}
-
-void IPUInfeedQueue::HostLoop() {
-  std::unique_ptr<Iterator> it = dataset_->MakeIterator();
-  const int replicas = static_cast<int>(rings_.size());
-  for (int64_t i = 0;; ++i) {
-    absl::StatusOr<Element> element = it->GetNext();
-    if (absl::IsOutOfRange(element.status())) break;
-    produced_.fetch_add(1, std::memory_order_relaxed);
-    if (!rings_[i % replicas]->Push(std::move(element)).ok()) return;  // Cancelled.
-  }
-  for (auto& ring : rings_) ring->Close();
+  return channel_->Start(num_replicas);
 }
 
 absl::StatusOr<Element> IPUInfeedQueue::Dequeue(
     int replica, int num_replicas, CancellationManager* cancellation) {
-  // Per element: check without mu_ once started (Start rechecks under it).
-  if (started_replicas_.load(std::memory_order_acquire) != num_replicas) {
-    RETURN_IF_ERROR(Start(num_replicas));
-  }
-  RingBuffer<Slot>& ring = *rings_[replica];
-  int token = -1;
-  if (cancellation != nullptr) {
-    token = cancellation->Register([&ring, this] {
-      ring.Cancel(absl::CancelledError(absl::StrCat(
-          "IPUInfeedQueue '", id_, "': the IPU system was reset")));
-    });
-  }
-  absl::StatusOr<Slot> slot = ring.Pop();
-  if (cancellation != nullptr) cancellation->Unregister(token);
-  if (absl::IsOutOfRange(slot.status())) {
-    return absl::OutOfRangeError(absl::StrCat(
-        "IPUInfeedQueue '", id_, "': the dataset ended after ",
-        produced_.load(), " element(s); replica ", replica,
-        " asked for another (its element ", consumed_[replica] + 1,
-        "). Repeat() the dataset or run fewer iterations."));
-  }
-  RETURN_IF_ERROR(slot.status());
-  ++consumed_[replica];
-  return *std::move(slot);
+  return channel_->Dequeue(replica, num_replicas, cancellation);
 }
 
 int64_t IPUInfeedQueue::elements_produced() const {
-  return produced_.load(std::memory_order_relaxed);
+  return channel_->produced();
 }
 
 namespace {
@@ -172,10 +219,14 @@ REGISTER_OP("InfeedDequeue")
     })
     .SetKernel([](KernelContext& ctx) -> absl::Status {
       const std::string& id = ctx.attr<std::string>("feed_id");
-      IPUInfeedQueue* queue = IPUInfeedQueue::Find(id);
+      // Held for the whole dequeue: destroying the IPUInfeedQueue meanwhile
+      // cancels the wait instead of freeing the queue under it.
+      auto queue = std::dynamic_pointer_cast<internal::InfeedChannel>(
+          ctx.node().graph()->FindHostResource(id));
       if (queue == nullptr) {
         return ctx.Error(absl::StatusCode::kFailedPrecondition, "infeed '", id,
-                         "' does not exist (was its IPUInfeedQueue destroyed?)");
+                         "' is not available: its IPUInfeedQueue was destroyed "
+                         "(or this graph was not built with it)");
       }
       absl::StatusOr<Element> element = queue->Dequeue(
           ctx.env().replica, ctx.env().num_replicas, ctx.env().cancellation);

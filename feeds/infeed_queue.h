@@ -1,7 +1,8 @@
 // IPUInfeedQueue: streams a dataset to the device. A host thread pulls
 // elements from the dataset and pushes them, round-robin, into one bounded
-// ring buffer per replica (capacity = prefetch_depth); an InfeedDequeue node
-// inside a device loop pops one element per replica per iteration.
+// queue per replica (core/ipu/bounded_queue.h, capacity = prefetch_depth);
+// an InfeedDequeue node inside a device loop pops one element per replica
+// per iteration.
 //
 //   ASSIGN_OR_RETURN(auto infeed, IPUInfeedQueue::Create(dataset));
 //   ASSIGN_OR_RETURN(loops::Loop loop,
@@ -13,6 +14,13 @@
 // aborts the process instead). A dataset error reaches the device in place
 // of its element. The stream continues across runs of the program.
 //
+// The queue reaches a device program only through its graph: BuildDequeue
+// registers it as a host resource of the graph (Graph::AddHostResource),
+// and the InfeedDequeue kernel finds it there. Compiling a device program
+// that uses it starts the host thread with the replica count (Prepare);
+// a run after the queue was destroyed fails with FailedPrecondition naming
+// the queue and the node.
+//
 // Thread safety: BuildDequeue is called while building (one thread); the
 // device side (Dequeue) is called by each replica's thread; the destructor
 // stops the host thread and wakes any device thread blocked on the queue
@@ -20,20 +28,20 @@
 #ifndef IPUFLOW_FEEDS_INFEED_QUEUE_H_
 #define IPUFLOW_FEEDS_INFEED_QUEUE_H_
 
-#include <atomic>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/cancellation.h"
-#include "core/mutex.h"
 #include "feeds/dataset.h"
-#include "feeds/ring_buffer.h"
 #include "ops/control/loops.h"
 
 namespace ipuflow::feeds {
+
+namespace internal {
+class InfeedChannel;
+}  // namespace internal
 
 inline constexpr int kDefaultPrefetchDepth = 3;
 
@@ -46,39 +54,31 @@ class IPUInfeedQueue : public loops::InfeedSource {
   ~IPUInfeedQueue() override;
 
   const std::string& id() const { return id_; }
-  const ElementSpec& spec() const { return dataset_->spec(); }
+  const ElementSpec& spec() const;
   // Adds an InfeedDequeue node (one output per element component).
   absl::StatusOr<std::vector<Output>> BuildDequeue(const Scope& scope) override;
   bool dequeued() const { return dequeued_; }
 
   // Device side: the next element for `replica` of `num_replicas`. Blocks
-  // until the host thread has it; `cancellation` (may be null) wakes it.
+  // until the host thread has it; `cancellation` (may be null) ends the
+  // wait with its reason (the queue keeps its elements).
   absl::StatusOr<Element> Dequeue(int replica, int num_replicas,
                                   CancellationManager* cancellation);
+  // Starts the host thread for `num_replicas` (a no-op once started with
+  // that count; FailedPrecondition for another). Compiling a device program
+  // that dequeues calls it; Dequeue calls it if nobody did.
+  absl::Status Start(int num_replicas);
   // Elements the host thread has taken from the dataset so far.
   int64_t elements_produced() const;
 
-  // The live queue called `id`, for the InfeedDequeue kernel.
-  static IPUInfeedQueue* Find(const std::string& id);
-
  private:
-  using Slot = absl::StatusOr<Element>;
   IPUInfeedQueue(DatasetPtr dataset, int prefetch_depth);
-  absl::Status Start(int num_replicas);
-  void HostLoop();
 
-  const DatasetPtr dataset_;
-  const int prefetch_depth_;
   const std::string id_;
   bool dequeued_ = false;
-  Mutex mu_;
-  int num_replicas_ ABSL_GUARDED_BY(mu_) = 0;
-  // num_replicas_ once rings_ is built (release): lets Dequeue skip mu_.
-  std::atomic<int> started_replicas_{0};
-  std::vector<std::unique_ptr<RingBuffer<Slot>>> rings_;  // Fixed once started.
-  std::atomic<int64_t> produced_{0};
-  std::vector<int64_t> consumed_;  // Per replica; each touched by its replica.
-  std::thread host_thread_;
+  // What the device side uses; the graph holds a weak reference to it, and
+  // a kernel inside Dequeue keeps it alive past the queue's destruction.
+  std::shared_ptr<internal::InfeedChannel> channel_;
 };
 
 }  // namespace ipuflow::feeds

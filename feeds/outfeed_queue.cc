@@ -1,20 +1,19 @@
 #include "feeds/outfeed_queue.h"
 
-#include <map>
+#include <atomic>
+#include <deque>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "core/ipu/bounded_queue.h"
 #include "core/ipu/ipu_device.h"
 #include "core/kernel.h"
+#include "core/mutex.h"
 #include "core/op_registry.h"
 
 namespace ipuflow::feeds {
 namespace {
 
-Mutex registry_mu;
-std::map<std::string, IPUOutfeedQueue*>& Registry() {
-  static auto* registry = new std::map<std::string, IPUOutfeedQueue*>();
-  return *registry;
-}
 std::atomic<int> next_id{0};
 
 // `parts` stacked along a new leading dimension; an empty list gives a
@@ -39,55 +38,71 @@ const Tensor& OutfeedResult::operator[](const std::string& name) const {
   return tensors[0];
 }
 
-absl::StatusOr<std::unique_ptr<IPUOutfeedQueue>> IPUOutfeedQueue::Create(
-    OutfeedMode mode, int buffer_depth) {
-  if (buffer_depth < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "IPUOutfeedQueue: buffer_depth cannot be less than 1, got ",
-        buffer_depth, " (the default is ", kDefaultOutfeedBufferDepth, ")"));
+namespace internal {
+
+// Everything behind an IPUOutfeedQueue: one bounded queue per replica that
+// the device pushes to, the gathering host thread, and the host-side list.
+// Shared: the IPUOutfeedQueue owns it, the graph refers to it weakly, and a
+// kernel inside Push holds it.
+class OutfeedChannel : public HostResource {
+ public:
+  OutfeedChannel(std::string id, OutfeedMode mode, int buffer_depth)
+      : mode_(mode), buffer_depth_(buffer_depth), id_(std::move(id)) {}
+  ~OutfeedChannel() override { Shutdown(); }
+
+  std::string DebugString() const override {
+    return absl::StrCat("IPUOutfeedQueue '", id_, "'");
   }
-  return std::unique_ptr<IPUOutfeedQueue>(new IPUOutfeedQueue(mode, buffer_depth));
-}
+  absl::Status Prepare(int num_replicas) override { return Start(num_replicas); }
+  OutfeedMode mode() const { return mode_; }
 
-IPUOutfeedQueue::IPUOutfeedQueue(OutfeedMode mode, int buffer_depth)
-    : mode_(mode),
-      buffer_depth_(buffer_depth),
-      id_(absl::StrCat("outfeed_", next_id.fetch_add(1))) {
-  MutexLock l(&registry_mu);
-  Registry()[id_] = this;
-}
+  Node* Enqueue(const Scope& scope,
+                const std::vector<std::pair<std::string, Output>>& values);
+  absl::Status Start(int num_replicas);
+  absl::Status Push(int replica, int num_replicas, std::vector<Tensor> values,
+                    CancellationManager* cancellation);
+  absl::StatusOr<OutfeedResult> Dequeue();
+  absl::StatusOr<OutfeedElement> Next();
+  std::vector<OutfeedElement> TakeAvailable();
+  void Close();
+  int64_t steps_delivered() const;
+  // Wakes every thread waiting on the queue with Cancelled and joins the
+  // gathering thread; later Starts fail.
+  void Shutdown();
 
-IPUOutfeedQueue::~IPUOutfeedQueue() {
-  {
-    MutexLock l(&registry_mu);
-    Registry().erase(id_);
-  }
-  for (auto& ring : rings_) {
-    ring->Cancel(absl::CancelledError(
-        absl::StrCat("IPUOutfeedQueue '", id_, "' was destroyed")));
-  }
-  if (host_thread_.joinable()) host_thread_.join();
-  MutexLock l(&mu_);
-  destroyed_ = true;
-  cv_.SignalAll();
-}
+ private:
+  void HostLoop();
+  OutfeedElement MakeStep(std::vector<std::vector<Tensor>> per_replica) const;
+  // Waits until the host thread has gathered every step whose elements all
+  // replicas had pushed when this was called: what a program enqueued before
+  // it returned is visible to the next host-side read.
+  void CatchUp() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-IPUOutfeedQueue* IPUOutfeedQueue::Find(const std::string& id) {
-  MutexLock l(&registry_mu);
-  auto it = Registry().find(id);
-  return it == Registry().end() ? nullptr : it->second;
-}
+  const OutfeedMode mode_;
+  const int buffer_depth_;
+  const std::string id_;
+  std::vector<std::string> names_;
+  std::vector<DType> dtypes_;
+  std::vector<TensorShape> shapes_;
+  bool enqueued_ = false;
 
-Node* IPUOutfeedQueue::Enqueue(const Scope& scope,
-                               const std::vector<Output>& values) {
-  std::vector<std::pair<std::string, Output>> named;
-  for (size_t i = 0; i < values.size(); ++i) {
-    named.push_back({absl::StrCat(i), values[i]});
-  }
-  return Enqueue(scope, named);
-}
+  mutable Mutex mu_;
+  CondVar cv_;
+  int num_replicas_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<OutfeedElement> steps_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool destroyed_ ABSL_GUARDED_BY(mu_) = false;
+  bool host_stopped_ ABSL_GUARDED_BY(mu_) = false;  // Gathering thread ended.
+  int64_t delivered_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t gathered_ ABSL_GUARDED_BY(mu_) = 0;  // Steps the host thread made.
+  std::vector<std::atomic<int64_t>> pushed_;    // Per replica; fixed at Start.
+  // num_replicas_ once queues_ is built (release): lets Push skip mu_.
+  std::atomic<int> started_replicas_{0};
+  std::vector<std::unique_ptr<BoundedQueue<std::vector<Tensor>>>> queues_;
+  std::thread host_thread_;
+};
 
-Node* IPUOutfeedQueue::Enqueue(
+Node* OutfeedChannel::Enqueue(
     const Scope& scope,
     const std::vector<std::pair<std::string, Output>>& values) {
   if (enqueued_) {
@@ -114,8 +129,12 @@ Node* IPUOutfeedQueue::Enqueue(
   return n;
 }
 
-absl::Status IPUOutfeedQueue::Start(int num_replicas) {
+absl::Status OutfeedChannel::Start(int num_replicas) {
   MutexLock l(&mu_);
+  if (destroyed_) {
+    return absl::CancelledError(
+        absl::StrCat("IPUOutfeedQueue '", id_, "' was destroyed"));
+  }
   if (num_replicas_ == num_replicas) return absl::OkStatus();
   if (num_replicas_ != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -123,7 +142,7 @@ absl::Status IPUOutfeedQueue::Start(int num_replicas) {
         " replicas; it cannot also serve a program with ", num_replicas));
   }
   for (int r = 0; r < num_replicas; ++r) {
-    rings_.push_back(std::make_unique<RingBuffer<std::vector<Tensor>>>(
+    queues_.push_back(std::make_unique<BoundedQueue<std::vector<Tensor>>>(
         buffer_depth_, absl::StrCat("outfeed '", id_, "' replica ", r)));
   }
   pushed_ = std::vector<std::atomic<int64_t>>(num_replicas);
@@ -133,28 +152,19 @@ absl::Status IPUOutfeedQueue::Start(int num_replicas) {
   return absl::OkStatus();
 }
 
-absl::Status IPUOutfeedQueue::Push(int replica, int num_replicas,
+absl::Status OutfeedChannel::Push(int replica, int num_replicas,
                                    std::vector<Tensor> values,
                                    CancellationManager* cancellation) {
   // Per element: check without mu_ once started (Start rechecks under it).
   if (started_replicas_.load(std::memory_order_acquire) != num_replicas) {
     RETURN_IF_ERROR(Start(num_replicas));
   }
-  auto& ring = *rings_[replica];
-  int token = -1;
-  if (cancellation != nullptr) {
-    token = cancellation->Register([&ring, this] {
-      ring.Cancel(absl::CancelledError(absl::StrCat(
-          "IPUOutfeedQueue '", id_, "': the IPU system was reset")));
-    });
-  }
-  absl::Status s = ring.Push(std::move(values));
-  if (cancellation != nullptr) cancellation->Unregister(token);
+  absl::Status s = queues_[replica]->Push(std::move(values), cancellation);
   if (s.ok()) pushed_[replica].fetch_add(1, std::memory_order_release);
   return s;
 }
 
-OutfeedElement IPUOutfeedQueue::MakeStep(
+OutfeedElement OutfeedChannel::MakeStep(
     std::vector<std::vector<Tensor>> per_replica) const {
   OutfeedElement step;
   step.names = names_;
@@ -171,14 +181,14 @@ OutfeedElement IPUOutfeedQueue::MakeStep(
 }
 
 // Gathers one element from every replica, in replica order, per step.
-void IPUOutfeedQueue::HostLoop() {
+void OutfeedChannel::HostLoop() {
   for (;;) {
     std::vector<std::vector<Tensor>> per_replica;
-    for (auto& ring : rings_) {
-      absl::StatusOr<std::vector<Tensor>> v = ring->Pop();
+    for (auto& q : queues_) {
+      absl::StatusOr<std::vector<Tensor>> v = q->Pop();
       if (!v.ok()) {
-        // Cancelled (queue destroyed, or system reset): readers must not
-        // wait for steps this thread will never gather.
+        // Cancelled (the queue was destroyed): readers must not wait for
+        // steps this thread will never gather.
         MutexLock l(&mu_);
         host_stopped_ = true;
         cv_.SignalAll();
@@ -195,7 +205,7 @@ void IPUOutfeedQueue::HostLoop() {
   }
 }
 
-void IPUOutfeedQueue::CatchUp() {
+void OutfeedChannel::CatchUp() {
   if (num_replicas_ == 0) return;
   int64_t target = pushed_[0].load(std::memory_order_acquire);
   for (const auto& p : pushed_) {
@@ -206,7 +216,7 @@ void IPUOutfeedQueue::CatchUp() {
   });
 }
 
-absl::StatusOr<OutfeedResult> IPUOutfeedQueue::Dequeue() {
+absl::StatusOr<OutfeedResult> OutfeedChannel::Dequeue() {
   MutexLock l(&mu_);
   CatchUp();
   if (mode_ == OutfeedMode::kLast) {
@@ -234,7 +244,7 @@ absl::StatusOr<OutfeedResult> IPUOutfeedQueue::Dequeue() {
   return result;
 }
 
-absl::StatusOr<OutfeedElement> IPUOutfeedQueue::Next() {
+absl::StatusOr<OutfeedElement> OutfeedChannel::Next() {
   MutexLock l(&mu_);
   cv_.Await(&mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return !steps_.empty() || closed_ || destroyed_ || host_stopped_;
@@ -255,7 +265,7 @@ absl::StatusOr<OutfeedElement> IPUOutfeedQueue::Next() {
       absl::StrCat("IPUOutfeedQueue '", id_, "' is closed and drained"));
 }
 
-std::vector<OutfeedElement> IPUOutfeedQueue::TakeAvailable() {
+std::vector<OutfeedElement> OutfeedChannel::TakeAvailable() {
   MutexLock l(&mu_);
   CatchUp();
   std::vector<OutfeedElement> out(std::make_move_iterator(steps_.begin()),
@@ -265,15 +275,103 @@ std::vector<OutfeedElement> IPUOutfeedQueue::TakeAvailable() {
   return out;
 }
 
-void IPUOutfeedQueue::Close() {
+void OutfeedChannel::Close() {
   MutexLock l(&mu_);
   closed_ = true;
   cv_.SignalAll();
 }
 
-int64_t IPUOutfeedQueue::steps_delivered() const {
+int64_t OutfeedChannel::steps_delivered() const {
   MutexLock l(&mu_);
   return delivered_;
+}
+
+void OutfeedChannel::Shutdown() {
+  std::thread host;
+  {
+    MutexLock l(&mu_);
+    if (destroyed_) return;
+    destroyed_ = true;
+    host = std::move(host_thread_);
+    cv_.SignalAll();
+  }
+  // queues_ is fixed: Start can no longer run.
+  for (auto& q : queues_) {
+    q->Cancel(absl::CancelledError(
+        absl::StrCat("IPUOutfeedQueue '", id_, "' was destroyed")));
+  }
+  if (host.joinable()) host.join();
+}
+
+}  // namespace internal
+
+absl::StatusOr<std::unique_ptr<IPUOutfeedQueue>> IPUOutfeedQueue::Create(
+    OutfeedMode mode, int buffer_depth) {
+  if (buffer_depth < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "IPUOutfeedQueue: buffer_depth cannot be less than 1, got ",
+        buffer_depth, " (the default is ", kDefaultOutfeedBufferDepth, ")"));
+  }
+  return std::unique_ptr<IPUOutfeedQueue>(new IPUOutfeedQueue(mode, buffer_depth));
+}
+
+IPUOutfeedQueue::IPUOutfeedQueue(OutfeedMode mode, int buffer_depth)
+    : id_(absl::StrCat("outfeed_", next_id.fetch_add(1))),
+      channel_(std::make_shared<internal::OutfeedChannel>(id_, mode,
+                                                          buffer_depth)) {}
+
+IPUOutfeedQueue::~IPUOutfeedQueue() { channel_->Shutdown(); }
+
+OutfeedMode IPUOutfeedQueue::mode() const { return channel_->mode(); }
+
+Node* IPUOutfeedQueue::Enqueue(const Scope& scope,
+                               const std::vector<Output>& values) {
+  std::vector<std::pair<std::string, Output>> named;
+  for (size_t i = 0; i < values.size(); ++i) {
+    named.push_back({absl::StrCat(i), values[i]});
+  }
+  return Enqueue(scope, named);
+}
+
+Node* IPUOutfeedQueue::Enqueue(
+    const Scope& scope,
+    const std::vector<std::pair<std::string, Output>>& values) {
+  Node* n = channel_->Enqueue(scope, values);
+  if (n != nullptr) scope.graph()->AddHostResource(id_, channel_, n);
+  return n;
+}
+
+absl::Status IPUOutfeedQueue::Push(int replica, int num_replicas,
+                                   std::vector<Tensor> values,
+                                   CancellationManager* cancellation) {
+  return channel_->Push(replica, num_replicas, std::move(values), cancellation);
+}
+
+absl::Status IPUOutfeedQueue::Start(int num_replicas) {
+  return channel_->Start(num_replicas);
+}
+
+// Host-side reads hold the channel, so a reader blocked in Next while
+// another thread destroys the queue returns Cancelled on live memory.
+absl::StatusOr<OutfeedResult> IPUOutfeedQueue::Dequeue() {
+  std::shared_ptr<internal::OutfeedChannel> c = channel_;
+  return c->Dequeue();
+}
+
+absl::StatusOr<OutfeedElement> IPUOutfeedQueue::Next() {
+  std::shared_ptr<internal::OutfeedChannel> c = channel_;
+  return c->Next();
+}
+
+std::vector<OutfeedElement> IPUOutfeedQueue::TakeAvailable() {
+  std::shared_ptr<internal::OutfeedChannel> c = channel_;
+  return c->TakeAvailable();
+}
+
+void IPUOutfeedQueue::Close() { channel_->Close(); }
+
+int64_t IPUOutfeedQueue::steps_delivered() const {
+  return channel_->steps_delivered();
 }
 
 std::vector<OutfeedElement>::const_iterator IPUOutfeedQueue::begin() {
@@ -300,10 +398,14 @@ REGISTER_OP("OutfeedEnqueue")
     })
     .SetKernel([](KernelContext& ctx) -> absl::Status {
       const std::string& id = ctx.attr<std::string>("feed_id");
-      IPUOutfeedQueue* queue = IPUOutfeedQueue::Find(id);
+      // Held for the whole push: destroying the IPUOutfeedQueue meanwhile
+      // cancels the wait instead of freeing the queue under it.
+      auto queue = std::dynamic_pointer_cast<internal::OutfeedChannel>(
+          ctx.node().graph()->FindHostResource(id));
       if (queue == nullptr) {
         return ctx.Error(absl::StatusCode::kFailedPrecondition, "outfeed '", id,
-                         "' does not exist (was its IPUOutfeedQueue destroyed?)");
+                         "' is not available: its IPUOutfeedQueue was destroyed "
+                         "(or this graph was not built with it)");
       }
       std::vector<Tensor> values;
       int64_t bytes = 0;

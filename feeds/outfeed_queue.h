@@ -17,28 +17,32 @@
 // latest. Dequeue before anything was enqueued: kAll returns empty tensors
 // (leading dimension 0), kLast is FailedPrecondition.
 //
+// The queue reaches a device program only through its graph: Enqueue
+// registers it as a host resource of the graph (Graph::AddHostResource),
+// and the OutfeedEnqueue kernel finds it there; compiling a device program
+// that enqueues starts the gathering thread (Prepare). A run after the
+// queue was destroyed fails with FailedPrecondition naming it and the node.
+//
 // Thread safety: the host-side methods (Dequeue, Next, iteration, Close) may
 // be called from any thread, concurrently with running programs: every step
 // is delivered exactly once, in order, to whichever caller takes it.
 #ifndef IPUFLOW_FEEDS_OUTFEED_QUEUE_H_
 #define IPUFLOW_FEEDS_OUTFEED_QUEUE_H_
 
-#include <atomic>
-#include <deque>
-#include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/cancellation.h"
-#include "core/mutex.h"
 #include "core/scope.h"
-#include "feeds/ring_buffer.h"
 
 namespace ipuflow::feeds {
+
+namespace internal {
+class OutfeedChannel;
+}  // namespace internal
 
 enum class OutfeedMode { kAll, kLast };
 inline constexpr int kDefaultOutfeedBufferDepth = 3;
@@ -62,7 +66,7 @@ class IPUOutfeedQueue {
   ~IPUOutfeedQueue();
 
   const std::string& id() const { return id_; }
-  OutfeedMode mode() const { return mode_; }
+  OutfeedMode mode() const;
 
   // Device side. Only one enqueue per queue: a second is an error recorded
   // in the scope (as in the original).
@@ -72,6 +76,10 @@ class IPUOutfeedQueue {
   // Called by the OutfeedEnqueue kernel on replica `replica`'s thread.
   absl::Status Push(int replica, int num_replicas, std::vector<Tensor> values,
                     CancellationManager* cancellation);
+  // Starts the gathering thread for `num_replicas` (a no-op once started
+  // with that count; FailedPrecondition for another). Compiling a device
+  // program that enqueues calls it; Push calls it if nobody did.
+  absl::Status Start(int num_replicas);
 
   // Host side. kAll: every step so far, stacked: [steps, (replicas,) ...];
   // removes them. kLast: the latest step.
@@ -92,41 +100,14 @@ class IPUOutfeedQueue {
   std::vector<OutfeedElement>::const_iterator begin();
   std::vector<OutfeedElement>::const_iterator end();
 
-  static IPUOutfeedQueue* Find(const std::string& id);
-
  private:
   IPUOutfeedQueue(OutfeedMode mode, int buffer_depth);
-  absl::Status Start(int num_replicas);
-  void HostLoop();
-  OutfeedElement MakeStep(std::vector<std::vector<Tensor>> per_replica) const;
-  // Waits until the host thread has gathered every step whose elements all
-  // replicas had pushed when this was called: what a program enqueued before
-  // it returned is visible to the next host-side read.
-  void CatchUp() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  const OutfeedMode mode_;
-  const int buffer_depth_;
   const std::string id_;
-  std::vector<std::string> names_;
-  std::vector<DType> dtypes_;
-  std::vector<TensorShape> shapes_;
-  bool enqueued_ = false;
-
-  mutable Mutex mu_;
-  CondVar cv_;
-  int num_replicas_ ABSL_GUARDED_BY(mu_) = 0;
-  std::deque<OutfeedElement> steps_ ABSL_GUARDED_BY(mu_);
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  bool destroyed_ ABSL_GUARDED_BY(mu_) = false;
-  bool host_stopped_ ABSL_GUARDED_BY(mu_) = false;  // Gathering thread ended.
-  int64_t delivered_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t gathered_ ABSL_GUARDED_BY(mu_) = 0;  // Steps the host thread made.
-  std::vector<std::atomic<int64_t>> pushed_;    // Per replica; fixed at Start.
-  // num_replicas_ once rings_ is built (release): lets Push skip mu_.
-  std::atomic<int> started_replicas_{0};
+  // What the device side uses; the graph holds a weak reference to it, and
+  // a kernel inside Push keeps it alive past the queue's destruction.
+  std::shared_ptr<internal::OutfeedChannel> channel_;
   std::vector<OutfeedElement> iterated_;  // Backs begin()/end().
-  std::vector<std::unique_ptr<RingBuffer<std::vector<Tensor>>>> rings_;
-  std::thread host_thread_;
 };
 
 }  // namespace ipuflow::feeds

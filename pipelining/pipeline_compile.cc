@@ -197,7 +197,16 @@ absl::Status PipelineRuntime::Compile() {
     }
   }
   SizeFifos();
-  return CheckMemory();
+  RETURN_IF_ERROR(CheckMemory());
+  // The feeds' host threads start here, on the host, rather than on a
+  // device thread; an error (another replica count) is reported by Run.
+  if (b_->options.infeed_queue != nullptr) {
+    b_->options.infeed_queue->Start(replica_.count).IgnoreError();
+  }
+  if (b_->options.outfeed_queue != nullptr) {
+    b_->options.outfeed_queue->Start(replica_.count).IgnoreError();
+  }
+  return absl::OkStatus();
 }
 
 // Runs the table step by step, one entry at a time (pops at an entry's
@@ -243,12 +252,12 @@ void PipelineRuntime::SizeFifos() {
   }
   fifos_.clear();
   for (const auto& [key, cap] : peak) {
-    fifos_[key] = std::make_unique<StageFifo>(key, std::max(1, cap));
+    fifos_[key] = std::make_unique<StageFifo>(std::max(1, cap), key);
   }
   // The feeder may run ahead of stage 0 by a couple of elements.
   for (size_t p = 0; p < parts_[0].size(); ++p) {
     fifos_[Key("infeed", 0, p)] =
-        std::make_unique<StageFifo>(Key("infeed", 0, p), 2);
+        std::make_unique<StageFifo>(2, Key("infeed", 0, p));
   }
 }
 
@@ -342,17 +351,20 @@ void PipelineRuntime::AccountBuffers(std::vector<IpuMemory>* mem) const {
       IpuMemory& ipu = (*mem)[p->def->ipu];
       const int s = p->def->stage, q = p->def->part;
       if (b_->training) {
-        ipu.stash += Fifo(Key("stash", s, q))->capacity() * p->stash_bytes;
+        ipu.stash += static_cast<int64_t>(Fifo(Key("stash", s, q))->capacity()) *
+                     p->stash_bytes;
       }
       for (size_t i = 0; s > 0 && i < parts_[s - 1].size(); ++i) {
         const Part& prev = *parts_[s - 1][i];
-        ipu.fifos += Fifo(Key("act", s - 1, prev.def->part, q))->capacity() *
+        ipu.fifos += static_cast<int64_t>(
+                         Fifo(Key("act", s - 1, prev.def->part, q))->capacity()) *
                      prev.output_bytes;
       }
       for (size_t i = 0; b_->training && s + 1 < n && i < parts_[s + 1].size();
            ++i) {
-        ipu.fifos += Fifo(Key("grad", s, parts_[s + 1][i]->def->part, q))
-                         ->capacity() *
+        ipu.fifos += static_cast<int64_t>(
+                         Fifo(Key("grad", s, parts_[s + 1][i]->def->part, q))
+                             ->capacity()) *
                      p->grad_bytes;
       }
     }

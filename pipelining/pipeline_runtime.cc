@@ -140,14 +140,14 @@ absl::Status PipelineRuntime::Forward(RunState& rs, const Entry& e, int repeat,
   if (s == 0) {
     std::copy(rs.input_values.begin(), rs.input_values.end(), args.begin());
     if (b_->options.infeed_queue != nullptr) {
-      ASSIGN_OR_RETURN(StageFifo::Message msg, Fifo(Key("infeed", 0, e.part))->Pop());
+      ASSIGN_OR_RETURN(StageMessage msg, Fifo(Key("infeed", 0, e.part))->Pop());
       std::move(msg.values.begin(), msg.values.end(),
                 args.begin() + rs.input_values.size());
     }
   } else {
     const StageDef& prev = b_->stages[s - 1];
     for (size_t q = 0; q < parts_[s - 1].size(); ++q) {
-      ASSIGN_OR_RETURN(StageFifo::Message msg,
+      ASSIGN_OR_RETURN(StageMessage msg,
                        Fifo(Key("act", s - 1, q, e.part))->Pop());
       clock->virtual_ready = std::max(clock->virtual_ready, msg.virtual_time);
       std::move(msg.values.begin(), msg.values.end(),
@@ -198,13 +198,13 @@ absl::Status PipelineRuntime::Backward(RunState& rs, const Entry& e,
   const int n = static_cast<int>(parts_.size());
   const int M = b_->table.micro_batches;
   const int m = e.item.micro_batch;
-  ASSIGN_OR_RETURN(StageFifo::Message stash, Fifo(Key("stash", s, e.part))->Pop());
+  ASSIGN_OR_RETURN(StageMessage stash, Fifo(Key("stash", s, e.part))->Pop());
   clock->virtual_ready =
       std::max(clock->virtual_ready, stash.virtual_time);
   std::vector<Tensor> dy(d.outputs.size());
   if (s + 1 < n) {
     for (size_t q = 0; q < parts_[s + 1].size(); ++q) {
-      ASSIGN_OR_RETURN(StageFifo::Message msg,
+      ASSIGN_OR_RETURN(StageMessage msg,
                        Fifo(Key("grad", s, q, e.part))->Pop());
       clock->virtual_ready = std::max(clock->virtual_ready, msg.virtual_time);
       for (size_t j = 0; j < dy.size(); ++j) {
@@ -310,7 +310,8 @@ void PipelineRuntime::RunIpu(RunState& rs, int ipu, int repeat) {
       for (const auto& stage : parts_) {
         for (const auto& p : stage) {
           if (p->def->ipu != ipu) continue;
-          const int occ = Fifo(Key("stash", p->def->stage, p->def->part))->size();
+          const int occ = static_cast<int>(
+              Fifo(Key("stash", p->def->stage, p->def->part))->size());
           int& peak = rs.stash_occupancy[ipu][p->def->stage];
           peak = std::max(peak, occ);
         }
@@ -632,18 +633,22 @@ PipelineReport PipelineRuntime::MakeReport(RunState& rs) {
       const int q = p->def->part, k = p->def->ipu;
       if (b_->training) {
         StageFifo* st = Fifo(Key("stash", s, q));
-        r.stash_capacity[s] = std::max(r.stash_capacity[s], st->capacity());
+        r.stash_capacity[s] =
+            std::max(r.stash_capacity[s], static_cast<int>(st->capacity()));
         r.stash_bytes_per_micro_batch[s] += p->stash_bytes;
-        r.ipu_stash_bytes[k] += st->peak() * p->stash_bytes;
+        r.ipu_stash_bytes[k] += static_cast<int64_t>(st->peak()) * p->stash_bytes;
       }
       if (s + 1 < n) {
         for (const auto& next : parts_[s + 1]) {
           StageFifo* f = Fifo(Key("act", s, q, next->def->part));
           r.activation_fifo_capacity[s] =
-              std::max(r.activation_fifo_capacity[s], f->capacity());
+              std::max(r.activation_fifo_capacity[s],
+                       static_cast<int>(f->capacity()));
           r.activation_fifo_occupancy[s] =
-              std::max(r.activation_fifo_occupancy[s], f->peak());
-          r.ipu_peak_bytes[next->def->ipu] += f->peak() * p->output_bytes;
+              std::max(r.activation_fifo_occupancy[s],
+                       static_cast<int>(f->peak()));
+          r.ipu_peak_bytes[next->def->ipu] +=
+              static_cast<int64_t>(f->peak()) * p->output_bytes;
         }
       }
     }

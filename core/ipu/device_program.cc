@@ -1,10 +1,12 @@
 #include "core/ipu/device_program.h"
 
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/mutex.h"
+#include "core/op_registry.h"
 
 namespace ipuflow {
 namespace {
@@ -54,6 +56,56 @@ std::string ShardReport(const Graph& graph, const Program& program, int shard,
       HumanBytes(m.unplanned_bytes), " without reuse)", LoopBodies(m), "\n");
 }
 
+// Adds to `reached` the nodes `spec` may run: its fetches and targets and
+// what they depend on (stopping at feeds), and, for nodes that run
+// sub-programs (device loops), their bodies' nodes, recursively.
+void ReachNodes(const ProgramSpec& spec, std::set<const Node*>* reached);
+
+void ReachFrom(const Node* n, const std::set<const Node*>& fed,
+               std::set<const Node*>* reached) {
+  std::vector<const Node*> stack = {n};
+  while (!stack.empty()) {
+    const Node* m = stack.back();
+    stack.pop_back();
+    if (fed.count(m) > 0 || !reached->insert(m).second) continue;
+    for (const Output& in : m->inputs()) stack.push_back(in.node);
+    for (const Node* c : m->control_inputs()) stack.push_back(c);
+    const SubProgramsFn& subs = m->op_def().sub_programs();
+    if (!subs) continue;
+    std::vector<TensorShape> shapes;
+    for (const Output& in : m->inputs()) shapes.push_back(in.shape());
+    absl::StatusOr<std::vector<SubProgramSpec>> specs = subs(*m, shapes);
+    if (!specs.ok()) continue;  // Compiling the program reported it.
+    for (const SubProgramSpec& sub : *specs) ReachNodes(sub.spec, reached);
+  }
+}
+
+void ReachNodes(const ProgramSpec& spec, std::set<const Node*>* reached) {
+  std::set<const Node*> fed;
+  for (const Output& f : spec.feeds) fed.insert(f.node);
+  for (const Output& f : spec.fetches) ReachFrom(f.node, fed, reached);
+  for (const Node* t : spec.targets) ReachFrom(t, fed, reached);
+}
+
+// Prepares, on this (host) thread, the host resources (infeed and outfeed
+// queues) the program uses, so their host threads start here rather than
+// lazily on a device thread. Errors (a queue already serving another
+// replica count) are left for the kernel to report when it runs.
+void PrepareHostResources(const Graph& graph, const Program& program,
+                          int replicas) {
+  if (graph.host_resources().empty()) return;
+  std::set<const Node*> reached;
+  for (const Node* n : program.schedule()) {
+    ReachFrom(n, {}, &reached);
+  }
+  for (const auto& [id, entry] : graph.host_resources()) {
+    bool used = false;
+    for (int user : entry.users) used |= reached.count(graph.node(user)) > 0;
+    std::shared_ptr<HostResource> r = entry.resource.lock();
+    if (used && r != nullptr) r->Prepare(replicas).IgnoreError();
+  }
+}
+
 }  // namespace
 
 DeviceProgram::~DeviceProgram() = default;
@@ -90,6 +142,7 @@ absl::StatusOr<std::unique_ptr<DeviceProgram>> DeviceProgram::Compile(
     ASSIGN_OR_RETURN(std::unique_ptr<Program> p, Program::Compile(graph, spec));
     dp->replicas_.push_back(std::move(p));
   }
+  PrepareHostResources(graph, *dp->replicas_[0], replicas);
   dp->group_ = std::make_unique<CollectiveGroup>(replicas);
   dp->envs_.assign(replicas, std::vector<RunEnv>(dp->num_shards_));
   DeviceProgram* self = dp.get();

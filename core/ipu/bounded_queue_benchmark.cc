@@ -1,10 +1,10 @@
-// Push/Pop throughput of RingBuffer between two threads: a producer thread
+// Push/Pop throughput of BoundedQueue between two threads: a producer thread
 // pushes as fast as it can while the benchmark thread pops. One iteration is
 // one element handed over. Payloads: an int64, a 3200-byte struct moved by
 // value (about one 28x28 float image), and a shared_ptr to such a struct (the
 // pointer crosses, the bytes stay put).
 //
-//   bazel run -c opt //feeds:ring_buffer_benchmark
+//   bazel run -c opt //core/ipu:bounded_queue_benchmark
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "feeds/ring_buffer.h"
+#include "core/ipu/bounded_queue.h"
 
-namespace ipuflow::feeds {
+namespace ipuflow {
 namespace {
 
 struct Payload {
@@ -24,7 +24,7 @@ struct Payload {
 // make(i) builds the i-th element in the producer thread.
 template <typename T, typename MakeFn>
 void RunTransfer(benchmark::State& state, MakeFn make, int64_t bytes_each) {
-  RingBuffer<T> ring(static_cast<size_t>(state.range(0)));
+  BoundedQueue<T> ring(static_cast<size_t>(state.range(0)));
   std::thread producer([&] {
     for (int64_t i = 0;; ++i) {
       if (!ring.Push(make(i)).ok()) return;
@@ -72,4 +72,4 @@ BENCHMARK(BM_Payload3200ByValue)->Arg(4)->Arg(1024)->UseRealTime();
 BENCHMARK(BM_Payload3200SharedPtr)->Arg(4)->Arg(1024)->UseRealTime();
 
 }  // namespace
-}  // namespace ipuflow::feeds
+}  // namespace ipuflow

@@ -1,0 +1,412 @@
+// BoundedQueue<T>: the one bounded channel of the emulated IPU system. It
+// carries infeed elements (host -> device), outfeed elements (device ->
+// host) and the activations, gradients and stashes between pipeline stages
+// (pipelining/fifo.h).
+//
+//   BoundedQueue<Tensor> q(/*capacity=*/4, "infeed 'train' replica 0");
+//   // Producers (any number of threads):
+//   RETURN_IF_ERROR(q.Push(std::move(t)));
+//   q.Close();                                   // no more elements
+//   // Consumers (any number of threads):
+//   absl::StatusOr<Tensor> t = q.Pop(cancellation);
+//   if (absl::IsOutOfRange(t.status())) ...      // closed and drained
+//
+// Capacity is fixed (>= 1). Push blocks while full, Pop while empty;
+// TryPush/TryPop never block and return Unavailable instead. Any number of
+// producers and consumers; each element is delivered at most once, and in
+// push order to the consumers taken together.
+//
+// Ending a stream (both wake every blocked thread; the first end wins,
+// except that Cancel upgrades a Close):
+//  - Close(): graceful. Later pushes return Cancelled; pops deliver every
+//    element whose Push returned OK, then return OutOfRange.
+//  - Cancel(reason): abort. Every blocked and later Push/Pop returns `reason`
+//    (Cancelled naming the queue when `reason` is OK). Elements still
+//    inside are not delivered; they are destroyed by Reset or with the queue.
+// Reset() reopens an ended queue for the next run: empties it, clears the
+// end and the peak.
+//
+// A CancellationManager given to Push/Pop ends only that call: when the
+// manager is (or becomes) cancelled the call returns its reason, prefixed
+// with the queue's name, without taking or adding an element, and the queue
+// stays usable (a system reset stops the runs blocked on an infeed without
+// losing the dataset's elements).
+//
+// Blocking: a blocked call first spins briefly on an atomic hint (a hand-
+// over on a busy queue then costs no futex wake-up), then sleeps on a
+// condition variable; producers and consumers signal only when someone
+// sleeps. Memory ordering comes from the mutex: a consumer sees everything
+// its element's producer wrote before Push.
+//
+// Thread safety: every method except Reset and the destructor may be called
+// from any thread concurrently. Reset and the destructor require that no
+// thread is inside any other method.
+#ifndef IPUFLOW_CORE_IPU_BOUNDED_QUEUE_H_
+#define IPUFLOW_CORE_IPU_BOUNDED_QUEUE_H_
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "core/cancellation.h"
+#include "core/mutex.h"
+#include "core/status.h"
+
+namespace ipuflow {
+
+template <typename T>
+class BoundedQueue {
+ public:
+  using value_type = T;
+
+  // REQUIRES: capacity >= 1 (callers validate user-supplied depths). `name`
+  // appears in every status message, e.g. "infeed 'train' replica 0".
+  explicit BoundedQueue(size_t capacity, std::string name = "BoundedQueue");
+  BoundedQueue(const BoundedQueue&) = delete;
+  BoundedQueue& operator=(const BoundedQueue&) = delete;
+
+  // Blocks while full. OK once `value` is in the queue; Cancelled after
+  // Close; Cancel's reason; `cancellation`'s reason (see above). On error
+  // `value` is destroyed.
+  absl::Status Push(T value, CancellationManager* cancellation = nullptr);
+  // As Push, but Unavailable instead of blocking; `value` is moved from
+  // only when the result is OK.
+  absl::Status TryPush(T&& value);
+
+  // Blocks while empty and open. The oldest element; OutOfRange once closed
+  // and drained; Cancel's reason (even if elements remain); `cancellation`'s.
+  absl::StatusOr<T> Pop(CancellationManager* cancellation = nullptr);
+  // As Pop, but Unavailable instead of blocking.
+  absl::StatusOr<T> TryPop();
+
+  void Close();
+  void Cancel(absl::Status reason = absl::OkStatus());
+  // REQUIRES: no other thread is inside the queue.
+  void Reset();
+
+  size_t size() const;
+  // Most elements held at once since construction or the last Reset.
+  size_t peak() const;
+  size_t capacity() const { return capacity_; }
+  const std::string& name() const { return name_; }
+  // Threads asleep in Push / Pop (tests use these to block a thread for
+  // sure before waking it, instead of sleeping).
+  int sleeping_producers() const;
+  int sleeping_consumers() const;
+
+ private:
+  enum State : int { kOpen, kClosed, kCancelled };
+  enum class Ready { kYes, kBlocked, kEnded };
+  // Spin budget before sleeping: ~256 pauses (about the cost of a futex
+  // wake-up), then a few yields, which let the other side run when it
+  // shares our core (2-core machines under load).
+  static constexpr int kSpinIterations = 256;
+  static constexpr int kYieldIterations = 8;
+
+  Ready CanPush() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Ready CanPop() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PushEnd() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PopEnd() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PutLocked(T&& value) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  T TakeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CancelledBy(CancellationManager* cm) const;
+  // Spins until `ready()` (an unlocked hint) or the budget runs out.
+  template <typename Fn>
+  static void Spin(Fn ready);
+  // The slow path of Push/Pop: registers the wake-up with `cm`, sleeps on
+  // `cv` until `can()` is not kBlocked or `cm` is cancelled, then `done`.
+  template <typename CanFn, typename DoneFn>
+  auto SleepThen(CondVar* cv, int* sleepers, CancellationManager* cm,
+                 CanFn can, DoneFn done)
+      -> decltype(done(Ready::kYes));
+
+  const size_t capacity_;
+  const std::string name_;
+  mutable Mutex mu_;
+  CondVar not_full_;
+  CondVar not_empty_;
+  std::vector<std::optional<T>> slots_ ABSL_GUARDED_BY(mu_);
+  size_t head_ ABSL_GUARDED_BY(mu_) = 0;  // Slot of the oldest element.
+  size_t count_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t peak_ ABSL_GUARDED_BY(mu_) = 0;
+  State state_ ABSL_GUARDED_BY(mu_) = kOpen;
+  absl::Status reason_ ABSL_GUARDED_BY(mu_);
+  int sleeping_producers_ ABSL_GUARDED_BY(mu_) = 0;
+  int sleeping_consumers_ ABSL_GUARDED_BY(mu_) = 0;
+  // Copies of count_ and state_ != kOpen, written under mu_, read without
+  // it only by Spin (a hint; every decision is re-made under mu_).
+  std::atomic<size_t> count_hint_{0};
+  std::atomic<bool> ended_hint_{false};
+};
+
+namespace internal {
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+}  // namespace internal
+
+template <typename T>
+BoundedQueue<T>::BoundedQueue(size_t capacity, std::string name)
+    : capacity_(capacity), name_(std::move(name)), slots_(capacity) {
+  IPU_CHECK(capacity >= 1);
+}
+
+template <typename T>
+template <typename Fn>
+void BoundedQueue<T>::Spin(Fn ready) {
+  for (int i = 0; i < kSpinIterations; ++i) {
+    if (ready()) return;
+    internal::CpuRelax();
+  }
+  for (int i = 0; i < kYieldIterations; ++i) {
+    if (ready()) return;
+    std::this_thread::yield();
+  }
+}
+
+template <typename T>
+typename BoundedQueue<T>::Ready BoundedQueue<T>::CanPush() const {
+  if (state_ != kOpen) return Ready::kEnded;
+  return count_ < capacity_ ? Ready::kYes : Ready::kBlocked;
+}
+
+template <typename T>
+typename BoundedQueue<T>::Ready BoundedQueue<T>::CanPop() const {
+  if (state_ == kCancelled) return Ready::kEnded;
+  if (count_ > 0) return Ready::kYes;
+  return state_ == kClosed ? Ready::kEnded : Ready::kBlocked;
+}
+
+template <typename T>
+absl::Status BoundedQueue<T>::PushEnd() const {
+  if (state_ == kCancelled) return reason_;
+  return absl::CancelledError(absl::StrCat("Push on ", name_, " after Close()"));
+}
+
+template <typename T>
+absl::Status BoundedQueue<T>::PopEnd() const {
+  if (state_ == kCancelled) return reason_;
+  return absl::OutOfRangeError(absl::StrCat(name_, " is closed and empty"));
+}
+
+template <typename T>
+void BoundedQueue<T>::PutLocked(T&& value) {
+  slots_[(head_ + count_) % capacity_].emplace(std::move(value));
+  ++count_;
+  peak_ = std::max(peak_, count_);
+  count_hint_.store(count_, std::memory_order_release);
+  if (sleeping_consumers_ > 0) not_empty_.Signal();
+}
+
+template <typename T>
+T BoundedQueue<T>::TakeLocked() {
+  std::optional<T>& slot = slots_[head_];
+  T value = std::move(*slot);
+  slot.reset();
+  head_ = (head_ + 1) % capacity_;
+  --count_;
+  count_hint_.store(count_, std::memory_order_release);
+  if (sleeping_producers_ > 0) not_full_.Signal();
+  return value;
+}
+
+template <typename T>
+absl::Status BoundedQueue<T>::CancelledBy(CancellationManager* cm) const {
+  absl::Status r = cm->reason();
+  if (r.ok()) r = absl::CancelledError("cancelled");
+  return absl::Status(r.code(), absl::StrCat(name_, ": ", r.message()));
+}
+
+template <typename T>
+template <typename CanFn, typename DoneFn>
+auto BoundedQueue<T>::SleepThen(CondVar* cv, int* sleepers,
+                                CancellationManager* cm, CanFn can,
+                                DoneFn done) -> decltype(done(Ready::kYes)) {
+  // Registered without mu_ held: Register runs the callback at once when
+  // already cancelled, and the callback takes mu_.
+  int token = -1;
+  if (cm != nullptr) {
+    token = cm->Register([this] {
+      MutexLock l(&mu_);
+      not_full_.SignalAll();
+      not_empty_.SignalAll();
+    });
+  }
+  auto result = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    MutexLock l(&mu_);
+    ++*sleepers;
+    Ready r = can();
+    while (r == Ready::kBlocked && (cm == nullptr || !cm->cancelled())) {
+      cv->Wait(&mu_);
+      r = can();
+    }
+    --*sleepers;
+    // Still blocked means cancelled: an element (or slot) that arrived is
+    // taken first, so leaving swallows no Signal meant for another sleeper.
+    if (r == Ready::kBlocked) return decltype(done(r))(CancelledBy(cm));
+    return done(r);
+  }();
+  if (cm != nullptr) cm->Unregister(token);
+  return result;
+}
+
+template <typename T>
+absl::Status BoundedQueue<T>::Push(T value, CancellationManager* cm) {
+  if (cm != nullptr && cm->cancelled()) return CancelledBy(cm);
+  Spin([this] {
+    return ended_hint_.load(std::memory_order_acquire) ||
+           count_hint_.load(std::memory_order_acquire) < capacity_;
+  });
+  {
+    MutexLock l(&mu_);
+    switch (CanPush()) {
+      case Ready::kYes:
+        PutLocked(std::move(value));
+        return absl::OkStatus();
+      case Ready::kEnded:
+        return PushEnd();
+      case Ready::kBlocked:
+        break;
+    }
+  }
+  return SleepThen(
+      &not_full_, &sleeping_producers_, cm,
+      [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return CanPush(); },
+      [this, &value](Ready r) ABSL_NO_THREAD_SAFETY_ANALYSIS -> absl::Status {
+        if (r == Ready::kEnded) return PushEnd();
+        PutLocked(std::move(value));
+        return absl::OkStatus();
+      });
+}
+
+template <typename T>
+absl::Status BoundedQueue<T>::TryPush(T&& value) {
+  MutexLock l(&mu_);
+  switch (CanPush()) {
+    case Ready::kYes:
+      PutLocked(std::move(value));
+      return absl::OkStatus();
+    case Ready::kEnded:
+      return PushEnd();
+    case Ready::kBlocked:
+      break;
+  }
+  return absl::UnavailableError(
+      absl::StrCat(name_, " is full (capacity ", capacity_, ")"));
+}
+
+template <typename T>
+absl::StatusOr<T> BoundedQueue<T>::Pop(CancellationManager* cm) {
+  if (cm != nullptr && cm->cancelled()) return CancelledBy(cm);
+  Spin([this] {
+    return ended_hint_.load(std::memory_order_acquire) ||
+           count_hint_.load(std::memory_order_acquire) > 0;
+  });
+  {
+    MutexLock l(&mu_);
+    switch (CanPop()) {
+      case Ready::kYes:
+        return TakeLocked();
+      case Ready::kEnded:
+        return PopEnd();
+      case Ready::kBlocked:
+        break;
+    }
+  }
+  return SleepThen(
+      &not_empty_, &sleeping_consumers_, cm,
+      [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return CanPop(); },
+      [this](Ready r) ABSL_NO_THREAD_SAFETY_ANALYSIS -> absl::StatusOr<T> {
+        if (r == Ready::kEnded) return PopEnd();
+        return TakeLocked();
+      });
+}
+
+template <typename T>
+absl::StatusOr<T> BoundedQueue<T>::TryPop() {
+  MutexLock l(&mu_);
+  switch (CanPop()) {
+    case Ready::kYes:
+      return TakeLocked();
+    case Ready::kEnded:
+      return PopEnd();
+    case Ready::kBlocked:
+      break;
+  }
+  return absl::UnavailableError(absl::StrCat(name_, " is empty"));
+}
+
+template <typename T>
+void BoundedQueue<T>::Close() {
+  MutexLock l(&mu_);
+  if (state_ != kOpen) return;
+  state_ = kClosed;
+  ended_hint_.store(true, std::memory_order_release);
+  not_full_.SignalAll();
+  not_empty_.SignalAll();
+}
+
+template <typename T>
+void BoundedQueue<T>::Cancel(absl::Status reason) {
+  if (reason.ok()) {
+    reason = absl::CancelledError(absl::StrCat(name_, " was cancelled"));
+  }
+  MutexLock l(&mu_);
+  if (state_ == kCancelled) return;
+  state_ = kCancelled;
+  reason_ = std::move(reason);
+  ended_hint_.store(true, std::memory_order_release);
+  not_full_.SignalAll();
+  not_empty_.SignalAll();
+}
+
+template <typename T>
+void BoundedQueue<T>::Reset() {
+  MutexLock l(&mu_);
+  for (auto& slot : slots_) slot.reset();
+  head_ = count_ = peak_ = 0;
+  state_ = kOpen;
+  reason_ = absl::OkStatus();
+  count_hint_.store(0, std::memory_order_release);
+  ended_hint_.store(false, std::memory_order_release);
+}
+
+template <typename T>
+size_t BoundedQueue<T>::size() const {
+  MutexLock l(&mu_);
+  return count_;
+}
+
+template <typename T>
+size_t BoundedQueue<T>::peak() const {
+  MutexLock l(&mu_);
+  return peak_;
+}
+
+template <typename T>
+int BoundedQueue<T>::sleeping_producers() const {
+  MutexLock l(&mu_);
+  return sleeping_producers_;
+}
+
+template <typename T>
+int BoundedQueue<T>::sleeping_consumers() const {
+  MutexLock l(&mu_);
+  return sleeping_consumers_;
+}
+
+}  // namespace ipuflow
+
+#endif  // IPUFLOW_CORE_IPU_BOUNDED_QUEUE_H_
