@@ -2,8 +2,8 @@
 // computes gradients on its own data; before the inner optimizer applies
 // them, every gradient is reduced over the replicas (one all-reduce per
 // gradient tensor), so all replicas apply the same update and their weights
-// stay bitwise equal (TensorFlow IPU guide, "Optimizer wrappers":
-// CrossReplicaOptimizer).
+// stay bitwise equal (TensorFlow IPU guide 6.4.2, "Performing parameter
+// updates").
 //
 //   optimizers::AdamOptimizer adam(1e-3f);
 //   optimizers::CrossReplicaOptimizer opt(&adam);   // mean over replicas

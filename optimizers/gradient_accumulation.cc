@@ -126,31 +126,39 @@ Node* GradientAccumulationOptimizer::ApplyDense(
                  acc, dtype, var);
 }
 
+Node* AccumulateGradient(const Scope& scope, Output acc, DType dtype,
+                         Output grad, const AccumulationScales& scales) {
+  Output g = CastTo(scope.WithOpName("grad/cast"), grad, dtype);
+  if (scales.grad_scale.valid()) {
+    g = ops::Mul(scope.WithOpName("scaled_grad"), g,
+                 CastTo(scope.WithOpName("grad_scale"), scales.grad_scale, dtype));
+  }
+  if (!scales.accum_scale.valid()) {
+    return ops::AssignAdd(scope.WithOpName("accumulate"), acc, g);
+  }
+  Output old = ops::Mul(
+      scope.WithOpName("scaled_accumulator"),
+      ops::ReadVariable(scope.WithOpName("accumulator_value"), acc),
+      CastTo(scope.WithOpName("accum_scale"), scales.accum_scale, dtype));
+  return ops::Assign(scope.WithOpName("accumulate"), acc,
+                     ops::Add(scope.WithOpName("running_mean"), old, g));
+}
+
 Node* GradientAccumulationOptimizer::Accumulate(const Scope& scope, Output acc,
                                                 DType dtype,
                                                 Output grad) const {
-  Output g = CastTo(scope.WithOpName("grad/cast"), grad, dtype);
   switch (reduction_method_) {
     case Method::kSum:
-      return ops::AssignAdd(scope.WithOpName("accumulate"), acc, g);
-    case Method::kMean: {
-      Output scale = ops::Const(scope.WithOpName("grad_scale"),
-                                1.0 / num_mini_batches_, dtype);
-      return ops::AssignAdd(
-          scope.WithOpName("accumulate"), acc,
-          ops::Mul(scope.WithOpName("scaled_grad"), g, scale));
-    }
-    case Method::kRunningMean: {
-      Output old = ops::Mul(
-          scope.WithOpName("scaled_accumulator"),
-          ops::ReadVariable(scope.WithOpName("accumulator_value"), acc),
-          CastTo(scope.WithOpName("accum_scale"), accum_scale_, dtype));
-      Output add =
-          ops::Mul(scope.WithOpName("scaled_grad"), g,
-                   CastTo(scope.WithOpName("grad_scale"), grad_scale_, dtype));
-      return ops::Assign(scope.WithOpName("accumulate"), acc,
-                         ops::Add(scope.WithOpName("running_mean"), old, add));
-    }
+      return AccumulateGradient(scope, acc, dtype, grad, {});
+    case Method::kMean:
+      // Each gradient is scaled before it is added: no float16 overflow.
+      return AccumulateGradient(
+          scope, acc, dtype, grad,
+          {Output(), ops::Const(scope.WithOpName("mean_scale"),
+                                1.0 / num_mini_batches_, dtype)});
+    case Method::kRunningMean:
+      return AccumulateGradient(scope, acc, dtype, grad,
+                                {accum_scale_, grad_scale_});
   }
   return nullptr;
 }

@@ -108,6 +108,19 @@ class AccumulationDType {
   PerVariable per_variable_;
 };
 
+// The accumulation step, shared by GradientAccumulationOptimizer and
+// pipelines (one builder for both):
+//   acc <- acc * accum_scale + cast(grad, dtype) * grad_scale
+// for the accumulator handle `acc` of `dtype`; an invalid scale is 1 (no
+// node), so kSum is a plain AssignAdd. Scales are float scalars (cast to
+// `dtype`). Returns the write.
+struct AccumulationScales {
+  Output accum_scale;
+  Output grad_scale;
+};
+Node* AccumulateGradient(const Scope& scope, Output acc, DType dtype,
+                         Output grad, const AccumulationScales& scales);
+
 class GradientAccumulationOptimizer : public Optimizer {
  public:
   // `optimizer`: not owned; must outlive this. `dtype`: the accumulators'

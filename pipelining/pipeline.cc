@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -81,6 +82,7 @@ class Builder {
   std::vector<std::vector<int>> part_ipus_;
   bool mapping_ok_ = true;
   std::map<Node*, std::string> variable_owner_;   // Variable -> part name.
+  std::optional<Scope> accumulators_scope_;
   std::map<Node*, Node*> accumulator_of_;         // Variable -> accumulator.
   std::map<Node*, std::vector<Output>> var_grads_;
 };
@@ -161,12 +163,12 @@ void Builder::CheckOptions() {
         "To use replicated_optimizer_state_sharding, optimizer state must be "
         "offloaded by using offload_weight_update_variables.");
   }
-  if (o_.gradient_accumulation_dtype.has_value() &&
-      *o_.gradient_accumulation_dtype != DType::kFloat32 &&
-      *o_.gradient_accumulation_dtype != DType::kFloat16) {
+  const std::optional<DType> fixed = o_.gradient_accumulation_dtype.fixed();
+  if (fixed.has_value() && *fixed != DType::kFloat32 &&
+      *fixed != DType::kFloat16) {
     violations_.push_back(absl::StrCat(
         "gradient_accumulation_dtype must be float32 or float16, got ",
-        DTypeName(*o_.gradient_accumulation_dtype)));
+        DTypeName(*fixed)));
   }
   const auto mode = o_.recomputation_mode;
   if (mode == RecomputationMode::kRecomputeAndBackpropagateInterleaved &&
@@ -443,12 +445,10 @@ void Builder::BuildBackward(PartDef& part, int begin, int end) {
       part.grad_scale = ops::Placeholder(as.WithOpName("grad_scale"), dt, {});
     }
     Scope vs = as.NewSubScope(var->name());
-    Output grad = AddTerms(vs, it->second);
-    if (grad.dtype() != dt) grad = ops::Cast(vs, grad, dt);
-    Output old = ops::ReadVariable(vs, Output(acc));
-    Output next = ops::Add(vs, ops::Mul(vs, old, part.accum_scale),
-                           ops::Mul(vs, grad, part.grad_scale));
-    part.accumulate.push_back(ops::Assign(vs, Output(acc), next));
+    // The optimizer wrapper's step, with the scales fed per micro-batch.
+    part.accumulate.push_back(optimizers::AccumulateGradient(
+        vs, Output(acc), dt, AddTerms(vs, it->second),
+        {part.accum_scale, part.grad_scale}));
   }
   // The stash: forward values some backward node consumes.
   std::set<Output> stash, stash_rc;
@@ -473,17 +473,31 @@ void Builder::BuildBackward(PartDef& part, int begin, int end) {
 Node* Builder::Accumulator(Node* var) {
   auto it = accumulator_of_.find(var);
   if (it != accumulator_of_.end()) return it->second;
-  const DType var_dtype = var->attr<DType>("dtype");
-  const DType dt = b_->accumulation_dtype == DType::kInvalid
-                       ? var_dtype
-                       : b_->accumulation_dtype;
-  Scope s = scope_.NewSubScope("accumulators")
-                .WithIpu(var->ipu())
-                .WithOpName(var->name());
+  absl::StatusOr<ops::VariableInfo> info = ops::GetVariableInfo(Output(var));
+  if (!info.ok()) {
+    violations_.push_back(std::string(info.status().message()));
+    return nullptr;
+  }
+  const DType dt = o_.gradient_accumulation_dtype.For(*info);
+  if (!IsFloating(dt)) {
+    // A fixed dtype is reported once by CheckOptions.
+    if (!o_.gradient_accumulation_dtype.fixed().has_value()) {
+      violations_.push_back(absl::StrCat(
+          "gradient_accumulation_dtype of '", info->name,
+          "' must be float32 or float16, got ", DTypeName(dt)));
+    }
+    return nullptr;
+  }
+  // One sub-scope for all: "<pipeline>/accumulators/<variable>".
+  if (!accumulators_scope_.has_value()) {
+    accumulators_scope_ = scope_.NewSubScope("accumulators");
+  }
+  const Scope s = accumulators_scope_->WithIpu(var->ipu());
   ops::VariableOptions vo;
   vo.trainable = false;
-  ops::VariableHandle acc =
-      ops::Variable(s, ops::Fill(s, var->attr<TensorShape>("shape"), 0, dt), vo);
+  Output zeros = ops::Fill(s.WithOpName(var->name() + "/zeros"),
+                           var->attr<TensorShape>("shape"), 0, dt);
+  ops::VariableHandle acc = ops::Variable(s.WithOpName(var->name()), zeros, vo);
   if (!scope_.ok()) return nullptr;
   accumulator_of_[var] = acc.handle.node;
   b_->accumulators.push_back(acc.handle.node);
@@ -569,9 +583,6 @@ absl::Status Builder::Build() {
   RETURN_IF_ERROR(scope_.status());
   b_->training = static_cast<bool>(o_.optimizer_function);
   b_->graph = scope_.graph_ptr();
-  if (o_.gradient_accumulation_dtype.has_value()) {
-    b_->accumulation_dtype = *o_.gradient_accumulation_dtype;
-  }
   CheckOptions();
   const int n = num_stages();
   const auto error = [&] {

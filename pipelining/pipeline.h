@@ -149,8 +149,8 @@ struct PipelineOptions {
   // Keep optimizer state (slots) in emulated remote memory between weight
   // updates, streaming it in for each update.
   bool offload_weight_update_variables = false;
-  // Replicated optimizer-state sharding (TensorFlow IPU guide, "Replicated
-  // tensor sharding"): each of R replicas keeps 1/R of the offloaded
+  // Replicated optimizer-state sharding (TensorFlow IPU guide 6.9,
+  // "Replicated tensor sharding"): each of R replicas keeps 1/R of the offloaded
   // optimizer state in its remote memory; the weight update all-gathers it
   // and each replica stores back its own shard. Requires offloading.
   bool replicated_optimizer_state_sharding = false;
@@ -160,7 +160,8 @@ struct PipelineOptions {
   bool accumulate_outfeed = false;
   ReductionMethod reduction_method = ReductionMethod::kSum;
   // Accumulator dtype (float32 or float16); default: the variable's.
-  std::optional<DType> gradient_accumulation_dtype;
+  // A dtype, or a function of the variable (as the original's callable).
+  optimizers::AccumulationDType gradient_accumulation_dtype;
   std::string name = "pipeline";
 };
 

@@ -6,7 +6,7 @@
 // outfeed ring, so outfeed steps are [R, ...] as for loops; gradients are
 // accumulated per replica and, with a CrossReplicaOptimizer from
 // optimizer_function, all-reduced once per weight update (TensorFlow IPU
-// guide 6.8, "Pipelining and replication").
+// guide 6.4 "Replicated graphs", 6.7.2 "Pipelining").
 //
 // Execute's arguments are the values of PipelineOptions::inputs (empty:
 // computed from the graph); its results are empty lists (results leave by

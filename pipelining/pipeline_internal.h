@@ -54,7 +54,6 @@ struct BuiltPipeline {
   bool training = false;
   std::vector<StageDef> stages;
   ScheduleTable table;
-  DType accumulation_dtype = DType::kInvalid;  // kInvalid: the variable's.
   // Training: the loss (fetched by the last stage's forward).
   Output loss;
   std::shared_ptr<optimizers::Optimizer> optimizer;

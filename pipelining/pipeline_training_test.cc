@@ -220,6 +220,48 @@ TEST(PipelineTrainingTest, OffloadingMovesOptimizerStateToRemoteMemory) {
   }
 }
 
+// The accumulation dtype chosen per variable (the original's callable):
+// float16 accumulators for the weights, float32 for the biases; the run
+// still matches the reference within float16 accumulation error.
+TEST(PipelineTrainingTest, AccumulationDtypePerVariable) {
+  auto init = InitialValues(1);
+  auto system = MakeSystem(4);
+  Scope scope = Scope::NewRootScope();
+  auto infeed = *feeds::IPUInfeedQueue::Create(MicroBatches(8));
+  PipelineOptions o;
+  o.computational_stages = ModelStages(init);
+  o.gradient_accumulation_count = 8;
+  o.infeed_queue = infeed.get();
+  o.optimizer_function = testing::SgdCrossEntropy(0.1f);
+  o.gradient_accumulation_dtype =
+      optimizers::AccumulationDType([](const ops::VariableInfo& v) {
+        return v.name.back() != 'w' && v.name.find("/w") != std::string::npos
+                   ? DType::kFloat16
+                   : DType::kFloat32;
+      });
+  auto pipeline = Pipeline(scope, o);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  int half = 0, full = 0;
+  for (Node* n : scope.graph()->nodes()) {
+    if (n->op() != "Variable" ||
+        n->name().find("accumulators/") == std::string::npos) {
+      continue;
+    }
+    const bool weight = n->name().find("/w") != std::string::npos;
+    EXPECT_EQ(n->attr<DType>("dtype"), weight ? DType::kFloat16 : DType::kFloat32)
+        << n->name();
+    (weight ? half : full) += 1;
+  }
+  EXPECT_EQ(half, 4);
+  EXPECT_EQ(full, 3);
+  ASSERT_TRUE(IPUStrategy(system.get()).Initialize(*scope.graph()).ok());
+  ASSERT_TRUE((*pipeline)->Run(system.get()).ok());
+  auto ref = TrainReference(init, 8, 1, /*mean=*/false, [] {
+    return std::make_shared<optimizers::GradientDescentOptimizer>(0.1f);
+  });
+  EXPECT_LT(MaxDifference(ReadPipelineVariables(system.get(), 4), ref), 2e-3);
+}
+
 // IPUConfig.minimum_remote_tensor_size (default 128 bytes): smaller
 // optimizer state stays on the IPU.
 TEST(PipelineTrainingTest, SmallOptimizerStateStaysOnTheIpu) {

@@ -290,6 +290,71 @@ TEST(ReplicatedOptimizerStateShardingTest, RequiresOffloading) {
       << s;
 }
 
+// A budget that the loop body or a pipeline stage exceeds is refused when
+// compiling, with the per-category report, on every replica count.
+class BudgetConformanceTest : public ::testing::TestWithParam<int> {};
+
+std::unique_ptr<IPUSystem> TinySystem(int ipus, int replicas) {
+  IPUConfig config;
+  config.set_auto_select_ipus(ipus);
+  config.set_replication_factor(replicas);
+  config.set_tiles_per_ipu(1);
+  config.set_memory_per_tile(1024);  // The model's weights alone need more.
+  return std::move(IPUSystem::Create(config)).value();
+}
+
+TEST_P(BudgetConformanceTest, LoopBodyOverBudgetIsRefused) {
+  const int replicas = GetParam();
+  auto init = InitialValues(1);
+  auto system = TinySystem(replicas, replicas);
+  Scope scope = Scope::NewRootScope();
+  auto infeed = *feeds::IPUInfeedQueue::Create(MicroBatches(8));
+  auto inner = Momentum();
+  optimizers::CrossReplicaOptimizer opt(inner.get());
+  auto loop = loops::Repeat(
+      scope, 2,
+      [&](const Scope& s, const std::vector<Output>& batch) {
+        std::vector<Output> h = batch;
+        for (int st = 0; st < 4; ++st) h = ModelStage(st, s, h, init);
+        opt.Minimize(s, ops::SoftmaxCrossEntropyLoss(s, h[0], h[1]));
+        return std::vector<Output>{};
+      },
+      {}, infeed.get());
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  IPUStrategy strategy(system.get());
+  absl::Status s = strategy.Compile(*scope.graph(), {}, {loop->op}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  for (const char* category : {"always-live:", "not-always-live:",
+                               "loop bodies:"}) {
+    EXPECT_NE(s.message().find(category), std::string::npos) << category << s;
+  }
+}
+
+TEST_P(BudgetConformanceTest, PipelineStageOverBudgetIsRefused) {
+  const int replicas = GetParam();
+  auto init = InitialValues(1);
+  auto system = TinySystem(replicas * 4, replicas);
+  Scope scope = Scope::NewRootScope();
+  auto infeed = *feeds::IPUInfeedQueue::Create(MicroBatches(8));
+  pipelining::PipelineOptions o;
+  o.computational_stages = ModelStages(init);
+  o.gradient_accumulation_count = kMicroBatches;
+  o.infeed_queue = infeed.get();
+  o.optimizer_function = pipelining::testing::SgdCrossEntropy(0.1f);
+  auto pipeline = pipelining::Pipeline(scope, o);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  IPUStrategy strategy(system.get());
+  absl::Status s = strategy.Compile(**pipeline).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  for (const char* category : {"always-live:", "gradient accumulators",
+                               "largest arena:", "stash:", "incoming FIFOs"}) {
+    EXPECT_NE(s.message().find(category), std::string::npos) << category << s;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Replicas, BudgetConformanceTest,
+                         ::testing::Values(1, 2));
+
 TEST(ReplicationFactorTest, TooManyReplicasNamesAllThree) {
   auto init = InitialValues(1);
   auto system = MakeSystem(6, 2);
