@@ -336,7 +336,7 @@ absl::Status RunTutorial() {
 
   // Training the model. The monitor thread takes each micro-batch's loss
   // and accuracy ([replicas] per step) from the outfeed as they arrive and
-  // draws the progress bar; pipeline->Run returns replica 0's report.
+  // draws the progress bar; Run(strategy) returns replica 0's report.
   std::printf(
       "Training the ConvNet (B1-B4 on IPUs 0-3, %s) x %d replica(s) on %d "
       "IPUs, Fashion-MNIST: micro-batch %d x gradient accumulation %d x %d "
@@ -355,7 +355,7 @@ absl::Status RunTutorial() {
   absl::Status status;
   const auto start = std::chrono::steady_clock::now();
   for (int64_t c = 0; c < train_calls && status.ok(); ++c) {
-    absl::StatusOr<pipelining::PipelineReport> run = training->Run(system.get());
+    absl::StatusOr<pipelining::PipelineReport> run = training->Run(strategy);
     if (run.ok()) {
       last_run = *std::move(run);
     } else {
@@ -375,6 +375,7 @@ absl::Status RunTutorial() {
       std::max(1, 50 / replicas) * replicas, monitor.mean_loss(),
       100 * monitor.mean_accuracy());
   if (replicas > 1) {
+    // The executable the calls above ran (strategy's cache).
     ASSIGN_OR_RETURN(Executable * trained, strategy.Compile(*training));
     RETURN_IF_ERROR(CheckReplicasAgree(*trained));
   }
@@ -394,7 +395,7 @@ absl::Status RunTutorial() {
   pipelining::PipelineReport test_run;
   const auto test_start = std::chrono::steady_clock::now();
   for (int64_t c = 0; c < test_calls; ++c) {
-    ASSIGN_OR_RETURN(test_run, inference->Run(system.get()));
+    ASSIGN_OR_RETURN(test_run, inference->Run(strategy));
   }
   const double test_seconds = SecondsSince(test_start);
   ASSIGN_OR_RETURN(feeds::OutfeedResult results, test_out->Dequeue());

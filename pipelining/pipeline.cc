@@ -656,6 +656,13 @@ absl::StatusOr<PipelineReport> PipelineOp::Run(IPUSystem* system,
   return executable_->Run(feeds);
 }
 
+absl::StatusOr<PipelineReport> PipelineOp::Run(IPUStrategy& strategy,
+                                               const FeedList& feeds) {
+  ASSIGN_OR_RETURN(Executable * exe, strategy.Compile(*this));
+  // CompileFor makes PipelineExecutables only.
+  return static_cast<PipelineExecutable*>(exe)->Run(feeds);
+}
+
 absl::StatusOr<std::unique_ptr<PipelineOp>> Pipeline(const Scope& scope,
                                                      PipelineOptions options) {
   auto op = std::unique_ptr<PipelineOp>(new PipelineOp());

@@ -53,6 +53,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/ipu/executable.h"
+#include "core/ipu/ipu_strategy.h"
 #include "core/ipu/ipu_system.h"
 #include "core/program.h"
 #include "core/scope.h"
@@ -200,6 +201,10 @@ class PipelineOp : public ExecutableSource {
   // (system->cancellation()->StartCancel(...)): Run returns Cancelled.
   // Configure() must not be called while a Run is in progress.
   absl::StatusOr<PipelineReport> Run(IPUSystem* system,
+                                     const FeedList& feeds = {});
+  // As above, through `strategy`'s compile cache: the executable is the one
+  // strategy.Compile(*this) returns (for ReadVariables, MemoryReport).
+  absl::StatusOr<PipelineReport> Run(IPUStrategy& strategy,
                                      const FeedList& feeds = {});
 
   // The compiled per-IPU memory report (after the first Run).
