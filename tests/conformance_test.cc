@@ -19,7 +19,12 @@
 #include "feeds/infeed_queue.h"
 #include "feeds/outfeed_queue.h"
 #include "gtest/gtest.h"
+#include "core/testing/op_test.h"
+#include "feeds/dataset.h"
+#include "ops/array/const.h"
+#include "ops/array/identity.h"
 #include "ops/control/loops.h"
+#include "ops/math/mul.h"
 #include "ops/nn/sparse_softmax_cross_entropy_with_logits.h"
 #include "optimizers/adam.h"
 #include "optimizers/cross_replica.h"
@@ -354,6 +359,60 @@ TEST_P(BudgetConformanceTest, PipelineStageOverBudgetIsRefused) {
 
 INSTANTIATE_TEST_SUITE_P(Replicas, BudgetConformanceTest,
                          ::testing::Values(1, 2));
+
+// Execute takes [replica][argument]: a pipeline's arguments are the values
+// of its `inputs`, here a scale that differs per replica.
+TEST(ExecuteTest, PipelineArgumentsPerReplica) {
+  auto system = MakeSystem(4, 2);
+  Scope scope = Scope::NewRootScope();
+  const Tensor x = ipuflow::testing::RandomTensor({8 * 4, 6}, -1, 1, 5);
+  auto infeed = *feeds::IPUInfeedQueue::Create(
+      feeds::FromTensorSlices({x})->Batch(4, true));
+  auto outfeed = *feeds::IPUOutfeedQueue::Create();
+  pipelining::PipelineOptions o;
+  o.inputs = {ops::Placeholder(scope, DType::kFloat32, {})};
+  o.computational_stages = {
+      [](const Scope& s, const std::vector<Output>& args) {
+        return std::vector<Output>{ops::Mul(s, args[1], args[0])};
+      },
+      [](const Scope& s, const std::vector<Output>& args) {
+        return std::vector<Output>{ops::Identity(s, args[0])};
+      }};
+  o.gradient_accumulation_count = 4;  // Micro-batches per replica.
+  o.infeed_queue = infeed.get();
+  o.outfeed_queue = outfeed.get();
+  auto pipeline = pipelining::Pipeline(scope, o);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  IPUStrategy strategy(system.get());
+  auto exe = strategy.Compile(**pipeline);
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  std::vector<std::vector<Tensor>> results;
+  const float scale[2] = {1, 10};
+  ASSERT_TRUE((*exe)
+                  ->Execute({{Tensor::Scalar<float>(scale[0])},
+                             {Tensor::Scalar<float>(scale[1])}},
+                            &results)
+                  .ok());
+  auto out = outfeed->Dequeue();
+  ASSERT_TRUE(out.ok()) << out.status();
+  const Tensor& y = (*out)["0"];
+  ASSERT_EQ(y.shape(), TensorShape({4, 2, 4, 6}));
+  // Step m, replica r: micro-batch 2m + r (element i goes to replica i % 2).
+  for (int m = 0; m < 4; ++m) {
+    for (int r = 0; r < 2; ++r) {
+      for (int i = 0; i < 4 * 6; ++i) {
+        const float want = x.data<float>()[(2 * m + r) * 24 + i] * scale[r];
+        ASSERT_EQ(y.data<float>()[(m * 2 + r) * 24 + i], want)
+            << "step " << m << " replica " << r;
+      }
+    }
+  }
+  // A wrong count of argument lists is an error naming both.
+  absl::Status bad = (*exe)->Execute({{}, {}, {}}, &results);
+  EXPECT_NE(bad.message().find("3 argument lists for 2 replicas"),
+            std::string::npos)
+      << bad;
+}
 
 TEST(ReplicationFactorTest, TooManyReplicasNamesAllThree) {
   auto init = InitialValues(1);
