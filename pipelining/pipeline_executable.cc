@@ -1,5 +1,6 @@
 #include "pipelining/pipeline_executable.h"
 
+#include <cstring>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -44,6 +45,26 @@ absl::StatusOr<std::unique_ptr<PipelineExecutable>> PipelineExecutable::Compile(
 
 std::string PipelineExecutable::MemoryReport() const {
   return replicas_.empty() ? "" : replicas_[0]->MemoryReport();
+}
+
+std::optional<Tensor> PipelineExecutable::OffloadedValue(
+    int replica, const std::string& name) const {
+  std::optional<TensorShape> full_shape;
+  std::optional<Tensor> value = replicas_[replica]->RemoteValue(name, &full_shape);
+  if (!value.has_value() || !full_shape.has_value()) return value;
+  Tensor full(value->dtype(), *full_shape);
+  const int64_t bytes = static_cast<int64_t>(full.TotalBytes());
+  int64_t offset = 0;
+  for (const auto& rt : replicas_) {
+    std::optional<TensorShape> unused;
+    std::optional<Tensor> shard = rt->RemoteValue(name, &unused);
+    if (!shard.has_value()) return std::nullopt;
+    const int64_t n = std::min<int64_t>(shard->TotalBytes(), bytes - offset);
+    if (n <= 0) break;
+    std::memcpy(static_cast<char*>(full.raw_data()) + offset, shard->raw_data(), n);
+    offset += n;
+  }
+  return full;
 }
 
 absl::Status PipelineExecutable::RunReplicas(

@@ -53,6 +53,12 @@ class PipelineExecutable : public Executable {
   absl::StatusOr<PipelineReport> Run(const FeedList& feeds);
   const PipelineReport& last_report() const { return last_report_; }
 
+ protected:
+  // Offloaded optimizer state from remote memory; a sharded tensor is
+  // reassembled from every replica's shard.
+  std::optional<Tensor> OffloadedValue(int replica,
+                                       const std::string& name) const override;
+
  private:
   PipelineExecutable() = default;
   // Runs every replica (args: per replica, or null for computed inputs).

@@ -382,6 +382,17 @@ absl::Status PipelineRuntime::StreamOptimizerState(bool in, RunState& rs) {
   return absl::OkStatus();
 }
 
+std::optional<Tensor> PipelineRuntime::RemoteValue(
+    const std::string& name, std::optional<TensorShape>* full_shape) const {
+  auto it = remote_.find(name);
+  if (it == remote_.end()) return std::nullopt;
+  auto sharded = sharded_.find(name);
+  *full_shape = sharded == sharded_.end()
+                    ? std::nullopt
+                    : std::optional<TensorShape>(sharded->second);
+  return it->second;
+}
+
 // The original's store and load (TensorFlow IPU, replicated tensor
 // sharding): pad to a multiple of R, reduce-scatter with the LOCAL op (each
 // replica keeps its chunk; nothing is exchanged) into the remote buffer;

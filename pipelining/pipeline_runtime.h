@@ -31,6 +31,7 @@
 #define IPUFLOW_PIPELINING_PIPELINE_RUNTIME_H_
 
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -76,6 +77,10 @@ class PipelineRuntime {
       std::shared_ptr<CancellationManager> cancel = nullptr);
 
   IPUSystem* system() const { return system_; }
+  // Offloaded optimizer state `name` as held in this replica's remote
+  // memory (its shard, when sharded; `full_shape` then set), between runs.
+  std::optional<Tensor> RemoteValue(const std::string& name,
+                                    std::optional<TensorShape>* full_shape) const;
   // The IPUs one replica uses (max device index + 1).
   int num_ipus() const { return num_ipus_; }
   uint64_t generation() const { return generation_; }

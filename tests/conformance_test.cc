@@ -230,7 +230,7 @@ INSTANTIATE_TEST_SUITE_P(Replicas, LoopConformanceTest,
 // RTS keeps 1/R of the offloaded optimizer state per replica and changes
 // no number: the weights equal those of the same run without it, bitwise.
 TEST(ReplicatedOptimizerStateShardingTest, SameWeightsQuarterOfTheRemoteMemory) {
-  std::map<std::string, Tensor> weights[2];
+  std::map<std::string, Tensor> weights[2], adam_m[2];
   int64_t remote[2] = {0, 0};
   for (bool rts : {false, true}) {
     auto init = InitialValues(1);
@@ -255,12 +255,28 @@ TEST(ReplicatedOptimizerStateShardingTest, SameWeightsQuarterOfTheRemoteMemory) 
     ASSERT_TRUE(pipeline.ok()) << pipeline.status();
     IPUStrategy strategy(system.get());
     ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
-    auto report = (*pipeline)->Run(system.get());
+    auto report = (*pipeline)->Run(strategy);
     ASSERT_TRUE(report.ok()) << report.status();
     for (int64_t b : report->ipu_remote_bytes) remote[rts] += b;
     auto exe = strategy.Compile(**pipeline);
     ASSERT_TRUE(exe.ok());
     weights[rts] = ReplicaZeroAndCheckEqual(**exe, 4);
+    // Adam's moments live in remote memory between runs (sharded with
+    // RTS): ReadVariables reassembles them, equal on every replica.
+    auto moments = (*exe)->ReadVariables(".*stage1/w1/Adam/[mv]");
+    ASSERT_TRUE(moments.ok()) << moments.status();
+    ASSERT_EQ(moments->size(), 2u);
+    for (const auto& [name, per_replica] : *moments) {
+      ASSERT_EQ(per_replica.size(), 4u);
+      EXPECT_EQ(per_replica[3].shape(), TensorShape({8, 8})) << name;
+      EXPECT_TRUE(ipuflow::testing::TensorNear(per_replica[3], per_replica[0],
+                                               0, 0))
+          << name;
+      adam_m[rts][name] = per_replica[0];
+    }
+  }
+  for (const auto& [name, t] : adam_m[0]) {
+    EXPECT_TRUE(ipuflow::testing::TensorNear(t, adam_m[1][name], 0, 0)) << name;
   }
   ASSERT_EQ(weights[0].size(), 7u);
   for (const auto& [name, t] : weights[0]) {

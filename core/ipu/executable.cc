@@ -1,9 +1,17 @@
 #include "core/ipu/executable.h"
 
+#include <atomic>
+
 #include "absl/strings/str_cat.h"
 #include "re2/re2.h"
 
 namespace ipuflow {
+
+ExecutableSource::ExecutableSource()
+    : source_id_([] {
+        static std::atomic<uint64_t> next{1};
+        return next.fetch_add(1, std::memory_order_relaxed);
+      }()) {}
 
 absl::StatusOr<std::map<std::string, std::vector<Tensor>>>
 Executable::ReadVariables(const std::string& pattern) const {
@@ -19,6 +27,11 @@ Executable::ReadVariables(const std::string& pattern) const {
       for (const auto& v : system()->device(k).resources()->variables()) {
         if (!RE2::FullMatch(v->name(), re)) continue;
         absl::StatusOr<Tensor> value = v->Read();
+        if (!value.ok() && !v->initialized()) {
+          if (std::optional<Tensor> remote = OffloadedValue(r, v->name())) {
+            value = *std::move(remote);
+          }
+        }
         if (!value.ok()) {
           return absl::FailedPreconditionError(absl::StrCat(
               "ReadVariables: variable '", v->name(), "' on IPU ", k,

@@ -19,6 +19,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,15 @@ class Executable {
   // for a bad pattern; FailedPrecondition for an uninitialised variable.
   absl::StatusOr<std::map<std::string, std::vector<Tensor>>> ReadVariables(
       const std::string& pattern) const;
+
+ protected:
+  // The value of variable `name` of `replica` when it is not on its IPU
+  // (optimizer state offloaded to remote memory between weight updates);
+  // nullopt if the executable does not hold it.
+  virtual std::optional<Tensor> OffloadedValue(int replica,
+                                               const std::string& name) const {
+    return std::nullopt;
+  }
 };
 
 // A computation that compiles itself into an Executable for a system (a
@@ -57,9 +67,16 @@ class Executable {
 // The source must outlive the executables compiled from it.
 class ExecutableSource {
  public:
+  ExecutableSource();
   virtual ~ExecutableSource() = default;
   virtual absl::StatusOr<std::unique_ptr<Executable>> CompileFor(
       IPUSystem* system) const = 0;
+  // Unique in the process (compile caches key on it, not on an address a
+  // later source may reuse).
+  uint64_t source_id() const { return source_id_; }
+
+ private:
+  const uint64_t source_id_;
 };
 
 // The replicas of an executable that uses `ipus_per_replica` IPUs each, on

@@ -48,11 +48,13 @@ absl::StatusOr<std::vector<Tensor>> IPUStrategy::Run(
 
 absl::StatusOr<Executable*> IPUStrategy::Compile(
     const ExecutableSource& source) {
-  auto& slot = sources_[{&source, system_->generation()}];
+  const std::pair<uint64_t, uint64_t> key = {source.source_id(),
+                                             system_->generation()};
+  auto& slot = sources_[key];
   if (!slot) {
     absl::StatusOr<std::unique_ptr<Executable>> e = source.CompileFor(system_);
     if (!e.ok()) {
-      sources_.erase({&source, system_->generation()});
+      sources_.erase(key);
       return e.status();
     }
     slot = *std::move(e);

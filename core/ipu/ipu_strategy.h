@@ -61,8 +61,8 @@ class IPUStrategy {
  private:
   IPUSystem* system_;
   std::map<std::string, std::unique_ptr<DeviceProgram>> cache_;
-  std::map<std::pair<const ExecutableSource*, uint64_t>,
-           std::unique_ptr<Executable>>
+  // By (source_id, system generation).
+  std::map<std::pair<uint64_t, uint64_t>, std::unique_ptr<Executable>>
       sources_;
   int num_compiles_ = 0;
 };
