@@ -83,6 +83,18 @@ std::map<std::string, Tensor> ReplicaZeroAndCheckEqual(const Executable& exe,
   return out;
 }
 
+// The model as a four-stage SGD training pipeline on IPUs 0-3.
+absl::StatusOr<std::unique_ptr<pipelining::PipelineOp>> SgdPipeline(
+    const Scope& scope, const std::map<std::string, Tensor>& init,
+    feeds::IPUInfeedQueue* infeed) {
+  pipelining::PipelineOptions o;
+  o.computational_stages = ModelStages(init);
+  o.gradient_accumulation_count = kMicroBatches;
+  o.infeed_queue = infeed;
+  o.optimizer_function = pipelining::testing::SgdCrossEntropy(0.1f);
+  return pipelining::Pipeline(scope, o);
+}
+
 std::map<std::string, Tensor> Reference(int replicas) {
   return TrainReference(InitialValues(1), replicas * kMicroBatches, kRuns,
                         /*mean=*/true, Momentum);
@@ -357,12 +369,7 @@ TEST_P(BudgetConformanceTest, PipelineStageOverBudgetIsRefused) {
   auto system = TinySystem(replicas * 4, replicas);
   Scope scope = Scope::NewRootScope();
   auto infeed = *feeds::IPUInfeedQueue::Create(MicroBatches(8));
-  pipelining::PipelineOptions o;
-  o.computational_stages = ModelStages(init);
-  o.gradient_accumulation_count = kMicroBatches;
-  o.infeed_queue = infeed.get();
-  o.optimizer_function = pipelining::testing::SgdCrossEntropy(0.1f);
-  auto pipeline = pipelining::Pipeline(scope, o);
+  auto pipeline = SgdPipeline(scope, init, infeed.get());
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   IPUStrategy strategy(system.get());
   absl::Status s = strategy.Compile(**pipeline).status();
@@ -435,12 +442,7 @@ TEST(ReplicationFactorTest, TooManyReplicasNamesAllThree) {
   auto system = MakeSystem(6, 2);
   Scope scope = Scope::NewRootScope();
   auto infeed = *feeds::IPUInfeedQueue::Create(MicroBatches(8));
-  pipelining::PipelineOptions o;
-  o.computational_stages = ModelStages(init);
-  o.gradient_accumulation_count = kMicroBatches;
-  o.infeed_queue = infeed.get();
-  o.optimizer_function = pipelining::testing::SgdCrossEntropy(0.1f);
-  auto pipeline = pipelining::Pipeline(scope, o);
+  auto pipeline = SgdPipeline(scope, init, infeed.get());
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   IPUStrategy strategy(system.get());
   absl::Status s = strategy.Compile(**pipeline).status();

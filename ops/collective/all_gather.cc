@@ -22,12 +22,7 @@ REGISTER_OP("AllGather")
     .SetStateful()  // A collective: every replica must run it.
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       const DType t = c.input_dtype(0);
-      if (t != DType::kFloat32 && t != DType::kFloat16 && t != DType::kInt32 &&
-          t != DType::kInt64) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            c.InputName(0), " is ", DTypeName(t),
-            "; only numeric tensors can be gathered across replicas"));
-      }
+      RETURN_IF_ERROR(CheckNumericInput(c, "gathered"));
       RETURN_IF_ERROR(CheckGroupAttrs(c));
       c.set_output(0, t, Stacked(StaticGroupSize(c.attrs()), c.input_shape(0)));
       return absl::OkStatus();

@@ -18,11 +18,7 @@ absl::Status AllReduceKernel(KernelContext& ctx, CollectiveGroup::ReduceOp op) {
 }
 
 absl::Status NumericShape(ShapeContext& c) {
-  if (c.input_dtype(0) == DType::kBool || c.input_dtype(0) == DType::kResource) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        c.InputName(0), " is ", DTypeName(c.input_dtype(0)),
-        "; only numeric tensors can be reduced across replicas"));
-  }
+  RETURN_IF_ERROR(CheckNumericInput(c, "reduced"));
   RETURN_IF_ERROR(CheckGroupAttrs(c));
   return shape_fns::Unchanged(c);
 }

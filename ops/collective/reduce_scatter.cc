@@ -41,12 +41,7 @@ REGISTER_OP("ReduceScatter")
     .SetStateful()  // A collective: every replica must run it.
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       const DType t = c.input_dtype(0);
-      if (t != DType::kFloat32 && t != DType::kFloat16 && t != DType::kInt32 &&
-          t != DType::kInt64) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            c.InputName(0), " is ", DTypeName(t),
-            "; only numeric tensors can be reduced across replicas"));
-      }
+      RETURN_IF_ERROR(CheckNumericInput(c, "reduced"));
       ASSIGN_OR_RETURN(std::string op, c.attr<std::string>("op"));
       RETURN_IF_ERROR(ParseOp(op).status());
       RETURN_IF_ERROR(CheckGroupAttrs(c));

@@ -13,6 +13,17 @@ AttrMap WithGroupAttrs(const ReplicaGroups& groups, AttrMap attrs) {
   return attrs;
 }
 
+absl::Status CheckNumericInput(const ShapeContext& c, const char* verb) {
+  const DType t = c.input_dtype(0);
+  if (t != DType::kFloat32 && t != DType::kFloat16 && t != DType::kInt32 &&
+      t != DType::kInt64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(c.InputName(0), " is ", DTypeName(t),
+                     "; only numeric tensors can be ", verb, " across replicas"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckGroupAttrs(const ShapeContext& c) {
   ASSIGN_OR_RETURN(int64_t size, c.attr<int64_t>("replica_group_size"));
   ASSIGN_OR_RETURN(std::string type, c.attr<std::string>("replica_group_type"));

@@ -19,6 +19,9 @@ namespace ipuflow::ops {
 AttrMap WithGroupAttrs(const ReplicaGroups& groups, AttrMap attrs = {});
 // Checks the attributes (a negative size or an unknown type), naming the node.
 absl::Status CheckGroupAttrs(const ShapeContext& c);
+// InvalidArgument naming input 0 unless it is numeric (float16/32, int32/64):
+// "... only numeric tensors can be <verb> across replicas".
+absl::Status CheckNumericInput(const ShapeContext& c, const char* verb);
 // The group size if known when building (size > 0), else kUnknownDim.
 int64_t StaticGroupSize(const AttrMap& attrs);
 ReplicaGroups GroupsOf(const AttrMap& attrs);
