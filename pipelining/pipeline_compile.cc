@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "core/ipu/ipu_device.h"
 #include "ops/state/handle.h"
+#include "optimizers/cross_replica.h"
 #include "pipelining/pipeline_runtime.h"
 
 namespace ipuflow::pipelining {
@@ -129,6 +130,19 @@ absl::Status PipelineRuntime::Compile() {
         "pipeline '", b_->options.name, "' maps stages to ", num_ipus_,
         " IPUs but the system has ", system_->num_ipus(),
         ": configure auto_select_ipus >= ", num_ipus_));
+  }
+  // Sharding assumes every replica holds the same optimizer state, which
+  // only replica-identical updates guarantee.
+  if (b_->training && replica_.count > 1 &&
+      b_->options.replicated_optimizer_state_sharding &&
+      dynamic_cast<const optimizers::CrossReplicaOptimizer*>(
+          b_->optimizer.get()) == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pipeline '", b_->options.name,
+        "': replicated_optimizer_state_sharding over ", replica_.count,
+        " replicas needs replica-identical optimizer state: wrap the "
+        "optimizer '", b_->optimizer->name(),
+        "' in optimizers::CrossReplicaOptimizer"));
   }
   recompute_ = b_->training && system_->config().allow_recompute();
   envs_.resize(num_ipus_);

@@ -305,6 +305,29 @@ TEST(ReplicatedOptimizerStateShardingTest, SameWeightsQuarterOfTheRemoteMemory) 
   EXPECT_EQ(remote[1], 2 * 4 * (12 + 2 + 16 + 2 + 16 + 6));
 }
 
+TEST(ReplicatedOptimizerStateShardingTest, RequiresReplicaIdenticalUpdates) {
+  auto init = InitialValues(1);
+  auto system = MakeSystem(8, 2);
+  Scope scope = Scope::NewRootScope();
+  auto infeed = *feeds::IPUInfeedQueue::Create(MicroBatches(8));
+  pipelining::PipelineOptions o;
+  o.computational_stages = ModelStages(init);
+  o.gradient_accumulation_count = kMicroBatches;
+  o.infeed_queue = infeed.get();
+  o.offload_weight_update_variables = true;
+  o.replicated_optimizer_state_sharding = true;
+  o.optimizer_function = pipelining::testing::SgdCrossEntropy(0.1f);
+  auto pipeline = pipelining::Pipeline(scope, o);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  IPUStrategy strategy(system.get());
+  absl::Status s = strategy.Compile(**pipeline).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("wrap the optimizer 'GradientDescent' in "
+                             "optimizers::CrossReplicaOptimizer"),
+            std::string::npos)
+      << s;
+}
+
 TEST(ReplicatedOptimizerStateShardingTest, RequiresOffloading) {
   auto init = InitialValues(1);
   Scope scope = Scope::NewRootScope();
