@@ -207,7 +207,8 @@ class PipelineOp : public ExecutableSource {
   absl::StatusOr<PipelineReport> Run(IPUStrategy& strategy,
                                      const FeedList& feeds = {});
 
-  // The compiled per-IPU memory report (after the first Run).
+  // The per-IPU memory report of the executable Run(system) compiled (with
+  // a strategy: strategy.Compile(*pipeline) then its MemoryReport()).
   std::string MemoryReport() const;
 
  private:
