@@ -215,3 +215,46 @@ TEST(IPUStrategyTest, ReconfigureResetsVariables) {
 
 }  // namespace
 }  // namespace ipuflow
+
+namespace ipuflow {
+namespace {
+
+// The one execution model on a graph: Execute takes [replica][argument],
+// ReadVariables returns [name][replica], replication_factor picks R.
+TEST(ExecutableTest, PerReplicaArgumentsAndVariables) {
+  IPUConfig config;
+  config.set_auto_select_ipus(3);
+  config.set_replication_factor(2);  // One IPU left idle.
+  auto system = std::move(IPUSystem::Create(config)).value();
+  Scope s = Scope::NewRootScope();
+  Output x = ops::Placeholder(s, DType::kFloat32, {2});
+  auto v = ops::Variable(s.WithOpName("acc"), ops::Const<float>(s, {0, 0}, {2}));
+  Node* add = ops::AssignAdd(s, v.handle, x);
+  IPUStrategy strategy(system.get());
+  ASSERT_TRUE(strategy.Initialize(*s.graph()).ok());
+  // The feed list gives the program its feeds and their shapes.
+  auto exe = strategy.Compile(*s.graph(), {}, {add},
+                              {{x, Tensor::FromVector<float>({0, 0})}});
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  EXPECT_EQ((*exe)->num_replicas(), 2);
+  std::vector<std::vector<Tensor>> results;
+  ASSERT_TRUE((*exe)
+                  ->Execute({{Tensor::FromVector<float>({1, 2})},
+                             {Tensor::FromVector<float>({10, 20})}},
+                            &results)
+                  .ok());
+  ASSERT_EQ(results.size(), 2u);
+  auto vars = (*exe)->ReadVariables("acc");
+  ASSERT_TRUE(vars.ok()) << vars.status();
+  ASSERT_EQ(vars->at("acc").size(), 2u);
+  EXPECT_TRUE(testing::TensorNear(vars->at("acc")[0], {1, 2}, {2}));
+  EXPECT_TRUE(testing::TensorNear(vars->at("acc")[1], {10, 20}, {2}));
+  // Lookups report, never abort.
+  EXPECT_EQ((*exe)->ReadVariables("nothing.*").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ((*exe)->ReadVariables("(").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace ipuflow
