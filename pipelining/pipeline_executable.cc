@@ -98,6 +98,13 @@ absl::Status PipelineExecutable::RunReplicas(
   run(0);
   for (std::thread& t : threads) t.join();
   cancel->Unregister(token);
+  // Collective traffic (gradient all-reduces, sharded state) in the same
+  // counters as a device program's: on each replica's first IPU.
+  for (int r = 0; r < n; ++r) {
+    system_->device(r * ipus_per_replica_)
+        .counters()
+        .ipu_to_ipu.fetch_add(group_->bytes_sent(r), std::memory_order_relaxed);
+  }
   // The root cause, not the cancellations it caused in other replicas.
   for (const auto& rep : reports) {
     if (!rep.ok() && !absl::IsCancelled(rep.status())) return rep.status();
