@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/ipu/ipu_strategy.h"
+#include "core/session.h"
 #include "feeds/infeed_queue.h"
 #include "feeds/outfeed_queue.h"
 #include "gtest/gtest.h"
@@ -198,6 +199,74 @@ std::vector<Config> PipelineConfigs() {
 
 INSTANTIATE_TEST_SUITE_P(Configurations, PipelineConformanceTest,
                          ::testing::ValuesIn(PipelineConfigs()), Name);
+
+// Inference: replicated pipelines send each replica's logits to the
+// outfeed as [steps, R, ...]; step m of replica r is micro-batch m R + r,
+// and its logits equal a host Session's forward pass of that micro-batch.
+class InferenceConformanceTest
+    : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(InferenceConformanceTest, OutfeedEqualsTheHostForwardPass) {
+  const auto [replicas, ipus] = GetParam();
+  constexpr int kSteps = 4;  // Micro-batches per replica.
+  auto init = InitialValues(1);
+  auto system = MakeSystem(replicas * ipus, replicas);
+  Scope scope = Scope::NewRootScope();
+  auto infeed = *feeds::IPUInfeedQueue::Create(MicroBatches(replicas * kSteps));
+  auto outfeed = *feeds::IPUOutfeedQueue::Create();
+  pipelining::PipelineOptions o;
+  o.computational_stages = ModelStages(init);
+  o.device_mapping = ipus == 4
+                         ? std::vector<pipelining::StageDevices>{0, 1, 2, 3}
+                         : std::vector<pipelining::StageDevices>{0, 0, 1, 1};
+  o.gradient_accumulation_count = kSteps;
+  o.infeed_queue = infeed.get();
+  o.outfeed_queue = outfeed.get();
+  auto pipeline = pipelining::Pipeline(scope, o);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  IPUStrategy strategy(system.get());
+  ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
+  ASSERT_TRUE(strategy.Run(**pipeline).ok());
+  auto out = outfeed->Dequeue();
+  ASSERT_TRUE(out.ok()) << out.status();
+  const Tensor& logits = (*out)["0"];
+  const TensorShape per_step = TensorShape({pipelining::testing::kBatch,
+                                            pipelining::testing::kClasses});
+  ASSERT_EQ(logits.shape(), replicas > 1
+                                ? TensorShape({kSteps, replicas, per_step.dim(0),
+                                               per_step.dim(1)})
+                                : TensorShape({kSteps, per_step.dim(0),
+                                               per_step.dim(1)}));
+  // The host reference, micro-batch by micro-batch, in dataset order.
+  Scope host = Scope::NewRootScope();
+  Output x = ops::Placeholder(host, DType::kFloat32,
+                              {pipelining::testing::kBatch,
+                               pipelining::testing::kFeatures});
+  Output y = ops::Placeholder(host, DType::kInt32, {pipelining::testing::kBatch});
+  std::vector<Output> h = {x, y};
+  for (int st = 0; st < 4; ++st) h = ModelStage(st, host, h, init);
+  Session session(host.graph());
+  ASSERT_TRUE(session.Initialize().ok());
+  auto it = MicroBatches(replicas * kSteps)->MakeIterator();
+  const int64_t n = per_step.num_elements();
+  for (int i = 0; i < replicas * kSteps; ++i) {
+    auto batch = it->GetNext();
+    ASSERT_TRUE(batch.ok()) << batch.status();
+    std::vector<Tensor> want;
+    ASSERT_TRUE(session.Run({{x, (*batch)[0]}, {y, (*batch)[1]}}, {h[0]}, &want)
+                    .ok());
+    const int m = i / replicas, r = i % replicas;
+    const float* got = logits.data<float>() + (m * replicas + r) * n;
+    for (int64_t k = 0; k < n; ++k) {
+      ASSERT_NEAR(got[k], want[0].data<float>()[k], 1e-5)
+          << "step " << m << " replica " << r << " element " << k;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(ReplicasAndIpus, InferenceConformanceTest,
+                         ::testing::Combine(::testing::Values(1, 2, 4),
+                                            ::testing::Values(2, 4)));
 
 // A device loop on one IPU per replica: the whole model in one program,
 // CrossReplicaGradientAccumulationOptimizerV2 with mean over micro-batches
