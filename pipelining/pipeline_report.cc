@@ -12,10 +12,14 @@ namespace ipuflow::pipelining {
 std::string PipelineReport::Summary() const {
   const int n = table.num_stages;
   std::string s = absl::StrFormat(
-      "%s %s pipeline: %d stages on %d IPUs, %d micro-batches x %d runs%s\n",
+      "%s %s pipeline: %d stages on %d IPUs, %d micro-batches x %d runs%s%s\n",
       PipelineScheduleName(table.kind), table.training ? "training" : "inference",
       n, table.num_ipus, table.micro_batches, repeats,
-      recompute ? ", recomputation" : "");
+      recompute ? ", recomputation" : "",
+      replicas > 1 ? absl::StrFormat(" (replica 0 of %d; the others run the "
+                                     "same table on their own IPUs)",
+                                     replicas)
+                   : std::string());
   absl::StrAppend(
       &s, "  virtual time ", HumanSeconds(virtual_seconds), " (weight updates ",
       HumanSeconds(weight_update_seconds), "), wall time ",

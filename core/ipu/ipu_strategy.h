@@ -19,6 +19,9 @@
 //   ASSIGN_OR_RETURN(Executable* exe, strategy.Compile(*pipeline));
 //   exe->ReadVariables(".*/w");                 // per replica
 //
+// Ownership: the strategy owns the executables it compiles; an Executable*
+// it returns is valid while the strategy lives (and the system is not
+// reconfigured).
 // Thread safety: not thread-safe; one host thread drives a strategy.
 #ifndef IPUFLOW_CORE_IPU_IPU_STRATEGY_H_
 #define IPUFLOW_CORE_IPU_IPU_STRATEGY_H_
