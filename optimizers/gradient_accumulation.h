@@ -43,15 +43,15 @@
 // builds, run with the accumulated gradient, and nothing else.
 //
 // Limitations:
-//  - Optimizer::ApplyGradients is not virtual: a wrapper sees the variables
-//    one at a time (Prepare, then ApplyDense per variable). Each variable
-//    gets its own conditional and its own call of the inner ApplyGradients,
-//    so shared inner state is per variable (Adam's steps are
-//    "GradientAccumulation/Adam/step", ".../Adam_1/step", ... in variable
-//    order; its slots "GradientAccumulation/<var>/Adam/m"). Optimizers whose
-//    update of a variable depends only on its own gradient (SGD, Momentum,
-//    Adam, AdamW, LAMB) give the same numbers; one coupling variables
-//    (global-norm clipping) would need a virtual ApplyGradients.
+//  - The wrapper builds through Prepare and ApplyDense, one variable at a
+//    time: each variable gets its own conditional and its own call of the
+//    inner ApplyGradients, so shared inner state is per variable (Adam's
+//    steps are "GradientAccumulation/Adam/step", ".../Adam_1/step", ... in
+//    variable order; its slots "GradientAccumulation/<var>/Adam/m").
+//    Optimizers whose update of a variable depends only on its own gradient
+//    (SGD, Momentum, Adam, AdamW, LAMB) give the same numbers; one coupling
+//    variables (global-norm clipping) would need one conditional for all
+//    (ApplyGradients is virtual, as CrossReplicaOptimizer uses).
 //  - Each conditional update runs after its accumulation, so after
 //    everything the gradient depends on: for ComputeGradients' gradients,
 //    the loss and every variable read it makes. Reads of the variable that
