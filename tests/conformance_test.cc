@@ -84,6 +84,22 @@ std::map<std::string, Tensor> ReplicaZeroAndCheckEqual(const Executable& exe,
   return out;
 }
 
+// The whole model trained by `opt` in a device loop of `steps` iterations.
+absl::StatusOr<loops::Loop> ModelLoop(const Scope& scope,
+                                      const std::map<std::string, Tensor>& init,
+                                      optimizers::Optimizer& opt, int steps,
+                                      feeds::IPUInfeedQueue* infeed) {
+  return loops::Repeat(
+      scope, steps,
+      [&](const Scope& s, const std::vector<Output>& batch) {
+        std::vector<Output> h = batch;
+        for (int st = 0; st < 4; ++st) h = ModelStage(st, s, h, init);
+        opt.Minimize(s, ops::SoftmaxCrossEntropyLoss(s, h[0], h[1]));
+        return std::vector<Output>{};
+      },
+      {}, infeed);
+}
+
 // The model as a four-stage SGD training pipeline on IPUs 0-3.
 absl::StatusOr<std::unique_ptr<pipelining::PipelineOp>> SgdPipeline(
     const Scope& scope, const std::map<std::string, Tensor>& init,
@@ -283,15 +299,7 @@ TEST_P(LoopConformanceTest, TrainsAsTheSingleDeviceReference) {
   auto inner = Momentum();
   optimizers::CrossReplicaGradientAccumulationOptimizerV2 opt(
       inner.get(), kMicroBatches, Method::kMean);
-  auto loop = loops::Repeat(
-      scope, kMicroBatches * kRuns,
-      [&](const Scope& s, const std::vector<Output>& batch) {
-        std::vector<Output> h = batch;
-        for (int st = 0; st < 4; ++st) h = ModelStage(st, s, h, init);
-        opt.Minimize(s, ops::SoftmaxCrossEntropyLoss(s, h[0], h[1]));
-        return std::vector<Output>{};
-      },
-      {}, infeed.get());
+  auto loop = ModelLoop(scope, init, opt, kMicroBatches * kRuns, infeed.get());
   ASSERT_TRUE(loop.ok()) << loop.status();
   IPUStrategy strategy(system.get());
   ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
@@ -436,15 +444,7 @@ TEST_P(BudgetConformanceTest, LoopBodyOverBudgetIsRefused) {
   auto infeed = *feeds::IPUInfeedQueue::Create(MicroBatches(8));
   auto inner = Momentum();
   optimizers::CrossReplicaOptimizer opt(inner.get());
-  auto loop = loops::Repeat(
-      scope, 2,
-      [&](const Scope& s, const std::vector<Output>& batch) {
-        std::vector<Output> h = batch;
-        for (int st = 0; st < 4; ++st) h = ModelStage(st, s, h, init);
-        opt.Minimize(s, ops::SoftmaxCrossEntropyLoss(s, h[0], h[1]));
-        return std::vector<Output>{};
-      },
-      {}, infeed.get());
+  auto loop = ModelLoop(scope, init, opt, 2, infeed.get());
   ASSERT_TRUE(loop.ok()) << loop.status();
   IPUStrategy strategy(system.get());
   absl::Status s = strategy.Compile(*scope.graph(), {}, {loop->op}).status();
