@@ -1,4 +1,5 @@
 // Map: values, order under parallelism, errors in order, shutdown.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -17,28 +18,47 @@ namespace {
 using ::ipuflow::feeds::testing::Int;
 using ::ipuflow::feeds::testing::Ints;
 using ::testing::ElementsAre;
+using ::testing::EndsWith;
 using ::testing::HasSubstr;
-
-using Clock = std::chrono::steady_clock;
 
 Element Scalar(int64_t v) { return {Tensor::Scalar<int64_t>(v)}; }
 
-// x -> x * x, after a delay that varies with x (0-4 ms), counting how many
-// calls run at once.
-struct SlowSquare {
-  std::shared_ptr<std::atomic<int>> running =
-      std::make_shared<std::atomic<int>>(0);
-  std::shared_ptr<std::atomic<int>> peak =
-      std::make_shared<std::atomic<int>>(0);
+// x -> x * x, counting how many calls run at once. The calls for the
+// first `barrier` elements wait until that many calls are inside at once:
+// parallelism proven by a count, whatever the host's load (a sequential Map
+// would never pass it: the test would time out).
+struct BarrierSquare {
+  struct State {
+    Mutex mu;
+    CondVar cv;
+    int running ABSL_GUARDED_BY(mu) = 0;
+    int peak ABSL_GUARDED_BY(mu) = 0;
+    bool released ABSL_GUARDED_BY(mu) = false;
+  };
+  int barrier = 0;
+  std::shared_ptr<State> st = std::make_shared<State>();
+
   absl::StatusOr<Element> operator()(Element e) const {
     const int64_t x = Int(e);
-    const int now = ++*running;
-    int p = peak->load();
-    while (now > p && !peak->compare_exchange_weak(p, now)) {
+    {
+      MutexLock l(&st->mu);
+      st->peak = std::max(st->peak, ++st->running);
+      if (st->running >= barrier) st->released = true;
+      st->cv.SignalAll();
+      if (x < barrier) {
+        st->cv.Await(&st->mu, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          return st->released;
+        });
+      }
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds((x * 7) % 5));
-    --*running;
+    // Elements 0-3 leave the barrier together and finish in any order.
+    MutexLock l(&st->mu);
+    --st->running;
     return Scalar(x * x);
+  }
+  int peak() const {
+    MutexLock l(&st->mu);
+    return st->peak;
   }
 };
 
@@ -53,13 +73,13 @@ TEST(MapTest, AppliesTheFunctionInTheCaller) {
 }
 
 TEST(MapTest, ParallelCallsKeepTheInputOrder) {
-  SlowSquare fn;
+  BarrierSquare fn;
+  fn.barrier = 4;  // Elements 0-3 each wait for 4 calls at once.
   DatasetPtr ds = Range(0, 40)->Map(fn, /*num_parallel_calls=*/4);
   std::vector<int64_t> expected;
   for (int64_t i = 0; i < 40; ++i) expected.push_back(i * i);
   EXPECT_EQ(Ints(ds), expected);
-  EXPECT_GT(fn.peak->load(), 1);  // Really ran in parallel...
-  EXPECT_LE(fn.peak->load(), 4);  // ...on at most 4 threads.
+  EXPECT_EQ(fn.peak(), 4);        // Ran 4 at once, never more.
   EXPECT_EQ(Ints(ds), expected);  // A second pass, a new worker pool.
 }
 
@@ -80,8 +100,9 @@ TEST(MapTest, ErrorsComeBackInTheirElementsPlace) {
       seen.push_back(e.ok() ? absl::StrCat(Int(*e))
                             : std::string(e.status().message()));
     }
-    EXPECT_THAT(seen,
-                ElementsAre("0", "1", "2", "bad 3", "4", "5", "bad 6", "7"))
+    // The message may name the Map and the element before fn's own text.
+    EXPECT_THAT(seen, ElementsAre("0", "1", "2", EndsWith("bad 3"), "4", "5",
+                                  EndsWith("bad 6"), "7"))
         << "num_parallel_calls=" << parallel;
   }
 }
@@ -128,16 +149,28 @@ TEST(MapTest, DestroyingAnIteratorWithWorkersBlockedOnAFullBufferReturns) {
 }
 
 TEST(MapTest, DestructionDoesNotWaitForTheRestOfTheWork) {
-  // 200 elements of 20 ms on 2 threads would take 2 s.
-  auto slow = [](Element e) -> absl::StatusOr<Element> {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // Counted, not timed: with 2 workers and 2 x 2 slots, at most 1 + 4 calls
+  // can start after one GetNext; a destructor that drained the input would
+  // make all 200. The 2 workers are inside calls when it starts.
+  auto started = std::make_shared<std::atomic<int>>(0);
+  auto inside = std::make_shared<std::atomic<int>>(0);
+  auto release = std::make_shared<Notification>();
+  auto fn = [started, inside, release](Element e) -> absl::StatusOr<Element> {
+    ++*started;
+    if (Int(e) > 0) {
+      ++*inside;
+      release->WaitForNotification();
+    }
     return e;
   };
-  std::unique_ptr<Iterator> it = Range(0, 200)->Map(slow, 2)->MakeIterator();
+  std::unique_ptr<Iterator> it = Range(0, 200)->Map(fn, 2)->MakeIterator();
   EXPECT_EQ(Int(*it->GetNext()), 0);
-  const Clock::time_point start = Clock::now();
+  while (inside->load() < 2) std::this_thread::yield();
+  std::thread releaser([release] { release->Notify(); });
   it.reset();  // Waits for the calls in flight only.
-  EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(500));
+  releaser.join();
+  EXPECT_GE(started->load(), 3);
+  EXPECT_LE(started->load(), 5);
 }
 
 TEST(MapTest, DestructionWhileTheInputIsBlocked) {

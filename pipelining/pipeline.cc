@@ -5,6 +5,7 @@
 #include "pipelining/pipeline.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <set>
@@ -148,6 +149,19 @@ void Builder::CheckOptions() {
   if (o_.repeat_count < 1) {
     violations_.push_back(absl::StrCat("repeat_count must be >= 1, got ",
                                        o_.repeat_count));
+  }
+  if (o_.virtual_costs.has_value()) {
+    const StageCosts& c = *o_.virtual_costs;
+    auto bad = [n](const std::vector<double>& v) {
+      return static_cast<int>(v.size()) != n ||
+             !std::all_of(v.begin(), v.end(),
+                          [](double x) { return std::isfinite(x) && x >= 0; });
+    };
+    if (bad(c.forward) || (training && bad(c.backward))) {
+      violations_.push_back(absl::StrCat(
+          "virtual_costs needs one finite cost >= 0 per stage for the forward",
+          training ? " and the backward" : "", " (", n, " stages)"));
+    }
   }
   if (o_.outfeed_loss && !training) {
     violations_.push_back(

@@ -164,6 +164,12 @@ struct PipelineOptions {
   // A dtype, or a function of the variable (as the original's callable).
   optimizers::AccumulationDType gradient_accumulation_dtype;
   std::string name = "pipeline";
+  // Virtual-clock costs, seconds per micro-batch of each stage's forward /
+  // backward: each item then advances its IPU's virtual clock by this cost
+  // instead of the CPU time it used, and the weight update by none. The
+  // timeline is the dry-run planner's for these costs (planner.h) on any
+  // host, however loaded: for tests and what-if studies. Unset: measured.
+  std::optional<StageCosts> virtual_costs;
 };
 
 class PipelineExecutable;

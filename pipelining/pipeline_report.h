@@ -4,6 +4,8 @@
 //    starts when its IPU is free and its inputs, stamped with their
 //    producer's virtual end time, exist). This is the timeline N real IPUs
 //    would show even when the host has fewer cores than emulated IPUs.
+//    With PipelineOptions::virtual_costs, items cost the modelled seconds
+//    instead, and the timeline is exactly the planner's (planner.h).
 //  - wall: steady_clock, as the host saw it.
 // Utilisation and bubble are virtual-clock figures over the forward/backward
 // part of each pipeline run (the weight update is reported separately).

@@ -76,6 +76,15 @@ absl::Status AddInto(Tensor* acc, const Tensor& t) {
   return absl::OkStatus();
 }
 
+// What an item adds to its IPU's virtual clock: the modelled cost when the
+// options give one (PipelineOptions::virtual_costs), else `measured`.
+double VirtualCost(const PipelineOptions& o, const WorkItem& item,
+                   double measured) {
+  if (!o.virtual_costs.has_value()) return measured;
+  return item.pass == Pass::kForward ? o.virtual_costs->forward[item.stage]
+                                     : o.virtual_costs->backward[item.stage];
+}
+
 }  // namespace
 
 void PipelineRuntime::Abort(RunState& rs, const absl::Status& s) {
@@ -160,7 +169,7 @@ absl::Status PipelineRuntime::Forward(RunState& rs, const Entry& e, int repeat,
   clock->wall_start = WallSeconds(rs);
   const double c0 = ThreadCpuSeconds();
   RETURN_IF_ERROR(part.forward->Run(envs_[d.ipu], feeds, &out));
-  clock->cpu = ThreadCpuSeconds() - c0;
+  clock->cpu = VirtualCost(b_->options, e.item, ThreadCpuSeconds() - c0);
   const double vend =
       std::max(rs.vclock[d.ipu], clock->virtual_ready) + clock->cpu;
   const size_t num_out = d.outputs.size();
@@ -248,6 +257,7 @@ absl::Status PipelineRuntime::Backward(RunState& rs, const Entry& e,
       grads[part.grad_args[k]] = std::move(out[k]);
     }
   }
+  clock->cpu = VirtualCost(b_->options, e.item, clock->cpu);
   const double vend =
       std::max(rs.vclock[d.ipu], clock->virtual_ready) + clock->cpu;
   if (s > 0) {
@@ -441,6 +451,9 @@ absl::Status PipelineRuntime::WeightUpdate(RunState& rs) {
   double sync = 0, longest = 0;
   for (double c : rs.vclock) sync = std::max(sync, c);
   update_hop_cpu_[0] += cpu0;
+  if (b_->options.virtual_costs.has_value()) {  // Modelled: no update cost.
+    std::fill(update_hop_cpu_.begin(), update_hop_cpu_.end(), 0.0);
+  }
   for (int k = 0; k < num_ipus_; ++k) {
     rs.vclock[k] = sync + update_hop_cpu_[k];
     longest = std::max(longest, update_hop_cpu_[k]);
@@ -456,6 +469,10 @@ absl::Status PipelineRuntime::RunOnce(RunState& rs, int repeat) {
     rs.step_remaining = step_sizes_;
     rs.step_end.assign(step_sizes_.size(), 0);
   }
+  // A run starts when every IPU has finished the previous one (the pipeline
+  // drains between runs; in training the weight update already waited).
+  const double start = *std::max_element(rs.vclock.begin(), rs.vclock.end());
+  std::fill(rs.vclock.begin(), rs.vclock.end(), start);
   std::vector<size_t> before(num_ipus_);
   for (int k = 0; k < num_ipus_; ++k) before[k] = rs.items[k].size();
   std::thread feeder;
