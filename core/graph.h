@@ -48,6 +48,10 @@ class HostResource : public Resource {
   // compiled for `num_replicas` replicas: host threads start there, not
   // lazily on a device thread. An error is reported again by the kernel.
   virtual absl::Status Prepare(int num_replicas) = 0;
+  // Called on a host thread when a run of such an executable ended with
+  // `status` (not OK: a kernel error, a cancel, the system reset), so the
+  // resource can wake its host-side readers with the reason.
+  virtual void RunStopped(const absl::Status& status) {}
 };
 
 // One output of a node: the edge handle users build graphs with.

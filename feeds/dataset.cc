@@ -3,6 +3,8 @@
 // dataset_ops.cc, shuffle_dataset.cc, map_dataset.cc and prefetch_dataset.cc.
 #include "feeds/dataset.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -331,5 +333,52 @@ absl::StatusOr<std::vector<Element>> Collect(const DatasetPtr& dataset,
   }
   return out;
 }
+
+namespace internal {
+
+absl::Status CheckBufferSize(const Dataset& ds, const std::string& call,
+                             int64_t n) {
+  auto refuse = [&](const std::string& why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ds.DebugString(), ".", call, ": ", why));
+  };
+  if (n > kMaxBufferedElements) {
+    return refuse(absl::StrCat(n, " elements exceed the limit of ",
+                               kMaxBufferedElements,
+                               " elements a dataset may hold at once"));
+  }
+  // Bytes, when every component's shape is known: n x element bytes must
+  // fit in the machine's physical memory (overflow-checked).
+  const ElementSpec& spec = ds.spec();
+  if (!spec.known()) return absl::OkStatus();
+  int64_t element_bytes = 0;
+  for (int c = 0; c < spec.size(); ++c) {
+    if (!spec.shapes[c].IsFullyDefined()) return absl::OkStatus();
+    int64_t bytes = static_cast<int64_t>(DTypeSize(spec.dtypes[c]));
+    for (int d = 0; d < spec.shapes[c].rank(); ++d) {
+      if (__builtin_mul_overflow(bytes, spec.shapes[c].dim(d), &bytes)) {
+        return refuse("an element's size overflows int64");
+      }
+    }
+    if (__builtin_add_overflow(element_bytes, bytes, &element_bytes)) {
+      return refuse("an element's size overflows int64");
+    }
+  }
+  const int64_t pages = sysconf(_SC_PHYS_PAGES);
+  const int64_t page = sysconf(_SC_PAGESIZE);
+  int64_t limit = 0;
+  if (pages <= 0 || page <= 0 || __builtin_mul_overflow(pages, page, &limit)) {
+    return absl::OkStatus();  // Unknown: the element count bound holds.
+  }
+  int64_t total = 0;
+  if (__builtin_mul_overflow(element_bytes, n, &total) || total > limit) {
+    return refuse(absl::StrCat(n, " elements of ", element_bytes,
+                               " bytes exceed the machine's physical memory (",
+                               limit, " bytes)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace internal
 
 }  // namespace ipuflow::feeds

@@ -16,6 +16,17 @@
 
 namespace ipuflow::feeds::internal {
 
+// The most elements a dataset may hold at once (a batch, a shuffle or
+// prefetch buffer): a bigger size would grow until the process is killed
+// (Batch(1e12)), so it is refused when the dataset is made.
+inline constexpr int64_t kMaxBufferedElements = int64_t{1} << 24;
+
+// OK, or InvalidArgument naming the call and the limit when `n` elements
+// of `ds` exceed kMaxBufferedElements or, when the element size is known,
+// the machine's physical memory.
+absl::Status CheckBufferSize(const Dataset& ds, const std::string& call,
+                             int64_t n);
+
 // What GetNext returns at the end of a dataset.
 inline absl::Status EndOfSequence() {
   return absl::OutOfRangeError("end of dataset");

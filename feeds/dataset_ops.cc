@@ -290,6 +290,9 @@ DatasetPtr Dataset::Batch(int64_t batch_size, bool drop_remainder) const {
     return Invalid(*this, absl::StrCat("Batch(", batch_size, ")"),
                    "batch_size must be >= 1");
   }
+  absl::Status bounded = internal::CheckBufferSize(
+      *this, absl::StrCat("Batch(", batch_size, ")"), batch_size);
+  if (!bounded.ok()) return ErrorDataset(bounded);
   return std::make_shared<BatchDataset>(shared_from_this(), batch_size,
                                         drop_remainder);
 }

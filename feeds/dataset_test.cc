@@ -1,4 +1,5 @@
-// Sources, ElementSpec, error propagation through chains, Collect.
+// Sources, ElementSpec, error propagation through chains, Collect; sizes
+// bounded with an error naming the limit (issue 9).
 #include "feeds/dataset.h"
 
 #include <memory>
@@ -144,6 +145,54 @@ TEST(DatasetTest, IteratorKeepsItsDatasetAlive) {
   absl::StatusOr<Element> e = it->GetNext();
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_EQ(testing::Int(*e), 0);
+}
+
+// Batch(1e12) would grow until the process is killed: refused when made,
+// naming the limit. The same for shuffle and prefetch buffers, and for a
+// size that fits the element count but not the machine's memory.
+TEST(DatasetTest, BufferSizesAreBoundedWithAnErrorNamingTheLimit) {
+  DatasetPtr batched = Range(0, 10)->Repeat()->Batch(1000000000000);
+  EXPECT_EQ(batched->status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(batched->status().message()),
+              ::testing::AllOf(HasSubstr("Batch(1000000000000)"),
+                               HasSubstr("limit of 16777216 elements")));
+  EXPECT_EQ(Range(0, 10)->Shuffle(int64_t{1} << 40)->status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Range(0, 10)->Prefetch(int64_t{1} << 40)->status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // 2^24 elements of 2^30 floats: 2^56 bytes.
+  DatasetPtr huge = FromTensors({Tensor::Scalar(1.0f)})->Map(
+      [](Element e) -> absl::StatusOr<Element> { return e; }, 1,
+      ElementSpec{{DType::kFloat32}, {TensorShape({1 << 15, 1 << 15})}});
+  DatasetPtr too_big = huge->Batch(int64_t{1} << 24);
+  EXPECT_EQ(too_big->status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(too_big->status().message()),
+              HasSubstr("exceed the machine's physical memory"));
+  // Ordinary sizes are untouched.
+  absl::StatusOr<std::vector<Element>> ok = Collect(Range(0, 10)->Batch(4));
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->size(), 3u);
+}
+
+// An error inside a Map function comes back in its element's place with
+// its code, naming the Map and the element.
+TEST(DatasetTest, MapFunctionErrorsNameTheMapAndTheElement) {
+  DatasetPtr ds = Range(0, 5)->Map([](Element e) -> absl::StatusOr<Element> {
+    if (e[0].scalar<int64_t>() == 2) {
+      return absl::InvalidArgumentError("MatMul 'dense/MatMul': inner dimensions differ");
+    }
+    return e;
+  });
+  std::unique_ptr<Iterator> it = ds->MakeIterator();
+  ASSERT_TRUE(it->GetNext().ok());
+  ASSERT_TRUE(it->GetNext().ok());
+  absl::StatusOr<Element> bad = it->GetNext();
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()),
+              ::testing::AllOf(HasSubstr("Range(0, 5).Map"),
+                               HasSubstr("element 2"),
+                               HasSubstr("MatMul 'dense/MatMul'")));
+  EXPECT_TRUE(it->GetNext().ok());  // The next element is still there.
 }
 
 }  // namespace

@@ -2,6 +2,9 @@
 // shapes with and without replicas, ALL/LAST semantics, exactly-once
 // delivery to a concurrent consumer, a clean OutOfRange at the end of the
 // dataset, and a clean Cancelled when the system is torn down mid-wait.
+// Reliability (issue 9): destroying a queue under a blocked caller (run
+// under ASan), wake-ups with a reason, a stop ends one run and not the
+// streams, statuses instead of aborts, a bounded host-side outfeed list.
 #include <atomic>
 #include <numeric>
 #include <thread>
@@ -30,6 +33,13 @@ std::unique_ptr<IPUSystem> MakeSystem(int ipus) {
   IPUConfig config;
   config.set_auto_select_ipus(ipus);
   return std::move(IPUSystem::Create(config)).value();
+}
+
+// Spins (yielding) until `ready()`: how a test knows another thread is
+// blocked before it acts, without sleeping.
+template <typename Fn>
+void AwaitTrue(Fn ready) {
+  while (!ready()) std::this_thread::yield();
 }
 
 // A body that outfeeds the infeed element as float and carries nothing.
@@ -260,7 +270,7 @@ TEST(FeedQueuesTest, ConsumerBlockedInNextIsWokenByClose) {
   ASSERT_TRUE(outfeed.ok());
   absl::Status st;
   std::thread consumer([&] { st = (*outfeed)->Next().status(); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  AwaitTrue([&] { return (*outfeed)->waiting_readers() == 1; });
   (*outfeed)->Close();
   consumer.join();
   EXPECT_EQ(st.code(), absl::StatusCode::kOutOfRange);
@@ -308,6 +318,319 @@ TEST(FeedQueuesTest, ValidationErrors) {
   (*outfeed)->Enqueue(s, {ops::Const(s, 2.0f)});
   EXPECT_NE(s.status().message().find("can only be enqueued once"),
             std::string::npos) << s.status();
+}
+
+
+// ------------------------------------------------------------ issue 9
+
+// int64 scalars 0, 1, 2, ...; element `gate_at` waits for `gate` (the host
+// thread stalls there, like a slow input pipeline).
+DatasetPtr Gated(int64_t n, int64_t gate_at, Notification* gate) {
+  return Range(0, n)->Map(
+      [gate_at, gate](Element e) -> absl::StatusOr<Element> {
+        if (e[0].scalar<int64_t>() == gate_at) gate->WaitForNotification();
+        return e;
+      },
+      1, ElementSpec{{DType::kInt64}, {TensorShape()}});
+}
+
+std::vector<float> Values(const std::vector<OutfeedElement>& steps) {
+  std::vector<float> out;
+  for (const OutfeedElement& e : steps) out.push_back(e.tensors[0].scalar<float>());
+  return out;
+}
+
+// A pipeline's feeder calls Dequeue on the queue itself (not through a
+// graph). Destroying the queue meanwhile wakes it with Cancelled and waits
+// for it to leave: no use-after-free (ASan).
+TEST(FeedQueuesTest, DestroyingTheInfeedUnderABlockedDequeueIsSafe) {
+  for (int round = 0; round < 20; ++round) {
+    // Two replicas, depth 1: the host thread fills replica 0's ring and
+    // blocks there, so replica 1's second Dequeue waits on an empty ring.
+    auto infeed = IPUInfeedQueue::Create(Range(0, 1000), 1);
+    ASSERT_TRUE(infeed.ok());
+    IPUInfeedQueue* q = infeed->get();
+    ASSERT_TRUE(q->Start(2).ok());
+    absl::StatusOr<Element> first, second;
+    std::thread feeder([&] {
+      first = q->Dequeue(1, 2, nullptr);
+      second = q->Dequeue(1, 2, nullptr);
+    });
+    AwaitTrue([&] { return q->waiting_dequeues() == 1; });
+    infeed->reset();
+    feeder.join();
+    ASSERT_TRUE(first.ok()) << first.status();
+    EXPECT_EQ((*first)[0].scalar<int64_t>(), 1);
+    EXPECT_EQ(second.status().code(), absl::StatusCode::kCancelled);
+    EXPECT_THAT(std::string(second.status().message()),
+                ::testing::HasSubstr("was destroyed"));
+  }
+}
+
+// A device loop blocked in InfeedDequeue while its IPUInfeedQueue is
+// destroyed: the run ends with Cancelled naming the node and the queue.
+TEST(FeedQueuesTest, DestroyingTheInfeedUnderARunningLoopIsSafe) {
+  auto system = MakeSystem(1);
+  Notification gate;
+  auto infeed = IPUInfeedQueue::Create(Gated(100, 3, &gate), 1);
+  auto outfeed = IPUOutfeedQueue::Create();
+  ASSERT_TRUE(infeed.ok() && outfeed.ok());
+  IPUInfeedQueue* q = infeed->get();
+  Scope s = Scope::NewRootScope();
+  auto loop = loops::Repeat(s, 10, Forward(outfeed->get()), {}, q);
+  ASSERT_TRUE(loop.ok());
+  IPUStrategy strategy(system.get());
+  absl::Status st;
+  std::thread runner([&] { st = strategy.Run(*s.graph(), {}, {loop->op}).status(); });
+  AwaitTrue([&] { return q->waiting_dequeues() == 1; });
+  // The destructor joins the host thread, stalled in the dataset until the
+  // gate opens: destroy on another thread, open the gate once the run ended.
+  std::thread destroyer([&] { infeed->reset(); });
+  runner.join();
+  gate.Notify();
+  destroyer.join();
+  EXPECT_EQ(st.code(), absl::StatusCode::kCancelled) << st;
+  EXPECT_THAT(std::string(st.message()),
+              ::testing::AllOf(::testing::HasSubstr("InfeedDequeue '"),
+                               ::testing::HasSubstr("was destroyed")));
+  EXPECT_EQ(Values((*outfeed)->TakeAvailable()), (std::vector<float>{0, 1, 2}));
+}
+
+// A monitor blocked in Next, and a producer blocked on a full ring, while
+// the IPUOutfeedQueue is destroyed: both return Cancelled on live memory.
+TEST(FeedQueuesTest, DestroyingTheOutfeedUnderBlockedCallersIsSafe) {
+  for (int round = 0; round < 20; ++round) {
+    // A monitor waiting in Next before anything was pushed.
+    auto outfeed = IPUOutfeedQueue::Create();
+    ASSERT_TRUE(outfeed.ok());
+    IPUOutfeedQueue* q = outfeed->get();
+    absl::Status monitor_status;
+    std::thread monitor([&] { monitor_status = q->Next().status(); });
+    AwaitTrue([&] { return q->waiting_readers() == 1; });
+    outfeed->reset();
+    monitor.join();
+    EXPECT_EQ(monitor_status.code(), absl::StatusCode::kCancelled) << monitor_status;
+    EXPECT_THAT(std::string(monitor_status.message()),
+                ::testing::HasSubstr("was destroyed"));
+
+    // A producer (a pipeline's last stage pushes on the queue itself)
+    // waiting on a full ring: the host list (1 step) and the ring (1) are
+    // full, nobody reads.
+    auto outfeed2 = IPUOutfeedQueue::Create(OutfeedMode::kAll, 1, /*max_host_bytes=*/4);
+    ASSERT_TRUE(outfeed2.ok());
+    IPUOutfeedQueue* q2 = outfeed2->get();
+    Scope s = Scope::NewRootScope();
+    ASSERT_NE(q2->Enqueue(s, {ops::Const(s, 1.0f)}), nullptr);
+    absl::Status producer_status;
+    std::thread producer([&] {
+      do {
+        producer_status = q2->Push(0, 1, {Tensor::Scalar(1.0f)}, nullptr);
+      } while (producer_status.ok());
+    });
+    AwaitTrue([&] { return q2->waiting_pushes() == 1 && q2->host_bytes() == 4; });
+    outfeed2->reset();
+    producer.join();
+    EXPECT_EQ(producer_status.code(), absl::StatusCode::kCancelled) << producer_status;
+    EXPECT_THAT(std::string(producer_status.message()),
+                ::testing::HasSubstr("was destroyed"));
+  }
+}
+
+// A kernel error in the loop body (here: a dataset error, which reaches
+// the device in place of its element) ends that run, not the streams: the
+// monitor gets the steps before it, then the error naming the node, and the
+// next run continues both queues with nothing lost or repeated.
+TEST(FeedQueuesTest, AKernelErrorEndsOneRunNotTheQueues) {
+  auto system = MakeSystem(1);
+  DatasetPtr ds = Range(0, 100)->Map(
+      [](Element e) -> absl::StatusOr<Element> {
+        if (e[0].scalar<int64_t>() == 3) return absl::DataLossError("bad record 3");
+        return e;
+      },
+      1, ElementSpec{{DType::kInt64}, {TensorShape()}});
+  auto infeed = IPUInfeedQueue::Create(ds);
+  auto outfeed = IPUOutfeedQueue::Create();
+  ASSERT_TRUE(infeed.ok() && outfeed.ok());
+  Scope s = Scope::NewRootScope();
+  auto loop = loops::Repeat(s, 5, Forward(outfeed->get()), {}, infeed->get());
+  ASSERT_TRUE(loop.ok());
+  IPUStrategy strategy(system.get());
+  std::vector<float> seen;
+  absl::Status stop;
+  std::thread monitor([&] {
+    for (;;) {
+      absl::StatusOr<OutfeedElement> step = (*outfeed)->Next();
+      if (!step.ok()) {
+        stop = step.status();
+        return;
+      }
+      seen.push_back((*step)["x"].scalar<float>());
+    }
+  });
+  absl::Status st = strategy.Run(*s.graph(), {}, {loop->op}).status();
+  monitor.join();
+  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+  EXPECT_THAT(std::string(st.message()),
+              ::testing::AllOf(::testing::HasSubstr("InfeedDequeue '"),
+                               ::testing::HasSubstr("bad record 3")));
+  EXPECT_EQ(seen, (std::vector<float>{0, 1, 2}));
+  EXPECT_EQ(stop.code(), absl::StatusCode::kDataLoss) << stop;
+  EXPECT_THAT(std::string(stop.message()),
+              ::testing::AllOf(::testing::HasSubstr("stopped"),
+                               ::testing::HasSubstr("bad record 3")));
+  // The next run continues both streams.
+  ASSERT_TRUE(strategy.Run(*s.graph(), {}, {loop->op}).ok());
+  EXPECT_EQ(Values((*outfeed)->TakeAvailable()), (std::vector<float>{4, 5, 6, 7, 8}));
+}
+
+// Cancelling and reconfiguring the system while a monitor waits: the
+// monitor is woken with the reason, and after Configure the same queues
+// continue their streams (the cancelled device took no element).
+TEST(FeedQueuesTest, ReconfigureWakesTheMonitorAndTheStreamsContinue) {
+  auto system = MakeSystem(1);
+  Notification gate;
+  auto infeed = IPUInfeedQueue::Create(Gated(100, 3, &gate), 1);
+  auto outfeed = IPUOutfeedQueue::Create();
+  ASSERT_TRUE(infeed.ok() && outfeed.ok());
+  Scope s = Scope::NewRootScope();
+  auto loop = loops::Repeat(s, 7, Forward(outfeed->get()), {}, infeed->get());
+  ASSERT_TRUE(loop.ok());
+  IPUStrategy strategy(system.get());
+  absl::Status st;
+  std::thread runner([&] { st = strategy.Run(*s.graph(), {}, {loop->op}).status(); });
+  std::vector<float> seen;
+  absl::Status stop;
+  std::thread monitor([&] {
+    for (;;) {
+      absl::StatusOr<OutfeedElement> step = (*outfeed)->Next();
+      if (!step.ok()) {
+        stop = step.status();
+        return;
+      }
+      seen.push_back((*step)["x"].scalar<float>());
+    }
+  });
+  AwaitTrue([&] { return (*infeed)->waiting_dequeues() == 1; });
+  IPUConfig config;
+  config.set_auto_select_ipus(1);
+  ASSERT_TRUE(system->Configure(config).ok());
+  runner.join();
+  monitor.join();
+  EXPECT_EQ(st.code(), absl::StatusCode::kCancelled) << st;
+  EXPECT_EQ(seen, (std::vector<float>{0, 1, 2}));
+  EXPECT_EQ(stop.code(), absl::StatusCode::kCancelled) << stop;
+  EXPECT_THAT(std::string(stop.message()),
+              ::testing::AllOf(::testing::HasSubstr("stopped"),
+                               ::testing::HasSubstr("reconfigured")));
+  gate.Notify();
+  ASSERT_TRUE(strategy.Run(*s.graph(), {}, {loop->op}).ok());
+  EXPECT_EQ(Values((*outfeed)->TakeAvailable()),
+            (std::vector<float>{3, 4, 5, 6, 7, 8, 9}));
+}
+
+TEST(FeedQueuesTest, MismatchedPushesAreStatusesNamingTheFeed) {
+  auto outfeed = IPUOutfeedQueue::Create();
+  ASSERT_TRUE(outfeed.ok());
+  IPUOutfeedQueue* q = outfeed->get();
+  Scope s = Scope::NewRootScope();
+  ASSERT_NE(q->Enqueue(s, {{"loss", ops::Const(s, 1.0f)}}), nullptr);
+  const std::string feed = "IPUOutfeedQueue '" + q->id() + "'";
+  absl::Status arity = q->Push(0, 1, {Tensor::Scalar(1.0f), Tensor::Scalar(2.0f)}, nullptr);
+  EXPECT_EQ(arity.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(arity.message()),
+              ::testing::AllOf(::testing::HasSubstr(feed),
+                               ::testing::HasSubstr("carries 1 tensor(s) ('loss'); got 2")));
+  absl::Status dtype = q->Push(0, 1, {Tensor::Scalar(int64_t{1})}, nullptr);
+  EXPECT_EQ(dtype.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(dtype.message()),
+              ::testing::AllOf(::testing::HasSubstr(feed), ::testing::HasSubstr("'loss'")));
+  absl::Status shape = q->Push(0, 1, {Tensor::Filled(DType::kFloat32, {2}, 1.0)}, nullptr);
+  EXPECT_EQ(shape.code(), absl::StatusCode::kInvalidArgument);
+  // Nothing bad got in: a good push still works.
+  ASSERT_TRUE(q->Push(0, 1, {Tensor::Scalar(3.0f)}, nullptr).ok());
+  EXPECT_EQ(Values(q->TakeAvailable()), (std::vector<float>{3}));
+  // Use after Close is a status.
+  q->Close();
+  absl::Status closed = q->Push(0, 1, {Tensor::Scalar(3.0f)}, nullptr);
+  EXPECT_EQ(closed.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(closed.message()), ::testing::HasSubstr("is closed"));
+  EXPECT_EQ(q->Next().status().code(), absl::StatusCode::kOutOfRange);
+}
+
+// An unknown batch dimension: steps of different shapes cannot be stacked.
+// Dequeue says so and keeps them; TakeAvailable returns them one by one.
+TEST(FeedQueuesTest, StepsOfDifferentShapesAreAStatusNotAnAbort) {
+  auto outfeed = IPUOutfeedQueue::Create();
+  ASSERT_TRUE(outfeed.ok());
+  IPUOutfeedQueue* q = outfeed->get();
+  Scope s = Scope::NewRootScope();
+  Output x = ops::Placeholder(s, DType::kFloat32, TensorShape({-1}));
+  ASSERT_NE(q->Enqueue(s, {{"x", x}}), nullptr);
+  ASSERT_TRUE(q->Push(0, 1, {Tensor::Filled(DType::kFloat32, {2}, 1.0)}, nullptr).ok());
+  ASSERT_TRUE(q->Push(0, 1, {Tensor::Filled(DType::kFloat32, {3}, 2.0)}, nullptr).ok());
+  absl::StatusOr<OutfeedResult> all = q->Dequeue();
+  EXPECT_EQ(all.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(all.status().message()),
+              ::testing::AllOf(::testing::HasSubstr(q->id()),
+                               ::testing::HasSubstr("'x'"),
+                               ::testing::HasSubstr("[2]"),
+                               ::testing::HasSubstr("[3]")));
+  std::vector<OutfeedElement> steps = q->TakeAvailable();
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[0]["x"].shape(), TensorShape({2}));
+  EXPECT_EQ(steps[1]["x"].shape(), TensorShape({3}));
+}
+
+TEST(FeedQueuesTest, ResultLookupsAreStatuses) {
+  OutfeedResult r;
+  r.names = {"loss", "acc"};
+  r.tensors = {Tensor::Scalar(1.0f), Tensor::Scalar(2.0f)};
+  ASSERT_TRUE(r.at("acc").ok());
+  EXPECT_EQ(r.at("acc")->scalar<float>(), 2.0f);
+  EXPECT_EQ(r.at(size_t{0})->scalar<float>(), 1.0f);
+  absl::StatusOr<Tensor> bad = r.at("los");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(bad.status().message()),
+              ::testing::AllOf(::testing::HasSubstr("'los'"), ::testing::HasSubstr("'loss', 'acc'")));
+  EXPECT_EQ(r.at(size_t{2}).status().code(), absl::StatusCode::kNotFound);
+  // The convenient accessor never aborts: an unknown name is an invalid tensor.
+  EXPECT_FALSE(r["los"].valid());
+  EXPECT_TRUE(r["loss"].valid());
+}
+
+// The host-side list is bounded: with a 1-step bound and a ring of 1, a
+// producer with no reader completes exactly 2 pushes and waits on the third
+// (back-pressure); each read lets exactly one more in, and the host never
+// holds more than the bound.
+TEST(FeedQueuesTest, TheHostSideListIsBoundedWithBackPressure) {
+  auto outfeed = IPUOutfeedQueue::Create(OutfeedMode::kAll, 1, /*max_host_bytes=*/4);
+  ASSERT_TRUE(outfeed.ok());
+  IPUOutfeedQueue* q = outfeed->get();
+  Scope s = Scope::NewRootScope();
+  ASSERT_NE(q->Enqueue(s, {ops::Const(s, 1.0f)}), nullptr);
+  std::atomic<int> pushed{0};
+  constexpr int kSteps = 200;
+  std::thread producer([&] {
+    for (int i = 0; i < kSteps; ++i) {
+      ASSERT_TRUE(q->Push(0, 1, {Tensor::Scalar(static_cast<float>(i))}, nullptr).ok());
+      pushed.fetch_add(1);
+    }
+  });
+  AwaitTrue([&] {
+    return (q->waiting_pushes() == 1 && q->host_bytes() == 4) || pushed.load() == kSteps;
+  });
+  EXPECT_EQ(pushed.load(), 2);  // One held on the host, one in the ring.
+  EXPECT_EQ(q->host_bytes(), 4);
+  std::vector<float> seen;
+  for (int i = 0; i < kSteps; ++i) {
+    absl::StatusOr<OutfeedElement> step = q->Next();
+    ASSERT_TRUE(step.ok()) << step.status();
+    seen.push_back(step->tensors[0].scalar<float>());
+  }
+  producer.join();
+  for (int i = 0; i < kSteps; ++i) ASSERT_EQ(seen[i], i);
+  EXPECT_EQ(q->peak_host_bytes(), 4);
+  EXPECT_FALSE(IPUOutfeedQueue::Create(OutfeedMode::kAll, 1, 0).ok());
 }
 
 }  // namespace

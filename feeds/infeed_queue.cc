@@ -37,6 +37,29 @@ class InfeedChannel : public HostResource {
   // later Starts fail.
   void Shutdown(const char* why);
   int64_t produced() const { return produced_.load(std::memory_order_relaxed); }
+  int waiting_dequeues() const {
+    if (started_replicas_.load(std::memory_order_acquire) == 0) return 0;
+    int n = 0;
+    for (const auto& q : queues_) n += q->sleeping_consumers();
+    return n;
+  }
+
+  // Callers inside the IPUInfeedQueue's methods: its destructor waits for
+  // them to leave (Shutdown has woken them).
+  void Enter() {
+    MutexLock l(&mu_);
+    ++callers_;
+  }
+  void Leave() {
+    MutexLock l(&mu_);
+    if (--callers_ == 0) callers_cv_.SignalAll();
+  }
+  void AwaitCallersLeft() {
+    MutexLock l(&mu_);
+    callers_cv_.Await(&mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return callers_ == 0;
+    });
+  }
 
  private:
   using Slot = absl::StatusOr<Element>;
@@ -48,6 +71,8 @@ class InfeedChannel : public HostResource {
   Mutex mu_;
   int num_replicas_ ABSL_GUARDED_BY(mu_) = 0;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  int callers_ ABSL_GUARDED_BY(mu_) = 0;
+  CondVar callers_cv_;
   // num_replicas_ once queues_ is built (release): lets Dequeue skip mu_.
   std::atomic<int> started_replicas_{0};
   std::vector<std::unique_ptr<BoundedQueue<Slot>>> queues_;  // Fixed once started.
@@ -67,6 +92,10 @@ absl::Status InfeedChannel::Start(int num_replicas) {
     return absl::FailedPreconditionError(absl::StrCat(
         "IPUInfeedQueue '", id_, "' feeds ", num_replicas_,
         " replicas; it cannot also feed a program with ", num_replicas));
+  }
+  if (num_replicas < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "IPUInfeedQueue '", id_, "': ", num_replicas, " replicas"));
   }
   for (int r = 0; r < num_replicas; ++r) {
     queues_.push_back(std::make_unique<BoundedQueue<Slot>>(
@@ -112,6 +141,10 @@ absl::StatusOr<Element> InfeedChannel::Dequeue(
   // Per element: check without mu_ once started (Start rechecks under it).
   if (started_replicas_.load(std::memory_order_acquire) != num_replicas) {
     RETURN_IF_ERROR(Start(num_replicas));
+  }
+  if (replica < 0 || replica >= num_replicas) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "IPUInfeedQueue '", id_, "': replica ", replica, " of ", num_replicas));
   }
   absl::StatusOr<Slot> slot = queues_[replica]->Pop(cancellation);
   if (absl::IsOutOfRange(slot.status())) {
@@ -169,7 +202,28 @@ IPUInfeedQueue::IPUInfeedQueue(DatasetPtr dataset, int prefetch_depth)
       channel_(std::make_shared<internal::InfeedChannel>(
           id_, std::move(dataset), prefetch_depth)) {}
 
-IPUInfeedQueue::~IPUInfeedQueue() { channel_->Shutdown("destroyed"); }
+// Wakes every caller (Cancelled), then waits for them to leave: a pipeline
+// feeder blocked in Dequeue returns on live memory. Device loops hold the
+// channel through their graph and need no waiting.
+IPUInfeedQueue::~IPUInfeedQueue() {
+  channel_->Shutdown("destroyed");
+  channel_->AwaitCallersLeft();
+}
+
+namespace {
+// Holds the channel (and counts the caller) for one call.
+class Call {
+ public:
+  explicit Call(const std::shared_ptr<internal::InfeedChannel>& c) : c_(c) {
+    c_->Enter();
+  }
+  ~Call() { c_->Leave(); }
+  internal::InfeedChannel* operator->() const { return c_.get(); }
+
+ private:
+  std::shared_ptr<internal::InfeedChannel> c_;
+};
+}  // namespace
 
 const ElementSpec& IPUInfeedQueue::spec() const { return channel_->spec(); }
 
@@ -189,16 +243,20 @@ absl::StatusOr<std::vector<Output>> IPUInfeedQueue::BuildDequeue(
 }
 
 absl::Status IPUInfeedQueue::Start(int num_replicas) {
-  return channel_->Start(num_replicas);
+  return Call(channel_)->Start(num_replicas);
 }
 
 absl::StatusOr<Element> IPUInfeedQueue::Dequeue(
     int replica, int num_replicas, CancellationManager* cancellation) {
-  return channel_->Dequeue(replica, num_replicas, cancellation);
+  return Call(channel_)->Dequeue(replica, num_replicas, cancellation);
 }
 
 int64_t IPUInfeedQueue::elements_produced() const {
   return channel_->produced();
+}
+
+int IPUInfeedQueue::waiting_dequeues() const {
+  return channel_->waiting_dequeues();
 }
 
 namespace {

@@ -22,9 +22,16 @@
 // the queue and the node.
 //
 // Thread safety: BuildDequeue is called while building (one thread); the
-// device side (Dequeue) is called by each replica's thread; the destructor
-// stops the host thread and wakes any device thread blocked on the queue
-// with Cancelled.
+// device side (Dequeue) is called by each replica's thread.
+//
+// Lifetime: the destructor wakes every device thread blocked on the queue
+// with Cancelled ("IPUInfeedQueue '...' was destroyed"), waits for callers
+// inside Dequeue/Start to leave, and joins the host thread (so a dataset
+// blocked inside GetNext delays it). Device loops reach the queue through
+// their graph and keep what they use alive; pipelines hold a plain pointer,
+// so the queue must outlive them (docs/RELIABILITY.md). A stop (cancel,
+// reset, kernel error) ends the run, not the stream: a device that was
+// waiting took no element, and the next run continues with the next one.
 #ifndef IPUFLOW_FEEDS_INFEED_QUEUE_H_
 #define IPUFLOW_FEEDS_INFEED_QUEUE_H_
 
@@ -70,6 +77,9 @@ class IPUInfeedQueue : public loops::InfeedSource {
   absl::Status Start(int num_replicas);
   // Elements the host thread has taken from the dataset so far.
   int64_t elements_produced() const;
+  // Device-side callers asleep in Dequeue now (tests use it to know a
+  // thread is blocked before waking it, instead of sleeping).
+  int waiting_dequeues() const;
 
  private:
   IPUInfeedQueue(DatasetPtr dataset, int prefetch_depth);

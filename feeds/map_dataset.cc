@@ -10,6 +10,7 @@
 //   slots_:  [done][running][done][pulling]  <- appended by the puller
 //             ^ GetNext pops when done         (at most capacity_ slots)
 #include <deque>
+#include <exception>
 #include <memory>
 #include <thread>
 #include <utility>
@@ -48,8 +49,27 @@ class MapDataset : public internal::UnaryDataset {
   // fn applied to input element `index`, checked against the declared spec.
   // fn's OutOfRange becomes InvalidArgument: passed on as is, it would end
   // the dataset silently.
+  // Other errors keep their code and name this Map and the element, so a
+  // kernel error inside fn (a graph it runs) reaches the device or host
+  // with its node and where it happened.
   absl::StatusOr<Element> Apply(Element in, int64_t index) const {
-    absl::StatusOr<Element> out = fn_(std::move(in));
+    absl::StatusOr<Element> out = absl::InternalError("not run");
+#if defined(__cpp_exceptions)
+    try {
+      out = fn_(std::move(in));
+    } catch (const std::exception& e) {
+      return absl::InternalError(absl::StrCat(
+          DebugString(), ": the function threw on element ", index, ": ",
+          e.what()));
+    }
+#else
+    out = fn_(std::move(in));
+#endif
+    if (!out.ok() && !IsEnd(out.status())) {
+      return absl::Status(out.status().code(),
+                          absl::StrCat(DebugString(), ": the function failed on element ",
+                                       index, ": ", out.status().message()));
+    }
     if (IsEnd(out.status())) {
       return absl::InvalidArgumentError(absl::StrCat(
           DebugString(), ": the function returned OUT_OF_RANGE for element ",

@@ -30,12 +30,35 @@ Tensor StackOrEmpty(const std::vector<Tensor>& parts, DType dtype,
 
 }  // namespace
 
-const Tensor& OutfeedResult::operator[](const std::string& name) const {
-  for (size_t i = 0; i < names.size(); ++i) {
+namespace {
+std::string NameList(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) absl::StrAppend(&out, out.empty() ? "" : ", ", "'", n, "'");
+  return out.empty() ? "none" : out;
+}
+}  // namespace
+
+absl::StatusOr<Tensor> OutfeedResult::at(const std::string& name) const {
+  for (size_t i = 0; i < names.size() && i < tensors.size(); ++i) {
     if (names[i] == name) return tensors[i];
   }
-  IPU_CHECK(false && "no such outfeed name");
-  return tensors[0];
+  return absl::NotFoundError(absl::StrCat("outfeed result has no tensor '", name,
+                                          "'; it has ", NameList(names)));
+}
+
+absl::StatusOr<Tensor> OutfeedResult::at(size_t index) const {
+  if (index < tensors.size()) return tensors[index];
+  return absl::NotFoundError(absl::StrCat("outfeed result has no tensor ", index,
+                                          "; it has ", tensors.size(), " (",
+                                          NameList(names), ")"));
+}
+
+const Tensor& OutfeedResult::operator[](const std::string& name) const {
+  for (size_t i = 0; i < names.size() && i < tensors.size(); ++i) {
+    if (names[i] == name) return tensors[i];
+  }
+  static const Tensor* const kInvalid = new Tensor();
+  return *kInvalid;
 }
 
 namespace internal {
@@ -46,14 +69,19 @@ namespace internal {
 // kernel inside Push holds it.
 class OutfeedChannel : public HostResource {
  public:
-  OutfeedChannel(std::string id, OutfeedMode mode, int buffer_depth)
-      : mode_(mode), buffer_depth_(buffer_depth), id_(std::move(id)) {}
+  OutfeedChannel(std::string id, OutfeedMode mode, int buffer_depth,
+                 int64_t max_host_bytes)
+      : mode_(mode),
+        buffer_depth_(buffer_depth),
+        max_host_bytes_(max_host_bytes),
+        id_(std::move(id)) {}
   ~OutfeedChannel() override { Shutdown(); }
 
   std::string DebugString() const override {
     return absl::StrCat("IPUOutfeedQueue '", id_, "'");
   }
   absl::Status Prepare(int num_replicas) override { return Start(num_replicas); }
+  void RunStopped(const absl::Status& status) override;
   OutfeedMode mode() const { return mode_; }
 
   Node* Enqueue(const Scope& scope,
@@ -66,21 +94,65 @@ class OutfeedChannel : public HostResource {
   std::vector<OutfeedElement> TakeAvailable();
   void Close();
   int64_t steps_delivered() const;
+  int64_t host_bytes() const;
+  int64_t peak_host_bytes() const;
+  int waiting_readers() const {
+    MutexLock l(&mu_);
+    return waiting_readers_;
+  }
+  int waiting_pushes() const {
+    if (started_replicas_.load(std::memory_order_acquire) == 0) return 0;
+    int n = 0;
+    for (const auto& q : queues_) n += q->sleeping_producers();
+    return n;
+  }
   // Wakes every thread waiting on the queue with Cancelled and joins the
   // gathering thread; later Starts fail.
   void Shutdown();
 
+  // Callers inside the IPUOutfeedQueue's methods: its destructor waits for
+  // them to leave (Shutdown has woken them).
+  void Enter();
+  void Leave();
+  void AwaitCallersLeft();
+
  private:
+  // A step, or (stop non-OK) the end of a run that stopped with an error.
+  struct Entry {
+    OutfeedElement step;
+    int64_t bytes = 0;
+    absl::Status stop;
+  };
   void HostLoop();
-  OutfeedElement MakeStep(std::vector<std::vector<Tensor>> per_replica) const;
+  absl::StatusOr<OutfeedElement> MakeStep(
+      std::vector<std::vector<Tensor>> per_replica) const;
+  absl::Status CheckValues(const std::vector<Tensor>& values) const;
+  void Append(Entry e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Appends the stop markers whose steps have all been gathered.
+  void FlushStops() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool Full() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return mode_ == OutfeedMode::kAll && !steps_.empty() &&
+           host_bytes_ >= max_host_bytes_;
+  }
+  // Steps whose elements every replica has pushed.
+  int64_t CompleteSteps() const;
   // Waits until the host thread has gathered every step whose elements all
-  // replicas had pushed when this was called: what a program enqueued before
-  // it returned is visible to the next host-side read.
+  // replicas had pushed when this was called (or the host list is full):
+  // what a program enqueued before it returned is visible to the next
+  // host-side read.
   void CatchUp() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes and returns the steps (not stop markers) at the front.
+  std::vector<Entry> TakeSteps() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Destroyed() const {
+    return absl::CancelledError(
+        absl::StrCat("IPUOutfeedQueue '", id_, "' was destroyed"));
+  }
 
   const OutfeedMode mode_;
   const int buffer_depth_;
+  const int64_t max_host_bytes_;
   const std::string id_;
+  // Set by Enqueue while building, before any program runs.
   std::vector<std::string> names_;
   std::vector<DType> dtypes_;
   std::vector<TensorShape> shapes_;
@@ -89,10 +161,16 @@ class OutfeedChannel : public HostResource {
   mutable Mutex mu_;
   CondVar cv_;
   int num_replicas_ ABSL_GUARDED_BY(mu_) = 0;
-  std::deque<OutfeedElement> steps_ ABSL_GUARDED_BY(mu_);
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<Entry> steps_ ABSL_GUARDED_BY(mu_);
+  int64_t host_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t peak_host_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Stops waiting for the host thread to gather `first` steps.
+  std::deque<std::pair<int64_t, absl::Status>> pending_stops_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> closed_{false};
   bool destroyed_ ABSL_GUARDED_BY(mu_) = false;
   bool host_stopped_ ABSL_GUARDED_BY(mu_) = false;  // Gathering thread ended.
+  int callers_ ABSL_GUARDED_BY(mu_) = 0;
+  int waiting_readers_ ABSL_GUARDED_BY(mu_) = 0;  // Callers inside Next.
   int64_t delivered_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t gathered_ ABSL_GUARDED_BY(mu_) = 0;  // Steps the host thread made.
   std::vector<std::atomic<int64_t>> pushed_;    // Per replica; fixed at Start.
@@ -131,15 +209,16 @@ Node* OutfeedChannel::Enqueue(
 
 absl::Status OutfeedChannel::Start(int num_replicas) {
   MutexLock l(&mu_);
-  if (destroyed_) {
-    return absl::CancelledError(
-        absl::StrCat("IPUOutfeedQueue '", id_, "' was destroyed"));
-  }
+  if (destroyed_) return Destroyed();
   if (num_replicas_ == num_replicas) return absl::OkStatus();
   if (num_replicas_ != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "IPUOutfeedQueue '", id_, "' receives from ", num_replicas_,
         " replicas; it cannot also serve a program with ", num_replicas));
+  }
+  if (num_replicas < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "IPUOutfeedQueue '", id_, "': ", num_replicas, " replicas"));
   }
   for (int r = 0; r < num_replicas; ++r) {
     queues_.push_back(std::make_unique<BoundedQueue<std::vector<Tensor>>>(
@@ -152,19 +231,58 @@ absl::Status OutfeedChannel::Start(int num_replicas) {
   return absl::OkStatus();
 }
 
+// The pushed values must be what Enqueue declared: the host thread stacks
+// them, and a mismatch would corrupt every later step.
+absl::Status OutfeedChannel::CheckValues(const std::vector<Tensor>& values) const {
+  if (!enqueued_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "IPUOutfeedQueue '", id_, "': Push before Enqueue declared what it carries"));
+  }
+  if (values.size() != names_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "IPUOutfeedQueue '", id_, "' carries ", names_.size(),
+        " tensor(s) (", NameList(names_), "); got ", values.size()));
+  }
+  for (size_t i = 0; i < values.size(); ++i) {
+    const Tensor& t = values[i];
+    const TensorShape& want = shapes_[i];
+    bool shape_ok = t.shape().rank() == want.rank();
+    for (int d = 0; shape_ok && d < want.rank(); ++d) {
+      shape_ok = want.dim(d) < 0 || want.dim(d) == t.shape().dim(d);
+    }
+    if (t.dtype() != dtypes_[i] || !shape_ok) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "IPUOutfeedQueue '", id_, "': tensor '", names_[i], "' is ",
+          DTypeName(t.dtype()), t.shape().DebugString(), ", but the outfeed carries ",
+          DTypeName(dtypes_[i]), want.DebugString()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status OutfeedChannel::Push(int replica, int num_replicas,
                                    std::vector<Tensor> values,
                                    CancellationManager* cancellation) {
+  if (closed_.load(std::memory_order_acquire)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "IPUOutfeedQueue '", id_, "' is closed: nothing can be enqueued after "
+        "Close(); create a new outfeed for another stream"));
+  }
+  RETURN_IF_ERROR(CheckValues(values));
   // Per element: check without mu_ once started (Start rechecks under it).
   if (started_replicas_.load(std::memory_order_acquire) != num_replicas) {
     RETURN_IF_ERROR(Start(num_replicas));
+  }
+  if (replica < 0 || replica >= num_replicas) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "IPUOutfeedQueue '", id_, "': replica ", replica, " of ", num_replicas));
   }
   absl::Status s = queues_[replica]->Push(std::move(values), cancellation);
   if (s.ok()) pushed_[replica].fetch_add(1, std::memory_order_release);
   return s;
 }
 
-OutfeedElement OutfeedChannel::MakeStep(
+absl::StatusOr<OutfeedElement> OutfeedChannel::MakeStep(
     std::vector<std::vector<Tensor>> per_replica) const {
   OutfeedElement step;
   step.names = names_;
@@ -174,15 +292,56 @@ OutfeedElement OutfeedChannel::MakeStep(
     } else {
       std::vector<Tensor> parts;
       for (auto& r : per_replica) parts.push_back(std::move(r[i]));
-      step.tensors.push_back(*Stack(parts));
+      absl::StatusOr<Tensor> stacked = Stack(parts);
+      if (!stacked.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "IPUOutfeedQueue '", id_, "': replicas pushed '", names_[i],
+            "' with different shapes in one step: ", stacked.status().message()));
+      }
+      step.tensors.push_back(*std::move(stacked));
     }
   }
   return step;
 }
 
+void OutfeedChannel::Append(Entry e) {
+  if (!e.stop.ok()) {
+    // Consecutive stops: the latest says it all (bounded without readers).
+    if (!steps_.empty() && !steps_.back().stop.ok()) steps_.pop_back();
+  } else if (mode_ == OutfeedMode::kLast) {
+    steps_.clear();
+    host_bytes_ = 0;
+  }
+  host_bytes_ += e.bytes;
+  peak_host_bytes_ = std::max(peak_host_bytes_, host_bytes_);
+  steps_.push_back(std::move(e));
+  cv_.SignalAll();
+}
+
+void OutfeedChannel::FlushStops() {
+  while (!pending_stops_.empty() && pending_stops_.front().first <= gathered_) {
+    Entry e;
+    e.stop = std::move(pending_stops_.front().second);
+    pending_stops_.pop_front();
+    Append(std::move(e));
+  }
+}
+
 // Gathers one element from every replica, in replica order, per step.
 void OutfeedChannel::HostLoop() {
   for (;;) {
+    {
+      // Back-pressure: wait for room before taking from the rings.
+      MutexLock l(&mu_);
+      cv_.Await(&mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return !Full() || destroyed_;
+      });
+      if (destroyed_) {
+        host_stopped_ = true;
+        cv_.SignalAll();
+        return;
+      }
+    }
     std::vector<std::vector<Tensor>> per_replica;
     for (auto& q : queues_) {
       absl::StatusOr<std::vector<Tensor>> v = q->Pop();
@@ -196,71 +355,136 @@ void OutfeedChannel::HostLoop() {
       }
       per_replica.push_back(*std::move(v));
     }
-    OutfeedElement step = MakeStep(std::move(per_replica));
+    absl::StatusOr<OutfeedElement> step = MakeStep(std::move(per_replica));
+    Entry e;
+    if (step.ok()) {
+      for (const Tensor& t : step->tensors) e.bytes += t.TotalBytes();
+      e.step = *std::move(step);
+    } else {
+      e.stop = step.status();
+    }
     MutexLock l(&mu_);
-    if (mode_ == OutfeedMode::kLast) steps_.clear();
-    steps_.push_back(std::move(step));
     ++gathered_;
-    cv_.SignalAll();
+    Append(std::move(e));
+    FlushStops();
   }
 }
 
-void OutfeedChannel::CatchUp() {
-  if (num_replicas_ == 0) return;
+int64_t OutfeedChannel::CompleteSteps() const {
+  if (started_replicas_.load(std::memory_order_acquire) == 0) return 0;
   int64_t target = pushed_[0].load(std::memory_order_acquire);
   for (const auto& p : pushed_) {
     target = std::min(target, p.load(std::memory_order_acquire));
   }
+  return target;
+}
+
+void OutfeedChannel::CatchUp() {
+  if (num_replicas_ == 0) return;
+  const int64_t target = CompleteSteps();
   cv_.Await(&mu_, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return gathered_ >= target || destroyed_ || host_stopped_;
+    return gathered_ >= target || destroyed_ || host_stopped_ || Full();
   });
+}
+
+void OutfeedChannel::RunStopped(const absl::Status& status) {
+  if (status.ok()) return;
+  absl::Status why(status.code(),
+                   absl::StrCat("the run feeding IPUOutfeedQueue '", id_,
+                                "' stopped: ", status.message()));
+  MutexLock l(&mu_);
+  if (destroyed_) return;
+  // After the steps every replica completed before the stop.
+  pending_stops_.emplace_back(CompleteSteps(), std::move(why));
+  FlushStops();
+}
+
+std::vector<OutfeedChannel::Entry> OutfeedChannel::TakeSteps() {
+  std::vector<Entry> out;
+  while (!steps_.empty()) {
+    Entry& e = steps_.front();
+    // Stop markers are for Next; a reader taking everything skips them.
+    if (e.stop.ok()) {
+      host_bytes_ -= e.bytes;
+      out.push_back(std::move(e));
+    }
+    steps_.pop_front();
+  }
+  delivered_ += static_cast<int64_t>(out.size());
+  cv_.SignalAll();  // Room for the host thread.
+  return out;
 }
 
 absl::StatusOr<OutfeedResult> OutfeedChannel::Dequeue() {
   MutexLock l(&mu_);
+  if (destroyed_) return Destroyed();
   CatchUp();
   if (mode_ == OutfeedMode::kLast) {
-    if (steps_.empty()) {
+    std::vector<Entry> taken = TakeSteps();
+    if (taken.empty()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "IPUOutfeedQueue '", id_, "': trying to get the last value from an "
           "outfeed queue before anything was enqueued"));
     }
-    OutfeedResult last = steps_.back();
-    steps_.clear();
-    ++delivered_;
-    return last;
+    delivered_ -= static_cast<int64_t>(taken.size()) - 1;
+    return std::move(taken.back().step);
   }
+  // Steps of different shapes (an unknown batch dimension) cannot be
+  // stacked: say so and keep them for Next / TakeAvailable.
+  const Entry* first = nullptr;
+  int64_t index = 0;
+  for (const Entry& e : steps_) {
+    if (!e.stop.ok()) continue;
+    if (first == nullptr) {
+      first = &e;
+    } else {
+      for (size_t i = 0; i < names_.size(); ++i) {
+        if (e.step.tensors[i].shape() != first->step.tensors[i].shape()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "IPUOutfeedQueue '", id_, "': tensor '", names_[i],
+              "' has different shapes across steps (",
+              first->step.tensors[i].shape().DebugString(), " at the first, ",
+              e.step.tensors[i].shape().DebugString(), " at step ", index,
+              " of those held), so Dequeue cannot stack them; read the steps "
+              "one at a time with Next() or TakeAvailable()"));
+        }
+      }
+    }
+    ++index;
+  }
+  std::vector<Entry> taken = TakeSteps();
   OutfeedResult result;
   result.names = names_;
   for (size_t i = 0; i < names_.size(); ++i) {
     std::vector<Tensor> parts;
-    for (const OutfeedElement& step : steps_) parts.push_back(step.tensors[i]);
+    for (const Entry& e : taken) parts.push_back(e.step.tensors[i]);
     TensorShape shape = shapes_[i];
     if (num_replicas_ > 1) shape.InsertDim(0, num_replicas_);
     result.tensors.push_back(StackOrEmpty(parts, dtypes_[i], shape));
   }
-  delivered_ += static_cast<int64_t>(steps_.size());
-  steps_.clear();
   return result;
 }
 
 absl::StatusOr<OutfeedElement> OutfeedChannel::Next() {
   MutexLock l(&mu_);
+  ++waiting_readers_;
   cv_.Await(&mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return !steps_.empty() || closed_ || destroyed_ || host_stopped_;
+    return !steps_.empty() || closed_.load() || destroyed_ || host_stopped_;
   });
+  --waiting_readers_;
+  if (destroyed_) return Destroyed();
   // Closed: what was pushed before Close still comes out first.
-  if (steps_.empty() && closed_ && !destroyed_) CatchUp();
+  if (steps_.empty() && closed_.load()) CatchUp();
   if (!steps_.empty()) {
-    OutfeedElement step = std::move(steps_.front());
+    Entry e = std::move(steps_.front());
     steps_.pop_front();
+    cv_.SignalAll();  // Room for the host thread.
+    if (!e.stop.ok()) return e.stop;
+    host_bytes_ -= e.bytes;
     ++delivered_;
-    return step;
+    return std::move(e.step);
   }
-  if (destroyed_ || host_stopped_) {
-    return absl::CancelledError(absl::StrCat(
-        "IPUOutfeedQueue '", id_, "' was cancelled (destroyed or system reset)"));
-  }
+  if (host_stopped_) return Destroyed();
   return absl::OutOfRangeError(
       absl::StrCat("IPUOutfeedQueue '", id_, "' is closed and drained"));
 }
@@ -268,22 +492,30 @@ absl::StatusOr<OutfeedElement> OutfeedChannel::Next() {
 std::vector<OutfeedElement> OutfeedChannel::TakeAvailable() {
   MutexLock l(&mu_);
   CatchUp();
-  std::vector<OutfeedElement> out(std::make_move_iterator(steps_.begin()),
-                                  std::make_move_iterator(steps_.end()));
-  delivered_ += static_cast<int64_t>(steps_.size());
-  steps_.clear();
+  std::vector<OutfeedElement> out;
+  for (Entry& e : TakeSteps()) out.push_back(std::move(e.step));
   return out;
 }
 
 void OutfeedChannel::Close() {
   MutexLock l(&mu_);
-  closed_ = true;
+  closed_.store(true, std::memory_order_release);
   cv_.SignalAll();
 }
 
 int64_t OutfeedChannel::steps_delivered() const {
   MutexLock l(&mu_);
   return delivered_;
+}
+
+int64_t OutfeedChannel::host_bytes() const {
+  MutexLock l(&mu_);
+  return host_bytes_;
+}
+
+int64_t OutfeedChannel::peak_host_bytes() const {
+  MutexLock l(&mu_);
+  return peak_host_bytes_;
 }
 
 void OutfeedChannel::Shutdown() {
@@ -296,31 +528,70 @@ void OutfeedChannel::Shutdown() {
     cv_.SignalAll();
   }
   // queues_ is fixed: Start can no longer run.
-  for (auto& q : queues_) {
-    q->Cancel(absl::CancelledError(
-        absl::StrCat("IPUOutfeedQueue '", id_, "' was destroyed")));
-  }
+  for (auto& q : queues_) q->Cancel(Destroyed());
   if (host.joinable()) host.join();
+}
+
+void OutfeedChannel::Enter() {
+  MutexLock l(&mu_);
+  ++callers_;
+}
+
+void OutfeedChannel::Leave() {
+  MutexLock l(&mu_);
+  if (--callers_ == 0) cv_.SignalAll();
+}
+
+void OutfeedChannel::AwaitCallersLeft() {
+  MutexLock l(&mu_);
+  cv_.Await(&mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return callers_ == 0; });
 }
 
 }  // namespace internal
 
 absl::StatusOr<std::unique_ptr<IPUOutfeedQueue>> IPUOutfeedQueue::Create(
-    OutfeedMode mode, int buffer_depth) {
+    OutfeedMode mode, int buffer_depth, int64_t max_host_bytes) {
   if (buffer_depth < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "IPUOutfeedQueue: buffer_depth cannot be less than 1, got ",
         buffer_depth, " (the default is ", kDefaultOutfeedBufferDepth, ")"));
   }
-  return std::unique_ptr<IPUOutfeedQueue>(new IPUOutfeedQueue(mode, buffer_depth));
+  if (max_host_bytes < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "IPUOutfeedQueue: max_host_bytes must be at least 1, got ",
+        max_host_bytes, " (the default is ", kDefaultOutfeedHostBytes, ")"));
+  }
+  return std::unique_ptr<IPUOutfeedQueue>(
+      new IPUOutfeedQueue(mode, buffer_depth, max_host_bytes));
 }
 
-IPUOutfeedQueue::IPUOutfeedQueue(OutfeedMode mode, int buffer_depth)
+IPUOutfeedQueue::IPUOutfeedQueue(OutfeedMode mode, int buffer_depth,
+                                 int64_t max_host_bytes)
     : id_(absl::StrCat("outfeed_", next_id.fetch_add(1))),
-      channel_(std::make_shared<internal::OutfeedChannel>(id_, mode,
-                                                          buffer_depth)) {}
+      channel_(std::make_shared<internal::OutfeedChannel>(
+          id_, mode, buffer_depth, max_host_bytes)) {}
 
-IPUOutfeedQueue::~IPUOutfeedQueue() { channel_->Shutdown(); }
+// Wakes every caller, then waits for them to leave: a monitor blocked in
+// Next or a device blocked on a full ring returns Cancelled on live memory.
+IPUOutfeedQueue::~IPUOutfeedQueue() {
+  channel_->Shutdown();
+  channel_->AwaitCallersLeft();
+}
+
+namespace {
+// Holds the channel (and counts the caller) for one call.
+class Call {
+ public:
+  explicit Call(const std::shared_ptr<internal::OutfeedChannel>& c) : c_(c) {
+    c_->Enter();
+  }
+  ~Call() { c_->Leave(); }
+  internal::OutfeedChannel* operator->() const { return c_.get(); }
+
+ private:
+  std::shared_ptr<internal::OutfeedChannel> c_;
+};
+}  // namespace
 
 OutfeedMode IPUOutfeedQueue::mode() const { return channel_->mode(); }
 
@@ -344,34 +615,48 @@ Node* IPUOutfeedQueue::Enqueue(
 absl::Status IPUOutfeedQueue::Push(int replica, int num_replicas,
                                    std::vector<Tensor> values,
                                    CancellationManager* cancellation) {
-  return channel_->Push(replica, num_replicas, std::move(values), cancellation);
+  return Call(channel_)->Push(replica, num_replicas, std::move(values),
+                              cancellation);
+}
+
+void IPUOutfeedQueue::RunStopped(const absl::Status& status) {
+  Call(channel_)->RunStopped(status);
 }
 
 absl::Status IPUOutfeedQueue::Start(int num_replicas) {
-  return channel_->Start(num_replicas);
+  return Call(channel_)->Start(num_replicas);
 }
 
-// Host-side reads hold the channel, so a reader blocked in Next while
-// another thread destroys the queue returns Cancelled on live memory.
 absl::StatusOr<OutfeedResult> IPUOutfeedQueue::Dequeue() {
-  std::shared_ptr<internal::OutfeedChannel> c = channel_;
-  return c->Dequeue();
+  return Call(channel_)->Dequeue();
 }
 
 absl::StatusOr<OutfeedElement> IPUOutfeedQueue::Next() {
-  std::shared_ptr<internal::OutfeedChannel> c = channel_;
-  return c->Next();
+  return Call(channel_)->Next();
 }
 
 std::vector<OutfeedElement> IPUOutfeedQueue::TakeAvailable() {
-  std::shared_ptr<internal::OutfeedChannel> c = channel_;
-  return c->TakeAvailable();
+  return Call(channel_)->TakeAvailable();
 }
 
 void IPUOutfeedQueue::Close() { channel_->Close(); }
 
 int64_t IPUOutfeedQueue::steps_delivered() const {
   return channel_->steps_delivered();
+}
+
+int64_t IPUOutfeedQueue::host_bytes() const { return channel_->host_bytes(); }
+
+int IPUOutfeedQueue::waiting_readers() const {
+  return channel_->waiting_readers();
+}
+
+int IPUOutfeedQueue::waiting_pushes() const {
+  return channel_->waiting_pushes();
+}
+
+int64_t IPUOutfeedQueue::peak_host_bytes() const {
+  return channel_->peak_host_bytes();
 }
 
 std::vector<OutfeedElement>::const_iterator IPUOutfeedQueue::begin() {

@@ -17,6 +17,18 @@
 // latest. Dequeue before anything was enqueued: kAll returns empty tensors
 // (leading dimension 0), kLast is FailedPrecondition.
 //
+// Bounded: the host-side list holds at most `max_host_bytes` of steps (at
+// least one step). When it is full the gathering thread stops taking from
+// the rings, the rings fill and the device waits (back-pressure): a slow
+// monitor costs time, never unbounded memory. A program that outfeeds more
+// than that with nobody reading waits until someone reads (or its run is
+// cancelled).
+//
+// A run that stops with an error (a kernel error, a cancel, the IPU system
+// reset or destroyed) ends that run, not the queue: Next() returns the steps
+// the run completed, then the run's error once (its code, "the run feeding
+// IPUOutfeedQueue '...' stopped: <why>"), then the next run's steps.
+//
 // The queue reaches a device program only through its graph: Enqueue
 // registers it as a host resource of the graph (Graph::AddHostResource),
 // and the OutfeedEnqueue kernel finds it there; compiling a device program
@@ -26,6 +38,12 @@
 // Thread safety: the host-side methods (Dequeue, Next, iteration, Close) may
 // be called from any thread, concurrently with running programs: every step
 // is delivered exactly once, in order, to whichever caller takes it.
+//
+// Lifetime: destroying the queue wakes every caller (Next/Dequeue with
+// Cancelled "... was destroyed", a device blocked on a full ring with
+// Cancelled) and waits for callers inside its methods to leave. Programs
+// built with it then fail with FailedPrecondition; pipelines hold a plain
+// pointer, so the queue must outlive them (docs/RELIABILITY.md).
 #ifndef IPUFLOW_FEEDS_OUTFEED_QUEUE_H_
 #define IPUFLOW_FEEDS_OUTFEED_QUEUE_H_
 
@@ -46,12 +64,18 @@ class OutfeedChannel;
 
 enum class OutfeedMode { kAll, kLast };
 inline constexpr int kDefaultOutfeedBufferDepth = 3;
+// Host-side list bound: 1 GiB of steps.
+inline constexpr int64_t kDefaultOutfeedHostBytes = int64_t{1} << 30;
 
 // Named tensors; a list enqueue gets the names "0", "1", ...
 struct OutfeedResult {
   std::vector<std::string> names;
   std::vector<Tensor> tensors;
-  // REQUIRES: `name` is one of names.
+  // NotFound naming the name (or index) and the names there are.
+  absl::StatusOr<Tensor> at(const std::string& name) const;
+  absl::StatusOr<Tensor> at(size_t index) const;
+  // Convenience: the tensor, or an invalid Tensor (dtype kInvalid, shape
+  // []) for an unknown name; never aborts. Prefer at() to learn why.
   const Tensor& operator[](const std::string& name) const;
   size_t size() const { return tensors.size(); }
 };
@@ -60,9 +84,11 @@ using OutfeedElement = OutfeedResult;
 
 class IPUOutfeedQueue {
  public:
+  // InvalidArgument unless buffer_depth >= 1 and max_host_bytes >= 1.
   static absl::StatusOr<std::unique_ptr<IPUOutfeedQueue>> Create(
       OutfeedMode mode = OutfeedMode::kAll,
-      int buffer_depth = kDefaultOutfeedBufferDepth);
+      int buffer_depth = kDefaultOutfeedBufferDepth,
+      int64_t max_host_bytes = kDefaultOutfeedHostBytes);
   ~IPUOutfeedQueue();
 
   const std::string& id() const { return id_; }
@@ -74,25 +100,43 @@ class IPUOutfeedQueue {
   Node* Enqueue(const Scope& scope,
                 const std::vector<std::pair<std::string, Output>>& values);
   // Called by the OutfeedEnqueue kernel on replica `replica`'s thread.
+  // InvalidArgument naming the queue if `values` differ from what Enqueue
+  // declared (count, dtypes, shapes); FailedPrecondition after Close or
+  // before any Enqueue; Cancelled if the queue is destroyed meanwhile.
   absl::Status Push(int replica, int num_replicas, std::vector<Tensor> values,
                     CancellationManager* cancellation);
+  // Tells the queue that the run feeding it ended with `status` (not OK):
+  // executables call it (through HostResource::RunStopped); Next delivers
+  // it after the steps the run completed.
+  void RunStopped(const absl::Status& status);
   // Starts the gathering thread for `num_replicas` (a no-op once started
   // with that count; FailedPrecondition for another). Compiling a device
   // program that enqueues calls it; Push calls it if nobody did.
   absl::Status Start(int num_replicas);
 
-  // Host side. kAll: every step so far, stacked: [steps, (replicas,) ...];
-  // removes them. kLast: the latest step.
+  // Host side. kAll: every step so far (up to the host-side bound), stacked:
+  // [steps, (replicas,) ...]; removes them. InvalidArgument naming the
+  // output and two shapes if the steps' shapes differ (an unknown batch
+  // dimension): the steps stay, read them one at a time with Next or
+  // TakeAvailable. kLast: the latest step.
   absl::StatusOr<OutfeedResult> Dequeue();
   // Waits for the next step (kAll). OutOfRange once closed and drained;
-  // Cancelled if the queue is destroyed while waiting.
+  // Cancelled if the queue is destroyed while waiting; a stopped run's
+  // status (see above).
   absl::StatusOr<OutfeedElement> Next();
   // Steps available now, removed from the queue (kAll).
   std::vector<OutfeedElement> TakeAvailable();
   // No more enqueues will come: Next returns every step pushed before the
-  // Close, then OutOfRange.
+  // Close, then OutOfRange; a later Push is FailedPrecondition.
   void Close();
   int64_t steps_delivered() const;
+  // Bytes of steps held on the host now, and the most ever held.
+  int64_t host_bytes() const;
+  int64_t peak_host_bytes() const;
+  // Threads in Next, and device-side pushes asleep on a full ring, now
+  // (tests use them to know a thread is blocked instead of sleeping).
+  int waiting_readers() const;
+  int waiting_pushes() const;
 
   // `for (const OutfeedElement& step : *outfeed)` takes the steps available
   // when the loop starts (like the original's iterator). One iterating
@@ -101,7 +145,7 @@ class IPUOutfeedQueue {
   std::vector<OutfeedElement>::const_iterator end();
 
  private:
-  IPUOutfeedQueue(OutfeedMode mode, int buffer_depth);
+  IPUOutfeedQueue(OutfeedMode mode, int buffer_depth, int64_t max_host_bytes);
 
   const std::string id_;
   // What the device side uses; the graph holds a weak reference to it, and

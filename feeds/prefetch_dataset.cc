@@ -122,6 +122,9 @@ DatasetPtr Dataset::Prefetch(int64_t buffer_size) const {
         absl::StrCat(DebugString(), ".Prefetch(", buffer_size,
                      "): buffer_size must be >= 1")));
   }
+  absl::Status bounded = internal::CheckBufferSize(
+      *this, absl::StrCat("Prefetch(", buffer_size, ")"), buffer_size);
+  if (!bounded.ok()) return ErrorDataset(bounded);
   return std::make_shared<PrefetchDataset>(shared_from_this(), buffer_size);
 }
 

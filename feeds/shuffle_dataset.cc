@@ -89,6 +89,9 @@ DatasetPtr Dataset::Shuffle(int64_t buffer_size, uint64_t seed) const {
         "): buffer_size must be >= 1 (1 keeps the order; the dataset's size "
         "gives a uniform shuffle)")));
   }
+  absl::Status bounded = internal::CheckBufferSize(
+      *this, absl::StrCat("Shuffle(", buffer_size, ")"), buffer_size);
+  if (!bounded.ok()) return ErrorDataset(bounded);
   return std::make_shared<ShuffleDataset>(shared_from_this(), buffer_size,
                                           seed);
 }

@@ -92,7 +92,8 @@ void ReachNodes(const ProgramSpec& spec, std::set<const Node*>* reached) {
 // lazily on a device thread. Errors (a queue already serving another
 // replica count) are left for the kernel to report when it runs.
 void PrepareHostResources(const Graph& graph, const Program& program,
-                          int replicas) {
+                          int replicas,
+                          std::vector<std::weak_ptr<HostResource>>* used_out) {
   if (graph.host_resources().empty()) return;
   std::set<const Node*> reached;
   for (const Node* n : program.schedule()) {
@@ -102,7 +103,10 @@ void PrepareHostResources(const Graph& graph, const Program& program,
     bool used = false;
     for (int user : entry.users) used |= reached.count(graph.node(user)) > 0;
     std::shared_ptr<HostResource> r = entry.resource.lock();
-    if (used && r != nullptr) r->Prepare(replicas).IgnoreError();
+    if (used && r != nullptr) {
+      r->Prepare(replicas).IgnoreError();
+      used_out->push_back(r);
+    }
   }
 }
 
@@ -142,7 +146,8 @@ absl::StatusOr<std::unique_ptr<DeviceProgram>> DeviceProgram::Compile(
     ASSIGN_OR_RETURN(std::unique_ptr<Program> p, Program::Compile(graph, spec));
     dp->replicas_.push_back(std::move(p));
   }
-  PrepareHostResources(graph, *dp->replicas_[0], replicas);
+  PrepareHostResources(graph, *dp->replicas_[0], replicas,
+                       &dp->host_resources_);
   dp->group_ = std::make_unique<CollectiveGroup>(replicas);
   dp->envs_.assign(replicas, std::vector<RunEnv>(dp->num_shards_));
   DeviceProgram* self = dp.get();
@@ -228,11 +233,17 @@ absl::Status DeviceProgram::Execute(
     });
   }
   // Prefer the root cause over the Cancelled it caused in other replicas.
+  absl::Status result;
   for (const absl::Status& s : status) {
-    if (!s.ok() && !absl::IsCancelled(s)) return s;
+    if (!s.ok() && (result.ok() || absl::IsCancelled(result))) result = s;
   }
-  for (const absl::Status& s : status) RETURN_IF_ERROR(s);
-  return absl::OkStatus();
+  // The run ended, not the queues: their readers learn why (issue 9).
+  if (!result.ok()) {
+    for (const auto& weak : host_resources_) {
+      if (std::shared_ptr<HostResource> r = weak.lock()) r->RunStopped(result);
+    }
+  }
+  return result;
 }
 
 std::string DeviceProgram::MemoryReport() const { return memory_report_; }

@@ -68,6 +68,8 @@ class DeviceProgram : public Executable {
   std::vector<std::vector<RunEnv>> envs_;  // [replica][shard]
   std::unique_ptr<CollectiveGroup> group_;
   std::string memory_report_;
+  // The feed queues the program uses: told when a run fails (RunStopped).
+  std::vector<std::weak_ptr<HostResource>> host_resources_;
 };
 
 }  // namespace ipuflow
