@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/compiler/always_live.h"
 #include "core/compiler/dependencies.h"
@@ -127,10 +129,33 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Compile(
   p->cross_shard_bytes_ = live.cross_shard_bytes;
   p->variables_ = std::move(deps.variables);
   p->BuildExecNodes(schedule, values, deps.preds, live.intervals);
-  if (layout.arena_bytes > 0) {
-    p->arena_ = std::make_shared<TensorBuffer>(layout.arena_bytes);
-  }
+  // The arena is allocated by the first Run, not here: callers check the
+  // plan against a budget first (DeviceProgram), and planning a loop body
+  // must not allocate it.
+  p->arena_bytes_ = layout.arena_bytes;
   return p;
+}
+
+absl::Status Program::AllocateArena() {
+  if (arena_ != nullptr || arena_bytes_ <= 0) return absl::OkStatus();
+  const int64_t limit = PhysicalMemoryBytes();
+  void* data = nullptr;
+  if (arena_bytes_ <= limit) {
+    // aligned_alloc needs a multiple of the alignment.
+    const size_t rounded = (static_cast<size_t>(arena_bytes_) +
+                            kTensorAlignment - 1) /
+                           kTensorAlignment * kTensorAlignment;
+    data = std::aligned_alloc(kTensorAlignment, rounded);
+  }
+  if (data == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cannot allocate the program's memory: ", arena_bytes_,
+        " bytes of intermediates (the machine has ", limit, " bytes)"));
+  }
+  arena_ = std::make_shared<TensorBuffer>(
+      data, static_cast<size_t>(arena_bytes_),
+      std::shared_ptr<void>(data, [](void* d) { std::free(d); }));
+  return absl::OkStatus();
 }
 
 void Program::BuildExecNodes(const compiler::Schedule& schedule,
@@ -247,13 +272,22 @@ class Program::Executor {
     ExecNode& en = *p_->nodes_[pos];
     KernelContext::Inputs inputs;
     for (int v : en.inputs) inputs.push_back(&values_[v]);
-    KernelContext ctx(en.node, std::move(inputs), &values_[en.first_output],
-                      env, &en.state, &en.plans, &p_->arena_);
+    // data() + offset, not &values_[offset]: a node without outputs may
+    // have first_output == values_.size().
+    KernelContext ctx(en.node, std::move(inputs),
+                      values_.data() + en.first_output, env, &en.state,
+                      &en.plans, &p_->arena_);
     absl::Status s = (*en.kernel)(ctx);
     for (int v : en.inputs) {
       if (uses_[v].fetch_sub(1, std::memory_order_acq_rel) == 1) values_[v] = Tensor();
     }
-    if (!s.ok()) return s;
+    if (!s.ok()) {
+      // Errors name the node that failed (kernels that report through
+      // ctx.InvalidArgument already do).
+      if (absl::StrContains(s.message(), en.node->name())) return s;
+      return absl::Status(s.code(), absl::StrCat(en.node->DebugName(), ": ",
+                                                 s.message()));
+    }
     for (int k = 0; k < en.node->num_outputs(); ++k) {
       if (!values_[en.first_output + k].valid()) {
         return absl::InternalError(absl::StrCat(
@@ -319,6 +353,7 @@ absl::Status Program::Run(RunEnv& env, absl::Span<const Tensor> feeds,
     return absl::InvalidArgumentError(absl::StrCat(
         "program expects ", spec_.feeds.size(), " feeds, got ", feeds.size()));
   }
+  RETURN_IF_ERROR(AllocateArena());
   Executor exec(this, &env);
   for (size_t i = 0; i < feeds.size(); ++i) {
     const Output& f = spec_.feeds[i];

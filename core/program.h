@@ -5,7 +5,10 @@
 // memory: each intermediate value gets an offset in one arena chosen by
 // liveness, so peak memory is known before the first run and no run
 // allocates for planned values. Running it again does not re-plan. Each
-// compiler phase has its own file in core/compiler/.
+// compiler phase has its own file in core/compiler/. Compiling allocates
+// nothing: the first Run allocates the arena (ResourceExhausted if the
+// machine cannot hold it), so callers check the plan against a budget
+// first.
 //
 //   ProgramSpec spec;
 //   spec.feeds = {x};  spec.feed_shapes = {TensorShape({40, 784})};
@@ -110,7 +113,11 @@ class Program {
   std::vector<DType> value_dtypes_;
   std::vector<TensorShape> value_shapes_;
   std::vector<int> initial_ready_;
-  std::shared_ptr<TensorBuffer> arena_;
+  // Allocates the arena (arena_bytes_) if not yet done; ResourceExhausted
+  // when the machine cannot hold it.
+  absl::Status AllocateArena();
+  int64_t arena_bytes_ = 0;
+  std::shared_ptr<TensorBuffer> arena_;  // Null until the first Run.
   bool has_branches_ = false;
   // Per-run state, reused by every run (runs are never concurrent).
   std::vector<Tensor> run_values_;

@@ -8,10 +8,15 @@
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"
+#include "ops/array/fill.h"
+#include "ops/array/gather.h"
 #include "ops/array/identity.h"
 #include "ops/array/reshape.h"
 #include "ops/math/add.h"
 #include "ops/math/add_n.h"
+#include "ops/math/reduce_sum.h"
+#include "ops/state/assign.h"
+#include "ops/state/variable.h"
 
 namespace ipuflow {
 namespace {
@@ -193,6 +198,78 @@ TEST(SessionTest, ConcurrentRunsFromManyThreads) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(failures.load(), 0);
+}
+
+// Issue 9: compiling allocates nothing; the first run allocates the arena
+// and reports a machine that cannot hold it as ResourceExhausted.
+TEST(ProgramTest, ArenaTooLargeForTheMachineIsResourceExhausted) {
+  Scope s = Scope::NewRootScope();
+  // 2^45 floats = 128 TiB of intermediates (a valid shape, no machine).
+  Output big = ops::Fill(s.WithOpName("big"), TensorShape({int64_t{1} << 45}), 1.0);
+  Output sum = ops::ReduceSum(s.WithOpName("sum"), big);
+  ProgramSpec spec;
+  spec.fetches = {sum};
+  auto p = Program::Compile(*s.graph(), spec);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_GE((*p)->memory().peak_bytes, int64_t{1} << 47);
+  Session session(s.graph());
+  std::vector<Tensor> out;
+  absl::Status st = session.Run({}, {sum}, &out);
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+  EXPECT_NE(st.message().find("140737488355328 bytes"), std::string::npos) << st;
+  // The session still runs what fits.
+  Output small = ops::ReduceSum(s, ops::Fill(s, TensorShape({4}), 2.0));
+  ASSERT_TRUE(session.Run({}, {small}, &out).ok());
+  EXPECT_TRUE(TensorNear(out[0], {8}, {}));
+}
+
+TEST(ProgramTest, NodeOnAnIpuOutOfRangeIsAnError) {
+  for (int ipu : {2147483647, 1024, -2}) {
+    Scope s = Scope::NewRootScope();
+    Output a = ops::Const(s.WithOpName("a").WithIpu(ipu), 1.0f);
+    ProgramSpec spec;
+    spec.fetches = {ops::Add(s.WithOpName("b"), a, a)};
+    auto p = Program::Compile(*s.graph(), spec);
+    ASSERT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << ipu;
+    EXPECT_NE(p.status().message().find("'a' is placed on IPU " +
+                                        std::to_string(ipu)),
+              std::string::npos)
+        << p.status();
+  }
+}
+
+// A node without outputs (a variable update) as the last node: the executor
+// must not form a reference past its values (UBSan).
+TEST(ProgramTest, NodesWithoutOutputsRunEveryTime) {
+  Scope s = Scope::NewRootScope();
+  ops::VariableHandle v = ops::Variable(s.WithOpName("v"), ops::Const(s, 0.0f));
+  Node* inc = ops::AssignAdd(s, v.handle, ops::Const(s, 1.0f));
+  Session session(s.graph());
+  std::vector<Tensor> out;
+  // Running before initialising is a status naming the variable.
+  absl::Status st = session.Run({}, {v.value}, &out);
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_NE(st.message().find("'v"), std::string::npos) << st;
+  ASSERT_TRUE(session.Initialize().ok());
+  ASSERT_TRUE(session.Initialize().ok());  // Initialising again resets.
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(session.Run({}, {}, {inc}, nullptr).ok());
+  ASSERT_TRUE(session.Run({}, {v.value}, &out).ok());
+  EXPECT_TRUE(TensorNear(out[0], {3}, {}));
+}
+
+// A kernel error names the node; the same program runs again afterwards.
+TEST(ProgramTest, KernelErrorNamesTheNodeAndTheProgramRunsAgain) {
+  Scope s = Scope::NewRootScope();
+  Output idx = ops::Placeholder(s.WithOpName("idx"), DType::kInt32, {});
+  Output g = ops::Gather(s.WithOpName("pick"),
+                         ops::Const<float>(s, {1, 2, 3}, {3}), idx);
+  Session session(s.graph());
+  std::vector<Tensor> out;
+  absl::Status st = session.Run({{idx, Tensor::Scalar<int32_t>(7)}}, {g}, &out);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("'pick'"), std::string::npos) << st;
+  ASSERT_TRUE(session.Run({{idx, Tensor::Scalar<int32_t>(2)}}, {g}, &out).ok());
+  EXPECT_TRUE(TensorNear(out[0], {3}, {}));
 }
 
 }  // namespace

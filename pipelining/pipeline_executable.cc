@@ -9,7 +9,26 @@
 
 namespace ipuflow::pipelining {
 
-PipelineExecutable::~PipelineExecutable() = default;
+PipelineExecutable::~PipelineExecutable() {
+  {
+    MutexLock l(&mu_);
+    destroying_ = true;
+  }
+  Cancel(absl::CancelledError("executable destroyed"));
+  MutexLock l(&mu_);
+  idle_cv_.Await(&mu_, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !executing_;
+  });
+}
+
+void PipelineExecutable::Cancel(absl::Status reason) {
+  std::shared_ptr<CancellationManager> run;
+  {
+    MutexLock l(&mu_);
+    run = run_cancel_;
+  }
+  if (run != nullptr) run->StartCancel(std::move(reason));
+}
 
 absl::StatusOr<std::unique_ptr<PipelineExecutable>> PipelineExecutable::Compile(
     const BuiltPipeline* built, IPUSystem* system) {
@@ -19,7 +38,15 @@ absl::StatusOr<std::unique_ptr<PipelineExecutable>> PipelineExecutable::Compile(
   e->generation_ = system->generation();
   int ipus = 0;
   for (const StageDef& s : built->stages) {
-    for (const PartDef& p : s.parts) ipus = std::max(ipus, p.ipu + 1);
+    for (const PartDef& p : s.parts) {
+      if (p.ipu < 0 || p.ipu >= kMaxIpus) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "pipeline '", built->options.name, "': ", p.name,
+            " is placed on IPU ", p.ipu, "; IPUs are numbered 0 to ",
+            kMaxIpus - 1));
+      }
+      ipus = std::max(ipus, p.ipu + 1);
+    }
   }
   e->ipus_per_replica_ = ipus;
   if (system->num_ipus() < ipus) {
@@ -76,28 +103,77 @@ absl::Status PipelineExecutable::RunReplicas(
         "Execute: ", args->size(), " argument lists for ", n,
         " replicas; pass one list (every replica) or one per replica"));
   }
-  group_->Reset();
+  const std::string what = absl::StrCat("pipeline '", built_->options.name, "'");
   // One cancellation for the replicas of this run: an error in one wakes
   // the others' FIFOs, queues and collectives.
   auto cancel = std::make_shared<CancellationManager>();
+  {
+    MutexLock l(&mu_);
+    if (destroying_) return absl::CancelledError("executable destroyed");
+    if (executing_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          what, " is already running on another thread (an executable "
+                "runs one Execute at a time)"));
+    }
+    executing_ = true;
+    run_cancel_ = cancel;
+  }
+  absl::Status s;
+  {
+    absl::StatusOr<IPUSystem::RunLease> lease =
+        system_->StartRun(generation_, what);
+    s = lease.ok() ? RunReplicasWith(feeds, args, cancel) : lease.status();
+  }
+  MutexLock l(&mu_);
+  executing_ = false;
+  run_cancel_.reset();
+  idle_cv_.SignalAll();
+  return s;
+}
+
+absl::Status PipelineExecutable::RunReplicasWith(
+    const FeedList& feeds, const std::vector<std::vector<Tensor>>* args,
+    const std::shared_ptr<CancellationManager>& cancel) {
+  const int n = num_replicas();
+  group_->Reset();
   CollectiveGroup* group = group_.get();
-  const int token = cancel->Register(
-      [group, cancel] { group->Cancel(cancel->reason()); });
+  CancellationManager* run = cancel.get();
+  const int token = run->Register([group, run] { group->Cancel(run->reason()); });
   std::vector<absl::StatusOr<PipelineReport>> reports(
       n, absl::UnknownError("not run"));
-  auto run = [&](int r) {
+  auto run_replica = [&](int r) {
     const std::vector<Tensor>* inputs =
         args == nullptr ? nullptr : &(*args)[args->size() == 1 ? 0 : r];
     reports[r] = replicas_[r]->Run(feeds, inputs, cancel);
-    if (!reports[r].ok()) cancel->StartCancel(reports[r].status());
+    if (!reports[r].ok() && !absl::IsCancelled(reports[r].status())) {
+      const absl::Status& s = reports[r].status();
+      run->StartCancel(absl::CancelledError(absl::StrCat(
+          "run cancelled: replica ", r, " failed: ", s.message())));
+      reports[r] = absl::Status(
+          s.code(), absl::StrCat("replica ", r, " (IPU ", r * ipus_per_replica_,
+                                 "): ", s.message()));
+    }
   };
   // Each replica's Run drives its IPUs from a host thread, as the host
   // calls one engine per replica.
   std::vector<std::thread> threads;
-  for (int r = 1; r < n; ++r) threads.emplace_back(run, r);
-  run(0);
+  absl::Status started;
+  for (int r = 1; r < n && started.ok(); ++r) {
+    absl::StatusOr<std::thread> t = StartThread(
+        absl::StrCat("replica ", r, " of pipeline '", built_->options.name, "'"),
+        [&run_replica, r] { run_replica(r); });
+    if (t.ok()) {
+      threads.push_back(*std::move(t));
+    } else {
+      started = t.status();
+      run->StartCancel(absl::CancelledError(
+          absl::StrCat("run cancelled: ", started.message())));
+    }
+  }
+  if (started.ok()) run_replica(0);
   for (std::thread& t : threads) t.join();
-  cancel->Unregister(token);
+  run->Unregister(token);
+  RETURN_IF_ERROR(started);
   // Collective traffic (gradient all-reduces, sharded state) in the same
   // counters as a device program's: on each replica's first IPU.
   for (int r = 0; r < n; ++r) {

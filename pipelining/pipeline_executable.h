@@ -12,7 +12,13 @@
 // computed from the graph); its results are empty lists (results leave by
 // the outfeed). last_report() is replica 0's report of the last Execute.
 //
-// Thread safety: as Executable.
+// Errors: as Executable: a replica's error names it and the failing part
+// ("replica 1 (IPU 2): stage1 (IPU 0) forward, micro-batch 3 of run 0:
+// ..."); the other replicas' FIFOs, feeds and collectives are woken with
+// Cancelled ("run cancelled: replica 1 failed: ...").
+//
+// Thread safety: as Executable (a concurrent Execute is refused, the
+// destructor cancels a run in progress and waits for it).
 #ifndef IPUFLOW_PIPELINING_PIPELINE_EXECUTABLE_H_
 #define IPUFLOW_PIPELINING_PIPELINE_EXECUTABLE_H_
 
@@ -22,6 +28,7 @@
 
 #include "core/ipu/collective_group.h"
 #include "core/ipu/executable.h"
+#include "core/mutex.h"
 #include "core/session.h"
 #include "pipelining/pipeline_report.h"
 
@@ -45,6 +52,7 @@ class PipelineExecutable : public Executable {
   uint64_t generation() const { return generation_; }
   absl::Status Execute(const std::vector<std::vector<Tensor>>& args,
                        std::vector<std::vector<Tensor>>* results) override;
+  void Cancel(absl::Status reason) override;
   // One replica's per-IPU memory (every replica holds the same).
   std::string MemoryReport() const override;
 
@@ -64,6 +72,9 @@ class PipelineExecutable : public Executable {
   // Runs every replica (args: per replica, or null for computed inputs).
   absl::Status RunReplicas(const FeedList& feeds,
                            const std::vector<std::vector<Tensor>>* args);
+  absl::Status RunReplicasWith(const FeedList& feeds,
+                               const std::vector<std::vector<Tensor>>* args,
+                               const std::shared_ptr<CancellationManager>& cancel);
 
   const BuiltPipeline* built_ = nullptr;
   IPUSystem* system_ = nullptr;
@@ -72,6 +83,12 @@ class PipelineExecutable : public Executable {
   std::unique_ptr<CollectiveGroup> group_;
   std::vector<std::unique_ptr<PipelineRuntime>> replicas_;
   PipelineReport last_report_;
+  // The run in progress, for Cancel and the destructor.
+  Mutex mu_;
+  CondVar idle_cv_;
+  bool executing_ ABSL_GUARDED_BY(mu_) = false;
+  bool destroying_ ABSL_GUARDED_BY(mu_) = false;
+  std::shared_ptr<CancellationManager> run_cancel_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ipuflow::pipelining

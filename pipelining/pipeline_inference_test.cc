@@ -10,6 +10,8 @@
 #include "gtest/gtest.h"
 #include "ops/array/concat.h"
 #include "ops/array/const.h"
+#include "ops/array/gather.h"
+#include "ops/array/identity.h"
 #include "ops/math/add.h"
 #include "ops/math/mat_mul.h"
 #include "ops/math/mul.h"
@@ -303,6 +305,46 @@ TEST(PipelineRunTest, StageErrorIsNamedAndNothingBlocks) {
     system->device(k).Submit([&] { done.Notify(); });
     done.WaitForNotification();
   }
+}
+
+// Issue 9: a kernel error in a stage at a chosen micro-batch of one replica
+// reaches the host naming the replica, the stage, the micro-batch and the
+// node; the IPUs are usable for the next run.
+TEST(PipelineRunTest, KernelErrorInAStageNamesReplicaStageMicroBatchAndNode) {
+  auto system = MakeSystem(4);  // 2 replicas x 2 stages.
+  Scope scope = Scope::NewRootScope();
+  // Element i goes to replica i % 2; element 3 (replica 1's micro-batch 1)
+  // indexes past the 3-element table.
+  auto infeed = *feeds::IPUInfeedQueue::Create(feeds::FromTensorSlices(
+      {Tensor::FromVector<int32_t>({0, 1, 2, 9})}));
+  auto outfeed = *feeds::IPUOutfeedQueue::Create();
+  PipelineOptions o;
+  o.computational_stages = {
+      [](const Scope& s, const std::vector<Output>& a) {
+        return std::vector<Output>{ops::Identity(s, a[0])};
+      },
+      [](const Scope& s, const std::vector<Output>& a) {
+        return std::vector<Output>{ops::Gather(
+            s.WithOpName("pick"), ops::Const<float>(s, {10, 20, 30}, {3}), a[0])};
+      }};
+  o.gradient_accumulation_count = 2;
+  o.infeed_queue = infeed.get();
+  o.outfeed_queue = outfeed.get();
+  auto pipeline = Pipeline(scope, o);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  auto report = (*pipeline)->Run(system.get());
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(report.status().message(), HasSubstr("replica 1 (IPU 2)"));
+  EXPECT_THAT(report.status().message(), HasSubstr("micro-batch 1"));
+  EXPECT_THAT(report.status().message(), HasSubstr("pick'"));
+  EXPECT_THAT(report.status().message(), HasSubstr("= 9 is out of range"));
+  // The system runs the next computation on every IPU.
+  Scope s = Scope::NewRootScope();
+  IPUStrategy strategy(system.get());
+  auto out = strategy.Run(*s.graph(), {ops::Add(s, ops::Const(s, 1.0f),
+                                                ops::Const(s, 1.0f))});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].NumElements(), 4);
 }
 
 TEST(PipelineRunTest, TooFewIpus) {

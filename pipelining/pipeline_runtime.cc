@@ -95,7 +95,14 @@ void PipelineRuntime::Abort(RunState& rs, const absl::Status& s) {
     }
     rs.cv.SignalAll();
   }
-  rs.cancel->StartCancel(s);  // Wakes every FIFO and queue wait of the run.
+  // Wakes every FIFO, queue and collective wait of the run (every replica's:
+  // the executable shares `cancel`), saying why.
+  rs.cancel->StartCancel(
+      absl::IsCancelled(s)
+          ? s
+          : absl::CancelledError(absl::StrCat("run cancelled: replica ",
+                                              replica_.index, " failed: ",
+                                              s.message())));
 }
 
 absl::Status PipelineRuntime::DeliverOutfeed(RunState& rs, int part,
@@ -477,7 +484,14 @@ absl::Status PipelineRuntime::RunOnce(RunState& rs, int repeat) {
   for (int k = 0; k < num_ipus_; ++k) before[k] = rs.items[k].size();
   std::thread feeder;
   if (b_->options.infeed_queue != nullptr) {
-    feeder = std::thread([&] { Feeder(rs, repeat); });
+    absl::StatusOr<std::thread> t = StartThread(
+        absl::StrCat("the infeed of pipeline '", b_->options.name, "'"),
+        [&rs, this, repeat] { Feeder(rs, repeat); });
+    if (!t.ok()) {
+      Abort(rs, t.status());
+      return t.status();
+    }
+    feeder = *std::move(t);
   }
   Mutex done_mu;
   CondVar done_cv;
@@ -570,14 +584,17 @@ absl::StatusOr<PipelineReport> PipelineRuntime::Run(
     for (const auto& [out, value] : feeds) fed.push_back(value);
     RETURN_IF_ERROR(inputs_program_->Run(envs_[0], fed, &rs.input_values));
   }
-  // Cancelling the system (what a reset does first) cancels the run; the
-  // callback only touches `cancel`, which it keeps alive.
+  // Cancelling the system (what a reset or teardown does first) cancels the
+  // run, saying why; the callback only touches `cancel`, which it keeps
+  // alive, and the system's manager, which outlives the registration.
   std::shared_ptr<CancellationManager> cancel = rs.cancel;
   CancellationManager* system_cancel = system_->cancellation();
-  const int token = system_cancel->Register([cancel, name = b_->options.name] {
-    cancel->StartCancel(absl::CancelledError(absl::StrCat(
-        "pipeline '", name, "' was cancelled: the IPU system was reset")));
-  });
+  const int token = system_cancel->Register(
+      [cancel, system_cancel, name = b_->options.name] {
+        const absl::Status why = system_cancel->reason();
+        cancel->StartCancel(absl::CancelledError(absl::StrCat(
+            "pipeline '", name, "' was cancelled: ", why.message())));
+      });
   std::vector<int> fifo_tokens;
   for (auto& [key, fifo] : fifos_) {
     StageFifo* f = fifo.get();

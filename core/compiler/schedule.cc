@@ -22,6 +22,11 @@ absl::StatusOr<Schedule> MakeSchedule(const Graph& graph,
           n->DebugName(), " needs a value: feed it (fetching", fetch_names,
           ")"));
     }
+    if (n->ipu() < -1 || n->ipu() >= kMaxShards) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          n->DebugName(), " is placed on IPU ", n->ipu(),
+          ": IPUs are numbered 0 to ", kMaxShards - 1));
+    }
     if (!n->op_def().kernel()) {
       return absl::UnimplementedError(
           absl::StrCat(n->DebugName(), ": op has no kernel"));

@@ -6,8 +6,9 @@
 //
 // Input: the pruned nodes (prune.h).
 // Output: the nodes in schedule order and each node's position. Errors: a
-// needed node whose op needs a feed (OpDef::needs_feed) is not fed, or an op
-// has no kernel.
+// needed node whose op needs a feed (OpDef::needs_feed) is not fed, an op
+// has no kernel, or a node is placed on an IPU outside [0, kMaxShards)
+// (InvalidArgument naming it: later phases size per-shard tables by it).
 #ifndef IPUFLOW_CORE_COMPILER_SCHEDULE_H_
 #define IPUFLOW_CORE_COMPILER_SCHEDULE_H_
 
@@ -18,6 +19,10 @@
 #include "core/program_spec.h"
 
 namespace ipuflow::compiler {
+
+// The most IPUs (shards) a program may use: the largest IPU system
+// IPUConfig accepts (core/ipu/ipu_system.h, kMaxIpus).
+inline constexpr int kMaxShards = 1024;
 
 struct Schedule {
   std::vector<const Node*> nodes;  // By position.

@@ -112,12 +112,34 @@ void PrepareHostResources(const Graph& graph, const Program& program,
 
 }  // namespace
 
-DeviceProgram::~DeviceProgram() = default;
+DeviceProgram::~DeviceProgram() {
+  std::shared_ptr<CancellationManager> run;
+  {
+    MutexLock l(&mu_);
+    destroying_ = true;
+    run = run_cancel_;
+  }
+  if (run != nullptr) run->StartCancel(absl::CancelledError("executable destroyed"));
+  MutexLock l(&mu_);
+  idle_cv_.Await(&mu_, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !executing_;
+  });
+}
+
+void DeviceProgram::Cancel(absl::Status reason) {
+  std::shared_ptr<CancellationManager> run;
+  {
+    MutexLock l(&mu_);
+    run = run_cancel_;
+  }
+  if (run != nullptr) run->StartCancel(std::move(reason));
+}
 
 absl::StatusOr<std::unique_ptr<DeviceProgram>> DeviceProgram::Compile(
     IPUSystem* system, const Graph& graph, const ProgramSpec& spec) {
   std::unique_ptr<DeviceProgram> dp(new DeviceProgram());
   dp->system_ = system;
+  dp->generation_ = system->generation();
   ASSIGN_OR_RETURN(std::unique_ptr<Program> first, Program::Compile(graph, spec));
   dp->num_shards_ = first->num_shards();
   ASSIGN_OR_RETURN(
@@ -198,7 +220,53 @@ absl::Status DeviceProgram::Execute(
         "Execute: ", args.size(), " argument lists for ", replicas,
         " replicas; pass one list (every replica) or one per replica"));
   }
+  // One cancellation per run: the system's (reset, teardown), Cancel(), the
+  // destructor and a failing replica all wake every wait of the run.
+  auto cancel = std::make_shared<CancellationManager>();
+  {
+    MutexLock l(&mu_);
+    if (destroying_) return absl::CancelledError("executable destroyed");
+    if (executing_) {
+      return absl::FailedPreconditionError(
+          "Execute: the program is already running on another thread "
+          "(an executable runs one Execute at a time)");
+    }
+    executing_ = true;
+    run_cancel_ = cancel;
+  }
+  absl::Status result;
+  {
+    absl::StatusOr<IPUSystem::RunLease> lease =
+        system_->StartRun(generation_, "Execute of the program");
+    result = lease.ok() ? ExecuteReplicas(args, fetches, cancel) : lease.status();
+  }
+  // The run ended, not the queues: their readers learn why (issue 9).
+  if (!result.ok()) {
+    for (const auto& weak : host_resources_) {
+      if (std::shared_ptr<HostResource> r = weak.lock()) r->RunStopped(result);
+    }
+  }
+  MutexLock l(&mu_);
+  executing_ = false;
+  run_cancel_.reset();
+  idle_cv_.SignalAll();
+  return result;
+}
+
+absl::Status DeviceProgram::ExecuteReplicas(
+    const std::vector<std::vector<Tensor>>& args,
+    std::vector<std::vector<Tensor>>* fetches,
+    const std::shared_ptr<CancellationManager>& cancel) {
+  const int replicas = num_replicas();
   group_->Reset();
+  CollectiveGroup* group = group_.get();
+  CancellationManager* run = cancel.get();
+  const int group_token = run->Register([group, run] { group->Cancel(run->reason()); });
+  const int system_token = system_->cancellation()->Register(
+      [run, system = system_] { run->StartCancel(system->cancellation()->reason()); });
+  for (auto& shards : envs_) {
+    for (RunEnv& env : shards) env.cancellation = run;
+  }
   fetches->assign(replicas, {});
   std::vector<absl::Status> status(replicas);
   Mutex mu;
@@ -210,8 +278,17 @@ absl::Status DeviceProgram::Execute(
     device.Submit([&, r, feeds] {
       int64_t feed_bytes = 0;
       for (const Tensor& t : *feeds) feed_bytes += t.TotalBytes();
-      absl::Status s = replicas_[r]->Run(envs_[r][0], *feeds, &(*fetches)[r]);
-      if (!s.ok()) group_->Cancel(s);
+      absl::Status s = run->cancelled()
+                           ? run->reason()
+                           : replicas_[r]->Run(envs_[r][0], *feeds, &(*fetches)[r]);
+      if (!s.ok() && !absl::IsCancelled(s)) {
+        // The others stop at their next wait, saying why.
+        run->StartCancel(absl::CancelledError(absl::StrCat(
+            "run cancelled: replica ", r, " failed: ", s.message())));
+        s = absl::Status(s.code(), absl::StrCat("replica ", r, " (IPU ",
+                                                ipu_of_replica(r), "): ",
+                                                s.message()));
+      }
       TransferCounters& c = envs_[r][0].device->counters();
       c.host_to_device.fetch_add(feed_bytes, std::memory_order_relaxed);
       int64_t out_bytes = 0;
@@ -232,18 +309,14 @@ absl::Status DeviceProgram::Execute(
       return done == replicas;
     });
   }
+  system_->cancellation()->Unregister(system_token);
+  run->Unregister(group_token);
   // Prefer the root cause over the Cancelled it caused in other replicas.
-  absl::Status result;
   for (const absl::Status& s : status) {
-    if (!s.ok() && (result.ok() || absl::IsCancelled(result))) result = s;
+    if (!s.ok() && !absl::IsCancelled(s)) return s;
   }
-  // The run ended, not the queues: their readers learn why (issue 9).
-  if (!result.ok()) {
-    for (const auto& weak : host_resources_) {
-      if (std::shared_ptr<HostResource> r = weak.lock()) r->RunStopped(result);
-    }
-  }
-  return result;
+  for (const absl::Status& s : status) RETURN_IF_ERROR(s);
+  return absl::OkStatus();
 }
 
 std::string DeviceProgram::MemoryReport() const { return memory_report_; }

@@ -14,7 +14,16 @@
 //   std::vector<std::vector<Tensor>> results;   // [replica][fetch]
 //   RETURN_IF_ERROR(program->Execute({feeds}, &results));
 //
-// Thread safety: Execute may not be called concurrently with itself.
+// Errors: a replica's error is returned as "replica r (IPU k): <node>:
+// <message>"; it cancels the run, so the other replicas' collectives and
+// feed waits return Cancelled ("replica r failed: ..."), and the root cause
+// is what Execute returns. The next Execute starts afresh.
+//
+// Thread safety: a second Execute while one runs returns FailedPrecondition
+// (it does not wait). Destroying the program while another thread runs it
+// cancels that run ("executable destroyed") and waits for it to return.
+// The system must outlive the program; after IPUSystem::Configure it
+// refuses to run (FailedPrecondition: compile it again).
 #ifndef IPUFLOW_CORE_IPU_DEVICE_PROGRAM_H_
 #define IPUFLOW_CORE_IPU_DEVICE_PROGRAM_H_
 
@@ -26,6 +35,7 @@
 #include "core/ipu/collective_group.h"
 #include "core/ipu/executable.h"
 #include "core/ipu/ipu_system.h"
+#include "core/mutex.h"
 #include "core/program.h"
 
 namespace ipuflow {
@@ -52,18 +62,30 @@ class DeviceProgram : public Executable {
   // returned.
   absl::Status Execute(const std::vector<std::vector<Tensor>>& args,
                        std::vector<std::vector<Tensor>>* fetches) override;
+  void Cancel(absl::Status reason) override;
 
   // Per shard: always-live and not-always-live bytes against the budget.
   std::string MemoryReport() const override;
 
  private:
   DeviceProgram() = default;
+  // Execute's work, with this run's cancellation.
+  absl::Status ExecuteReplicas(const std::vector<std::vector<Tensor>>& args,
+                               std::vector<std::vector<Tensor>>* fetches,
+                               const std::shared_ptr<CancellationManager>& cancel);
   // Runs `work` on the thread of replica `replica`'s IPU for `shard`.
   void RunOnShard(int replica, int shard,
                   const std::function<void(RunEnv&)>& work);
 
   IPUSystem* system_ = nullptr;
+  uint64_t generation_ = 0;  // The system's, when compiled.
   int num_shards_ = 1;
+  // The run in progress, for the destructor (which cancels and waits).
+  Mutex mu_;
+  CondVar idle_cv_;
+  bool executing_ ABSL_GUARDED_BY(mu_) = false;
+  bool destroying_ ABSL_GUARDED_BY(mu_) = false;
+  std::shared_ptr<CancellationManager> run_cancel_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Program>> replicas_;
   std::vector<std::vector<RunEnv>> envs_;  // [replica][shard]
   std::unique_ptr<CollectiveGroup> group_;

@@ -55,6 +55,11 @@ absl::StatusOr<int> ReplicationFactor(const IPUSystem& system,
                                       int ipus_per_replica,
                                       const std::string& what) {
   const int k = system.num_ipus();
+  if (k == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, ": the IPU system has no IPUs (", system.status().message(),
+        "); Configure it again"));
+  }
   const int s = std::max(1, ipus_per_replica);
   const int r = system.config().replication_factor();
   if (r > 0) {

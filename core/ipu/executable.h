@@ -12,8 +12,15 @@
 // ipus_per_replica() (a program's shards, a pipeline's stages' IPUs).
 // Replica counts come from ReplicationFactor() below, for every kind.
 //
-// Thread safety: Execute may not be called concurrently with itself;
-// ReadVariables may be called between Executes.
+// Thread safety: one Execute at a time (a concurrent one returns
+// FailedPrecondition); Cancel from any thread; ReadVariables between
+// Executes. Destroying an executable while another thread runs it cancels
+// that run ("executable destroyed") and waits for it to return. The system
+// must outlive its executables; after IPUSystem::Configure they refuse to
+// run (FailedPrecondition).
+// Errors: a replica's error names it ("replica 1 (IPU 2): ..."); the other
+// replicas' waits end with Cancelled ("run cancelled: replica 1 failed:
+// ..."); Execute returns the root cause; the next Execute starts afresh.
 #ifndef IPUFLOW_CORE_IPU_EXECUTABLE_H_
 #define IPUFLOW_CORE_IPU_EXECUTABLE_H_
 
@@ -44,6 +51,9 @@ class Executable {
                                std::vector<std::vector<Tensor>>* results) = 0;
   // What each IPU of a replica holds, by category, against its budget.
   virtual std::string MemoryReport() const = 0;
+  // Cancels the Execute in progress, if any: it returns `reason` (from any
+  // thread; a later Execute runs normally).
+  virtual void Cancel(absl::Status reason) = 0;
 
   // The values of the variables whose names fully match the RE2 `pattern`
   // ("stage0/w", ".*/w[0-9]"), one per replica, read from each replica's

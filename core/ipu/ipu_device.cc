@@ -1,5 +1,7 @@
 #include "core/ipu/ipu_device.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace ipuflow {
 namespace {
 thread_local IPUDevice* current_device = nullptr;
@@ -10,8 +12,23 @@ IPUDevice* IPUDevice::Current() { return current_device; }
 IPUDevice::IPUDevice(int id, int64_t memory_budget_bytes, int intra_op_threads)
     : id_(id),
       memory_budget_(memory_budget_bytes),
-      intra_op_("ipu" + std::to_string(id) + "-intra-op", intra_op_threads),
-      worker_([this] { WorkerLoop(); }) {}
+      intra_op_("ipu" + std::to_string(id) + "-intra-op", intra_op_threads) {}
+
+absl::StatusOr<std::unique_ptr<IPUDevice>> IPUDevice::Create(
+    int id, int64_t memory_budget_bytes, int intra_op_threads) {
+  std::unique_ptr<IPUDevice> d(
+      new IPUDevice(id, memory_budget_bytes, intra_op_threads));
+  if (!d->intra_op_.status().ok()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        d->name(), ": ", d->intra_op_.status().message()));
+  }
+  IPUDevice* self = d.get();
+  absl::StatusOr<std::thread> worker =
+      StartThread(d->name() + " worker", [self] { self->WorkerLoop(); });
+  if (!worker.ok()) return worker.status();
+  d->worker_ = *std::move(worker);
+  return d;
+}
 
 IPUDevice::~IPUDevice() {
   {
@@ -19,7 +36,7 @@ IPUDevice::~IPUDevice() {
     stopping_ = true;
     cv_.SignalAll();
   }
-  worker_.join();
+  if (worker_.joinable()) worker_.join();
 }
 
 void IPUDevice::Submit(std::function<void()> task) {

@@ -7,7 +7,8 @@
 //   ipu.Submit([&] { status = program->Run(env, feeds, &out); done.Notify(); });
 //
 // Thread safety: Submit and the counters may be used from any thread. The
-// destructor runs the tasks already submitted, then joins the worker.
+// destructor runs the tasks already submitted, then joins the worker (the
+// owner, IPUSystem, cancels blocked work first, so those tasks end).
 #ifndef IPUFLOW_CORE_IPU_IPU_DEVICE_H_
 #define IPUFLOW_CORE_IPU_IPU_DEVICE_H_
 
@@ -19,6 +20,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/status/statusor.h"
 #include "core/mutex.h"
 #include "core/resource.h"
 #include "core/thread_pool.h"
@@ -40,7 +42,11 @@ struct TransferCounters {
 
 class IPUDevice {
  public:
-  IPUDevice(int id, int64_t memory_budget_bytes, int intra_op_threads);
+  // Starts the IPU's worker thread and intra-op pool; ResourceExhausted
+  // naming the IPU when the system refuses the threads (those started are
+  // joined).
+  static absl::StatusOr<std::unique_ptr<IPUDevice>> Create(
+      int id, int64_t memory_budget_bytes, int intra_op_threads);
   ~IPUDevice();
   IPUDevice(const IPUDevice&) = delete;
   IPUDevice& operator=(const IPUDevice&) = delete;
@@ -57,6 +63,7 @@ class IPUDevice {
   static IPUDevice* Current();
 
  private:
+  IPUDevice(int id, int64_t memory_budget_bytes, int intra_op_threads);
   void WorkerLoop();
 
   const int id_;

@@ -4,7 +4,43 @@
 
 namespace ipuflow {
 
+IPUStrategy::~IPUStrategy() {
+  MutexLock l(&mu_);
+  destroying_ = true;
+  const absl::Status reason = absl::CancelledError("strategy destroyed");
+  for (auto& [key, p] : cache_) p->Cancel(reason);
+  for (auto& [key, e] : sources_) e->Cancel(reason);
+  idle_cv_.Await(&mu_, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return active_ == 0;
+  });
+}
+
+absl::Status IPUStrategy::Enter() {
+  MutexLock l(&mu_);
+  if (destroying_) return absl::CancelledError("strategy destroyed");
+  ++active_;
+  return absl::OkStatus();
+}
+
+void IPUStrategy::Leave() {
+  MutexLock l(&mu_);
+  if (--active_ == 0) idle_cv_.SignalAll();
+}
+
+int IPUStrategy::num_compiles() const {
+  MutexLock l(&mu_);
+  return num_compiles_;
+}
+
 absl::StatusOr<DeviceProgram*> IPUStrategy::Compile(
+    const Graph& graph, const std::vector<Output>& fetches,
+    const std::vector<Node*>& targets, const FeedList& feeds) {
+  MutexLock l(&mu_);
+  if (destroying_) return absl::CancelledError("strategy destroyed");
+  return CompileLocked(graph, fetches, targets, feeds);
+}
+
+absl::StatusOr<DeviceProgram*> IPUStrategy::CompileLocked(
     const Graph& graph, const std::vector<Output>& fetches,
     const std::vector<Node*>& targets, const FeedList& feeds) {
   std::string signature;
@@ -29,12 +65,24 @@ absl::StatusOr<DeviceProgram*> IPUStrategy::Compile(
 absl::StatusOr<std::vector<Tensor>> IPUStrategy::Run(
     const Graph& graph, const std::vector<Output>& fetches,
     const std::vector<Node*>& targets, const FeedList& feeds) {
-  ASSIGN_OR_RETURN(DeviceProgram * program,
-                   Compile(graph, fetches, targets, feeds));
+  RETURN_IF_ERROR(Enter());
+  DeviceProgram* program;
+  {
+    MutexLock l(&mu_);
+    absl::StatusOr<DeviceProgram*> p =
+        CompileLocked(graph, fetches, targets, feeds);
+    if (!p.ok()) {
+      if (--active_ == 0) idle_cv_.SignalAll();
+      return p.status();
+    }
+    program = *p;
+  }
   std::vector<Tensor> values;
   for (const auto& [out, value] : feeds) values.push_back(value);
   std::vector<std::vector<Tensor>> per_replica;
-  RETURN_IF_ERROR(program->Execute({values}, &per_replica));
+  const absl::Status s = program->Execute({values}, &per_replica);
+  Leave();  // `program` is not used after this.
+  RETURN_IF_ERROR(s);
   if (per_replica.size() == 1) return std::move(per_replica[0]);
   std::vector<Tensor> stacked;
   for (size_t i = 0; i < fetches.size(); ++i) {
@@ -47,6 +95,13 @@ absl::StatusOr<std::vector<Tensor>> IPUStrategy::Run(
 }
 
 absl::StatusOr<Executable*> IPUStrategy::Compile(
+    const ExecutableSource& source) {
+  MutexLock l(&mu_);
+  if (destroying_) return absl::CancelledError("strategy destroyed");
+  return CompileSourceLocked(source);
+}
+
+absl::StatusOr<Executable*> IPUStrategy::CompileSourceLocked(
     const ExecutableSource& source) {
   const std::pair<uint64_t, uint64_t> key = {source.source_id(),
                                              system_->generation()};
@@ -65,9 +120,21 @@ absl::StatusOr<Executable*> IPUStrategy::Compile(
 
 absl::Status IPUStrategy::Run(const ExecutableSource& source,
                               const std::vector<Tensor>& args) {
-  ASSIGN_OR_RETURN(Executable * exe, Compile(source));
+  RETURN_IF_ERROR(Enter());
+  Executable* exe;
+  {
+    MutexLock l(&mu_);
+    absl::StatusOr<Executable*> e = CompileSourceLocked(source);
+    if (!e.ok()) {
+      if (--active_ == 0) idle_cv_.SignalAll();
+      return e.status();
+    }
+    exe = *e;
+  }
   std::vector<std::vector<Tensor>> results;
-  return exe->Execute({args}, &results);
+  const absl::Status s = exe->Execute({args}, &results);
+  Leave();
+  return s;
 }
 
 absl::Status IPUStrategy::Initialize(const Graph& graph) {

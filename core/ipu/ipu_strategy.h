@@ -20,9 +20,13 @@
 //   exe->ReadVariables(".*/w");                 // per replica
 //
 // Ownership: the strategy owns the executables it compiles; an Executable*
-// it returns is valid while the strategy lives (and the system is not
-// reconfigured).
-// Thread safety: not thread-safe; one host thread drives a strategy.
+// it returns is valid while the strategy lives (after a reconfiguration of
+// the system it refuses to run: FailedPrecondition).
+// Thread safety: Compile and Run may be called from several threads
+// (compiles are serialised; one executable runs one Execute at a time, a
+// concurrent one gets FailedPrecondition). Destroying the strategy while
+// another thread runs it cancels the runs ("strategy destroyed") and waits
+// for them to return; later calls are a use after free, as for any object.
 #ifndef IPUFLOW_CORE_IPU_IPU_STRATEGY_H_
 #define IPUFLOW_CORE_IPU_IPU_STRATEGY_H_
 
@@ -41,6 +45,7 @@ class IPUStrategy {
  public:
   // `system` is not owned and must outlive the strategy.
   explicit IPUStrategy(IPUSystem* system) : system_(system) {}
+  ~IPUStrategy();
 
   IPUSystem* system() const { return system_; }
   // The compiled program for this step (compiling it on first use).
@@ -59,15 +64,30 @@ class IPUStrategy {
                                           const FeedList& feeds = {});
   // Runs the graph's "initializers" on every replica.
   absl::Status Initialize(const Graph& graph);
-  int num_compiles() const { return num_compiles_; }
+  int num_compiles() const;
 
  private:
+  // Counts a call in progress (the destructor waits for them); Cancelled
+  // once the strategy is being destroyed.
+  absl::Status Enter();
+  void Leave();
+  absl::StatusOr<DeviceProgram*> CompileLocked(
+      const Graph& graph, const std::vector<Output>& fetches,
+      const std::vector<Node*>& targets, const FeedList& feeds)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Executable*> CompileSourceLocked(const ExecutableSource& source)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   IPUSystem* system_;
-  std::map<std::string, std::unique_ptr<DeviceProgram>> cache_;
+  mutable Mutex mu_;
+  CondVar idle_cv_;
+  int active_ ABSL_GUARDED_BY(mu_) = 0;
+  bool destroying_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<std::string, std::unique_ptr<DeviceProgram>> cache_ ABSL_GUARDED_BY(mu_);
   // By (source_id, system generation).
   std::map<std::pair<uint64_t, uint64_t>, std::unique_ptr<Executable>>
-      sources_;
-  int num_compiles_ = 0;
+      sources_ ABSL_GUARDED_BY(mu_);
+  int num_compiles_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ipuflow

@@ -1,6 +1,11 @@
 #include "core/ipu/ipu_system.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <thread>
 
@@ -21,14 +26,35 @@ std::string HumanBytes(int64_t bytes) {
   return u == 0 ? absl::StrCat(bytes, " B") : absl::StrFormat("%.2f %s", v, units[u]);
 }
 
+namespace {
+
+// InvalidArgument naming the field and its bounds unless lo <= v <= hi.
+absl::Status CheckRange(const char* field, int64_t v, int64_t lo, int64_t hi,
+                        const char* why) {
+  if (v >= lo && v <= hi) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "IPUConfig: ", field, " is ", v, "; it must be between ", lo, " and ",
+      hi, why));
+}
+
+}  // namespace
+
 absl::StatusOr<IPUConfig> ResolveIPUConfig(const IPUConfig& config) {
   IPUConfig c = config;
-  if (c.auto_select_ipus() < 0 || c.tiles_per_ipu() < 0 ||
-      c.memory_per_tile() < 0 || c.intra_op_threads_per_ipu() < 0 ||
-      c.replication_factor() < 0 || c.minimum_remote_tensor_size() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "IPUConfig: negative value in {", c.ShortDebugString(), "}"));
-  }
+  constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+  RETURN_IF_ERROR(CheckRange("auto_select_ipus", c.auto_select_ipus(), 0,
+                             kMaxIpus, " (the largest IPU-POD)"));
+  RETURN_IF_ERROR(CheckRange("replication_factor", c.replication_factor(), 0,
+                             kMaxIpus, " (the largest IPU-POD)"));
+  RETURN_IF_ERROR(CheckRange("tiles_per_ipu", c.tiles_per_ipu(), 0,
+                             kMaxTilesPerIpu, ""));
+  RETURN_IF_ERROR(CheckRange("intra_op_threads_per_ipu",
+                             c.intra_op_threads_per_ipu(), 0,
+                             kMaxIntraOpThreadsPerIpu, ""));
+  RETURN_IF_ERROR(CheckRange("memory_per_tile", c.memory_per_tile(), 0,
+                             kInt64Max, ""));
+  RETURN_IF_ERROR(CheckRange("minimum_remote_tensor_size",
+                             c.minimum_remote_tensor_size(), 0, kInt64Max, ""));
   if (c.auto_select_ipus() == 0) c.set_auto_select_ipus(1);
   if (c.minimum_remote_tensor_size() == 0) c.set_minimum_remote_tensor_size(128);
   if (c.tiles_per_ipu() == 0) c.set_tiles_per_ipu(kDefaultTilesPerIpu);
@@ -37,14 +63,49 @@ absl::StatusOr<IPUConfig> ResolveIPUConfig(const IPUConfig& config) {
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     c.set_intra_op_threads_per_ipu(std::max(0, cores / c.auto_select_ipus() - 1));
   }
+  // Every IPU's memory must be addressable and fit in the host's: programs
+  // within the budget allocate it.
+  const int64_t host = PhysicalMemoryBytes();
+  if (c.memory_per_tile() > host / c.tiles_per_ipu()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "IPUConfig: tiles_per_ipu x memory_per_tile = ", c.tiles_per_ipu(),
+        " x ", c.memory_per_tile(), " bytes per IPU exceeds this machine's ",
+        host, " bytes of memory (the limit)"));
+  }
+  const int64_t threads = static_cast<int64_t>(c.auto_select_ipus()) *
+                          (1 + c.intra_op_threads_per_ipu());
+  if (threads > kMaxSystemThreads) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "IPUConfig: auto_select_ipus x (1 + intra_op_threads_per_ipu) = ",
+        threads, " threads; the limit is ", kMaxSystemThreads));
+  }
   return c;
 }
 
 absl::StatusOr<IPUConfig> LoadIPUConfig(const std::string& path) {
+  constexpr int64_t kMaxConfigBytes = 1 << 20;
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    return absl::NotFoundError(absl::StrCat("cannot open IPU config '", path,
+                                            "': ", std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "IPU config '", path, "' is not a regular file",
+        S_ISDIR(st.st_mode) ? " (it is a directory)" : ""));
+  }
+  if (st.st_size > kMaxConfigBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "IPU config '", path, "' has ", st.st_size,
+        " bytes; the limit is ", kMaxConfigBytes));
+  }
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open IPU config '", path, "'"));
   std::stringstream text;
   text << in.rdbuf();
+  if (in.bad()) {
+    return absl::DataLossError(absl::StrCat("cannot read IPU config '", path, "'"));
+  }
   IPUConfig config;
   if (!google::protobuf::TextFormat::ParseFromString(text.str(), &config)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -61,28 +122,96 @@ absl::StatusOr<std::unique_ptr<IPUSystem>> IPUSystem::Create(
 }
 
 IPUSystem::~IPUSystem() {
-  if (cancellation_) {
-    cancellation_->StartCancel(absl::CancelledError("the IPU system was destroyed"));
+  TearDown(absl::CancelledError("IPU system destroyed"));
+}
+
+void IPUSystem::TearDown(absl::Status reason) {
+  {
+    MutexLock l(&mu_);
+    closed_ = reason;
   }
-  devices_.clear();
+  if (cancellation_) cancellation_->StartCancel(reason);
+  {
+    MutexLock l(&mu_);
+    runs_cv_.Await(&mu_, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return runs_ == 0;
+    });
+  }
+  devices_.clear();  // Joins each worker after its queued tasks.
 }
 
 absl::Status IPUSystem::Configure(const IPUConfig& config) {
   ASSIGN_OR_RETURN(IPUConfig resolved, ResolveIPUConfig(config));
-  if (cancellation_) {
-    cancellation_->StartCancel(absl::CancelledError("the IPU system was reconfigured"));
-  }
-  devices_.clear();  // Joins each worker after its queued tasks.
+  TearDown(absl::CancelledError("IPU system reconfigured"));
   config_ = resolved;
   ++generation_;
   cancellation_ = std::make_unique<CancellationManager>();
   const int64_t budget = static_cast<int64_t>(config_.tiles_per_ipu()) *
                          config_.memory_per_tile();
+  std::vector<std::unique_ptr<IPUDevice>> devices;
   for (int i = 0; i < config_.auto_select_ipus(); ++i) {
-    devices_.push_back(std::make_unique<IPUDevice>(
-        i, budget, config_.intra_op_threads_per_ipu()));
+    absl::StatusOr<std::unique_ptr<IPUDevice>> d =
+        IPUDevice::Create(i, budget, config_.intra_op_threads_per_ipu());
+    if (!d.ok()) {
+      devices.clear();  // Joins the IPUs already started.
+      const absl::Status s(d.status().code(),
+                           absl::StrCat("IPU system of ", config_.auto_select_ipus(),
+                                        " IPUs: ", d.status().message()));
+      MutexLock l(&mu_);
+      status_ = s;
+      closed_ = absl::FailedPreconditionError(absl::StrCat(
+          "the IPU system has no IPUs: the last Configure failed: ",
+          s.message()));
+      return s;
+    }
+    devices.push_back(*std::move(d));
   }
+  devices_ = std::move(devices);
+  MutexLock l(&mu_);
+  status_ = absl::OkStatus();
+  closed_ = absl::OkStatus();
   return absl::OkStatus();
+}
+
+absl::Status IPUSystem::status() const {
+  MutexLock l(&mu_);
+  return status_;
+}
+
+int IPUSystem::runs_in_progress() const {
+  MutexLock l(&mu_);
+  return runs_;
+}
+
+absl::StatusOr<IPUSystem::RunLease> IPUSystem::StartRun(
+    uint64_t generation, const std::string& what) {
+  MutexLock l(&mu_);
+  if (!closed_.ok()) {
+    return absl::Status(closed_.code(),
+                        absl::StrCat(what, ": ", closed_.message()));
+  }
+  if (generation != generation_.load()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, " was compiled before the IPU system was reconfigured; "
+              "compile it again"));
+  }
+  ++runs_;
+  return RunLease(this);
+}
+
+IPUSystem::RunLease& IPUSystem::RunLease::operator=(RunLease&& o) noexcept {
+  if (this != &o) {
+    RunLease old(std::move(*this));
+    system_ = o.system_;
+    o.system_ = nullptr;
+  }
+  return *this;
+}
+
+IPUSystem::RunLease::~RunLease() {
+  if (system_ == nullptr) return;
+  MutexLock l(&system_->mu_);
+  if (--system_->runs_ == 0) system_->runs_cv_.SignalAll();
 }
 
 std::string IPUSystem::TransferReport() const {

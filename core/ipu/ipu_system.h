@@ -8,16 +8,26 @@
 //   system->device(2).memory_budget_bytes();   // 1472 tiles x 624 KiB
 //
 // Thread safety: accessors may be used from any thread while the system is
-// configured. Configure() must not race with programs being started.
+// configured. Executables hold a RunLease while they run; Configure() and
+// the destructor cancel the system's CancellationManager (every blocked
+// wait of a run returns Cancelled: "IPU system destroyed" / "IPU system
+// reconfigured"), then wait for every lease to end before destroying the
+// IPUs, so no run outlives the devices it uses. Calling Configure() or
+// destroying the system from inside a run (a kernel) deadlocks: don't.
+// Ownership: the system must outlive the strategies and executables
+// compiled for it; an executable compiled before a Configure() refuses to
+// run (FailedPrecondition) instead of touching the destroyed IPUs.
 #ifndef IPUFLOW_CORE_IPU_IPU_SYSTEM_H_
 #define IPUFLOW_CORE_IPU_IPU_SYSTEM_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/cancellation.h"
+#include "core/mutex.h"
 #include "core/ipu/ipu_config.pb.h"
 #include "core/ipu/ipu_device.h"
 
@@ -25,29 +35,69 @@ namespace ipuflow {
 
 inline constexpr int kDefaultTilesPerIpu = 1472;
 inline constexpr int64_t kDefaultMemoryPerTile = 624 * 1024;
+// Bounds of an IPUConfig (what one host can emulate): at most 1024 IPUs
+// (the largest IPU-POD) and replicas; at most 65536 tiles per IPU; at most
+// 256 intra-op threads per IPU and 4096 threads in all; an IPU's memory
+// (tiles x bytes per tile) at most the host's physical memory.
+inline constexpr int kMaxIpus = 1024;
+inline constexpr int kMaxTilesPerIpu = 1 << 16;
+inline constexpr int kMaxIntraOpThreadsPerIpu = 256;
+inline constexpr int kMaxSystemThreads = 4096;
 
 // The config with every zero field replaced by its default; InvalidArgument
-// for negative values.
+// naming the field and the limit for negative values and sizes outside the
+// bounds above.
 absl::StatusOr<IPUConfig> ResolveIPUConfig(const IPUConfig& config);
-// Reads an IPUConfig in protobuf text format; errors name the file.
+// Reads an IPUConfig in protobuf text format (a regular file of at most
+// 1 MiB); errors name the file.
 absl::StatusOr<IPUConfig> LoadIPUConfig(const std::string& path);
 
 class IPUSystem {
  public:
+  // ResourceExhausted naming the IPU when its threads cannot be started.
   static absl::StatusOr<std::unique_ptr<IPUSystem>> Create(
       const IPUConfig& config);
+  // Cancels what runs ("IPU system destroyed"), waits for the runs to end,
+  // then destroys the IPUs.
   ~IPUSystem();
 
-  // Resets the system: cancels blocked work with Cancelled, destroys the
-  // IPUs (their variables and programs) and creates new ones.
+  // Resets the system: cancels blocked work with Cancelled ("IPU system
+  // reconfigured"), waits for runs in progress to return, destroys the IPUs
+  // (their variables and programs) and creates new ones. A bad config
+  // leaves the system as it was; if the new IPUs cannot be started
+  // (ResourceExhausted) the system has none until the next Configure.
   absl::Status Configure(const IPUConfig& config);
 
   int num_ipus() const { return static_cast<int>(devices_.size()); }
   IPUDevice& device(int i) { return *devices_[i]; }
   const IPUConfig& config() const { return config_; }
   // Changes on every Configure; compile caches key on it.
-  uint64_t generation() const { return generation_; }
+  uint64_t generation() const { return generation_.load(); }
   CancellationManager* cancellation() { return cancellation_.get(); }
+  // OK, or why the system has no IPUs (the last Configure failed).
+  absl::Status status() const;
+
+  // A run of an executable on the system; while one exists, Configure and
+  // the destructor wait (after cancelling). Move-only.
+  class RunLease {
+   public:
+    RunLease() = default;
+    RunLease(RunLease&& o) noexcept : system_(o.system_) { o.system_ = nullptr; }
+    RunLease& operator=(RunLease&& o) noexcept;
+    ~RunLease();
+
+   private:
+    friend class IPUSystem;
+    explicit RunLease(IPUSystem* s) : system_(s) {}
+    IPUSystem* system_ = nullptr;
+  };
+  // A lease for a run of something compiled for `generation` (`what` names
+  // it in errors): FailedPrecondition if the system was reconfigured since,
+  // or has no IPUs; Cancelled while it is being reconfigured or destroyed.
+  absl::StatusOr<RunLease> StartRun(uint64_t generation,
+                                    const std::string& what);
+  // Leases held now (for tests that need a run to be in progress).
+  int runs_in_progress() const;
 
   // "IPU 0: host->device 1.2 MB, device->host 40 KB, IPU->IPU 0 B" lines.
   std::string TransferReport() const;
@@ -56,10 +106,19 @@ class IPUSystem {
  private:
   IPUSystem() = default;
 
+  // Cancels runs with `reason`, waits for their leases, destroys the IPUs.
+  void TearDown(absl::Status reason);
+
   IPUConfig config_;
-  uint64_t generation_ = 0;
+  std::atomic<uint64_t> generation_{0};
   std::unique_ptr<CancellationManager> cancellation_;
   std::vector<std::unique_ptr<IPUDevice>> devices_;
+  mutable Mutex mu_;
+  CondVar runs_cv_;
+  int runs_ ABSL_GUARDED_BY(mu_) = 0;
+  // Why runs cannot start now (tearing down), or OK.
+  absl::Status closed_ ABSL_GUARDED_BY(mu_);
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
 // "1.50 MiB"

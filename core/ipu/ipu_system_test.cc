@@ -8,13 +8,18 @@
 #include "core/ipu/ipu_strategy.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
+#include "core/thread_pool.h"
 #include "ops/array/const.h"
+#include "ops/array/fill.h"
+#include "ops/array/gather.h"
 #include "ops/array/identity.h"
+#include "ops/control/loops.h"
 #include "ops/collective/cross_replica.h"
 #include "ops/collective/replica_index.h"
 #include "ops/math/add.h"
 #include "ops/math/cast.h"
 #include "ops/math/mul.h"
+#include "ops/math/reduce_sum.h"
 #include "ops/math/sub.h"
 #include "ops/state/assign.h"
 #include "ops/state/variable.h"
@@ -254,6 +259,254 @@ TEST(ExecutableTest, PerReplicaArgumentsAndVariables) {
             absl::StatusCode::kNotFound);
   EXPECT_EQ((*exe)->ReadVariables("(").status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace ipuflow
+
+// Issue 9: the device layer returns statuses, never aborts, and a failure
+// ends one run, not the system.
+namespace ipuflow {
+namespace {
+
+bool Contains(const absl::Status& s, const std::string& text) {
+  return s.message().find(text) != std::string::npos;
+}
+
+TEST(DeviceLayerErrorsTest, ConfigSizesAreBoundedNamingFieldAndLimit) {
+  struct Case {
+    std::function<void(IPUConfig&)> set;
+    std::string field, limit;
+  };
+  const std::vector<Case> cases = {
+      {[](IPUConfig& c) { c.set_auto_select_ipus(100000); }, "auto_select_ipus", "1024"},
+      {[](IPUConfig& c) { c.set_replication_factor(5000); }, "replication_factor", "1024"},
+      {[](IPUConfig& c) { c.set_tiles_per_ipu(2147483647); }, "tiles_per_ipu", "65536"},
+      {[](IPUConfig& c) { c.set_intra_op_threads_per_ipu(100000); },
+       "intra_op_threads_per_ipu", "256"},
+      {[](IPUConfig& c) { c.set_memory_per_tile(int64_t{1} << 62); },
+       "memory_per_tile", "this machine's"},
+      {[](IPUConfig& c) {
+         c.set_auto_select_ipus(1024);
+         c.set_intra_op_threads_per_ipu(8);
+       }, "auto_select_ipus x (1 + intra_op_threads_per_ipu)", "4096"},
+      {[](IPUConfig& c) { c.set_memory_per_tile(-1); }, "memory_per_tile", "between 0"},
+  };
+  auto system = MakeSystem(2);
+  for (const Case& c : cases) {
+    IPUConfig config;
+    c.set(config);
+    absl::Status st = IPUSystem::Create(config).status();
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << c.field;
+    EXPECT_TRUE(Contains(st, c.field) && Contains(st, c.limit)) << st;
+    // A bad config leaves a configured system as it was.
+    EXPECT_EQ(system->Configure(config).code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(system->num_ipus(), 2);
+  }
+}
+
+TEST(DeviceLayerErrorsTest, LoadIPUConfigOfADirectoryIsAnError) {
+  const std::string dir = std::getenv("TEST_TMPDIR");
+  absl::Status st = LoadIPUConfig(dir).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_TRUE(Contains(st, "directory")) << st;
+}
+
+// Thread creation failure (a thread limit; injected) is ResourceExhausted
+// naming the IPU; the threads already started are joined; the system can
+// be configured again once threads are available.
+TEST(DeviceLayerErrorsTest, ThreadCreationFailureIsResourceExhausted) {
+  IPUConfig config;
+  config.set_auto_select_ipus(4);
+  config.set_intra_op_threads_per_ipu(1);  // 2 threads per IPU.
+  SetThreadLimitForTesting(3);  // IPU 0, then IPU 1's pool only.
+  absl::Status st = IPUSystem::Create(config).status();
+  SetThreadLimitForTesting(-1);
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+  EXPECT_TRUE(Contains(st, "IPU 1 worker")) << st;
+
+  auto system = MakeSystem(2);
+  Scope s = Scope::NewRootScope();
+  Output y = ops::Add(s, ops::Const(s, 1.0f), ops::Const(s, 2.0f));
+  SetThreadLimitForTesting(0);
+  st = system->Configure(config);
+  SetThreadLimitForTesting(-1);
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+  EXPECT_EQ(system->num_ipus(), 0);
+  IPUStrategy strategy(system.get());
+  st = strategy.Run(*s.graph(), {y}).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_TRUE(Contains(st, "no IPUs")) << st;
+  ASSERT_TRUE(system->Configure(config).ok());
+  auto out = strategy.Run(*s.graph(), {y});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(TensorNear((*out)[0], {3, 3, 3, 3}, {4}));
+
+  // A pool without its workers says so and still works, inline.
+  SetThreadLimitForTesting(1);
+  ThreadPool pool("limited", 3);
+  SetThreadLimitForTesting(-1);
+  EXPECT_EQ(pool.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(pool.num_threads(), 0);
+  std::vector<int> hit(100000, 0);
+  pool.ParallelFor(100000, 1000, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) hit[i] += 1;
+  });
+  EXPECT_EQ(std::count(hit.begin(), hit.end(), 1), 100000);
+}
+
+// Memory is checked before it is allocated: 128 TiB of intermediates is
+// ResourceExhausted naming the IPU, the budget and the need.
+TEST(DeviceLayerErrorsTest, OverBudgetProgramIsRefusedBeforeAllocating) {
+  auto system = MakeSystem(1);
+  Scope s = Scope::NewRootScope();
+  Output big = ops::Fill(s, TensorShape({int64_t{1} << 45}), 1.0);
+  IPUStrategy strategy(system.get());
+  absl::Status st = strategy.Run(*s.graph(), {ops::ReduceSum(s, big)}).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+  EXPECT_TRUE(Contains(st, "IPU 0 (shard 0): 128.00 TiB of 897.00 MiB")) << st;
+}
+
+// A kernel error at step 3 of a device loop reaches the host naming the
+// node and the replica; the system runs the next program.
+TEST(DeviceLayerErrorsTest, KernelErrorInALoopBodyAtStepK) {
+  auto system = MakeSystem(1);
+  Scope s = Scope::NewRootScope();
+  Output table = ops::Const<float>(s, {10, 20, 30}, {3});
+  auto body = [&](const Scope& b, const std::vector<Output>& args) {
+    // Reads table[step]: out of range at step 3.
+    Output picked = ops::Gather(b.WithOpName("pick"), table, args[0]);
+    return std::vector<Output>{
+        ops::Add(b, args[0], ops::Const(b, 1.0, DType::kInt32)),
+        ops::Add(b, args[1], picked)};
+  };
+  const std::vector<Output> init = {ops::Const(s, 0.0, DType::kInt32),
+                                    ops::Const(s, 0.0f)};
+  auto bad = loops::Repeat(s.WithOpName("bad"), 6, body, init);
+  auto good = loops::Repeat(s.WithOpName("good"), 3, body, init);
+  ASSERT_TRUE(bad.ok() && good.ok());
+  IPUStrategy strategy(system.get());
+  absl::Status st = strategy.Run(*s.graph(), {bad->outputs[1]}).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_TRUE(Contains(st, "replica 0 (IPU 0)")) << st;
+  EXPECT_TRUE(Contains(st, "pick'")) << st;
+  EXPECT_TRUE(Contains(st, "= 3 is out of range")) << st;
+  auto out = strategy.Run(*s.graph(), {good->outputs[1]});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(TensorNear((*out)[0], {60}, {}));
+}
+
+// Replica 1 fails before a collective that replica 0 waits in: replica 0 is
+// woken (no hang), Execute returns replica 1's error, and the same
+// executable runs correctly next time.
+TEST(DeviceLayerErrorsTest, ReplicaErrorWakesTheOthersInACollective) {
+  auto system = MakeSystem(2);
+  Scope s = Scope::NewRootScope();
+  Output k = ops::Placeholder(s.WithOpName("k"), DType::kInt32, {});
+  Output idx = ops::Mul(s, ops::ReplicaIndex(s), k);  // Replica 1: k.
+  Output picked = ops::Gather(s.WithOpName("pick"),
+                              ops::Const<float>(s, {1, 2}, {2}), idx);
+  Output sum = ops::CrossReplicaSum(s, picked);
+  IPUStrategy strategy(system.get());
+  absl::Status st = strategy.Run(*s.graph(), {sum}, {},
+                                 {{k, Tensor::Scalar<int32_t>(5)}}).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_TRUE(Contains(st, "replica 1 (IPU 1)")) << st;
+  EXPECT_TRUE(Contains(st, "pick'")) << st;
+  auto out = strategy.Run(*s.graph(), {sum}, {}, {{k, Tensor::Scalar<int32_t>(1)}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(TensorNear((*out)[0], {3, 3}, {2}));
+}
+
+TEST(DeviceLayerErrorsTest, ExecutableCompiledBeforeConfigureRefusesToRun) {
+  auto system = MakeSystem(1);
+  Scope s = Scope::NewRootScope();
+  Output y = ops::Add(s, ops::Const(s, 1.0f), ops::Const(s, 2.0f));
+  IPUStrategy strategy(system.get());
+  auto exe = strategy.Compile(*s.graph(), {y}, {});
+  ASSERT_TRUE(exe.ok());
+  ASSERT_TRUE(system->Configure(system->config()).ok());
+  std::vector<std::vector<Tensor>> out;
+  absl::Status st = (*exe)->Execute({{}}, &out);
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_TRUE(Contains(st, "reconfigured")) << st;
+}
+
+// A two-replica program whose replica 1 waits behind `blocker` on IPU 1
+// while replica 0 waits in the all-reduce: a run that only a cancellation
+// ends early.
+struct BlockedRun {
+  std::unique_ptr<IPUSystem> system = MakeSystem(2);
+  Scope s = Scope::NewRootScope();
+  Output sum = ops::CrossReplicaSum(s, ops::Const(s, 1.0f));
+  std::unique_ptr<DeviceProgram> program;
+  Notification release;
+  absl::Status status;
+  std::vector<std::vector<Tensor>> out;
+  std::thread runner;
+
+  BlockedRun() {
+    ProgramSpec spec;
+    spec.fetches = {sum};
+    program = std::move(DeviceProgram::Compile(system.get(), *s.graph(), spec)).value();
+  }
+  void Start() {
+    system->device(1).Submit([this] { release.WaitForNotification(); });
+    DeviceProgram* p = program.get();
+    runner = std::thread([this, p] { status = p->Execute({{}}, &out); });
+    while (system->runs_in_progress() == 0) std::this_thread::yield();
+  }
+};
+
+TEST(DeviceLayerErrorsTest, CancelWakesARunInProgressAndTheNextRunWorks) {
+  BlockedRun run;
+  run.Start();
+  run.program->Cancel(absl::CancelledError("stopped by the test"));
+  run.release.Notify();
+  run.runner.join();
+  EXPECT_EQ(run.status.code(), absl::StatusCode::kCancelled) << run.status;
+  EXPECT_TRUE(Contains(run.status, "stopped by the test")) << run.status;
+  ASSERT_TRUE(run.program->Execute({{}}, &run.out).ok());
+  EXPECT_TRUE(TensorNear(run.out[1][0], {2}, {}));
+}
+
+TEST(DeviceLayerErrorsTest, DestroyingTheSystemCancelsAndWaitsForARun) {
+  BlockedRun run;
+  run.Start();
+  IPUSystem* system = run.system.release();
+  std::thread destroyer([system] { delete system; });
+  // The destructor cancels first, then waits for the run to end.
+  while (!system->cancellation()->cancelled()) std::this_thread::yield();
+  run.release.Notify();
+  destroyer.join();
+  run.runner.join();
+  EXPECT_EQ(run.status.code(), absl::StatusCode::kCancelled) << run.status;
+  EXPECT_TRUE(Contains(run.status, "IPU system destroyed")) << run.status;
+}
+
+TEST(DeviceLayerErrorsTest, DestroyingAnExecutableWhileItRunsWaits) {
+  BlockedRun run;
+  run.Start();
+  std::thread destroyer([&run] { run.program.reset(); });
+  run.release.Notify();
+  destroyer.join();
+  run.runner.join();
+  // Cancelled if the destructor came first, else the run finished: never a
+  // use after free (ASan).
+  EXPECT_TRUE(run.status.ok() || Contains(run.status, "executable destroyed"))
+      << run.status;
+}
+
+TEST(DeviceLayerErrorsTest, SecondConcurrentExecuteIsRefused) {
+  BlockedRun run;
+  run.Start();
+  std::vector<std::vector<Tensor>> out;
+  absl::Status st = run.program->Execute({{}}, &out);
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_TRUE(Contains(st, "already running")) << st;
+  run.release.Notify();
+  run.runner.join();
+  EXPECT_TRUE(run.status.ok()) << run.status;
 }
 
 }  // namespace

@@ -245,5 +245,26 @@ TEST(ReplicatedCollectiveTest, AllGatherGradientIsReduceScatter) {
   });
 }
 
+// Issue 9: a collective's error reaches the host naming the node and the
+// replica, and the strategy runs the next collective normally.
+TEST(ReplicatedCollectiveTest, ErrorsNameTheNodeAndTheReplica) {
+  Scope s = Scope::NewRootScope();
+  Output x = PerReplica(s, {1}, {1});
+  // Groups of 3 cannot divide 4 replicas: known only when it runs.
+  Output bad = CrossReplicaSum(s.WithOpName("bad_sum"), x,
+                               ReplicaGroups::Consecutive(3));
+  Output good = CrossReplicaSum(s.WithOpName("good_sum"), x);
+  auto system = MakeSystem(4);
+  IPUStrategy strategy(system.get());
+  absl::Status st = strategy.Run(*s.graph(), {bad}).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("replica 0 (IPU 0)"), std::string::npos) << st;
+  EXPECT_NE(st.message().find("'bad_sum'"), std::string::npos) << st;
+  EXPECT_NE(st.message().find("size 3"), std::string::npos) << st;
+  auto out = strategy.Run(*s.graph(), {good});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(TensorNear((*out)[0], {10, 10, 10, 10}, {4, 1}));
+}
+
 }  // namespace
 }  // namespace ipuflow::ops
