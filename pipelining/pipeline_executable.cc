@@ -124,6 +124,10 @@ absl::Status PipelineExecutable::RunReplicas(
         system_->StartRun(generation_, what);
     s = lease.ok() ? RunReplicasWith(feeds, args, cancel) : lease.status();
   }
+  // The run ended, not the outfeed: a monitor in Next learns why (issue 9).
+  if (!s.ok() && built_->options.outfeed_queue != nullptr) {
+    built_->options.outfeed_queue->RunStopped(s);
+  }
   MutexLock l(&mu_);
   executing_ = false;
   run_cancel_.reset();
