@@ -23,3 +23,36 @@ def ipuflow_proto(name, src, deps = [], visibility = None):
         copts = ["-Wno-unused-parameter"],
         visibility = visibility,
     )
+
+def ipuflow_fuzzer(name, srcs, deps = [], corpus = None):
+    """A fuzz target (core/testing/fuzz.h) built two ways.
+
+    `name`: the libFuzzer binary, tagged manual; build it with clang:
+        bazel --output_base=/tmp/bazel_fuzz build --config=fuzz //core:graph_def_fuzzer
+    (tests/fuzz/run_fuzzers.sh builds and runs them all).
+    `name + "_lib"`: the entry point registered by name, linked into
+    //tests/fuzz:fuzz_regression_test, which runs it over `corpus` (a folder
+    of seed inputs and crash reproducers, exported as `name + "_corpus"`).
+    """
+    fuzz_deps = deps + ["//core/testing:fuzz"]
+    native.cc_library(
+        name = name + "_lib",
+        testonly = True,
+        srcs = srcs,
+        deps = fuzz_deps,
+        alwayslink = True,
+    )
+    native.filegroup(
+        name = name + "_corpus",
+        testonly = True,
+        srcs = native.glob([corpus + "/*"]) if corpus else [],
+    )
+    native.cc_binary(
+        name = name,
+        testonly = True,
+        srcs = srcs,
+        deps = fuzz_deps,
+        local_defines = ["IPUFLOW_LIBFUZZER"],
+        linkopts = ["-fsanitize=fuzzer"],
+        tags = ["manual"],
+    )

@@ -17,6 +17,24 @@ template <> const char* AttrTypeName<std::vector<DType>>() { return "list(dtype)
 template <> const char* AttrTypeName<std::vector<TensorShape>>() { return "list(shape)"; }
 template <> const char* AttrTypeName<std::vector<std::string>>() { return "list(string)"; }
 
+const char* AttrTypeName(AttrType type) {
+  switch (type) {
+    case AttrType::kInt: return "int";
+    case AttrType::kFloat: return "float";
+    case AttrType::kBool: return "bool";
+    case AttrType::kString: return "string";
+    case AttrType::kDType: return "dtype";
+    case AttrType::kShape: return "shape";
+    case AttrType::kTensor: return "tensor";
+    case AttrType::kIntList: return "list(int)";
+    case AttrType::kFloatList: return "list(float)";
+    case AttrType::kDTypeList: return "list(dtype)";
+    case AttrType::kShapeList: return "list(shape)";
+    case AttrType::kStringList: return "list(string)";
+  }
+  return "?";
+}
+
 namespace {
 
 struct Printer {

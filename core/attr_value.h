@@ -22,6 +22,15 @@
 
 namespace ipuflow {
 
+// An attribute's type as an op declares it (core/op_registry.h); the values
+// are the indices of AttrValue::Value's alternatives.
+enum class AttrType {
+  kInt = 1, kFloat, kBool, kString, kDType, kShape, kTensor,
+  kIntList, kFloatList, kDTypeList, kShapeList, kStringList,
+};
+// "int", "list(shape)", ... as in OpDef signatures.
+const char* AttrTypeName(AttrType type);
+
 class AttrValue {
  public:
   using Value =
@@ -51,6 +60,8 @@ class AttrValue {
 
   const Value& value() const { return value_; }
   bool empty() const { return value_.index() == 0; }
+  // REQUIRES: !empty().
+  AttrType type() const { return static_cast<AttrType>(value_.index()); }
   template <typename T>
   const T* get() const {
     return std::get_if<T>(&value_);

@@ -1,5 +1,8 @@
 #include "core/graph.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "core/op_registry.h"
@@ -14,6 +17,16 @@ std::string Output::name() const {
 bool Output::operator<(const Output& o) const {
   const int a = node ? node->id() : -1, b = o.node ? o.node->id() : -1;
   return a != b ? a < b : index < o.index;
+}
+
+void Node::AttrTypeError(const std::string& name, const char* type) const {
+  auto it = attrs_.find(name);
+  std::fprintf(stderr,
+               "%s: attribute '%s' read as %s but it is %s (the op's "
+               "registration must declare every attribute its code reads)\n",
+               DebugName().c_str(), name.c_str(), type,
+               it == attrs_.end() ? "absent" : it->second.DebugString().c_str());
+  std::abort();
 }
 
 std::string Node::DebugName() const {
@@ -57,6 +70,11 @@ absl::StatusOr<Node*> Graph::AddNode(NodeSpec spec) {
     return absl::AlreadyExistsError(
         absl::StrCat(prefix(), "a node with this name already exists"));
   }
+  if (spec.ipu < -1 || spec.ipu >= kMaxShards) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix(), "placed on IPU ", spec.ipu, "; a graph uses IPUs [0, ",
+        kMaxShards, ") (or -1: unplaced)"));
+  }
   const int declared = static_cast<int>(def->input_names().size());
   const int given = static_cast<int>(spec.inputs.size());
   const int required = def->variadic_input() ? declared - 1 : declared;
@@ -86,14 +104,8 @@ absl::StatusOr<Node*> Graph::AddNode(NodeSpec spec) {
           absl::StrCat(prefix(), "a control input is not a node of this graph"));
     }
   }
-  for (const auto& [name, value] : def->attr_defaults()) {
-    spec.attrs.try_emplace(name, value);
-  }
-  for (const std::string& name : def->required_attrs()) {
-    if (!spec.attrs.count(name)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(prefix(), "missing required attribute '", name, "'"));
-    }
+  if (absl::Status s = def->CheckAttrs(&spec.attrs); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(prefix(), s.message()));
   }
   ShapeContext ctx(def, spec.name, &in_dtypes, &in_shapes, &in_constants,
                    &spec.attrs, this);
@@ -101,6 +113,19 @@ absl::StatusOr<Node*> Graph::AddNode(NodeSpec spec) {
     absl::Status s = def->shape_fn()(ctx);
     if (!s.ok()) {
       return absl::Status(s.code(), absl::StrCat(prefix(), s.message()));
+    }
+  }
+  // Shape functions compute sizes from attributes and inputs: refuse any
+  // output that is not a valid shape (wraps int64, over 2^48 elements).
+  for (size_t i = 0; i < ctx.output_dtypes().size(); ++i) {
+    if (ctx.output_dtypes()[i] == DType::kInvalid) {
+      return absl::InternalError(absl::StrCat(
+          prefix(), "the shape function set no dtype for output ", i));
+    }
+    absl::Status s = ValidateShape(ctx.output_shapes()[i]);
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(prefix(), "output ", i, ": ", s.message()));
     }
   }
   auto node = std::make_unique<Node>();

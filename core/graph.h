@@ -77,6 +77,10 @@ struct Output {
   int index = 0;
 };
 
+// The most shards (IPUs per replica) a graph may use: a node's ipu is -1
+// (unplaced) or in [0, kMaxShards), like IPUConfig's kMaxIpus.
+inline constexpr int kMaxShards = 1024;
+
 // What a caller passes to Graph::AddNode.
 struct NodeSpec {
   std::string op;
@@ -106,10 +110,16 @@ class Node {
   const TensorShape& output_shape(int i) const { return output_shapes_[i]; }
 
   const AttrMap& attrs() const { return attrs_; }
-  // REQUIRES: the attribute exists with type T (guaranteed for declared attrs).
+  // The attribute `name` of type T. Graph::AddNode guarantees every
+  // declared attribute (except OptionalAttr ones) is present with its
+  // declared type; reading an undeclared or mistyped one is a programming
+  // error in the op and aborts with the node and attribute named.
   template <typename T>
   const T& attr(const std::string& name) const {
-    return *attrs_.at(name).get<T>();
+    auto it = attrs_.find(name);
+    const T* v = it == attrs_.end() ? nullptr : it->second.get<T>();
+    if (v == nullptr) AttrTypeError(name, AttrTypeName<T>());
+    return *v;
   }
   bool has_attr(const std::string& name) const { return attrs_.count(name); }
 
@@ -121,6 +131,8 @@ class Node {
 
  private:
   friend class Graph;
+  [[noreturn]] void AttrTypeError(const std::string& name,
+                                  const char* type) const;
   int id_ = -1;
   std::string name_;
   std::string op_;

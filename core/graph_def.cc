@@ -57,13 +57,9 @@ void ShapeToProto(const TensorShape& shape, TensorShapeProto* out) {
 }
 
 absl::StatusOr<TensorShape> ShapeFromProto(const TensorShapeProto& p) {
-  for (int64_t d : p.dim()) {
-    if (d < kUnknownDim) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "shape has dimension ", d, " (dimensions are >= 0, or -1: unknown)"));
-    }
-  }
-  return TensorShape(absl::MakeConstSpan(p.dim().data(), p.dim_size()));
+  TensorShape shape(absl::MakeConstSpan(p.dim().data(), p.dim_size()));
+  RETURN_IF_ERROR(ValidateShape(shape));
+  return shape;
 }
 
 absl::Status TensorToProto(const Tensor& t, TensorProto* out) {
@@ -213,20 +209,6 @@ absl::StatusOr<AttrValue> AttrFromProto(const AttrValueProto& p) {
   return absl::InvalidArgumentError("unknown AttrValue alternative");
 }
 
-// "int", "list(shape)", ... ("empty" for an empty value).
-const char* AttrKindName(const AttrValue& v) {
-  return std::visit(
-      [](const auto& x) -> const char* {
-        using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, std::monostate>) {
-          return "empty";
-        } else {
-          return AttrTypeName<T>();
-        }
-      },
-      v.value());
-}
-
 // ---------------------------------------------------------------------------
 // Export.
 
@@ -341,9 +323,9 @@ absl::StatusOr<Output> ResolveOutput(const Graph& graph, const std::string& s,
   return Output(n, ref.index);
 }
 
-// Decodes the attributes of `nd` and checks those the op declares with a
-// default have the default's type (others are checked by the shape function).
-absl::Status ImportAttrs(const NodeDef& nd, const OpDef& def, AttrMap* out) {
+// Decodes the attributes of `nd`; Graph::AddNode checks them against the
+// op's declarations.
+absl::Status ImportAttrs(const NodeDef& nd, AttrMap* out) {
   for (const auto& [key, proto] : nd.attr()) {
     absl::StatusOr<AttrValue> v = AttrFromProto(proto);
     if (!v.ok()) {
@@ -351,16 +333,6 @@ absl::Status ImportAttrs(const NodeDef& nd, const OpDef& def, AttrMap* out) {
           absl::StrCat("attribute '", key, "': ", v.status().message()));
     }
     (*out)[key] = *std::move(v);
-  }
-  for (const auto& [key, value] : *out) {  // Sorted: deterministic errors.
-    auto it = def.attr_defaults().find(key);
-    if (it == def.attr_defaults().end() || it->second.empty()) continue;
-    if (it->second.value().index() != value.value().index()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "attribute '", key, "' is ", AttrKindName(value), " ",
-          value.DebugString(), ", expected ", AttrKindName(it->second),
-          " (like its default ", it->second.DebugString(), ")"));
-    }
   }
   return absl::OkStatus();
 }
@@ -404,7 +376,7 @@ absl::Status ImportNode(const NodeDef& nd, int position, Graph* graph) {
   spec.op = nd.op();
   spec.name = nd.name();
   absl::Status s = ImportInputs(nd, *graph, &spec);
-  if (s.ok()) s = ImportAttrs(nd, **def, &spec.attrs);
+  if (s.ok()) s = ImportAttrs(nd, &spec.attrs);
   if (!s.ok()) return NodeError(nd, s);
   spec.ipu = nd.has_ipu() ? nd.ipu() : -1;
   spec.block = nd.block();

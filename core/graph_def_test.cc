@@ -199,29 +199,30 @@ TEST(GraphDefTest, SavingIsDeterministic) {
 }
 
 // Every AttrValue alternative, including empty lists (which keep their type)
-// and an empty value. Undeclared attributes are kept as they are.
+// and an empty value. Annotations (undeclared attributes, named '_...')
+// are kept as they are.
 TEST(GraphDefTest, EveryAttrValueAlternativeRoundTrips) {
   Graph g;
   NodeSpec spec{"Placeholder", "p"};
   spec.attrs = {
       {"dtype", DType::kFloat16},
       {"shape", TensorShape({-1, 3})},
-      {"a_int", -(int64_t{1} << 50)},
-      {"a_float", 0.1f},
-      {"a_bool", true},
-      {"a_string", std::string("bytes\0\xff", 7)},
-      {"a_tensor", Tensor::FromVector<int64_t>({}, {0, 2})},
-      {"a_ints", std::vector<int64_t>{1, -2}},
-      {"a_floats", std::vector<float>{1.5f, -0.0f}},
-      {"a_dtypes", std::vector<DType>{DType::kBool, DType::kInt64}},
-      {"a_shapes", std::vector<TensorShape>{{}, {2, -1}}},
-      {"a_strings", std::vector<std::string>{"", "b"}},
-      {"e_ints", std::vector<int64_t>{}},
-      {"e_floats", std::vector<float>{}},
-      {"e_dtypes", std::vector<DType>{}},
-      {"e_shapes", std::vector<TensorShape>{}},
-      {"e_strings", std::vector<std::string>{}},
-      {"empty", AttrValue()},
+      {"_a_int", -(int64_t{1} << 50)},
+      {"_a_float", 0.1f},
+      {"_a_bool", true},
+      {"_a_string", std::string("bytes\0\xff", 7)},
+      {"_a_tensor", Tensor::FromVector<int64_t>({}, {0, 2})},
+      {"_a_ints", std::vector<int64_t>{1, -2}},
+      {"_a_floats", std::vector<float>{1.5f, -0.0f}},
+      {"_a_dtypes", std::vector<DType>{DType::kBool, DType::kInt64}},
+      {"_a_shapes", std::vector<TensorShape>{{}, {2, -1}}},
+      {"_a_strings", std::vector<std::string>{"", "b"}},
+      {"_e_ints", std::vector<int64_t>{}},
+      {"_e_floats", std::vector<float>{}},
+      {"_e_dtypes", std::vector<DType>{}},
+      {"_e_shapes", std::vector<TensorShape>{}},
+      {"_e_strings", std::vector<std::string>{}},
+      {"_empty", AttrValue()},
   };
   ASSERT_TRUE(g.AddNode(spec).ok());
   for (GraphFormat format : {GraphFormat::kBinary, GraphFormat::kText}) {
@@ -238,9 +239,9 @@ TEST(GraphDefTest, EveryAttrValueAlternativeRoundTrips) {
       EXPECT_EQ(got.at(key).value().index(), value.value().index()) << key;
       EXPECT_EQ(got.at(key).DebugString(), value.DebugString()) << key;
     }
-    EXPECT_EQ(*got.at("a_string").get<std::string>(),
+    EXPECT_EQ(*got.at("_a_string").get<std::string>(),
               std::string("bytes\0\xff", 7));
-    EXPECT_EQ(got.at("a_tensor").get<Tensor>()->shape(), TensorShape({0, 2}));
+    EXPECT_EQ(got.at("_a_tensor").get<Tensor>()->shape(), TensorShape({0, 2}));
     EXPECT_EQ(g.Fingerprint(), (*loaded)->Fingerprint());
   }
 }
@@ -449,6 +450,147 @@ TEST(GraphDefErrorTest, DeclaredAttrOfWrongType) {
   EXPECT_THAT(s.message(), HasSubstr("expected dtype"));
 }
 
+// The issue 9 reproducer: Fill of [2^62+1, 4] wraps int64 when its element
+// count is computed; import refuses it naming the node and the shape.
+TEST(GraphDefErrorTest, ShapeThatWrapsInt64IsRefused) {
+  absl::Status s = Import(R"pb(
+    node {
+      name: "big"
+      op: "Fill"
+      attr {
+        key: "shape"
+        value { shape { dim: 4611686018427387905 dim: 4 } }
+      }
+      attr {
+        key: "value"
+        value { f: 1 }
+      }
+    }
+    node { name: "g" op: "Identity" input: "big" }
+  )pb");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("Fill 'big'"));
+  EXPECT_THAT(s.message(), HasSubstr("[4611686018427387905,4]"));
+  EXPECT_THAT(s.message(), HasSubstr("2^48"));
+}
+
+TEST(GraphDefErrorTest, AbsurdIpuIsRefused) {
+  absl::Status s = Import(absl::StrCat(
+      kPlaceholder,
+      R"pb(node { name: "y" op: "Identity" input: "x" ipu: 2147483647 })pb"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("Identity 'y'"));
+  EXPECT_THAT(s.message(), HasSubstr("placed on IPU 2147483647"));
+}
+
+TEST(GraphDefErrorTest, UnknownAttributeIsRefused) {
+  absl::Status s = Import(absl::StrCat(
+      kPlaceholder, R"pb(node {
+                           name: "y"
+                           op: "Identity"
+                           input: "x"
+                           attr {
+                             key: "colour"
+                             value { i: 3 }
+                           }
+                         })pb"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("Identity 'y'"));
+  EXPECT_THAT(s.message(), HasSubstr("unknown attribute 'colour' = 3"));
+}
+
+TEST(GraphDefErrorTest, ConstOfResourceDtypeIsRefused) {
+  absl::Status s = Import(R"pb(
+    node {
+      name: "c"
+      op: "Const"
+      attr {
+        key: "value"
+        value { tensor { dtype: DT_RESOURCE shape {} } }
+      }
+    }
+  )pb");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("Const 'c'"));
+  EXPECT_THAT(s.message(), HasSubstr("resource"));
+}
+
+// A Repeat over one float loop variable x (an _Arg "a" and its body result
+// "a:0"), with `extra` appended to the loop node's attributes.
+std::string RepeatGraph(const std::string& loop_attrs) {
+  return absl::StrCat(kPlaceholder, R"pb(
+    node {
+      name: "a"
+      op: "_Arg"
+      attr {
+        key: "dtype"
+        value { type: DT_FLOAT }
+      }
+      attr {
+        key: "shape"
+        value { shape { dim: 2 } }
+      }
+      attr {
+        key: "index"
+        value { i: 0 }
+      }
+    }
+    node {
+      name: "loop"
+      op: "Repeat"
+      input: "x"
+  )pb", loop_attrs, "}");
+}
+
+std::string LoopAttrs(const std::string& n, const std::string& nv,
+                      const std::string& args, const std::string& results,
+                      const std::string& targets) {
+  return absl::StrCat(
+      "attr { key: \"n\" value { ", n, " } }\n",
+      "attr { key: \"num_loop_vars\" value { ", nv, " } }\n",
+      "attr { key: \"body_args\" value { ", args, " } }\n",
+      "attr { key: \"body_results\" value { ", results, " } }\n",
+      "attr { key: \"body_targets\" value { ", targets, " } }\n");
+}
+
+TEST(GraphDefErrorTest, MalformedLoopAttributesAreRefused) {
+  const std::string args = "string_list { value: \"a\" }";
+  const std::string results = "string_list { value: \"a:0\" }";
+  const std::string none = "string_list { }";
+  // The well-formed loop imports.
+  absl::Status ok = Import(RepeatGraph(LoopAttrs("i: 3", "i: 1", args, results, none)));
+  EXPECT_TRUE(ok.ok()) << ok;
+  struct Case {
+    std::string attrs, want;
+  } cases[] = {
+      {LoopAttrs("i: 3", "i: 99", args, results, none),
+       "attribute 'num_loop_vars' is 99; the loop has 1 input(s)"},
+      {LoopAttrs("i: 3", "i: -1", args, results, none),
+       "attribute 'num_loop_vars' is -1"},
+      {LoopAttrs("i: -1", "i: 1", args, results, none),
+       "attribute 'n' is -1; it must be >= 0"},
+      {LoopAttrs("i: 3", "i: 1", "i: 7", results, none),
+       "attribute 'body_args' is int 7, expected list(string)"},
+      {LoopAttrs("i: 3", "i: 1", args, results, "string_list { value: \"loop\" }"),
+       "attribute 'body_targets'[0] = \"loop\" names no node defined before"},
+      {LoopAttrs("i: 3", "i: 1", "string_list { value: \"x\" }", results, none),
+       "attribute 'body_args'[0] = \"x\" must name an _Arg node"},
+      {LoopAttrs("i: 3", "i: 1", args, "string_list { value: \"a:-1\" }", none),
+       "attribute 'body_results'[0] = \"a:-1\""},
+      {LoopAttrs("i: 3", "i: 1", args, "string_list { }", none),
+       "attribute 'body_results' has 0 names but num_loop_vars is 1"},
+      {absl::StrCat(LoopAttrs("i: 3", "i: 1", args, results, none),
+                    "attr { key: \"cond_result\" value { s: \"a:0\" } }"),
+       "unknown attribute 'cond_result'"},
+  };
+  for (const Case& c : cases) {
+    absl::Status s = Import(RepeatGraph(c.attrs));
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.want << ": " << s;
+    EXPECT_THAT(s.message(), HasSubstr("Repeat 'loop'")) << c.want;
+    EXPECT_THAT(s.message(), HasSubstr(c.want));
+  }
+}
+
 TEST(GraphDefErrorTest, TensorContentOfWrongSize) {
   absl::Status s = Import(R"pb(
     node {
@@ -499,10 +641,20 @@ TEST(GraphDefErrorTest, ResourceTensorCannotBeSaved) {
   NodeSpec spec{"Const", "handle"};
   spec.attrs = {
       {"value", Tensor::ForResource(std::make_shared<FakeResource>())}};
-  ASSERT_TRUE(g.AddNode(spec).ok());
+  // Refused when built (issue 9), so no graph holds one to export.
+  absl::StatusOr<Node*> n = g.AddNode(spec);
+  EXPECT_EQ(n.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(n.status().message(), HasSubstr("Const 'handle'"));
+  EXPECT_THAT(n.status().message(), HasSubstr("resource"));
+  // An annotation holding one still cannot be saved.
+  NodeSpec p{"Placeholder", "p"};
+  p.attrs = {{"dtype", DType::kFloat32},
+             {"shape", TensorShape({2})},
+             {"_handle", Tensor::ForResource(std::make_shared<FakeResource>())}};
+  ASSERT_TRUE(g.AddNode(p).ok());
   absl::StatusOr<GraphDef> def = ToGraphDef(g);
   EXPECT_EQ(def.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(def.status().message(), HasSubstr("Const 'handle'"));
+  EXPECT_THAT(def.status().message(), HasSubstr("Placeholder 'p'"));
   EXPECT_THAT(def.status().message(), HasSubstr("resource"));
 }
 

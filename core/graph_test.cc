@@ -4,6 +4,9 @@
 #include "core/scope.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"
+#include "ops/array/fill.h"
+#include "ops/array/gather.h"
+#include "ops/array/pad.h"
 #include "ops/array/reshape.h"
 #include "ops/math/add.h"
 
@@ -74,6 +77,67 @@ TEST(GraphTest, MissingRequiredAttr) {
   EXPECT_NE(root.status().message().find("missing required attribute 'shape'"),
             std::string::npos)
       << root.status();
+}
+
+// No shape whose element count wraps int64 (or exceeds 2^48) gets past a
+// builder: the errors name the node and the shape (issue 9).
+TEST(GraphTest, ShapesThatWrapAreRefusedByBuilders) {
+  const int64_t big = (int64_t{1} << 62) + 1;
+  {
+    Scope root = Scope::NewRootScope();
+    Output f = ops::Fill(root.WithOpName("f"), TensorShape({big, 4}), 1.0);
+    Output g = ops::Gather(root, f, ops::Const(root, Tensor::Scalar<int32_t>(3)), 0);
+    EXPECT_FALSE(g.valid());
+    EXPECT_EQ(root.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(root.status().message().find("Fill 'f'"), std::string::npos)
+        << root.status();
+    EXPECT_NE(root.status().message().find("[4611686018427387905,4]"),
+              std::string::npos)
+        << root.status();
+  }
+  {
+    Scope root = Scope::NewRootScope();
+    Output x = ops::Const(root, std::vector<float>{1, 2, 3, 4}, {4});
+    ops::Reshape(root.WithOpName("r"), x,
+                 TensorShape({big, 4, int64_t{1} << 62, 0, 1}));
+    // A zero dimension makes the count 0, so only the bound on the known
+    // part can refuse it: 0 elements != 4.
+    EXPECT_FALSE(root.status().ok());
+    Scope root2 = Scope::NewRootScope();
+    Output y = ops::Const(root2, std::vector<float>{1, 2, 3, 4}, {4});
+    ops::Reshape(root2.WithOpName("r"), y, TensorShape({-1, big, 4}));
+    EXPECT_EQ(root2.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(root2.status().message().find("Reshape 'r'"), std::string::npos)
+        << root2.status();
+  }
+  {
+    Scope root = Scope::NewRootScope();
+    Output x = ops::Const(root, std::vector<float>{1, 2}, {2});
+    ops::Pad(root.WithOpName("p"), x, {INT64_MAX - 1, 5});
+    EXPECT_EQ(root.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(root.status().message().find("Pad 'p'"), std::string::npos)
+        << root.status();
+    EXPECT_NE(root.status().message().find("padded by"), std::string::npos)
+        << root.status();
+  }
+}
+
+TEST(GraphTest, AttributesAreCheckedAgainstTheirDeclaredTypes) {
+  Scope root = Scope::NewRootScope();
+  Output x = ops::Const(root, 1.0f);
+  root.WithOpName("r").AddNode("Reshape", {x}, {{"shape", int64_t{1}}});
+  EXPECT_NE(root.status().message().find(
+                "Reshape 'r': attribute 'shape' is int 1, expected shape"),
+            std::string::npos)
+      << root.status();
+  Scope root2 = Scope::NewRootScope();
+  Output y = ops::Const(root2, 1.0f);
+  root2.WithOpName("i").AddNode("Identity", {y}, {{"_note", "kept"}});
+  EXPECT_TRUE(root2.status().ok()) << root2.status();
+  root2.WithOpName("j").AddNode("Identity", {y}, {{"note", "refused"}});
+  EXPECT_NE(root2.status().message().find("unknown attribute 'note'"),
+            std::string::npos)
+      << root2.status();
 }
 
 TEST(GraphTest, FingerprintTracksContent) {

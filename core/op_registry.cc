@@ -1,5 +1,7 @@
 #include "core/op_registry.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -19,12 +21,28 @@ OpRegistration& OpRegistration::VariadicInput(std::string name) {
 }
 
 OpRegistration& OpRegistration::Attr(std::string name, AttrValue value) {
-  def_->attr_defaults_[std::move(name)] = std::move(value);
+  IPU_CHECK(!value.empty() && !def_->attrs_.count(name));
+  AttrDef& a = def_->attrs_[name];
+  a.name = std::move(name);
+  a.type = value.type();
+  a.default_value = std::move(value);
   return *this;
 }
 
-OpRegistration& OpRegistration::RequiredAttr(std::string name) {
-  def_->required_attrs_.push_back(std::move(name));
+OpRegistration& OpRegistration::RequiredAttr(std::string name, AttrType type) {
+  IPU_CHECK(!def_->attrs_.count(name));
+  AttrDef& a = def_->attrs_[name];
+  a.name = std::move(name);
+  a.type = type;
+  a.required = true;
+  return *this;
+}
+
+OpRegistration& OpRegistration::OptionalAttr(std::string name, AttrType type) {
+  IPU_CHECK(!def_->attrs_.count(name));
+  AttrDef& a = def_->attrs_[name];
+  a.name = std::move(name);
+  a.type = type;
   return *this;
 }
 
@@ -112,6 +130,65 @@ std::vector<const OpDef*> OpRegistry::ops() const {
   std::vector<const OpDef*> out;
   for (const auto& [name, def] : ops_) out.push_back(def.get());
   return out;
+}
+
+absl::Status OpDef::CheckAttrs(AttrMap* attrs) const {
+  for (const auto& [key, value] : *attrs) {  // Sorted: deterministic errors.
+    const AttrDef* a = FindAttr(key);
+    if (a == nullptr) {
+      if (!key.empty() && key[0] == '_') continue;  // An annotation.
+      std::string declared;
+      for (const auto& [name, d] : attrs_) {
+        absl::StrAppend(&declared, declared.empty() ? "" : ", ", name, ": ",
+                        AttrTypeName(d.type));
+      }
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown attribute '", key, "' = ", value.DebugString(), " (op ",
+          name_, " declares ", declared.empty() ? "none" : declared,
+          "; annotations start with '_')"));
+    }
+    if (value.empty() || value.type() != a->type) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "attribute '", key, "' is ",
+          value.empty() ? "empty" : AttrTypeName(value.type()), " ",
+          value.DebugString(), ", expected ", AttrTypeName(a->type)));
+    }
+    const DType* dtype = value.get<DType>();
+    const auto* dtypes = value.get<std::vector<DType>>();
+    if ((dtype != nullptr && *dtype == DType::kInvalid) ||
+        (dtypes != nullptr &&
+         std::count(dtypes->begin(), dtypes->end(), DType::kInvalid) > 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "attribute '", key, "' is ", value.DebugString(),
+          ": 'invalid' is not a dtype"));
+    }
+    if (const TensorShape* shape = value.get<TensorShape>()) {
+      absl::Status s = ValidateShape(*shape);
+      if (!s.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("attribute '", key, "': ", s.message()));
+      }
+    }
+    if (const auto* shapes = value.get<std::vector<TensorShape>>()) {
+      for (size_t i = 0; i < shapes->size(); ++i) {
+        absl::Status s = ValidateShape((*shapes)[i]);
+        if (!s.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "attribute '", key, "'[", i, "]: ", s.message()));
+        }
+      }
+    }
+  }
+  for (const auto& [key, a] : attrs_) {
+    if (attrs->count(key)) continue;
+    if (a.required) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "missing required attribute '", key, "' (", AttrTypeName(a.type),
+          ")"));
+    }
+    if (!a.default_value.empty()) (*attrs)[key] = a.default_value;
+  }
+  return absl::OkStatus();
 }
 
 void ShapeContext::set_output(int i, DType dtype, TensorShape shape) {

@@ -13,6 +13,13 @@
 //         return absl::OkStatus();
 //       });
 //
+// Every attribute is declared with its type: `.Attr(name, default)` (the
+// default's type), `.RequiredAttr(name, AttrType::kShape)`, or
+// `.OptionalAttr(name, type)` (may be absent). Graph::AddNode refuses a
+// node whose attributes are missing, of another type, or undeclared (names
+// starting with '_' are free-form annotations), so kernels and gradients can
+// read declared attributes with Node::attr<T>() without a check.
+//
 // The number of outputs is whatever the shape function sets. Registration
 // happens in static initialisers: op libraries are `alwayslink`.
 //
@@ -67,18 +74,29 @@ using SubProgramsFn = std::function<absl::StatusOr<std::vector<SubProgramSpec>>(
 // that shape functions of its consumers can read it.
 using ConstantValueFn = std::function<const Tensor&(const Node& node)>;
 
+// One declared attribute of an op.
+struct AttrDef {
+  std::string name;
+  AttrType type;
+  bool required = false;      // Must be given (no default).
+  AttrValue default_value;    // Empty for required and optional attributes.
+};
+
 class OpDef {
  public:
   const std::string& name() const { return name_; }
   const std::vector<std::string>& input_names() const { return inputs_; }
   // True if the last declared input takes any number (>= 0) of tensors.
   bool variadic_input() const { return variadic_; }
-  const std::map<std::string, AttrValue>& attr_defaults() const {
-    return attr_defaults_;
+  // Declared attributes by name.
+  const std::map<std::string, AttrDef>& attrs() const { return attrs_; }
+  const AttrDef* FindAttr(const std::string& name) const {
+    auto it = attrs_.find(name);
+    return it == attrs_.end() ? nullptr : &it->second;
   }
-  const std::vector<std::string>& required_attrs() const {
-    return required_attrs_;
-  }
+  // Fills defaults into `attrs` and checks them against the declarations:
+  // InvalidArgument naming the attribute, its value and the declared type.
+  absl::Status CheckAttrs(AttrMap* attrs) const;
   const ShapeFn& shape_fn() const { return shape_fn_; }
   const KernelFn& kernel() const { return kernel_; }
   const GradFn& gradient() const { return gradient_; }
@@ -106,8 +124,7 @@ class OpDef {
   std::string name_;
   std::vector<std::string> inputs_;
   bool variadic_ = false;
-  std::map<std::string, AttrValue> attr_defaults_;
-  std::vector<std::string> required_attrs_;
+  std::map<std::string, AttrDef> attrs_;
   ShapeFn shape_fn_;
   KernelFn kernel_;
   GradFn gradient_;
@@ -129,8 +146,11 @@ class OpRegistration {
   OpRegistration& Input(std::string name);
   // Any number (>= 0) of inputs; must be the last input.
   OpRegistration& VariadicInput(std::string name);
+  // An attribute with a default; its type is the default's.
   OpRegistration& Attr(std::string name, AttrValue default_value);
-  OpRegistration& RequiredAttr(std::string name);
+  OpRegistration& RequiredAttr(std::string name, AttrType type);
+  // An attribute that may be absent (no default).
+  OpRegistration& OptionalAttr(std::string name, AttrType type);
   OpRegistration& SetShapeFn(ShapeFn fn);
   OpRegistration& SetKernel(KernelFn fn);
   OpRegistration& SetGradient(GradFn fn);

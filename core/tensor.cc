@@ -6,14 +6,30 @@
 
 namespace ipuflow {
 
-TensorBuffer::TensorBuffer(size_t bytes)
-    : bytes_(bytes), owned_(true) {
-  // aligned_alloc needs a size that is a multiple of the alignment.
+namespace {
+
+// aligned_alloc needs a size that is a multiple of the alignment.
+void* AlignedAlloc(size_t bytes) {
+  if (bytes > static_cast<size_t>(kMaxTensorBytes)) return nullptr;
   size_t rounded = (bytes + kTensorAlignment - 1) / kTensorAlignment *
                    kTensorAlignment;
-  data_ = std::aligned_alloc(kTensorAlignment,
-                             rounded == 0 ? kTensorAlignment : rounded);
+  return std::aligned_alloc(kTensorAlignment,
+                            rounded == 0 ? kTensorAlignment : rounded);
+}
+
+}  // namespace
+
+TensorBuffer::TensorBuffer(size_t bytes)
+    : data_(AlignedAlloc(bytes)), bytes_(bytes), owned_(true) {
   IPU_CHECK(data_ != nullptr);
+}
+
+std::shared_ptr<TensorBuffer> TensorBuffer::TryAllocate(size_t bytes) {
+  void* data = AlignedAlloc(bytes);
+  if (data == nullptr) return nullptr;
+  auto buffer = std::make_shared<TensorBuffer>(data, bytes, nullptr);
+  buffer->owned_ = true;
+  return buffer;
 }
 
 TensorBuffer::TensorBuffer(void* data, size_t bytes,
@@ -28,7 +44,35 @@ TensorBuffer::~TensorBuffer() {
 Tensor::Tensor(DType dtype, const TensorShape& shape)
     : dtype_(dtype), shape_(shape), num_elements_(shape.num_elements()) {
   IPU_CHECK(shape.IsFullyDefined());
+  IPU_CHECK(ValidateShape(shape).ok());
+  IPU_CHECK(CheckedByteSize(num_elements_, DTypeSize(dtype), "").ok());
   buffer_ = std::make_shared<TensorBuffer>(TotalBytes());
+}
+
+absl::StatusOr<Tensor> Tensor::Allocate(DType dtype, const TensorShape& shape) {
+  const std::string what = absl::StrCat(DTypeName(dtype), shape.DebugString());
+  if (dtype == DType::kInvalid || dtype == DType::kResource) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot allocate a tensor ", what));
+  }
+  absl::StatusOr<int64_t> n = shape.CheckedNumElements();
+  if (!n.ok()) {
+    // Too many elements for any machine: memory, not a malformed shape.
+    if (shape.IsFullyDefined()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "cannot allocate tensor ", what, ": ", n.status().message()));
+    }
+    return n.status();
+  }
+  ASSIGN_OR_RETURN(int64_t bytes,
+                   CheckedByteSize(*n, DTypeSize(dtype), what));
+  std::shared_ptr<TensorBuffer> buffer =
+      TensorBuffer::TryAllocate(static_cast<size_t>(bytes));
+  if (buffer == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cannot allocate tensor ", what, " (", bytes, " bytes): out of memory"));
+  }
+  return Tensor(dtype, shape, std::move(buffer), 0);
 }
 
 Tensor::Tensor(DType dtype, const TensorShape& shape,

@@ -36,8 +36,11 @@ inline constexpr size_t kTensorAlignment = 64;
 // Owns (or borrows) a block of bytes. Shared by every Tensor viewing it.
 class TensorBuffer {
  public:
-  // Allocates `bytes` bytes aligned to kTensorAlignment.
+  // Allocates `bytes` bytes aligned to kTensorAlignment; aborts if the
+  // allocation fails (use TryAllocate for sizes from outside).
   explicit TensorBuffer(size_t bytes);
+  // Null if the allocation fails.
+  static std::shared_ptr<TensorBuffer> TryAllocate(size_t bytes);
   // Borrows `data`; `keep_alive` (may be null) owns it.
   TensorBuffer(void* data, size_t bytes, std::shared_ptr<void> keep_alive);
   ~TensorBuffer();
@@ -64,8 +67,14 @@ class Resource {
 class Tensor {
  public:
   Tensor() = default;  // An invalid (empty) tensor: dtype() == kInvalid.
-  // Allocates an uninitialised tensor. REQUIRES: shape fully defined.
+  // Allocates an uninitialised tensor. REQUIRES: shape fully defined and
+  // within kMaxTensorBytes, memory available (else aborts: a programming
+  // error). Sizes that come from outside go through Allocate.
   Tensor(DType dtype, const TensorShape& shape);
+  // Allocates an uninitialised tensor: InvalidArgument for a shape that is
+  // not fully defined or not a valid shape, ResourceExhausted (naming dtype
+  // and shape) if it exceeds kMaxTensorBytes or the allocation fails.
+  static absl::StatusOr<Tensor> Allocate(DType dtype, const TensorShape& shape);
   // A view of `buffer` starting at byte `offset`.
   Tensor(DType dtype, const TensorShape& shape,
          std::shared_ptr<TensorBuffer> buffer, size_t offset = 0);

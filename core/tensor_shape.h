@@ -6,6 +6,12 @@
 //   s.num_elements() == 31360;  s.DebugString() == "[40,784]"
 //   TensorShape({-1, 10}).IsCompatibleWith({8, 10}) == true
 //
+// Shape arithmetic that outside bytes can reach (a GraphDef, a feed, an IDX
+// header) goes through the checked helpers below, so no shape whose element
+// count or byte size wraps int64 can exist: Graph::AddNode checks every
+// attribute shape and every inferred output shape with ValidateShape, and
+// tensors are allocated through Tensor::Allocate (ResourceExhausted).
+//
 // A value type; thread-compatible.
 #ifndef IPUFLOW_CORE_TENSOR_SHAPE_H_
 #define IPUFLOW_CORE_TENSOR_SHAPE_H_
@@ -16,12 +22,27 @@
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 
 namespace ipuflow {
 
 inline constexpr int64_t kUnknownDim = -1;
+
+// The largest tensor ipuflow accepts: 2^48 bytes (256 TiB, the x86-64
+// virtual address space). Every element is at least one byte, so this also
+// bounds element counts; products of dimensions within it never wrap int64.
+inline constexpr int64_t kMaxTensorBytes = int64_t{1} << 48;
+inline constexpr int64_t kMaxTensorElements = kMaxTensorBytes;
+
+// a * b and a + b on sizes; false if the result wraps int64 (out unchanged).
+inline bool CheckedMul(int64_t a, int64_t b, int64_t* out) {
+  return !__builtin_mul_overflow(a, b, out);
+}
+inline bool CheckedAdd(int64_t a, int64_t b, int64_t* out) {
+  return !__builtin_add_overflow(a, b, out);
+}
 
 class TensorShape {
  public:
@@ -46,9 +67,14 @@ class TensorShape {
 
   bool IsFullyDefined() const;
   // Product of dims; kUnknownDim if any dim is unknown. 1 for a scalar.
+  // Saturates at INT64_MAX on overflow (ValidateShape refuses such shapes
+  // before they reach a node or a tensor).
   int64_t num_elements() const;
-  // Product of dims [begin, end).
+  // Product of dims [begin, end); same conventions.
   int64_t DimProduct(int begin, int end) const;
+  // The element count, or InvalidArgument naming the shape if a dimension is
+  // negative or unknown, or the count exceeds kMaxTensorElements.
+  absl::StatusOr<int64_t> CheckedNumElements() const;
 
   // Same rank and every pair of known dims equal.
   bool IsCompatibleWith(const TensorShape& other) const;
@@ -69,6 +95,22 @@ class TensorShape {
  private:
   absl::InlinedVector<int64_t, 4> dims_;
 };
+
+// OK if every dimension is >= 0 or kUnknownDim and the product of the known
+// dimensions is at most kMaxTensorElements; else InvalidArgument naming the
+// shape and the limit.
+absl::Status ValidateShape(const TensorShape& shape);
+
+// num_elements x element_size, or ResourceExhausted naming `what` (e.g.
+// "float32[2,3]") if that exceeds kMaxTensorBytes (or wraps).
+absl::StatusOr<int64_t> CheckedByteSize(int64_t num_elements,
+                                        int64_t element_size,
+                                        const std::string& what);
+
+// `dim` + `before` + `after` for padding-like ops (Pad, convolution
+// windows), or InvalidArgument if a term is negative or the sum exceeds
+// kMaxTensorElements.
+absl::StatusOr<int64_t> PaddedDim(int64_t dim, int64_t before, int64_t after);
 
 // numpy broadcasting of two shapes ('?' broadcasts like an unknown size).
 // The error names both shapes.

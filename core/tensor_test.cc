@@ -40,6 +40,56 @@ TEST(TensorShapeTest, NormalizeAxis) {
   EXPECT_FALSE(NormalizeAxis(-4, 3).ok());
 }
 
+TEST(TensorShapeTest, CheckedArithmetic) {
+  const int64_t big = (int64_t{1} << 62) + 1;
+  EXPECT_TRUE(ValidateShape(TensorShape({-1, 1 << 20, 1 << 20})).ok());
+  EXPECT_TRUE(ValidateShape(TensorShape({big, big, 0})).ok());  // 0 elements.
+  absl::Status s = ValidateShape(TensorShape({big, 4}));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("[4611686018427387905,4]"), std::string::npos) << s;
+  EXPECT_EQ(ValidateShape(TensorShape({2, -5})).code(),
+            absl::StatusCode::kInvalidArgument);
+  // Just over the limit, without wrapping.
+  EXPECT_FALSE(ValidateShape(TensorShape({1 << 24, 1 << 24, 2})).ok());
+  EXPECT_TRUE(ValidateShape(TensorShape({1 << 24, 1 << 24})).ok());
+  EXPECT_EQ(TensorShape({big, 4}).num_elements(), INT64_MAX);  // Saturates.
+  EXPECT_EQ(TensorShape({big, 4, 0}).num_elements(), 0);
+  EXPECT_EQ(*TensorShape({3, 5}).CheckedNumElements(), 15);
+  EXPECT_FALSE(TensorShape({3, -1}).CheckedNumElements().ok());
+  EXPECT_EQ(*CheckedByteSize(10, 4, "x"), 40);
+  EXPECT_EQ(CheckedByteSize(kMaxTensorElements, 2, "f16[...]").status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(*PaddedDim(3, 1, 2), 6);
+  EXPECT_FALSE(PaddedDim(3, INT64_MAX, 1).ok());
+  EXPECT_FALSE(PaddedDim(3, -1, 1).ok());
+  int64_t out = 7;
+  EXPECT_FALSE(CheckedMul(INT64_MAX, 2, &out));
+  EXPECT_TRUE(CheckedAdd(1, 2, &out));
+  EXPECT_EQ(out, 3);
+}
+
+TEST(TensorTest, AllocateRefusesWhatCannotExist) {
+  absl::StatusOr<Tensor> ok = Tensor::Allocate(DType::kInt32, TensorShape({2, 3}));
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->NumElements(), 6);
+  // 2^47 float32 elements are 2^49 bytes: over the limit, not allocated.
+  absl::StatusOr<Tensor> big =
+      Tensor::Allocate(DType::kFloat32, TensorShape({int64_t{1} << 47}));
+  EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(big.status().message().find("float32[140737488355328]"),
+            std::string::npos)
+      << big.status();
+  EXPECT_EQ(Tensor::Allocate(DType::kFloat32,
+                             TensorShape({(int64_t{1} << 62) + 1, 4}))
+                .status()
+                .code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(Tensor::Allocate(DType::kFloat32, TensorShape({-1, 2})).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Tensor::Allocate(DType::kResource, TensorShape({})).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(TensorTest, AlignedAndTyped) {
   Tensor t(DType::kFloat32, {3, 5});
   EXPECT_EQ(reinterpret_cast<uintptr_t>(t.raw_data()) % kTensorAlignment, 0u);

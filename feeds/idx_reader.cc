@@ -129,12 +129,14 @@ absl::Status ByteReader::Read(void* dst, int64_t n, absl::string_view what) {
 
 absl::Status ByteReader::ExpectEnd(absl::string_view after) {
   const int64_t end = offset_;
-  std::vector<char> scratch(kChunkBytes);
+  // Small: most files have no trailing bytes, and this runs for every file.
+  constexpr int64_t kScratchBytes = 1 << 14;
+  char scratch[kScratchBytes];
   int64_t trailing = 0;
   while (true) {
-    ASSIGN_OR_RETURN(int64_t got, ReadSome(scratch.data(), kChunkBytes));
+    ASSIGN_OR_RETURN(int64_t got, ReadSome(scratch, kScratchBytes));
     trailing += got;
-    if (got < kChunkBytes) break;
+    if (got < kScratchBytes) break;
   }
   if (trailing == 0) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
@@ -206,17 +208,25 @@ absl::StatusOr<IdxHeader> ParseHeader(ByteReader& in) {
   std::vector<uint8_t> raw(4 * rank);
   RETURN_IF_ERROR(in.Read(raw.data(), raw.size(),
                           absl::StrCat("the ", rank, " dimensions")));
-  int64_t bytes = IdxTypeSize(header.type);
   for (int i = 0; i < rank; ++i) {
     header.dims.push_back(BigEndian32(&raw[4 * i]));
-    bytes = std::min(kMaxDataBytes + 1, bytes * header.dims.back());
   }
   header.data_offset = 4 + 4 * rank;
-  if (bytes > kMaxDataBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": IDX dimensions ", DimsString(header.dims),
-                     " at offset 4 describe more than ", kMaxDataBytes,
-                     " bytes of ", IdxTypeName(header.type), " data"));
+  // Checked before multiplying on: a zero dimension anywhere makes the data
+  // empty, so the bound applies to the product of the non-zero dimensions.
+  if (std::find(header.dims.begin(), header.dims.end(), 0) !=
+      header.dims.end()) {
+    return header;
+  }
+  int64_t bytes = IdxTypeSize(header.type);
+  for (int i = 0; i < rank; ++i) {
+    if (!CheckedMul(bytes, header.dims[i], &bytes) || bytes > kMaxDataBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": IDX dimensions ", DimsString(header.dims), " at offset 4 ",
+          "describe more than ", kMaxDataBytes, " bytes of ",
+          IdxTypeName(header.type), " data (the limit is exceeded by ",
+          "dimension ", i, " at offset ", 4 + 4 * i, ")"));
+    }
   }
   return header;
 }
@@ -371,7 +381,12 @@ absl::StatusOr<Tensor> ReadIdx(const std::string& path,
   if (!whole) dims[0] = options.max_rows;
   const TensorShape shape(absl::MakeConstSpan(dims));
   RETURN_IF_ERROR(CheckFits(*in, header, shape.num_elements()));
-  Tensor out(options.dtype, shape);
+  absl::StatusOr<Tensor> allocated = Tensor::Allocate(options.dtype, shape);
+  if (!allocated.ok()) {
+    return absl::Status(allocated.status().code(),
+                        absl::StrCat(path, ": ", allocated.status().message()));
+  }
+  Tensor out = *std::move(allocated);
   RETURN_IF_ERROR(ReadData(*in, header, options.scale, out));
   if (whole) {
     RETURN_IF_ERROR(in->ExpectEnd(absl::StrCat("the ", IdxTypeName(header.type),

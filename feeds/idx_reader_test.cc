@@ -224,6 +224,30 @@ TEST(IdxReaderTest, HugeHeaderInTinyFileFailsBeforeAllocating) {
   EXPECT_THAT(t.status().message(), HasSubstr("10000000000 bytes"));
 }
 
+// Five dimensions of 2^32-1 wrap int64 when multiplied: the header is
+// refused at the dimension that crosses the limit (before any clamping).
+TEST(IdxReaderTest, OverflowingDimensionsAreRefusedWithTheirOffset) {
+  const std::string path = WriteFile(
+      "wrap.idx", IdxBytes(0x0E, {0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu,
+                                  0xFFFFFFFFu, 0xFFFFFFFFu}, "xyz"));
+  absl::StatusOr<IdxHeader> h = ReadIdxHeader(path);
+  EXPECT_EQ(h.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(h.status().message(), HasSubstr(path));
+  EXPECT_THAT(h.status().message(),
+              HasSubstr("exceeded by dimension 1 at offset 8"));
+  EXPECT_EQ(ReadIdx(path).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A zero dimension makes the data empty, whatever the others say.
+TEST(IdxReaderTest, ZeroDimensionAfterHugeOnesIsEmpty) {
+  const std::string path = WriteFile(
+      "zero.idx", IdxBytes(0x08, {0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 0}, ""));
+  absl::StatusOr<Tensor> t = ReadIdx(path);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->NumElements(), 0);
+  EXPECT_EQ(t->shape().dim(3), 0);
+}
+
 TEST(IdxReaderTest, TrailingBytesAreMalformed) {
   const std::string path =
       WriteFile("trailing.idx", IdxBytes(0x08, {2}, {1, 2, 3, 4, 5}));

@@ -262,9 +262,9 @@ int IPUInfeedQueue::waiting_dequeues() const {
 namespace {
 
 REGISTER_OP("InfeedDequeue")
-    .RequiredAttr("feed_id")
-    .RequiredAttr("dtypes")
-    .RequiredAttr("shapes")
+    .RequiredAttr("feed_id", AttrType::kString)
+    .RequiredAttr("dtypes", AttrType::kDTypeList)
+    .RequiredAttr("shapes", AttrType::kShapeList)
     .SetStateful()
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       ASSIGN_OR_RETURN(auto dtypes, c.attr<std::vector<DType>>("dtypes"));

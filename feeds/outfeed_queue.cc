@@ -672,8 +672,8 @@ namespace {
 
 REGISTER_OP("OutfeedEnqueue")
     .VariadicInput("values")
-    .RequiredAttr("feed_id")
-    .RequiredAttr("names")
+    .RequiredAttr("feed_id", AttrType::kString)
+    .RequiredAttr("names", AttrType::kStringList)
     .SetStateful()
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       if (c.num_inputs() == 0) {

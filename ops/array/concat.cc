@@ -44,8 +44,17 @@ absl::StatusOr<ConcatGeometry> ConcatShape(absl::Span<const TensorShape> shapes,
     }
     for (int d = 0; d < s.rank(); ++d) {
       if (d == a) {
-        g.out.set_dim(
-            d, g.out.dim(d) < 0 || s.dim(d) < 0 ? -1 : g.out.dim(d) + s.dim(d));
+        if (g.out.dim(d) < 0 || s.dim(d) < 0) {
+          g.out.set_dim(d, -1);
+          continue;
+        }
+        absl::StatusOr<int64_t> sum = PaddedDim(g.out.dim(d), s.dim(d), 0);
+        if (!sum.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "concatenating ", name(i), " (shape ", s.DebugString(),
+              ") along axis ", a, ": ", sum.status().message()));
+        }
+        g.out.set_dim(d, *sum);
       } else if (s.dim(d) >= 0 && g.out.dim(d) < 0) {
         g.out.set_dim(d, s.dim(d));
         source[d] = i;
@@ -150,7 +159,7 @@ absl::Status ConcatGradient(const Scope& s, const Node& op,
 
 REGISTER_OP("Concat")
     .VariadicInput("values")
-    .RequiredAttr("axis")
+    .RequiredAttr("axis", AttrType::kInt)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       if (c.num_inputs() == 0) {
         return absl::InvalidArgumentError("needs at least one input");
@@ -172,7 +181,7 @@ REGISTER_OP("Concat")
 REGISTER_OP("ConcatGrad")
     .Input("dy")
     .VariadicInput("values")
-    .RequiredAttr("axis")
+    .RequiredAttr("axis", AttrType::kInt)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       if (c.num_inputs() < 2) {
         return absl::InvalidArgumentError("needs dy and at least one value");

@@ -1,5 +1,6 @@
 #include "ops/array/const.h"
 
+#include "absl/strings/str_cat.h"
 #include "core/kernel.h"
 #include "core/op_registry.h"
 
@@ -7,9 +8,15 @@ namespace ipuflow::ops {
 namespace {
 
 REGISTER_OP("Const")
-    .RequiredAttr("value")
+    .RequiredAttr("value", AttrType::kTensor)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       ASSIGN_OR_RETURN(Tensor value, c.attr<Tensor>("value"));
+      if (value.dtype() == DType::kResource || !value.valid()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "attribute 'value' is a ", DTypeName(value.dtype()),
+            " tensor; a constant holds float32, float16, int32, int64 or "
+            "bool values"));
+      }
       c.set_output(0, value.dtype(), value.shape());
       return absl::OkStatus();
     })
@@ -27,8 +34,8 @@ REGISTER_OP("Const")
     .NotDifferentiable("a constant has no inputs");
 
 REGISTER_OP("Placeholder")
-    .RequiredAttr("dtype")
-    .RequiredAttr("shape")
+    .RequiredAttr("dtype", AttrType::kDType)
+    .RequiredAttr("shape", AttrType::kShape)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       ASSIGN_OR_RETURN(DType dtype, c.attr<DType>("dtype"));
       ASSIGN_OR_RETURN(TensorShape shape, c.attr<TensorShape>("shape"));

@@ -18,13 +18,17 @@ absl::Status FillWith(KernelContext& ctx, const TensorShape& shape,
 }
 
 REGISTER_OP("Fill")
-    .RequiredAttr("shape")
-    .RequiredAttr("value")
+    .RequiredAttr("shape", AttrType::kShape)
+    .RequiredAttr("value", AttrType::kFloat)
     .Attr("dtype", DType::kFloat32)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       ASSIGN_OR_RETURN(TensorShape shape, c.attr<TensorShape>("shape"));
       ASSIGN_OR_RETURN(DType dtype, c.attr<DType>("dtype"));
       RETURN_IF_ERROR(c.attr<float>("value").status());
+      if (dtype == DType::kResource) {
+        return absl::InvalidArgumentError(
+            "attribute 'dtype' is resource; Fill makes data tensors");
+      }
       if (!shape.IsFullyDefined()) {
         return absl::InvalidArgumentError(absl::StrCat(
             "shape ", shape.DebugString(),

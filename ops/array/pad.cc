@@ -28,7 +28,17 @@ absl::StatusOr<TensorShape> PaddedShape(const TensorShape& x,
                        i, " of ", input_name, " (shape ", x.DebugString(),
                        "); use Slice to crop"));
     }
-    out.AddDim(x.dim(i) < 0 ? -1 : x.dim(i) + before + after);
+    if (x.dim(i) < 0) {
+      out.AddDim(-1);
+      continue;
+    }
+    absl::StatusOr<int64_t> d = PaddedDim(x.dim(i), before, after);
+    if (!d.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "paddings ", IntListString(paddings), " for dimension ", i, " of ",
+          input_name, " (shape ", x.DebugString(), "): ", d.status().message()));
+    }
+    out.AddDim(*d);
   }
   return out;
 }
@@ -77,7 +87,7 @@ Output PadGradient(const Scope& s, const Node& op, Output dy) {
 
 REGISTER_OP("Pad")
     .Input("x")
-    .RequiredAttr("paddings")
+    .RequiredAttr("paddings", AttrType::kIntList)
     .Attr("constant_value", 0.0f)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       RETURN_IF_ERROR(ExpectDataInput(c, 0));

@@ -22,9 +22,14 @@ absl::StatusOr<TensorShape> ResolveShape(const TensorShape& in,
     } else if (target.dim(i) < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("shape ", target.DebugString(), " has a negative size"));
-    } else {
-      known *= target.dim(i);
     }
+  }
+  // The product of the known sizes, zero-aware and saturating (the target
+  // passed ValidateShape, so a saturated product means an error below).
+  {
+    TensorShape known_dims = target;
+    if (infer >= 0) known_dims.set_dim(infer, 1);
+    known = known_dims.num_elements();
   }
   TensorShape out = target;
   const int64_t n = in.num_elements();
@@ -51,7 +56,7 @@ absl::StatusOr<TensorShape> ResolveShape(const TensorShape& in,
 
 REGISTER_OP("Reshape")
     .Input("x")
-    .RequiredAttr("shape")
+    .RequiredAttr("shape", AttrType::kShape)
     .Forwards(0, 0)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       ASSIGN_OR_RETURN(TensorShape target, c.attr<TensorShape>("shape"));

@@ -87,8 +87,8 @@ Output SliceGradient(const Scope& s, const Node& op, Output dy) {
 
 REGISTER_OP("Slice")
     .Input("x")
-    .RequiredAttr("begin")
-    .RequiredAttr("size")
+    .RequiredAttr("begin", AttrType::kIntList)
+    .RequiredAttr("size", AttrType::kIntList)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       RETURN_IF_ERROR(ExpectDataInput(c, 0));
       ASSIGN_OR_RETURN(auto begin, c.attr<std::vector<int64_t>>("begin"));

@@ -21,9 +21,11 @@ absl::StatusOr<TensorShape> PieceShape(const TensorShape& x, int64_t num_split,
   }
   ASSIGN_OR_RETURN(*normalized_axis, NormalizeAxis(axis, x.rank()));
   const int a = *normalized_axis;
-  if (num_split < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("num_split is ", num_split, "; it must be >= 1"));
+  // Each piece is an output of the node: bound their number.
+  constexpr int64_t kMaxSplit = 1 << 16;
+  if (num_split < 1 || num_split > kMaxSplit) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "num_split is ", num_split, "; it must be in [1, ", kMaxSplit, "]"));
   }
   TensorShape piece = x;
   if (x.dim(a) >= 0) {
@@ -60,7 +62,7 @@ absl::Status SplitKernel(KernelContext& ctx) {
 
 REGISTER_OP("Split")
     .Input("x")
-    .RequiredAttr("num_split")
+    .RequiredAttr("num_split", AttrType::kInt)
     .Attr("axis", int64_t{0})
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       RETURN_IF_ERROR(ExpectDataInput(c, 0));

@@ -143,7 +143,7 @@ absl::Status TransposeKernel(KernelContext& ctx) {
 
 REGISTER_OP("Transpose")
     .Input("x")
-    .RequiredAttr("perm")
+    .RequiredAttr("perm", AttrType::kIntList)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       RETURN_IF_ERROR(ExpectDataInput(c, 0));
       ASSIGN_OR_RETURN(auto perm, c.attr<std::vector<int64_t>>("perm"));

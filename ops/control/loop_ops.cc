@@ -23,7 +23,7 @@ absl::StatusOr<Output> ParseOutput(const Graph& g, const std::string& name) {
   Node* n = g.FindNode(parts.first);
   int index = 0;
   if (n == nullptr || !absl::SimpleAtoi(parts.second, &index) ||
-      index >= n->num_outputs()) {
+      index < 0 || index >= n->num_outputs()) {
     return absl::NotFoundError(absl::StrCat("no output '", name, "'"));
   }
   return Output(n, index);
@@ -128,8 +128,92 @@ absl::Status LoopKernel(KernelContext& ctx) {
   return absl::OkStatus();
 }
 
+// The checks a GraphDef needs (loops::Repeat builds consistent attributes):
+// every name refers to a node added before this loop (so a loop can never
+// target itself or a later node: no cycle), one arg and one body result per
+// loop variable with its dtype, a bool scalar condition.
+absl::Status CheckFrame(const ShapeContext& c, const std::string& prefix,
+                        int64_t nv) {
+  const Graph& g = *c.graph();
+  ASSIGN_OR_RETURN(auto args, c.attr<std::vector<std::string>>(prefix + "_args"));
+  if (static_cast<int64_t>(args.size()) != nv) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "attribute '", prefix, "_args' has ", args.size(),
+        " names but num_loop_vars is ", nv));
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Node* a = g.FindNode(args[i]);
+    if (a == nullptr || a->op() != "_Arg" ||
+        a->output_dtype(0) != c.input_dtype(i) ||
+        !a->output_shape(0).IsCompatibleWith(c.input_shape(i))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "attribute '", prefix, "_args'[", i, "] = \"", args[i],
+          "\" must name an _Arg node defined before the loop, of ",
+          DTypeName(c.input_dtype(i)), c.input_shape(i).DebugString()));
+    }
+  }
+  std::vector<std::string> results;
+  if (prefix == "cond") {
+    ASSIGN_OR_RETURN(std::string r, c.attr<std::string>("cond_result"));
+    results.push_back(r);
+  } else {
+    ASSIGN_OR_RETURN(results, c.attr<std::vector<std::string>>("body_results"));
+    if (static_cast<int64_t>(results.size()) != nv) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "attribute 'body_results' has ", results.size(),
+          " names but num_loop_vars is ", nv));
+    }
+  }
+  for (size_t i = 0; i < results.size(); ++i) {
+    absl::StatusOr<Output> o = ParseOutput(g, results[i]);
+    const bool ok =
+        o.ok() && (prefix == "cond"
+                       ? o->dtype() == DType::kBool && o->shape().rank() == 0
+                       : o->dtype() == c.input_dtype(i));
+    if (!ok) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          prefix == "cond" ? "attribute 'cond_result'"
+                           : absl::StrCat("attribute 'body_results'[", i, "]"),
+          " = \"", results[i], "\" must name an output defined before the loop, ",
+          prefix == "cond" ? "a bool scalar"
+                           : absl::StrCat("of ", DTypeName(c.input_dtype(i)))));
+    }
+  }
+  ASSIGN_OR_RETURN(auto targets,
+                   c.attr<std::vector<std::string>>(prefix + "_targets"));
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (g.FindNode(targets[i]) == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "attribute '", prefix, "_targets'[", i, "] = \"", targets[i],
+          "\" names no node defined before the loop"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status LoopShape(ShapeContext& c) {
   ASSIGN_OR_RETURN(int64_t nv, c.attr<int64_t>("num_loop_vars"));
+  if (nv < 0 || nv > c.num_inputs()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "attribute 'num_loop_vars' is ", nv, "; the loop has ", c.num_inputs(),
+        " input(s) (loop variables, then captures)"));
+  }
+  if (c.op_name() == "Repeat") {
+    ASSIGN_OR_RETURN(int64_t n, c.attr<int64_t>("n"));
+    if (n < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("attribute 'n' is ", n, "; it must be >= 0"));
+    }
+  } else {
+    ASSIGN_OR_RETURN(int64_t m, c.attr<int64_t>("maximum_iterations"));
+    if (m < -1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "attribute 'maximum_iterations' is ", m, "; it must be >= 0 or -1 "
+          "(no limit)"));
+    }
+    RETURN_IF_ERROR(CheckFrame(c, "cond", nv));
+  }
+  RETURN_IF_ERROR(CheckFrame(c, "body", nv));
   for (int i = 0; i < nv; ++i) c.set_output(i, c.input_dtype(i), c.input_shape(i));
   return absl::OkStatus();
 }
@@ -140,11 +224,11 @@ constexpr char kNoLoopGradient[] =
 
 REGISTER_OP("Repeat")
     .VariadicInput("inputs_and_captures")
-    .RequiredAttr("n")
-    .RequiredAttr("num_loop_vars")
-    .RequiredAttr("body_args")
-    .RequiredAttr("body_results")
-    .RequiredAttr("body_targets")
+    .RequiredAttr("n", AttrType::kInt)
+    .RequiredAttr("num_loop_vars", AttrType::kInt)
+    .RequiredAttr("body_args", AttrType::kStringList)
+    .RequiredAttr("body_results", AttrType::kStringList)
+    .RequiredAttr("body_targets", AttrType::kStringList)
     .SetStateful()
     .SetShapeFn(LoopShape)
     .SetKernel(LoopKernel)
@@ -153,14 +237,14 @@ REGISTER_OP("Repeat")
 
 REGISTER_OP("WhileLoop")
     .VariadicInput("inputs_and_captures")
-    .RequiredAttr("maximum_iterations")
-    .RequiredAttr("num_loop_vars")
-    .RequiredAttr("body_args")
-    .RequiredAttr("body_results")
-    .RequiredAttr("body_targets")
-    .RequiredAttr("cond_args")
-    .RequiredAttr("cond_result")
-    .RequiredAttr("cond_targets")
+    .RequiredAttr("maximum_iterations", AttrType::kInt)
+    .RequiredAttr("num_loop_vars", AttrType::kInt)
+    .RequiredAttr("body_args", AttrType::kStringList)
+    .RequiredAttr("body_results", AttrType::kStringList)
+    .RequiredAttr("body_targets", AttrType::kStringList)
+    .RequiredAttr("cond_args", AttrType::kStringList)
+    .RequiredAttr("cond_result", AttrType::kString)
+    .RequiredAttr("cond_targets", AttrType::kStringList)
     .SetStateful()
     .SetShapeFn(LoopShape)
     .SetKernel(LoopKernel)
@@ -169,9 +253,9 @@ REGISTER_OP("WhileLoop")
 
 // A loop-carried value inside a body; always fed by the loop kernel.
 REGISTER_OP("_Arg")
-    .RequiredAttr("dtype")
-    .RequiredAttr("shape")
-    .RequiredAttr("index")
+    .RequiredAttr("dtype", AttrType::kDType)
+    .RequiredAttr("shape", AttrType::kShape)
+    .RequiredAttr("index", AttrType::kInt)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       ASSIGN_OR_RETURN(DType dtype, c.attr<DType>("dtype"));
       ASSIGN_OR_RETURN(TensorShape shape, c.attr<TensorShape>("shape"));

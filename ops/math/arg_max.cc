@@ -94,7 +94,7 @@ absl::Status ArgMaxKernel(KernelContext& ctx) {
 
 REGISTER_OP("ArgMax")
     .Input("x")
-    .RequiredAttr("axis")
+    .RequiredAttr("axis", AttrType::kInt)
     .Attr("output_type", DType::kInt64)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       const DType dt = c.input_dtype(0);

@@ -32,7 +32,7 @@ absl::Status CastFrom(KernelContext& ctx) {
 
 REGISTER_OP("Cast")
     .Input("x")
-    .RequiredAttr("dtype")
+    .RequiredAttr("dtype", AttrType::kDType)
     .Forwards(0, 0)  // Only when the dtypes are equal; else a new tensor.
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       ASSIGN_OR_RETURN(DType to, c.attr<DType>("dtype"));

@@ -58,8 +58,8 @@ absl::Status Conv2DKernel(KernelContext& ctx) {
 REGISTER_OP("Conv2D")
     .Input("input")
     .Input("filter")
-    .RequiredAttr("strides")
-    .RequiredAttr("padding")
+    .RequiredAttr("strides", AttrType::kIntList)
+    .RequiredAttr("padding", AttrType::kString)
     .Attr("data_format", "NHWC")
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       WindowAttrs a;

@@ -49,9 +49,10 @@ absl::Status ParseHW(const AttrMap& attrs, const std::string& name,
         absl::StrCat(name, " ", shown,
                      " must have 2 entries [h, w] or 4 (one per dimension)"));
   }
-  if (*h < 1 || *w < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, " ", shown, " must be positive"));
+  // Bounded like tensor sizes so that window arithmetic cannot wrap.
+  if (*h < 1 || *w < 1 || *h > kMaxTensorElements || *w > kMaxTensorElements) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, " ", shown, " must be positive and at most ", kMaxTensorElements));
   }
   return absl::OkStatus();
 }

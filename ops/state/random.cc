@@ -129,7 +129,7 @@ OpRegistration RegisterRandomOp(const std::string& name, FloatAttr a,
                                 Draw draw) {
   return OpRegistry::Global()
       ->Register(name)
-      .RequiredAttr("shape")
+      .RequiredAttr("shape", AttrType::kShape)
       .Attr(a.name, a.default_value)
       .Attr(b.name, b.default_value)
       .Attr("seed", 0)

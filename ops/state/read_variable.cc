@@ -8,8 +8,8 @@ namespace {
 
 REGISTER_OP("ReadVariable")
     .Input("handle")
-    .RequiredAttr("dtype")
-    .RequiredAttr("shape")
+    .RequiredAttr("dtype", AttrType::kDType)
+    .RequiredAttr("shape", AttrType::kShape)
     .Attr("variable", "")
     .SetStateful(ResourceAccess::kRead)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {

@@ -10,8 +10,8 @@ namespace ipuflow::ops {
 namespace {
 
 REGISTER_OP("Variable")
-    .RequiredAttr("dtype")
-    .RequiredAttr("shape")
+    .RequiredAttr("dtype", AttrType::kDType)
+    .RequiredAttr("shape", AttrType::kShape)
     .Attr("shared_name", "")
     .Attr("trainable", true)
     .SetStateful()

@@ -1,0 +1,5 @@
+
+
+xPlaceholder"
+dtype
+Identityx:99^
