@@ -352,11 +352,14 @@ TEST(FeedQueuesTest, DestroyingTheInfeedUnderABlockedDequeueIsSafe) {
     IPUInfeedQueue* q = infeed->get();
     ASSERT_TRUE(q->Start(2).ok());
     absl::StatusOr<Element> first, second;
+    std::atomic<bool> first_done{false};
     std::thread feeder([&] {
       first = q->Dequeue(1, 2, nullptr);
+      first_done.store(true);
       second = q->Dequeue(1, 2, nullptr);
     });
-    AwaitTrue([&] { return q->waiting_dequeues() == 1; });
+    // The first Dequeue may wait too: destroy once the second waits.
+    AwaitTrue([&] { return first_done.load() && q->waiting_dequeues() == 1; });
     infeed->reset();
     feeder.join();
     ASSERT_TRUE(first.ok()) << first.status();
