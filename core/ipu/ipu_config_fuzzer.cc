@@ -7,7 +7,7 @@
 
 IPUFLOW_FUZZ_TARGET(ipu_config) {
   // protobuf logs every text-format error to stderr: millions of lines.
-  static const auto* silenced [[maybe_unused]] =
+  [[maybe_unused]] static google::protobuf::LogHandler* const silenced =
       google::protobuf::SetLogHandler(nullptr);
   const std::string path =
       ipuflow::fuzzing::WriteInput(data, size, ".ipu_config.txt");
