@@ -9,26 +9,7 @@
 
 namespace ipuflow::pipelining {
 
-PipelineExecutable::~PipelineExecutable() {
-  {
-    MutexLock l(&mu_);
-    destroying_ = true;
-  }
-  Cancel(absl::CancelledError("executable destroyed"));
-  MutexLock l(&mu_);
-  idle_cv_.Await(&mu_, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !executing_;
-  });
-}
-
-void PipelineExecutable::Cancel(absl::Status reason) {
-  std::shared_ptr<CancellationManager> run;
-  {
-    MutexLock l(&mu_);
-    run = run_cancel_;
-  }
-  if (run != nullptr) run->StartCancel(std::move(reason));
-}
+PipelineExecutable::~PipelineExecutable() { CloseRuns(); }
 
 absl::StatusOr<std::unique_ptr<PipelineExecutable>> PipelineExecutable::Compile(
     const BuiltPipeline* built, IPUSystem* system) {
@@ -106,32 +87,19 @@ absl::Status PipelineExecutable::RunReplicas(
   const std::string what = absl::StrCat("pipeline '", built_->options.name, "'");
   // One cancellation for the replicas of this run: an error in one wakes
   // the others' FIFOs, queues and collectives.
-  auto cancel = std::make_shared<CancellationManager>();
-  {
-    MutexLock l(&mu_);
-    if (destroying_) return absl::CancelledError("executable destroyed");
-    if (executing_) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          what, " is already running on another thread (an executable "
-                "runs one Execute at a time)"));
-    }
-    executing_ = true;
-    run_cancel_ = cancel;
-  }
+  absl::StatusOr<std::shared_ptr<CancellationManager>> cancel = BeginRun(what);
+  if (!cancel.ok()) return cancel.status();
   absl::Status s;
   {
     absl::StatusOr<IPUSystem::RunLease> lease =
         system_->StartRun(generation_, what);
-    s = lease.ok() ? RunReplicasWith(feeds, args, cancel) : lease.status();
+    s = lease.ok() ? RunReplicasWith(feeds, args, *cancel) : lease.status();
   }
   // The run ended, not the outfeed: a monitor in Next learns why (issue 9).
   if (!s.ok() && built_->options.outfeed_queue != nullptr) {
     built_->options.outfeed_queue->RunStopped(s);
   }
-  MutexLock l(&mu_);
-  executing_ = false;
-  run_cancel_.reset();
-  idle_cv_.SignalAll();
+  EndRun();
   return s;
 }
 

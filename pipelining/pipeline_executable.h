@@ -52,7 +52,6 @@ class PipelineExecutable : public Executable {
   uint64_t generation() const { return generation_; }
   absl::Status Execute(const std::vector<std::vector<Tensor>>& args,
                        std::vector<std::vector<Tensor>>* results) override;
-  void Cancel(absl::Status reason) override;
   // One replica's per-IPU memory (every replica holds the same).
   std::string MemoryReport() const override;
 
@@ -83,12 +82,6 @@ class PipelineExecutable : public Executable {
   std::unique_ptr<CollectiveGroup> group_;
   std::vector<std::unique_ptr<PipelineRuntime>> replicas_;
   PipelineReport last_report_;
-  // The run in progress, for Cancel and the destructor.
-  Mutex mu_;
-  CondVar idle_cv_;
-  bool executing_ ABSL_GUARDED_BY(mu_) = false;
-  bool destroying_ ABSL_GUARDED_BY(mu_) = false;
-  std::shared_ptr<CancellationManager> run_cancel_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ipuflow::pipelining

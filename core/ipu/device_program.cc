@@ -112,28 +112,7 @@ void PrepareHostResources(const Graph& graph, const Program& program,
 
 }  // namespace
 
-DeviceProgram::~DeviceProgram() {
-  std::shared_ptr<CancellationManager> run;
-  {
-    MutexLock l(&mu_);
-    destroying_ = true;
-    run = run_cancel_;
-  }
-  if (run != nullptr) run->StartCancel(absl::CancelledError("executable destroyed"));
-  MutexLock l(&mu_);
-  idle_cv_.Await(&mu_, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !executing_;
-  });
-}
-
-void DeviceProgram::Cancel(absl::Status reason) {
-  std::shared_ptr<CancellationManager> run;
-  {
-    MutexLock l(&mu_);
-    run = run_cancel_;
-  }
-  if (run != nullptr) run->StartCancel(std::move(reason));
-}
+DeviceProgram::~DeviceProgram() { CloseRuns(); }
 
 absl::StatusOr<std::unique_ptr<DeviceProgram>> DeviceProgram::Compile(
     IPUSystem* system, const Graph& graph, const ProgramSpec& spec) {
@@ -222,23 +201,14 @@ absl::Status DeviceProgram::Execute(
   }
   // One cancellation per run: the system's (reset, teardown), Cancel(), the
   // destructor and a failing replica all wake every wait of the run.
-  auto cancel = std::make_shared<CancellationManager>();
-  {
-    MutexLock l(&mu_);
-    if (destroying_) return absl::CancelledError("executable destroyed");
-    if (executing_) {
-      return absl::FailedPreconditionError(
-          "Execute: the program is already running on another thread "
-          "(an executable runs one Execute at a time)");
-    }
-    executing_ = true;
-    run_cancel_ = cancel;
-  }
+  absl::StatusOr<std::shared_ptr<CancellationManager>> cancel =
+      BeginRun("Execute: the program");
+  if (!cancel.ok()) return cancel.status();
   absl::Status result;
   {
     absl::StatusOr<IPUSystem::RunLease> lease =
         system_->StartRun(generation_, "Execute of the program");
-    result = lease.ok() ? ExecuteReplicas(args, fetches, cancel) : lease.status();
+    result = lease.ok() ? ExecuteReplicas(args, fetches, *cancel) : lease.status();
   }
   // The run ended, not the queues: their readers learn why (issue 9).
   if (!result.ok()) {
@@ -246,10 +216,7 @@ absl::Status DeviceProgram::Execute(
       if (std::shared_ptr<HostResource> r = weak.lock()) r->RunStopped(result);
     }
   }
-  MutexLock l(&mu_);
-  executing_ = false;
-  run_cancel_.reset();
-  idle_cv_.SignalAll();
+  EndRun();
   return result;
 }
 

@@ -62,7 +62,6 @@ class DeviceProgram : public Executable {
   // returned.
   absl::Status Execute(const std::vector<std::vector<Tensor>>& args,
                        std::vector<std::vector<Tensor>>* fetches) override;
-  void Cancel(absl::Status reason) override;
 
   // Per shard: always-live and not-always-live bytes against the budget.
   std::string MemoryReport() const override;
@@ -80,12 +79,6 @@ class DeviceProgram : public Executable {
   IPUSystem* system_ = nullptr;
   uint64_t generation_ = 0;  // The system's, when compiled.
   int num_shards_ = 1;
-  // The run in progress, for the destructor (which cancels and waits).
-  Mutex mu_;
-  CondVar idle_cv_;
-  bool executing_ ABSL_GUARDED_BY(mu_) = false;
-  bool destroying_ ABSL_GUARDED_BY(mu_) = false;
-  std::shared_ptr<CancellationManager> run_cancel_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Program>> replicas_;
   std::vector<std::vector<RunEnv>> envs_;  // [replica][shard]
   std::unique_ptr<CollectiveGroup> group_;

@@ -13,6 +13,48 @@ ExecutableSource::ExecutableSource()
         return next.fetch_add(1, std::memory_order_relaxed);
       }()) {}
 
+void Executable::Cancel(absl::Status reason) {
+  std::shared_ptr<CancellationManager> run;
+  {
+    MutexLock l(&run_mu_);
+    run = run_cancel_;
+  }
+  if (run != nullptr) run->StartCancel(std::move(reason));
+}
+
+absl::StatusOr<std::shared_ptr<CancellationManager>> Executable::BeginRun(
+    absl::string_view what) {
+  MutexLock l(&run_mu_);
+  if (closed_) return absl::CancelledError("executable destroyed");
+  if (executing_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, " is already running on another thread (an executable runs "
+              "one Execute at a time)"));
+  }
+  executing_ = true;
+  run_cancel_ = std::make_shared<CancellationManager>();
+  return run_cancel_;
+}
+
+void Executable::EndRun() {
+  MutexLock l(&run_mu_);
+  executing_ = false;
+  run_cancel_.reset();
+  idle_cv_.SignalAll();
+}
+
+void Executable::CloseRuns() {
+  {
+    MutexLock l(&run_mu_);
+    closed_ = true;
+  }
+  Cancel(absl::CancelledError("executable destroyed"));
+  MutexLock l(&run_mu_);
+  idle_cv_.Await(&run_mu_, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(run_mu_) {
+    return !executing_;
+  });
+}
+
 absl::StatusOr<std::map<std::string, std::vector<Tensor>>>
 Executable::ReadVariables(const std::string& pattern) const {
   RE2 re(pattern, RE2::Quiet);

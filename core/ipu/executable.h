@@ -31,7 +31,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "core/cancellation.h"
 #include "core/ipu/ipu_system.h"
+#include "core/mutex.h"
 #include "core/tensor.h"
 
 namespace ipuflow {
@@ -53,7 +56,7 @@ class Executable {
   virtual std::string MemoryReport() const = 0;
   // Cancels the Execute in progress, if any: it returns `reason` (from any
   // thread; a later Execute runs normally).
-  virtual void Cancel(absl::Status reason) = 0;
+  void Cancel(absl::Status reason);
 
   // The values of the variables whose names fully match the RE2 `pattern`
   // ("stage0/w", ".*/w[0-9]"), one per replica, read from each replica's
@@ -70,6 +73,26 @@ class Executable {
                                                const std::string& name) const {
     return std::nullopt;
   }
+
+  // The run bookkeeping every kind shares. BeginRun starts the run `what`
+  // ("pipeline 'p'") and returns its cancellation, one per run (Cancel, the
+  // destructor and a failing replica wake every wait of the run); Cancelled
+  // after CloseRuns, FailedPrecondition while another Execute runs. Every
+  // successful BeginRun is followed by EndRun.
+  absl::StatusOr<std::shared_ptr<CancellationManager>> BeginRun(
+      absl::string_view what);
+  void EndRun();
+  // First thing in a derived destructor (the run uses its members): refuses
+  // later runs, cancels the one in progress ("executable destroyed") and
+  // waits for it to return.
+  void CloseRuns();
+
+ private:
+  Mutex run_mu_;
+  CondVar idle_cv_;
+  bool executing_ ABSL_GUARDED_BY(run_mu_) = false;
+  bool closed_ ABSL_GUARDED_BY(run_mu_) = false;
+  std::shared_ptr<CancellationManager> run_cancel_ ABSL_GUARDED_BY(run_mu_);
 };
 
 // A computation that compiles itself into an Executable for a system (a
