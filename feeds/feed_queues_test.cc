@@ -629,8 +629,11 @@ TEST(FeedQueuesTest, TheHostSideListIsBoundedWithBackPressure) {
       pushed.fetch_add(1);
     }
   });
+  // Settled: the third push waits (the second may wait a moment too, until
+  // the host thread takes the first step from the ring).
   AwaitTrue([&] {
-    return (q->waiting_pushes() == 1 && q->host_bytes() == 4) || pushed.load() == kSteps;
+    return (pushed.load() == 2 && q->waiting_pushes() == 1 && q->host_bytes() == 4) ||
+           pushed.load() == kSteps;
   });
   EXPECT_EQ(pushed.load(), 2);  // One held on the host, one in the ring.
   EXPECT_EQ(q->host_bytes(), 4);
