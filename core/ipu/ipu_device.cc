@@ -12,7 +12,8 @@ IPUDevice* IPUDevice::Current() { return current_device; }
 IPUDevice::IPUDevice(int id, int64_t memory_budget_bytes, int intra_op_threads)
     : id_(id),
       memory_budget_(memory_budget_bytes),
-      intra_op_("ipu" + std::to_string(id) + "-intra-op", intra_op_threads) {}
+      intra_op_("ipu" + std::to_string(id) + "-intra-op", intra_op_threads),
+      worker_("IPU " + std::to_string(id) + " worker", 1) {}
 
 absl::StatusOr<std::unique_ptr<IPUDevice>> IPUDevice::Create(
     int id, int64_t memory_budget_bytes, int intra_op_threads) {
@@ -22,44 +23,20 @@ absl::StatusOr<std::unique_ptr<IPUDevice>> IPUDevice::Create(
     return absl::ResourceExhaustedError(absl::StrCat(
         d->name(), ": ", d->intra_op_.status().message()));
   }
-  IPUDevice* self = d.get();
-  absl::StatusOr<std::thread> worker =
-      StartThread(d->name() + " worker", [self] { self->WorkerLoop(); });
-  if (!worker.ok()) return worker.status();
-  d->worker_ = *std::move(worker);
+  if (!d->worker_.status().ok()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        d->name(), ": ", d->worker_.status().message()));
+  }
   return d;
 }
 
-IPUDevice::~IPUDevice() {
-  {
-    MutexLock l(&mu_);
-    stopping_ = true;
-    cv_.SignalAll();
-  }
-  if (worker_.joinable()) worker_.join();
-}
+IPUDevice::~IPUDevice() = default;
 
 void IPUDevice::Submit(std::function<void()> task) {
-  MutexLock l(&mu_);
-  tasks_.push_back(std::move(task));
-  cv_.Signal();
-}
-
-void IPUDevice::WorkerLoop() {
-  current_device = this;
-  for (;;) {
-    std::function<void()> task;
-    {
-      MutexLock l(&mu_);
-      cv_.Await(&mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return stopping_ || !tasks_.empty();
-      });
-      if (tasks_.empty()) return;  // Stopping and drained.
-      task = std::move(tasks_.front());
-      tasks_.pop_front();
-    }
+  worker_.Schedule([this, task = std::move(task)] {
+    current_device = this;
     task();
-  }
+  });
 }
 
 }  // namespace ipuflow

@@ -14,11 +14,9 @@
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/status/statusor.h"
 #include "core/mutex.h"
@@ -64,18 +62,15 @@ class IPUDevice {
 
  private:
   IPUDevice(int id, int64_t memory_budget_bytes, int intra_op_threads);
-  void WorkerLoop();
 
   const int id_;
   const int64_t memory_budget_;
   ThreadPool intra_op_;
   ResourceMgr resources_;
   TransferCounters counters_;
-  Mutex mu_;
-  CondVar cv_;
-  std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread worker_;
+  // The IPU's thread: one worker, tasks in submission order. Declared last
+  // so it drains and stops before what its tasks use.
+  ThreadPool worker_;
 };
 
 }  // namespace ipuflow
