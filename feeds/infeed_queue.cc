@@ -1,6 +1,7 @@
 #include "feeds/infeed_queue.h"
 
 #include <atomic>
+#include <deque>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -33,6 +34,8 @@ class InfeedChannel : public HostResource {
   absl::Status Start(int num_replicas);
   absl::StatusOr<Element> Dequeue(int replica, int num_replicas,
                                   CancellationManager* cancellation);
+  absl::Status GiveBack(int replica, int num_replicas,
+                        std::vector<Element> elements);
   // Wakes every device thread with Cancelled and joins the host thread;
   // later Starts fail.
   void Shutdown(const char* why);
@@ -78,6 +81,10 @@ class InfeedChannel : public HostResource {
   std::vector<std::unique_ptr<BoundedQueue<Slot>>> queues_;  // Fixed once started.
   std::atomic<int64_t> produced_{0};
   std::vector<int64_t> consumed_;  // Per replica; each touched by its replica.
+  // Elements given back, per replica, read before its queue; the count
+  // lets Dequeue skip mu_ while there are none.
+  std::vector<std::deque<Element>> given_back_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int64_t> given_back_count_{0};
   std::thread host_thread_;
 };
 
@@ -102,6 +109,7 @@ absl::Status InfeedChannel::Start(int num_replicas) {
         prefetch_depth_, absl::StrCat("infeed '", id_, "' replica ", r)));
   }
   consumed_.assign(num_replicas, 0);
+  given_back_.resize(num_replicas);
   num_replicas_ = num_replicas;
   host_thread_ = std::thread([this] { HostLoop(); });
   started_replicas_.store(num_replicas, std::memory_order_release);
@@ -146,6 +154,16 @@ absl::StatusOr<Element> InfeedChannel::Dequeue(
     return absl::InvalidArgumentError(absl::StrCat(
         "IPUInfeedQueue '", id_, "': replica ", replica, " of ", num_replicas));
   }
+  if (given_back_count_.load(std::memory_order_acquire) > 0) {
+    MutexLock l(&mu_);
+    if (!given_back_[replica].empty()) {
+      Element e = std::move(given_back_[replica].front());
+      given_back_[replica].pop_front();
+      given_back_count_.fetch_sub(1, std::memory_order_release);
+      ++consumed_[replica];
+      return e;
+    }
+  }
   absl::StatusOr<Slot> slot = queues_[replica]->Pop(cancellation);
   if (absl::IsOutOfRange(slot.status())) {
     return absl::OutOfRangeError(absl::StrCat(
@@ -157,6 +175,29 @@ absl::StatusOr<Element> InfeedChannel::Dequeue(
   RETURN_IF_ERROR(slot.status());
   ++consumed_[replica];
   return *std::move(slot);
+}
+
+absl::Status InfeedChannel::GiveBack(int replica, int num_replicas,
+                                     std::vector<Element> elements) {
+  MutexLock l(&mu_);
+  if (shut_down_) {
+    return absl::CancelledError(
+        absl::StrCat("IPUInfeedQueue '", id_, "' was destroyed"));
+  }
+  if (num_replicas != num_replicas_ || replica < 0 || replica >= num_replicas ||
+      static_cast<int64_t>(elements.size()) > consumed_[replica]) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "IPUInfeedQueue '", id_, "': cannot give back ", elements.size(),
+        " element(s) to replica ", replica, " of ", num_replicas,
+        " (it feeds ", num_replicas_, " replica(s))"));
+  }
+  std::deque<Element>& q = given_back_[replica];
+  q.insert(q.begin(), std::make_move_iterator(elements.begin()),
+           std::make_move_iterator(elements.end()));
+  consumed_[replica] -= static_cast<int64_t>(elements.size());
+  given_back_count_.fetch_add(static_cast<int64_t>(elements.size()),
+                              std::memory_order_release);
+  return absl::OkStatus();
 }
 
 }  // namespace internal
@@ -249,6 +290,11 @@ absl::Status IPUInfeedQueue::Start(int num_replicas) {
 absl::StatusOr<Element> IPUInfeedQueue::Dequeue(
     int replica, int num_replicas, CancellationManager* cancellation) {
   return Call(channel_)->Dequeue(replica, num_replicas, cancellation);
+}
+
+absl::Status IPUInfeedQueue::GiveBack(int replica, int num_replicas,
+                                      std::vector<Element> elements) {
+  return Call(channel_)->GiveBack(replica, num_replicas, std::move(elements));
 }
 
 int64_t IPUInfeedQueue::elements_produced() const {

@@ -31,7 +31,8 @@
 // their graph and keep what they use alive; pipelines hold a plain pointer,
 // so the queue must outlive them (docs/RELIABILITY.md). A stop (cancel,
 // reset, kernel error) ends the run, not the stream: a device that was
-// waiting took no element, and the next run continues with the next one.
+// waiting took no element, a pipeline gives back what it took and did not
+// process (GiveBack), and the next run continues with the next one.
 #ifndef IPUFLOW_FEEDS_INFEED_QUEUE_H_
 #define IPUFLOW_FEEDS_INFEED_QUEUE_H_
 
@@ -71,6 +72,12 @@ class IPUInfeedQueue : public loops::InfeedSource {
   // wait with its reason (the queue keeps its elements).
   absl::StatusOr<Element> Dequeue(int replica, int num_replicas,
                                   CancellationManager* cancellation);
+  // Device side: puts `elements` (taken by Dequeue for `replica`, in the
+  // order taken) back at the front of its stream, for a device program that
+  // stopped before it processed them (a pipeline's feeder runs ahead of its
+  // stages). REQUIRES: no Dequeue for `replica` is running.
+  absl::Status GiveBack(int replica, int num_replicas,
+                        std::vector<Element> elements);
   // Starts the host thread for `num_replicas` (a no-op once started with
   // that count; FailedPrecondition for another). Compiling a device program
   // that dequeues calls it; Dequeue calls it if nobody did.

@@ -46,6 +46,14 @@ struct PipelineRuntime::RunState {
   std::map<int, std::pair<int, std::vector<std::vector<Tensor>>>> pending
       ABSL_GUARDED_BY(outfeed_mu);
   std::vector<Tensor> outfeed_sum ABSL_GUARDED_BY(outfeed_mu);
+  // What a stopped repeat gives back (GiveBackUnprocessed): the infeed
+  // elements it took (the feeder's; read once it is joined), how many
+  // micro-batches reached the outfeed, which one failed, and whether the
+  // weight update began.
+  std::vector<feeds::Element> taken;
+  std::atomic<int> delivered{0};
+  int failed_micro_batch ABSL_GUARDED_BY(mu) = -1;
+  bool updating = false;
 };
 
 namespace {
@@ -87,11 +95,13 @@ double VirtualCost(const PipelineOptions& o, const WorkItem& item,
 
 }  // namespace
 
-void PipelineRuntime::Abort(RunState& rs, const absl::Status& s) {
+void PipelineRuntime::Abort(RunState& rs, const absl::Status& s,
+                            int micro_batch) {
   {
     MutexLock l(&rs.mu);
     if (rs.status.ok() || (absl::IsCancelled(rs.status) && !absl::IsCancelled(s))) {
       rs.status = s;
+      rs.failed_micro_batch = absl::IsCancelled(s) ? -1 : micro_batch;
     }
     rs.cv.SignalAll();
   }
@@ -134,9 +144,10 @@ absl::Status PipelineRuntime::DeliverOutfeed(RunState& rs, int part,
   IPUDevice& device = Device(parts_.back()[part]->def->ipu);
   device.counters().device_to_host.fetch_add(Bytes(element),
                                              std::memory_order_relaxed);
-  return b_->options.outfeed_queue->Push(replica_.index, replica_.count,
-                                         std::move(element),
-                                         rs.cancel.get());
+  RETURN_IF_ERROR(b_->options.outfeed_queue->Push(
+      replica_.index, replica_.count, std::move(element), rs.cancel.get()));
+  rs.delivered.fetch_add(1, std::memory_order_relaxed);
+  return absl::OkStatus();
 }
 
 void PipelineRuntime::SentToIpu(RunState& rs, int from, int64_t bytes) {
@@ -251,6 +262,9 @@ absl::Status PipelineRuntime::Backward(RunState& rs, const Entry& e,
           b = 1.0 / (m + 1);
           break;
       }
+      // The step's first micro-batch overwrites: a stopped step may have
+      // left partial sums behind (the reset runs after the update).
+      if (m == 0) a = 0;
       const DType dt = d.accum_scale.dtype();
       feeds.push_back(Tensor::Filled(dt, TensorShape(), a));
       feeds.push_back(Tensor::Filled(dt, TensorShape(), b));
@@ -308,7 +322,8 @@ void PipelineRuntime::RunIpu(RunState& rs, int ipu, int repeat) {
                                  e.item.pass == Pass::kForward ? "forward"
                                                                : "backward",
                                  ", micro-batch ", e.item.micro_batch,
-                                 " of run ", repeat, ": ", s.message())));
+                                 " of run ", repeat, ": ", s.message())),
+            e.item.micro_batch);
       return;
     }
     const double vstart = std::max(rs.vclock[ipu], clock.virtual_ready);
@@ -354,6 +369,7 @@ void PipelineRuntime::Feeder(RunState& rs, int repeat) {
                                           el.status().message())));
       return;
     }
+    rs.taken.push_back(*el);
     for (size_t p = 0; p < parts_[0].size(); ++p) {
       const int ipu = parts_[0][p]->def->ipu;
       const int64_t bytes = Bytes(*el);
@@ -475,7 +491,11 @@ absl::Status PipelineRuntime::RunOnce(RunState& rs, int repeat) {
     MutexLock l(&rs.mu);
     rs.step_remaining = step_sizes_;
     rs.step_end.assign(step_sizes_.size(), 0);
+    rs.failed_micro_batch = -1;
   }
+  rs.taken.clear();
+  rs.delivered = 0;
+  rs.updating = false;
   // A run starts when every IPU has finished the previous one (the pipeline
   // drains between runs; in training the weight update already waited).
   const double start = *std::max_element(rs.vclock.begin(), rs.vclock.end());
@@ -536,9 +556,31 @@ absl::Status PipelineRuntime::RunOnce(RunState& rs, int repeat) {
     RETURN_IF_ERROR(
         b_->options.outfeed_queue->Push(replica_.index, replica_.count,
                                         std::move(sum), rs.cancel.get()));
+    rs.delivered = b_->table.micro_batches;
   }
-  if (b_->training) RETURN_IF_ERROR(WeightUpdate(rs));
+  if (b_->training) {
+    rs.updating = true;
+    RETURN_IF_ERROR(WeightUpdate(rs));
+  }
   return absl::OkStatus();
+}
+
+void PipelineRuntime::GiveBackUnprocessed(RunState& rs) {
+  feeds::IPUInfeedQueue* infeed = b_->options.infeed_queue;
+  if (infeed == nullptr || rs.updating) return;
+  int failed;
+  {
+    MutexLock l(&rs.mu);
+    failed = rs.failed_micro_batch;
+  }
+  std::vector<feeds::Element> back;
+  for (int m = rs.delivered; m < static_cast<int>(rs.taken.size()); ++m) {
+    if (m != failed) back.push_back(std::move(rs.taken[m]));
+  }
+  rs.taken.clear();
+  if (back.empty()) return;
+  // Fails only if the queue was destroyed: then there is no stream to keep.
+  infeed->GiveBack(replica_.index, replica_.count, std::move(back)).IgnoreError();
 }
 
 absl::StatusOr<PipelineReport> PipelineRuntime::Run(
@@ -607,6 +649,7 @@ absl::StatusOr<PipelineReport> PipelineRuntime::Run(
   for (int r = 0; r < b_->options.repeat_count && status.ok(); ++r) {
     status = RunOnce(rs, r);
   }
+  if (!status.ok()) GiveBackUnprocessed(rs);
   system_cancel->Unregister(token);
   for (int t : fifo_tokens) cancel->Unregister(t);
   RETURN_IF_ERROR(status);

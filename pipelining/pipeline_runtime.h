@@ -24,7 +24,10 @@
 //    hopping to each IPU for its variables), with offloaded optimizer state
 //    streamed in before and out after.
 // The first error cancels every FIFO and queue wait of the run; Run returns
-// it (a root cause in preference to the cancellations it caused).
+// it (a root cause in preference to the cancellations it caused). The
+// stream goes on where the stopped run's results end: the infeed gets back
+// the elements whose values did not reach the outfeed, except the one whose
+// kernel failed (docs/RELIABILITY.md, "Feeds").
 //
 // Thread safety: Run must not be called concurrently with itself.
 #ifndef IPUFLOW_PIPELINING_PIPELINE_RUNTIME_H_
@@ -148,7 +151,13 @@ class PipelineRuntime {
   // (all-gather).
   absl::StatusOr<Tensor> Shard(const std::string& name, const Tensor& full);
   absl::StatusOr<Tensor> Gather(const std::string& name, const Tensor& shard);
-  void Abort(RunState& rs, const absl::Status& s);
+  // Stops the run with `s`; `micro_batch` is the one whose work failed
+  // (it is not given back to the infeed), -1 for none.
+  void Abort(RunState& rs, const absl::Status& s, int micro_batch = -1);
+  // After a stopped run: gives back to the infeed the elements this repeat
+  // took whose values never reached the outfeed (none once the weight
+  // update began), except the failing micro-batch's.
+  void GiveBackUnprocessed(RunState& rs);
   PipelineReport MakeReport(RunState& rs);
 
   const BuiltPipeline* b_ = nullptr;

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "core/ipu/ipu_strategy.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ops/array/concat.h"
 #include "ops/array/split.h"
@@ -312,6 +313,64 @@ TEST(PipelineTrainingTest, ReportsUtilisationBubbleAndTraffic) {
   EXPECT_GT(r.ipu_to_ipu_bytes, 0);
   EXPECT_EQ(r.host_to_device_bytes, 16 * (4 * 6 * 4 + 4 * 4));
   EXPECT_NE(r.Summary().find("bubble"), std::string::npos);
+}
+
+// Issue 9: a training step stopped by a kernel error (a label out of range
+// at micro-batch 6 of the second step, after the backward passes of the
+// first micro-batches have accumulated) gives the step's other micro-batches
+// back to the infeed, with nothing applied: the next runs train on them, so
+// the weights equal a run over the same elements without the failing one.
+TEST(PipelineTrainingTest, AStoppedStepIsRetriedWithoutTheFailingElement) {
+  auto elements = feeds::Collect(MicroBatches(25));
+  ASSERT_TRUE(elements.ok()) << elements.status();
+  std::vector<feeds::Element> poisoned = *elements, clean = *elements;
+  poisoned[14][1] = Tensor::Filled(DType::kInt32, poisoned[14][1].shape(), 99);
+  clean.erase(clean.begin() + 14);
+  const feeds::ElementSpec spec = MicroBatches(1)->spec();
+  auto train = [&](std::vector<feeds::Element> data, int runs,
+                   std::vector<absl::Status>* statuses) {
+    auto init = InitialValues(1);
+    auto system = MakeSystem(4);
+    Scope scope = Scope::NewRootScope();
+    auto infeed = *feeds::IPUInfeedQueue::Create(feeds::FromGenerator(
+        spec, [data] {
+          return [data, i = size_t{0}]() mutable -> absl::StatusOr<feeds::Element> {
+            if (i == data.size()) return absl::OutOfRangeError("end");
+            return data[i++];
+          };
+        }));
+    PipelineOptions o;
+    o.computational_stages = ModelStages(init);
+    o.gradient_accumulation_count = 8;
+    o.infeed_queue = infeed.get();
+    o.optimizer_function = testing::SgdCrossEntropy(0.5f);
+    auto pipeline = Pipeline(scope, o);
+    EXPECT_TRUE(pipeline.ok()) << pipeline.status();
+    if (!pipeline.ok()) return std::map<std::string, Tensor>{};
+    EXPECT_TRUE(IPUStrategy(system.get()).Initialize(*scope.graph()).ok());
+    for (int r = 0; r < runs; ++r) {
+      statuses->push_back((*pipeline)->Run(system.get()).status());
+    }
+    // Every element was used: the next run finds the infeed empty.
+    EXPECT_TRUE(absl::IsOutOfRange((*pipeline)->Run(system.get()).status()));
+    return ReadPipelineVariables(system.get(), 4);
+  };
+  std::vector<absl::Status> stopped, plain;
+  auto retried = train(poisoned, 4, &stopped);
+  auto reference = train(clean, 3, &plain);
+  ASSERT_EQ(stopped.size(), 4u);
+  EXPECT_TRUE(stopped[0].ok()) << stopped[0];
+  EXPECT_EQ(stopped[1].code(), absl::StatusCode::kInvalidArgument) << stopped[1];
+  EXPECT_THAT(std::string(stopped[1].message()),
+              ::testing::HasSubstr("micro-batch 6"));
+  EXPECT_THAT(std::string(stopped[1].message()),
+              ::testing::HasSubstr("label 99"));
+  EXPECT_TRUE(stopped[2].ok()) << stopped[2];
+  EXPECT_TRUE(stopped[3].ok()) << stopped[3];
+  for (const absl::Status& st : plain) EXPECT_TRUE(st.ok()) << st;
+  ASSERT_EQ(retried.size(), 7u);
+  EXPECT_EQ(MaxDifference(retried, reference), 0.0f);
+  EXPECT_GT(MaxDifference(retried, InitialValues(1)), 1e-2);
 }
 
 }  // namespace
