@@ -3,14 +3,15 @@
 //
 //   absl::Status SquareKernel(KernelContext& ctx) {
 //     const Tensor& x = ctx.input(0);
-//     Tensor* y = ctx.allocate_output(0, x.shape());
+//     ASSIGN_OR_RETURN(Tensor* y, ctx.allocate_output(0, x.shape()));
 //     y->flat<float>() = x.flat<float>().square();
 //     return absl::OkStatus();
 //   }
 //
 // Kernels report bad input with ctx.InvalidArgument(...), which names the
 // node and op. allocate_output returns memory planned by the compiler
-// (core/program.h) when the shape is the one planned, else fresh memory.
+// (core/program.h) when the shape is the one planned, else fresh memory
+// (ResourceExhausted, naming the node, when it cannot be had).
 //
 // Thread safety: one KernelContext per kernel invocation, used by one
 // thread. Kernels may run concurrently with other kernels of the same program
@@ -26,6 +27,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "core/graph.h"
 #include "core/resource.h"
@@ -53,6 +55,8 @@ struct RunEnv {
   CollectiveGroup* collectives = nullptr;
   // The emulated IPU running the program; null on the host.
   IPUDevice* device = nullptr;
+  // Bytes the IPU holds (no output may be larger); 0 on the host.
+  int64_t memory_budget = 0;
   // Set for a program sharded over several IPUs: runs `work` on shard k's
   // IPU thread with that shard's env, and returns when it is done. Shard 0
   // runs on the calling thread.
@@ -86,8 +90,12 @@ class KernelContext {
   // program's feeds are).
   const TensorShape& planned_shape(int i) const;
 
-  // Allocates output i with `shape` (dtype from the graph).
-  Tensor* allocate_output(int i, const TensorShape& shape);
+  // Allocates output i with `shape` (dtype from the graph): the planned
+  // memory, or fresh memory for a shape known only now (data-dependent).
+  // ResourceExhausted if the shape is larger than the IPU's memory or the
+  // host cannot allocate it.
+  [[nodiscard]] absl::StatusOr<Tensor*> allocate_output(int i,
+                                                        const TensorShape& shape);
   // Hands over an existing tensor (a view of an input, a constant, ...).
   void set_output(int i, Tensor t);
   Tensor* mutable_output(int i) { return &outputs_[i]; }

@@ -27,13 +27,33 @@ const TensorShape& KernelContext::planned_shape(int i) const {
   return (*plans_)[i].shape;
 }
 
-Tensor* KernelContext::allocate_output(int i, const TensorShape& shape) {
+absl::StatusOr<Tensor*> KernelContext::allocate_output(
+    int i, const TensorShape& shape) {
   const OutputPlan& plan = (*plans_)[i];
   if (plan.offset >= 0 && shape == plan.shape) {
     outputs_[i] = Tensor(output_dtype(i), shape, *arena_, plan.offset);
-  } else {
-    outputs_[i] = Tensor(output_dtype(i), shape);
+    return &outputs_[i];
   }
+  // A shape known only now: checked before anything is allocated.
+  const DType dtype = output_dtype(i);
+  absl::StatusOr<int64_t> n = shape.CheckedNumElements();
+  absl::StatusOr<int64_t> bytes =
+      n.ok() ? CheckedByteSize(*n, DTypeSize(dtype), "") : n.status();
+  const bool on_ipu = env_->memory_budget > 0;
+  const int64_t limit = on_ipu ? env_->memory_budget : PhysicalMemoryBytes();
+  if (bytes.ok() && *bytes > limit) {
+    return Error(absl::StatusCode::kResourceExhausted, "output ", i, " ",
+                 DTypeName(dtype), shape.DebugString(), " needs ", *bytes,
+                 " bytes, more than ",
+                 on_ipu ? absl::StrCat("IPU ", env_->ipu, " holds (")
+                        : std::string("the host's physical memory ("),
+                 limit, " bytes)");
+  }
+  absl::StatusOr<Tensor> t = Tensor::Allocate(dtype, shape);
+  if (!t.ok()) {
+    return Error(t.status().code(), "output ", i, ": ", t.status().message());
+  }
+  outputs_[i] = *std::move(t);
   return &outputs_[i];
 }
 
@@ -91,9 +111,38 @@ struct Program::ExecNode {
 
 Program::~Program() = default;
 
+namespace {
+
+// Loop bodies are programs that their loop's kernel compiles and runs from
+// inside its own compile and run, on the same thread: a GraphDef nesting
+// loops thousands deep would overflow that thread's stack.
+constexpr int kMaxNesting = 64;
+thread_local int compile_depth = 0;
+thread_local int run_depth = 0;
+
+class NestingGuard {
+ public:
+  explicit NestingGuard(int* depth) : depth_(depth) { ++*depth_; }
+  ~NestingGuard() { --*depth_; }
+  absl::Status Check(const char* what) const {
+    if (*depth_ <= kMaxNesting) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "programs nested more than ", kMaxNesting, " deep while ", what,
+        " (a device loop in a loop body in a loop body ...): flatten the "
+        "loops"));
+  }
+
+ private:
+  int* depth_;
+};
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Program>> Program::Compile(
     const Graph& graph, const ProgramSpec& spec) {
   using namespace compiler;  // NOLINT: the phases, in order.
+  const NestingGuard nesting(&compile_depth);
+  RETURN_IF_ERROR(nesting.Check("compiling"));
   ASSIGN_OR_RETURN(const FeedIndex feeds, CheckSpec(graph, spec));
   const std::vector<bool> needed = Prune(graph, spec, feeds);
   ASSIGN_OR_RETURN(const Schedule schedule, MakeSchedule(graph, spec, needed));
@@ -346,6 +395,8 @@ class Program::Executor {
 
 absl::Status Program::Run(RunEnv& env, absl::Span<const Tensor> feeds,
                           std::vector<Tensor>* fetches) {
+  const NestingGuard nesting(&run_depth);
+  RETURN_IF_ERROR(nesting.Check("running"));
   if (env.intra_op == nullptr) {
     return absl::InvalidArgumentError("RunEnv has no intra-op thread pool");
   }

@@ -200,6 +200,38 @@ TEST(SessionTest, ConcurrentRunsFromManyThreads) {
   EXPECT_EQ(failures.load(), 0);
 }
 
+// Issue 9: a fetched output gets memory of its own when the kernel runs;
+// one larger than the machine is ResourceExhausted naming the node.
+TEST(ProgramTest, FetchTooLargeForTheMachineIsResourceExhausted) {
+  Scope s = Scope::NewRootScope();
+  Output big = ops::Fill(s.WithOpName("big"), TensorShape({int64_t{1} << 45}), 1.0);
+  Session session(s.graph());
+  std::vector<Tensor> out;
+  absl::Status st = session.Run({}, {big}, &out);
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+  EXPECT_NE(st.message().find("Fill 'big': output 0 float32[35184372088832] "
+                              "needs 140737488355328 bytes, more than the "
+                              "host's physical memory"),
+            std::string::npos)
+      << st;
+}
+
+// Issue 9: a session whose pool could not start its workers says so on
+// Run (ResourceExhausted) instead of running inline without a word.
+TEST(SessionTest, ThreadPoolThatCouldNotStartIsAnErrorOnRun) {
+  Scope s = Scope::NewRootScope();
+  Output one = ops::Const(s, 1.0f);
+  SetThreadLimitForTesting(0);
+  SessionOptions options;
+  options.intra_op_threads = 2;
+  Session session(s.graph(), options);
+  SetThreadLimitForTesting(-1);
+  std::vector<Tensor> out;
+  absl::Status st = session.Run({}, {one}, &out);
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+  EXPECT_NE(st.message().find("session-intra-op"), std::string::npos) << st;
+}
+
 // Issue 9: compiling allocates nothing; the first run allocates the arena
 // and reports a machine that cannot hold it as ResourceExhausted.
 TEST(ProgramTest, ArenaTooLargeForTheMachineIsResourceExhausted) {

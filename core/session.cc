@@ -61,6 +61,10 @@ absl::Status Session::Run(const FeedList& feeds,
                           const std::vector<Output>& fetches,
                           const std::vector<Node*>& targets,
                           std::vector<Tensor>* outputs) {
+  // A pool that could not start its workers would run everything inline,
+  // slowly and silently: say so instead.
+  RETURN_IF_ERROR(intra_op_.status());
+  if (inter_op_ != nullptr) RETURN_IF_ERROR(inter_op_->status());
   ASSIGN_OR_RETURN(Entry * entry, GetEntry(feeds, fetches, targets));
   std::vector<Tensor> values;
   values.reserve(feeds.size());

@@ -8,7 +8,8 @@
 //   RETURN_IF_ERROR(session.Run({{x, batch}}, {loss}, {train}, &out));
 //
 // Errors name the feed or node at fault: a Placeholder nobody fed, a fed
-// value of the wrong dtype or shape.
+// value of the wrong dtype or shape. Run returns ResourceExhausted if the
+// session's thread pools could not start their workers.
 //
 // Thread safety: Run may be called from several threads; runs of the same
 // compiled program are serialised, different programs run concurrently.

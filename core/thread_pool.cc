@@ -35,10 +35,13 @@ absl::StatusOr<std::thread> StartThread(const std::string& what,
 }
 
 int64_t PhysicalMemoryBytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page = sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || page <= 0) return int64_t{1} << 40;  // Unknown: 1 TiB.
-  return static_cast<int64_t>(pages) * page;
+  static const int64_t bytes = [] {
+    const long pages = sysconf(_SC_PHYS_PAGES);
+    const long page = sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || page <= 0) return int64_t{1} << 40;  // Unknown: 1 TiB.
+    return static_cast<int64_t>(pages) * page;
+  }();
+  return bytes;
 }
 
 ThreadPool::ThreadPool(std::string name, int num_threads)

@@ -38,7 +38,7 @@ std::vector<int64_t> BroadcastStrides(const TensorShape& in,
 template <typename T, typename F>
 absl::Status UnaryKernel(KernelContext& ctx, F f) {
   const Tensor& x = ctx.input(0);
-  Tensor* y = ctx.allocate_output(0, x.shape());
+  ASSIGN_OR_RETURN(Tensor* y, ctx.allocate_output(0, x.shape()));
   const T* px = x.data<T>();
   T* py = y->data<T>();
   ctx.ParallelFor(x.NumElements(), kCwiseCost, [&](int64_t b, int64_t e) {
@@ -54,7 +54,7 @@ absl::Status BinaryKernel(KernelContext& ctx, F f) {
   const Tensor& y = ctx.input(1);
   absl::StatusOr<TensorShape> shape = BroadcastShapes(x.shape(), y.shape());
   if (!shape.ok()) return ctx.InvalidArgument(shape.status().message());
-  Tensor* z = ctx.allocate_output(0, *shape);
+  ASSIGN_OR_RETURN(Tensor* z, ctx.allocate_output(0, *shape));
   const T* px = x.data<T>();
   const T* py = y.data<T>();
   Out* pz = z->data<Out>();

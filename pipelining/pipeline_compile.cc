@@ -156,6 +156,7 @@ absl::Status PipelineRuntime::Compile() {
     env.num_replicas = replica_.count;
     env.collectives = replica_.group;
     env.device = &device;
+    env.memory_budget = device.memory_budget_bytes();
     env.cancellation = system_->cancellation();
     env.on_shard = [this](int shard,
                           const std::function<void(RunEnv&)>& work) {

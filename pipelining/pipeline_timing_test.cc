@@ -168,7 +168,9 @@ void ExpectPlannersTimeline(const Config& c) {
     EXPECT_EQ(it.end, want.end + shift);
   }
   EXPECT_EQ(r->stage_costs.forward, c.costs->forward);
-  if (c.training) EXPECT_EQ(r->stage_costs.backward, c.costs->backward);
+  if (c.training) {
+    EXPECT_EQ(r->stage_costs.backward, c.costs->backward);
+  }
   EXPECT_EQ(r->measured_seconds_per_run, plan->makespan);
   EXPECT_EQ(r->virtual_seconds, c.runs * plan->makespan);
   EXPECT_EQ(r->weight_update_seconds, 0);

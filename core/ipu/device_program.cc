@@ -164,6 +164,7 @@ absl::StatusOr<std::unique_ptr<DeviceProgram>> DeviceProgram::Compile(
       env.cancellation = system->cancellation();
       env.collectives = dp->group_.get();
       env.device = &device;
+      env.memory_budget = device.memory_budget_bytes();
       if (dp->num_shards_ > 1) {
         env.on_shard = [self, r](int shard,
                                  const std::function<void(RunEnv&)>& work) {

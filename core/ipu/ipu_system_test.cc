@@ -367,6 +367,19 @@ TEST(DeviceLayerErrorsTest, OverBudgetProgramIsRefusedBeforeAllocating) {
   EXPECT_TRUE(Contains(st, "IPU 0 (shard 0): 128.00 TiB of 897.00 MiB")) << st;
 }
 
+// A fetched output larger than the IPU's memory is ResourceExhausted
+// naming the node and the IPU (not an abort, not a host allocation).
+TEST(DeviceLayerErrorsTest, FetchLargerThanTheIpuIsResourceExhausted) {
+  auto system = MakeSystem(1);
+  Scope s = Scope::NewRootScope();
+  Output big = ops::Fill(s.WithOpName("big"), TensorShape({int64_t{1} << 31}), 1.0);
+  IPUStrategy strategy(system.get());
+  absl::Status st = strategy.Run(*s.graph(), {big}).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+  EXPECT_TRUE(Contains(st, "IPU 0")) << st;
+  EXPECT_TRUE(Contains(st, "8589934592")) << st;
+}
+
 // A kernel error at step 3 of a device loop reaches the host naming the
 // node and the replica; the system runs the next program.
 TEST(DeviceLayerErrorsTest, KernelErrorInALoopBodyAtStepK) {

@@ -49,7 +49,7 @@ absl::Status PadKernel(KernelContext& ctx) {
   absl::StatusOr<TensorShape> shape =
       PaddedShape(x.shape(), paddings, "input 'x'");
   if (!shape.ok()) return ctx.InvalidArgument(shape.status().message());
-  Tensor* y = ctx.allocate_output(0, *shape);
+  ASSIGN_OR_RETURN(Tensor* y, ctx.allocate_output(0, *shape));
   if (*shape != x.shape()) {
     FillTensor(ctx, *y, ctx.attr<float>("constant_value"));
   }

@@ -56,7 +56,7 @@ REGISTER_OP("ReduceScatter")
       ASSIGN_OR_RETURN(ReduceOp op, ParseOp(ctx.attr<std::string>("op")));
       ASSIGN_OR_RETURN(const int g, RuntimeGroupSize(ctx));
       const int64_t n = x.NumElements();
-      Tensor* out = ctx.allocate_output(0, TensorShape({(n + g - 1) / g}));
+      ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(0, TensorShape({(n + g - 1) / g})));
       return RunCollective(ctx, [&](CollectiveGroup& group, int replica,
                                     const ReplicaGroups& groups) {
         return group.ReduceScatter(replica, ctx.node().name(), x, *out, op,

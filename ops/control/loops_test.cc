@@ -72,6 +72,32 @@ TEST(RepeatTest, NestedLoopBodiesRunOnlyInTheirLoop) {
   EXPECT_TRUE(TensorNear(out[0], {6}, {}));
 }
 
+// Loops `depth` deep, each running once, the innermost adding 1 to x.
+Output Nest(const Scope& s, int depth, Output x) {
+  auto loop = Repeat(s, 1, [depth](const Scope& b, const std::vector<Output>& a) {
+    return std::vector<Output>{depth == 1 ? ops::Add(b, a[0], ops::Const(b, 1.0f))
+                                          : Nest(b, depth - 1, a[0])};
+  }, {x});
+  EXPECT_TRUE(loop.ok()) << loop.status();
+  return loop.ok() ? loop->outputs[0] : Output();
+}
+
+// Issue 9: nesting is bounded (each level compiles and runs its body from
+// inside its own kernel, on one stack): 64 levels run, 65 are refused.
+TEST(RepeatTest, NestingDepthIsBounded) {
+  Scope s = Scope::NewRootScope();
+  Output ok = Nest(s, 63, ops::Const(s, 0.0f));  // The top program is 64th.
+  EXPECT_TRUE(TensorNear(RunOne(s, {}, ok), {1}, {}));
+  Scope t = Scope::NewRootScope();
+  Output deep = Nest(t, 200, ops::Const(t, 0.0f));
+  Session session(t.graph());
+  std::vector<Tensor> out;
+  absl::Status st = session.Run({}, {deep}, &out);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("nested more than 64 deep"), std::string::npos)
+      << st;
+}
+
 TEST(RepeatTest, RunsOnAnEmulatedIpu) {
   IPUConfig config;
   auto system = IPUSystem::Create(config);

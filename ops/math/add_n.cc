@@ -18,7 +18,7 @@ absl::Status AddNKernel(KernelContext& ctx) {
                                  first.shape().DebugString());
     }
   }
-  Tensor* out = ctx.allocate_output(0, first.shape());
+  ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(0, first.shape()));
   T* po = out->data<T>();
   const int n = ctx.num_inputs();
   ctx.ParallelFor(first.NumElements(), kCwiseCost * n,

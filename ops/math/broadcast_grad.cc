@@ -52,7 +52,7 @@ absl::Status SumToShape(KernelContext& ctx) {
                                " does not broadcast to ",
                                x.shape().DebugString());
   }
-  Tensor* out = ctx.allocate_output(0, target);
+  ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(0, target));
   out->flat<T>().setZero();
   T* po = out->data<T>();
   const T* px = x.data<T>();
@@ -76,7 +76,7 @@ absl::Status Broadcast(KernelContext& ctx) {
     return ctx.InvalidArgument("shape ", x.shape().DebugString(),
                                " does not broadcast to ", target.DebugString());
   }
-  Tensor* out = ctx.allocate_output(0, target);
+  ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(0, target));
   T* po = out->data<T>();
   const T* px = x.data<T>();
   ForEachBroadcastRow(x.shape(), target, [&](int64_t oo, int64_t xo,

@@ -14,7 +14,7 @@ bool Castable(DType d) {
 template <typename From, typename To>
 absl::Status CastKernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  Tensor* y = ctx.allocate_output(0, x.shape());
+  ASSIGN_OR_RETURN(Tensor* y, ctx.allocate_output(0, x.shape()));
   const From* px = x.data<From>();
   To* py = y->data<To>();
   ctx.ParallelFor(x.NumElements(), kCwiseCost, [&](int64_t b, int64_t e) {

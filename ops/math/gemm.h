@@ -3,7 +3,7 @@
 // parallelised over blocks of output rows across the whole batch.
 //
 //   GemmShape s{/*m=*/64, /*k=*/80, /*n=*/48, /*transpose_a=*/false, true};
-//   Tensor* c = ctx.allocate_output(0, {64, 48});
+//   ASSIGN_OR_RETURN(Tensor* c, ctx.allocate_output(0, {64, 48}));
 //   RETURN_IF_ERROR(BatchedGemm(ctx, a, b, s, {0}, {0}, c));
 //
 // Stateless; safe from any thread.

@@ -44,7 +44,7 @@ absl::Status ReduceGradLikeKernel(KernelContext& ctx) {
   absl::Status ok =
       axes.ok() ? CheckDyShape(dy.shape(), x.shape(), *axes) : axes.status();
   if (!ok.ok()) return ctx.InvalidArgument(ok.message());
-  Tensor* out = ctx.allocate_output(0, x.shape());
+  ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(0, x.shape()));
   const int64_t n = out->NumElements();
   if (n == 0) return absl::OkStatus();
   const T scale = static_cast<T>(

@@ -43,7 +43,7 @@ absl::Status SelectKernel(KernelContext& ctx) {
       SelectShape(c.shape(), x.shape(), y.shape());
   if (!shape.ok()) return ctx.InvalidArgument(shape.status().message());
   const TensorShape& out = *shape;
-  Tensor* z = ctx.allocate_output(0, out);
+  ASSIGN_OR_RETURN(Tensor* z, ctx.allocate_output(0, out));
   const bool* pc = c.data<bool>();
   const T *px = x.data<T>(), *py = y.data<T>();
   T* pz = z->data<T>();

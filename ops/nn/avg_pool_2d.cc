@@ -73,10 +73,11 @@ absl::Status AvgPoolKernel(KernelContext& ctx) {
   ASSIGN_OR_RETURN(Window2D g, PoolKernelWindow(ctx, &a));
   const Tensor x = ToNhwcTensor(ctx, ctx.input(0), a.format);
   Tensor scratch;
-  Tensor* y =
-      AllocateNhwcOutput(ctx, 0, {g.n, g.oh, g.ow, g.c}, a.format, &scratch);
+  ASSIGN_OR_RETURN(
+      Tensor* y,
+      AllocateNhwcOutput(ctx, 0, {g.n, g.oh, g.ow, g.c}, a.format, &scratch));
   AvgPoolForward(ctx, x.data<float>(), y->data<float>(), g);
-  FinishNhwcOutput(ctx, 0, a.format, scratch);
+  RETURN_IF_ERROR(FinishNhwcOutput(ctx, 0, a.format, scratch));
   return absl::OkStatus();
 }
 
@@ -91,10 +92,11 @@ absl::Status AvgPoolGradKernel(KernelContext& ctx) {
   }
   const Tensor dy = ToNhwcTensor(ctx, ctx.input(1), a.format);
   Tensor scratch;
-  Tensor* dx =
-      AllocateNhwcOutput(ctx, 0, {g.n, g.h, g.w, g.c}, a.format, &scratch);
+  ASSIGN_OR_RETURN(
+      Tensor* dx,
+      AllocateNhwcOutput(ctx, 0, {g.n, g.h, g.w, g.c}, a.format, &scratch));
   AvgPoolBackward(ctx, dy.data<float>(), dx->data<float>(), g);
-  FinishNhwcOutput(ctx, 0, a.format, scratch);
+  RETURN_IF_ERROR(FinishNhwcOutput(ctx, 0, a.format, scratch));
   return absl::OkStatus();
 }
 

@@ -66,7 +66,8 @@ template <typename T>
 absl::Status BiasAddKernel(KernelContext& ctx, const ChannelView& v) {
   const T* px = ctx.input(0).data<T>();
   const T* pb = ctx.input(1).data<T>();
-  T* py = ctx.allocate_output(0, ctx.input(0).shape())->data<T>();
+  ASSIGN_OR_RETURN(Tensor* py_t, ctx.allocate_output(0, ctx.input(0).shape()));
+  T* py = py_t->data<T>();
   if (v.inner == 1) {
     const int64_t rows = BlockRows(v.c);
     const ArrayX<T> tiled = ConstArrayMap<T>(pb, v.c).replicate(rows, 1);
@@ -132,7 +133,8 @@ absl::Status BiasAddGradKernel(KernelContext& ctx, const ChannelView& v) {
       });
   Eigen::ArrayXf total = Eigen::ArrayXf::Zero(v.c);
   for (const auto& [begin, sum] : partials) total += sum;
-  ctx.allocate_output(0, TensorShape({v.c}))->flat<T>() = total.cast<T>();
+  ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(0, TensorShape({v.c})));
+  out->flat<T>() = total.cast<T>();
   return absl::OkStatus();
 }
 

@@ -47,11 +47,12 @@ absl::Status Conv2DKernel(KernelContext& ctx) {
   ASSIGN_OR_RETURN(Window2D g, ConvKernelWindow(ctx, &a, &oc));
   const Tensor x = ToNhwcTensor(ctx, ctx.input(0), a.format);
   Tensor scratch;
-  Tensor* y =
-      AllocateNhwcOutput(ctx, 0, {g.n, g.oh, g.ow, oc}, a.format, &scratch);
+  ASSIGN_OR_RETURN(
+      Tensor* y,
+      AllocateNhwcOutput(ctx, 0, {g.n, g.oh, g.ow, oc}, a.format, &scratch));
   ConvForward(ctx, x.data<float>(), ctx.input(1).data<float>(),
               y->data<float>(), g, oc);
-  FinishNhwcOutput(ctx, 0, a.format, scratch);
+  RETURN_IF_ERROR(FinishNhwcOutput(ctx, 0, a.format, scratch));
   return absl::OkStatus();
 }
 

@@ -108,11 +108,12 @@ absl::Status BackpropInputKernel(KernelContext& ctx) {
   ASSIGN_OR_RETURN(Window2D g, BackpropWindow(ctx, &a, &oc));
   const Tensor dy = ToNhwcTensor(ctx, ctx.input(2), a.format);
   Tensor scratch;
-  Tensor* dx =
-      AllocateNhwcOutput(ctx, 0, {g.n, g.h, g.w, g.c}, a.format, &scratch);
+  ASSIGN_OR_RETURN(
+      Tensor* dx,
+      AllocateNhwcOutput(ctx, 0, {g.n, g.h, g.w, g.c}, a.format, &scratch));
   ConvBackpropInput(ctx, dy.data<float>(), ctx.input(1).data<float>(),
                     dx->data<float>(), g, oc);
-  FinishNhwcOutput(ctx, 0, a.format, scratch);
+  RETURN_IF_ERROR(FinishNhwcOutput(ctx, 0, a.format, scratch));
   return absl::OkStatus();
 }
 
@@ -122,7 +123,7 @@ absl::Status BackpropFilterKernel(KernelContext& ctx) {
   ASSIGN_OR_RETURN(Window2D g, BackpropWindow(ctx, &a, &oc));
   const Tensor x = ToNhwcTensor(ctx, ctx.input(0), a.format);
   const Tensor dy = ToNhwcTensor(ctx, ctx.input(2), a.format);
-  Tensor* dw = ctx.allocate_output(0, ctx.input(1).shape());
+  ASSIGN_OR_RETURN(Tensor* dw, ctx.allocate_output(0, ctx.input(1).shape()));
   ConvBackpropFilter(ctx, x.data<float>(), dy.data<float>(), dw->data<float>(),
                      g, oc);
   return absl::OkStatus();

@@ -33,8 +33,10 @@ absl::Status CheckRate(float rate) {
 template <typename T>
 absl::Status DropoutKernel(KernelContext& ctx, uint64_t key, float rate) {
   const Tensor& x = ctx.input(0);
-  T* py = ctx.allocate_output(0, x.shape())->data<T>();
-  T* pm = ctx.allocate_output(1, x.shape())->data<T>();
+  ASSIGN_OR_RETURN(Tensor* py_t, ctx.allocate_output(0, x.shape()));
+  T* py = py_t->data<T>();
+  ASSIGN_OR_RETURN(Tensor* pm_t, ctx.allocate_output(1, x.shape()));
+  T* pm = pm_t->data<T>();
   const T* px = x.data<T>();
   const T scale = static_cast<T>(1.0f / (1.0f - rate));
   ctx.ParallelFor(x.NumElements(), 16, [&](int64_t b, int64_t e) {

@@ -180,10 +180,11 @@ absl::Status MaxPoolKernel(KernelContext& ctx) {
   ASSIGN_OR_RETURN(Window2D g, PoolKernelWindow(ctx, &a));
   const Tensor x = ToNhwcTensor(ctx, ctx.input(0), a.format);
   Tensor scratch;
-  Tensor* y =
-      AllocateNhwcOutput(ctx, 0, {g.n, g.oh, g.ow, g.c}, a.format, &scratch);
+  ASSIGN_OR_RETURN(
+      Tensor* y,
+      AllocateNhwcOutput(ctx, 0, {g.n, g.oh, g.ow, g.c}, a.format, &scratch));
   MaxPoolForward(ctx, x.data<float>(), y->data<float>(), g);
-  FinishNhwcOutput(ctx, 0, a.format, scratch);
+  RETURN_IF_ERROR(FinishNhwcOutput(ctx, 0, a.format, scratch));
   return absl::OkStatus();
 }
 
@@ -203,11 +204,12 @@ absl::Status MaxPoolGradKernel(KernelContext& ctx) {
   const Tensor y = ToNhwcTensor(ctx, ctx.input(1), a.format);
   const Tensor dy = ToNhwcTensor(ctx, ctx.input(2), a.format);
   Tensor scratch;
-  Tensor* dx =
-      AllocateNhwcOutput(ctx, 0, {g.n, g.h, g.w, g.c}, a.format, &scratch);
+  ASSIGN_OR_RETURN(
+      Tensor* dx,
+      AllocateNhwcOutput(ctx, 0, {g.n, g.h, g.w, g.c}, a.format, &scratch));
   MaxPoolBackward(ctx, x.data<float>(), y.data<float>(), dy.data<float>(),
                   dx->data<float>(), g);
-  FinishNhwcOutput(ctx, 0, a.format, scratch);
+  RETURN_IF_ERROR(FinishNhwcOutput(ctx, 0, a.format, scratch));
   return absl::OkStatus();
 }
 

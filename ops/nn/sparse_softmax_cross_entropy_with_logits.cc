@@ -62,8 +62,10 @@ absl::Status XentKernel(KernelContext& ctx) {
           ") (logits have shape ", logits.shape().DebugString(), ")");
     }
   }
-  float* loss = ctx.allocate_output(0, TensorShape({n}))->data<float>();
-  float* bp = ctx.allocate_output(1, logits.shape())->data<float>();
+  ASSIGN_OR_RETURN(Tensor* loss_t, ctx.allocate_output(0, TensorShape({n})));
+  float* loss = loss_t->data<float>();
+  ASSIGN_OR_RETURN(Tensor* bp_t, ctx.allocate_output(1, logits.shape()));
+  float* bp = bp_t->data<float>();
   const float* px = logits.data<float>();
   ctx.ParallelFor(n, 20.0 * c, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
@@ -132,7 +134,7 @@ REGISTER_OP("SparseSoftmaxCrossEntropyWithLogitsGrad")
             "; the batch sizes must match");
       }
       const int64_t c = bp.dim(1);
-      Tensor* out = ctx.allocate_output(0, bp.shape());
+      ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(0, bp.shape()));
       const float* pb = bp.data<float>();
       const float* pd = dloss.data<float>();
       float* po = out->data<float>();

@@ -186,22 +186,25 @@ Tensor ToNhwcTensor(const KernelContext& ctx, const Tensor& t, DataFormat f) {
   return out;
 }
 
-Tensor* AllocateNhwcOutput(KernelContext& ctx, int i, const Dims4& d,
-                           DataFormat f, Tensor* scratch) {
+absl::StatusOr<Tensor*> AllocateNhwcOutput(KernelContext& ctx, int i,
+                                           const Dims4& d, DataFormat f,
+                                           Tensor* scratch) {
   if (f == DataFormat::kNHWC) {
     return ctx.allocate_output(i, FromNhwc(d, DataFormat::kNHWC));
   }
-  *scratch = Tensor(DType::kFloat32, FromNhwc(d, DataFormat::kNHWC));
+  ASSIGN_OR_RETURN(*scratch, Tensor::Allocate(DType::kFloat32,
+                                              FromNhwc(d, DataFormat::kNHWC)));
   return scratch;
 }
 
-void FinishNhwcOutput(KernelContext& ctx, int i, DataFormat f,
-                      const Tensor& scratch) {
-  if (f == DataFormat::kNHWC) return;
+absl::Status FinishNhwcOutput(KernelContext& ctx, int i, DataFormat f,
+                              const Tensor& scratch) {
+  if (f == DataFormat::kNHWC) return absl::OkStatus();
   const Dims4 d = ToNhwc(scratch.shape(), DataFormat::kNHWC);
-  Tensor* out = ctx.allocate_output(i, FromNhwc(d, DataFormat::kNCHW));
+  ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(i, FromNhwc(d, DataFormat::kNCHW)));
   TransposeImages(ctx, scratch.data<float>(), out->data<float>(), d.n,
                   d.h * d.w, d.c);
+  return absl::OkStatus();
 }
 
 }  // namespace ipuflow::ops

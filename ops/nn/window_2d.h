@@ -94,11 +94,12 @@ inline void ClipWindow(int64_t start, int64_t k, int64_t n, int64_t* begin,
 Tensor ToNhwcTensor(const KernelContext& ctx, const Tensor& t, DataFormat f);
 // Memory for an NHWC result destined for output `i`: the output itself for
 // NHWC, else `*scratch` (allocated here). Call FinishNhwcOutput afterwards.
-Tensor* AllocateNhwcOutput(KernelContext& ctx, int i, const Dims4& d,
-                           DataFormat f, Tensor* scratch);
+absl::StatusOr<Tensor*> AllocateNhwcOutput(KernelContext& ctx, int i,
+                                           const Dims4& d, DataFormat f,
+                                           Tensor* scratch);
 // For NCHW, allocates output `i` and transposes `scratch` into it.
-void FinishNhwcOutput(KernelContext& ctx, int i, DataFormat f,
-                      const Tensor& scratch);
+absl::Status FinishNhwcOutput(KernelContext& ctx, int i, DataFormat f,
+                              const Tensor& scratch);
 
 }  // namespace ipuflow::ops
 

@@ -20,7 +20,7 @@ REGISTER_OP("ReadVariable")
     .SetKernel([](KernelContext& ctx) -> absl::Status {
       ASSIGN_OR_RETURN(VariableResource * var, VariableInput(ctx, 0));
       // Copies under the variable's lock: the output never aliases it.
-      Tensor* out = ctx.allocate_output(0, var->shape());
+      ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(0, var->shape()));
       return WithNodeName(ctx, var->ReadInto(*out));
     })
     // y = read(v), v a resource handle: no gradient flows to the handle.
