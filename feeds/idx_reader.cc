@@ -51,7 +51,10 @@ class ByteReader {
  private:
   ByteReader(std::string path, gzFile file, int64_t file_size)
       : path_(std::move(path)), file_(file), file_size_(file_size) {
-    gzbuffer(file_, 1 << 17);  // Must precede gzdirect (which reads).
+    // Must precede gzdirect (which reads). No larger than the file: zlib
+    // allocates three times this, per open.
+    gzbuffer(file_, static_cast<unsigned>(
+                        std::clamp<int64_t>(file_size, 8192, 1 << 17)));
     compressed_ = gzdirect(file_) == 0;
   }
   // Reads up to n bytes; returns the count, or an error other than a clean
