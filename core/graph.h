@@ -45,9 +45,13 @@ class OpDef;
 class HostResource : public Resource {
  public:
   // Called on a host thread when an executable that uses the resource is
-  // compiled for `num_replicas` replicas: host threads start there, not
-  // lazily on a device thread. An error is reported again by the kernel.
-  virtual absl::Status Prepare(int num_replicas) = 0;
+  // compiled for `num_replicas` replicas (`training`: the program updates
+  // variables): host threads start there, not lazily on a device thread.
+  // An error is reported again by the kernel.
+  virtual absl::Status Prepare(int num_replicas, bool training) = 0;
+  // Called on a host thread when a run of such an executable ended well;
+  // an error fails the run.
+  virtual absl::Status RunFinished() { return absl::OkStatus(); }
   // Called on a host thread when a run of such an executable ended with
   // `status` (not OK: a kernel error, a cancel, the system reset), so the
   // resource can wake its host-side readers with the reason.

@@ -23,6 +23,8 @@
 #include "ops/math/cast.h"
 #include "ops/math/reduce_sum.h"
 #include "ops/math/sub.h"
+#include "ops/state/assign.h"
+#include "ops/state/variable.h"
 
 namespace ipuflow::feeds {
 namespace {
@@ -121,6 +123,97 @@ TEST(FeedQueuesTest, LastModeKeepsOnlyTheLatest) {
   absl::StatusOr<OutfeedResult> last = (*outfeed)->Dequeue();
   ASSERT_TRUE(last.ok()) << last.status();
   EXPECT_TRUE(TensorNear((*last)["x"], {10, 11}, {2}));
+}
+
+// Issue 10: output modes on a device loop of 6 iterations on 2 replicas
+// (iteration i of replica r outfeeds x = 2i + r). Returns what one run
+// left in the outfeed, or the run's error.
+absl::StatusOr<OutfeedResult> RunWithMode(OutputMode mode, int runs = 1,
+                                          bool train = false,
+                                          int64_t* sent_bytes = nullptr) {
+  auto system = MakeSystem(2);
+  auto infeed = IPUInfeedQueue::Create(Range(0, 100));
+  auto outfeed = IPUOutfeedQueue::Create(mode);
+  RETURN_IF_ERROR(infeed.status());
+  RETURN_IF_ERROR(outfeed.status());
+  Scope s = Scope::NewRootScope();
+  ops::VariableHandle counter =
+      ops::Variable(s.WithOpName("counter"), ops::Const(s, 0.0f));
+  auto body = [&](const Scope& b, const std::vector<Output>& args) {
+    if (train) ops::AssignAdd(b, counter.handle, ops::Const(b, 1.0f));
+    (*outfeed)->Enqueue(b, {{"x", ops::Cast(b, args[0], DType::kFloat32)}});
+    return std::vector<Output>{};
+  };
+  auto loop = loops::Repeat(s, 6, body, {}, infeed->get());
+  RETURN_IF_ERROR(loop.status());
+  IPUStrategy strategy(system.get());
+  RETURN_IF_ERROR(strategy.Initialize(*s.graph()));
+  for (int r = 0; r < runs; ++r) {
+    RETURN_IF_ERROR(strategy.Run(*s.graph(), {}, {loop->op}).status());
+  }
+  if (sent_bytes != nullptr) {
+    *sent_bytes = system->device(0).counters().device_to_host.load() +
+                  system->device(1).counters().device_to_host.load();
+  }
+  return (*outfeed)->Dequeue();
+}
+
+TEST(OutputModeTest, AllEveryNFinalAndSumOnADeviceLoop) {
+  int64_t all_bytes = 0, every_bytes = 0;
+  auto all = RunWithMode(OutputMode::All(), 1, false, &all_bytes);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ((*all)["x"].shape(), TensorShape({6, 2}));
+  EXPECT_EQ(all_bytes, 6 * 2 * 4);
+  // Every 3rd iteration: 2 and 5; only those cross to the host.
+  auto every = RunWithMode(OutputMode::EveryN(3), 1, false, &every_bytes);
+  ASSERT_TRUE(every.ok()) << every.status();
+  EXPECT_TRUE(TensorNear((*every)["x"], {4, 5, 10, 11}, {2, 2}));
+  EXPECT_EQ(every_bytes, 2 * 2 * 4);
+  auto final = RunWithMode(OutputMode::Final());
+  ASSERT_TRUE(final.ok()) << final.status();
+  EXPECT_TRUE(TensorNear((*final)["x"], {10, 11}, {1, 2}));
+  // Per replica, over the iterations: sum of 2i + r for i < 6.
+  auto sum = RunWithMode(OutputMode::Sum());
+  ASSERT_TRUE(sum.ok()) << sum.status();
+  EXPECT_TRUE(TensorNear((*sum)["x"], {30, 36}, {1, 2}));
+}
+
+TEST(OutputModeTest, FinalAndSumArePerRun) {
+  auto final = RunWithMode(OutputMode::Final(), 2);
+  ASSERT_TRUE(final.ok()) << final.status();
+  EXPECT_TRUE(TensorNear((*final)["x"], {10, 11, 22, 23}, {2, 2}));
+  auto sum = RunWithMode(OutputMode::Sum(), 2);
+  ASSERT_TRUE(sum.ok()) << sum.status();
+  // Second run: elements 12..23, i.e. 2i + r for i in 6..11.
+  EXPECT_TRUE(TensorNear((*sum)["x"], {30, 36, 102, 108}, {2, 2}));
+}
+
+TEST(OutputModeTest, EveryNMustDivideTheDeviceIterations) {
+  auto four = RunWithMode(OutputMode::EveryN(4));
+  EXPECT_EQ(four.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(four.status().message()),
+              ::testing::HasSubstr("(EveryN(4)): the run made 6 device iteration(s): "
+                                   "Return period must be a factor of the "
+                                   "number of batches per step"));
+  auto eight = RunWithMode(OutputMode::EveryN(8));
+  EXPECT_THAT(std::string(eight.status().message()),
+              ::testing::HasSubstr("Return period must be <= to the number of "
+                                   "batches per step"));
+  auto zero = IPUOutfeedQueue::Create(OutputMode::EveryN(0));
+  EXPECT_EQ(zero.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(zero.status().message()),
+              ::testing::HasSubstr("EveryN anchor must have "
+                                   "output_return_period set to valid "
+                                   "positive integer"));
+}
+
+TEST(OutputModeTest, DefaultIsFinalForTrainingAndAllForInference) {
+  auto inference = RunWithMode(OutputMode::Default());
+  ASSERT_TRUE(inference.ok()) << inference.status();
+  EXPECT_EQ((*inference)["x"].shape(), TensorShape({6, 2}));
+  auto training = RunWithMode(OutputMode::Default(), 1, /*train=*/true);
+  ASSERT_TRUE(training.ok()) << training.status();
+  EXPECT_TRUE(TensorNear((*training)["x"], {10, 11}, {1, 2}));
 }
 
 TEST(FeedQueuesTest, ConcurrentConsumerSeesEveryStepOnceInOrder) {

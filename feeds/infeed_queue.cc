@@ -28,7 +28,9 @@ class InfeedChannel : public HostResource {
   std::string DebugString() const override {
     return absl::StrCat("IPUInfeedQueue '", id_, "'");
   }
-  absl::Status Prepare(int num_replicas) override { return Start(num_replicas); }
+  absl::Status Prepare(int num_replicas, bool) override {
+    return Start(num_replicas);
+  }
   const ElementSpec& spec() const { return dataset_->spec(); }
 
   absl::Status Start(int num_replicas);

@@ -61,6 +61,17 @@ const Tensor& OutfeedResult::operator[](const std::string& name) const {
   return *kInvalid;
 }
 
+std::string OutputMode::DebugString() const {
+  switch (kind) {
+    case Kind::kAll: return "All";
+    case Kind::kFinal: return "Final";
+    case Kind::kSum: return "Sum";
+    case Kind::kEveryN: return absl::StrCat("EveryN(", period, ")");
+    case Kind::kDefault: return "Default";
+  }
+  return "?";
+}
+
 namespace internal {
 
 // Everything behind an IPUOutfeedQueue: one bounded queue per replica that
@@ -69,9 +80,10 @@ namespace internal {
 // kernel inside Push holds it.
 class OutfeedChannel : public HostResource {
  public:
-  OutfeedChannel(std::string id, OutfeedMode mode, int buffer_depth,
-                 int64_t max_host_bytes)
-      : mode_(mode),
+  OutfeedChannel(std::string id, OutputMode output_mode, OutfeedMode mode,
+                 int buffer_depth, int64_t max_host_bytes)
+      : output_mode_(output_mode),
+        mode_(mode),
         buffer_depth_(buffer_depth),
         max_host_bytes_(max_host_bytes),
         id_(std::move(id)) {}
@@ -80,15 +92,22 @@ class OutfeedChannel : public HostResource {
   std::string DebugString() const override {
     return absl::StrCat("IPUOutfeedQueue '", id_, "'");
   }
-  absl::Status Prepare(int num_replicas) override { return Start(num_replicas); }
+  absl::Status Prepare(int num_replicas, bool training) override {
+    return Start(num_replicas, training);
+  }
+  absl::Status RunFinished() override;
   void RunStopped(const absl::Status& status) override;
   OutfeedMode mode() const { return mode_; }
+  OutputMode output_mode() const { return output_mode_; }
 
   Node* Enqueue(const Scope& scope,
                 const std::vector<std::pair<std::string, Output>>& values);
-  absl::Status Start(int num_replicas);
-  absl::Status Push(int replica, int num_replicas, std::vector<Tensor> values,
-                    CancellationManager* cancellation);
+  absl::Status Start(int num_replicas, bool training = false);
+  // Applies the output mode, then Send; true if the values were sent now.
+  absl::StatusOr<bool> Push(int replica, int num_replicas,
+                            std::vector<Tensor> values,
+                            CancellationManager* cancellation,
+                            int64_t iteration);
   absl::StatusOr<OutfeedResult> Dequeue();
   absl::StatusOr<OutfeedElement> Next();
   std::vector<OutfeedElement> TakeAvailable();
@@ -124,6 +143,16 @@ class OutfeedChannel : public HostResource {
     absl::Status stop;
   };
   void HostLoop();
+  // Into replica's ring (the device waits while it is full).
+  absl::Status Send(int replica, std::vector<Tensor> values,
+                    CancellationManager* cancellation);
+  // What a replica holds during a run under Final / Sum / EveryN: touched
+  // by its replica's thread during the run, by the host after it.
+  struct Held {
+    int64_t iterations = 0;  // Device iterations seen this run.
+    std::vector<Tensor> values;
+  };
+  void ResetHeld();
   absl::StatusOr<OutfeedElement> MakeStep(
       std::vector<std::vector<Tensor>> per_replica) const;
   absl::Status CheckValues(const std::vector<Tensor>& values) const;
@@ -148,6 +177,10 @@ class OutfeedChannel : public HostResource {
         absl::StrCat("IPUOutfeedQueue '", id_, "' was destroyed"));
   }
 
+  const OutputMode output_mode_;
+  // output_mode_ with Default resolved (by Start's `training`).
+  std::atomic<OutputMode::Kind> kind_{OutputMode::Kind::kAll};
+  std::vector<Held> held_;  // Per replica; sized by Start.
   const OutfeedMode mode_;
   const int buffer_depth_;
   const int64_t max_host_bytes_;
@@ -207,9 +240,14 @@ Node* OutfeedChannel::Enqueue(
   return n;
 }
 
-absl::Status OutfeedChannel::Start(int num_replicas) {
+absl::Status OutfeedChannel::Start(int num_replicas, bool training) {
   MutexLock l(&mu_);
   if (destroyed_) return Destroyed();
+  OutputMode::Kind kind = output_mode_.kind;
+  if (kind == OutputMode::Kind::kDefault) {
+    kind = training ? OutputMode::Kind::kFinal : OutputMode::Kind::kAll;
+  }
+  kind_.store(kind, std::memory_order_relaxed);
   if (num_replicas_ == num_replicas) return absl::OkStatus();
   if (num_replicas_ != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -225,6 +263,7 @@ absl::Status OutfeedChannel::Start(int num_replicas) {
         buffer_depth_, absl::StrCat("outfeed '", id_, "' replica ", r)));
   }
   pushed_ = std::vector<std::atomic<int64_t>>(num_replicas);
+  held_.resize(num_replicas);
   num_replicas_ = num_replicas;
   host_thread_ = std::thread([this] { HostLoop(); });
   started_replicas_.store(num_replicas, std::memory_order_release);
@@ -260,9 +299,10 @@ absl::Status OutfeedChannel::CheckValues(const std::vector<Tensor>& values) cons
   return absl::OkStatus();
 }
 
-absl::Status OutfeedChannel::Push(int replica, int num_replicas,
-                                   std::vector<Tensor> values,
-                                   CancellationManager* cancellation) {
+absl::StatusOr<bool> OutfeedChannel::Push(int replica, int num_replicas,
+                                          std::vector<Tensor> values,
+                                          CancellationManager* cancellation,
+                                          int64_t iteration) {
   if (closed_.load(std::memory_order_acquire)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "IPUOutfeedQueue '", id_, "' is closed: nothing can be enqueued after "
@@ -277,10 +317,92 @@ absl::Status OutfeedChannel::Push(int replica, int num_replicas,
     return absl::InvalidArgumentError(absl::StrCat(
         "IPUOutfeedQueue '", id_, "': replica ", replica, " of ", num_replicas));
   }
+  const OutputMode::Kind kind = kind_.load(std::memory_order_relaxed);
+  if (kind == OutputMode::Kind::kAll) {
+    RETURN_IF_ERROR(Send(replica, std::move(values), cancellation));
+    return true;
+  }
+  Held& held = held_[replica];
+  if (iteration < 0) iteration = held.iterations;
+  held.iterations = std::max(held.iterations, iteration + 1);
+  switch (kind) {
+    case OutputMode::Kind::kEveryN:
+      if ((iteration + 1) % output_mode_.period != 0) return false;
+      RETURN_IF_ERROR(Send(replica, std::move(values), cancellation));
+      return true;
+    case OutputMode::Kind::kFinal:
+      held.values = std::move(values);
+      return false;
+    case OutputMode::Kind::kSum:
+      if (held.values.empty()) {
+        held.values = std::move(values);
+        return false;
+      }
+      for (size_t i = 0; i < values.size(); ++i) {
+        Tensor& acc = held.values[i];
+        const Tensor& v = values[i];
+        if (acc.shape() != v.shape()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "IPUOutfeedQueue '", id_, "' (Sum): '", names_[i], "' is ",
+              v.shape().DebugString(), " in one iteration and ",
+              acc.shape().DebugString(), " in another"));
+        }
+        IPUFLOW_SWITCH_NUMERIC(
+            v.dtype(), acc.flat<T>() += v.flat<T>(),
+            return absl::InvalidArgumentError(absl::StrCat(
+                "IPUOutfeedQueue '", id_, "' (Sum): cannot sum '", names_[i],
+                "' of dtype ", DTypeName(v.dtype()))));
+      }
+      return false;
+    default:
+      RETURN_IF_ERROR(Send(replica, std::move(values), cancellation));
+      return true;
+  }
+}
+
+absl::Status OutfeedChannel::Send(int replica, std::vector<Tensor> values,
+                                  CancellationManager* cancellation) {
   absl::Status s = queues_[replica]->Push(std::move(values), cancellation);
   if (s.ok()) pushed_[replica].fetch_add(1, std::memory_order_release);
   return s;
 }
+
+void OutfeedChannel::ResetHeld() {
+  for (Held& h : held_) h = Held();
+}
+
+// After every replica's thread finished the run (the executable joined them).
+absl::Status OutfeedChannel::RunFinished() {
+  if (started_replicas_.load(std::memory_order_acquire) == 0) {
+    return absl::OkStatus();
+  }
+  const OutputMode::Kind kind = kind_.load(std::memory_order_relaxed);
+  absl::Status status;
+  for (int r = 0; r < static_cast<int>(held_.size()) && status.ok(); ++r) {
+    Held& h = held_[r];
+    if (kind == OutputMode::Kind::kEveryN && h.iterations > 0) {
+      const int64_t n = output_mode_.period;
+      if (n > h.iterations) {
+        status = absl::InvalidArgumentError(absl::StrCat(
+            "IPUOutfeedQueue '", id_, "' (", output_mode_.DebugString(),
+            "): the run made ", h.iterations, " device iteration(s): Return "
+            "period must be <= to the number of batches per step"));
+      } else if (h.iterations % n != 0) {
+        status = absl::InvalidArgumentError(absl::StrCat(
+            "IPUOutfeedQueue '", id_, "' (", output_mode_.DebugString(),
+            "): the run made ", h.iterations, " device iteration(s): Return "
+            "period must be a factor of the number of batches per step"));
+      }
+    } else if ((kind == OutputMode::Kind::kFinal ||
+                kind == OutputMode::Kind::kSum) &&
+               !h.values.empty()) {
+      status = Send(r, std::move(h.values), nullptr);
+    }
+  }
+  ResetHeld();
+  return status;
+}
+
 
 absl::StatusOr<OutfeedElement> OutfeedChannel::MakeStep(
     std::vector<std::vector<Tensor>> per_replica) const {
@@ -389,6 +511,7 @@ void OutfeedChannel::CatchUp() {
 
 void OutfeedChannel::RunStopped(const absl::Status& status) {
   if (status.ok()) return;
+  ResetHeld();  // The replicas' threads have left the run.
   absl::Status why(status.code(),
                    absl::StrCat("the run feeding IPUOutfeedQueue '", id_,
                                 "' stopped: ", status.message()));
@@ -549,8 +672,8 @@ void OutfeedChannel::AwaitCallersLeft() {
 
 }  // namespace internal
 
-absl::StatusOr<std::unique_ptr<IPUOutfeedQueue>> IPUOutfeedQueue::Create(
-    OutfeedMode mode, int buffer_depth, int64_t max_host_bytes) {
+namespace {
+absl::Status CheckQueueSizes(int buffer_depth, int64_t max_host_bytes) {
   if (buffer_depth < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "IPUOutfeedQueue: buffer_depth cannot be less than 1, got ",
@@ -561,15 +684,33 @@ absl::StatusOr<std::unique_ptr<IPUOutfeedQueue>> IPUOutfeedQueue::Create(
         "IPUOutfeedQueue: max_host_bytes must be at least 1, got ",
         max_host_bytes, " (the default is ", kDefaultOutfeedHostBytes, ")"));
   }
-  return std::unique_ptr<IPUOutfeedQueue>(
-      new IPUOutfeedQueue(mode, buffer_depth, max_host_bytes));
+  return absl::OkStatus();
+}
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<IPUOutfeedQueue>> IPUOutfeedQueue::Create(
+    OutfeedMode mode, int buffer_depth, int64_t max_host_bytes) {
+  return Create(OutputMode::All(), mode, buffer_depth, max_host_bytes);
 }
 
-IPUOutfeedQueue::IPUOutfeedQueue(OutfeedMode mode, int buffer_depth,
-                                 int64_t max_host_bytes)
+absl::StatusOr<std::unique_ptr<IPUOutfeedQueue>> IPUOutfeedQueue::Create(
+    OutputMode output_mode, OutfeedMode mode, int buffer_depth,
+    int64_t max_host_bytes) {
+  RETURN_IF_ERROR(CheckQueueSizes(buffer_depth, max_host_bytes));
+  if (output_mode.kind == OutputMode::Kind::kEveryN && output_mode.period < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "IPUOutfeedQueue: EveryN anchor must have output_return_period set "
+        "to valid positive integer, got ", output_mode.period));
+  }
+  return std::unique_ptr<IPUOutfeedQueue>(new IPUOutfeedQueue(
+      output_mode, mode, buffer_depth, max_host_bytes));
+}
+
+IPUOutfeedQueue::IPUOutfeedQueue(OutputMode output_mode, OutfeedMode mode,
+                                 int buffer_depth, int64_t max_host_bytes)
     : id_(absl::StrCat("outfeed_", next_id.fetch_add(1))),
       channel_(std::make_shared<internal::OutfeedChannel>(
-          id_, mode, buffer_depth, max_host_bytes)) {}
+          id_, output_mode, mode, buffer_depth, max_host_bytes)) {}
 
 // Wakes every caller, then waits for them to leave: a monitor blocked in
 // Next or a device blocked on a full ring returns Cancelled on live memory.
@@ -614,17 +755,27 @@ Node* IPUOutfeedQueue::Enqueue(
 
 absl::Status IPUOutfeedQueue::Push(int replica, int num_replicas,
                                    std::vector<Tensor> values,
-                                   CancellationManager* cancellation) {
-  return Call(channel_)->Push(replica, num_replicas, std::move(values),
-                              cancellation);
+                                   CancellationManager* cancellation,
+                                   int64_t iteration) {
+  return Call(channel_)
+      ->Push(replica, num_replicas, std::move(values), cancellation, iteration)
+      .status();
+}
+
+absl::Status IPUOutfeedQueue::RunFinished() {
+  return Call(channel_)->RunFinished();
+}
+
+OutputMode IPUOutfeedQueue::output_mode() const {
+  return channel_->output_mode();
 }
 
 void IPUOutfeedQueue::RunStopped(const absl::Status& status) {
   Call(channel_)->RunStopped(status);
 }
 
-absl::Status IPUOutfeedQueue::Start(int num_replicas) {
-  return Call(channel_)->Start(num_replicas);
+absl::Status IPUOutfeedQueue::Start(int num_replicas, bool training) {
+  return Call(channel_)->Start(num_replicas, training);
 }
 
 absl::StatusOr<OutfeedResult> IPUOutfeedQueue::Dequeue() {
@@ -698,9 +849,11 @@ REGISTER_OP("OutfeedEnqueue")
         values.push_back(ctx.input(i).Copy());  // Inputs may be arena views.
         bytes += values.back().TotalBytes();
       }
-      RETURN_IF_ERROR(queue->Push(ctx.env().replica, ctx.env().num_replicas,
-                                  std::move(values), ctx.env().cancellation));
-      if (ctx.env().device != nullptr) {
+      ASSIGN_OR_RETURN(const bool sent,
+                       queue->Push(ctx.env().replica, ctx.env().num_replicas,
+                                   std::move(values), ctx.env().cancellation,
+                                   /*iteration=*/-1));
+      if (sent && ctx.env().device != nullptr) {
         ctx.env().device->counters().device_to_host.fetch_add(
             bytes, std::memory_order_relaxed);
       }

@@ -17,6 +17,17 @@
 // latest. Dequeue before anything was enqueued: kAll returns empty tensors
 // (leading dimension 0), kLast is FailedPrecondition.
 //
+// Output modes (PopTorch's OutputMode, PopTorch user guide "Output modes";
+// the table in reference/wave2_reference.md 3.1) choose, on the device
+// side, which device iterations of a run are sent at all: All (every one),
+// EveryN(n) (iterations n-1, 2n-1, ... with all their GA micro-batches; n
+// must divide the run's iterations), Final (each replica's last, sent when
+// the run ends), Sum (each replica's sum over the run's iterations and
+// micro-batches, not over the batch dimension; sent when the run ends), and
+// Default: Final when the program trains (a pipeline with an optimizer, or
+// a device program that writes variables), All otherwise. What is not sent
+// is not transferred.
+//
 // Bounded: the host-side list holds at most `max_host_bytes` of steps (at
 // least one step). When it is full the gathering thread stops taking from
 // the rings, the rings fill and the device waits (back-pressure): a slow
@@ -63,6 +74,18 @@ class OutfeedChannel;
 }  // namespace internal
 
 enum class OutfeedMode { kAll, kLast };
+
+struct OutputMode {
+  enum class Kind { kAll, kFinal, kSum, kEveryN, kDefault };
+  Kind kind = Kind::kAll;
+  int64_t period = 1;  // kEveryN only.
+  static OutputMode All() { return {Kind::kAll, 1}; }
+  static OutputMode Final() { return {Kind::kFinal, 1}; }
+  static OutputMode Sum() { return {Kind::kSum, 1}; }
+  static OutputMode EveryN(int64_t n) { return {Kind::kEveryN, n}; }
+  static OutputMode Default() { return {Kind::kDefault, 1}; }
+  std::string DebugString() const;  // "All", "EveryN(4)", ...
+};
 inline constexpr int kDefaultOutfeedBufferDepth = 3;
 // Host-side list bound: 1 GiB of steps.
 inline constexpr int64_t kDefaultOutfeedHostBytes = int64_t{1} << 30;
@@ -89,30 +112,46 @@ class IPUOutfeedQueue {
       OutfeedMode mode = OutfeedMode::kAll,
       int buffer_depth = kDefaultOutfeedBufferDepth,
       int64_t max_host_bytes = kDefaultOutfeedHostBytes);
+  // With an output mode; InvalidArgument for EveryN(n < 1).
+  static absl::StatusOr<std::unique_ptr<IPUOutfeedQueue>> Create(
+      OutputMode output_mode, OutfeedMode mode = OutfeedMode::kAll,
+      int buffer_depth = kDefaultOutfeedBufferDepth,
+      int64_t max_host_bytes = kDefaultOutfeedHostBytes);
   ~IPUOutfeedQueue();
 
   const std::string& id() const { return id_; }
   OutfeedMode mode() const;
+  // As created (Default unresolved).
+  OutputMode output_mode() const;
 
   // Device side. Only one enqueue per queue: a second is an error recorded
   // in the scope (as in the original).
   Node* Enqueue(const Scope& scope, const std::vector<Output>& values);
   Node* Enqueue(const Scope& scope,
                 const std::vector<std::pair<std::string, Output>>& values);
-  // Called by the OutfeedEnqueue kernel on replica `replica`'s thread.
-  // InvalidArgument naming the queue if `values` differ from what Enqueue
-  // declared (count, dtypes, shapes); FailedPrecondition after Close or
-  // before any Enqueue; Cancelled if the queue is destroyed meanwhile.
+  // Called by the OutfeedEnqueue kernel on replica `replica`'s thread, and
+  // by pipelines. `iteration`: the device iteration of the run the values
+  // belong to (-1: one more than the last push's, as in a device loop);
+  // the output mode decides whether they are sent now, held for the run's
+  // end, or not sent. InvalidArgument naming the queue if `values` differ
+  // from what Enqueue declared (count, dtypes, shapes); FailedPrecondition
+  // after Close or before any Enqueue; Cancelled if the queue is destroyed
+  // meanwhile.
   absl::Status Push(int replica, int num_replicas, std::vector<Tensor> values,
-                    CancellationManager* cancellation);
+                    CancellationManager* cancellation, int64_t iteration = -1);
+  // Tells the queue that a run feeding it ended well: Final and Sum send
+  // what they held; EveryN checks that its period divided the run's device
+  // iterations (InvalidArgument with the original's text otherwise).
+  absl::Status RunFinished();
   // Tells the queue that the run feeding it ended with `status` (not OK):
   // executables call it (through HostResource::RunStopped); Next delivers
   // it after the steps the run completed.
   void RunStopped(const absl::Status& status);
   // Starts the gathering thread for `num_replicas` (a no-op once started
   // with that count; FailedPrecondition for another). Compiling a device
-  // program that enqueues calls it; Push calls it if nobody did.
-  absl::Status Start(int num_replicas);
+  // program that enqueues calls it (`training` resolves Default); Push
+  // calls it if nobody did.
+  absl::Status Start(int num_replicas, bool training = false);
 
   // Host side. kAll: every step so far (up to the host-side bound), stacked:
   // [steps, (replicas,) ...]; removes them. InvalidArgument naming the
@@ -145,7 +184,8 @@ class IPUOutfeedQueue {
   std::vector<OutfeedElement>::const_iterator end();
 
  private:
-  IPUOutfeedQueue(OutfeedMode mode, int buffer_depth, int64_t max_host_bytes);
+  IPUOutfeedQueue(OutputMode output_mode, OutfeedMode mode, int buffer_depth,
+                  int64_t max_host_bytes);
 
   const std::string id_;
   // What the device side uses; the graph holds a weak reference to it, and

@@ -219,7 +219,8 @@ absl::Status PipelineRuntime::Compile() {
     b_->options.infeed_queue->Start(replica_.count).IgnoreError();
   }
   if (b_->options.outfeed_queue != nullptr) {
-    b_->options.outfeed_queue->Start(replica_.count).IgnoreError();
+    b_->options.outfeed_queue->Start(replica_.count, b_->training)
+        .IgnoreError();
   }
   return absl::OkStatus();
 }

@@ -95,6 +95,10 @@ absl::Status PipelineExecutable::RunReplicas(
         system_->StartRun(generation_, what);
     s = lease.ok() ? RunReplicasWith(feeds, args, *cancel) : lease.status();
   }
+  // Output modes that hold values until the run's end send them now.
+  if (s.ok() && built_->options.outfeed_queue != nullptr) {
+    s = built_->options.outfeed_queue->RunFinished();
+  }
   // The run ended, not the outfeed: a monitor in Next learns why (issue 9).
   if (!s.ok() && built_->options.outfeed_queue != nullptr) {
     built_->options.outfeed_queue->RunStopped(s);

@@ -398,6 +398,44 @@ TEST(PipelineRunTest, AStoppedRunGivesBackWhatItDidNotProcess) {
   EXPECT_EQ(infeed->elements_produced(), 14);
 }
 
+// Issue 10: output modes on a pipeline count device iterations (repeats):
+// EveryN(2) sends repeats 1 and 3 with all their micro-batches, Final the
+// last micro-batch, Sum the sum over every micro-batch of the run.
+TEST(PipelineRunTest, OutputModesCountDeviceIterations) {
+  struct Case {
+    feeds::OutputMode mode;
+    std::vector<float> want;
+  };
+  for (const Case& c : {Case{feeds::OutputMode::EveryN(2), {2, 3, 6, 7}},
+                        Case{feeds::OutputMode::Final(), {7}},
+                        Case{feeds::OutputMode::Sum(), {28}},
+                        Case{feeds::OutputMode::Default(), {0, 1, 2, 3, 4, 5, 6, 7}}}) {
+    SCOPED_TRACE(c.mode.DebugString());
+    auto system = MakeSystem(2);
+    Scope scope = Scope::NewRootScope();
+    auto infeed = *feeds::IPUInfeedQueue::Create(feeds::FromTensorSlices(
+        {Tensor::FromVector<float>({0, 1, 2, 3, 4, 5, 6, 7})}));
+    auto outfeed = *feeds::IPUOutfeedQueue::Create(c.mode);
+    PipelineOptions o;
+    auto id = [](const Scope& s, const std::vector<Output>& a) {
+      return std::vector<Output>{ops::Identity(s, a[0])};
+    };
+    o.computational_stages = {id, id};
+    o.gradient_accumulation_count = 2;
+    o.repeat_count = 4;
+    o.infeed_queue = infeed.get();
+    o.outfeed_queue = outfeed.get();
+    auto pipeline = Pipeline(scope, o);
+    ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+    auto report = (*pipeline)->Run(system.get());
+    ASSERT_TRUE(report.ok()) << report.status();
+    auto got = outfeed->Dequeue();
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_TRUE(ipuflow::testing::TensorNear(
+        (*got)["0"], c.want, {static_cast<int64_t>(c.want.size())}));
+  }
+}
+
 TEST(PipelineRunTest, TooFewIpus) {
   auto system = MakeSystem(2);
   Scope scope = Scope::NewRootScope();

@@ -145,7 +145,8 @@ absl::Status PipelineRuntime::DeliverOutfeed(RunState& rs, int part,
   device.counters().device_to_host.fetch_add(Bytes(element),
                                              std::memory_order_relaxed);
   RETURN_IF_ERROR(b_->options.outfeed_queue->Push(
-      replica_.index, replica_.count, std::move(element), rs.cancel.get()));
+      replica_.index, replica_.count, std::move(element), rs.cancel.get(),
+      /*iteration=*/micro_batch / b_->table.micro_batches));
   rs.delivered.fetch_add(1, std::memory_order_relaxed);
   return absl::OkStatus();
 }
@@ -553,9 +554,9 @@ absl::Status PipelineRuntime::RunOnce(RunState& rs, int repeat) {
       sum = std::move(rs.outfeed_sum);
       rs.outfeed_sum.clear();
     }
-    RETURN_IF_ERROR(
-        b_->options.outfeed_queue->Push(replica_.index, replica_.count,
-                                        std::move(sum), rs.cancel.get()));
+    RETURN_IF_ERROR(b_->options.outfeed_queue->Push(
+        replica_.index, replica_.count, std::move(sum), rs.cancel.get(),
+        /*iteration=*/repeat));
     rs.delivered = b_->table.micro_batches;
   }
   if (b_->training) {

@@ -99,12 +99,17 @@ void PrepareHostResources(const Graph& graph, const Program& program,
   for (const Node* n : program.schedule()) {
     ReachFrom(n, {}, &reached);
   }
+  // A program that writes variables trains (an outfeed's Default mode).
+  const bool training =
+      std::any_of(reached.begin(), reached.end(), [](const Node* n) {
+        return n->op_def().resource_access() == ResourceAccess::kWrite;
+      });
   for (const auto& [id, entry] : graph.host_resources()) {
     bool used = false;
     for (int user : entry.users) used |= reached.count(graph.node(user)) > 0;
     std::shared_ptr<HostResource> r = entry.resource.lock();
     if (used && r != nullptr) {
-      r->Prepare(replicas).IgnoreError();
+      r->Prepare(replicas, training).IgnoreError();
       used_out->push_back(r);
     }
   }
@@ -210,6 +215,11 @@ absl::Status DeviceProgram::Execute(
     absl::StatusOr<IPUSystem::RunLease> lease =
         system_->StartRun(generation_, "Execute of the program");
     result = lease.ok() ? ExecuteReplicas(args, fetches, *cancel) : lease.status();
+  }
+  // Output modes that hold values until the run's end send them now.
+  for (const auto& weak : host_resources_) {
+    if (!result.ok()) break;
+    if (std::shared_ptr<HostResource> r = weak.lock()) result = r->RunFinished();
   }
   // The run ended, not the queues: their readers learn why (issue 9).
   if (!result.ok()) {
