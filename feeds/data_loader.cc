@@ -1,196 +1,27 @@
-// DataLoader: option checks, the per-epoch sample plan (split by process and
-// leftover rotation), and the ring the async workers fill. The layout and
-// the rules are stated in data_loader.h.
+// DataLoader: the sample store, the ring the async workers fill, the
+// stitching of worker batches and the infeed view. The checks and the
+// per-epoch plan are in data_loader_plan.cc; the rules in data_loader.h.
 #include "feeds/data_loader.h"
 
 #include <algorithm>
-#include <map>
-#include <numeric>
 #include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "core/mutex.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "feeds/data_loader_plan.h"
 
 namespace ipuflow::feeds {
-namespace {
 
-// More samples per step than this is a mistake, not a workload (and the
-// products below stay far from int64 overflow).
-constexpr int64_t kMaxCombined = int64_t{1} << 40;
-
-bool IsAsync(DataLoaderMode m) { return m != DataLoaderMode::kSync; }
-
-std::string Factors(const DataLoaderOptions& o) {
-  return absl::StrCat("batch_size(", o.batch_size, ") x device_iterations(",
-                      o.device_iterations, ") x (replicas(", o.replicas,
-                      ") / input_group_size(", o.input_group_size,
-                      ")) x gradient_accumulation(", o.gradient_accumulation,
-                      ")");
-}
-
-std::vector<int64_t> Divisors(int64_t n) {
-  std::vector<int64_t> d;
-  // Bounded: an error message for an absurd replica count must stay quick.
-  for (int64_t i = 1; i <= n && i <= (int64_t{1} << 16); ++i) {
-    if (n % i == 0) d.push_back(i);
-  }
-  return d;
-}
-
-absl::Status CheckGrouping(const DataLoaderOptions& o) {
-  const int64_t r = o.replicas, k = o.input_group_size;
-  const std::string factors = absl::StrJoin(Divisors(r), ", ");
-  if (k > r) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "DataLoader: input_group_size cannot be larger than "
-        "replication_factor: input_group_size(", k, ") > replicas(", r,
-        "); use input_group_size ", r, " (every replica reads the same "
-        "input) or another factor of ", r, ": ", factors));
-  }
-  if (r % k != 0) {
-    int64_t below = 1, above = r;
-    for (int64_t d : Divisors(r)) {
-      if (d < k) below = d;
-      if (d > k && above == r) above = d;
-    }
-    return absl::InvalidArgumentError(absl::StrCat(
-        "DataLoader: input_group_size must be a factor of "
-        "replication_factor: replicas(", r, ") / input_group_size(", k,
-        ") leaves ", r % k, "; use input_group_size ", below, " or ", above,
-        " (the factors of ", r, ": ", factors, ")"));
-  }
-  return absl::OkStatus();
-}
-
-// Everything that does not depend on the dataset's size.
-absl::Status CheckOptions(const DataLoaderOptions& o) {
-  const std::pair<const char*, int64_t> positive[] = {
-      {"batch_size", o.batch_size},
-      {"device_iterations", o.device_iterations},
-      {"replicas", o.replicas},
-      {"gradient_accumulation", o.gradient_accumulation},
-      {"input_group_size", o.input_group_size},
-      {"process_count", o.process_count},
-      {"buffer_size", o.buffer_size}};
-  for (const auto& [name, value] : positive) {
-    if (value <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "DataLoader: ", name, " must be >= 1, got ", value,
-          " (combined batch = ", Factors(o), "; use ", name, " = 1)"));
-    }
-  }
-  if (IsAsync(o.mode) && o.num_workers <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "DataLoader: mode ", DataLoaderModeName(o.mode),
-        " needs num_workers >= 1, got ", o.num_workers,
-        "; use num_workers = 1, or mode kSync to load on the caller's "
-        "thread"));
-  }
-  if (o.rebatched_worker_size < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "DataLoader: rebatched_worker_size must be >= 1, or 0 for the "
-        "combined batch size; got ", o.rebatched_worker_size));
-  }
-  if (o.process_index < 0 || o.process_index >= o.process_count) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "DataLoader: process_index(", o.process_index,
-        ") must be in [0, process_count(", o.process_count, "))"));
-  }
-  RETURN_IF_ERROR(CheckGrouping(o));
-  int64_t c = 1;
-  for (int64_t f : {o.batch_size, o.device_iterations,
-                    o.replicas / o.input_group_size, o.gradient_accumulation,
-                    o.process_count}) {
-    if (f > kMaxCombined / c) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "DataLoader: ", Factors(o), " x process_count(", o.process_count,
-          ") exceeds 2^40 samples per step"));
-    }
-    c *= f;
-  }
-  c /= o.process_count;
-  if (o.mode == DataLoaderMode::kAsync && !o.drop_last &&
-      o.rebatched_worker_size == 0 && c > 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "DataLoader: The 'drop_last=False' option from the DataLoader only "
-        "works if 'rebatched_size' is specified too. Mode kAsync with "
-        "drop_last = false and combined batch ", c, " (", Factors(o),
-        "): use mode kAsyncRebatched (worker batches of ", c,
-        " by default), set rebatched_worker_size (1..", c,
-        "), or drop_last = true"));
-  }
-  if (o.rebatched_worker_size > c) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "DataLoader: The rebatched_worker_size (", o.rebatched_worker_size,
-        ") must be <= to the combined batch size (", c, ") = ", Factors(o),
-        "; use rebatched_worker_size ", c, " or a divisor of it"));
-  }
-  return absl::OkStatus();
-}
-
-// The dataset must give every process at least one step.
-absl::Status CheckSize(const DataLoaderOptions& o, int64_t c, int64_t n,
-                       const std::string& dataset) {
-  const int64_t p = o.process_count;
-  if (!o.drop_last) {
-    if (n >= p) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat(
-        "DataLoader: the dataset ", dataset, " has ", n,
-        " samples, fewer than process_count(", p, "): process ", n,
-        " would get none and run 0 steps; use at most ", n, " processes"));
-  }
-  if (n >= c * p) return absl::OkStatus();
-  // For each factor the caller may shrink, the largest value that fits.
-  std::vector<std::string> nearby;
-  const std::pair<const char*, int64_t> shrinkable[] = {
-      {"batch_size", o.batch_size},
-      {"device_iterations", o.device_iterations},
-      {"gradient_accumulation", o.gradient_accumulation}};
-  for (const auto& [name, value] : shrinkable) {
-    const int64_t fits = n / (c / value * p);
-    if (fits >= 1) nearby.push_back(absl::StrCat(name, " = ", fits));
-  }
-  if (n >= p) nearby.push_back("drop_last = false");
-  return absl::InvalidArgumentError(absl::StrCat(
-      "DataLoader: the dataset ", dataset, " has ", n,
-      " samples, fewer than one combined batch per process: ", Factors(o),
-      " = ", c, " samples per step x process_count(", p, ") = ", c * p,
-      "; an epoch would have 0 steps. ",
-      nearby.empty()
-          ? "Even with those factors at 1 it is too small: use fewer "
-            "replicas or processes, or a larger dataset"
-          : absl::StrCat("Nearby settings with at least one step: ",
-                         absl::StrJoin(nearby, ", "))));
-}
-
-// A splitmix64 stream: the same permutation on every process and platform
-// (std::shuffle's algorithm is the standard library's choice).
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  }
-  void Shuffle(std::vector<int64_t>* v) {
-    for (size_t i = v->size(); i > 1; --i) {
-      std::swap((*v)[i - 1], (*v)[Next() % i]);
-    }
-  }
-
- private:
-  uint64_t state_;
-};
-
-}  // namespace
+using internal::CheckOptions;
+using internal::CheckSize;
+using internal::Factors;
+using internal::IsAsync;
+using internal::Planner;
 
 std::string DataLoaderModeName(DataLoaderMode mode) {
   switch (mode) {
@@ -207,80 +38,6 @@ std::string ReplicaGroupTypeName(ReplicaGroupType type) {
 }
 
 namespace {
-
-// The global order of each epoch and this process's block of it (the rule
-// in data_loader.h). Epochs are computed in sequence: each depends on the
-// previous one's leftovers. Not thread-safe.
-class Planner {
- public:
-  Planner(int64_t n, const DataLoaderOptions& o, int64_t per_process)
-      : n_(n), o_(o), per_process_(per_process) {
-    used_.resize(n);
-    std::iota(used_.begin(), used_.end(), 0);
-  }
-
-  // This process's sample indices for epoch `e`. REQUIRES: e >= the last
-  // epoch passed to Prune.
-  std::shared_ptr<const std::vector<int64_t>> Block(int64_t e) {
-    while (next_epoch_ <= e) {
-      blocks_[next_epoch_] = Advance();
-      ++next_epoch_;
-    }
-    return blocks_.at(e);
-  }
-  void Prune(int64_t before) {
-    blocks_.erase(blocks_.begin(), blocks_.lower_bound(before));
-  }
-
- private:
-  std::shared_ptr<const std::vector<int64_t>> Advance() {
-    const int64_t e = next_epoch_, p = o_.process_index;
-    std::vector<int64_t> order;
-    if (!o_.drop_last) {
-      // Every sample; process p: N / P samples, one more if p < N % P.
-      order.resize(n_);
-      std::iota(order.begin(), order.end(), 0);
-      if (o_.shuffle) Rng(Seed(e)).Shuffle(&order);
-      const int64_t q = n_ / o_.process_count, r = n_ % o_.process_count;
-      const int64_t begin = p * q + std::min(p, r);
-      return std::make_shared<const std::vector<int64_t>>(
-          order.begin() + begin, order.begin() + begin + q + (p < r ? 1 : 0));
-    }
-    const int64_t used = per_process_ * o_.process_count;
-    if (!o_.shuffle) {
-      // A ring walk: epoch e starts where epoch e - 1 stopped.
-      order.resize(used);
-      for (int64_t i = 0; i < used; ++i) order[i] = (ring_start_ + i) % n_;
-      ring_start_ = (ring_start_ + used) % n_;
-    } else {
-      // used_ / left_: epoch e - 1's used samples and leftovers (epoch -1:
-      // all used, none left). The leftovers all come back now.
-      Rng rng(Seed(e));
-      rng.Shuffle(&used_);
-      const int64_t take = used - static_cast<int64_t>(left_.size());
-      order = left_;
-      order.insert(order.end(), used_.begin(), used_.begin() + take);
-      rng.Shuffle(&order);
-      left_.assign(used_.begin() + take, used_.end());
-      used_ = order;
-    }
-    return std::make_shared<const std::vector<int64_t>>(
-        order.begin() + p * per_process_,
-        order.begin() + (p + 1) * per_process_);
-  }
-  uint64_t Seed(int64_t e) const {
-    return Rng(o_.seed ^ (0x5DEECE66DULL * static_cast<uint64_t>(e + 1)))
-        .Next();
-  }
-
-  const int64_t n_;
-  const DataLoaderOptions o_;
-  const int64_t per_process_;
-  int64_t next_epoch_ = 0;
-  int64_t ring_start_ = 0;
-  std::vector<int64_t> used_, left_;
-  std::map<int64_t, std::shared_ptr<const std::vector<int64_t>>> blocks_;
-};
 
 // The samples, read once and in order from the dataset as batches need
 // them (a shuffled epoch may need the last one first), then kept.
@@ -699,6 +456,11 @@ int64_t DataLoader::unused_samples_per_epoch() const {
 }
 int64_t DataLoader::num_samples() const { return impl_->n_; }
 int64_t DataLoader::epoch() const { return impl_->epoch_; }
+DataLoaderPlanKey DataLoader::plan_key() const {
+  const DataLoaderOptions& o = impl_->o_;
+  return {impl_->n_, o.seed, o.shuffle, o.drop_last, impl_->c_,
+          o.process_count};
+}
 absl::StatusOr<Element> DataLoader::Next() { return impl_->Next(); }
 void DataLoader::StartNextEpoch() { impl_->StartNextEpoch(); }
 std::vector<int64_t> DataLoader::EpochSampleIndices(int64_t e) const {

@@ -92,6 +92,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "feeds/dataset.h"
 
 namespace ipuflow::feeds {
@@ -120,6 +121,24 @@ struct DataLoaderOptions {
   int64_t num_workers = 1;            // Async modes only.
 };
 
+// What every process must agree on for the split by process to be a
+// partition of the dataset. The multi-process layer gathers each process's
+// DataLoader::plan_key() and calls CheckProcessesAgree before the first step.
+struct DataLoaderPlanKey {
+  int64_t num_samples = 0;
+  uint64_t seed = 0;
+  bool shuffle = false;
+  bool drop_last = true;
+  int64_t combined_batch_size = 0;
+  int64_t process_count = 1;
+};
+
+// OK if there is one key per process (keys[i] from process i) and all are
+// equal; otherwise InvalidArgument naming the field, the processes and
+// their values (the original has no such check: processes that read
+// different data silently use some samples twice and others never).
+absl::Status CheckProcessesAgree(absl::Span<const DataLoaderPlanKey> keys);
+
 class DataLoader {
  public:
   // `samples`: a finite dataset of single samples (no batch dimension) with
@@ -147,6 +166,7 @@ class DataLoader {
   int64_t unused_samples_per_epoch() const;
   int64_t num_samples() const;  // N.
   int64_t epoch() const;        // 0 until the first StartNextEpoch.
+  DataLoaderPlanKey plan_key() const;
 
   // The next combined batch of this epoch: tensors of leading dimension C
   // (the last one shorter with drop_last = false); OutOfRange after len()

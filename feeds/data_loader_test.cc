@@ -584,5 +584,36 @@ TEST(DataLoaderTest, ADatasetSmallerThanAStepIsAnError) {
               HasSubstr("is infinite"));
 }
 
+// Processes that read different data, or shuffle with different seeds,
+// would not partition the dataset: the keys they exchange say which.
+TEST(DataLoaderTest, ProcessesThatDisagreeAreNamed) {
+  std::vector<DataLoaderPlanKey> keys;
+  for (int64_t p = 0; p < 3; ++p) {
+    DataLoaderOptions o;
+    o.batch_size = 4;
+    o.process_index = p;
+    o.process_count = 3;
+    o.shuffle = true;
+    o.seed = 9;
+    auto l = Make(Samples(p == 2 ? 98 : 100), o);
+    ASSERT_NE(l, nullptr);
+    keys.push_back(l->plan_key());
+  }
+  absl::Status s = CheckProcessesAgree(keys);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(),
+              HasSubstr("processes disagree on the dataset length (samples): "
+                        "process 0 has 100, process 2 has 98"));
+  keys[2].num_samples = 100;
+  EXPECT_TRUE(CheckProcessesAgree(keys).ok());
+  keys[1].seed = 10;
+  EXPECT_THAT(CheckProcessesAgree(keys).message(),
+              HasSubstr("disagree on the seed: process 0 has 9, process 1 "
+                        "has 10"));
+  keys.pop_back();
+  EXPECT_THAT(CheckProcessesAgree(keys).message(),
+              HasSubstr("got 2 keys, but process 0 has process_count(3)"));
+}
+
 }  // namespace
 }  // namespace ipuflow::feeds
