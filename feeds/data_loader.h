@@ -77,8 +77,9 @@
 // error comes back from Next() in place of its batch (kAsyncRebatched: of
 // every batch that overlaps the failing worker batch), in order.
 //
-// Thread safety: one consumer thread at a time calls Next/StartNextEpoch (or
-// iterates ToInfeedDataset: the infeed's host thread is then that consumer).
+// Thread safety: one consumer thread at a time calls Next, StartNextEpoch
+// and epoch() (or iterates ToInfeedDataset: the infeed's host thread is then
+// that consumer); the other accessors are constant and callable anywhere.
 // The destructor stops and joins the workers, whatever ring slot they wait
 // for; a worker inside the samples dataset (a blocked generator) delays it.
 // A returned batch is a fresh tensor the caller owns (no aliasing of a ring

@@ -290,6 +290,47 @@ TEST(DataLoaderTest, AsyncModesYieldSyncsOrder) {
   }
 }
 
+// StartNextEpoch in the middle of an epoch skips its rest: every mode then
+// yields kSync's next epoch (async modes drain what the workers loaded,
+// rebatched mode drops the rows it carried).
+TEST(DataLoaderTest, StartingTheNextEpochEarlySkipsTheRestInEveryMode) {
+  DataLoaderOptions base;
+  base.batch_size = 4;
+  base.device_iterations = 2;  // C = 8.
+  base.shuffle = true;
+  base.seed = 3;
+  auto run = [](DataLoader* l) {
+    std::vector<std::vector<int64_t>> out;
+    for (int epoch = 0; epoch < 3; ++epoch) {
+      if (epoch > 0) l->StartNextEpoch();
+      for (int step = 0; step < epoch + 1; ++step) {  // 1, 2, 3 of 8 steps.
+        absl::StatusOr<Element> b = l->Next();
+        EXPECT_TRUE(b.ok()) << b.status();
+        if (b.ok()) out.push_back(Ids(*b));
+      }
+    }
+    return out;
+  };
+  auto sync = Make(Samples(70), base);
+  ASSERT_NE(sync, nullptr);
+  const std::vector<std::vector<int64_t>> expected = run(sync.get());
+  const std::vector<int64_t> epoch1 = sync->EpochSampleIndices(1);
+  EXPECT_EQ(expected[1],
+            std::vector<int64_t>(epoch1.begin(), epoch1.begin() + 8));
+  for (auto mode : {DataLoaderMode::kAsync, DataLoaderMode::kAsyncRebatched}) {
+    for (bool indefinitely : {true, false}) {
+      DataLoaderOptions o = base;
+      o.mode = mode;
+      o.num_workers = 2;
+      o.load_indefinitely = indefinitely;
+      o.rebatched_worker_size = mode == DataLoaderMode::kAsync ? 0 : 3;
+      auto l = Make(Samples(70), o);
+      ASSERT_NE(l, nullptr);
+      EXPECT_EQ(run(l.get()), expected) << DataLoaderModeName(mode);
+    }
+  }
+}
+
 // A dataset error comes back in place of its batch, in order, and the
 // batches after it still come: the same in every mode.
 TEST(DataLoaderTest, ADatasetErrorReachesTheConsumerInOrder) {
