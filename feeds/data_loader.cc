@@ -105,7 +105,7 @@ void CopyRows(const Element& src, int64_t from, const Element& dst,
 // (t = epoch * units_per_epoch + u): a combined batch, or in rebatched mode a
 // worker batch. Invariant: take_ <= claim_ <= take_ + capacity, and
 // ring_[t % capacity] holds unit t once loaded and until taken.
-class DataLoader::Impl {
+class DataLoader::Impl : public std::enable_shared_from_this<Impl> {
  public:
   Impl(DatasetPtr samples, const DataLoaderOptions& o, int64_t n, int64_t c,
        std::unique_ptr<SampleStore> store)
@@ -377,7 +377,9 @@ absl::StatusOr<DatasetPtr> DataLoader::Impl::ToInfeedDataset() {
   const int64_t r = o.replicas, g = o.replicas / o.input_group_size;
   const int64_t per_batch = o.device_iterations * o.gradient_accumulation * r;
   auto passes = std::make_shared<int64_t>(0);
-  Impl* self = this;
+  // The dataset shares this state: a loader destroyed before the infeed
+  // that reads it leaves the workers running until the dataset goes.
+  std::shared_ptr<Impl> self = shared_from_this();
   GeneratorFactory factory = [self, passes, r, g, per_batch]() {
     if ((*passes)++ > 0) self->StartNextEpoch();
     struct State {
@@ -437,12 +439,12 @@ absl::StatusOr<std::unique_ptr<DataLoader>> DataLoader::Create(
         "DataLoader: The Dataset is empty: ", samples->DebugString()));
   }
   RETURN_IF_ERROR(CheckSize(options, c, n, samples->DebugString()));
-  auto impl = std::make_unique<Impl>(samples, options, n, c, std::move(store));
+  auto impl = std::make_shared<Impl>(samples, options, n, c, std::move(store));
   RETURN_IF_ERROR(impl->StartWorkers());
   return std::unique_ptr<DataLoader>(new DataLoader(std::move(impl)));
 }
 
-DataLoader::DataLoader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+DataLoader::DataLoader(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 DataLoader::~DataLoader() = default;
 
 const DataLoaderOptions& DataLoader::options() const { return impl_->o_; }

@@ -81,7 +81,8 @@
 // and epoch() (or iterates ToInfeedDataset: the infeed's host thread is then
 // that consumer); the other accessors are constant and callable anywhere.
 // The destructor stops and joins the workers, whatever ring slot they wait
-// for; a worker inside the samples dataset (a blocked generator) delays it.
+// for (once no ToInfeedDataset dataset shares them); a worker inside the
+// samples dataset (a blocked generator) delays it.
 // A returned batch is a fresh tensor the caller owns (no aliasing of a ring
 // slot, unlike PopTorch's shared memory).
 #ifndef IPUFLOW_FEEDS_DATA_LOADER_H_
@@ -185,8 +186,10 @@ class DataLoader {
   // Micro-batch elements (leading dimension batch_size) in infeed order for
   // `replicas` replicas (see INFEED LAYOUT). Each pass over the dataset is
   // one epoch of this loader: the first pass continues the current epoch,
-  // each later pass starts the next one. The dataset borrows the loader,
-  // which must outlive it and its iterators, and is its consumer.
+  // each later pass starts the next one. Its iterators are the loader's
+  // consumer (do not call Next meanwhile). The dataset shares the loader's
+  // state: destroying the loader first is safe, the workers then stop when
+  // the dataset goes.
   // A failed step yields its error in place of each of its micro-batches,
   // so every replica sees it and the round robin stays aligned.
   // InvalidArgument (PopTorch's "Invalid batch dimension" naming every
@@ -201,8 +204,9 @@ class DataLoader {
 
  private:
   class Impl;
-  explicit DataLoader(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  explicit DataLoader(std::shared_ptr<Impl> impl);
+  // Shared with the datasets ToInfeedDataset made.
+  std::shared_ptr<Impl> impl_;
 };
 
 // "kSync", "kAsync", "kAsyncRebatched"; "kConsecutive", "kOrthogonal".

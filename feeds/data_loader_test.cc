@@ -456,6 +456,27 @@ TEST(DataLoaderTest, InfeedPassesAreEpochs) {
   EXPECT_EQ(l->epoch(), 1);
 }
 
+// The infeed dataset shares the loader's state: it still works after the
+// loader is gone (an infeed destroyed after its loader reads no freed memory).
+TEST(DataLoaderTest, InfeedDatasetOutlivesTheLoader) {
+  DataLoaderOptions o;
+  o.batch_size = 2;
+  o.mode = DataLoaderMode::kAsync;
+  o.num_workers = 2;
+  auto l = Make(Samples(8), o);
+  ASSERT_NE(l, nullptr);
+  absl::StatusOr<DatasetPtr> micro = l->ToInfeedDataset();
+  ASSERT_TRUE(micro.ok()) << micro.status();
+  l.reset();
+  absl::StatusOr<std::vector<Element>> all = Collect(*micro);
+  ASSERT_TRUE(all.ok()) << all.status();
+  std::vector<int64_t> ids;
+  for (const Element& e : *all) {
+    for (int64_t id : Ids(e)) ids.push_back(id);
+  }
+  EXPECT_EQ(ids, std::vector<int64_t>({0, 1, 2, 3, 4, 5, 6, 7}));
+}
+
 TEST(DataLoaderTest, InfeedRefusesAShortLastBatch) {
   DataLoaderOptions o;
   o.batch_size = 2;
