@@ -63,10 +63,14 @@
 // fill a ring of `buffer_size` combined batches ahead of the consumer.
 // kAsyncRebatched: the workers load batches of `rebatched_worker_size`
 // samples (default C) that Next() stitches into combined batches, carrying
-// the rows left over to the next one; with drop_last = false the last batch
-// is narrowed to what is left. Workers claim work in order and the consumer
+// the rows left over to the next one (the ring holds buffer_size x
+// ceil(C / w) worker batches); with drop_last = false the last batch is
+// narrowed to what is left. kAsync with drop_last = false and a
+// rebatched_worker_size is rebatched, as in PopTorch. Workers claim work
+// in order and the consumer
 // takes it in order: every mode yields exactly kSync's batches.
-// `early_preload` starts loading at Create (otherwise at the first Next);
+// `early_preload` starts loading at Create (otherwise at the first Next or
+// StartNextEpoch);
 // `load_indefinitely` lets the workers run into the next epoch (otherwise
 // they stop at the end of the epoch until StartNextEpoch).
 //
