@@ -39,6 +39,7 @@
 #include "core/status.h"
 #include "examples/models.h"
 #include "examples/tutorial_support.h"
+#include "feeds/data_loader.h"
 #include "feeds/infeed_queue.h"
 #include "feeds/outfeed_queue.h"
 #include "ops/nn/sparse_softmax_cross_entropy_with_logits.h"
@@ -84,6 +85,11 @@ ABSL_FLAG(bool, debug, false,
 ABSL_FLAG(int64_t, train_limit, -1, "use only the first N training images");
 ABSL_FLAG(int64_t, test_limit, -1, "use only the first N test images");
 ABSL_FLAG(int64_t, seed, 0, "initial weights and shuffle order");
+ABSL_FLAG(std::string, loader_mode, "async",
+          "how the DataLoader prepares combined batches: sync (on the infeed's "
+          "thread), async (background workers, PopTorch's "
+          "DataLoaderMode.Async) or rebatched (AsyncRebatched)");
+ABSL_FLAG(int, loader_workers, 1, "the DataLoader's worker threads");
 
 namespace ipuflow {
 namespace {
@@ -254,36 +260,67 @@ absl::Status RunTutorial() {
                        replicas, absl::GetFlag(FLAGS_gradient_accumulation),
                        strategy_name == "pipelined"));
 
-  // Preparing the data. One host call trains device_iterations weight
-  // updates of accumulation x replicas micro-batches; one inference call
-  // tests test_iterations micro-batches per replica (drop_last: a partial
-  // call is dropped, so every image used is counted once).
+  // Preparing the data (PopTorch's DataLoader): one host call trains
+  // device_iterations weight updates of accumulation x replicas
+  // micro-batches, the combined batch; one inference call tests
+  // test_iterations micro-batches per replica. drop_last: a partial call
+  // is left for the next epoch, so every image used is counted once.
   ASSIGN_OR_RETURN(examples::TutorialData data,
                    examples::LoadTutorialData(absl::GetFlag(FLAGS_train_limit),
                                               absl::GetFlag(FLAGS_test_limit)));
   const int64_t steps_per_call =
       static_cast<int64_t>(device_iterations) * accumulation;
-  const int64_t train_calls = epochs * data.train.labels.dim(0) /
-                              (steps_per_call * replicas * batch_size);
-  const int64_t test_calls =
-      data.test.labels.dim(0) /
-      (static_cast<int64_t>(test_iterations) * replicas * test_batch_size);
-  if (train_calls < 1 || test_calls < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "one host call needs ", steps_per_call * replicas * batch_size,
-        " training images (batch size x device iterations x gradient "
-        "accumulation x replicas) and ",
-        test_iterations * replicas * test_batch_size,
-        " test images; there are ", data.train.labels.dim(0), " and ",
-        data.test.labels.dim(0)));
-  }
   const int64_t seed = absl::GetFlag(FLAGS_seed);
+  feeds::DataLoaderOptions lo;
+  const std::string mode = absl::GetFlag(FLAGS_loader_mode);
+  if (mode == "sync") {
+    lo.mode = feeds::DataLoaderMode::kSync;
+  } else if (mode == "async") {
+    lo.mode = feeds::DataLoaderMode::kAsync;
+  } else if (mode == "rebatched") {
+    lo.mode = feeds::DataLoaderMode::kAsyncRebatched;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--loader-mode must be sync, async or rebatched, got '", mode, "'"));
+  }
+  lo.num_workers = absl::GetFlag(FLAGS_loader_workers);
+  lo.replicas = replicas;
+  feeds::DataLoaderOptions train_lo = lo;
+  train_lo.batch_size = batch_size;
+  train_lo.device_iterations = device_iterations;
+  train_lo.gradient_accumulation = accumulation;
+  train_lo.shuffle = true;
+  train_lo.seed = 42 + static_cast<uint64_t>(seed);
+  ASSIGN_OR_RETURN(auto train_loader,
+                   feeds::DataLoader::Create(
+                       feeds::FromTensorSlices({data.train.images,
+                                                data.train.labels}),
+                       train_lo));
+  feeds::DataLoaderOptions test_lo = lo;
+  test_lo.batch_size = test_batch_size;
+  test_lo.device_iterations = test_iterations;
+  ASSIGN_OR_RETURN(auto test_loader,
+                   feeds::DataLoader::Create(
+                       feeds::FromTensorSlices({data.test.images,
+                                                data.test.labels}),
+                       test_lo));
+  const int64_t train_calls = epochs * train_loader->len();
+  const int64_t test_calls = test_loader->len();
+  ASSIGN_OR_RETURN(feeds::DatasetPtr train_micro,
+                   train_loader->ToInfeedDataset());
+  ASSIGN_OR_RETURN(feeds::DatasetPtr test_micro, test_loader->ToInfeedDataset());
   ASSIGN_OR_RETURN(auto train_feed,
-                   feeds::IPUInfeedQueue::Create(examples::TrainingDataset(
-                       data.train, batch_size, seed)));
-  ASSIGN_OR_RETURN(auto test_feed, feeds::IPUInfeedQueue::Create(
-                                       examples::TestDataset(
-                                           data.test, test_batch_size)));
+                   feeds::IPUInfeedQueue::Create(train_micro->Repeat(epochs)));
+  ASSIGN_OR_RETURN(auto test_feed, feeds::IPUInfeedQueue::Create(test_micro));
+  std::printf("DataLoader (%s, %d worker(s)): combined batch %d x %d device "
+              "iterations x %d replica(s) x %d gradient accumulation = %lld "
+              "images per host call, %lld calls per epoch (%lld images left "
+              "for the next epoch)\n",
+              feeds::DataLoaderModeName(lo.mode).c_str(), lo.num_workers,
+              batch_size, device_iterations, replicas, accumulation,
+              static_cast<long long>(train_loader->combined_batch_size()),
+              static_cast<long long>(train_loader->len()),
+              static_cast<long long>(train_loader->unused_samples_per_epoch()));
   ASSIGN_OR_RETURN(auto train_out, feeds::IPUOutfeedQueue::Create());
   ASSIGN_OR_RETURN(auto test_out, feeds::IPUOutfeedQueue::Create());
 
