@@ -33,8 +33,12 @@ std::string DataLoaderModeName(DataLoaderMode mode) {
 }
 
 std::string ReplicaGroupTypeName(ReplicaGroupType type) {
-  return type == ReplicaGroupType::kConsecutive ? "kConsecutive"
-                                                : "kOrthogonal";
+  switch (type) {
+    case ReplicaGroupType::kAll: return "kAll";
+    case ReplicaGroupType::kConsecutive: return "kConsecutive";
+    case ReplicaGroupType::kOrthogonal: return "kOrthogonal";
+  }
+  return "?";
 }
 
 namespace {
@@ -401,10 +405,11 @@ absl::StatusOr<DatasetPtr> DataLoader::Impl::ToInfeedDataset() {
       // gets its share, so the round robin stays aligned.
       if (!state->batch.ok()) return state->batch.status();
       const int64_t replica = m % r;
+      // The input slice is the replica's group (the collectives' rule).
       const int64_t slice =
-          self->o_.input_group_type == ReplicaGroupType::kConsecutive
-              ? replica / self->o_.input_group_size
-              : replica % g;
+          ReplicaGroups{self->o_.input_group_type,
+                        static_cast<int>(self->o_.input_group_size)}
+              .GroupIndex(static_cast<int>(replica), static_cast<int>(r));
       const int64_t b = self->o_.batch_size;
       const int64_t row = ((m / r) * g + slice) * b;
       Element micro;

@@ -99,12 +99,16 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "core/ipu/collective_group.h"
 #include "feeds/dataset.h"
 
 namespace ipuflow::feeds {
 
 enum class DataLoaderMode { kSync, kAsync, kAsyncRebatched };
-enum class ReplicaGroupType { kConsecutive, kOrthogonal };
+// The collectives' grouping type (core/ipu/collective_group.h): input
+// groups are replica groups. kAll is refused ("input_group_type cannot be
+// All", as the original).
+using ReplicaGroupType = ReplicaGroups::Type;
 
 struct DataLoaderOptions {
   int64_t batch_size = 1;             // Micro-batch: what one replica sees.

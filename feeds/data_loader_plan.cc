@@ -27,6 +27,11 @@ std::vector<int64_t> Divisors(int64_t n) {
 
 absl::Status CheckGrouping(const DataLoaderOptions& o) {
   const int64_t r = o.replicas, k = o.input_group_size;
+  if (o.input_group_type == ReplicaGroupType::kAll) {
+    return absl::InvalidArgumentError(
+        "DataLoader: input_group_type cannot be All (replicas that all read "
+        "the same input are input_group_size = replicas, kConsecutive)");
+  }
   const std::string factors = absl::StrJoin(Divisors(r), ", ");
   if (k > r) {
     return absl::InvalidArgumentError(absl::StrCat(

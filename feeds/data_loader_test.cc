@@ -573,6 +573,10 @@ TEST(DataLoaderTest, ErrorTexts) {
                         "replication_factor: replicas(6) / "
                         "input_group_size(4) leaves 2; use input_group_size "
                         "3 or 6"));
+  o.input_group_size = 2;
+  o.input_group_type = ReplicaGroupType::kAll;  // The collectives' type.
+  EXPECT_THAT(CreateError(Samples(100), o).message(),
+              HasSubstr("input_group_type cannot be All"));
 
   o = {};
   o.batch_size = 4;
