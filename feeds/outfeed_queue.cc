@@ -403,7 +403,6 @@ absl::Status OutfeedChannel::RunFinished() {
   return status;
 }
 
-
 absl::StatusOr<OutfeedElement> OutfeedChannel::MakeStep(
     std::vector<std::vector<Tensor>> per_replica) const {
   OutfeedElement step;
