@@ -169,9 +169,12 @@ TEST(OutputModeTest, AllEveryNFinalAndSumOnADeviceLoop) {
   ASSERT_TRUE(every.ok()) << every.status();
   EXPECT_TRUE(TensorNear((*every)["x"], {4, 5, 10, 11}, {2, 2}));
   EXPECT_EQ(every_bytes, 2 * 2 * 4);
-  auto final = RunWithMode(OutputMode::Final());
+  // Sent once per replica when the run ends, and counted then.
+  int64_t final_bytes = 0;
+  auto final = RunWithMode(OutputMode::Final(), 1, false, &final_bytes);
   ASSERT_TRUE(final.ok()) << final.status();
   EXPECT_TRUE(TensorNear((*final)["x"], {10, 11}, {1, 2}));
+  EXPECT_EQ(final_bytes, 2 * 4);
   // Per replica, over the iterations: sum of 2i + r for i < 6.
   auto sum = RunWithMode(OutputMode::Sum());
   ASSERT_TRUE(sum.ok()) << sum.status();

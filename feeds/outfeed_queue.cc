@@ -107,7 +107,7 @@ class OutfeedChannel : public HostResource {
   absl::StatusOr<bool> Push(int replica, int num_replicas,
                             std::vector<Tensor> values,
                             CancellationManager* cancellation,
-                            int64_t iteration);
+                            int64_t iteration, IPUDevice* device);
   absl::StatusOr<OutfeedResult> Dequeue();
   absl::StatusOr<OutfeedElement> Next();
   std::vector<OutfeedElement> TakeAvailable();
@@ -143,14 +143,16 @@ class OutfeedChannel : public HostResource {
     absl::Status stop;
   };
   void HostLoop();
-  // Into replica's ring (the device waits while it is full).
+  // Into replica's ring (the device waits while it is full); the bytes
+  // count as `device`'s device-to-host traffic (if not null).
   absl::Status Send(int replica, std::vector<Tensor> values,
-                    CancellationManager* cancellation);
+                    CancellationManager* cancellation, IPUDevice* device);
   // What a replica holds during a run under Final / Sum / EveryN: touched
   // by its replica's thread during the run, by the host after it.
   struct Held {
     int64_t iterations = 0;  // Device iterations seen this run.
     std::vector<Tensor> values;
+    IPUDevice* device = nullptr;  // Where the values come from.
   };
   void ResetHeld();
   absl::StatusOr<OutfeedElement> MakeStep(
@@ -302,7 +304,8 @@ absl::Status OutfeedChannel::CheckValues(const std::vector<Tensor>& values) cons
 absl::StatusOr<bool> OutfeedChannel::Push(int replica, int num_replicas,
                                           std::vector<Tensor> values,
                                           CancellationManager* cancellation,
-                                          int64_t iteration) {
+                                          int64_t iteration,
+                                          IPUDevice* device) {
   if (closed_.load(std::memory_order_acquire)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "IPUOutfeedQueue '", id_, "' is closed: nothing can be enqueued after "
@@ -319,16 +322,17 @@ absl::StatusOr<bool> OutfeedChannel::Push(int replica, int num_replicas,
   }
   const OutputMode::Kind kind = kind_.load(std::memory_order_relaxed);
   if (kind == OutputMode::Kind::kAll) {
-    RETURN_IF_ERROR(Send(replica, std::move(values), cancellation));
+    RETURN_IF_ERROR(Send(replica, std::move(values), cancellation, device));
     return true;
   }
   Held& held = held_[replica];
+  held.device = device;
   if (iteration < 0) iteration = held.iterations;
   held.iterations = std::max(held.iterations, iteration + 1);
   switch (kind) {
     case OutputMode::Kind::kEveryN:
       if ((iteration + 1) % output_mode_.period != 0) return false;
-      RETURN_IF_ERROR(Send(replica, std::move(values), cancellation));
+      RETURN_IF_ERROR(Send(replica, std::move(values), cancellation, device));
       return true;
     case OutputMode::Kind::kFinal:
       held.values = std::move(values);
@@ -355,16 +359,23 @@ absl::StatusOr<bool> OutfeedChannel::Push(int replica, int num_replicas,
       }
       return false;
     default:
-      RETURN_IF_ERROR(Send(replica, std::move(values), cancellation));
+      RETURN_IF_ERROR(Send(replica, std::move(values), cancellation, device));
       return true;
   }
 }
 
 absl::Status OutfeedChannel::Send(int replica, std::vector<Tensor> values,
-                                  CancellationManager* cancellation) {
-  absl::Status s = queues_[replica]->Push(std::move(values), cancellation);
-  if (s.ok()) pushed_[replica].fetch_add(1, std::memory_order_release);
-  return s;
+                                  CancellationManager* cancellation,
+                                  IPUDevice* device) {
+  int64_t bytes = 0;
+  for (const Tensor& t : values) bytes += t.TotalBytes();
+  RETURN_IF_ERROR(queues_[replica]->Push(std::move(values), cancellation));
+  pushed_[replica].fetch_add(1, std::memory_order_release);
+  if (device != nullptr) {
+    device->counters().device_to_host.fetch_add(bytes,
+                                                std::memory_order_relaxed);
+  }
+  return absl::OkStatus();
 }
 
 void OutfeedChannel::ResetHeld() {
@@ -396,7 +407,7 @@ absl::Status OutfeedChannel::RunFinished() {
     } else if ((kind == OutputMode::Kind::kFinal ||
                 kind == OutputMode::Kind::kSum) &&
                !h.values.empty()) {
-      status = Send(r, std::move(h.values), nullptr);
+      status = Send(r, std::move(h.values), nullptr, h.device);
     }
   }
   ResetHeld();
@@ -755,9 +766,10 @@ Node* IPUOutfeedQueue::Enqueue(
 absl::Status IPUOutfeedQueue::Push(int replica, int num_replicas,
                                    std::vector<Tensor> values,
                                    CancellationManager* cancellation,
-                                   int64_t iteration) {
+                                   int64_t iteration, IPUDevice* device) {
   return Call(channel_)
-      ->Push(replica, num_replicas, std::move(values), cancellation, iteration)
+      ->Push(replica, num_replicas, std::move(values), cancellation, iteration,
+             device)
       .status();
 }
 
@@ -843,20 +855,13 @@ REGISTER_OP("OutfeedEnqueue")
                          "(or this graph was not built with it)");
       }
       std::vector<Tensor> values;
-      int64_t bytes = 0;
       for (int i = 0; i < ctx.num_inputs(); ++i) {
         values.push_back(ctx.input(i).Copy());  // Inputs may be arena views.
-        bytes += values.back().TotalBytes();
       }
-      ASSIGN_OR_RETURN(const bool sent,
-                       queue->Push(ctx.env().replica, ctx.env().num_replicas,
-                                   std::move(values), ctx.env().cancellation,
-                                   /*iteration=*/-1));
-      if (sent && ctx.env().device != nullptr) {
-        ctx.env().device->counters().device_to_host.fetch_add(
-            bytes, std::memory_order_relaxed);
-      }
-      return absl::OkStatus();
+      return queue
+          ->Push(ctx.env().replica, ctx.env().num_replicas, std::move(values),
+                 ctx.env().cancellation, /*iteration=*/-1, ctx.env().device)
+          .status();
     })
     .NotDifferentiable("sends data to the host; has no outputs");
 

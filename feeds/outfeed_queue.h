@@ -67,6 +67,10 @@
 #include "core/cancellation.h"
 #include "core/scope.h"
 
+namespace ipuflow {
+class IPUDevice;
+}  // namespace ipuflow
+
 namespace ipuflow::feeds {
 
 namespace internal {
@@ -136,9 +140,11 @@ class IPUOutfeedQueue {
   // end, or not sent. InvalidArgument naming the queue if `values` differ
   // from what Enqueue declared (count, dtypes, shapes); FailedPrecondition
   // after Close or before any Enqueue; Cancelled if the queue is destroyed
-  // meanwhile.
+  // meanwhile. What is sent counts as `device`'s device-to-host bytes (if
+  // given), when it is sent.
   absl::Status Push(int replica, int num_replicas, std::vector<Tensor> values,
-                    CancellationManager* cancellation, int64_t iteration = -1);
+                    CancellationManager* cancellation, int64_t iteration = -1,
+                    IPUDevice* device = nullptr);
   // Tells the queue that a run feeding it ended well: Final and Sum send
   // what they held; EveryN checks that its period divided the run's device
   // iterations (InvalidArgument with the original's text otherwise).

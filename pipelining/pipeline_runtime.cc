@@ -141,12 +141,10 @@ absl::Status PipelineRuntime::DeliverOutfeed(RunState& rs, int part,
     }
     return absl::OkStatus();
   }
-  IPUDevice& device = Device(parts_.back()[part]->def->ipu);
-  device.counters().device_to_host.fetch_add(Bytes(element),
-                                             std::memory_order_relaxed);
   RETURN_IF_ERROR(b_->options.outfeed_queue->Push(
       replica_.index, replica_.count, std::move(element), rs.cancel.get(),
-      /*iteration=*/micro_batch / b_->table.micro_batches));
+      /*iteration=*/micro_batch / b_->table.micro_batches,
+      &Device(parts_.back()[part]->def->ipu)));
   rs.delivered.fetch_add(1, std::memory_order_relaxed);
   return absl::OkStatus();
 }
@@ -556,7 +554,7 @@ absl::Status PipelineRuntime::RunOnce(RunState& rs, int repeat) {
     }
     RETURN_IF_ERROR(b_->options.outfeed_queue->Push(
         replica_.index, replica_.count, std::move(sum), rs.cancel.get(),
-        /*iteration=*/repeat));
+        /*iteration=*/repeat, &Device(parts_.back()[0]->def->ipu)));
     rs.delivered = b_->table.micro_batches;
   }
   if (b_->training) {
