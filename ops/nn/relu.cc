@@ -1,5 +1,7 @@
 #include "ops/nn/relu.h"
 
+#include <type_traits>
+
 #include "core/op_registry.h"
 #include "ops/cwise.h"
 #include "ops/nn/elementwise_grad.h"
@@ -15,12 +17,42 @@ struct ReluFn {
   }
 };
 
+// dy where y > 0, else 0, as an Eigen functor with a packet form: Eigen
+// evaluates `(y > 0).select(dy, 0)` one scalar at a time (its comparisons
+// give bool arrays), which made ReluGrad 5x slower than Relu; a compare
+// mask and-ed with dy is one vector instruction each.
+template <typename T>
+struct ReluGradOp {
+  EIGEN_STRONG_INLINE T operator()(const T& dy, const T& y) const {
+    return y > T(0) ? dy : T(0);
+  }
+  template <typename Packet>
+  EIGEN_STRONG_INLINE Packet packetOp(const Packet& dy, const Packet& y) const {
+    namespace ei = Eigen::internal;
+    return ei::pand(ei::pcmp_lt(ei::pzero(y), y), dy);  // NaN y: 0, as above.
+  }
+};
+
+}  // namespace
+}  // namespace ipuflow::ops
+
+template <typename T>
+struct Eigen::internal::functor_traits<ipuflow::ops::ReluGradOp<T>> {
+  enum {
+    Cost = Eigen::NumTraits<T>::AddCost,
+    PacketAccess = std::is_same_v<T, float>,  // Eigen::half: scalar.
+  };
+};
+
+namespace ipuflow::ops {
+namespace {
+
 // f(dy, y) = dy where y > 0.
 struct ReluGradFn {
   template <typename A, typename B>
   auto operator()(const A& dy, const B& y) const {
     using T = typename A::Scalar;
-    return (y > T(0)).select(dy, T(0));
+    return dy.binaryExpr(y, ReluGradOp<T>());
   }
 };
 

@@ -1,5 +1,8 @@
 #include "ops/nn/relu.h"
 
+#include <cmath>
+#include <vector>
+
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"
@@ -62,6 +65,23 @@ TEST(ReluGradTest, ForwardAndShapeError) {
                 "shape [2]"),
             std::string::npos)
       << s.status();
+}
+
+// The vectorised path (whole packets) and the scalar tail agree with the
+// definition: dy where y > 0; 0 for y <= 0, -0 and NaN.
+TEST(ReluGradTest, PacketsAndTailMatchTheDefinition) {
+  const int n = 37;  // Two 16-float packets and a tail of 5.
+  std::vector<float> dy(n), y(n), want(n);
+  for (int i = 0; i < n; ++i) {
+    dy[i] = 1.5f + i;
+    y[i] = (i % 4 == 0) ? -1.0f : (i % 4 == 1) ? 0.0f : (i % 4 == 2) ? 2.0f : 1e-30f;
+    if (i == 9) y[i] = -0.0f;
+    if (i == 13) y[i] = std::nanf("");
+    want[i] = y[i] > 0 ? dy[i] : 0.0f;
+  }
+  Scope s = Scope::NewRootScope();
+  Output dx = ReluGrad(s, Const<float>(s, dy, {n}), Const<float>(s, y, {n}));
+  EXPECT_TRUE(TensorNear(RunOne(s, {}, dx), want, {n}, 0, 0));
 }
 
 TEST(ReluGradTest, SecondOrderGradient) {
