@@ -179,4 +179,21 @@ absl::StatusOr<Tensor> Stack(absl::Span<const Tensor> tensors) {
   return out;
 }
 
+absl::Status AddInto(Tensor* acc, const Tensor& t) {
+  if (!acc->valid()) {
+    *acc = t.Copy();
+    return absl::OkStatus();
+  }
+  if (acc->dtype() != t.dtype() || acc->shape() != t.shape()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot add ", DTypeName(t.dtype()), t.shape().DebugString(), " to ",
+        DTypeName(acc->dtype()), acc->shape().DebugString()));
+  }
+  IPUFLOW_SWITCH_NUMERIC(
+      t.dtype(), acc->flat<T>() += t.flat<T>(),
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cannot sum ", DTypeName(t.dtype()), " values")));
+  return absl::OkStatus();
+}
+
 }  // namespace ipuflow

@@ -188,6 +188,10 @@ Tensor Tensor::FromVector(const std::vector<T>& values,
 // Stacks same-shaped tensors along a new leading dimension.
 absl::StatusOr<Tensor> Stack(absl::Span<const Tensor> tensors);
 
+// *acc += t element-wise, in place (numeric dtypes); an invalid *acc becomes
+// a copy of t. InvalidArgument for another dtype or shape, or bool.
+absl::Status AddInto(Tensor* acc, const Tensor& t);
+
 }  // namespace ipuflow
 
 #endif  // IPUFLOW_CORE_TENSOR_H_

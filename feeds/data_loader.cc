@@ -32,15 +32,6 @@ std::string DataLoaderModeName(DataLoaderMode mode) {
   return "unknown";
 }
 
-std::string ReplicaGroupTypeName(ReplicaGroupType type) {
-  switch (type) {
-    case ReplicaGroupType::kAll: return "kAll";
-    case ReplicaGroupType::kConsecutive: return "kConsecutive";
-    case ReplicaGroupType::kOrthogonal: return "kOrthogonal";
-  }
-  return "?";
-}
-
 namespace {
 
 // The samples, read once and in order from the dataset as batches need

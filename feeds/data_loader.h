@@ -217,9 +217,8 @@ class DataLoader {
   std::shared_ptr<Impl> impl_;
 };
 
-// "kSync", "kAsync", "kAsyncRebatched"; "kConsecutive", "kOrthogonal".
+// "kSync", "kAsync", "kAsyncRebatched". (Groups: ReplicaGroups::DebugString.)
 std::string DataLoaderModeName(DataLoaderMode mode);
-std::string ReplicaGroupTypeName(ReplicaGroupType type);
 
 }  // namespace ipuflow::feeds
 

@@ -407,8 +407,7 @@ TEST(DataLoaderTest, InfeedLayoutPerReplicaWithGrouping) {
     o.input_group_size = k;
     o.input_group_type = type;
     o.mode = DataLoaderMode::kAsync;
-    SCOPED_TRACE(::testing::Message() << "k=" << k << " "
-                                    << ReplicaGroupTypeName(type));
+    SCOPED_TRACE((ReplicaGroups{type, static_cast<int>(k)}.DebugString()));
     const int64_t c = 2 * 2 * 3 * (4 / k);
     auto l = Make(Samples(2 * c + 1), o);  // Two steps; one sample left.
     ASSERT_NE(l, nullptr);

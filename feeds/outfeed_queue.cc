@@ -343,19 +343,12 @@ absl::StatusOr<bool> OutfeedChannel::Push(int replica, int num_replicas,
         return false;
       }
       for (size_t i = 0; i < values.size(); ++i) {
-        Tensor& acc = held.values[i];
-        const Tensor& v = values[i];
-        if (acc.shape() != v.shape()) {
+        absl::Status s = AddInto(&held.values[i], values[i]);
+        if (!s.ok()) {
           return absl::InvalidArgumentError(absl::StrCat(
-              "IPUOutfeedQueue '", id_, "' (Sum): '", names_[i], "' is ",
-              v.shape().DebugString(), " in one iteration and ",
-              acc.shape().DebugString(), " in another"));
+              "IPUOutfeedQueue '", id_, "' (Sum) of '", names_[i],
+              "' over the iterations: ", s.message()));
         }
-        IPUFLOW_SWITCH_NUMERIC(
-            v.dtype(), acc.flat<T>() += v.flat<T>(),
-            return absl::InvalidArgumentError(absl::StrCat(
-                "IPUOutfeedQueue '", id_, "' (Sum): cannot sum '", names_[i],
-                "' of dtype ", DTypeName(v.dtype()))));
       }
       return false;
     default:

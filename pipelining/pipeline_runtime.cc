@@ -71,19 +71,6 @@ int64_t Bytes(const std::vector<Tensor>& ts) {
   return n;
 }
 
-// acc += t, element-wise (numeric dtypes); an invalid acc becomes a copy.
-absl::Status AddInto(Tensor* acc, const Tensor& t) {
-  if (!acc->valid()) {
-    *acc = t.Copy();
-    return absl::OkStatus();
-  }
-  IPUFLOW_SWITCH_NUMERIC(
-      t.dtype(), acc->flat<T>() += t.flat<T>(),
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cannot sum ", DTypeName(t.dtype()), " values")));
-  return absl::OkStatus();
-}
-
 // What an item adds to its IPU's virtual clock: the modelled cost when the
 // options give one (PipelineOptions::virtual_costs), else `measured`.
 double VirtualCost(const PipelineOptions& o, const WorkItem& item,
