@@ -29,6 +29,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "core/floating_point.h"
 #include "core/graph.h"
 #include "core/resource.h"
 #include "core/tensor.h"
@@ -57,6 +58,9 @@ struct RunEnv {
   IPUDevice* device = nullptr;
   // Bytes the IPU holds (no output may be larger); 0 on the host.
   int64_t memory_budget = 0;
+  // Rounding and traps of the IPU (IPUConfig.floating_point_behaviour);
+  // null on the host: IEEE round-to-nearest-even, no traps.
+  const FloatingPointBehaviour* floating_point = nullptr;
   // Set for a program sharded over several IPUs: runs `work` on shard k's
   // IPU thread with that shard's env, and returns when it is done. Shard 0
   // runs on the calling thread.
