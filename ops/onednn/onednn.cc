@@ -1,0 +1,92 @@
+#include "ops/onednn/onednn.h"
+
+#include <omp.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace ipuflow::ops::onednn {
+
+const dnnl::engine& Engine() {
+  static const dnnl::engine* engine =
+      new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *engine;
+}
+
+dnnl::stream& ThreadStream() {
+  thread_local dnnl::stream stream(Engine());
+  return stream;
+}
+
+void UseOneThread() {
+  // libgomp keeps nthreads-var per thread once a thread sets it, so this
+  // leaves other threads (and any OpenMP team of the caller's) alone.
+  thread_local bool done = false;
+  if (done) return;
+  omp_set_num_threads(1);
+  done = true;
+}
+
+std::string IsaName() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::sse41:
+      return "sse41";
+    case dnnl::cpu_isa::avx:
+      return "avx";
+    case dnnl::cpu_isa::avx2:
+      return "avx2";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_core:
+      return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+    default:
+      return "other";
+  }
+}
+
+std::string Description() {
+  const dnnl_version_t* v = dnnl_version();
+  const char* runtime = v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP"
+                        : v->cpu_runtime == DNNL_RUNTIME_SEQ ? "sequential"
+                                                             : "other";
+  return absl::StrCat("oneDNN ", v->major, ".", v->minor, ".", v->patch, " (",
+                      runtime, " runtime, one thread per caller), ISA ",
+                      IsaName());
+}
+
+dnnl::primitive_attr ScratchpadAttr() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+dnnl::memory Wrap(const dnnl::memory::desc& d, const void* data) {
+  return dnnl::memory(d, Engine(), const_cast<void*>(data));
+}
+
+void Execute(const dnnl::primitive& p, const dnnl::memory::desc& scratchpad,
+             std::unordered_map<int, dnnl::memory> args) {
+  UseOneThread();
+  thread_local std::vector<uint8_t> buffer;
+  const size_t bytes = scratchpad.get_size();
+  if (bytes > 0) {
+    // 64-byte alignment, as oneDNN's own allocations.
+    if (buffer.size() < bytes + 64) buffer.resize(bytes + 64);
+    const uintptr_t base = reinterpret_cast<uintptr_t>(buffer.data());
+    void* aligned = reinterpret_cast<void*>((base + 63) & ~uintptr_t{63});
+    args.emplace(DNNL_ARG_SCRATCHPAD, Wrap(scratchpad, aligned));
+  }
+  dnnl::stream& stream = ThreadStream();
+  p.execute(stream, args);
+  stream.wait();
+}
+
+}  // namespace ipuflow::ops::onednn
