@@ -10,26 +10,25 @@ namespace {
 // delta = lr * weight_decay * var
 //       + step_size * m / (sqrt(v) / sqrt(1 - beta2^t) + epsilon)
 struct AdamRule {
-  template <typename T>
   static absl::StatusOr<Tensor> Delta(const KernelContext& ctx,
                                       const AdamStep& s,
                                       const VariableResource& var) {
     const AdamHyper& h = s.h;
     Tensor w;  // The old value, for the decoupled decay.
     if (h.weight_decay > 0) {
-      ASSIGN_OR_RETURN(w, ReadCopy(ctx, var));
+      ASSIGN_OR_RETURN(w, ReadFloat32(ctx, var));
     }
     const float decay = h.lr * h.weight_decay;
-    Tensor delta(var.dtype(), var.shape());
+    Tensor delta(DType::kFloat32, var.shape());
     ctx.ParallelFor(delta.NumElements(), kApplyCost, [&](int64_t b, int64_t e) {
-      s.UpdateMoments<T>(b, e);
-      const auto step = h.step_size * Widen<T>(s.m, b, e) /
-                        (Widen<T>(s.v, b, e).sqrt() / h.sqrt_bc2 + h.epsilon);
+      s.UpdateMoments(b, e);
+      const auto step =
+          h.step_size * Widen<float>(s.m, b, e) /
+          (Widen<float>(s.v, b, e).sqrt() / h.sqrt_bc2 + h.epsilon);
       if (h.weight_decay > 0) {
-        Block<T>(delta, b, e) =
-            (decay * Widen<T>(w, b, e) + step).template cast<T>();
+        Block<float>(delta, b, e) = decay * Widen<float>(w, b, e) + step;
       } else {
-        Block<T>(delta, b, e) = step.template cast<T>();
+        Block<float>(delta, b, e) = step;
       }
     });
     return delta;

@@ -9,16 +9,16 @@ namespace {
 
 enum Input { kVar, kLr, kGrad };
 
-template <typename T>
+// In float32 for float16 variables too (apply_util.h).
 absl::Status GradientDescent(KernelContext& ctx, VariableResource* var) {
   const float lr = ScalarInput(ctx, kLr);
-  const Tensor& grad = ctx.input(kGrad);
-  const Tensor delta(var->dtype(), var->shape());
+  const Tensor grad = InputFloat32(ctx, kGrad);
+  const Tensor delta(DType::kFloat32, var->shape());
   ctx.ParallelFor(delta.NumElements(), kApplyCost, [&](int64_t b, int64_t e) {
-    Block<T>(delta, b, e) = (lr * Widen<T>(grad, b, e)).template cast<T>();
+    Block<float>(delta, b, e) = lr * Widen<float>(grad, b, e);
   });
-  // The subtraction happens under the variable's lock.
-  return WithNodeName(ctx, var->AssignAdd(delta, -1));
+  // A float32 variable subtracts under its lock.
+  return SubtractFromVariable(ctx, 0, delta, var);
 }
 
 REGISTER_OP("ApplyGradientDescent")
@@ -37,9 +37,9 @@ REGISTER_OP("ApplyGradientDescent")
     })
     .SetKernel([](KernelContext& ctx) -> absl::Status {
       ASSIGN_OR_RETURN(VariableResource * var, VariableInput(ctx, kVar));
+      RETURN_IF_ERROR(ExpectFloatVariable(ctx, *var));
       RETURN_IF_ERROR(CheckMatchesVariable(ctx, kGrad, *var));
-      IPUFLOW_SWITCH_FLOAT(var->dtype(), return GradientDescent<T>(ctx, var),
-                           return UnsupportedDType(ctx, var->dtype()));
+      return GradientDescent(ctx, var);
     })
     .NotDifferentiable("it updates a variable and has no outputs");
 

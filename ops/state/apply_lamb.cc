@@ -13,7 +13,6 @@ namespace {
 
 // Sum of squares of `t`, accumulated in double over fixed chunks summed in
 // order: the same result whatever the thread count.
-template <typename T>
 double SquaredNorm(const KernelContext& ctx, const Tensor& t) {
   constexpr int64_t kChunk = 4096;
   const int64_t n = t.NumElements();
@@ -22,7 +21,7 @@ double SquaredNorm(const KernelContext& ctx, const Tensor& t) {
                   [&](int64_t b, int64_t e) {
                     for (int64_t c = b; c < e; ++c) {
                       const int64_t end = std::min(n, (c + 1) * kChunk);
-                      partial[c] = Widen<T>(t, c * kChunk, end)
+                      partial[c] = Widen<float>(t, c * kChunk, end)
                                        .template cast<double>()
                                        .square()
                                        .sum();
@@ -36,29 +35,27 @@ double SquaredNorm(const KernelContext& ctx, const Tensor& t) {
 // r = m / (1 - beta1^t) / (sqrt(v) / sqrt(1 - beta2^t) + epsilon)
 //   + weight_decay * var;  delta = lr * trust * r
 struct LambRule {
-  template <typename T>
   static absl::StatusOr<Tensor> Delta(const KernelContext& ctx,
                                       const AdamStep& s,
                                       const VariableResource& var) {
     const AdamHyper& h = s.h;
-    ASSIGN_OR_RETURN(const Tensor w, ReadCopy(ctx, var));
-    Tensor r(var.dtype(), var.shape());  // Then lr * trust * r.
+    ASSIGN_OR_RETURN(const Tensor w, ReadFloat32(ctx, var));
+    Tensor r(DType::kFloat32, var.shape());  // Then lr * trust * r.
     const int64_t n = r.NumElements();
     ctx.ParallelFor(n, kApplyCost, [&](int64_t b, int64_t e) {
-      s.UpdateMoments<T>(b, e);
-      Block<T>(r, b, e) =
-          (Widen<T>(s.m, b, e) / h.bc1 /
-               (Widen<T>(s.v, b, e).sqrt() / h.sqrt_bc2 + h.epsilon) +
-           h.weight_decay * Widen<T>(w, b, e))
-              .template cast<T>();
+      s.UpdateMoments(b, e);
+      Block<float>(r, b, e) =
+          Widen<float>(s.m, b, e) / h.bc1 /
+              (Widen<float>(s.v, b, e).sqrt() / h.sqrt_bc2 + h.epsilon) +
+          h.weight_decay * Widen<float>(w, b, e);
     });
-    const double w_norm = std::sqrt(SquaredNorm<T>(ctx, w));
-    const double r_norm = std::sqrt(SquaredNorm<T>(ctx, r));
+    const double w_norm = std::sqrt(SquaredNorm(ctx, w));
+    const double r_norm = std::sqrt(SquaredNorm(ctx, r));
     const float trust =
         w_norm > 0 && r_norm > 0 ? static_cast<float>(w_norm / r_norm) : 1.f;
     const float scale = h.lr * trust;
     ctx.ParallelFor(n, kCwiseCost, [&](int64_t b, int64_t e) {
-      Block<T>(r, b, e) = (scale * Widen<T>(r, b, e)).template cast<T>();
+      Block<float>(r, b, e) = scale * Widen<float>(r, b, e);
     });
     return r;
   }

@@ -9,27 +9,27 @@ namespace {
 
 enum Input { kVar, kAccum, kLr, kGrad, kMomentum };
 
-template <typename T>
+// In float32 for float16 variables too (apply_util.h). A float16 accum is
+// rounded once per step, after the update uses its float32 value.
 absl::Status Momentum(KernelContext& ctx, VariableResource* var,
                       VariableResource* accum) {
   const float lr = ScalarInput(ctx, kLr);
   const float mu = ScalarInput(ctx, kMomentum);
   const bool nesterov = ctx.attr<bool>("use_nesterov");
-  const Tensor& grad = ctx.input(kGrad);
-  ASSIGN_OR_RETURN(const Tensor a, ReadCopy(ctx, *accum));  // Private copy.
-  const Tensor delta(var->dtype(), var->shape());
+  const Tensor grad = InputFloat32(ctx, kGrad);
+  ASSIGN_OR_RETURN(const Tensor a, ReadFloat32(ctx, *accum));  // Private copy.
+  const Tensor delta(DType::kFloat32, var->shape());
   ctx.ParallelFor(delta.NumElements(), kApplyCost, [&](int64_t b, int64_t e) {
-    const auto g = Widen<T>(grad, b, e);
-    Block<T>(a, b, e) = (mu * Widen<T>(a, b, e) + g).template cast<T>();
+    const auto g = Widen<float>(grad, b, e);
+    Block<float>(a, b, e) = mu * Widen<float>(a, b, e) + g;
     if (nesterov) {
-      Block<T>(delta, b, e) =
-          (lr * (g + mu * Widen<T>(a, b, e))).template cast<T>();
+      Block<float>(delta, b, e) = lr * (g + mu * Widen<float>(a, b, e));
     } else {
-      Block<T>(delta, b, e) = (lr * Widen<T>(a, b, e)).template cast<T>();
+      Block<float>(delta, b, e) = lr * Widen<float>(a, b, e);
     }
   });
-  RETURN_IF_ERROR(WithNodeName(ctx, accum->Assign(a)));
-  return WithNodeName(ctx, var->AssignAdd(delta, -1));
+  RETURN_IF_ERROR(StoreFloat32(ctx, 1, a, accum));
+  return SubtractFromVariable(ctx, 0, delta, var);
 }
 
 REGISTER_OP("ApplyMomentum")
@@ -55,9 +55,9 @@ REGISTER_OP("ApplyMomentum")
     .SetKernel([](KernelContext& ctx) -> absl::Status {
       ASSIGN_OR_RETURN(VariableResource * var, VariableInput(ctx, kVar));
       ASSIGN_OR_RETURN(VariableResource * accum, VariableInput(ctx, kAccum));
+      RETURN_IF_ERROR(ExpectFloatVariable(ctx, *var));
       RETURN_IF_ERROR(CheckMatchesVariable(ctx, kGrad, *var));
-      IPUFLOW_SWITCH_FLOAT(var->dtype(), return Momentum<T>(ctx, var, accum),
-                           return UnsupportedDType(ctx, var->dtype()));
+      return Momentum(ctx, var, accum);
     })
     .NotDifferentiable("it updates variables and has no outputs");
 

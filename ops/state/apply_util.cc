@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "core/half_rounding.h"
 
 namespace ipuflow::ops {
 namespace {
@@ -25,7 +26,69 @@ absl::Status AdamFamilyShape(ShapeContext& c) {
   return absl::OkStatus();
 }
 
+// Elements per task of the conversions (cheap: one F16C instruction per 8).
+constexpr double kConvertCost = 1.0;
+
+Tensor WidenToFloat32(const KernelContext& ctx, const Tensor& t) {
+  Tensor out(DType::kFloat32, t.shape());
+  const half* src = t.data<half>();
+  float* dst = out.data<float>();
+  ctx.ParallelFor(t.NumElements(), kConvertCost, [&](int64_t b, int64_t e) {
+    WidenHalf(src + b, dst + b, e - b);
+  });
+  return out;
+}
+
 }  // namespace
+
+Tensor InputFloat32(const KernelContext& ctx, int i) {
+  const Tensor& t = ctx.input(i);
+  return t.dtype() == DType::kFloat16 ? WidenToFloat32(ctx, t) : t;
+}
+
+absl::StatusOr<Tensor> ReadFloat32(const KernelContext& ctx,
+                                   const VariableResource& var) {
+  ASSIGN_OR_RETURN(Tensor t, ReadCopy(ctx, var));
+  if (t.dtype() == DType::kFloat16) return WidenToFloat32(ctx, t);
+  return t;
+}
+
+absl::Status StoreFloat32(const KernelContext& ctx, int key,
+                          const Tensor& value, VariableResource* var) {
+  if (var->dtype() != DType::kFloat16) {
+    return WithNodeName(ctx, var->Assign(value));
+  }
+  Tensor rounded(DType::kFloat16, value.shape());
+  const float* src = value.data<float>();
+  half* dst = rounded.data<half>();
+  ctx.ParallelFor(value.NumElements(), kConvertCost,
+                  [&](int64_t b, int64_t e) {
+                    RoundToHalf(ctx, key, src + b, dst + b, e - b, b);
+                  });
+  return WithNodeName(ctx, var->Assign(rounded));
+}
+
+absl::Status SubtractFromVariable(const KernelContext& ctx, int key,
+                                  const Tensor& delta, VariableResource* var) {
+  if (var->dtype() != DType::kFloat16) {
+    return WithNodeName(ctx, var->AssignAdd(delta, -1));
+  }
+  ASSIGN_OR_RETURN(Tensor w, ReadFloat32(ctx, *var));
+  ctx.ParallelFor(w.NumElements(), kCwiseCost, [&](int64_t b, int64_t e) {
+    Block<float>(w, b, e) -= Widen<float>(delta, b, e);
+  });
+  return StoreFloat32(ctx, key, w, var);
+}
+
+absl::Status ExpectFloatVariable(const KernelContext& ctx,
+                                 const VariableResource& var) {
+  if (var.dtype() == DType::kFloat32 || var.dtype() == DType::kFloat16) {
+    return absl::OkStatus();
+  }
+  return ctx.InvalidArgument("variable '", var.name(), "' is ",
+                             DTypeName(var.dtype()),
+                             "; optimizer updates need float32 or float16");
+}
 
 absl::StatusOr<AdamHyper> GetAdamHyper(const KernelContext& ctx) {
   AdamHyper h;

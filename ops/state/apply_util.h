@@ -1,15 +1,23 @@
 // Shared pieces of the fused optimizer-update kernels (ApplyGradientDescent,
-// ApplyMomentum, ApplyAdam, ApplyLamb): float views of variable-sized
-// blocks and the cost model; for ApplyAdam and ApplyLamb also the
-// registration (inputs, attributes, shape function), the hyperparameter
-// checks and the kernel around their update rules. Updates compute in
-// float32 whatever the variable's dtype (float16 variables are widened per
-// block), so a float16 model does not lose small updates to rounding inside the
-// formula.
+// ApplyMomentum, ApplyAdam, ApplyLamb): float32 working copies of variables,
+// slots and gradients, the stores back, float views of variable-sized blocks
+// and the cost model; for ApplyAdam and ApplyLamb also the registration
+// (inputs, attributes, shape function), the hyperparameter checks and the
+// kernel around their update rules.
 //
+// Every rule computes in float32 whatever the variable's dtype: a float16
+// variable, its float16 slots and its float16 gradient are widened (exactly)
+// into float32 copies, the float32 rule runs unchanged, and each tensor the
+// op writes is rounded once through RoundToHalf (core/half_rounding.h: the
+// device's rounding and overflow behaviour). A float32 variable takes the
+// same path minus the conversions, so its results are those of the rule.
+//
+//   const Tensor grad = InputFloat32(ctx, kGrad);
+//   Tensor delta(DType::kFloat32, var->shape());
 //   ctx.ParallelFor(n, kApplyCost, [&](int64_t b, int64_t e) {
-//     Block<T>(delta, b, e) = (lr * Widen<T>(grad, b, e)).template cast<T>();
+//     Block<float>(delta, b, e) = lr * Widen<float>(grad, b, e);
 //   });
+//   return SubtractFromVariable(ctx, /*key=*/0, delta, var);
 //
 // Thread safety: pure functions.
 #ifndef IPUFLOW_OPS_STATE_APPLY_UTIL_H_
@@ -40,6 +48,34 @@ auto Widen(const Tensor& t, int64_t b, int64_t e) {
   return ConstArrayMap<T>(t.data<T>() + b, e - b).template cast<float>();
 }
 
+// Kernel input `i` (float32 or float16) as float32: the input itself when
+// float32, a widened copy when float16.
+Tensor InputFloat32(const KernelContext& ctx, int i);
+
+// A float32 copy of `var`'s value (widened when it is float16);
+// FailedPrecondition naming the node if it was never assigned.
+absl::StatusOr<Tensor> ReadFloat32(const KernelContext& ctx,
+                                   const VariableResource& var);
+
+// Stores the float32 `value` into `var`: copied when var is float32, rounded
+// through RoundToHalf when it is float16. `key` numbers the tensors one node
+// writes (0 the variable, 1.. its slots in input order), keying stochastic
+// rounding so two tensors of one node never share a stream.
+absl::Status StoreFloat32(const KernelContext& ctx, int key,
+                          const Tensor& value, VariableResource* var);
+
+// var -= delta (float32). A float32 variable subtracts under its lock
+// (VariableResource::AssignAdd), exactly as before float16 support; a
+// float16 one computes widen(var) - delta in float32 and rounds once (the
+// read and the store are two locked steps, as the Adam family's are).
+absl::Status SubtractFromVariable(const KernelContext& ctx, int key,
+                                  const Tensor& delta, VariableResource* var);
+
+// OK for float32 and float16 variables; InvalidArgument naming the node
+// otherwise.
+absl::Status ExpectFloatVariable(const KernelContext& ctx,
+                                 const VariableResource& var);
+
 // The float32 scalar input `i` (shape functions checked dtype and rank).
 inline float ScalarInput(const KernelContext& ctx, int i) {
   return ctx.input(i).scalar<float>();
@@ -68,41 +104,38 @@ OpRegistration RegisterAdamFamilyOp(const std::string& name);
 // One step of ApplyAdam or ApplyLamb, as its update rule sees it.
 struct AdamStep {
   AdamHyper h;
-  const Tensor& grad;
-  Tensor m, v;  // Private copies of the slots, written back after the rule.
+  const Tensor& grad;  // float32.
+  Tensor m, v;  // float32 private copies of the slots, stored after the rule.
 
   // m = beta1 * m + (1 - beta1) * grad;  v = beta2 * v + (1 - beta2) * grad^2
   // over elements [b, e).
-  template <typename T>
   void UpdateMoments(int64_t b, int64_t e) const {
-    const auto g = Widen<T>(grad, b, e);
-    Block<T>(m, b, e) =
-        (h.beta1 * Widen<T>(m, b, e) + (1 - h.beta1) * g).template cast<T>();
-    Block<T>(v, b, e) = (h.beta2 * Widen<T>(v, b, e) + (1 - h.beta2) * g * g)
-                            .template cast<T>();
+    const auto g = Widen<float>(grad, b, e);
+    Block<float>(m, b, e) = h.beta1 * Widen<float>(m, b, e) + (1 - h.beta1) * g;
+    Block<float>(v, b, e) =
+        h.beta2 * Widen<float>(v, b, e) + (1 - h.beta2) * g * g;
   }
 };
 
-// Runs `Rule::Delta<T>(ctx, step, var)`, which must update step.m and step.v
-// (UpdateMoments) and returns what to subtract from var; then stores m, v and
-// var - delta.
-template <typename T, typename Rule>
+// Runs `Rule::Delta(ctx, step, var)`, which must update step.m and step.v
+// (UpdateMoments) and returns what to subtract from var (float32); then
+// stores m, v and var - delta (each rounded once if float16).
+template <typename Rule>
 absl::Status AdamFamilyUpdate(const KernelContext& ctx, VariableResource* var,
                               VariableResource* m_var,
                               VariableResource* v_var) {
   ASSIGN_OR_RETURN(const AdamHyper h, GetAdamHyper(ctx));
-  ASSIGN_OR_RETURN(Tensor m, ReadCopy(ctx, *m_var));
-  ASSIGN_OR_RETURN(Tensor v, ReadCopy(ctx, *v_var));
-  const AdamStep step{h, ctx.input(AdamInput::kGrad), std::move(m),
-                      std::move(v)};
-  ASSIGN_OR_RETURN(const Tensor delta,
-                   Rule::template Delta<T>(ctx, step, *var));
-  RETURN_IF_ERROR(WithNodeName(ctx, m_var->Assign(step.m)));
-  RETURN_IF_ERROR(WithNodeName(ctx, v_var->Assign(step.v)));
+  ASSIGN_OR_RETURN(Tensor m, ReadFloat32(ctx, *m_var));
+  ASSIGN_OR_RETURN(Tensor v, ReadFloat32(ctx, *v_var));
+  const Tensor grad = InputFloat32(ctx, AdamInput::kGrad);
+  const AdamStep step{h, grad, std::move(m), std::move(v)};
+  ASSIGN_OR_RETURN(const Tensor delta, Rule::Delta(ctx, step, *var));
+  RETURN_IF_ERROR(StoreFloat32(ctx, 1, step.m, m_var));
+  RETURN_IF_ERROR(StoreFloat32(ctx, 2, step.v, v_var));
   // Not atomic with a rule's read of var: VariableResource offers no
   // read-modify-write under one lock, so a concurrent writer to var from
   // another program could slip in between.
-  return WithNodeName(ctx, var->AssignAdd(delta, -1));
+  return SubtractFromVariable(ctx, 0, delta, var);
 }
 
 // The kernel of ApplyAdam (Rule = AdamRule) or ApplyLamb (LambRule).
@@ -111,10 +144,9 @@ absl::Status AdamFamilyKernel(KernelContext& ctx) {
   ASSIGN_OR_RETURN(VariableResource * var, VariableInput(ctx, AdamInput::kVar));
   ASSIGN_OR_RETURN(VariableResource * m, VariableInput(ctx, AdamInput::kM));
   ASSIGN_OR_RETURN(VariableResource * v, VariableInput(ctx, AdamInput::kV));
+  RETURN_IF_ERROR(ExpectFloatVariable(ctx, *var));
   RETURN_IF_ERROR(CheckMatchesVariable(ctx, AdamInput::kGrad, *var));
-  IPUFLOW_SWITCH_FLOAT(var->dtype(),
-                       return (AdamFamilyUpdate<T, Rule>(ctx, var, m, v)),
-                       return UnsupportedDType(ctx, var->dtype()));
+  return AdamFamilyUpdate<Rule>(ctx, var, m, v);
 }
 
 }  // namespace ipuflow::ops
