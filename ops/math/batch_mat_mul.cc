@@ -5,6 +5,7 @@
 #include "ops/cwise.h"
 #include "ops/math/broadcast_grad.h"
 #include "ops/math/gemm.h"
+#include "ops/math/partials_type.h"
 
 namespace ipuflow::ops {
 namespace {
@@ -73,6 +74,7 @@ absl::Status BatchMatMulKernel(KernelContext& ctx) {
   s.k = x.dim(adj_x ? rx - 2 : rx - 1);
   s.transpose_a = adj_x;
   s.transpose_b = adj_y;
+  s.half_partials = HalfPartials(ctx.node());
   const TensorShape out_batch = BatchDims(*shape);
   return BatchedGemm(ctx, x, y, s, MatrixIndex(BatchDims(x.shape()), out_batch),
                      MatrixIndex(BatchDims(y.shape()), out_batch), z);
@@ -83,6 +85,7 @@ REGISTER_OP("BatchMatMul")
     .Input("y")
     .Attr("adj_x", false)
     .Attr("adj_y", false)
+    .Attr(kPartialsTypeAttr, kPartialsFloat)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       for (int i = 0; i < 2; ++i) {
         if (c.input_shape(i).rank() < 2) {
@@ -93,6 +96,7 @@ REGISTER_OP("BatchMatMul")
       }
       RETURN_IF_ERROR(c.ExpectFloat(0));
       RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
+      RETURN_IF_ERROR(CheckPartialsType(c));
       ASSIGN_OR_RETURN(bool adj_x, c.attr<bool>("adj_x"));
       ASSIGN_OR_RETURN(bool adj_y, c.attr<bool>("adj_y"));
       ASSIGN_OR_RETURN(TensorShape out, OutputShape(c.input_shape(0), adj_x,
@@ -106,24 +110,29 @@ REGISTER_OP("BatchMatMul")
     //   z = x^T y:    dx = y g^T     dy = x g
     //   z = x y^T:    dx = g y       dy = g^T x
     //   z = x^T y^T:  dx = y^T g^T   dy = g^T x^T
-    // then summed over the batch dims each input was broadcast along.
+    // then summed over the batch dims each input was broadcast along. The
+    // gradient products keep the forward op's partials_type.
     .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> dz,
                     std::vector<Output>* dx) {
       const Output x = op.input(0), y = op.input(1), g = dz[0];
       const bool adj_x = op.attr<bool>("adj_x"), adj_y = op.attr<bool>("adj_y");
+      const std::string& partials = op.attr<std::string>(kPartialsTypeAttr);
+      auto bmm = [&](Output a, Output b, bool ta, bool tb) {
+        return BatchMatMul(s, a, b, {ta, tb, partials});
+      };
       Output gx, gy;
       if (!adj_x && !adj_y) {
-        gx = BatchMatMul(s, g, y, false, true);
-        gy = BatchMatMul(s, x, g, true, false);
+        gx = bmm(g, y, false, true);
+        gy = bmm(x, g, true, false);
       } else if (adj_x && !adj_y) {
-        gx = BatchMatMul(s, y, g, false, true);
-        gy = BatchMatMul(s, x, g, false, false);
+        gx = bmm(y, g, false, true);
+        gy = bmm(x, g, false, false);
       } else if (!adj_x && adj_y) {
-        gx = BatchMatMul(s, g, y, false, false);
-        gy = BatchMatMul(s, g, x, true, false);
+        gx = bmm(g, y, false, false);
+        gy = bmm(g, x, true, false);
       } else {
-        gx = BatchMatMul(s, y, g, true, true);
-        gy = BatchMatMul(s, g, x, true, true);
+        gx = bmm(y, g, true, true);
+        gy = bmm(g, x, true, true);
       }
       dx->push_back(ReduceGradTo(s, gx, x));
       dx->push_back(ReduceGradTo(s, gy, y));
@@ -132,10 +141,17 @@ REGISTER_OP("BatchMatMul")
 
 }  // namespace
 
+Output BatchMatMul(const Scope& scope, Output x, Output y,
+                   const BatchMatMulOptions& options) {
+  return scope.AddNode("BatchMatMul", {x, y},
+                       {{"adj_x", options.adj_x},
+                        {"adj_y", options.adj_y},
+                        {kPartialsTypeAttr, options.partials_type}});
+}
+
 Output BatchMatMul(const Scope& scope, Output x, Output y, bool adj_x,
                    bool adj_y) {
-  return scope.AddNode("BatchMatMul", {x, y},
-                       {{"adj_x", adj_x}, {"adj_y", adj_y}});
+  return BatchMatMul(scope, x, y, BatchMatMulOptions{adj_x, adj_y});
 }
 
 }  // namespace ipuflow::ops

@@ -2,11 +2,15 @@
 
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
+#include "core/gradients.h"
 #include "ops/array/const.h"
+#include "ops/testing/half_check.h"
 
 namespace ipuflow::ops {
 namespace {
 
+using ::ipuflow::testing::CompareHalfToFloat;
+using ::ipuflow::testing::HalfCheck;
 using ::ipuflow::testing::MaxGradientError;
 using ::ipuflow::testing::RandomTensor;
 using ::ipuflow::testing::RunOne;
@@ -120,6 +124,72 @@ TEST(BatchMatMulTest, GradientWithBroadcastBatch) {
       BatchMatMul(s, x, w));
   ASSERT_TRUE(err.ok()) << err.status();
   EXPECT_LT(*err, 1e-3);
+}
+
+TEST(BatchMatMulTest, Float16KernelAndGradientsMatchFloat32) {
+  // Broadcast batch: [3,2,10,40] x [40,6] -> [3,2,10,6], y summed back.
+  for (bool adj_y : {false, true}) {
+    const TensorShape ys = adj_y ? TensorShape{6, 40} : TensorShape{40, 6};
+    absl::StatusOr<HalfCheck> c = CompareHalfToFloat(
+        [&](const Scope& s, const std::vector<Output>& x) {
+          return BatchMatMul(s, x[0], x[1], false, adj_y);
+        },
+        {RandomTensor({3, 2, 10, 40}, -1, 1, 1), RandomTensor(ys, -1, 1, 2)});
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->dtype, DType::kFloat16);
+    EXPECT_LT(c->forward_error, 2e-3);
+    EXPECT_LT(c->gradient_error, 2e-3);
+  }
+}
+
+TEST(BatchMatMulTest, PartialsType) {
+  // Each batch entry sums 2048 + 64 x 1/16 (see MatMulTest): 2052 with
+  // float partials, 2048 with half partials.
+  std::vector<float> column(65, 0.0625f);
+  column[0] = 2048;
+  std::vector<float> columns = column;
+  columns.insert(columns.end(), column.begin(), column.end());
+  for (const char* p : {"float", "half"}) {
+    Scope s = Scope::NewRootScope();
+    Output ones = Const(s, Tensor::Filled(DType::kFloat16, {2, 1, 65}, 1));
+    Output col =
+        Const(s, testing::ToHalf(Tensor::FromVector<float>(columns, {2, 65, 1})));
+    Output z = BatchMatMul(s, ones, col, {.partials_type = p});
+    const float want = std::string(p) == "float" ? 2052 : 2048;
+    EXPECT_TRUE(TensorNear(testing::ToFloat(RunOne(s, {}, z)), {want, want},
+                           {2, 1, 1}, 0, 0))
+        << p;
+  }
+  Scope s = Scope::NewRootScope();
+  Output x = Placeholder(s, DType::kFloat16, {2, 3, 4});
+  Output z = BatchMatMul(s, x, x, {.adj_y = true, .partials_type = "half"});
+  std::vector<Output> grads;
+  ASSERT_TRUE(AddGradients(s, {z}, {x}, {}, &grads).ok());
+  int products = 0;
+  for (const Node* n : s.graph()->nodes()) {
+    if (n->op() != "BatchMatMul") continue;
+    ++products;
+    EXPECT_EQ(n->attr<std::string>("partials_type"), "half") << n->name();
+  }
+  EXPECT_EQ(products, 3);
+  BatchMatMul(s.WithOpName("bad"), x, x,
+              {.adj_y = true, .partials_type = "float32"});
+  EXPECT_NE(s.status().message().find(
+                "BatchMatMul 'bad': partials_type must be \"half\" or "
+                "\"float\", got \"float32\""),
+            std::string::npos)
+      << s.status();
+}
+
+TEST(BatchMatMulTest, MixedDTypesAreAnError) {
+  Scope s = Scope::NewRootScope();
+  BatchMatMul(s.WithOpName("m"), Placeholder(s, DType::kFloat32, {2, 2, 3}),
+              Placeholder(s, DType::kFloat16, {2, 3, 4}));
+  EXPECT_NE(s.status().message().find(
+                "BatchMatMul 'm': input 'x' is float32 but input 'y' is "
+                "float16"),
+            std::string::npos)
+      << s.status();
 }
 
 }  // namespace

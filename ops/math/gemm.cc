@@ -9,6 +9,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "ops/cwise.h"
+#include "ops/math/half_io.h"
+#include "ops/math/partials_type.h"
 
 namespace ipuflow::ops {
 namespace {
@@ -17,6 +19,26 @@ using RowMajorMatrix =
     Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using ConstMatrixMap = Eigen::Map<const RowMajorMatrix>;
 using MatrixMap = Eigen::Map<RowMajorMatrix>;
+
+// GemmRows with float16 partials (partials_type.h): the same four cases.
+void HalfPartialsRows(const ConstMatrixMap& am, const ConstMatrixMap& bm,
+                      const GemmShape& s, int64_t r0, int64_t rows,
+                      MatrixMap& out) {
+  if (!s.transpose_a) {
+    if (!s.transpose_b) {
+      HalfPartialsProduct(am.middleRows(r0, rows), bm, out);
+    } else {
+      HalfPartialsProduct(am.middleRows(r0, rows), bm.transpose(), out);
+    }
+  } else {
+    if (!s.transpose_b) {
+      HalfPartialsProduct(am.middleCols(r0, rows).transpose(), bm, out);
+    } else {
+      HalfPartialsProduct(am.middleCols(r0, rows).transpose(), bm.transpose(),
+                          out);
+    }
+  }
+}
 
 // Rows [r0, r1) of c = op(a) * op(b), for one triple of matrices.
 void GemmRows(const float* a, const float* b, float* c, const GemmShape& s,
@@ -31,6 +53,10 @@ void GemmRows(const float* a, const float* b, float* c, const GemmShape& s,
                           s.transpose_a ? s.m : s.k);
   const ConstMatrixMap bm(b, s.transpose_b ? s.n : s.k,
                           s.transpose_b ? s.k : s.n);
+  if (s.half_partials) {
+    HalfPartialsRows(am, bm, s, r0, rows, out);
+    return;
+  }
   if (!s.transpose_a) {
     if (!s.transpose_b) {
       out.noalias() = am.middleRows(r0, rows) * bm;
@@ -77,13 +103,15 @@ absl::Status BatchedGemm(const KernelContext& ctx, const Tensor& a,
                 a_index, b_index);
       return absl::OkStatus();
     case DType::kFloat16: {
-      // Eigen has no fast float16 GEMM on the CPU; converting costs O(size)
-      // against the product's O(m*k*n) and accumulates in float32.
-      const ArrayX<float> af = a.flat<half>().cast<float>();
-      const ArrayX<float> bf = b.flat<half>().cast<float>();
-      ArrayX<float> cf(c->NumElements());
-      GemmFloat(ctx, af.data(), bf.data(), cf.data(), shape, a_index, b_index);
-      c->flat<half>() = cf.cast<half>();
+      // Eigen has no fast float16 GEMM on the CPU, nor has the IPU's AMP
+      // unit float16 accumulators by default: widen each input once
+      // (O(size) against the product's O(m*k*n)), multiply in float32 and
+      // round the result once.
+      const Tensor af = AsFloat32(ctx, a), bf = AsFloat32(ctx, b);
+      Tensor cf(DType::kFloat32, c->shape());
+      GemmFloat(ctx, af.data<float>(), bf.data<float>(), cf.data<float>(),
+                shape, a_index, b_index);
+      StoreOutput(ctx, /*output=*/0, cf, c);
       return absl::OkStatus();
     }
     default:

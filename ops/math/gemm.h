@@ -21,15 +21,18 @@ namespace ipuflow::ops {
 
 // c is [m,n]; op(a) is [m,k]; op(b) is [k,n]; op transposes when its flag is
 // set (a is then stored [k,m], b [n,k]).
+// half_partials: the running sums along k are float16 (partials_type.h).
 struct GemmShape {
   int64_t m = 0, k = 0, n = 0;
   bool transpose_a = false, transpose_b = false;
+  bool half_partials = false;
 };
 
 // For each i: matrix i of c = op(matrix a_index[i] of a) * op(matrix
-// b_index[i] of b). float32, or float16 computed in float32.
-// REQUIRES: a, b and c share a dtype; c holds a_index.size() [m,n]
-// matrices; a_index.size() == b_index.size(); indices are in range.
+// b_index[i] of b). float32, or float16 computed in float32 and rounded
+// through RoundToHalf. REQUIRES: a, b and c share a dtype; c is output 0 of
+// ctx's node and holds a_index.size() [m,n] matrices; a_index.size() ==
+// b_index.size(); indices are in range.
 absl::Status BatchedGemm(const KernelContext& ctx, const Tensor& a,
                          const Tensor& b, const GemmShape& shape,
                          absl::Span<const int64_t> a_index,

@@ -3,6 +3,7 @@
 #include "core/op_registry.h"
 #include "ops/cwise.h"
 #include "ops/math/gemm.h"
+#include "ops/math/partials_type.h"
 
 namespace ipuflow::ops {
 namespace {
@@ -30,7 +31,8 @@ absl::Status MatMulKernel(KernelContext& ctx) {
                                b.shape().DebugString());
   }
   int64_t k2;
-  const GemmShape s = ProductDims(a.shape(), ta, b.shape(), tb, &k2);
+  GemmShape s = ProductDims(a.shape(), ta, b.shape(), tb, &k2);
+  s.half_partials = HalfPartials(ctx.node());
   if (s.k != k2) {
     return ctx.InvalidArgument(InnerDimsDiffer(a.shape(), ta, b.shape(), tb));
   }
@@ -44,11 +46,13 @@ REGISTER_OP("MatMul")
     .Input("b")
     .Attr("transpose_a", false)
     .Attr("transpose_b", false)
+    .Attr(kPartialsTypeAttr, kPartialsFloat)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       RETURN_IF_ERROR(c.ExpectRank(0, 2));
       RETURN_IF_ERROR(c.ExpectRank(1, 2));
       RETURN_IF_ERROR(c.ExpectFloat(0));
       RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
+      RETURN_IF_ERROR(CheckPartialsType(c));
       ASSIGN_OR_RETURN(bool ta, c.attr<bool>("transpose_a"));
       ASSIGN_OR_RETURN(bool tb, c.attr<bool>("transpose_b"));
       int64_t k2;
@@ -67,34 +71,45 @@ REGISTER_OP("MatMul")
     //   c = a^T b:    da = b g^T     db = a g
     //   c = a b^T:    da = g b       db = g^T a
     //   c = a^T b^T:  da = b^T g^T   db = g^T a^T
+    // The gradient products keep the forward op's partials_type.
     .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> dc,
                     std::vector<Output>* dx) {
       const Output a = op.input(0), b = op.input(1), g = dc[0];
       const bool ta = op.attr<bool>("transpose_a");
       const bool tb = op.attr<bool>("transpose_b");
+      const std::string& partials = op.attr<std::string>(kPartialsTypeAttr);
+      auto mm = [&](Output x, Output y, bool tx, bool ty) {
+        return MatMul(s, x, y, {tx, ty, partials});
+      };
       if (!ta && !tb) {
-        dx->push_back(MatMul(s, g, b, false, true));
-        dx->push_back(MatMul(s, a, g, true, false));
+        dx->push_back(mm(g, b, false, true));
+        dx->push_back(mm(a, g, true, false));
       } else if (ta && !tb) {
-        dx->push_back(MatMul(s, b, g, false, true));
-        dx->push_back(MatMul(s, a, g, false, false));
+        dx->push_back(mm(b, g, false, true));
+        dx->push_back(mm(a, g, false, false));
       } else if (!ta && tb) {
-        dx->push_back(MatMul(s, g, b, false, false));
-        dx->push_back(MatMul(s, g, a, true, false));
+        dx->push_back(mm(g, b, false, false));
+        dx->push_back(mm(g, a, true, false));
       } else {
-        dx->push_back(MatMul(s, b, g, true, true));
-        dx->push_back(MatMul(s, g, a, true, true));
+        dx->push_back(mm(b, g, true, true));
+        dx->push_back(mm(g, a, true, true));
       }
       return absl::OkStatus();
     });
 
 }  // namespace
 
+Output MatMul(const Scope& scope, Output a, Output b,
+              const MatMulOptions& options) {
+  return scope.AddNode("MatMul", {a, b},
+                       {{"transpose_a", options.transpose_a},
+                        {"transpose_b", options.transpose_b},
+                        {kPartialsTypeAttr, options.partials_type}});
+}
+
 Output MatMul(const Scope& scope, Output a, Output b, bool transpose_a,
               bool transpose_b) {
-  return scope.AddNode(
-      "MatMul", {a, b},
-      {{"transpose_a", transpose_a}, {"transpose_b", transpose_b}});
+  return MatMul(scope, a, b, MatMulOptions{transpose_a, transpose_b});
 }
 
 }  // namespace ipuflow::ops

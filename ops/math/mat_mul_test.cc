@@ -3,11 +3,15 @@
 #include "core/session.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
+#include "core/gradients.h"
 #include "ops/array/const.h"
+#include "ops/testing/half_check.h"
 
 namespace ipuflow::ops {
 namespace {
 
+using ::ipuflow::testing::CompareHalfToFloat;
+using ::ipuflow::testing::HalfCheck;
 using ::ipuflow::testing::MaxGradientError;
 using ::ipuflow::testing::RandomTensor;
 using ::ipuflow::testing::RunGraph;
@@ -159,6 +163,111 @@ TEST(MatMulTest, GradientForAllTransposes) {
       ASSERT_TRUE(err.ok()) << err.status();
       EXPECT_LT(*err, 1e-3) << "transpose_a=" << ta << " transpose_b=" << tb;
     }
+  }
+}
+
+TEST(MatMulTest, Float16KernelAndGradientsMatchFloat32ForAllTransposes) {
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      // k = 80 over 4 intra-op threads' worth of rows.
+      const TensorShape as = ta ? TensorShape{80, 24} : TensorShape{24, 80};
+      const TensorShape bs = tb ? TensorShape{12, 80} : TensorShape{80, 12};
+      absl::StatusOr<HalfCheck> c = CompareHalfToFloat(
+          [&](const Scope& s, const std::vector<Output>& x) {
+            return MatMul(s, x[0], x[1], ta, tb);
+          },
+          {RandomTensor(as, -1, 1, 1), RandomTensor(bs, -1, 1, 2)});
+      ASSERT_TRUE(c.ok()) << c.status();
+      EXPECT_EQ(c->dtype, DType::kFloat16);
+      EXPECT_LT(c->forward_error, 2e-3) << ta << tb;
+      EXPECT_LT(c->gradient_error, 2e-3) << ta << tb;
+    }
+  }
+}
+
+TEST(MatMulTest, MixedDTypesAreAnError) {
+  Scope s = Scope::NewRootScope();
+  MatMul(s.WithOpName("mixed"), Placeholder(s, DType::kFloat16, {2, 3}),
+         Placeholder(s, DType::kFloat32, {3, 4}));
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find(
+                "MatMul 'mixed': input 'a' is float16 but input 'b' is "
+                "float32"),
+            std::string::npos)
+      << s.status();
+}
+
+TEST(MatMulTest, BadPartialsTypeIsAnError) {
+  Scope s = Scope::NewRootScope();
+  MatMul(s.WithOpName("p"), Placeholder(s, DType::kFloat16, {2, 3}),
+         Placeholder(s, DType::kFloat16, {3, 4}), {.partials_type = "double"});
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find(
+                "MatMul 'p': partials_type must be \"half\" or \"float\", "
+                "got \"double\""),
+            std::string::npos)
+      << s.status();
+}
+
+// [1, k] ones x [k, 1] column: the sum of the column, by the chosen partials.
+Tensor SumByMatMul(const std::vector<float>& column, const std::string& p,
+                   DType dtype) {
+  Scope s = Scope::NewRootScope();
+  const int64_t k = static_cast<int64_t>(column.size());
+  Tensor col = Tensor::FromVector<float>(column, {k, 1});
+  Tensor ones = Tensor::Filled(DType::kFloat32, {1, k}, 1.0);
+  if (dtype == DType::kFloat16) {
+    col = testing::ToHalf(col);
+    ones = testing::ToHalf(ones);
+  }
+  return RunOne(s, {},
+                MatMul(s, Const(s, ones), Const(s, col), {.partials_type = p}));
+}
+
+TEST(MatMulTest, HalfPartialsRoundTheRunningSumAfterEachBlockOf16) {
+  // 2048 then 64 x 1/16. float partials: 2052, exact in float16. half
+  // partials, by hand (float16 spacing is 2 at 2048): block 1 = 2048 +
+  // 15/16 -> 2048; blocks 2-4 = 2048 + 16/16 = 2049, a tie -> 2048 (even);
+  // block 5 (one term) = 2048.0625 -> 2048.
+  std::vector<float> column(65, 0.0625f);
+  column[0] = 2048;
+  for (DType dtype : {DType::kFloat32, DType::kFloat16}) {
+    EXPECT_TRUE(testing::TensorNear(
+        testing::ToFloat(SumByMatMul(column, "float", dtype)), {2052}, {1, 1},
+        0, 0));
+    EXPECT_TRUE(testing::TensorNear(
+        testing::ToFloat(SumByMatMul(column, "half", dtype)), {2048}, {1, 1},
+        0, 0));
+  }
+}
+
+TEST(MatMulTest, HalfPartialsLoseSmallAddendsOfALongSum) {
+  // 8192 x float16(0.1) = 818.99...: float partials round once (819);
+  // half partials add 1.6 per block to a sum whose float16 spacing is 0.5
+  // above 512, so every block rounds to +1.5 there: the sum comes out low.
+  std::vector<float> column(8192, 0.1f);
+  const double exact = 8192 * static_cast<double>(half(0.1f));
+  const float with_float =
+      testing::ToFloat(SumByMatMul(column, "float", DType::kFloat16))
+          .data<float>()[0];
+  const float with_half =
+      testing::ToFloat(SumByMatMul(column, "half", DType::kFloat16))
+          .data<float>()[0];
+  EXPECT_NEAR(with_float, exact, 0.5);
+  EXPECT_LT(with_half, exact - 20);
+}
+
+TEST(MatMulTest, GradientsInheritPartialsType) {
+  Scope s = Scope::NewRootScope();
+  Output a = Placeholder(s, DType::kFloat16, {2, 3});
+  Output b = Placeholder(s, DType::kFloat16, {3, 4});
+  Output c = MatMul(s, a, b, {.transpose_b = false, .partials_type = "half"});
+  std::vector<Output> grads;
+  ASSERT_TRUE(AddGradients(s, {c}, {a, b}, {}, &grads).ok());
+  for (const Output& g : grads) {
+    ASSERT_EQ(g.node->op(), "MatMul");
+    EXPECT_EQ(g.node->attr<std::string>("partials_type"), "half");
+    EXPECT_EQ(g.dtype(), DType::kFloat16);
   }
 }
 

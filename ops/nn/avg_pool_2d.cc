@@ -141,10 +141,10 @@ REGISTER_OP("AvgPoolGrad")
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       WindowAttrs a;
       ASSIGN_OR_RETURN(Window2D g, PoolShapeWindow(c, &a));
-      RETURN_IF_ERROR(c.ExpectDType(1, DType::kFloat32));
+      RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
       RETURN_IF_ERROR(CheckDyShape(c.input_shape(1),
                                    FromNhwc({g.n, g.oh, g.ow, g.c}, a.format)));
-      c.set_output(0, DType::kFloat32, c.input_shape(0));
+      c.set_output(0, c.input_dtype(0), c.input_shape(0));
       return absl::OkStatus();
     })
     .SetKernel(AvgPoolGradKernel)

@@ -9,7 +9,7 @@
 // `ksize` and `strides` are [h, w] or, like TensorFlow, one entry per
 // dimension in the data format's order with 1 for batch and channels. With
 // SAME padding a window's mean is over its valid elements only (as in
-// TensorFlow). float32.
+// TensorFlow). float32, or float16 computed in float32 and rounded once.
 #ifndef IPUFLOW_OPS_NN_AVG_POOL_2D_H_
 #define IPUFLOW_OPS_NN_AVG_POOL_2D_H_
 

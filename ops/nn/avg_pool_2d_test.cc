@@ -94,7 +94,7 @@ TEST(AvgPool2DTest, Errors) {
   Output xi = Placeholder(s2, DType::kInt32, {1, 4, 4, 1});
   AvgPool2D(s2.WithOpName("pool"), xi, {2, 2}, {1, 1}, "VALID");
   EXPECT_NE(s2.status().message().find(
-                "AvgPool2D 'pool': input 'x' must be float32, got int32"),
+                "AvgPool2D 'pool': input 'x' must be float32 or float16, got int32"),
             std::string::npos)
       << s2.status();
 }

@@ -8,8 +8,14 @@
 //
 // `strides` is [sh, sw] or, like TensorFlow, one entry per dimension in the
 // data format's order with 1 for batch and channels. Padding "SAME" pads
-// with zeros so that out = ceil(in / stride); "VALID" does not pad. float32.
-// The gradients are the ops of conv2d_backprop.h.
+// with zeros so that out = ceil(in / stride); "VALID" does not pad.
+// float32, or float16 computed in float32 and rounded once (input and
+// filter must share a dtype). ConvOptions::partials_type "half" makes the
+// running sums over each patch float16 (ops/math/partials_type.h). The
+// gradients are the ops of conv2d_backprop.h, with the same partials_type.
+//
+//   Output y16 = ops::Conv2D(scope, x16, w16, {1, 1}, "VALID",
+//                            {.partials_type = "half"});
 #ifndef IPUFLOW_OPS_NN_CONV2D_H_
 #define IPUFLOW_OPS_NN_CONV2D_H_
 
@@ -21,6 +27,18 @@
 
 namespace ipuflow::ops {
 
+// The attributes of Conv2D and its backprops besides strides and padding.
+struct ConvOptions {
+  std::string data_format = "NHWC";     // or "NCHW"
+  std::string partials_type = "float";  // or "half"
+};
+
+// The options of a Conv2D or backprop node (gradients pass them on).
+ConvOptions ConvOptionsOf(const Node& op);
+
+Output Conv2D(const Scope& scope, Output input, Output filter,
+              const std::vector<int64_t>& strides, const std::string& padding,
+              const ConvOptions& options);
 Output Conv2D(const Scope& scope, Output input, Output filter,
               const std::vector<int64_t>& strides, const std::string& padding,
               const std::string& data_format = "NHWC");

@@ -5,7 +5,10 @@
 
 #include "core/mutex.h"
 #include "core/op_registry.h"
+#include "ops/math/half_io.h"
+#include "ops/math/partials_type.h"
 #include "ops/nn/conv2d.h"
+#include "ops/nn/conv_half_partials.h"
 #include "ops/nn/conv_small.h"
 #include "ops/nn/conv_util.h"
 
@@ -80,15 +83,17 @@ void ConvBackpropFilter(const KernelContext& ctx, const float* x,
   for (const auto& [begin, sum] : partials) dwm += sum;
 }
 
-// Shape function of both backprops: output = the shape of input `like`.
+// Shape function of both backprops: output = the shape of input `like`,
+// of the inputs' dtype.
 absl::Status BackpropShape(ShapeContext& c, int like) {
-  RETURN_IF_ERROR(c.ExpectDType(2, DType::kFloat32));
+  RETURN_IF_ERROR(c.ExpectFloat(2));
+  RETURN_IF_ERROR(c.ExpectSameDType(0, 2));
   RETURN_IF_ERROR(c.ExpectRank(2, 4));
   WindowAttrs a;
   int64_t oc;
   ASSIGN_OR_RETURN(Window2D g, ConvShapeWindow(c, &a, &oc));
   RETURN_IF_ERROR(CheckDyShape(c.input_shape(2), ConvOutputShape(g, oc, a)));
-  c.set_output(0, DType::kFloat32, c.input_shape(like));
+  c.set_output(0, c.input_dtype(2), c.input_shape(like));
   return absl::OkStatus();
 }
 
@@ -107,12 +112,18 @@ absl::Status BackpropInputKernel(KernelContext& ctx) {
   int64_t oc;
   ASSIGN_OR_RETURN(Window2D g, BackpropWindow(ctx, &a, &oc));
   const Tensor dy = ToNhwcTensor(ctx, ctx.input(2), a.format);
+  const Tensor w = AsFloat32(ctx, ctx.input(1));
   Tensor scratch;
   ASSIGN_OR_RETURN(
       Tensor* dx,
       AllocateNhwcOutput(ctx, 0, {g.n, g.h, g.w, g.c}, a.format, &scratch));
-  ConvBackpropInput(ctx, dy.data<float>(), ctx.input(1).data<float>(),
-                    dx->data<float>(), g, oc);
+  if (HalfPartials(ctx.node())) {
+    ConvBackpropInputHalfPartials(ctx, dy.data<float>(), w.data<float>(),
+                                  dx->data<float>(), g, oc);
+  } else {
+    ConvBackpropInput(ctx, dy.data<float>(), w.data<float>(),
+                      dx->data<float>(), g, oc);
+  }
   RETURN_IF_ERROR(FinishNhwcOutput(ctx, 0, a.format, scratch));
   return absl::OkStatus();
 }
@@ -123,20 +134,30 @@ absl::Status BackpropFilterKernel(KernelContext& ctx) {
   ASSIGN_OR_RETURN(Window2D g, BackpropWindow(ctx, &a, &oc));
   const Tensor x = ToNhwcTensor(ctx, ctx.input(0), a.format);
   const Tensor dy = ToNhwcTensor(ctx, ctx.input(2), a.format);
-  ASSIGN_OR_RETURN(Tensor* dw, ctx.allocate_output(0, ctx.input(1).shape()));
-  ConvBackpropFilter(ctx, x.data<float>(), dy.data<float>(), dw->data<float>(),
-                     g, oc);
+  Tensor scratch;
+  ASSIGN_OR_RETURN(
+      Tensor* dw,
+      AllocateFloat32Output(ctx, 0, ctx.input(1).shape(), &scratch));
+  if (HalfPartials(ctx.node())) {
+    ConvBackpropFilterHalfPartials(ctx, x.data<float>(), dy.data<float>(),
+                                   dw->data<float>(), g, oc);
+  } else {
+    ConvBackpropFilter(ctx, x.data<float>(), dy.data<float>(),
+                       dw->data<float>(), g, oc);
+  }
+  if (dw == &scratch) StoreOutput(ctx, 0, scratch, ctx.mutable_output(0));
   return absl::OkStatus();
 }
 
+// What a gradient passes on: all of the node's attributes.
 struct ConvAttrs {
   explicit ConvAttrs(const Node& op)
       : strides(op.attr<std::vector<int64_t>>("strides")),
         padding(op.attr<std::string>("padding")),
-        format(op.attr<std::string>("data_format")) {}
+        options(ConvOptionsOf(op)) {}
   const std::vector<int64_t>& strides;
   const std::string& padding;
-  const std::string& format;
+  const ConvOptions options;
 };
 
 REGISTER_OP("Conv2DBackpropInput")
@@ -146,6 +167,7 @@ REGISTER_OP("Conv2DBackpropInput")
     .RequiredAttr("strides", AttrType::kIntList)
     .RequiredAttr("padding", AttrType::kString)
     .Attr("data_format", "NHWC")
+    .Attr(kPartialsTypeAttr, kPartialsFloat)
     .SetShapeFn([](ShapeContext& c) { return BackpropShape(c, 0); })
     .SetKernel(BackpropInputKernel)
     // dx = conv^T(dy, w), so <g, dx> = <conv(g, w), dy>:
@@ -156,9 +178,9 @@ REGISTER_OP("Conv2DBackpropInput")
       const ConvAttrs a(op);
       dx->push_back(Output());
       dx->push_back(Conv2DBackpropFilter(s, g[0], op.input(1), op.input(2),
-                                         a.strides, a.padding, a.format));
+                                         a.strides, a.padding, a.options));
       dx->push_back(
-          Conv2D(s, g[0], op.input(1), a.strides, a.padding, a.format));
+          Conv2D(s, g[0], op.input(1), a.strides, a.padding, a.options));
       return absl::OkStatus();
     });
 
@@ -169,6 +191,7 @@ REGISTER_OP("Conv2DBackpropFilter")
     .RequiredAttr("strides", AttrType::kIntList)
     .RequiredAttr("padding", AttrType::kString)
     .Attr("data_format", "NHWC")
+    .Attr(kPartialsTypeAttr, kPartialsFloat)
     .SetShapeFn([](ShapeContext& c) { return BackpropShape(c, 1); })
     .SetKernel(BackpropFilterKernel)
     // dw = patches(x)^T dy, so <g, dw> = <conv(x, g), dy>:
@@ -178,20 +201,22 @@ REGISTER_OP("Conv2DBackpropFilter")
                     std::vector<Output>* dx) {
       const ConvAttrs a(op);
       dx->push_back(Conv2DBackpropInput(s, op.input(0), g[0], op.input(2),
-                                        a.strides, a.padding, a.format));
+                                        a.strides, a.padding, a.options));
       dx->push_back(Output());
       dx->push_back(
-          Conv2D(s, op.input(0), g[0], a.strides, a.padding, a.format));
+          Conv2D(s, op.input(0), g[0], a.strides, a.padding, a.options));
       return absl::OkStatus();
     });
 
 Output AddBackprop(const Scope& scope, const std::string& op, Output input,
                    Output filter, Output dy,
                    const std::vector<int64_t>& strides,
-                   const std::string& padding, const std::string& format) {
-  return scope.AddNode(
-      op, {input, filter, dy},
-      {{"strides", strides}, {"padding", padding}, {"data_format", format}});
+                   const std::string& padding, const ConvOptions& options) {
+  return scope.AddNode(op, {input, filter, dy},
+                       {{"strides", strides},
+                        {"padding", padding},
+                        {"data_format", options.data_format},
+                        {kPartialsTypeAttr, options.partials_type}});
 }
 
 }  // namespace
@@ -199,17 +224,33 @@ Output AddBackprop(const Scope& scope, const std::string& op, Output input,
 Output Conv2DBackpropInput(const Scope& scope, Output input, Output filter,
                            Output dy, const std::vector<int64_t>& strides,
                            const std::string& padding,
-                           const std::string& data_format) {
+                           const ConvOptions& options) {
   return AddBackprop(scope, "Conv2DBackpropInput", input, filter, dy, strides,
-                     padding, data_format);
+                     padding, options);
+}
+
+Output Conv2DBackpropInput(const Scope& scope, Output input, Output filter,
+                           Output dy, const std::vector<int64_t>& strides,
+                           const std::string& padding,
+                           const std::string& data_format) {
+  return Conv2DBackpropInput(scope, input, filter, dy, strides, padding,
+                             ConvOptions{data_format});
+}
+
+Output Conv2DBackpropFilter(const Scope& scope, Output input, Output filter,
+                            Output dy, const std::vector<int64_t>& strides,
+                            const std::string& padding,
+                            const ConvOptions& options) {
+  return AddBackprop(scope, "Conv2DBackpropFilter", input, filter, dy, strides,
+                     padding, options);
 }
 
 Output Conv2DBackpropFilter(const Scope& scope, Output input, Output filter,
                             Output dy, const std::vector<int64_t>& strides,
                             const std::string& padding,
                             const std::string& data_format) {
-  return AddBackprop(scope, "Conv2DBackpropFilter", input, filter, dy, strides,
-                     padding, data_format);
+  return Conv2DBackpropFilter(scope, input, filter, dy, strides, padding,
+                              ConvOptions{data_format});
 }
 
 }  // namespace ipuflow::ops

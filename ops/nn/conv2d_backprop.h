@@ -9,6 +9,9 @@
 // Both take Conv2D's input and filter (one of them only for its run-time
 // shape) and dy, the gradient of Conv2D's output, with Conv2D's attributes.
 // They are differentiable (for second-order gradients), as both are linear.
+// float32 or float16 (all three inputs alike), computed in float32 and
+// rounded once; ConvOptions (conv2d.h) carries data_format and
+// partials_type, which Conv2D's gradient passes on.
 #ifndef IPUFLOW_OPS_NN_CONV2D_BACKPROP_H_
 #define IPUFLOW_OPS_NN_CONV2D_BACKPROP_H_
 
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "core/scope.h"
+#include "ops/nn/conv2d.h"
 
 namespace ipuflow::ops {
 
@@ -25,9 +29,17 @@ namespace ipuflow::ops {
 Output Conv2DBackpropInput(const Scope& scope, Output input, Output filter,
                            Output dy, const std::vector<int64_t>& strides,
                            const std::string& padding,
+                           const ConvOptions& options);
+Output Conv2DBackpropInput(const Scope& scope, Output input, Output filter,
+                           Output dy, const std::vector<int64_t>& strides,
+                           const std::string& padding,
                            const std::string& data_format = "NHWC");
 // d(Conv2D)/d(filter) applied to dy; the result has filter's shape
 // (filter's values are not read).
+Output Conv2DBackpropFilter(const Scope& scope, Output input, Output filter,
+                            Output dy, const std::vector<int64_t>& strides,
+                            const std::string& padding,
+                            const ConvOptions& options);
 Output Conv2DBackpropFilter(const Scope& scope, Output input, Output filter,
                             Output dy, const std::vector<int64_t>& strides,
                             const std::string& padding,

@@ -7,11 +7,17 @@
 #include "gtest/gtest.h"
 #include "ops/array/const.h"
 #include "ops/nn/conv2d_backprop.h"
+#include "ops/testing/half_check.h"
+#include "core/gradients.h"
 
 namespace ipuflow::ops {
 namespace {
 
+using ::ipuflow::testing::CompareHalfToFloat;
+using ::ipuflow::testing::HalfCheck;
 using ::ipuflow::testing::MaxGradientError;
+using ::ipuflow::testing::ToFloat;
+using ::ipuflow::testing::ToHalf;
 using ::ipuflow::testing::RandomTensor;
 using ::ipuflow::testing::RunOne;
 using ::ipuflow::testing::TensorNear;
@@ -245,6 +251,142 @@ TEST(Conv2DTest, BackpropRejectsMismatchedDy) {
                 "the forward op's output has shape [1,3,3,2]"),
             std::string::npos)
       << s.status();
+}
+
+TEST(Conv2DTest, Float16KernelsAndGradientsMatchFloat32) {
+  struct Case {
+    TensorShape x, w;
+    const char* padding;
+    const char* format;
+  };
+  // The tutorial's two layers (the direct kernel of conv_small.h), a wide
+  // layer (the GEMM path), a strided one and NCHW.
+  const Case cases[] = {
+      {{2, 12, 12, 1}, {5, 5, 1, 10}, "VALID", "NHWC"},
+      {{2, 8, 8, 10}, {5, 5, 10, 20}, "VALID", "NHWC"},
+      {{2, 6, 6, 8}, {3, 3, 8, 40}, "SAME", "NHWC"},
+      {{2, 4, 7, 7}, {3, 3, 4, 6}, "SAME", "NCHW"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<HalfCheck> r = CompareHalfToFloat(
+        [&](const Scope& s, const std::vector<Output>& in) {
+          return Conv2D(s, in[0], in[1], {1, 1}, c.padding, c.format);
+        },
+        {RandomTensor(c.x, -1, 1, 1), RandomTensor(c.w, -0.5, 0.5, 2)});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->dtype, DType::kFloat16);
+    EXPECT_LT(r->forward_error, 2e-3) << c.x.DebugString();
+    EXPECT_LT(r->gradient_error, 2e-3) << c.x.DebugString();
+  }
+}
+
+// 2048 then 64 x 1/16 as float16: the sum is 2052 with float partials and
+// 2048 with half partials (blocks of 16 terms, the running sum rounded to
+// float16 after each; spacing 2 at 2048; see MatMulTest).
+Tensor LongSumValues(const TensorShape& shape) {
+  std::vector<float> v(65, 0.0625f);
+  v[0] = 2048;
+  return ToHalf(Tensor::FromVector<float>(v, shape));
+}
+
+TEST(Conv2DTest, HalfPartialsRoundEachProductsRunningSum) {
+  for (const char* p : {"float", "half"}) {
+    const float want = std::string(p) == "float" ? 2052 : 2048;
+    const ConvOptions o{"NHWC", p};
+    Scope s = Scope::NewRootScope();
+    // Forward: one 1x65 patch.
+    Output x = Const(s, LongSumValues({1, 1, 65, 1}));
+    Output w = Const(s, Tensor::Filled(DType::kFloat16, {1, 65, 1, 1}, 1));
+    EXPECT_TRUE(TensorNear(ToFloat(RunOne(s, {}, Conv2D(s, x, w, {1, 1},
+                                                        "VALID", o))),
+                           {want}, {1, 1, 1, 1}, 0, 0))
+        << p;
+    // Filter gradient of a 1x1 convolution: a sum over 65 pixels.
+    Output w1 = Const(s, Tensor::Filled(DType::kFloat16, {1, 1, 1, 1}, 1));
+    Output ones = Const(s, Tensor::Filled(DType::kFloat16, {1, 1, 65, 1}, 1));
+    EXPECT_TRUE(TensorNear(
+        ToFloat(RunOne(s, {}, Conv2DBackpropFilter(s, x, w1, ones, {1, 1},
+                                                   "VALID", o))),
+        {want}, {1, 1, 1, 1}, 0, 0))
+        << p;
+    // Input gradient of a 1x1 convolution to 65 channels: a sum over them.
+    Output x1 = Const(s, Tensor::Filled(DType::kFloat16, {1, 1, 1, 1}, 0));
+    Output w65 = Const(s, Tensor::Filled(DType::kFloat16, {1, 1, 1, 65}, 1));
+    Output dy = Const(s, LongSumValues({1, 1, 1, 65}));
+    EXPECT_TRUE(TensorNear(
+        ToFloat(RunOne(s, {}, Conv2DBackpropInput(s, x1, w65, dy, {1, 1},
+                                                  "VALID", o))),
+        {want}, {1, 1, 1, 1}, 0, 0))
+        << p;
+  }
+}
+
+TEST(Conv2DTest, HalfPartialsStayCloseOnOrdinaryValues) {
+  // On values of one magnitude, half partials only add float16 rounding.
+  for (const char* format : {"NHWC", "NCHW"}) {
+    absl::StatusOr<HalfCheck> r = CompareHalfToFloat(
+        [&](const Scope& s, const std::vector<Output>& in) {
+          return Conv2D(s, in[0], in[1], {1, 1}, "SAME",
+                        ConvOptions{format, "half"});
+        },
+        {RandomTensor({2, 6, 6, 6}, 0, 1, 3),
+         RandomTensor({3, 3, 6, 6}, 0, 1, 4)});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_LT(r->forward_error, 4e-3);
+    EXPECT_LT(r->gradient_error, 4e-3);
+  }
+}
+
+TEST(Conv2DTest, GradientsInheritPartialsTypeAndFormat) {
+  Scope s = Scope::NewRootScope();
+  Output x = Placeholder(s, DType::kFloat16, {2, 3, 6, 6});
+  Output w = Placeholder(s, DType::kFloat16, {3, 3, 3, 4});
+  Output y = Conv2D(s, x, w, {1, 1}, "SAME", ConvOptions{"NCHW", "half"});
+  std::vector<Output> grads;
+  ASSERT_TRUE(AddGradients(s, {y}, {x, w}, {}, &grads).ok());
+  ASSERT_EQ(grads[0].node->op(), "Conv2DBackpropInput");
+  ASSERT_EQ(grads[1].node->op(), "Conv2DBackpropFilter");
+  for (const Output& g : grads) {
+    EXPECT_EQ(g.node->attr<std::string>("partials_type"), "half");
+    EXPECT_EQ(g.node->attr<std::string>("data_format"), "NCHW");
+    EXPECT_EQ(g.dtype(), DType::kFloat16);
+  }
+  // Second order: the backprops' own gradients pass it on too.
+  std::vector<Output> second;
+  ASSERT_TRUE(AddGradients(s, {grads[1]}, {x}, {}, &second).ok());
+  EXPECT_EQ(second[0].node->attr<std::string>("partials_type"), "half");
+}
+
+TEST(Conv2DTest, BadPartialsTypeAndMixedDTypesAreErrors) {
+  Scope s = Scope::NewRootScope();
+  Output x = Placeholder(s, DType::kFloat16, {1, 4, 4, 1});
+  Output w = Placeholder(s, DType::kFloat16, {2, 2, 1, 1});
+  Conv2D(s.WithOpName("c"), x, w, {1, 1}, "VALID",
+         ConvOptions{"NHWC", "fp8"});
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find(
+                "Conv2D 'c': partials_type must be \"half\" or \"float\", "
+                "got \"fp8\""),
+            std::string::npos)
+      << s.status();
+  Scope s2 = Scope::NewRootScope();
+  Conv2D(s2.WithOpName("m"), Placeholder(s2, DType::kFloat16, {1, 4, 4, 1}),
+         Placeholder(s2, DType::kFloat32, {2, 2, 1, 1}), {1, 1}, "VALID");
+  EXPECT_NE(s2.status().message().find(
+                "Conv2D 'm': input 'input' is float16 but input 'filter' is "
+                "float32"),
+            std::string::npos)
+      << s2.status();
+  Scope s3 = Scope::NewRootScope();
+  Conv2DBackpropFilter(
+      s3.WithOpName("f"), Placeholder(s3, DType::kFloat16, {1, 4, 4, 1}),
+      Placeholder(s3, DType::kFloat16, {2, 2, 1, 1}),
+      Placeholder(s3, DType::kFloat32, {1, 3, 3, 1}), {1, 1}, "VALID");
+  EXPECT_NE(s3.status().message().find(
+                "Conv2DBackpropFilter 'f': input 'input' is float16 but input "
+                "'dy' is float32"),
+            std::string::npos)
+      << s3.status();
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "ops/math/partials_type.h"
 
 namespace ipuflow::ops {
 
@@ -45,10 +46,11 @@ absl::StatusOr<Window2D> ConvWindow(const TensorShape& input,
 
 absl::StatusOr<Window2D> ConvShapeWindow(const ShapeContext& c, WindowAttrs* a,
                                          int64_t* out_channels) {
-  RETURN_IF_ERROR(c.ExpectDType(0, DType::kFloat32));
-  RETURN_IF_ERROR(c.ExpectDType(1, DType::kFloat32));
+  RETURN_IF_ERROR(c.ExpectFloat(0));
+  RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
   RETURN_IF_ERROR(c.ExpectRank(0, 4));
   RETURN_IF_ERROR(c.ExpectRank(1, 4));
+  RETURN_IF_ERROR(CheckPartialsType(c));
   ASSIGN_OR_RETURN(*a, ParseWindowAttrs(c.attrs(), /*has_ksize=*/false));
   return ConvWindow(c.input_shape(0), c.input_shape(1), *a, out_channels);
 }

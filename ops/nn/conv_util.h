@@ -38,8 +38,9 @@ absl::StatusOr<Window2D> ConvWindow(const TensorShape& input,
                                     int64_t* out_channels);
 
 // For the shape functions of Conv2D and its backprops: checks inputs 0
-// (input) and 1 (filter) are float32 of rank 4, parses the attributes into
-// `a` and returns the window (out_channels from the filter).
+// (input) and 1 (filter) are float32 or float16 alike, of rank 4, and the
+// partials_type; parses the attributes into `a` and returns the window
+// (out_channels from the filter).
 absl::StatusOr<Window2D> ConvShapeWindow(const ShapeContext& c, WindowAttrs* a,
                                          int64_t* out_channels);
 // The same at run time, from the kernel's inputs 0 and 1; errors name the

@@ -247,14 +247,14 @@ REGISTER_OP("MaxPoolGrad")
       ASSIGN_OR_RETURN(Window2D g, PoolShapeWindow(c, &a));
       const TensorShape out = FromNhwc({g.n, g.oh, g.ow, g.c}, a.format);
       for (int i : {1, 2}) {
-        RETURN_IF_ERROR(c.ExpectDType(i, DType::kFloat32));
+        RETURN_IF_ERROR(c.ExpectSameDType(0, i));
         if (!c.input_shape(i).IsCompatibleWith(out)) {
           return absl::InvalidArgumentError(absl::StrCat(
               c.InputName(i), " has shape ", c.input_shape(i).DebugString(),
               " but MaxPool2D's output has shape ", out.DebugString()));
         }
       }
-      c.set_output(0, DType::kFloat32, c.input_shape(0));
+      c.set_output(0, c.input_dtype(0), c.input_shape(0));
       return absl::OkStatus();
     })
     .SetKernel(MaxPoolGradKernel)

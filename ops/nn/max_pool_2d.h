@@ -10,7 +10,9 @@
 // `ksize` and `strides` are [h, w] or, like TensorFlow, one entry per
 // dimension in the data format's order with 1 for batch and channels. SAME
 // padding never contributes a value (padding is not zero, it is absent).
-// float32.
+// float32 or float16 (widened to float32 and rounded back: exact, as the
+// maximum of float16 values is one of them); MaxPoolGrad's inputs share a
+// dtype.
 #ifndef IPUFLOW_OPS_NN_MAX_POOL_2D_H_
 #define IPUFLOW_OPS_NN_MAX_POOL_2D_H_
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ops/math/half_io.h"
 
 namespace ipuflow::ops {
 namespace {
@@ -121,7 +122,7 @@ absl::StatusOr<Window2D> MakeWindow2D(const Dims4& in, int64_t kh, int64_t kw,
 
 absl::StatusOr<Window2D> PoolShapeWindow(const ShapeContext& c,
                                          WindowAttrs* a) {
-  RETURN_IF_ERROR(c.ExpectDType(0, DType::kFloat32));
+  RETURN_IF_ERROR(c.ExpectFloat(0));
   RETURN_IF_ERROR(c.ExpectRank(0, 4));
   ASSIGN_OR_RETURN(*a, ParseWindowAttrs(c.attrs(), /*has_ksize=*/true));
   absl::StatusOr<Window2D> g =
@@ -137,7 +138,8 @@ absl::StatusOr<Window2D> PoolShapeWindow(const ShapeContext& c,
 absl::Status PoolShape(ShapeContext& c) {
   WindowAttrs a;
   ASSIGN_OR_RETURN(Window2D g, PoolShapeWindow(c, &a));
-  c.set_output(0, DType::kFloat32, FromNhwc({g.n, g.oh, g.ow, g.c}, a.format));
+  c.set_output(0, c.input_dtype(0),
+               FromNhwc({g.n, g.oh, g.ow, g.c}, a.format));
   return absl::OkStatus();
 }
 
@@ -179,17 +181,19 @@ void TransposeImages(const KernelContext& ctx, const float* in, float* out,
 }  // namespace
 
 Tensor ToNhwcTensor(const KernelContext& ctx, const Tensor& t, DataFormat f) {
-  if (f == DataFormat::kNHWC) return t;
+  const Tensor t32 = AsFloat32(ctx, t);
+  if (f == DataFormat::kNHWC) return t32;
   const Dims4 d = ToNhwc(t.shape(), f);
   Tensor out(DType::kFloat32, FromNhwc(d, DataFormat::kNHWC));
-  TransposeImages(ctx, t.data<float>(), out.data<float>(), d.n, d.c, d.h * d.w);
+  TransposeImages(ctx, t32.data<float>(), out.data<float>(), d.n, d.c,
+                  d.h * d.w);
   return out;
 }
 
 absl::StatusOr<Tensor*> AllocateNhwcOutput(KernelContext& ctx, int i,
                                            const Dims4& d, DataFormat f,
                                            Tensor* scratch) {
-  if (f == DataFormat::kNHWC) {
+  if (f == DataFormat::kNHWC && ctx.output_dtype(i) == DType::kFloat32) {
     return ctx.allocate_output(i, FromNhwc(d, DataFormat::kNHWC));
   }
   ASSIGN_OR_RETURN(*scratch, Tensor::Allocate(DType::kFloat32,
@@ -199,11 +203,23 @@ absl::StatusOr<Tensor*> AllocateNhwcOutput(KernelContext& ctx, int i,
 
 absl::Status FinishNhwcOutput(KernelContext& ctx, int i, DataFormat f,
                               const Tensor& scratch) {
-  if (f == DataFormat::kNHWC) return absl::OkStatus();
+  const bool half = ctx.output_dtype(i) == DType::kFloat16;
+  if (f == DataFormat::kNHWC && !half) return absl::OkStatus();
   const Dims4 d = ToNhwc(scratch.shape(), DataFormat::kNHWC);
-  ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(i, FromNhwc(d, DataFormat::kNCHW)));
-  TransposeImages(ctx, scratch.data<float>(), out->data<float>(), d.n,
+  ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(i, FromNhwc(d, f)));
+  if (f == DataFormat::kNHWC) {
+    StoreOutput(ctx, i, scratch, out);
+    return absl::OkStatus();
+  }
+  if (!half) {
+    TransposeImages(ctx, scratch.data<float>(), out->data<float>(), d.n,
+                    d.h * d.w, d.c);
+    return absl::OkStatus();
+  }
+  Tensor nchw(DType::kFloat32, out->shape());
+  TransposeImages(ctx, scratch.data<float>(), nchw.data<float>(), d.n,
                   d.h * d.w, d.c);
+  StoreOutput(ctx, i, nchw, out);
   return absl::OkStatus();
 }
 

@@ -66,11 +66,11 @@ struct Window2D {
 absl::StatusOr<Window2D> MakeWindow2D(const Dims4& in, int64_t kh, int64_t kw,
                                       const WindowAttrs& a);
 
-// For the shape functions of the pooling ops: checks input 0 is float32 of
-// rank 4 and parses the attributes (with "ksize") into `a`.
+// For the shape functions of the pooling ops: checks input 0 is float32 or
+// float16 of rank 4 and parses the attributes (with "ksize") into `a`.
 absl::StatusOr<Window2D> PoolShapeWindow(const ShapeContext& c, WindowAttrs* a);
-// The shape function of AvgPool2D and MaxPool2D: float32 [N, OH, OW, C]
-// (in the op's data_format).
+// The shape function of AvgPool2D and MaxPool2D: [N, OH, OW, C] (in the
+// op's data_format) of the input's dtype.
 absl::Status PoolShape(ShapeContext& c);
 // The same at run time from the kernel's input 0; errors name the node.
 absl::StatusOr<Window2D> PoolKernelWindow(const KernelContext& ctx,
@@ -88,16 +88,20 @@ inline void ClipWindow(int64_t start, int64_t k, int64_t n, int64_t* begin,
   *end = start + k > n ? n : start + k;
 }
 
-// Kernel helpers for the NCHW layout (NHWC needs no copy).
-// `t` as an NHWC tensor: itself for NHWC, else a transposed copy.
-// REQUIRES: t is float32 of rank 4.
+// Kernel helpers for the NCHW layout (NHWC needs no copy) and for float16
+// tensors, which kernels compute on in float32 (ops/math/half_io.h).
+// `t` as a float32 NHWC tensor: itself for float32 NHWC, else a widened
+// and/or transposed copy. REQUIRES: t is float32 or float16 of rank 4.
 Tensor ToNhwcTensor(const KernelContext& ctx, const Tensor& t, DataFormat f);
-// Memory for an NHWC result destined for output `i`: the output itself for
-// NHWC, else `*scratch` (allocated here). Call FinishNhwcOutput afterwards.
+// float32 memory for an NHWC result destined for output `i`: the output
+// itself for a float32 NHWC output, else `*scratch` (allocated here). Call
+// FinishNhwcOutput afterwards.
 absl::StatusOr<Tensor*> AllocateNhwcOutput(KernelContext& ctx, int i,
                                            const Dims4& d, DataFormat f,
                                            Tensor* scratch);
-// For NCHW, allocates output `i` and transposes `scratch` into it.
+// Unless the result was computed in place, allocates output `i` and
+// stores `scratch` into it: transposed for NCHW, rounded through
+// RoundToHalf for a float16 output.
 absl::Status FinishNhwcOutput(KernelContext& ctx, int i, DataFormat f,
                               const Tensor& scratch);
 

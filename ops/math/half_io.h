@@ -1,0 +1,55 @@
+// float16 inputs and outputs of kernels that compute in float32, as the
+// IPU's float32 partials do (TensorFlow IPU guide, "Half-precision floating
+// point and stochastic rounding"): each float16 input is widened once, the
+// float32 kernel runs unchanged, and each float16 output is rounded once,
+// through RoundToHalf (core/half_rounding.h), which applies the device's
+// floating-point behaviour. Both conversions are Eigen casts (F16C on
+// x86-64-v3) shared out in chunks over the intra-op pool.
+//
+//   const Tensor x = AsFloat32(ctx, ctx.input(0));   // no copy if float32
+//   Tensor y32(DType::kFloat32, shape);
+//   Compute(x.data<float>(), y32.data<float>());
+//   ASSIGN_OR_RETURN(Tensor* y, ctx.allocate_output(0, shape));
+//   StoreOutput(ctx, 0, y32, y);                     // rounds if float16
+//
+// Stateless; safe from any thread.
+#ifndef IPUFLOW_OPS_MATH_HALF_IO_H_
+#define IPUFLOW_OPS_MATH_HALF_IO_H_
+
+#include <cstdint>
+
+#include "core/kernel.h"
+#include "core/tensor.h"
+
+namespace ipuflow::ops {
+
+// `t` itself when it is float32 (sharing its buffer); a float32 copy when it
+// is float16. REQUIRES: t is float32 or float16.
+Tensor AsFloat32(const KernelContext& ctx, const Tensor& t);
+
+// Widens n float16 values to float32, in parallel chunks.
+void WidenParallel(const KernelContext& ctx, const half* src, float* dst,
+                   int64_t n);
+
+// Rounds n float32 values into elements [0, n) of the node's float16 output
+// `output`, through RoundToHalf, in parallel chunks.
+void RoundParallel(const KernelContext& ctx, int output, const float* src,
+                   half* dst, int64_t n);
+
+// Writes the float32 result `src` into `dst`, the node's output `output`:
+// rounded through RoundParallel when `dst` is float16, copied when it is
+// float32 (kernels that compute float32 outputs in place need neither).
+// REQUIRES: src is float32 with dst's element count.
+void StoreOutput(const KernelContext& ctx, int output, const Tensor& src,
+                 Tensor* dst);
+
+// A float32 scratch tensor of `shape` for a float16 output, or the output
+// itself (allocated) when it is float32: compute into the result, then
+// StoreOutput(ctx, output, result, y) (a no-op when they are the same).
+absl::StatusOr<Tensor*> AllocateFloat32Output(KernelContext& ctx, int output,
+                                              const TensorShape& shape,
+                                              Tensor* scratch);
+
+}  // namespace ipuflow::ops
+
+#endif  // IPUFLOW_OPS_MATH_HALF_IO_H_
