@@ -118,6 +118,26 @@ class KernelContext {
   // Kernel-private state kept across runs of this program.
   std::unique_ptr<KernelState>& state() { return *state_; }
 
+  // For stochastic rounding (core/half_rounding.h): true when the compiler
+  // found the node's outputs identical on every replica
+  // (core/compiler/replica_identical.h).
+  bool replica_identical() const { return replica_identical_; }
+  // Tells this run of the node from its other runs: a hash of the program
+  // (its spec) and of how many times the program has run (Program::Run
+  // counts; a loop body's program counts its iterations). Keys stochastic
+  // rounding with the seed, replica, node, output and element.
+  uint64_t run_stream() const { return run_stream_; }
+  // RoundToHalf reports (with a trap on) that nanoo turned a float16
+  // overflow of `output` into NaN, so the floating-point check calls that
+  // output's NaNs oflo, not inv. Any thread.
+  void NoteHalfOverflow(int output) const {
+    half_overflow_.fetch_or(uint64_t{1} << (output & 63),
+                            std::memory_order_relaxed);
+  }
+  bool half_overflowed(int output) const {
+    return (half_overflow_.load(std::memory_order_relaxed) >> (output & 63)) & 1;
+  }
+
   // Errors prefixed with the node: "MatMul 'dense/matmul': ...".
   template <typename... Args>
   absl::Status InvalidArgument(const Args&... args) const {
@@ -147,6 +167,9 @@ class KernelContext {
   std::unique_ptr<KernelState>* state_;
   const std::vector<OutputPlan>* plans_;       // One per output.
   const std::shared_ptr<TensorBuffer>* arena_;  // The program's arena.
+  bool replica_identical_ = false;
+  uint64_t run_stream_ = 0;
+  mutable std::atomic<uint64_t> half_overflow_{0};  // Bit per output.
 };
 
 }  // namespace ipuflow

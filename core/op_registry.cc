@@ -95,6 +95,21 @@ OpRegistration& OpRegistration::SetConstantValue(ConstantValueFn fn) {
   return *this;
 }
 
+OpRegistration& OpRegistration::SetReplicaIdentity(ReplicaIdentity identity) {
+  def_->replica_identity_ = identity;
+  return *this;
+}
+
+OpRegistration& OpRegistration::SetReplicaIdentity(ReplicaIdentityFn fn) {
+  def_->replica_identity_fn_ = std::move(fn);
+  return *this;
+}
+
+OpRegistration& OpRegistration::SetDivisorInput(int input) {
+  def_->divisor_input_ = input;
+  return *this;
+}
+
 OpRegistration& OpRegistration::SetNeedsFeed() {
   def_->needs_feed_ = true;
   return *this;

@@ -74,6 +74,16 @@ using SubProgramsFn = std::function<absl::StatusOr<std::vector<SubProgramSpec>>(
 // that shape functions of its consumers can read it.
 using ConstantValueFn = std::function<const Tensor&(const Node& node)>;
 
+// Whether a node's outputs are identical on every replica, for stochastic
+// rounding in REPLICA_IDENTICAL_ONLY mode (core/compiler/replica_identical.h).
+// kFollowsInputs (the default): identical when all its inputs are (a pure
+// function of them; so are ops without inputs, such as constants and
+// variables, which start and stay identical). kIdentical: whatever its
+// inputs (an all-reduce over all replicas). kDiffers: may differ (an infeed
+// dequeue, the replica index, a per-replica random mask).
+enum class ReplicaIdentity { kFollowsInputs, kIdentical, kDiffers };
+using ReplicaIdentityFn = std::function<ReplicaIdentity(const Node& node)>;
+
 // One declared attribute of an op.
 struct AttrDef {
   std::string name;
@@ -117,6 +127,14 @@ class OpDef {
   // True for ops that stand for a value the program must feed
   // (placeholders, loop arguments): compiling one unfed is an error.
   bool needs_feed() const { return needs_feed_; }
+  // What the op says of `node`'s replica identity (see ReplicaIdentity).
+  ReplicaIdentity replica_identity(const Node& node) const {
+    return replica_identity_fn_ ? replica_identity_fn_(node) : replica_identity_;
+  }
+  // The input holding the divisor of an op that divides (for the div0
+  // floating-point trap: an infinity from finite inputs where the divisor
+  // holds a zero); -1 for other ops.
+  int divisor_input() const { return divisor_input_; }
 
  private:
   friend class OpRegistration;
@@ -137,6 +155,9 @@ class OpDef {
   SubProgramsFn sub_programs_;
   ConstantValueFn constant_value_;
   bool needs_feed_ = false;
+  ReplicaIdentity replica_identity_ = ReplicaIdentity::kFollowsInputs;
+  ReplicaIdentityFn replica_identity_fn_;
+  int divisor_input_ = -1;
 };
 
 // Fluent builder returned by REGISTER_OP.
@@ -161,6 +182,11 @@ class OpRegistration {
   OpRegistration& SetSubPrograms(SubProgramsFn fn);
   OpRegistration& SetConstantValue(ConstantValueFn fn);
   OpRegistration& SetNeedsFeed();
+  OpRegistration& SetReplicaIdentity(ReplicaIdentity identity);
+  // For ops whose identity depends on the node (its replica groups).
+  OpRegistration& SetReplicaIdentity(ReplicaIdentityFn fn);
+  // The op divides by input `input` (see OpDef::divisor_input).
+  OpRegistration& SetDivisorInput(int input);
 
  private:
   OpDef* def_;

@@ -13,11 +13,14 @@
 #include "core/compiler/offsets.h"
 #include "core/compiler/ordering.h"
 #include "core/compiler/prune.h"
+#include "core/compiler/replica_identical.h"
 #include "core/compiler/schedule.h"
 #include "core/compiler/shapes.h"
 #include "core/compiler/spec_check.h"
 #include "core/compiler/sub_programs.h"
 #include "core/compiler/values.h"
+#include "core/floating_point_traps.h"
+#include "core/hash_mix.h"
 #include "core/mutex.h"
 #include "core/op_registry.h"
 
@@ -58,6 +61,7 @@ absl::StatusOr<Tensor*> KernelContext::allocate_output(
 }
 
 void KernelContext::set_output(int i, Tensor t) { outputs_[i] = std::move(t); }
+
 
 absl::StatusOr<ProgramSpec> MakeProgramSpec(const FeedList& feeds,
                                             const std::vector<Output>& fetches,
@@ -107,6 +111,7 @@ struct Program::ExecNode {
   std::vector<int> successors;  // Positions in nodes_.
   int num_predecessors = 0;
   std::unique_ptr<KernelState> state;
+  bool replica_identical = false;  // compiler/replica_identical.h
 };
 
 Program::~Program() = default;
@@ -178,6 +183,19 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Compile(
   p->cross_shard_bytes_ = live.cross_shard_bytes;
   p->variables_ = std::move(deps.variables);
   p->BuildExecNodes(schedule, values, deps.preds, live.intervals);
+  const std::vector<bool> identical = FindReplicaIdentical(schedule);
+  for (int pos = 0; pos < schedule.size(); ++pos) {
+    p->nodes_[pos]->replica_identical = identical[pos];
+  }
+  // Stochastic rounding tells this program's runs from another program's
+  // runs of the same nodes (an eval step beside a training step).
+  std::string key;
+  for (const Output& f : spec.feeds) absl::StrAppend(&key, f.name(), ";");
+  absl::StrAppend(&key, "|");
+  for (const Output& f : spec.fetches) absl::StrAppend(&key, f.name(), ";");
+  absl::StrAppend(&key, "|");
+  for (const Node* t : spec.targets) absl::StrAppend(&key, t->name(), ";");
+  p->stream_salt_ = HashString(key);
   // The arena is allocated by the first Run, not here: callers check the
   // plan against a budget first (DeviceProgram), and planning a loop body
   // must not allocate it.
@@ -263,8 +281,8 @@ class Program::Executor {
  public:
   // Uses the program's run buffers: runs are never concurrent, and reusing
   // them keeps a run (a loop iteration) free of allocations.
-  Executor(Program* p, RunEnv* env)
-      : p_(p), env_(env), values_(p->run_values_),
+  Executor(Program* p, RunEnv* env, uint64_t run_stream)
+      : p_(p), env_(env), run_stream_(run_stream), values_(p->run_values_),
         uses_(p->run_uses_.get()), pending_(p->run_pending_.get()) {
     for (int v = 0; v < p->num_values_; ++v) {
       uses_[v].store(p->value_uses_[v], std::memory_order_relaxed);
@@ -326,7 +344,15 @@ class Program::Executor {
     KernelContext ctx(en.node, std::move(inputs),
                       values_.data() + en.first_output, env, &en.state,
                       &en.plans, &p_->arena_);
+    ctx.replica_identical_ = en.replica_identical;
+    ctx.run_stream_ = run_stream_;
     absl::Status s = (*en.kernel)(ctx);
+    // Traps look at the inputs too: before they are released. Zero cost
+    // when every trap is off.
+    const FloatingPointBehaviour* fp = env->floating_point;
+    if (s.ok() && fp != nullptr && fp->any_trap()) {
+      s = CheckFloatingPointTraps(*fp, ctx);
+    }
     for (int v : en.inputs) {
       if (uses_[v].fetch_sub(1, std::memory_order_acq_rel) == 1) values_[v] = Tensor();
     }
@@ -382,6 +408,7 @@ class Program::Executor {
 
   Program* p_;
   RunEnv* env_;
+  const uint64_t run_stream_;  // KernelContext::run_stream().
   std::vector<Tensor>& values_;
   std::atomic<int>* uses_;
   std::atomic<int>* pending_;
@@ -405,7 +432,9 @@ absl::Status Program::Run(RunEnv& env, absl::Span<const Tensor> feeds,
         "program expects ", spec_.feeds.size(), " feeds, got ", feeds.size()));
   }
   RETURN_IF_ERROR(AllocateArena());
-  Executor exec(this, &env);
+  // Every run, even one that fails, consumes a stream: a retried step
+  // rounds with fresh bits, as the hardware's generator would.
+  Executor exec(this, &env, Mix64(stream_salt_ + (runs_++ + 1) * kGoldenGamma));
   for (size_t i = 0; i < feeds.size(); ++i) {
     const Output& f = spec_.feeds[i];
     if (feeds[i].dtype() != f.dtype()) {

@@ -127,6 +127,9 @@ class Program {
   std::vector<MemoryPlan> shards_;
   int64_t cross_shard_bytes_ = 0;
   std::vector<std::string> variables_;
+  // KernelContext::run_stream(): a hash of the spec, and the runs so far.
+  uint64_t stream_salt_ = 0;
+  uint64_t runs_ = 0;
 };
 
 }  // namespace ipuflow

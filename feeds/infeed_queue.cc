@@ -314,6 +314,7 @@ REGISTER_OP("InfeedDequeue")
     .RequiredAttr("dtypes", AttrType::kDTypeList)
     .RequiredAttr("shapes", AttrType::kShapeList)
     .SetStateful()
+    .SetReplicaIdentity(ReplicaIdentity::kDiffers)  // Element i: replica i % R.
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       ASSIGN_OR_RETURN(auto dtypes, c.attr<std::vector<DType>>("dtypes"));
       ASSIGN_OR_RETURN(auto shapes, c.attr<std::vector<TensorShape>>("shapes"));

@@ -157,6 +157,7 @@ absl::Status PipelineRuntime::Compile() {
     env.collectives = replica_.group;
     env.device = &device;
     env.memory_budget = device.memory_budget_bytes();
+    env.floating_point = &system_->floating_point();
     env.cancellation = system_->cancellation();
     env.on_shard = [this](int shard,
                           const std::function<void(RunEnv&)>& work) {

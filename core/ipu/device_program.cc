@@ -170,6 +170,7 @@ absl::StatusOr<std::unique_ptr<DeviceProgram>> DeviceProgram::Compile(
       env.collectives = dp->group_.get();
       env.device = &device;
       env.memory_budget = device.memory_budget_bytes();
+      env.floating_point = &system->floating_point();
       if (dp->num_shards_ > 1) {
         env.on_shard = [self, r](int shard,
                                  const std::function<void(RunEnv&)>& work) {

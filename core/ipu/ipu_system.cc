@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -55,6 +56,14 @@ absl::StatusOr<IPUConfig> ResolveIPUConfig(const IPUConfig& config) {
                              kInt64Max, ""));
   RETURN_IF_ERROR(CheckRange("minimum_remote_tensor_size",
                              c.minimum_remote_tensor_size(), 0, kInt64Max, ""));
+  if (c.floating_point_behaviour().set_all()) {
+    FloatingPointBehaviourConfig* fp = c.mutable_floating_point_behaviour();
+    fp->set_inv(true);
+    fp->set_div0(true);
+    fp->set_oflo(true);
+    fp->set_nanoo(true);
+    fp->set_esr(FloatingPointBehaviourConfig::ON);
+  }
   if (c.auto_select_ipus() == 0) c.set_auto_select_ipus(1);
   if (c.minimum_remote_tensor_size() == 0) c.set_minimum_remote_tensor_size(128);
   if (c.tiles_per_ipu() == 0) c.set_tiles_per_ipu(kDefaultTilesPerIpu);
@@ -81,6 +90,31 @@ absl::StatusOr<IPUConfig> ResolveIPUConfig(const IPUConfig& config) {
   }
   return c;
 }
+
+namespace {
+
+FloatingPointBehaviour FloatingPointFromConfig(const IPUConfig& c) {
+  const FloatingPointBehaviourConfig& p = c.floating_point_behaviour();
+  FloatingPointBehaviour fp;
+  fp.inv = p.inv();
+  fp.div0 = p.div0();
+  fp.oflo = p.oflo();
+  fp.nanoo = p.nanoo();
+  switch (p.esr()) {
+    case FloatingPointBehaviourConfig::ON:
+      fp.esr = StochasticRounding::kOn;
+      break;
+    case FloatingPointBehaviourConfig::REPLICA_IDENTICAL_ONLY:
+      fp.esr = StochasticRounding::kReplicaIdenticalOnly;
+      break;
+    default:  // OFF, or a value from a newer config: IEEE.
+      fp.esr = StochasticRounding::kOff;
+  }
+  fp.seed = c.seed();
+  return fp;
+}
+
+}  // namespace
 
 absl::StatusOr<IPUConfig> LoadIPUConfig(const std::string& path) {
   constexpr int64_t kMaxConfigBytes = 1 << 20;
@@ -144,6 +178,12 @@ absl::Status IPUSystem::Configure(const IPUConfig& config) {
   ASSIGN_OR_RETURN(IPUConfig resolved, ResolveIPUConfig(config));
   TearDown(absl::CancelledError("IPU system reconfigured"));
   config_ = resolved;
+  if (!config_.has_seed()) {
+    // As on hardware: a random seed unless one is set (reset_ipu_seed).
+    std::random_device device;
+    config_.set_seed((static_cast<uint64_t>(device()) << 32) | device());
+  }
+  floating_point_ = FloatingPointFromConfig(config_);
   ++generation_;
   cancellation_ = std::make_unique<CancellationManager>();
   const int64_t budget = static_cast<int64_t>(config_.tiles_per_ipu()) *

@@ -27,6 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/cancellation.h"
+#include "core/floating_point.h"
 #include "core/mutex.h"
 #include "core/ipu/ipu_config.pb.h"
 #include "core/ipu/ipu_device.h"
@@ -44,9 +45,10 @@ inline constexpr int kMaxTilesPerIpu = 1 << 16;
 inline constexpr int kMaxIntraOpThreadsPerIpu = 256;
 inline constexpr int kMaxSystemThreads = 4096;
 
-// The config with every zero field replaced by its default; InvalidArgument
-// naming the field and the limit for negative values and sizes outside the
-// bounds above.
+// The config with every zero field replaced by its default (and
+// floating_point_behaviour.set_all applied); InvalidArgument naming the
+// field and the limit for negative values and sizes outside the bounds
+// above.
 absl::StatusOr<IPUConfig> ResolveIPUConfig(const IPUConfig& config);
 // Reads an IPUConfig in protobuf text format (a regular file of at most
 // 1 MiB); errors name the file.
@@ -70,7 +72,12 @@ class IPUSystem {
 
   int num_ipus() const { return static_cast<int>(devices_.size()); }
   IPUDevice& device(int i) { return *devices_[i]; }
+  // The resolved config; its seed is set (drawn at random by Configure when
+  // the given config had none).
   const IPUConfig& config() const { return config_; }
+  // config().floating_point_behaviour and seed, as every program run on the
+  // system sees it (RunEnv::floating_point). Valid until the next Configure.
+  const FloatingPointBehaviour& floating_point() const { return floating_point_; }
   // Changes on every Configure; compile caches key on it.
   uint64_t generation() const { return generation_.load(); }
   CancellationManager* cancellation() { return cancellation_.get(); }
@@ -110,6 +117,7 @@ class IPUSystem {
   void TearDown(absl::Status reason);
 
   IPUConfig config_;
+  FloatingPointBehaviour floating_point_;
   std::atomic<uint64_t> generation_{0};
   std::unique_ptr<CancellationManager> cancellation_;
   std::vector<std::unique_ptr<IPUDevice>> devices_;

@@ -20,6 +20,7 @@ REGISTER_OP("AllGather")
     .Attr("replica_group_size", int64_t{0})  // 0: all replicas.
     .Attr("replica_group_type", "consecutive")
     .SetStateful()  // A collective: every replica must run it.
+    .SetReplicaIdentity(AllReplicasIdentical)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       const DType t = c.input_dtype(0);
       RETURN_IF_ERROR(CheckNumericInput(c, "gathered"));

@@ -28,6 +28,7 @@ REGISTER_OP("CrossReplicaSum")
     .Attr("replica_group_size", int64_t{0})  // 0: all replicas.
     .Attr("replica_group_type", "consecutive")
     .SetStateful()  // A collective: every replica must run it.
+    .SetReplicaIdentity(AllReplicasIdentical)
     .SetShapeFn(NumericShape)
     .SetKernel([](KernelContext& ctx) {
       return AllReduceKernel(ctx, CollectiveGroup::ReduceOp::kSum);
@@ -44,6 +45,7 @@ REGISTER_OP("CrossReplicaMean")
     .Attr("replica_group_size", int64_t{0})
     .Attr("replica_group_type", "consecutive")
     .SetStateful()
+    .SetReplicaIdentity(AllReplicasIdentical)
     .SetShapeFn(NumericShape)
     .SetKernel([](KernelContext& ctx) {
       return AllReduceKernel(ctx, CollectiveGroup::ReduceOp::kMean);

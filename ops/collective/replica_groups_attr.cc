@@ -75,4 +75,10 @@ absl::StatusOr<int> RuntimeGroupSize(const KernelContext& ctx) {
   return ctx.InvalidArgument(g.status().message());
 }
 
+ReplicaIdentity AllReplicasIdentical(const Node& node) {
+  return node.attr<int64_t>("replica_group_size") == 0
+             ? ReplicaIdentity::kIdentical
+             : ReplicaIdentity::kDiffers;
+}
+
 }  // namespace ipuflow::ops

@@ -25,6 +25,9 @@ absl::Status CheckNumericInput(const ShapeContext& c, const char* verb);
 // The group size if known when building (size > 0), else kUnknownDim.
 int64_t StaticGroupSize(const AttrMap& attrs);
 ReplicaGroups GroupsOf(const AttrMap& attrs);
+// A reduction or gather over all replicas (group size 0) gives every
+// replica the same value; over groups, each group its own.
+ReplicaIdentity AllReplicasIdentical(const Node& node);
 
 // Runs `fn(group, replica, groups)` on the program's collective group, or,
 // outside a replicated program, on a group of one replica. Errors are

@@ -7,6 +7,7 @@ namespace ipuflow::ops {
 namespace {
 
 REGISTER_OP("ReplicaIndex")
+    .SetReplicaIdentity(ReplicaIdentity::kDiffers)
     .SetShapeFn([](ShapeContext& c) {
       c.set_output(0, DType::kInt32, TensorShape());
       return absl::OkStatus();

@@ -1,6 +1,7 @@
 #include "ops/math/cast.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/half_rounding.h"
 #include "core/op_registry.h"
 #include "ops/cwise.h"
 
@@ -20,6 +21,21 @@ absl::Status CastKernel(KernelContext& ctx) {
   ctx.ParallelFor(x.NumElements(), kCwiseCost, [&](int64_t b, int64_t e) {
     ArrayMap<To>(py + b, e - b) =
         ConstArrayMap<From>(px + b, e - b).template cast<To>();
+  });
+  return absl::OkStatus();
+}
+
+// float32 -> float16 rounds as the device does (stochastically with esr,
+// NaN or saturation on overflow: core/half_rounding.h); chunks pass their
+// first element, so the result does not depend on the chunking.
+template <>
+absl::Status CastKernel<float, half>(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  ASSIGN_OR_RETURN(Tensor* y, ctx.allocate_output(0, x.shape()));
+  const float* px = x.data<float>();
+  half* py = y->data<half>();
+  ctx.ParallelFor(x.NumElements(), kCwiseCost, [&](int64_t b, int64_t e) {
+    RoundToHalf(ctx, 0, px + b, py + b, e - b, b);
   });
   return absl::OkStatus();
 }
