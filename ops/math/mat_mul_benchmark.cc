@@ -11,15 +11,26 @@
 // BM_EigenMatMul/N/threads:1 is Eigen's product on the calling thread;
 // threads:2 splits the rows of the product in two halves over an
 // ipuflow::ThreadPool with one worker, the caller taking the other half.
+// BM_OnednnMatMul does the same with oneDNN's sgemm (ops/onednn, one
+// oneDNN thread per caller, its JIT kernels for this CPU's widest ISA), and
+// BM_OnednnOwnThreadsMatMul gives the whole product to one dnnl_sgemm call
+// on `threads` OpenMP threads: oneDNN's own threading, the peer figure.
+// The context lines print the CPU and the ISA oneDNN runs; add
+// DNNL_MAX_CPU_ISA=AVX2 to the environment to cap oneDNN to AVX2.
 #include <algorithm>
 #include <random>
 
 #include "Eigen/Core"
 #include "benchmark/benchmark.h"
+#include <omp.h>
+
+#include "core/machine_info.h"
 #include "core/session.h"
 #include "core/thread_pool.h"
 #include "ops/array/const.h"
 #include "ops/math/mat_mul.h"
+#include "ops/onednn/onednn.h"
+#include "ops/onednn/onednn_gemm.h"
 
 namespace ipuflow {
 namespace {
@@ -104,6 +115,58 @@ BENCHMARK(BM_EigenMatMul)
     ->ArgNames({"", "threads"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+
+// The product through ops/onednn: row shares over an ipuflow pool of
+// threads - 1 workers and the caller, one single-threaded sgemm each.
+void BM_OnednnMatMul(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const int threads = static_cast<int>(state.range(1));
+  const Tensor ta = RandomMatrix(n, 1), tb = RandomMatrix(n, 2);
+  Tensor tc(DType::kFloat32, {n, n});
+  ThreadPool pool("onednn", threads - 1);
+  const ops::onednn::GemmDims dims{n, n, n, false, false};
+  const int64_t index[] = {0};
+  for (auto _ : state) {
+    ops::onednn::BatchedSgemm(pool, ta.data<float>(), tb.data<float>(),
+                              tc.data<float>(), dims, index, index);
+    benchmark::DoNotOptimize(tc.data<float>());
+    benchmark::ClobberMemory();
+  }
+  SetFlops(state, n);
+}
+BENCHMARK(BM_OnednnMatMul)
+    ->ArgsProduct({{256, 512, 1024}, {1, 2}})
+    ->ArgNames({"", "threads"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// One dnnl_sgemm call over `threads` OpenMP threads (oneDNN's threading).
+void BM_OnednnOwnThreadsMatMul(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const Tensor ta = RandomMatrix(n, 1), tb = RandomMatrix(n, 2);
+  Tensor tc(DType::kFloat32, {n, n});
+  omp_set_num_threads(static_cast<int>(state.range(1)));
+  for (auto _ : state) {
+    dnnl_sgemm('N', 'N', n, n, n, 1.0f, ta.data<float>(), n, tb.data<float>(),
+               n, 0.0f, tc.data<float>(), n);
+    benchmark::DoNotOptimize(tc.data<float>());
+    benchmark::ClobberMemory();
+  }
+  omp_set_num_threads(1);
+  SetFlops(state, n);
+}
+BENCHMARK(BM_OnednnOwnThreadsMatMul)
+    ->ArgsProduct({{256, 512, 1024}, {1, 2}})
+    ->ArgNames({"", "threads"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// The machine and oneDNN's ISA in the report's context lines.
+const bool kContext = [] {
+  benchmark::AddCustomContext("machine", MachineDescription());
+  benchmark::AddCustomContext("onednn", ops::onednn::Description());
+  return true;
+}();
 
 }  // namespace
 }  // namespace ipuflow

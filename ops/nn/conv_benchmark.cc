@@ -11,6 +11,12 @@
 // path. Counters: MAC/s for the convolutions (multiply-adds of the op; a
 // backprop costs as many as the forward), items/s for the others. The
 // "workers" argument is the number of pool workers besides the caller.
+//
+// BM_B*_Onednn* run the same convolutions through ops/onednn directly (no
+// graph): oneDNN's primitives with one oneDNN thread per caller and the
+// batch split over the pool, beside the op cases, with 0 and 1 workers.
+// The context lines print the CPU and the ISA oneDNN runs
+// (DNNL_MAX_CPU_ISA=AVX2 in the environment caps it).
 #include <algorithm>
 #include <array>
 #include <functional>
@@ -19,6 +25,7 @@
 
 #include "benchmark/benchmark.h"
 #include "core/gradients.h"
+#include "core/machine_info.h"
 #include "core/program.h"
 #include "core/thread_pool.h"
 #include "ops/array/const.h"
@@ -27,6 +34,8 @@
 #include "ops/nn/conv2d_backprop.h"
 #include "ops/nn/max_pool_2d.h"
 #include "ops/nn/relu.h"
+#include "ops/onednn/onednn.h"
+#include "ops/onednn/onednn_conv.h"
 
 namespace ipuflow::ops {
 namespace {
@@ -137,6 +146,46 @@ void ConvBackpropInput(benchmark::State& state, ConvShape c) {
       c.macs(), "MAC");
 }
 
+enum class ConvPass { kForward, kBackpropInput, kBackpropFilter };
+
+// One convolution through ops/onednn on random data.
+void OnednnConv(benchmark::State& state, ConvShape c, ConvPass pass) {
+  ThreadPool pool("bench-onednn", static_cast<int>(state.range(0)));
+  const Tensor x = Uniform(c.x(), 1), w = Uniform(c.w(), 2),
+               dy = Uniform(c.y(), 3);
+  Tensor out(DType::kFloat32, pass == ConvPass::kForward          ? c.y()
+                              : pass == ConvPass::kBackpropInput ? c.x()
+                                                                 : c.w());
+  const int64_t o = c.hw - c.k + 1;
+  const onednn::ConvDims d{kBatch, c.hw, c.hw, c.c, c.oc, c.k, c.k,
+                           1,      1,    o,    o,   0,    0};
+  for (auto _ : state) {
+    absl::Status status;
+    switch (pass) {
+      case ConvPass::kForward:
+        status = onednn::ConvForward(pool, x.data<float>(), w.data<float>(),
+                                     out.data<float>(), d);
+        break;
+      case ConvPass::kBackpropInput:
+        status = onednn::ConvBackwardData(pool, dy.data<float>(),
+                                          w.data<float>(), out.data<float>(),
+                                          d);
+        break;
+      case ConvPass::kBackpropFilter:
+        status = onednn::ConvBackwardWeights(
+            pool, x.data<float>(), dy.data<float>(), out.data<float>(), d);
+        break;
+    }
+    if (!status.ok()) {
+      state.SkipWithError(status.ToString().c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(out.data<float>());
+  }
+  state.counters["MAC"] = benchmark::Counter(c.macs() * state.iterations(),
+                                             benchmark::Counter::kIsRate);
+}
+
 void BM_B1_Conv2D(benchmark::State& s) { ConvForward(s, kB1); }
 void BM_B1_Conv2DBackpropFilter(benchmark::State& s) {
   ConvBackpropFilter(s, kB1);
@@ -144,7 +193,25 @@ void BM_B1_Conv2DBackpropFilter(benchmark::State& s) {
 void BM_B1_Conv2DBackpropInput(benchmark::State& s) {
   ConvBackpropInput(s, kB1);
 }
+void BM_B1_OnednnConv2D(benchmark::State& s) {
+  OnednnConv(s, kB1, ConvPass::kForward);
+}
+void BM_B1_OnednnConv2DBackpropFilter(benchmark::State& s) {
+  OnednnConv(s, kB1, ConvPass::kBackpropFilter);
+}
+void BM_B1_OnednnConv2DBackpropInput(benchmark::State& s) {
+  OnednnConv(s, kB1, ConvPass::kBackpropInput);
+}
 void BM_B2_Conv2D(benchmark::State& s) { ConvForward(s, kB2); }
+void BM_B2_OnednnConv2D(benchmark::State& s) {
+  OnednnConv(s, kB2, ConvPass::kForward);
+}
+void BM_B2_OnednnConv2DBackpropFilter(benchmark::State& s) {
+  OnednnConv(s, kB2, ConvPass::kBackpropFilter);
+}
+void BM_B2_OnednnConv2DBackpropInput(benchmark::State& s) {
+  OnednnConv(s, kB2, ConvPass::kBackpropInput);
+}
 void BM_B2_Conv2DBackpropFilter(benchmark::State& s) {
   ConvBackpropFilter(s, kB2);
 }
@@ -178,6 +245,12 @@ ConvShape ShapeArgs(const benchmark::State& s) {
 void BM_Conv2D(benchmark::State& s) { ConvForward(s, ShapeArgs(s)); }
 void BM_Conv2DBackpropFilter(benchmark::State& s) {
   ConvBackpropFilter(s, ShapeArgs(s));
+}
+void BM_OnednnConv2D(benchmark::State& s) {
+  OnednnConv(s, ShapeArgs(s), ConvPass::kForward);
+}
+void BM_OnednnConv2DBackpropFilter(benchmark::State& s) {
+  OnednnConv(s, ShapeArgs(s), ConvPass::kBackpropFilter);
 }
 
 // One op on B1's activations; `items` is its output's element count.
@@ -281,24 +354,44 @@ void BM_B2_ForwardBackward(benchmark::State& s) { ConvBlock(s, kB2, true); }
 void Args(benchmark::internal::Benchmark* b) {
   b->ArgName("workers")->Arg(0)->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
+// The convolutions side by side with oneDNN, on one and two threads.
+void ConvPassArgs(benchmark::internal::Benchmark* b) {
+  b->ArgName("workers")->Arg(0)->Arg(1);
+  b->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
 
-BENCHMARK(BM_B1_Conv2D)->Apply(Args);
+BENCHMARK(BM_B1_Conv2D)->Apply(ConvPassArgs);
+BENCHMARK(BM_B1_OnednnConv2D)->Apply(ConvPassArgs);
 BENCHMARK(BM_B1_BiasAdd)->Apply(Args);
 BENCHMARK(BM_B1_MaxPool2D)->Apply(Args);
 BENCHMARK(BM_B1_Relu)->Apply(Args);
 BENCHMARK(BM_B1_ReluGrad)->Apply(Args);
 BENCHMARK(BM_B1_MaxPoolGrad)->Apply(Args);
 BENCHMARK(BM_B1_BiasAddGrad)->Apply(Args);
-BENCHMARK(BM_B1_Conv2DBackpropFilter)->Apply(Args);
-BENCHMARK(BM_B1_Conv2DBackpropInput)->Apply(Args);
+BENCHMARK(BM_B1_Conv2DBackpropFilter)->Apply(ConvPassArgs);
+BENCHMARK(BM_B1_OnednnConv2DBackpropFilter)->Apply(ConvPassArgs);
+BENCHMARK(BM_B1_Conv2DBackpropInput)->Apply(ConvPassArgs);
+BENCHMARK(BM_B1_OnednnConv2DBackpropInput)->Apply(ConvPassArgs);
 BENCHMARK(BM_B1_Forward)->Apply(Args);
 BENCHMARK(BM_B1_ForwardBackward)->Apply(Args);
-BENCHMARK(BM_B2_Conv2D)->Apply(Args);
-BENCHMARK(BM_B2_Conv2DBackpropFilter)->Apply(Args);
-BENCHMARK(BM_B2_Conv2DBackpropInput)->Apply(Args);
+BENCHMARK(BM_B2_Conv2D)->Apply(ConvPassArgs);
+BENCHMARK(BM_B2_OnednnConv2D)->Apply(ConvPassArgs);
+BENCHMARK(BM_B2_Conv2DBackpropFilter)->Apply(ConvPassArgs);
+BENCHMARK(BM_B2_OnednnConv2DBackpropFilter)->Apply(ConvPassArgs);
+BENCHMARK(BM_B2_Conv2DBackpropInput)->Apply(ConvPassArgs);
+BENCHMARK(BM_B2_OnednnConv2DBackpropInput)->Apply(ConvPassArgs);
 BENCHMARK(BM_B2_ForwardBackward)->Apply(Args);
 BENCHMARK(BM_Conv2D)->Apply(ConvArgs);
+BENCHMARK(BM_OnednnConv2D)->Apply(ConvArgs);
 BENCHMARK(BM_Conv2DBackpropFilter)->Apply(ConvArgs);
+BENCHMARK(BM_OnednnConv2DBackpropFilter)->Apply(ConvArgs);
+
+// The machine and oneDNN's ISA in the report's context lines.
+const bool kContext = [] {
+  benchmark::AddCustomContext("machine", MachineDescription());
+  benchmark::AddCustomContext("onednn", onednn::Description());
+  return true;
+}();
 
 }  // namespace
 }  // namespace ipuflow::ops
