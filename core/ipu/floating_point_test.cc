@@ -1,0 +1,133 @@
+// IPUConfig.floating_point_behaviour on the emulated IPUs: the config
+// reaches every replica's programs, set_all, the seed, stochastic rounding
+// across replicas (ON: each replica its own bits; REPLICA_IDENTICAL_ONLY:
+// replica-identical tensors stay bitwise identical, others round to
+// nearest), and a trap stopping a replicated run.
+#include <cstring>
+
+#include "core/half_rounding.h"
+#include "core/ipu/ipu_strategy.h"
+#include "gtest/gtest.h"
+#include "ops/array/const.h"
+#include "ops/collective/replica_index.h"
+#include "ops/math/add.h"
+#include "ops/math/cast.h"
+#include "ops/math/mul.h"
+
+namespace ipuflow {
+namespace {
+
+using Esr = FloatingPointBehaviourConfig;
+
+std::unique_ptr<IPUSystem> MakeSystem(int ipus, Esr::StochasticRoundingBehaviour esr,
+                                      uint64_t seed) {
+  IPUConfig config;
+  config.set_auto_select_ipus(ipus);
+  config.mutable_floating_point_behaviour()->set_esr(esr);
+  config.set_seed(seed);
+  auto system = IPUSystem::Create(config);
+  EXPECT_TRUE(system.ok()) << system.status();
+  return std::move(system).value();
+}
+
+TEST(FloatingPointConfigTest, SetAllAndSeed) {
+  IPUConfig config;
+  config.mutable_floating_point_behaviour()->set_set_all(true);
+  auto system = IPUSystem::Create(config);
+  ASSERT_TRUE(system.ok());
+  const FloatingPointBehaviour& fp = (*system)->floating_point();
+  EXPECT_TRUE(fp.inv && fp.div0 && fp.oflo && fp.nanoo);
+  EXPECT_EQ(fp.esr, StochasticRounding::kOn);
+  // No seed given: one was drawn, and is visible.
+  EXPECT_TRUE((*system)->config().has_seed());
+  EXPECT_EQ(fp.seed, (*system)->config().seed());
+  // Defaults: everything off (TensorFlow's).
+  auto plain = IPUSystem::Create(IPUConfig());
+  ASSERT_TRUE(plain.ok());
+  const FloatingPointBehaviour& off = (*plain)->floating_point();
+  EXPECT_FALSE(off.inv || off.div0 || off.oflo || off.nanoo);
+  EXPECT_EQ(off.esr, StochasticRounding::kOff);
+}
+
+constexpr int64_t kN = 2048;
+const float kX = 1.0f + 0x1p-10f / 2;  // Halfway: P(hi) = 1/2.
+
+struct Rounded {
+  Tensor identical;  // [2, kN] float16: a constant, rounded.
+  Tensor per_replica;  // The same values, through the replica index.
+};
+
+Rounded RunOn(IPUSystem* system) {
+  Scope s = Scope::NewRootScope();
+  Output c = ops::Const(s, std::vector<float>(kN, kX), TensorShape({kN}));
+  Output zero = ops::Mul(s, ops::Cast(s, ops::ReplicaIndex(s), DType::kFloat32),
+                         ops::Const(s, 0.f));
+  Output h_id = ops::Cast(s, c, DType::kFloat16);
+  Output h_rep = ops::Cast(s, ops::Add(s, c, zero), DType::kFloat16);
+  IPUStrategy strategy(system);
+  auto out = strategy.Run(*s.graph(), {h_id, h_rep});
+  IPU_CHECK_OK(out.status());
+  return {(*out)[0], (*out)[1]};
+}
+
+bool RowsEqual(const Tensor& t) {
+  return std::memcmp(t.Slice(0, 1).raw_data(), t.Slice(1, 2).raw_data(),
+                     kN * sizeof(half)) == 0;
+}
+
+int64_t CountUp(const Tensor& row) {
+  std::vector<float> v(kN);
+  WidenHalf(row.data<half>(), v.data(), kN);
+  return std::count_if(v.begin(), v.end(), [](float f) { return f > 1.0f; });
+}
+
+TEST(FloatingPointConfigTest, ReplicaIdenticalOnlyKeepsIdenticalTensorsIdentical) {
+  auto system = MakeSystem(2, Esr::REPLICA_IDENTICAL_ONLY, 11);
+  const Rounded r = RunOn(system.get());
+  ASSERT_EQ(r.identical.shape(), TensorShape({2, kN}));
+  EXPECT_TRUE(RowsEqual(r.identical));
+  const int64_t up = CountUp(r.identical.Slice(0, 1));
+  EXPECT_GT(up, kN / 4);  // Stochastic, about half up.
+  EXPECT_LT(up, 3 * kN / 4);
+  // Not replica-identical: rounded to nearest (even: 1.0).
+  EXPECT_EQ(CountUp(r.per_replica.Slice(0, 1)), 0);
+  EXPECT_EQ(CountUp(r.per_replica.Slice(1, 2)), 0);
+  // Same seed, new system: bitwise the same.
+  auto again = MakeSystem(2, Esr::REPLICA_IDENTICAL_ONLY, 11);
+  const Rounded r2 = RunOn(again.get());
+  EXPECT_EQ(std::memcmp(r.identical.raw_data(), r2.identical.raw_data(),
+                        2 * kN * sizeof(half)),
+            0);
+}
+
+TEST(FloatingPointConfigTest, OnRoundsEachReplicaWithItsOwnBits) {
+  auto system = MakeSystem(2, Esr::ON, 11);
+  const Rounded r = RunOn(system.get());
+  EXPECT_FALSE(RowsEqual(r.identical));
+  EXPECT_FALSE(RowsEqual(r.per_replica));
+  EXPECT_GT(CountUp(r.per_replica.Slice(1, 2)), kN / 4);
+}
+
+TEST(FloatingPointConfigTest, TrapStopsEveryReplica) {
+  IPUConfig config;
+  config.set_auto_select_ipus(2);
+  config.mutable_floating_point_behaviour()->set_oflo(true);
+  auto system = IPUSystem::Create(config);
+  ASSERT_TRUE(system.ok());
+  Scope s = Scope::NewRootScope();
+  Output y = ops::Mul(s.WithOpName("m"),
+                      ops::Const(s, std::vector<float>{1, 1e20f}, TensorShape({2})),
+                      ops::Const(s, 1e20f));
+  IPUStrategy strategy(system->get());
+  auto out = strategy.Run(*s.graph(), {y});
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(out.status().message().find(
+                "floating-point exception (oflo): Mul 'm' output 0 element 1 "
+                "is inf from finite inputs"),
+            std::string::npos)
+      << out.status();
+}
+
+}  // namespace
+}  // namespace ipuflow
