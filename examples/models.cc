@@ -18,12 +18,13 @@ namespace ipuflow::models {
 namespace {
 
 Layer CreateLayer(const Scope& scope, const TensorShape& w_shape,
-                  int64_t units, int64_t seed) {
+                  int64_t units, int64_t seed, DType dtype) {
   Layer layer;
   layer.w = ops::Variable(scope.WithOpName("w"),
-                          ops::GlorotUniform(scope, w_shape, seed))
+                          ops::GlorotUniform(scope, w_shape, seed, dtype))
                 .handle;
-  layer.b = ops::Variable(scope.WithOpName("b"), ops::Zeros(scope, {units}))
+  layer.b = ops::Variable(scope.WithOpName("b"),
+                          ops::Zeros(scope, {units}, dtype))
                 .handle;
   return layer;
 }
@@ -41,8 +42,9 @@ constexpr const char* kBlockNames[4] = {"conv1", "conv2", "fc1", "fc2"};
 
 }  // namespace
 
-Layer CreateDense(const Scope& scope, int64_t in, int64_t units, int64_t seed) {
-  return CreateLayer(scope, {in, units}, units, seed);
+Layer CreateDense(const Scope& scope, int64_t in, int64_t units, int64_t seed,
+                  DType dtype) {
+  return CreateLayer(scope, {in, units}, units, seed, dtype);
 }
 
 Output Dense(const Scope& scope, const Layer& layer, Output x, bool relu) {
@@ -54,17 +56,18 @@ Output Dense(const Scope& scope, const Layer& layer, Output x, bool relu) {
 
 ConvNetParams CreateConvNetParams(const Scope& scope,
                                   const std::vector<Scope>& block_scopes,
-                                  int64_t seed) {
+                                  int64_t seed, DType dtype) {
   auto at = [&](int b) {
     return (block_scopes.empty() ? scope : block_scopes[b])
         .NewSubScope(kBlockNames[b]);
   };
   ConvNetParams p;
+  p.dtype = dtype;
   const int64_t s = 10 * seed;
-  p.blocks[0] = CreateLayer(at(0), {5, 5, 1, 10}, 10, s + 1);
-  p.blocks[1] = CreateLayer(at(1), {5, 5, 10, 20}, 20, s + 2);
-  p.blocks[2] = CreateDense(at(2), 320, 256, s + 3);
-  p.blocks[3] = CreateDense(at(3), 256, 10, s + 4);
+  p.blocks[0] = CreateLayer(at(0), {5, 5, 1, 10}, 10, s + 1, dtype);
+  p.blocks[1] = CreateLayer(at(1), {5, 5, 10, 20}, 20, s + 2, dtype);
+  p.blocks[2] = CreateDense(at(2), 320, 256, s + 3, dtype);
+  p.blocks[3] = CreateDense(at(3), 256, 10, s + 4, dtype);
   return p;
 }
 
@@ -73,6 +76,8 @@ Output ConvNetBlock(const Scope& scope, const ConvNetParams& params, int block,
   const Scope s = scope.NewSubScope(kBlockNames[block]);
   switch (block) {
     case 0:
+      if (x.dtype() != params.dtype) x = ops::Cast(s, x, params.dtype);
+      return ConvPoolRelu(s, params.blocks[block], x);
     case 1:
       return ConvPoolRelu(s, params.blocks[block], x);
     case 2:

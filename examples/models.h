@@ -26,20 +26,26 @@ struct Layer {
 };
 
 // x [N, in] -> x W + b, [N, units]; optionally ReLU.
-Layer CreateDense(const Scope& scope, int64_t in, int64_t units, int64_t seed);
+Layer CreateDense(const Scope& scope, int64_t in, int64_t units, int64_t seed,
+                  DType dtype = DType::kFloat32);
 Output Dense(const Scope& scope, const Layer& layer, Output x, bool relu);
 
 // The tutorial ConvNet: images float32 [N,28,28,1] -> logits [N,10]:
 // B1 Conv 1->10 k5, MaxPool 2, ReLU | B2 Conv 10->20 k5, MaxPool 2, ReLU |
 // B3 Dense 320->256, ReLU | B4 Dense 256->10.
+// In float16 (PopTorch's model.half()), the weights are float16 and block 0
+// casts the images on the device, so every activation is float16.
 struct ConvNetParams {
   Layer blocks[4];
+  DType dtype = DType::kFloat32;
 };
 // `block_scopes`, when given, creates block b's variables in
-// block_scopes[b] (e.g. on its IPU); `seed` picks the initial weights.
+// block_scopes[b] (e.g. on its IPU); `seed` picks the initial weights
+// (the same values in either dtype, up to float16 rounding).
 ConvNetParams CreateConvNetParams(const Scope& scope,
                                   const std::vector<Scope>& block_scopes = {},
-                                  int64_t seed = 0);
+                                  int64_t seed = 0,
+                                  DType dtype = DType::kFloat32);
 Output ConvNet(const Scope& scope, const ConvNetParams& params, Output images);
 // One block (0..3), for callers that place blocks themselves.
 Output ConvNetBlock(const Scope& scope, const ConvNetParams& params, int block,
