@@ -58,6 +58,10 @@ class CrossReplicaOptimizer : public Optimizer {
   }
   ReplicaReduction reduction() const { return reduction_; }
   Optimizer* inner() const { return optimizer_; }
+  // The inner optimizer's (the reduction keeps the dtype).
+  DType GradientDType(const ops::VariableInfo& var) const override {
+    return optimizer_ != nullptr ? optimizer_->GradientDType(var) : var.dtype;
+  }
 
   // Reduces every gradient over the replicas ("CrossReplica/<var>/mean" or
   // ".../sum", on the variable's IPU), then the inner ApplyGradients.

@@ -126,6 +126,11 @@ Node* GradientAccumulationOptimizer::ApplyDense(
                  acc, dtype, var);
 }
 
+DType GradientAccumulationOptimizer::GradientDType(
+    const ops::VariableInfo& var) const {
+  return dtype_.For(var);
+}
+
 Node* AccumulateGradient(const Scope& scope, Output acc, DType dtype,
                          Output grad, const AccumulationScales& scales) {
   Output g = CastTo(scope.WithOpName("grad/cast"), grad, dtype);
@@ -170,7 +175,10 @@ Node* GradientAccumulationOptimizer::ApplyIf(
   // scope: the body's own scope would prefix every name with the loop's.
   auto body = [&](const Scope&, const std::vector<Output>& args) {
     Output total = ops::ReadVariable(scope.WithOpName("accumulated"), acc);
-    total = CastTo(scope.WithOpName("accumulated/cast"), total, var.dtype);
+    // The inner optimizer's gradient dtype: float32 for a variable with a
+    // float32 master, so a float32 accumulator is not rounded on its way.
+    total = CastTo(scope.WithOpName("accumulated/cast"), total,
+                   optimizer_->GradientDType(var));
     optimizer_->ApplyGradients(inner_scope, {{total, var.node}});
     ops::Assign(scope.WithOpName("reset"), acc,
                 ops::Zeros(scope.WithOpName("reset/Zeros"), var.shape, dtype));

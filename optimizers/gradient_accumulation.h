@@ -156,6 +156,8 @@ class GradientAccumulationOptimizer : public Optimizer {
     return reduction_method_;
   }
   Optimizer* inner() const { return optimizer_; }
+  // The accumulator's dtype: any float gradient is cast to it when added.
+  DType GradientDType(const ops::VariableInfo& var) const override;
 
  protected:
   // The accumulator, when it has the variable's dtype.

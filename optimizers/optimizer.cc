@@ -5,8 +5,11 @@
 #include "absl/strings/str_join.h"
 #include "core/gradients.h"
 #include "ops/array/const.h"
+#include "ops/math/cast.h"
+#include "ops/state/assign.h"
 #include "ops/state/initializers.h"
 #include "ops/state/no_op.h"
+#include "ops/state/read_variable.h"
 
 namespace ipuflow::optimizers {
 namespace {
@@ -54,6 +57,17 @@ std::vector<std::vector<Output>> ReadsInLoss(const Output& loss,
     if (it != index.end()) reads[it->second].push_back(Output(n));
   }
   return reads;
+}
+
+// The value `var`'s initializer assigns (ops::Variable's "<name>/Assign" in
+// the "initializers" collection); invalid when it has none.
+Output InitialValue(const ops::VariableInfo& var) {
+  for (const Node* init : var.node->graph()->collection("initializers")) {
+    if (init->num_inputs() == 2 && init->input(0).node == var.node) {
+      return init->input(1);
+    }
+  }
+  return Output();
 }
 
 std::string NodeNames(const std::vector<Node*>& nodes) {
@@ -147,29 +161,89 @@ Node* Optimizer::ApplyGradients(const Scope& scope,
   const Scope opt_scope = scope.NewSubScope(name_);
   std::vector<Node*> deps = Prepare(opt_scope);
   for (const auto& [grad, var] : todo) {
+    const Scope update_scope =
+        opt_scope.WithIpu(var.node->ipu())
+            .WithOpName(absl::StrCat("update_", var.node->name()));
+    if (master_weights_ && var.dtype == DType::kFloat16) {
+      deps.push_back(ApplyThroughMaster(scope, update_scope, grad, var));
+      continue;
+    }
     std::vector<Output> slots;
     for (const std::string& slot : SlotNames()) {
-      slots.push_back(MakeSlot(scope, var, slot));
+      slots.push_back(MakeSlot(scope, var, slot, var.dtype));
     }
-    deps.push_back(
-        ApplyDense(opt_scope.WithIpu(var.node->ipu())
-                       .WithOpName(absl::StrCat("update_", var.node->name())),
-                   grad, var, slots));
+    deps.push_back(ApplyDense(update_scope, grad, var, slots));
   }
   if (!scope.ok()) return nullptr;
   return ops::Group(opt_scope.WithOpName("apply"), deps);
 }
 
+DType Optimizer::GradientDType(const ops::VariableInfo& var) const {
+  return master_weights_ && var.dtype == DType::kFloat16 ? DType::kFloat32
+                                                         : var.dtype;
+}
+
 Output Optimizer::MakeSlot(const Scope& scope, const ops::VariableInfo& var,
-                           const std::string& slot) const {
+                           const std::string& slot, DType dtype) const {
   const std::string name =
       absl::StrCat(LocalName(scope, var.node->name()), "/", name_, "/", slot);
   const Scope s = scope.WithIpu(var.node->ipu());
-  Output zeros =
-      ops::Zeros(s.WithOpName(name + "/Zeros"), var.shape, var.dtype);
+  Output zeros = ops::Zeros(s.WithOpName(name + "/Zeros"), var.shape, dtype);
   return ops::Variable(s.WithOpName(name), zeros,
                        {/*shared_name=*/"", /*trainable=*/false})
       .handle;
+}
+
+absl::StatusOr<ops::VariableInfo> Optimizer::MakeMaster(
+    const Scope& scope, const ops::VariableInfo& var) const {
+  const Output initial = InitialValue(var);
+  if (!initial.valid()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "master weights: variable '", var.name,
+        "' has no initializer to initialise its float32 master from (create "
+        "it with ops::Variable(scope, initial_value))"));
+  }
+  const std::string name =
+      absl::StrCat(LocalName(scope, var.node->name()), "/", name_, "/master");
+  const Scope s = scope.WithIpu(var.node->ipu());
+  // Widening float16 to float32 is exact: the master starts equal to var.
+  Output init = ops::Cast(s.WithOpName(name + "/initial_value"), initial,
+                          DType::kFloat32);
+  ops::VariableHandle master = ops::Variable(
+      s.WithOpName(name), init, {/*shared_name=*/"", /*trainable=*/false});
+  RETURN_IF_ERROR(scope.status());
+  return ops::GetVariableInfo(master.handle);
+}
+
+Node* Optimizer::ApplyThroughMaster(const Scope& scope,
+                                    const Scope& update_scope, Output grad,
+                                    const ops::VariableInfo& var) {
+  absl::StatusOr<ops::VariableInfo> master = MakeMaster(scope, var);
+  if (!master.ok()) {
+    scope.UpdateStatus(absl::Status(
+        master.status().code(),
+        absl::StrCat(name_, " optimizer: ", master.status().message())));
+    return nullptr;
+  }
+  std::vector<Output> slots;
+  for (const std::string& slot : SlotNames()) {
+    slots.push_back(MakeSlot(scope, var, slot, DType::kFloat32));
+  }
+  const std::string name =
+      absl::StrCat(LocalName(scope, var.node->name()), "/", name_, "/master");
+  const Scope s = scope.WithIpu(var.node->ipu());
+  if (grad.dtype() != DType::kFloat32) {
+    grad = ops::Cast(s.WithOpName(name + "/grad"), grad, DType::kFloat32);
+  }
+  Node* update = ApplyDense(update_scope, grad, *master, slots);
+  if (update == nullptr) return nullptr;
+  // The new master value, rounded once into the variable the model reads.
+  Output value = ops::ReadVariable(
+      s.WithOpName(name + "/value").WithControlDependencies({update}),
+      Output(master->node));
+  return ops::Assign(
+      s.WithOpName(name + "/copy"), Output(var.node),
+      ops::Cast(s.WithOpName(name + "/to_float16"), value, DType::kFloat16));
 }
 
 Node* Optimizer::Minimize(const Scope& scope, Output loss,

@@ -16,6 +16,25 @@
 // built before them (core/program.h orders accesses by creation), so the
 // step sees one consistent set of weights.
 //
+// Master weights (mixed precision, as Graphcore's and Apex's "master
+// weights"): with set_master_weights(true), each float16 variable gets a
+// float32 copy "<var>/<name>/master" (non-trainable, initialised from the
+// variable's initial value by an initializer, on its IPU). The update runs
+// on the master, with float32 slots ("<var>/<name>/m" is float32) and the
+// gradient cast to float32; then the variable the model reads is assigned
+// Cast(master, float16) (one rounding, through RoundToHalf). Updates far
+// below the float16 spacing of a weight accumulate in the master instead of
+// vanishing:
+//
+//   optimizers::GradientDescentOptimizer sgd(1e-3f);
+//   sgd.set_master_weights(true);
+//   Node* train = sgd.Minimize(scope, loss);   // loss of a float16 model
+//
+// float32 variables are untouched by the option. GradientDType(var) tells
+// wrappers (gradient accumulation, pipelines) in which dtype to hand the
+// gradient over: float32 for a variable with a master, so an accumulated
+// float32 gradient is never rounded to float16 on its way.
+//
 // Errors follow the builders' convention: the first one is recorded in the
 // scope, and the functions return an empty vector or nullptr.
 //
@@ -66,9 +85,20 @@ class Optimizer {
   // themselves (a pipeline, which always accumulates, rejects them).
   virtual bool accumulates_gradients() const { return false; }
 
+  // Keep float32 master copies of float16 variables (header comment).
+  // Applies to the ApplyGradients calls built after it.
+  void set_master_weights(bool on) { master_weights_ = on; }
+  bool master_weights() const { return master_weights_; }
+  // The dtype ApplyGradients wants `var`'s gradient in: float32 when `var`
+  // is float16 and has a master copy, else the variable's dtype. Virtual
+  // for wrappers, which answer for their inner optimizer.
+  virtual DType GradientDType(const ops::VariableInfo& var) const;
+
   // d(loss)/d(variable) for each variable of `var_list`, in its order.
-  std::vector<GradAndVar> ComputeGradients(const Scope& scope, Output loss,
-                                           const VarList& var_list = {});
+  // Virtual for wrappers that change the loss (loss_scaling.h scales it).
+  virtual std::vector<GradAndVar> ComputeGradients(const Scope& scope,
+                                                   Output loss,
+                                                   const VarList& var_list = {});
   // The update of every pair with a gradient, grouped in one NoOp
   // "<name>/apply". Pairs without a gradient are skipped; none at all is
   // InvalidArgument naming the variables. Virtual for wrappers that change
@@ -95,11 +125,19 @@ class Optimizer {
                            const std::vector<Output>& slots) = 0;
 
  private:
-  // The slot "<var>/<name>/<slot>" (SlotNames()).
+  // The slot "<var>/<name>/<slot>" (SlotNames()), of `dtype`.
   Output MakeSlot(const Scope& scope, const ops::VariableInfo& var,
-                  const std::string& slot) const;
+                  const std::string& slot, DType dtype) const;
+  // The float32 master "<var>/<name>/master" of the float16 `var`.
+  absl::StatusOr<ops::VariableInfo> MakeMaster(const Scope& scope,
+                                               const ops::VariableInfo& var) const;
+  // The update of `var` through its master: ApplyDense on the master with
+  // `grad` as float32, then var = Cast(master, float16). Returns the copy.
+  Node* ApplyThroughMaster(const Scope& scope, const Scope& update_scope,
+                           Output grad, const ops::VariableInfo& var);
 
   const std::string name_;
+  bool master_weights_ = false;
 };
 
 }  // namespace ipuflow::optimizers

@@ -2,19 +2,22 @@
 
 #include "gtest/gtest.h"
 #include "ops/array/const.h"
+#include "ops/math/cast.h"
 #include "ops/math/mul.h"
 #include "ops/math/reduce_sum.h"
 
 namespace ipuflow::optimizers::testing {
 
 LinearLoss::LinearLoss(const Scope& scope, const std::string& name,
-                       const std::vector<float>& w0) {
-  w = ops::Variable(
-      scope.WithOpName(name),
-      ops::Const<float>(scope, w0, {static_cast<int64_t>(w0.size())}));
+                       const std::vector<float>& w0, DType dtype) {
+  Output init = ops::Const<float>(scope, w0, {static_cast<int64_t>(w0.size())});
+  if (dtype != DType::kFloat32) init = ops::Cast(scope, init, dtype);
+  w = ops::Variable(scope.WithOpName(name), init);
   c = ops::Placeholder(scope.WithOpName(name + "_c"), DType::kFloat32,
                        {static_cast<int64_t>(w0.size())});
-  loss = ops::ReduceSum(scope, ops::Mul(scope, w.value, c));
+  Output wf = w.value;
+  if (dtype != DType::kFloat32) wf = ops::Cast(scope, wf, DType::kFloat32);
+  loss = ops::ReduceSum(scope, ops::Mul(scope, wf, c));
 }
 
 FeedList LinearLoss::Feed(const std::vector<float>& values) const {

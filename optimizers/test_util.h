@@ -19,10 +19,11 @@
 namespace ipuflow::optimizers::testing {
 
 // loss = sum(w * c) for a variable w (initial value w0) and a fed c of the
-// same shape, so d loss / d w = c.
+// same shape, so d loss / d w = c. With dtype float16, w is float16 and the
+// loss sum(float32(w) * c): d loss / d w = float16(c).
 struct LinearLoss {
   LinearLoss(const Scope& scope, const std::string& name,
-             const std::vector<float>& w0);
+             const std::vector<float>& w0, DType dtype = DType::kFloat32);
   // {c: values}.
   FeedList Feed(const std::vector<float>& c) const;
 
