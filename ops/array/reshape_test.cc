@@ -2,6 +2,7 @@
 
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
+#include "core/gradients.h"
 #include "ops/array/const.h"
 #include "ops/array/identity.h"
 
@@ -57,6 +58,20 @@ TEST(IdentityTest, ForwardsAndGradient) {
   auto err = MaxGradientError(s, {x}, {v}, y);
   ASSERT_TRUE(err.ok()) << err.status();
   EXPECT_LT(*err, 1e-3);
+}
+
+TEST(ReshapeTest, Float16ValuesAndGradientKeepTheirDType) {
+  Scope s = Scope::NewRootScope();
+  Output x = Const(s, Tensor::Filled(DType::kFloat16, {2, 3, 4}, 0.1));
+  Output y = Reshape(s, x, {-1, 12});
+  ASSERT_EQ(y.dtype(), DType::kFloat16);
+  Tensor v = RunOne(s, {}, y);
+  ASSERT_EQ(v.dtype(), DType::kFloat16);
+  EXPECT_EQ(v.shape(), TensorShape({2, 12}));
+  EXPECT_EQ(v.data<half>()[11], half(0.1f));
+  std::vector<Output> g;
+  ASSERT_TRUE(AddGradients(s, {y}, {x}, {}, &g).ok());
+  EXPECT_EQ(g[0].dtype(), DType::kFloat16);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
+#include "core/gradients.h"
 #include "ops/array/const.h"
 
 namespace ipuflow::ops {
@@ -130,6 +131,24 @@ TEST(TransposeTest, Gradient) {
   auto err = MaxGradientError(s, {x}, {RandomTensor({2, 3, 4}, -1, 1, 1)}, y);
   ASSERT_TRUE(err.ok()) << err.status();
   EXPECT_LT(*err, 1e-3);
+}
+
+TEST(TransposeTest, Float16ValuesAndGradientKeepTheirDType) {
+  Scope s = Scope::NewRootScope();
+  Output x = Const(s, Tensor::FromVector<half>(
+                          {half(1), half(2), half(3), half(4), half(5),
+                           half(0.1f)},
+                          {2, 3}));
+  Output y = Transpose(s, x, {1, 0});
+  ASSERT_EQ(y.dtype(), DType::kFloat16);
+  Tensor v = RunOne(s, {}, y);
+  ASSERT_EQ(v.dtype(), DType::kFloat16);
+  const std::vector<half> want = {half(1), half(4), half(2),
+                                  half(5), half(3), half(0.1f)};
+  EXPECT_EQ(v.ToVector<half>(), want);
+  std::vector<Output> g;
+  ASSERT_TRUE(AddGradients(s, {y}, {x}, {}, &g).ok());
+  EXPECT_EQ(g[0].dtype(), DType::kFloat16);
 }
 
 }  // namespace

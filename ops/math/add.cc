@@ -2,6 +2,7 @@
 
 #include "core/op_registry.h"
 #include "ops/cwise.h"
+#include "ops/math/half_binary.h"
 #include "ops/math/broadcast_grad.h"
 #include "ops/shape_fns.h"
 
@@ -20,6 +21,9 @@ REGISTER_OP("Add")
     .Input("y")
     .SetShapeFn(shape_fns::BroadcastBinary)
     .SetKernel([](KernelContext& ctx) -> absl::Status {
+      if (ctx.input(0).dtype() == DType::kFloat16) {
+        return HalfBinaryKernel(ctx, AddFn());
+      }
       IPUFLOW_SWITCH_NUMERIC(ctx.input(0).dtype(),
                              return (BinaryKernel<T, T>(ctx, AddFn())),
                              return UnsupportedDType(ctx, ctx.input(0).dtype()));

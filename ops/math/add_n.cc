@@ -1,7 +1,10 @@
 #include "ops/math/add_n.h"
 
+#include <type_traits>
+
 #include "absl/strings/str_cat.h"
 #include "core/op_registry.h"
+#include "core/half_rounding.h"
 #include "ops/cwise.h"
 
 namespace ipuflow::ops {
@@ -21,6 +24,23 @@ absl::Status AddNKernel(KernelContext& ctx) {
   ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(0, first.shape()));
   T* po = out->data<T>();
   const int n = ctx.num_inputs();
+  if constexpr (std::is_same_v<T, half>) {
+    // Summed in float32, rounded once (through RoundToHalf): gradients of
+    // float16 values reaching one output lose no more than one rounding.
+    ctx.ParallelFor(first.NumElements(), kCwiseCost * n,
+                    [&](int64_t b, int64_t e) {
+                      ArrayX<float> sum(e - b), term(e - b);
+                      WidenHalf(ctx.input(0).data<half>() + b, sum.data(),
+                                e - b);
+                      for (int i = 1; i < n; ++i) {
+                        WidenHalf(ctx.input(i).data<half>() + b, term.data(),
+                                  e - b);
+                        sum += term;
+                      }
+                      RoundToHalf(ctx, 0, sum.data(), po + b, e - b, b);
+                    });
+    return absl::OkStatus();
+  }
   ctx.ParallelFor(first.NumElements(), kCwiseCost * n,
                   [&](int64_t b, int64_t e) {
                     ArrayMap<T> o(po + b, e - b);

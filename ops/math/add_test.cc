@@ -2,10 +2,14 @@
 
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
+#include "ops/testing/half_check.h"
 #include "ops/array/const.h"
 
 namespace ipuflow::ops {
 namespace {
+
+using ::ipuflow::testing::CompareHalfToFloat;
+using ::ipuflow::testing::HalfCheck;
 
 using ::ipuflow::testing::MaxGradientError;
 using ::ipuflow::testing::RandomTensor;
@@ -60,6 +64,28 @@ TEST(AddTest, GradientWithBroadcast) {
       z);
   ASSERT_TRUE(err.ok()) << err.status();
   EXPECT_LT(*err, 1e-3);
+}
+
+TEST(AddTest, Float16BroadcastMatchesFloat32) {
+  absl::StatusOr<HalfCheck> c = CompareHalfToFloat(
+      [](const Scope& s, const std::vector<Output>& x) {
+        return Add(s, x[0], x[1]);
+      },
+      {RandomTensor({4, 1, 6}, -1, 1, 1), RandomTensor({3, 6}, -1, 1, 2)});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->dtype, DType::kFloat16);
+  EXPECT_LT(c->forward_error, 2e-3);
+  EXPECT_LT(c->gradient_error, 2e-3);
+}
+
+TEST(AddTest, MixedDTypesAreAnError) {
+  Scope s = Scope::NewRootScope();
+  Add(s.WithOpName("a"), Placeholder(s, DType::kFloat16, {2}),
+      Placeholder(s, DType::kFloat32, {2}));
+  EXPECT_NE(s.status().message().find(
+                "Add 'a': input 'x' is float16 but input 'y' is float32"),
+            std::string::npos)
+      << s.status();
 }
 
 }  // namespace

@@ -5,10 +5,14 @@
 #include "core/op_registry.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
+#include "ops/testing/half_check.h"
 #include "ops/array/const.h"
 
 namespace ipuflow::ops {
 namespace {
+
+using ::ipuflow::testing::CompareHalfToFloat;
+using ::ipuflow::testing::HalfCheck;
 
 using ::ipuflow::testing::RandomTensor;
 using ::ipuflow::testing::RunGraph;
@@ -88,6 +92,17 @@ TEST(ArgMaxTest, DeclaresWhyItHasNoGradient) {
   EXPECT_FALSE((*OpRegistry::Global()->Find("ArgMax"))
                    ->not_differentiable_reason()
                    .empty());
+}
+
+TEST(ArgMaxTest, Float16MatchesFloat32) {
+  absl::StatusOr<HalfCheck> c = CompareHalfToFloat(
+      [](const Scope& s, const std::vector<Output>& x) {
+        return ArgMax(s, x[0], 1, DType::kInt32);
+      },
+      {RandomTensor({16, 10}, -1, 1, 1)}, /*gradients=*/false);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->dtype, DType::kInt32);
+  EXPECT_LT(c->forward_error, 1e-9);
 }
 
 }  // namespace

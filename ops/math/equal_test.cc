@@ -5,10 +5,15 @@
 #include "core/op_registry.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
+#include "ops/testing/half_check.h"
 #include "ops/array/const.h"
 
 namespace ipuflow::ops {
 namespace {
+
+using ::ipuflow::testing::CompareHalfToFloat;
+using ::ipuflow::testing::HalfCheck;
+using ::ipuflow::testing::RandomTensor;
 
 using ::ipuflow::testing::RunOne;
 using ::ipuflow::testing::TensorNear;
@@ -56,6 +61,17 @@ TEST(EqualTest, DeclaresWhyItHasNoGradient) {
   EXPECT_FALSE((*OpRegistry::Global()->Find("Equal"))
                    ->not_differentiable_reason()
                    .empty());
+}
+
+TEST(EqualTest, Float16MatchesFloat32) {
+  absl::StatusOr<HalfCheck> c = CompareHalfToFloat(
+      [](const Scope& s, const std::vector<Output>& x) {
+        return Equal(s, x[0], x[1]);
+      },
+      {RandomTensor({3, 4}, -1, 1, 1), RandomTensor({3, 4}, -1, 1, 1)}, /*gradients=*/false);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->dtype, DType::kBool);
+  EXPECT_LT(c->forward_error, 1e-9);
 }
 
 }  // namespace

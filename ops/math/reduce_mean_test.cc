@@ -4,10 +4,14 @@
 
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
+#include "ops/testing/half_check.h"
 #include "ops/array/const.h"
 
 namespace ipuflow::ops {
 namespace {
+
+using ::ipuflow::testing::CompareHalfToFloat;
+using ::ipuflow::testing::HalfCheck;
 
 using ::ipuflow::testing::MaxGradientError;
 using ::ipuflow::testing::RandomTensor;
@@ -79,6 +83,28 @@ TEST(ReduceMeanTest, GradientWithUnknownBatchUsesRunTimeCount) {
     ASSERT_TRUE(err.ok()) << err.status();
     EXPECT_LT(*err, 1e-3);
   }
+}
+
+TEST(ReduceMeanTest, Float16SumsInFloat32AndMatchesFloat32) {
+  absl::StatusOr<HalfCheck> c = CompareHalfToFloat(
+      [](const Scope& s, const std::vector<Output>& x) {
+        return ReduceMean(s, x[0], {0});
+      },
+      {RandomTensor({4096, 3}, 0, 1, 1)});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->dtype, DType::kFloat16);
+  EXPECT_LT(c->forward_error, 2e-3);
+  EXPECT_LT(c->gradient_error, 2e-3);
+}
+
+TEST(ReduceMeanTest, Float16MeanOfManyValuesIsRoundedOnce) {
+  // 4096 x 1.001 summed in float16 would stall at 4096 (spacing 4 above
+  // 4096 loses each addend's 0.001); summed in float32 the mean is 1.001.
+  Scope s = Scope::NewRootScope();
+  Output x = Const(s, Tensor::Filled(DType::kFloat16, {4096}, 1.0009765625));
+  Tensor m = RunOne(s, {}, ReduceMean(s, x));
+  ASSERT_EQ(m.dtype(), DType::kFloat16);
+  EXPECT_EQ(static_cast<float>(m.data<half>()[0]), 1.0009765625f);
 }
 
 }  // namespace

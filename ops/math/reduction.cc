@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/half_rounding.h"
 #include "ops/cwise.h"
 #include "ops/math/scalar_ops.h"
 
@@ -178,6 +179,16 @@ void Finish(const KernelContext& ctx, Reduction kind, int64_t count,
   if (std::is_same_v<Acc, T> && !mean) return;  // Written in place.
   ctx.ParallelFor(n, kCwiseCost, [&](int64_t b, int64_t e) {
     ConstArrayMap<Acc> a(acc + b, e - b);
+    if constexpr (std::is_same_v<T, half> && std::is_same_v<Acc, float>) {
+      // float32 sums of float16 values: rounded once, by the device's mode.
+      if (mean) {
+        const ArrayX<float> m = a / static_cast<float>(count);
+        RoundToHalf(ctx, 0, m.data(), py + b, e - b, b);
+      } else {
+        RoundToHalf(ctx, 0, acc + b, py + b, e - b, b);
+      }
+      return;
+    }
     if (mean) {
       ArrayMap<T>(py + b, e - b) =
           (a / static_cast<Acc>(count)).template cast<T>();

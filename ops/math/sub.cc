@@ -2,6 +2,7 @@
 
 #include "core/op_registry.h"
 #include "ops/cwise.h"
+#include "ops/math/half_binary.h"
 #include "ops/math/broadcast_grad.h"
 #include "ops/math/neg.h"
 #include "ops/shape_fns.h"
@@ -21,6 +22,9 @@ REGISTER_OP("Sub")
     .Input("y")
     .SetShapeFn(shape_fns::BroadcastBinary)
     .SetKernel([](KernelContext& ctx) -> absl::Status {
+      if (ctx.input(0).dtype() == DType::kFloat16) {
+        return HalfBinaryKernel(ctx, SubFn());
+      }
       IPUFLOW_SWITCH_NUMERIC(
           ctx.input(0).dtype(), return (BinaryKernel<T, T>(ctx, SubFn())),
           return UnsupportedDType(ctx, ctx.input(0).dtype()));

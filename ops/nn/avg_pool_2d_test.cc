@@ -6,10 +6,14 @@
 
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
+#include "ops/testing/half_check.h"
 #include "ops/array/const.h"
 
 namespace ipuflow::ops {
 namespace {
+
+using ::ipuflow::testing::CompareHalfToFloat;
+using ::ipuflow::testing::HalfCheck;
 
 using ::ipuflow::testing::MaxGradientError;
 using ::ipuflow::testing::RandomTensor;
@@ -112,6 +116,18 @@ TEST(AvgPool2DTest, RunTimeShapeError) {
                 "than the input height 2"),
             std::string::npos)
       << out.status();
+}
+
+TEST(AvgPool2DTest, Float16KernelAndGradientMatchFloat32) {
+  absl::StatusOr<HalfCheck> c = CompareHalfToFloat(
+      [](const Scope& s, const std::vector<Output>& x) {
+        return AvgPool2D(s, x[0], {2, 2}, {2, 2}, "VALID");
+      },
+      {RandomTensor({2, 6, 6, 3}, -1, 1, 1)});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->dtype, DType::kFloat16);
+  EXPECT_LT(c->forward_error, 2e-3);
+  EXPECT_LT(c->gradient_error, 2e-3);
 }
 
 }  // namespace

@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <map>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "core/mutex.h"
 #include "core/op_registry.h"
 #include "ops/array/fill.h"
+#include "core/half_rounding.h"
 #include "ops/cwise.h"
+#include "ops/math/half_io.h"
 
 namespace ipuflow::ops {
 namespace {
@@ -62,12 +65,10 @@ int64_t BlockRows(int64_t c) {
   return c > 0 ? std::max<int64_t>(1, kBlockValues / c) : 1;
 }
 
-template <typename T>
-absl::Status BiasAddKernel(KernelContext& ctx, const ChannelView& v) {
-  const T* px = ctx.input(0).data<T>();
-  const T* pb = ctx.input(1).data<T>();
-  ASSIGN_OR_RETURN(Tensor* py_t, ctx.allocate_output(0, ctx.input(0).shape()));
-  T* py = py_t->data<T>();
+// y = x + b in float32.
+void BiasAddFloat(const KernelContext& ctx, const float* px, const float* pb,
+                  float* py, const ChannelView& v) {
+  using T = float;
   if (v.inner == 1) {
     const int64_t rows = BlockRows(v.c);
     const ArrayX<T> tiled = ConstArrayMap<T>(pb, v.c).replicate(rows, 1);
@@ -78,7 +79,7 @@ absl::Status BiasAddKernel(KernelContext& ctx, const ChannelView& v) {
             ConstArrayMap<T>(px + r * v.c, n) + tiled.head(n);
       }
     });
-    return absl::OkStatus();
+    return;
   }
   ctx.ParallelFor(
       v.outer * v.c, kCwiseCost * v.inner, [&](int64_t b, int64_t e) {
@@ -87,6 +88,18 @@ absl::Status BiasAddKernel(KernelContext& ctx, const ChannelView& v) {
               ConstArrayMap<T>(px + p * v.inner, v.inner) + pb[p % v.c];
         }
       });
+}
+
+// float32 in place; float16 widened, added in float32 and rounded once
+// (through RoundToHalf, so the device's rounding mode applies).
+absl::Status BiasAddKernel(KernelContext& ctx, const ChannelView& v) {
+  const Tensor x = AsFloat32(ctx, ctx.input(0));
+  const Tensor b = AsFloat32(ctx, ctx.input(1));
+  Tensor scratch;
+  ASSIGN_OR_RETURN(Tensor* y,
+                   AllocateFloat32Output(ctx, 0, x.shape(), &scratch));
+  BiasAddFloat(ctx, x.data<float>(), b.data<float>(), y->data<float>(), v);
+  if (y == &scratch) StoreOutput(ctx, 0, scratch, ctx.mutable_output(0));
   return absl::OkStatus();
 }
 
@@ -134,7 +147,11 @@ absl::Status BiasAddGradKernel(KernelContext& ctx, const ChannelView& v) {
   Eigen::ArrayXf total = Eigen::ArrayXf::Zero(v.c);
   for (const auto& [begin, sum] : partials) total += sum;
   ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(0, TensorShape({v.c})));
-  out->flat<T>() = total.cast<T>();
+  if constexpr (std::is_same_v<T, half>) {
+    RoundToHalf(ctx, 0, total.data(), out->data<half>(), v.c);
+  } else {
+    out->flat<T>() = total;
+  }
   return absl::OkStatus();
 }
 
@@ -154,8 +171,7 @@ REGISTER_OP("BiasAdd")
             x.dim(cdim), " channels");
       }
       const ChannelView v = ViewOf(x.shape(), cdim);
-      IPUFLOW_SWITCH_FLOAT(x.dtype(), return BiasAddKernel<T>(ctx, v),
-                           return UnsupportedDType(ctx, x.dtype()));
+      return BiasAddKernel(ctx, v);
     })
     // y = value + bias (broadcast along channels):
     //   dvalue = dy;  dbias = dy summed over all but channels (BiasAddGrad)

@@ -6,10 +6,14 @@
 #include "absl/strings/str_cat.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
+#include "ops/testing/half_check.h"
 #include "ops/array/const.h"
 
 namespace ipuflow::ops {
 namespace {
+
+using ::ipuflow::testing::CompareHalfToFloat;
+using ::ipuflow::testing::HalfCheck;
 
 using ::ipuflow::testing::MaxGradientError;
 using ::ipuflow::testing::RandomTensor;
@@ -144,6 +148,30 @@ TEST(BiasAddGradTest, ForwardAndGradient) {
                               BiasAddGrad(s, dy, "NCHW"));
   ASSERT_TRUE(err.ok()) << err.status();
   EXPECT_LT(*err, 1e-3);
+}
+
+TEST(BiasAddTest, Float16KernelAndGradientsMatchFloat32) {
+  absl::StatusOr<HalfCheck> c = CompareHalfToFloat(
+      [](const Scope& s, const std::vector<Output>& x) {
+        return BiasAdd(s, x[0], x[1]);
+      },
+      {RandomTensor({6, 5, 5, 10}, -1, 1, 1), RandomTensor({10}, -1, 1, 2)});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->dtype, DType::kFloat16);
+  EXPECT_LT(c->forward_error, 2e-3);
+  EXPECT_LT(c->gradient_error, 2e-3);
+}
+
+TEST(BiasAddTest, Float16NchwMatchesFloat32) {
+  absl::StatusOr<HalfCheck> c = CompareHalfToFloat(
+      [](const Scope& s, const std::vector<Output>& x) {
+        return BiasAdd(s, x[0], x[1], "NCHW");
+      },
+      {RandomTensor({3, 4, 5, 5}, -1, 1, 3), RandomTensor({4}, -1, 1, 4)});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->dtype, DType::kFloat16);
+  EXPECT_LT(c->forward_error, 2e-3);
+  EXPECT_LT(c->gradient_error, 2e-3);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/kernel.h"
 #include "core/op_registry.h"
+#include "ops/math/half_io.h"
 
 namespace ipuflow::ops {
 namespace {
@@ -49,7 +50,7 @@ enum Input { kLogProbs, kTargets, kInputLengths, kTargetLengths, kDLoss };
 
 // Build-time checks of the inputs and attributes; returns N (-1 if unknown).
 absl::StatusOr<int64_t> CheckInputs(const ShapeContext& c) {
-  RETURN_IF_ERROR(c.ExpectDType(kLogProbs, DType::kFloat32));
+  RETURN_IF_ERROR(c.ExpectFloat(kLogProbs));
   RETURN_IF_ERROR(c.ExpectRank(kLogProbs, 3));
   for (int i : {kTargets, kInputLengths, kTargetLengths}) {
     if (!IsInteger(c.input_dtype(i))) {
@@ -279,7 +280,8 @@ absl::Status CTCLossKernel(KernelContext& ctx) {
   ASSIGN_OR_RETURN(const LossReduction reduction,
                    ParseReduction(ctx.attr<std::string>("reduction")));
   const bool zero_infinity = ctx.attr<bool>("zero_infinity");
-  const float* lp = ctx.input(kLogProbs).data<float>();
+  const Tensor lp32 = AsFloat32(ctx, ctx.input(kLogProbs));
+  const float* lp = lp32.data<float>();
   std::vector<double> nll(batch.size);
   ctx.ParallelFor(batch.size, SampleCost(batch),
                   [&](int64_t begin, int64_t end) {
@@ -289,11 +291,14 @@ absl::Status CTCLossKernel(KernelContext& ctx) {
                       if (zero_infinity && std::isinf(nll[n])) nll[n] = 0;
                     }
                   });
+  Tensor scratch;
   ASSIGN_OR_RETURN(Tensor * out,
-                   ctx.allocate_output(0, LossShape(reduction, batch.size)));
+                   AllocateFloat32Output(
+                       ctx, 0, LossShape(reduction, batch.size), &scratch));
   float* loss = out->data<float>();
   if (reduction == LossReduction::kNone) {
     std::copy(nll.begin(), nll.end(), loss);
+    if (out == &scratch) StoreOutput(ctx, 0, scratch, ctx.mutable_output(0));
     return absl::OkStatus();
   }
   double sum = 0;
@@ -305,6 +310,7 @@ absl::Status CTCLossKernel(KernelContext& ctx) {
   // The mean of an empty batch is 0 rather than 0/0.
   if (reduction == LossReduction::kMean && batch.size > 0) sum /= batch.size;
   loss[0] = static_cast<float>(sum);
+  if (out == &scratch) StoreOutput(ctx, 0, scratch, ctx.mutable_output(0));
   return absl::OkStatus();
 }
 
@@ -321,12 +327,15 @@ absl::Status CTCLossGradKernel(KernelContext& ctx) {
                                "\" of a batch of ", batch.size, " needs ",
                                dloss_shape.DebugString());
   }
-  const Tensor& lp_t = ctx.input(kLogProbs);
-  ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, lp_t.shape()));
+  const Tensor lp_t = AsFloat32(ctx, ctx.input(kLogProbs));
+  const Tensor dloss32 = AsFloat32(ctx, dloss);
+  Tensor scratch;
+  ASSIGN_OR_RETURN(Tensor * out,
+                   AllocateFloat32Output(ctx, 0, lp_t.shape(), &scratch));
   float* grad = out->data<float>();
   std::fill(grad, grad + out->NumElements(), 0.0f);  // t >= input length.
   const float* lp = lp_t.data<float>();
-  const float* pd = dloss.data<float>();
+  const float* pd = dloss32.data<float>();
   const int64_t c_end = batch.classes;
   ctx.ParallelFor(
       batch.size, 3 * SampleCost(batch), [&](int64_t begin, int64_t end) {
@@ -367,6 +376,7 @@ absl::Status CTCLossGradKernel(KernelContext& ctx) {
           }
         }
       });
+  if (out == &scratch) StoreOutput(ctx, 0, scratch, ctx.mutable_output(0));
   return absl::OkStatus();
 }
 
@@ -387,7 +397,8 @@ REGISTER_OP("CTCLoss")
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       ASSIGN_OR_RETURN(int64_t n, CheckInputs(c));
       ASSIGN_OR_RETURN(std::string r, c.attr<std::string>("reduction"));
-      c.set_output(0, DType::kFloat32, LossShape(*ParseReduction(r), n));
+      c.set_output(0, c.input_dtype(kLogProbs),
+                   LossShape(*ParseReduction(r), n));
       return absl::OkStatus();
     })
     .SetKernel(CTCLossKernel)
@@ -417,13 +428,13 @@ REGISTER_OP("CTCLossGrad")
     .Attr("reduction", "mean")
     .Attr("zero_infinity", false)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
-      ASSIGN_OR_RETURN(int64_t n, CheckInputs(c));
+      RETURN_IF_ERROR(CheckInputs(c).status());
       ASSIGN_OR_RETURN(std::string r, c.attr<std::string>("reduction"));
-      RETURN_IF_ERROR(c.ExpectDType(kDLoss, DType::kFloat32));
+      RETURN_IF_ERROR(c.ExpectSameDType(kLogProbs, kDLoss));
       const LossReduction reduction = *ParseReduction(r);
       RETURN_IF_ERROR(
           c.ExpectRank(kDLoss, reduction == LossReduction::kNone ? 1 : 0));
-      c.set_output(0, DType::kFloat32, c.input_shape(kLogProbs));
+      c.set_output(0, c.input_dtype(kLogProbs), c.input_shape(kLogProbs));
       return absl::OkStatus();
     })
     .SetKernel(CTCLossGradKernel)

@@ -9,7 +9,9 @@
 //                              target_lengths);               // a scalar
 //   RETURN_IF_ERROR(AddGradients(scope, {loss}, {w}, {}, &grads));
 //
-// log_probs: float32 [T, N, C], class C-wide including the blank. They need
+// log_probs: float32 or float16 [T, N, C] (float16 is widened, the lattice
+//   computed in double as for float32, the loss and gradient rounded once;
+//   both have log_probs' dtype), class C-wide including the blank. They need
 //   not be normalised: the gradient is d loss / d log_probs itself, correct
 //   for any producer (PyTorch's is the gradient wrt pre-log_softmax logits,
 //   right only when log_softmax is in the graph; reference 5.2).

@@ -13,11 +13,15 @@
 #include "core/gradients.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
+#include "ops/testing/half_check.h"
 #include "ops/array/const.h"
 #include "ops/nn/log_softmax.h"
 
 namespace ipuflow::ops {
 namespace {
+
+using ::ipuflow::testing::CompareHalfToFloat;
+using ::ipuflow::testing::HalfCheck;
 
 using ::ipuflow::testing::GradientCheckOptions;
 using ::ipuflow::testing::MaxGradientError;
@@ -536,7 +540,7 @@ TEST(CTCLossTest, ShapesAndBuildTimeErrors) {
        DType::kInt32,
        {3},
        0,
-       "input 'log_probs' must be float32, got int32"},
+       "input 'log_probs' must be float32 or float16, got int32"},
       {{7, 3, 5},
        DType::kFloat32,
        {3, 4, 1},
@@ -604,6 +608,45 @@ TEST(CTCLossTest, ShapesAndBuildTimeErrors) {
   EXPECT_NE(s.status().message().find(
                 "attribute 'reduction' must be \"none\", \"sum\" or \"mean\", "
                 "got \"average\""),
+            std::string::npos)
+      << s.status();
+}
+
+TEST(CTCLossTest, Float16LossAndGradientMatchFloat32) {
+  absl::StatusOr<HalfCheck> c = CompareHalfToFloat(
+      [](const Scope& s, const std::vector<Output>& x) {
+        return CTCLoss(s, LogSoftmax(s, x[0]), x[1], x[2], x[3]);
+      },
+      {RandomTensor({8, 2, 5}, -2, 2, 1), Tensor::FromVector<int32_t>({1, 2, 3, 4, 2, 0}, {2, 3}), Tensor::FromVector<int32_t>({8, 6}), Tensor::FromVector<int32_t>({3, 2})});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->dtype, DType::kFloat16);
+  EXPECT_LT(c->forward_error, 2e-3);
+  EXPECT_LT(c->gradient_error, 2e-3);
+}
+
+TEST(CTCLossTest, Float16NoneReductionAndDLossDType) {
+  absl::StatusOr<HalfCheck> c = CompareHalfToFloat(
+      [](const Scope& s, const std::vector<Output>& x) {
+        CTCLossOptions o;
+        o.reduction = LossReduction::kNone;
+        return CTCLoss(s, LogSoftmax(s, x[0]), x[1], x[2], x[3], o);
+      },
+      {RandomTensor({6, 3, 4}, -2, 2, 2),
+       Tensor::FromVector<int32_t>({1, 2, 3, 1, 3}),
+       Tensor::FromVector<int32_t>({6, 5, 4}),
+       Tensor::FromVector<int32_t>({2, 2, 1})});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_LT(c->forward_error, 2e-3);
+  EXPECT_LT(c->gradient_error, 2e-3);
+  Scope s = Scope::NewRootScope();
+  CTCLossGrad(s.WithOpName("g"), Placeholder(s, DType::kFloat16, {6, 3, 4}),
+              Placeholder(s, DType::kInt32, {3, 2}),
+              Placeholder(s, DType::kInt32, {3}),
+              Placeholder(s, DType::kInt32, {3}),
+              Placeholder(s, DType::kFloat32, {}));
+  EXPECT_NE(s.status().message().find(
+                "CTCLossGrad 'g': input 'log_probs' is float16 but input "
+                "'dloss' is float32"),
             std::string::npos)
       << s.status();
 }

@@ -4,10 +4,14 @@
 
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
+#include "ops/testing/half_check.h"
 #include "ops/array/const.h"
 
 namespace ipuflow::ops {
 namespace {
+
+using ::ipuflow::testing::CompareHalfToFloat;
+using ::ipuflow::testing::HalfCheck;
 
 using ::ipuflow::testing::MaxGradientError;
 using ::ipuflow::testing::RandomTensor;
@@ -59,6 +63,18 @@ TEST(LogSoftmaxGradTest, ForwardAndSecondOrderGradient) {
       LogSoftmaxGrad(s, y, dy));
   ASSERT_TRUE(err.ok()) << err.status();
   EXPECT_LT(*err, 1e-3);
+}
+
+TEST(LogSoftmaxTest, Float16KernelAndGradientMatchFloat32) {
+  absl::StatusOr<HalfCheck> c = CompareHalfToFloat(
+      [](const Scope& s, const std::vector<Output>& x) {
+        return LogSoftmax(s, x[0]);
+      },
+      {RandomTensor({8, 12}, -3, 3, 1)});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->dtype, DType::kFloat16);
+  EXPECT_LT(c->forward_error, 2e-3);
+  EXPECT_LT(c->gradient_error, 2e-3);
 }
 
 }  // namespace

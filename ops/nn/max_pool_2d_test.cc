@@ -10,11 +10,15 @@
 #include "absl/strings/str_cat.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
+#include "ops/testing/half_check.h"
 #include "ops/array/const.h"
 #include "ops/array/transpose.h"
 
 namespace ipuflow::ops {
 namespace {
+
+using ::ipuflow::testing::CompareHalfToFloat;
+using ::ipuflow::testing::HalfCheck;
 
 using ::ipuflow::testing::MaxGradientError;
 using ::ipuflow::testing::RandomTensor;
@@ -216,6 +220,31 @@ TEST(MaxPool2DTest, GradRejectsWrongDy) {
                 "MaxPool2D's output has shape [1,2,2,1]"),
             std::string::npos)
       << s.status();
+}
+
+TEST(MaxPool2DTest, Float16KernelAndGradientMatchFloat32) {
+  absl::StatusOr<HalfCheck> c = CompareHalfToFloat(
+      [](const Scope& s, const std::vector<Output>& x) {
+        return MaxPool2D(s, x[0], {2, 2}, {2, 2}, "VALID");
+      },
+      {RandomTensor({4, 8, 8, 10}, -1, 1, 1)});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->dtype, DType::kFloat16);
+  EXPECT_LT(c->forward_error, 1e-6);
+  EXPECT_LT(c->gradient_error, 1e-6);
+}
+
+TEST(MaxPool2DTest, Float16NchwMatchesFloat32) {
+  absl::StatusOr<HalfCheck> c = CompareHalfToFloat(
+      [](const Scope& s, const std::vector<Output>& x) {
+        return MaxPool2D(s, x[0], {1, 1, 3, 3}, {1, 1, 2, 2}, "SAME", "NCHW");
+      },
+      {RandomTensor({2, 3, 7, 7}, -1, 1, 2)});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->dtype, DType::kFloat16);
+  EXPECT_LT(c->forward_error, 1e-6);
+  // Overlapping windows add their gradients: one float16 rounding.
+  EXPECT_LT(c->gradient_error, 2e-3);
 }
 
 }  // namespace

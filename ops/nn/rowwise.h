@@ -1,7 +1,8 @@
 // Row-wise kernels over the last axis, shared by Softmax, LogSoftmax and
 // their gradient ops: every input has the same shape, each row (the last
-// axis) is computed independently in float32 (float16 rows are converted),
-// rows in parallel on the intra-op pool.
+// axis) is computed independently in float32 (float16 rows are widened,
+// and the results rounded through RoundToHalf), rows in parallel on the
+// intra-op pool.
 //
 //   // out = softmax(in[0]) per row
 //   return RowwiseKernel(ctx, /*cost_per_element=*/20,
@@ -14,8 +15,10 @@
 #ifndef IPUFLOW_OPS_NN_ROWWISE_H_
 #define IPUFLOW_OPS_NN_ROWWISE_H_
 
+#include <type_traits>
 #include <vector>
 
+#include "core/half_rounding.h"
 #include "core/op_registry.h"
 #include "ops/cwise.h"
 
@@ -45,7 +48,11 @@ absl::Status RowwiseKernelT(KernelContext& ctx, double cost_per_element,
                     .template cast<float>();
       }
       fn(in, res);
-      ArrayMap<T>(po + r * cols, cols) = res.template cast<T>();
+      if constexpr (std::is_same_v<T, half>) {
+        RoundToHalf(ctx, 0, res.data(), po + r * cols, cols, r * cols);
+      } else {
+        ArrayMap<T>(po + r * cols, cols) = res;
+      }
     }
   });
   return absl::OkStatus();

@@ -6,6 +6,7 @@
 #include "core/gradients.h"
 #include "core/op_registry.h"
 #include "ops/cwise.h"
+#include "ops/math/half_io.h"
 #include "ops/math/mul.h"
 #include "ops/math/reduce_mean.h"
 #include "ops/math/reduce_sum.h"
@@ -28,8 +29,9 @@ absl::StatusOr<int64_t> BatchSize(const ShapeContext& c, int rows,
   return a >= 0 ? a : b;
 }
 
+// Outputs of the logits' dtype (float32, or float16 computed in float32).
 absl::Status XentShape(ShapeContext& c) {
-  RETURN_IF_ERROR(c.ExpectDType(0, DType::kFloat32));
+  RETURN_IF_ERROR(c.ExpectFloat(0));
   RETURN_IF_ERROR(c.ExpectRank(0, 2));
   RETURN_IF_ERROR(c.ExpectRank(1, 1));
   if (!IsInteger(c.input_dtype(1))) {
@@ -38,8 +40,8 @@ absl::Status XentShape(ShapeContext& c) {
                      DTypeName(c.input_dtype(1))));
   }
   ASSIGN_OR_RETURN(int64_t n, BatchSize(c, 0, 1));
-  c.set_output(0, DType::kFloat32, TensorShape({n}));
-  c.set_output(1, DType::kFloat32, TensorShape({n, c.input_shape(0).dim(1)}));
+  c.set_output(0, c.input_dtype(0), TensorShape({n}));
+  c.set_output(1, c.input_dtype(0), TensorShape({n, c.input_shape(0).dim(1)}));
   return absl::OkStatus();
 }
 
@@ -62,11 +64,15 @@ absl::Status XentKernel(KernelContext& ctx) {
           ") (logits have shape ", logits.shape().DebugString(), ")");
     }
   }
-  ASSIGN_OR_RETURN(Tensor* loss_t, ctx.allocate_output(0, TensorShape({n})));
+  Tensor loss_scratch, bp_scratch;
+  ASSIGN_OR_RETURN(Tensor* loss_t, AllocateFloat32Output(ctx, 0, TensorShape({n}),
+                                                         &loss_scratch));
   float* loss = loss_t->data<float>();
-  ASSIGN_OR_RETURN(Tensor* bp_t, ctx.allocate_output(1, logits.shape()));
+  ASSIGN_OR_RETURN(Tensor* bp_t,
+                   AllocateFloat32Output(ctx, 1, logits.shape(), &bp_scratch));
   float* bp = bp_t->data<float>();
-  const float* px = logits.data<float>();
+  const Tensor logits32 = AsFloat32(ctx, logits);
+  const float* px = logits32.data<float>();
   ctx.ParallelFor(n, 20.0 * c, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const ConstArrayMap<float> x(px + r * c, c);
@@ -79,6 +85,10 @@ absl::Status XentKernel(KernelContext& ctx) {
       g[pl[r]] -= 1.0f;
     }
   });
+  if (loss_t == &loss_scratch) {
+    StoreOutput(ctx, 0, loss_scratch, ctx.mutable_output(0));
+    StoreOutput(ctx, 1, bp_scratch, ctx.mutable_output(1));
+  }
   return absl::OkStatus();
 }
 
@@ -115,12 +125,12 @@ REGISTER_OP("SparseSoftmaxCrossEntropyWithLogitsGrad")
     .Input("backprop")
     .Input("dloss")
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
-      RETURN_IF_ERROR(c.ExpectDType(0, DType::kFloat32));
-      RETURN_IF_ERROR(c.ExpectDType(1, DType::kFloat32));
+      RETURN_IF_ERROR(c.ExpectFloat(0));
+      RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
       RETURN_IF_ERROR(c.ExpectRank(0, 2));
       RETURN_IF_ERROR(c.ExpectRank(1, 1));
       ASSIGN_OR_RETURN(int64_t n, BatchSize(c, 0, 1));
-      c.set_output(0, DType::kFloat32,
+      c.set_output(0, c.input_dtype(0),
                    TensorShape({n, c.input_shape(0).dim(1)}));
       return absl::OkStatus();
     })
@@ -134,9 +144,12 @@ REGISTER_OP("SparseSoftmaxCrossEntropyWithLogitsGrad")
             "; the batch sizes must match");
       }
       const int64_t c = bp.dim(1);
-      ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(0, bp.shape()));
-      const float* pb = bp.data<float>();
-      const float* pd = dloss.data<float>();
+      Tensor scratch;
+      ASSIGN_OR_RETURN(Tensor* out,
+                       AllocateFloat32Output(ctx, 0, bp.shape(), &scratch));
+      const Tensor bp32 = AsFloat32(ctx, bp), dloss32 = AsFloat32(ctx, dloss);
+      const float* pb = bp32.data<float>();
+      const float* pd = dloss32.data<float>();
       float* po = out->data<float>();
       ctx.ParallelFor(bp.dim(0), kCwiseCost * c, [&](int64_t b, int64_t e) {
         for (int64_t r = b; r < e; ++r) {
@@ -144,6 +157,7 @@ REGISTER_OP("SparseSoftmaxCrossEntropyWithLogitsGrad")
               ConstArrayMap<float>(pb + r * c, c) * pd[r];
         }
       });
+      if (out == &scratch) StoreOutput(ctx, 0, scratch, ctx.mutable_output(0));
       return absl::OkStatus();
     })
     // z = backprop * dloss[:, None]:

@@ -9,8 +9,10 @@
 //   Output loss = ops::ReduceMean(scope, xent.loss);  // a scalar to minimise
 //   Output same = ops::SoftmaxCrossEntropyLoss(scope, logits, labels);
 //
-// logits: float32 [N, C]; labels: int32 or int64 [N], each in [0, C) (a label
-// outside is an InvalidArgument error at run time naming it, its row and C).
+// logits: float32 or float16 [N, C] (float16 is computed in float32, the
+// outputs rounded once; both outputs have the logits' dtype); labels: int32
+// or int64 [N], each in [0, C) (a label outside is an InvalidArgument error
+// at run time naming it, its row and C).
 #ifndef IPUFLOW_OPS_NN_SPARSE_SOFTMAX_CROSS_ENTROPY_WITH_LOGITS_H_
 #define IPUFLOW_OPS_NN_SPARSE_SOFTMAX_CROSS_ENTROPY_WITH_LOGITS_H_
 
@@ -33,7 +35,7 @@ Output SparseSoftmaxCrossEntropyWithLogitsGrad(const Scope& scope,
                                                Output backprop, Output dloss);
 
 // The mean over the batch of SparseSoftmaxCrossEntropyWithLogits' loss: a
-// float32 scalar.
+// scalar of the logits' dtype.
 Output SoftmaxCrossEntropyLoss(const Scope& scope, Output logits,
                                Output labels);
 

@@ -5,10 +5,14 @@
 #include "absl/strings/str_cat.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
+#include "ops/testing/half_check.h"
 #include "ops/array/const.h"
 
 namespace ipuflow::ops {
 namespace {
+
+using ::ipuflow::testing::CompareHalfToFloat;
+using ::ipuflow::testing::HalfCheck;
 
 using ::ipuflow::testing::MaxGradientError;
 using ::ipuflow::testing::RandomTensor;
@@ -126,6 +130,34 @@ TEST(SparseSoftmaxCrossEntropyTest, GradOpForwardAndGradient) {
       SparseSoftmaxCrossEntropyWithLogitsGrad(s, bp, dloss));
   ASSERT_TRUE(err.ok()) << err.status();
   EXPECT_LT(*err, 1e-3);
+}
+
+TEST(SparseSoftmaxCrossEntropyTest, Float16LossAndGradientMatchFloat32) {
+  absl::StatusOr<HalfCheck> c = CompareHalfToFloat(
+      [](const Scope& s, const std::vector<Output>& x) {
+        return SoftmaxCrossEntropyLoss(s, x[0], x[1]);
+      },
+      {RandomTensor({16, 10}, -3, 3, 1), Tensor::FromVector<int32_t>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1, 2, 3, 4, 5})});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->dtype, DType::kFloat16);
+  EXPECT_LT(c->forward_error, 2e-3);
+  EXPECT_LT(c->gradient_error, 2e-3);
+}
+
+TEST(SparseSoftmaxCrossEntropyTest, Float16OutputsAndMixedGradDTypes) {
+  Scope s = Scope::NewRootScope();
+  Output logits = Placeholder(s, DType::kFloat16, {4, 3});
+  auto xent = SparseSoftmaxCrossEntropyWithLogits(
+      s, logits, Placeholder(s, DType::kInt32, {4}));
+  EXPECT_EQ(xent.loss.dtype(), DType::kFloat16);
+  EXPECT_EQ(xent.backprop.dtype(), DType::kFloat16);
+  SparseSoftmaxCrossEntropyWithLogitsGrad(
+      s.WithOpName("g"), xent.backprop, Placeholder(s, DType::kFloat32, {4}));
+  EXPECT_NE(s.status().message().find(
+                "SparseSoftmaxCrossEntropyWithLogitsGrad 'g': input "
+                "'backprop' is float16 but input 'dloss' is float32"),
+            std::string::npos)
+      << s.status();
 }
 
 }  // namespace

@@ -1,12 +1,14 @@
 #include "ops/state/variable.h"
 
 #include "core/gradients.h"
+#include "core/program.h"
 #include "core/session.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"
 #include "ops/math/add.h"
 #include "ops/state/assign.h"
+#include "ops/state/initializers.h"
 #include "ops/state/read_variable.h"
 
 namespace ipuflow::ops {
@@ -116,6 +118,56 @@ TEST(VariableTest, GradientsFlowToReadsNotHandles) {
   // The handle is not differentiable.
   EXPECT_EQ(AddGradients(s, {loss}, {w.handle}, {}, &grads).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST(VariableTest, Float16VariablesInitialiseReadAndUpdate) {
+  Scope s = Scope::NewRootScope();
+  VariableHandle w = Variable(s.WithOpName("w"),
+                              GlorotUniform(s, {4, 3}, 1, DType::kFloat16));
+  VariableHandle b =
+      Variable(s.WithOpName("b"), Zeros(s, {3}, DType::kFloat16));
+  ASSERT_TRUE(s.ok()) << s.status();
+  Output rb = ReadVariable(s, b.handle);
+  EXPECT_EQ(ReadVariable(s, w.handle).dtype(), DType::kFloat16);
+  EXPECT_EQ(rb.dtype(), DType::kFloat16);
+  Node* inc = AssignAdd(s, b.handle, Const(s, Tensor::Filled(DType::kFloat16,
+                                                             {3}, 0.5)));
+  ASSERT_TRUE(s.ok()) << s.status();
+  Session session(s.graph());
+  ASSERT_TRUE(session.Initialize().ok());
+  ASSERT_TRUE(session.Run({}, {}, {inc}, nullptr).ok());
+  std::vector<Tensor> out;
+  ASSERT_TRUE(session.Run({}, {rb, w.value}, &out).ok());
+  ASSERT_EQ(out[0].dtype(), DType::kFloat16);
+  EXPECT_TRUE(TensorNear(out[0], {0.5, 0.5, 0.5}, {3}));
+  EXPECT_EQ(out[1].dtype(), DType::kFloat16);
+}
+
+// The memory plan of a graph in `dtype`: a [1000] variable and the sums of
+// a [256, 64] feed.
+MemoryPlan PlanOf(DType dtype) {
+  Scope s = Scope::NewRootScope();
+  VariableHandle v = Variable(s.WithOpName("v"), Zeros(s, {1000}, dtype));
+  Output x = Placeholder(s, dtype, {256, 64});
+  Output y = Add(s, Add(s, x, x), x);
+  std::string signature;
+  absl::StatusOr<ProgramSpec> spec = MakeProgramSpec(
+      {{x, Tensor::Filled(dtype, {256, 64}, 1)}}, {y, v.value}, {}, &signature);
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  absl::StatusOr<std::unique_ptr<Program>> p = Program::Compile(*s.graph(), *spec);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return (*p)->memory();
+}
+
+TEST(VariableTest, MemoryPlanCountsFloat16AtTwoBytes) {
+  const MemoryPlan f16 = PlanOf(DType::kFloat16);
+  const MemoryPlan f32 = PlanOf(DType::kFloat32);
+  EXPECT_EQ(f16.variable_bytes, 1000 * 2);
+  EXPECT_EQ(f32.variable_bytes, 1000 * 4);
+  // Intermediates [256, 64]: half the bytes.
+  EXPECT_GT(f16.peak_bytes, 0);
+  EXPECT_EQ(f16.peak_bytes * 2, f32.peak_bytes);
+  EXPECT_EQ(f16.unplanned_bytes * 2, f32.unplanned_bytes);
 }
 
 }  // namespace
