@@ -11,6 +11,7 @@
 #include "ops/cwise.h"
 #include "ops/math/half_io.h"
 #include "ops/math/partials_type.h"
+#include "ops/onednn/onednn_gemm.h"
 
 namespace ipuflow::ops {
 namespace {
@@ -40,6 +41,13 @@ void HalfPartialsRows(const ConstMatrixMap& am, const ConstMatrixMap& bm,
   }
 }
 
+// Float partials go through oneDNN's sgemm (ops/onednn/onednn_gemm.h):
+// its JIT kernels use AVX-512 where the CPU has it, which this build's
+// x86-64-v3 Eigen cannot, and measured no slower with AVX2 only
+// (//ops/math:mat_mul_benchmark, BM_EigenMatMul vs BM_OnednnMatMul). Eigen
+// stays below as the reference and for float16 partials.
+constexpr bool kUseOnednn = true;
+
 // Rows [r0, r1) of c = op(a) * op(b), for one triple of matrices.
 void GemmRows(const float* a, const float* b, float* c, const GemmShape& s,
               int64_t r0, int64_t r1) {
@@ -55,6 +63,11 @@ void GemmRows(const float* a, const float* b, float* c, const GemmShape& s,
                           s.transpose_b ? s.k : s.n);
   if (s.half_partials) {
     HalfPartialsRows(am, bm, s, r0, rows, out);
+    return;
+  }
+  if (kUseOnednn) {
+    onednn::SgemmRows(a, b, c, {s.m, s.k, s.n, s.transpose_a, s.transpose_b},
+                      r0, r1);
     return;
   }
   if (!s.transpose_a) {
