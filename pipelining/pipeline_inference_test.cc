@@ -347,6 +347,40 @@ TEST(PipelineRunTest, KernelErrorInAStageNamesReplicaStageMicroBatchAndNode) {
   EXPECT_EQ((*out)[0].NumElements(), 4);
 }
 
+// IPUConfig.floating_point_behaviour reaches the stages: an oflo trap in
+// the last stage stops the run like a kernel error, naming the micro-batch.
+TEST(PipelineRunTest, FloatingPointTrapStopsTheRun) {
+  IPUConfig config;
+  config.set_auto_select_ipus(2);
+  config.mutable_floating_point_behaviour()->set_oflo(true);
+  auto system = std::move(IPUSystem::Create(config)).value();
+  Scope scope = Scope::NewRootScope();
+  auto infeed = *feeds::IPUInfeedQueue::Create(feeds::FromTensorSlices(
+      {Tensor::FromVector<float>({1, 1e30f, 2, 3})}));
+  auto outfeed = *feeds::IPUOutfeedQueue::Create();
+  PipelineOptions o;
+  o.computational_stages = {
+      [](const Scope& s, const std::vector<Output>& a) {
+        return std::vector<Output>{ops::Identity(s, a[0])};
+      },
+      [](const Scope& s, const std::vector<Output>& a) {
+        return std::vector<Output>{
+            ops::Mul(s.WithOpName("scale"), a[0], ops::Const(s, 1e20f))};
+      }};
+  o.gradient_accumulation_count = 4;
+  o.infeed_queue = infeed.get();
+  o.outfeed_queue = outfeed.get();
+  auto pipeline = Pipeline(scope, o);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  auto report = (*pipeline)->Run(system.get());
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(report.status().message(), HasSubstr("micro-batch 1"));
+  EXPECT_THAT(report.status().message(),
+              HasSubstr("floating-point exception (oflo): Mul '"));
+  EXPECT_THAT(report.status().message(),
+              HasSubstr("scale' output 0 element 0 is inf from finite inputs"));
+}
+
 // Issue 9: a run stopped by a kernel error ends where its outfeed ends.
 // Element 5 of 0..13 fails in the last stage (micro-batch 1 of the second
 // repeat) while the feeder has taken more: those go back to the infeed, so
