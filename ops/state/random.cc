@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "core/hash_mix.h"
 #include "core/kernel.h"
 #include "core/op_registry.h"
 #include "ops/cwise.h"
@@ -12,25 +13,11 @@
 namespace ipuflow::ops {
 namespace {
 
-constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ULL;  // 2^64 / golden ratio.
+constexpr uint64_t kGamma = kGoldenGamma;
 constexpr double kTwoPi = 6.283185307179586;
 // Cycles per element for the cost model: a few 64-bit mixes, plus a log and
 // a cosine for normals.
 constexpr double kUniformCost = 20, kNormalCost = 80;
-
-// SplitMix64's finaliser: a bijection of 64 bits with full avalanche.
-uint64_t Mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-// FNV-1a: a stable hash of the node name (absl::Hash is salted per process).
-uint64_t HashName(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char ch : s) h = (h ^ ch) * 0x100000001b3ULL;
-  return h;
-}
 
 // A SplitMix64 stream for element `i` of one run (`key`): element values
 // depend only on (key, i), never on the thread that computes them.
@@ -64,7 +51,7 @@ uint64_t NextRunKey(KernelContext& ctx) {
   auto* counter = static_cast<RunCounter*>(state.get());
   const int64_t seed = ctx.attr<int64_t>("seed");
   const uint64_t s =
-      seed != 0 ? static_cast<uint64_t>(seed) : HashName(ctx.node().name());
+      seed != 0 ? static_cast<uint64_t>(seed) : HashString(ctx.node().name());
   return Mix64(Mix64(s) + counter->runs++ * kGamma);
 }
 
