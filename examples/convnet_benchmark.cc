@@ -11,6 +11,13 @@
 // loss and the optimizer are not counted). A backward pass costs twice the
 // forward one (one product for the input gradient, one for the weight
 // gradient per layer), so forward + backward counts 3x the forward flops.
+//
+// BM_OnednnReference* run the same step and forward pass written against
+// oneDNN alone (onednn_reference_step.h) on 1 and 2 OpenMP threads: the
+// reference of issue 12. //examples:onednn_reference_benchmark times the
+// two alternately and prints the ratio.
+#include <omp.h>
+
 #include <algorithm>
 #include <random>
 #include <set>
@@ -19,9 +26,12 @@
 #include "benchmark/benchmark.h"
 #include "core/gradients.h"
 #include "core/session.h"
+#include "core/machine_info.h"
 #include "examples/models.h"
+#include "examples/onednn_reference_step.h"
 #include "ops/array/const.h"
 #include "ops/nn/sparse_softmax_cross_entropy_with_logits.h"
+#include "ops/onednn/onednn.h"
 #include "optimizers/adamw.h"
 
 namespace ipuflow {
@@ -146,6 +156,47 @@ void BM_ConvNetAdamWStep(benchmark::State& state) {
   RunConvNet(state, Pass::kAdamWStep);
 }
 BENCHMARK(BM_ConvNetAdamWStep)->Apply(ThreadArgs);
+
+// The oneDNN-only program on state.range(0) OpenMP threads.
+void RunOnednnReference(benchmark::State& state, Pass pass) {
+  ConvNetGraph g;
+  const FeedList feeds = RandomBatch(g);
+  const float* images = feeds[0].second.data<float>();
+  const int32_t* labels = feeds[1].second.data<int32_t>();
+  omp_set_num_threads(static_cast<int>(state.range(0)));
+  examples::OnednnConvNetStep step(kBatch);
+  for (auto _ : state) {
+    const float loss = pass == Pass::kForward ? step.Forward(images, labels)
+                                              : step.Step(images, labels);
+    benchmark::DoNotOptimize(loss);
+  }
+  omp_set_num_threads(1);
+  const double images_done = static_cast<double>(state.iterations()) * kBatch;
+  state.counters["images"] =
+      benchmark::Counter(images_done, benchmark::Counter::kIsRate);
+}
+
+void OmpThreadArgs(benchmark::internal::Benchmark* b) {
+  b->ArgName("omp_threads")->Arg(1)->Arg(2);
+  b->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
+void BM_OnednnReferenceForward(benchmark::State& state) {
+  RunOnednnReference(state, Pass::kForward);
+}
+BENCHMARK(BM_OnednnReferenceForward)->Apply(OmpThreadArgs);
+
+void BM_OnednnReferenceAdamWStep(benchmark::State& state) {
+  RunOnednnReference(state, Pass::kAdamWStep);
+}
+BENCHMARK(BM_OnednnReferenceAdamWStep)->Apply(OmpThreadArgs);
+
+// The machine and oneDNN's ISA in the report's context lines.
+const bool kContext = [] {
+  benchmark::AddCustomContext("machine", MachineDescription());
+  benchmark::AddCustomContext("onednn", ops::onednn::Description());
+  return true;
+}();
 
 }  // namespace
 }  // namespace ipuflow
