@@ -27,6 +27,10 @@ struct FloatingPointBehaviour {
   // Keys the stochastic-rounding stream (with replica, tensor, element and
   // run), so runs are reproducible.
   uint64_t seed = 0;
+  // Changes when the seed is reset (IPUSystem::ResetSeed): programs then
+  // count their runs from zero again, so the runs after a reset round as
+  // the runs after the first one did.
+  uint64_t seed_epoch = 0;
 
   bool any_trap() const { return inv || div0 || oflo; }
 };

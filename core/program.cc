@@ -433,7 +433,13 @@ absl::Status Program::Run(RunEnv& env, absl::Span<const Tensor> feeds,
   }
   RETURN_IF_ERROR(AllocateArena());
   // Every run, even one that fails, consumes a stream: a retried step
-  // rounds with fresh bits, as the hardware's generator would.
+  // rounds with fresh bits, as the hardware's generator would. A reset
+  // seed restarts the count.
+  if (env.floating_point != nullptr &&
+      env.floating_point->seed_epoch != seed_epoch_) {
+    seed_epoch_ = env.floating_point->seed_epoch;
+    runs_ = 0;
+  }
   Executor exec(this, &env, Mix64(stream_salt_ + (runs_++ + 1) * kGoldenGamma));
   for (size_t i = 0; i < feeds.size(); ++i) {
     const Output& f = spec_.feeds[i];

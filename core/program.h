@@ -130,6 +130,7 @@ class Program {
   // KernelContext::run_stream(): a hash of the spec, and the runs so far.
   uint64_t stream_salt_ = 0;
   uint64_t runs_ = 0;
+  uint64_t seed_epoch_ = 0;  // FloatingPointBehaviour::seed_epoch of runs_.
 };
 
 }  // namespace ipuflow

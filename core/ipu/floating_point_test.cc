@@ -108,6 +108,31 @@ TEST(FloatingPointConfigTest, OnRoundsEachReplicaWithItsOwnBits) {
   EXPECT_GT(CountUp(r.per_replica.Slice(1, 2)), kN / 4);
 }
 
+TEST(FloatingPointConfigTest, ResetSeedRepeatsTheRoundingOfTheRunsAfterIt) {
+  auto system = MakeSystem(2, Esr::ON, 5);
+  Scope s = Scope::NewRootScope();
+  Output h = ops::Cast(
+      s, ops::Const(s, std::vector<float>(kN, kX), TensorShape({kN})),
+      DType::kFloat16);
+  IPUStrategy strategy(system.get());
+  auto bits = [&] {
+    auto out = strategy.Run(*s.graph(), {h});
+    IPU_CHECK_OK(out.status());
+    std::vector<uint16_t> b(2 * kN);
+    std::memcpy(b.data(), (*out)[0].raw_data(), b.size() * 2);
+    return b;
+  };
+  const std::vector<uint16_t> first = bits();
+  const std::vector<uint16_t> second = bits();
+  EXPECT_NE(first, second);  // Each run its own bits.
+  ASSERT_TRUE(system->ResetSeed(5).ok());
+  EXPECT_EQ(bits(), first);
+  EXPECT_EQ(bits(), second);
+  ASSERT_TRUE(system->ResetSeed(6).ok());
+  EXPECT_NE(bits(), first);
+  EXPECT_EQ(system->config().seed(), 6u);
+}
+
 TEST(FloatingPointConfigTest, TrapStopsEveryReplica) {
   IPUConfig config;
   config.set_auto_select_ipus(2);

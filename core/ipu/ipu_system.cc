@@ -218,6 +218,20 @@ absl::Status IPUSystem::status() const {
   return status_;
 }
 
+absl::Status IPUSystem::ResetSeed(uint64_t seed) {
+  MutexLock l(&mu_);
+  if (runs_ > 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ResetSeed: ", runs_, " run(s) in progress; reset the seed between "
+        "runs"));
+  }
+  // Runs start under mu_ (StartRun), so they see the new seed.
+  config_.set_seed(seed);
+  floating_point_.seed = seed;
+  ++floating_point_.seed_epoch;
+  return absl::OkStatus();
+}
+
 int IPUSystem::runs_in_progress() const {
   MutexLock l(&mu_);
   return runs_;

@@ -78,6 +78,12 @@ class IPUSystem {
   // config().floating_point_behaviour and seed, as every program run on the
   // system sees it (RunEnv::floating_point). Valid until the next Configure.
   const FloatingPointBehaviour& floating_point() const { return floating_point_; }
+  // TensorFlow's ipu.utils.reset_ipu_seed: sets the seed of stochastic
+  // rounding without reconfiguring (variables and programs stay), and
+  // restarts every program's run count, so the runs that follow round
+  // exactly as the runs after a Configure with this seed.
+  // FailedPrecondition while a run is in progress.
+  absl::Status ResetSeed(uint64_t seed);
   // Changes on every Configure; compile caches key on it.
   uint64_t generation() const { return generation_.load(); }
   CancellationManager* cancellation() { return cancellation_.get(); }
