@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "core/op_registry.h"
+#include "core/resource.h"
 
 namespace ipuflow {
 namespace {
@@ -83,13 +85,14 @@ bool HasZero(const Tensor& t) {
   return false;
 }
 
-// The trap element i of output k falls under, with the end of the message;
-// null if none (or its trap is off).
+// The trap a non-finite value v falls under, with the end of the message;
+// null if none (or its trap is off). `overflowed`: RoundToHalf noted a
+// nanoo overflow in the tensor.
 const char* Classify(const FloatingPointBehaviour& fp, const KernelContext& ctx,
-                     const InputFacts& in, int k, float v,
+                     const InputFacts& in, bool overflowed, float v,
                      const char** why) {
   if (std::isnan(v)) {
-    if (ctx.half_overflowed(k)) {
+    if (overflowed) {
       *why = "from a float16 overflow (nanoo)";
       return fp.oflo ? "oflo" : nullptr;
     }
@@ -106,10 +109,13 @@ const char* Classify(const FloatingPointBehaviour& fp, const KernelContext& ctx,
   return fp.oflo ? "oflo" : nullptr;
 }
 
+// Checks `t`, which the kernel produced (`what`: "output 0", "variable
+// 'w'"); the inputs are scanned once, at the first non-finite element.
 template <typename T>
-absl::Status CheckOutput(const FloatingPointBehaviour& fp, KernelContext& ctx,
-                         int k, bool* scanned, InputFacts* in) {
-  const Tensor& t = *ctx.mutable_output(k);
+absl::Status CheckValues(const FloatingPointBehaviour& fp,
+                         const KernelContext& ctx, const Tensor& t,
+                         bool overflowed, const std::string& what,
+                         bool* scanned, InputFacts* in) {
   const T* p = t.data<T>();
   const int64_t n = t.NumElements();
   for (int64_t i = FirstNonFinite(p, n, 0); i >= 0;
@@ -120,14 +126,43 @@ absl::Status CheckOutput(const FloatingPointBehaviour& fp, KernelContext& ctx,
     }
     const float v = ToFloat(p[i]);
     const char* why = "";
-    const char* trap = Classify(fp, ctx, *in, k, v, &why);
+    const char* trap = Classify(fp, ctx, *in, overflowed, v, &why);
     if (trap == nullptr) continue;
     return absl::InvalidArgumentError(absl::StrCat(
         "floating-point exception (", trap, "): ", ctx.node().DebugName(),
-        " output ", k, " element ", i, " is ",
+        " ", what, " element ", i, " is ",
         std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf"), " ", why));
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckTensor(const FloatingPointBehaviour& fp,
+                         const KernelContext& ctx, const Tensor& t,
+                         bool overflowed, const std::string& what,
+                         bool* scanned, InputFacts* in) {
+  if (!t.valid()) return absl::OkStatus();
+  if (t.dtype() == DType::kFloat32) {
+    return CheckValues<float>(fp, ctx, t, overflowed, what, scanned, in);
+  }
+  if (t.dtype() == DType::kFloat16) {
+    return CheckValues<half>(fp, ctx, t, overflowed, what, scanned, in);
+  }
+  return absl::OkStatus();
+}
+
+// The variable an op that writes one (ResourceAccess::kWrite on input 0:
+// assignments, optimizer updates) names in its "variable" attribute (the
+// builders' convention, ops/state/handle.h), if it lives on this device.
+std::shared_ptr<VariableResource> WrittenVariable(const KernelContext& ctx) {
+  const Node& n = ctx.node();
+  if (n.op_def().resource_access() != ResourceAccess::kWrite ||
+      ctx.env().resources == nullptr) {
+    return nullptr;
+  }
+  auto it = n.attrs().find("variable");
+  if (it == n.attrs().end()) return nullptr;
+  const std::string* name = it->second.get<std::string>();
+  return name == nullptr ? nullptr : ctx.env().resources->FindVariable(*name);
 }
 
 }  // namespace
@@ -143,12 +178,17 @@ absl::Status CheckFloatingPointTraps(const FloatingPointBehaviour& fp,
   bool scanned = false;
   InputFacts in;
   for (int k = 0; k < ctx.num_outputs(); ++k) {
-    const Tensor& t = *ctx.mutable_output(k);
-    if (!t.valid()) continue;
-    if (t.dtype() == DType::kFloat32) {
-      RETURN_IF_ERROR(CheckOutput<float>(fp, ctx, k, &scanned, &in));
-    } else if (t.dtype() == DType::kFloat16) {
-      RETURN_IF_ERROR(CheckOutput<half>(fp, ctx, k, &scanned, &in));
+    RETURN_IF_ERROR(CheckTensor(fp, ctx, *ctx.mutable_output(k),
+                                ctx.half_overflowed(k),
+                                absl::StrCat("output ", k), &scanned, &in));
+  }
+  // What an update wrote into its variable counts as its result too.
+  if (std::shared_ptr<VariableResource> var = WrittenVariable(ctx)) {
+    absl::StatusOr<Tensor> value = var->Read();  // Not while offloaded.
+    if (value.ok()) {
+      RETURN_IF_ERROR(CheckTensor(fp, ctx, *value, ctx.half_overflowed_any(),
+                                  absl::StrCat("variable '", var->name(), "'"),
+                                  &scanned, &in));
     }
   }
   return absl::OkStatus();

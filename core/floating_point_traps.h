@@ -4,7 +4,10 @@
 // status it returns stops the run like any kernel error (in loops, sharded
 // programs and pipelines alike). With every trap off nothing is checked.
 //
-// An element of a float32 or float16 output is an exception when it is
+// An element of a float32 or float16 output, or of the variable an op
+// writes (ResourceAccess::kWrite, named by its "variable" attribute:
+// assignments and optimizer updates; read back only with a trap on), is an
+// exception when it is
 //   inv:  NaN while no float input holds a NaN;
 //   div0: infinite while every float input is finite, from an op that
 //         divides (OpDef::divisor_input) whose divisor holds a zero;

@@ -11,6 +11,8 @@
 #include "ops/math/add.h"
 #include "ops/math/cast.h"
 #include "ops/math/mul.h"
+#include "ops/state/assign.h"
+#include "ops/state/variable.h"
 
 namespace ipuflow {
 namespace {
@@ -108,6 +110,23 @@ TEST(FloatingPointTrapsTest, HalfOverflowWithNanooIsOverflow) {
             "1 is nan from a float16 overflow (nanoo)");
   fp.oflo = false;
   EXPECT_TRUE(RunWith(fp, s, h).ok());
+}
+
+TEST(FloatingPointTrapsTest, OverflowWrittenIntoAVariable) {
+  Scope s = Scope::NewRootScope();
+  ops::VariableHandle w =
+      ops::Variable(s.WithOpName("w"), Vec(s, {1, 3e38f}));
+  Node* add = ops::AssignAdd(s.WithOpName("w_add"), w.handle, Vec(s, {1, 3e38f}));
+  IPU_CHECK_OK(s.status());
+  Session session(s.graph());
+  const FloatingPointBehaviour fp = Traps(false, false, true);
+  session.env()->floating_point = &fp;
+  ASSERT_TRUE(session.Initialize().ok());
+  std::vector<Tensor> out;
+  const absl::Status st = session.Run({}, {}, {add}, &out);
+  EXPECT_EQ(st.message(),
+            "floating-point exception (oflo): AssignAdd 'w_add' variable 'w' "
+            "element 1 is inf from finite inputs");
 }
 
 TEST(FloatingPointTrapsTest, StopsADeviceLoop) {

@@ -137,6 +137,9 @@ class KernelContext {
   bool half_overflowed(int output) const {
     return (half_overflow_.load(std::memory_order_relaxed) >> (output & 63)) & 1;
   }
+  bool half_overflowed_any() const {
+    return half_overflow_.load(std::memory_order_relaxed) != 0;
+  }
 
   // Errors prefixed with the node: "MatMul 'dense/matmul': ...".
   template <typename... Args>
