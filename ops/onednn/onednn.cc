@@ -22,11 +22,9 @@ dnnl::stream& ThreadStream() {
 
 void UseOneThread() {
   // libgomp keeps nthreads-var per thread once a thread sets it, so this
-  // leaves other threads (and any OpenMP team of the caller's) alone.
-  thread_local bool done = false;
-  if (done) return;
-  omp_set_num_threads(1);
-  done = true;
+  // leaves other threads alone. Checked on every call (reading the
+  // thread's setting is a load): a caller may have raised it since.
+  if (omp_get_max_threads() != 1) omp_set_num_threads(1);
 }
 
 std::string IsaName() {

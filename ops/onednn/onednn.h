@@ -46,7 +46,8 @@ const dnnl::engine& Engine();
 dnnl::stream& ThreadStream();
 
 // Makes oneDNN calls from this thread run on this thread only (see the
-// file comment). Cheap after the first call on a thread.
+// file comment): sets the calling thread's OpenMP thread count to 1 if it
+// is not, and leaves it so. Cheap (a thread-local read) when it is 1.
 void UseOneThread();
 
 // "avx512_core", "avx2", ...: the instruction set oneDNN's kernels use on
