@@ -109,12 +109,15 @@ int LossScalingOptimizer::MicroBatches() const {
 }
 
 Output LossScalingOptimizer::ReadScale(const Scope& scope) {
-  const Scope s = scope.NewSubScope("LossScaling");
+  if (graph_ != scope.graph()) {
+    graph_ = scope.graph();
+    state_scope_ = scope.NewSubScope("LossScaling");
+  }
+  const Scope& s = *state_scope_;
   if (scaling_.method == Method::kStatic) {
     return ops::Const(s.WithOpName("scale"), scaling_.loss_scaling);
   }
-  if (graph_ != scope.graph()) {
-    graph_ = scope.graph();
+  if (!scale_handle_.valid() || scale_handle_.node->graph() != scope.graph()) {
     const float initial = scaling_.method == Method::kGradScaler
                               ? scaling_.grad_scaler.init_scale
                               : scaling_.loss_scaling;
@@ -156,7 +159,9 @@ std::vector<GradAndVar> LossScalingOptimizer::ComputeGradients(
     // The base reports it.
     return Optimizer::ComputeGradients(scope, loss, var_list);
   }
-  const Scope s = scope.NewSubScope("LossScaling");
+  Output scale = ReadScale(scope);
+  if (!scope.ok()) return {};
+  const Scope& s = *state_scope_;
   // Scaled in float32: S = 2^16 is beyond float16's range, and the forward
   // value of the scaled loss need not fit float16. The backward pass enters
   // float16 at the loss's Cast, with S (then inf if S > 65504: GradScaler
@@ -165,7 +170,7 @@ std::vector<GradAndVar> LossScalingOptimizer::ComputeGradients(
   if (l.dtype() != DType::kFloat32) {
     l = ops::Cast(s.WithOpName("loss"), l, DType::kFloat32);
   }
-  Output scaled = ops::Mul(s.WithOpName("scaled_loss"), l, ReadScale(scope));
+  Output scaled = ops::Mul(s.WithOpName("scaled_loss"), l, scale);
   if (!scope.ok()) return {};
   return Optimizer::ComputeGradients(scope, scaled, var_list);
 }
@@ -177,8 +182,7 @@ Output LossScalingOptimizer::LossGradientSeed(const Scope& scope, Output loss) {
   }
   Output scale = ReadScale(scope);
   if (!scope.ok() || scale.dtype() == loss.dtype()) return scale;
-  return ops::Cast(scope.NewSubScope("LossScaling").WithOpName("seed"), scale,
-                   loss.dtype());
+  return ops::Cast(state_scope_->WithOpName("seed"), scale, loss.dtype());
 }
 
 Output LossScalingOptimizer::Unscale(const Scope& scope, Output grad,
@@ -201,7 +205,7 @@ Output LossScalingOptimizer::Unscale(const Scope& scope, Output grad,
 std::vector<Node*> LossScalingOptimizer::AutomaticUpdate(
     const Scope& scope, const std::vector<GradAndVar>& scaled, Output scale) {
   const AutomaticLossScalingSettings& a = scaling_.automatic;
-  const Scope s = scope.NewSubScope("LossScaling");
+  const Scope& s = *state_scope_;
   const float edge = kHalfMax * a.bin_edge_location;
   Output lower, upper;
   for (const GradAndVar& gv : scaled) {
@@ -276,8 +280,9 @@ Node* LossScalingOptimizer::ApplyGradients(
     scope.UpdateStatus(st);
     return nullptr;
   }
-  const Scope s = scope.NewSubScope("LossScaling");
   Output scale = ReadScale(scope);
+  if (!scope.ok()) return nullptr;
+  const Scope s = *state_scope_;
   Output inverse = ops::Div(s.WithOpName("inverse_scale"), ops::Const(s, 1.f), scale);
   std::vector<GradAndVar> unscaled;
   for (const GradAndVar& gv : grads_and_vars) {

@@ -68,6 +68,7 @@
 #define IPUFLOW_OPTIMIZERS_LOSS_SCALING_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -162,8 +163,8 @@ class LossScalingOptimizer : public Optimizer {
  private:
   absl::Status Validate() const;
   // Creates S's variable (and the method's state) once per graph, in
-  // `scope`'s "LossScaling" sub-scope; returns S as read now (a Const for
-  // kStatic).
+  // `scope`'s "LossScaling" sub-scope (state_scope_, where every node of the
+  // wrapper goes); returns S as read now (a Const for kStatic).
   Output ReadScale(const Scope& scope);
   // grad x (1 / S), in the dtype the inner optimizer wants.
   Output Unscale(const Scope& scope, Output grad, const ops::VariableInfo& var,
@@ -181,6 +182,7 @@ class LossScalingOptimizer : public Optimizer {
   const LossScaling scaling_;
   // Built once per graph.
   const Graph* graph_ = nullptr;
+  std::optional<Scope> state_scope_;
   Output scale_handle_, tracker_handle_, counter_handle_;
   Output lower_handle_, upper_handle_;
   std::string scale_name_;
