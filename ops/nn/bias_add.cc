@@ -122,9 +122,11 @@ Eigen::ArrayXf SumRows(const T* p, const ChannelView& v, int64_t b, int64_t e) {
 
 // Sums dy over `outer` and `inner` in float32; shards' partial sums are
 // added in shard order, so the result does not depend on timing.
+// float16 dy is widened first (vectorised), then summed as float32; the
+// result is rounded once through RoundToHalf.
 template <typename T>
-absl::Status BiasAddGradKernel(KernelContext& ctx, const ChannelView& v) {
-  const T* p = ctx.input(0).data<T>();
+absl::Status BiasAddGradKernel(KernelContext& ctx, const ChannelView& v,
+                               const T* p) {
   Mutex mu;
   std::map<int64_t, Eigen::ArrayXf> partials;
   ctx.ParallelFor(
@@ -147,10 +149,10 @@ absl::Status BiasAddGradKernel(KernelContext& ctx, const ChannelView& v) {
   Eigen::ArrayXf total = Eigen::ArrayXf::Zero(v.c);
   for (const auto& [begin, sum] : partials) total += sum;
   ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(0, TensorShape({v.c})));
-  if constexpr (std::is_same_v<T, half>) {
+  if (out->dtype() == DType::kFloat16) {
     RoundToHalf(ctx, 0, total.data(), out->data<half>(), v.c);
   } else {
-    out->flat<T>() = total;
+    out->flat<float>() = total;
   }
   return absl::OkStatus();
 }
@@ -202,8 +204,8 @@ REGISTER_OP("BiasAddGrad")
       const int cdim =
           *ChannelDim(ctx.attr<std::string>("data_format"), dy.rank());
       const ChannelView v = ViewOf(dy.shape(), cdim);
-      IPUFLOW_SWITCH_FLOAT(dy.dtype(), return BiasAddGradKernel<T>(ctx, v),
-                           return UnsupportedDType(ctx, dy.dtype()));
+      const Tensor dy32 = AsFloat32(ctx, dy);
+      return BiasAddGradKernel<float>(ctx, v, dy32.data<float>());
     })
     // db = sum of dy over all but channels;  d/d(dy) = g broadcast along the
     // channels = BiasAdd(zeros like dy, g)

@@ -184,7 +184,8 @@ absl::Status MaxPoolKernel(KernelContext& ctx) {
       Tensor* y,
       AllocateNhwcOutput(ctx, 0, {g.n, g.oh, g.ow, g.c}, a.format, &scratch));
   MaxPoolForward(ctx, x.data<float>(), y->data<float>(), g);
-  RETURN_IF_ERROR(FinishNhwcOutput(ctx, 0, a.format, scratch));
+  // Maxima of float16 values are float16 values: no rounding.
+  RETURN_IF_ERROR(FinishNhwcOutput(ctx, 0, a.format, scratch, /*exact=*/true));
   return absl::OkStatus();
 }
 
@@ -209,7 +210,10 @@ absl::Status MaxPoolGradKernel(KernelContext& ctx) {
       AllocateNhwcOutput(ctx, 0, {g.n, g.h, g.w, g.c}, a.format, &scratch));
   MaxPoolBackward(ctx, x.data<float>(), y.data<float>(), dy.data<float>(),
                   dx->data<float>(), g);
-  RETURN_IF_ERROR(FinishNhwcOutput(ctx, 0, a.format, scratch));
+  // Disjoint windows route each dy value to one place (exact); overlapping
+  // ones may add several, which rounds.
+  const bool disjoint = g.kh <= g.sh && g.kw <= g.sw;
+  RETURN_IF_ERROR(FinishNhwcOutput(ctx, 0, a.format, scratch, disjoint));
   return absl::OkStatus();
 }
 

@@ -202,13 +202,20 @@ absl::StatusOr<Tensor*> AllocateNhwcOutput(KernelContext& ctx, int i,
 }
 
 absl::Status FinishNhwcOutput(KernelContext& ctx, int i, DataFormat f,
-                              const Tensor& scratch) {
+                              const Tensor& scratch, bool exact) {
+  auto store = [&](const Tensor& src, Tensor* out) {
+    if (exact) {
+      StoreExactOutput(ctx, src, out);
+    } else {
+      StoreOutput(ctx, i, src, out);
+    }
+  };
   const bool half = ctx.output_dtype(i) == DType::kFloat16;
   if (f == DataFormat::kNHWC && !half) return absl::OkStatus();
   const Dims4 d = ToNhwc(scratch.shape(), DataFormat::kNHWC);
   ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(i, FromNhwc(d, f)));
   if (f == DataFormat::kNHWC) {
-    StoreOutput(ctx, i, scratch, out);
+    store(scratch, out);
     return absl::OkStatus();
   }
   if (!half) {
@@ -219,7 +226,7 @@ absl::Status FinishNhwcOutput(KernelContext& ctx, int i, DataFormat f,
   Tensor nchw(DType::kFloat32, out->shape());
   TransposeImages(ctx, scratch.data<float>(), nchw.data<float>(), d.n,
                   d.h * d.w, d.c);
-  StoreOutput(ctx, i, nchw, out);
+  store(nchw, out);
   return absl::OkStatus();
 }
 

@@ -101,9 +101,10 @@ absl::StatusOr<Tensor*> AllocateNhwcOutput(KernelContext& ctx, int i,
                                            Tensor* scratch);
 // Unless the result was computed in place, allocates output `i` and
 // stores `scratch` into it: transposed for NCHW, rounded through
-// RoundToHalf for a float16 output.
+// RoundToHalf for a float16 output, or narrowed without rounding when
+// `exact` (the results are float16 input values, as a max pool's).
 absl::Status FinishNhwcOutput(KernelContext& ctx, int i, DataFormat f,
-                              const Tensor& scratch);
+                              const Tensor& scratch, bool exact = false);
 
 }  // namespace ipuflow::ops
 
