@@ -209,7 +209,12 @@ std::vector<Node*> LossScalingOptimizer::AutomaticUpdate(
   const float edge = kHalfMax * a.bin_edge_location;
   Output lower, upper;
   for (const GradAndVar& gv : scaled) {
-    if (!gv.grad.valid() || gv.grad.dtype() != DType::kFloat16) continue;
+    // Tracked: the gradients of float16 variables (float16 themselves,
+    // except a pipeline's float32-accumulated ones).
+    if (!gv.grad.valid() || gv.variable == nullptr ||
+        gv.variable->attr<DType>("dtype") != DType::kFloat16) {
+      continue;
+    }
     auto [lo, up] = ops::GradientHistogram(
         s.WithIpu(gv.variable->ipu())
             .WithOpName(absl::StrCat(gv.variable->name(), "/histogram")),

@@ -147,7 +147,7 @@ class LossScalingOptimizer : public Optimizer {
 
   // S as `loss`'s dtype: d(loss x S)/d(loss), the seed of a backward pass
   // built by hand (a pipeline's last stage). Creates the state if needed.
-  Output LossGradientSeed(const Scope& scope, Output loss);
+  Output LossGradientSeed(const Scope& scope, Output loss) override;
 
   // The resource name of S's variable, "[<prefix>/]LossScaling/scale";
   // empty for kStatic (a constant) or before anything was built.

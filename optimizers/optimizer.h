@@ -94,6 +94,13 @@ class Optimizer {
   // for wrappers, which answer for their inner optimizer.
   virtual DType GradientDType(const ops::VariableInfo& var) const;
 
+  // The seed d(scaled loss)/d(loss) for a backward pass built by hand (a
+  // pipeline's last stage): invalid (ones) unless a wrapper scales the loss
+  // (LossScalingOptimizer: the loss scale, as `loss`'s dtype).
+  virtual Output LossGradientSeed(const Scope& scope, Output loss) {
+    return Output();
+  }
+
   // d(loss)/d(variable) for each variable of `var_list`, in its order.
   // Virtual for wrappers that change the loss (loss_scaling.h scales it).
   virtual std::vector<GradAndVar> ComputeGradients(const Scope& scope,

@@ -20,6 +20,7 @@
 #include "ops/math/cast.h"
 #include "ops/math/mul.h"
 #include "ops/state/assign.h"
+#include "ops/state/handle.h"
 #include "ops/state/read_variable.h"
 #include "ops/state/variable.h"
 #include "pipelining/pipeline_internal.h"
@@ -398,6 +399,14 @@ void Builder::BuildBackward(PartDef& part, int begin, int end) {
       return;
     }
     ys.push_back(b_->loss);
+    // A loss-scaling optimizer seeds the backward pass with its scale
+    // (loss x S differentiated); others with ones.
+    Output seed = b_->optimizer->LossGradientSeed(bs, b_->loss);
+    if (!scope_.ok()) {
+      violations_.push_back(std::string(scope_.status().message()));
+      return;
+    }
+    if (seed.valid()) grad_ys.push_back(seed);
   } else {
     for (size_t j = 0; j < part.outputs.size(); ++j) {
       const Output& y = part.outputs[j];
@@ -528,8 +537,12 @@ void Builder::BuildWeightUpdate() {
     }
     Scope vs = ws.NewSubScope(var->name()).WithIpu(var->ipu());
     Output g = ops::ReadVariable(vs, Output(acc));
-    const DType var_dtype = var->attr<DType>("dtype");
-    if (g.dtype() != var_dtype) g = ops::Cast(vs, g, var_dtype);
+    // In the dtype the optimizer wants: float32 for a variable with a
+    // float32 master, so a float32 accumulator is not rounded on its way.
+    absl::StatusOr<ops::VariableInfo> info = ops::GetVariableInfo(Output(var));
+    const DType want = info.ok() ? b_->optimizer->GradientDType(*info)
+                                 : var->attr<DType>("dtype");
+    if (g.dtype() != want) g = ops::Cast(vs, g, want);
     gv.push_back({g, var});
   }
   if (gv.empty()) {

@@ -14,6 +14,7 @@
 #include "ops/nn/sparse_softmax_cross_entropy_with_logits.h"
 #include "optimizers/adam.h"
 #include "optimizers/gradient_descent.h"
+#include "optimizers/loss_scaling.h"
 #include "optimizers/momentum.h"
 #include "pipelining/pipeline.h"
 #include "pipelining/pipeline_test_model.h"
@@ -371,6 +372,27 @@ TEST(PipelineTrainingTest, AStoppedStepIsRetriedWithoutTheFailingElement) {
   ASSERT_EQ(retried.size(), 7u);
   EXPECT_EQ(MaxDifference(retried, reference), 0.0f);
   EXPECT_GT(MaxDifference(retried, InitialValues(1)), 1e-2);
+}
+
+TEST(PipelineLossScalingTest, StaticScaleSeedsTheLastStageAndIsUndone) {
+  // The last stage's backward pass starts from S = 1024 instead of 1 and
+  // the weight update divides by it: the result is the unscaled training
+  // (powers of two are exact up to the sums' order). Without the seed every
+  // update would be 1024 times too small.
+  TrainingSetup setup;
+  auto momentum = [] {
+    return std::make_shared<optimizers::MomentumOptimizer>(0.1f, 0.9f);
+  };
+  setup.optimizer = [&] {
+    return std::make_shared<optimizers::LossScalingOptimizer>(
+        momentum(), optimizers::LossScaling::Static(1024));
+  };
+  Trained t = TrainPipelined(setup);
+  ASSERT_EQ(t.variables.size(), 7u);
+  TrainingSetup plain;
+  plain.optimizer = momentum;
+  EXPECT_LT(MaxDifference(t.variables, Reference(plain)), 2e-6);
+  EXPECT_GT(MaxDifference(t.variables, InitialValues(1)), 1e-2);
 }
 
 }  // namespace
