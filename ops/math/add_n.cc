@@ -6,6 +6,7 @@
 #include "core/op_registry.h"
 #include "core/half_rounding.h"
 #include "ops/cwise.h"
+#include "ops/math/half_io.h"
 
 namespace ipuflow::ops {
 namespace {
@@ -30,10 +31,10 @@ absl::Status AddNKernel(KernelContext& ctx) {
     ctx.ParallelFor(first.NumElements(), kCwiseCost * n,
                     [&](int64_t b, int64_t e) {
                       ArrayX<float> sum(e - b), term(e - b);
-                      WidenHalf(ctx.input(0).data<half>() + b, sum.data(),
+                      WidenFast(ctx.input(0).data<half>() + b, sum.data(),
                                 e - b);
                       for (int i = 1; i < n; ++i) {
-                        WidenHalf(ctx.input(i).data<half>() + b, term.data(),
+                        WidenFast(ctx.input(i).data<half>() + b, term.data(),
                                   e - b);
                         sum += term;
                       }

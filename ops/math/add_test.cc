@@ -2,6 +2,7 @@
 
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
+#include "ops/math/add_n.h"
 #include "ops/testing/half_check.h"
 #include "ops/array/const.h"
 
@@ -86,6 +87,22 @@ TEST(AddTest, MixedDTypesAreAnError) {
                 "Add 'a': input 'x' is float16 but input 'y' is float32"),
             std::string::npos)
       << s.status();
+}
+
+TEST(AddTest, AddNFloat16SumsInFloat32AndRoundsOnce) {
+  // 2048 + 1 + 1 + 1 + 1: float16 after each add would stay at 2048 (ties
+  // to even); summed in float32 and rounded once it is 2052.
+  Scope s = Scope::NewRootScope();
+  std::vector<Output> terms = {
+      Const(s, Tensor::Filled(DType::kFloat16, {9}, 2048))};
+  for (int i = 0; i < 4; ++i) {
+    terms.push_back(Const(s, Tensor::Filled(DType::kFloat16, {9}, 1)));
+  }
+  Tensor sum = RunOne(s, {}, AddN(s, terms));
+  ASSERT_EQ(sum.dtype(), DType::kFloat16);
+  for (int i = 0; i < 9; ++i) {
+    EXPECT_EQ(static_cast<float>(sum.data<half>()[i]), 2052.0f);
+  }
 }
 
 }  // namespace

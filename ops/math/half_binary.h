@@ -17,6 +17,7 @@
 
 #include "core/half_rounding.h"
 #include "ops/cwise.h"
+#include "ops/math/half_io.h"
 
 namespace ipuflow::ops {
 
@@ -53,12 +54,12 @@ absl::Status HalfBinaryKernel(KernelContext& ctx, F f) {
       const bool x_full = rank > 0 && sx[rank - 1] != 0;
       const bool y_full = rank > 0 && sy[rank - 1] != 0;
       if (x_full) {
-        WidenHalf(px + ox, a.data(), inner);
+        WidenFast(px + ox, a.data(), inner);
       } else {
         a.setConstant(static_cast<float>(px[ox]));
       }
       if (y_full) {
-        WidenHalf(py + oy, c.data(), inner);
+        WidenFast(py + oy, c.data(), inner);
       } else {
         c.setConstant(static_cast<float>(py[oy]));
       }

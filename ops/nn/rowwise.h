@@ -21,6 +21,7 @@
 #include "core/half_rounding.h"
 #include "core/op_registry.h"
 #include "ops/cwise.h"
+#include "ops/math/half_io.h"
 
 namespace ipuflow::ops {
 
@@ -44,8 +45,11 @@ absl::Status RowwiseKernelT(KernelContext& ctx, double cost_per_element,
     Eigen::ArrayXf res(cols);
     for (int64_t r = b; r < e; ++r) {
       for (int i = 0; i < ctx.num_inputs(); ++i) {
-        in[i] = ConstArrayMap<T>(ctx.input(i).data<T>() + r * cols, cols)
-                    .template cast<float>();
+        if constexpr (std::is_same_v<T, half>) {
+          WidenFast(ctx.input(i).data<half>() + r * cols, in[i].data(), cols);
+        } else {
+          in[i] = ConstArrayMap<T>(ctx.input(i).data<T>() + r * cols, cols);
+        }
       }
       fn(in, res);
       if constexpr (std::is_same_v<T, half>) {
