@@ -9,10 +9,16 @@
 #include "core/ipu/ipu_strategy.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"
+#include "ops/array/identity.h"
+#include "ops/collective/cross_replica.h"
 #include "ops/collective/replica_index.h"
+#include "ops/control/loops.h"
 #include "ops/math/add.h"
 #include "ops/math/cast.h"
 #include "ops/math/mul.h"
+#include "ops/state/assign.h"
+#include "ops/state/read_variable.h"
+#include "ops/state/variable.h"
 
 namespace ipuflow {
 namespace {
@@ -106,6 +112,56 @@ TEST(FloatingPointConfigTest, OnRoundsEachReplicaWithItsOwnBits) {
   EXPECT_FALSE(RowsEqual(r.identical));
   EXPECT_FALSE(RowsEqual(r.per_replica));
   EXPECT_GT(CountUp(r.per_replica.Slice(1, 2)), kN / 4);
+}
+
+// A device loop updates w <- half(w + allreduce(replica-dependent g)) on 2
+// replicas: with REPLICA_IDENTICAL_ONLY the rounding is stochastic and the
+// replicas' weights stay bitwise equal; with ON they drift apart.
+Tensor TrainInALoop(Esr::StochasticRoundingBehaviour esr) {
+  auto system = MakeSystem(2, esr, 3);
+  Scope s = Scope::NewRootScope();
+  ops::VariableHandle w = ops::Variable(
+      s.WithOpName("w"),
+      ops::Const(s, std::vector<float>(kN, 1.0f), TensorShape({kN})));
+  absl::StatusOr<loops::Loop> loop = loops::Repeat(
+      s, 8,
+      [&](const Scope& b, const std::vector<Output>& args) {
+        Output r = ops::Cast(b, ops::ReplicaIndex(b), DType::kFloat32);
+        Output g = ops::CrossReplicaMean(
+            b, ops::Mul(b, ops::Add(b, r, ops::Const(b, 1.f)),
+                        ops::Const(b, 0x1p-12f)));  // 1.5 * 2^-12.
+        Output next = ops::Cast(
+            b, ops::Cast(b, ops::Add(b, ops::ReadVariable(b, w.handle), g),
+                         DType::kFloat16),
+            DType::kFloat32);
+        ops::Assign(b, w.handle, next);
+        return std::vector<Output>{ops::Add(b, args[0], ops::Const(b, 1.f))};
+      },
+      {ops::Const(s, 0.f)});
+  IPU_CHECK_OK(loop.status());
+  IPUStrategy strategy(system.get());
+  IPU_CHECK_OK(strategy.Initialize(*s.graph()));
+  IPU_CHECK_OK(strategy.Run(*s.graph(), loop->outputs).status());
+  auto out = strategy.Run(*s.graph(), {ops::Identity(s, w.value)});
+  IPU_CHECK_OK(out.status());
+  return (*out)[0];
+}
+
+TEST(FloatingPointConfigTest, ReplicaIdenticalWeightsStayIdenticalInALoop) {
+  const Tensor w = TrainInALoop(Esr::REPLICA_IDENTICAL_ONLY);
+  ASSERT_EQ(w.shape(), TensorShape({2, kN}));
+  EXPECT_EQ(std::memcmp(w.Slice(0, 1).raw_data(), w.Slice(1, 2).raw_data(),
+                        kN * sizeof(float)),
+            0);
+  // 1 + 8 * 1.5 * 2^-12 = 1 + 3 * 2^-10 on average: stochastic steps of
+  // 2^-10 (nearest would round every 1.5 * 2^-12 step away: w stays 1).
+  double sum = 0;
+  for (float v : w.Slice(0, 1).span<float>()) sum += v;
+  EXPECT_NEAR(sum / kN, 1.0 + 3 * 0x1p-10, 0.2 * 0x1p-10);
+  const Tensor on = TrainInALoop(Esr::ON);
+  EXPECT_NE(std::memcmp(on.Slice(0, 1).raw_data(), on.Slice(1, 2).raw_data(),
+                        kN * sizeof(float)),
+            0);
 }
 
 TEST(FloatingPointConfigTest, ResetSeedRepeatsTheRoundingOfTheRunsAfterIt) {
