@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "ops/array/const.h"
 #include "ops/collective/replica_index.h"
+#include "ops/control/loops.h"
 #include "ops/math/add.h"
 #include "ops/math/cast.h"
 #include "ops/math/mul.h"
@@ -343,6 +344,76 @@ TEST(GradScalerTest, SettingsAndAccumulationErrors) {
             absl::StatusCode::kUnimplemented);
   EXPECT_EQ(status(LossScaling::Static(0), false).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// ---- On the device: loops and replicas ----
+
+// sum(float32(w) * c * m_r) for a float16 (or float32) w and replica r's
+// constant factors m_r = 1 + (1 - r) * extra.
+Output ReplicaLoss(const Scope& s, DType dtype, const std::vector<float>& c,
+                   const std::vector<float>& extra) {
+  const int64_t n = static_cast<int64_t>(c.size());
+  std::vector<float> w0(c.size(), 1.f);
+  Output init = ops::Const<float>(s, w0, {n});
+  if (dtype != DType::kFloat32) init = ops::Cast(s, init, dtype);
+  ops::VariableHandle w = ops::Variable(s.WithOpName("w"), init);
+  Output one_minus_r = ops::Sub(
+      s, ops::Const(s, 1.f), ops::Cast(s, ops::ReplicaIndex(s), DType::kFloat32));
+  Output factor = ops::Add(s, ops::Const<float>(s, std::vector<float>(c.size(), 1.f), {n}),
+                           ops::Mul(s, ops::Const<float>(s, extra, {n}), one_minus_r));
+  Output wf = dtype == DType::kFloat32 ? w.value : ops::Cast(s, w.value, DType::kFloat32);
+  return ops::ReduceSum(
+      s, ops::Mul(s, wf, ops::Mul(s, ops::Const<float>(s, c, {n}), factor)));
+}
+
+TEST(AutomaticLossScalingTest, ScaleUpdatesInsideADeviceLoop) {
+  // Five iterations of loops::Repeat with small gradients: S doubles in
+  // each, on the device, from 1 to 32.
+  Scope s = Scope::NewRootScope();
+  GradientDescentOptimizer sgd(1e-3f);
+  sgd.set_master_weights(true);
+  LossScalingOptimizer opt(&sgd, LossScaling::Automatic(1));
+  auto loop = loops::Repeat(s, 5, [&](const Scope& b, const std::vector<Output>&) {
+    opt.Minimize(b, ReplicaLoss(b, DType::kFloat16, {1, 1}, {0, 0}));
+    return std::vector<Output>{};
+  });
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  IPUConfig config;
+  config.set_auto_select_ipus(1);
+  auto system = IPUSystem::Create(config);
+  ASSERT_TRUE(system.ok()) << system.status();
+  IPUStrategy strategy(system->get());
+  ASSERT_TRUE(strategy.Initialize(*s.graph()).ok());
+  auto r = strategy.Run(*s.graph(), {}, {loop->op}, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto scale = strategy.Run(*s.graph(), {Read(s, opt.scale_variable())});
+  ASSERT_TRUE(scale.ok()) << scale.status();
+  EXPECT_EQ((*scale)[0].scalar<float>(), 32.f);
+}
+
+TEST(GradScalerTest, InfOnOneReplicaSkipsTheStepOnBoth) {
+  // Replica 0's gradient is S * [1, 3e38] = [S, inf]; replica 1's S * [1, 1]
+  // (a finite factor: inf * 0 would make replica 1's NaN too). The
+  // found-inf count is summed over replicas: both skip (w unchanged) and
+  // both back off, so the replicas stay identical.
+  Scope s = Scope::NewRootScope();
+  Output loss = ReplicaLoss(s, DType::kFloat32, {1, 1}, {0, 3e38f});
+  GradientDescentOptimizer sgd(0.5f);
+  LossScalingOptimizer opt(&sgd, LossScaling::GradScaler());
+  Node* train = opt.Minimize(s, loss);
+  ASSERT_TRUE(s.ok()) << s.status();
+  IPUConfig config;
+  config.set_auto_select_ipus(2);
+  auto system = IPUSystem::Create(config);
+  ASSERT_TRUE(system.ok()) << system.status();
+  IPUStrategy strategy(system->get());
+  ASSERT_TRUE(strategy.Initialize(*s.graph()).ok());
+  auto r = strategy.Run(*s.graph(), {}, {train}, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto out = strategy.Run(*s.graph(), {Read(s, opt.scale_variable()), Read(s, "w")});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(TensorNear((*out)[0], {32768, 32768}, {2}, 0, 0));
+  EXPECT_TRUE(TensorNear((*out)[1], {1, 1, 1, 1}, {2, 2}, 0, 0));
 }
 
 }  // namespace
