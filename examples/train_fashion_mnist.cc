@@ -42,9 +42,11 @@
 #include "feeds/data_loader.h"
 #include "feeds/infeed_queue.h"
 #include "feeds/outfeed_queue.h"
+#include "ops/math/cast.h"
 #include "ops/nn/sparse_softmax_cross_entropy_with_logits.h"
 #include "optimizers/adamw.h"
 #include "optimizers/cross_replica.h"
+#include "optimizers/loss_scaling.h"
 #include "pipelining/execution_strategy.h"
 #include "pipelining/pipeline.h"
 #include "pipelining/trace.h"
@@ -90,6 +92,11 @@ ABSL_FLAG(std::string, loader_mode, "async",
           "thread), async (background workers, PopTorch's "
           "DataLoaderMode.Async) or rebatched (AsyncRebatched)");
 ABSL_FLAG(int, loader_workers, 1, "the DataLoader's worker threads");
+ABSL_FLAG(std::string, precision, "fp32",
+          "fp32, or fp16: the ConvNet in float16 (weights and activations) "
+          "with float32 master weights and AdamW state, stochastic rounding "
+          "(IPUConfig.floating_point_behaviour.esr) and PopTorch's automatic "
+          "loss scaling (Performance guide 4.6, \"Mixed precision\")");
 
 namespace ipuflow {
 namespace {
@@ -97,6 +104,9 @@ namespace {
 constexpr int kStages = 4;               // B1-B4, one per IPU.
 constexpr int kOneReplicaAccumulation = 10;
 constexpr int kMaxIpus = 64;             // An IPU-POD64.
+// Automatic loss scaling's first scale; it halves or doubles after every
+// weight update (PopART's rule) from there.
+constexpr float kInitialLossScale = 128.f;
 
 // The gradient accumulation per replica: the flag's, or the one that keeps
 // one replica's combined batch. InvalidArgument naming replicas, stages and
@@ -156,8 +166,13 @@ absl::StatusOr<pipelining::BlockModel> Network(
           if (b + 1 < kStages) return std::vector<Output>{y, a[1]};
           Output accuracy = models::Accuracy(s, y, a[1]);
           if (!training) return std::vector<Output>{accuracy};
-          return std::vector<Output>{ops::SoftmaxCrossEntropyLoss(s, y, a[1]),
-                                     accuracy};
+          // The loss in float32 whatever the model's precision: the
+          // monitor reads it, and loss scaling seeds its gradient.
+          Output loss = ops::SoftmaxCrossEntropyLoss(s, y, a[1]);
+          if (loss.dtype() != DType::kFloat32) {
+            loss = ops::Cast(s, loss, DType::kFloat32);
+          }
+          return std::vector<Output>{loss, accuracy};
         },
         /*ipu_id=*/b));
   }
@@ -254,6 +269,12 @@ absl::Status RunTutorial() {
         "--batch-size, --device-iterations, --test-batch-size, "
         "--test-device-iterations and --epochs must be positive");
   }
+  const std::string precision = absl::GetFlag(FLAGS_precision);
+  if (precision != "fp32" && precision != "fp16") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--precision must be fp32 or fp16, got '", precision, "'"));
+  }
+  const bool fp16 = precision == "fp16";
   const int replicas = absl::GetFlag(FLAGS_replication_factor);
   ASSIGN_OR_RETURN(const int accumulation,
                    GradientAccumulation(
@@ -316,7 +337,8 @@ absl::Status RunTutorial() {
               "iterations x %d replica(s) x %d gradient accumulation = %lld "
               "images per host call, %lld calls per epoch (%lld images left "
               "for the next epoch)\n",
-              feeds::DataLoaderModeName(lo.mode).c_str(), lo.num_workers,
+              feeds::DataLoaderModeName(lo.mode).c_str(),
+              static_cast<int>(lo.num_workers),
               batch_size, device_iterations, replicas, accumulation,
               static_cast<long long>(train_loader->combined_batch_size()),
               static_cast<long long>(train_loader->len()),
@@ -328,6 +350,14 @@ absl::Status RunTutorial() {
   IPUConfig config;
   config.set_auto_select_ipus(replicas * kStages);
   config.set_replication_factor(replicas);
+  if (fp16) {
+    // Stochastic rounding of every float32 -> float16 result (the
+    // Performance guide recommends it "in particular during weight
+    // update"), seeded so runs repeat.
+    config.mutable_floating_point_behaviour()->set_esr(
+        FloatingPointBehaviourConfig::ON);
+    config.set_seed(static_cast<uint64_t>(seed));
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<IPUSystem> system, IPUSystem::Create(config));
   IPUStrategy strategy(system.get());
 
@@ -337,7 +367,8 @@ absl::Status RunTutorial() {
   std::vector<Scope> block_scopes;
   for (int b = 0; b < kStages; ++b) block_scopes.push_back(root.WithIpu(b));
   const models::ConvNetParams params = models::CreateConvNetParams(
-      root.NewSubScope("convnet"), block_scopes, seed);
+      root.NewSubScope("convnet"), block_scopes, seed,
+      fp16 ? DType::kFloat16 : DType::kFloat32);
 
   // Execution strategies, then "Setting gradient accumulation and device
   // iterations": the mean of the accumulated gradients, as PopTorch.
@@ -355,13 +386,20 @@ absl::Status RunTutorial() {
   t.replicated_optimizer_state_sharding =
       absl::GetFlag(FLAGS_replicated_optimizer_state_sharding);
   // AdamW on the accumulated gradients, averaged over the replicas first
-  // (once per weight update; the identity with one replica).
-  t.optimizer_function = [learning_rate](const Scope&,
-                                         const std::vector<Output>& out) {
-    return pipelining::OptimizerFunctionOutput{
-        std::make_shared<optimizers::CrossReplicaOptimizer>(
-            std::make_shared<optimizers::AdamWOptimizer>(learning_rate)),
-        out[0]};
+  // (once per weight update; the identity with one replica). In float16:
+  // float32 master weights and state, and automatic loss scaling (PopTorch's
+  // histogram rule) around it, its scale shared by the replicas.
+  t.optimizer_function = [learning_rate, fp16](const Scope&,
+                                               const std::vector<Output>& out) {
+    auto adamw = std::make_shared<optimizers::AdamWOptimizer>(learning_rate);
+    std::shared_ptr<optimizers::Optimizer> optimizer =
+        std::make_shared<optimizers::CrossReplicaOptimizer>(adamw);
+    if (fp16) {
+      adamw->set_master_weights(true);
+      optimizer = std::make_shared<optimizers::LossScalingOptimizer>(
+          optimizer, optimizers::LossScaling::Automatic(kInitialLossScale));
+    }
+    return pipelining::OptimizerFunctionOutput{optimizer, out[0]};
   };
   ASSIGN_OR_RETURN(auto training, pipelining::Pipeline(root, std::move(t)));
 
