@@ -9,17 +9,23 @@
 #include "ops/nn/conv_half_partials.h"
 #include "ops/nn/conv_small.h"
 #include "ops/nn/conv_util.h"
+#include "ops/nn/onednn_conv_choice.h"
 
 namespace ipuflow::ops {
 namespace {
 
 // y[n*OH*OW, OC] = patches(x) * w, one GEMM per chunk of output rows, the
 // rows shared out over the intra-op pool; few output channels take the
-// direct kernel of conv_small.h instead (float partials only).
+// direct kernel of conv_small.h instead, and most other shapes oneDNN's
+// primitive (onednn_conv_choice.h; float partials only).
 void ConvForward(const KernelContext& ctx, const float* x, const float* w,
                  float* y, const Window2D& g, int64_t oc, bool half_partials) {
   if (half_partials) {
     ConvForwardHalfPartials(ctx, x, w, y, g, oc);
+    return;
+  }
+  if (UseOnednnConvForward(g, oc) &&
+      onednn::ConvForward(ctx.intra_op(), x, w, y, OnednnDims(g, oc)).ok()) {
     return;
   }
   if (UseSmallConv(g, oc)) {

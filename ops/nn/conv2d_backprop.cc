@@ -11,15 +11,22 @@
 #include "ops/nn/conv_half_partials.h"
 #include "ops/nn/conv_small.h"
 #include "ops/nn/conv_util.h"
+#include "ops/nn/onednn_conv_choice.h"
 
 namespace ipuflow::ops {
 namespace {
 
 // dx = col2im(dy * w^T), one image per task (col2im scatters within an
-// image), one GEMM per chunk of output rows.
+// image), one GEMM per chunk of output rows; oneDNN's backward-data
+// primitive where it measures faster (onednn_conv_choice.h).
 void ConvBackpropInput(const KernelContext& ctx, const float* dy,
                        const float* w, float* dx, const Window2D& g,
                        int64_t oc) {
+  if (UseOnednnConvBackpropInput(g, oc) &&
+      onednn::ConvBackwardData(ctx.intra_op(), dy, w, dx, OnednnDims(g, oc))
+          .ok()) {
+    return;
+  }
   const int64_t k = PatchSize(g);
   const ConstMatrixMap wm(w, k, oc);
   if (IsPointwise(g)) {
@@ -49,10 +56,16 @@ void ConvBackpropInput(const KernelContext& ctx, const float* dy,
 
 // dw = sum over chunks of patches^T * dy. Each shard sums its rows; the
 // partial sums are added in shard order so results do not depend on timing.
-// Few output channels take conv_small.h's direct kernel.
+// oneDNN's backward-weights primitive takes most shapes, conv_small.h's
+// direct kernel those it does better (onednn_conv_choice.h).
 void ConvBackpropFilter(const KernelContext& ctx, const float* x,
                         const float* dy, float* dw, const Window2D& g,
                         int64_t oc) {
+  if (UseOnednnConvBackpropFilter(g, oc) &&
+      onednn::ConvBackwardWeights(ctx.intra_op(), x, dy, dw, OnednnDims(g, oc))
+          .ok()) {
+    return;
+  }
   if (UseSmallConv(g, oc)) {
     SmallConvBackpropFilter(ctx, x, dy, dw, g, oc);
     return;

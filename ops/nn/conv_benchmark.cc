@@ -246,8 +246,14 @@ void BM_Conv2D(benchmark::State& s) { ConvForward(s, ShapeArgs(s)); }
 void BM_Conv2DBackpropFilter(benchmark::State& s) {
   ConvBackpropFilter(s, ShapeArgs(s));
 }
+void BM_Conv2DBackpropInput(benchmark::State& s) {
+  ConvBackpropInput(s, ShapeArgs(s));
+}
 void BM_OnednnConv2D(benchmark::State& s) {
   OnednnConv(s, ShapeArgs(s), ConvPass::kForward);
+}
+void BM_OnednnConv2DBackpropInput(benchmark::State& s) {
+  OnednnConv(s, ShapeArgs(s), ConvPass::kBackpropInput);
 }
 void BM_OnednnConv2DBackpropFilter(benchmark::State& s) {
   OnednnConv(s, ShapeArgs(s), ConvPass::kBackpropFilter);
@@ -385,6 +391,8 @@ BENCHMARK(BM_Conv2D)->Apply(ConvArgs);
 BENCHMARK(BM_OnednnConv2D)->Apply(ConvArgs);
 BENCHMARK(BM_Conv2DBackpropFilter)->Apply(ConvArgs);
 BENCHMARK(BM_OnednnConv2DBackpropFilter)->Apply(ConvArgs);
+BENCHMARK(BM_Conv2DBackpropInput)->Apply(ConvArgs);
+BENCHMARK(BM_OnednnConv2DBackpropInput)->Apply(ConvArgs);
 
 // The machine and oneDNN's ISA in the report's context lines.
 const bool kContext = [] {

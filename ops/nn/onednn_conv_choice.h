@@ -1,0 +1,48 @@
+// When Conv2D and its backprops run on oneDNN (ops/onednn/onednn_conv.h)
+// rather than on conv_small.h's direct kernels or im2col + Eigen, and the
+// window in oneDNN's terms. The choices follow side-by-side measurements of
+// //ops/nn:conv_benchmark (BM_Conv2D* against BM_OnednnConv2D*, batch 40,
+// one thread, AVX-512 machine), float partials only:
+//   - forward: oneDNN beats im2col + Eigen on every shape measured (1.1-2.1x)
+//     but not the direct kernels (the tutorial's 1->10 and 10->20 layers);
+//   - filter gradient: oneDNN beats both except the direct kernel with more
+//     than 16 output channels (10->20: 324 vs 407 us);
+//   - input gradient: oneDNN's NHWC backward-data is 1.3-5x slower with up
+//     to 8 input channels and 1.2-1.7x faster from 10.
+//
+//   if (UseOnednnConvForward(g, oc) &&
+//       onednn::ConvForward(ctx.intra_op(), x, w, y, OnednnDims(g, oc)).ok())
+//     return;
+//
+// Thread safety: pure functions.
+#ifndef IPUFLOW_OPS_NN_ONEDNN_CONV_CHOICE_H_
+#define IPUFLOW_OPS_NN_ONEDNN_CONV_CHOICE_H_
+
+#include <cstdint>
+
+#include "ops/nn/conv_small.h"
+#include "ops/nn/window_2d.h"
+#include "ops/onednn/onednn_conv.h"
+
+namespace ipuflow::ops {
+
+inline onednn::ConvDims OnednnDims(const Window2D& g, int64_t oc) {
+  return {g.n,  g.h,  g.w,  g.c,  oc,        g.kh,      g.kw,
+          g.sh, g.sw, g.oh, g.ow, g.pad_top, g.pad_left};
+}
+
+inline bool UseOnednnConvForward(const Window2D& g, int64_t oc) {
+  return !UseSmallConv(g, oc);
+}
+
+inline bool UseOnednnConvBackpropFilter(const Window2D& g, int64_t oc) {
+  return !UseSmallConv(g, oc) || oc <= 16;
+}
+
+inline bool UseOnednnConvBackpropInput(const Window2D& g, int64_t oc) {
+  return g.c > 8;
+}
+
+}  // namespace ipuflow::ops
+
+#endif  // IPUFLOW_OPS_NN_ONEDNN_CONV_CHOICE_H_
