@@ -1,8 +1,12 @@
 #include "ops/math/reduce_grad_like.h"
 
+#include <type_traits>
+
 #include "absl/strings/str_cat.h"
 #include "core/op_registry.h"
+#include "core/half_rounding.h"
 #include "ops/cwise.h"
+#include "ops/math/half_io.h"
 #include "ops/math/reduce_mean.h"
 #include "ops/math/reduce_sum.h"
 #include "ops/math/reduction.h"
@@ -47,9 +51,10 @@ absl::Status ReduceGradLikeKernel(KernelContext& ctx) {
   ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(0, x.shape()));
   const int64_t n = out->NumElements();
   if (n == 0) return absl::OkStatus();
-  const T scale = static_cast<T>(
+  const float fscale = static_cast<float>(
       ctx.attr<bool>("mean") ? 1.0 / static_cast<double>(n / dy.NumElements())
                              : 1.0);
+  const T scale = static_cast<T>(fscale);
   // Rows of the innermost coalesced dim of x; each row is a copy of dy (a
   // kept dim) or one dy value repeated (a reduced dim).
   const CoalescedShape cs = Coalesce(x.shape(), *axes);
@@ -70,6 +75,19 @@ absl::Status ReduceGradLikeKernel(KernelContext& ctx) {
       for (int d = rank - 2; d >= 0; --d) {
         off += (rem % big.dim(d)) * strides[d];
         rem /= big.dim(d);
+      }
+      if constexpr (std::is_same_v<T, half>) {
+        // float32 products (the scale is not itself rounded to float16),
+        // rounded once through RoundToHalf.
+        ArrayX<float> v(inner);
+        if (repeat) {
+          v.setConstant(static_cast<float>(pd[off]) * fscale);
+        } else {
+          WidenFast(pd + off, v.data(), inner);
+          v *= fscale;
+        }
+        RoundToHalf(ctx, 0, v.data(), po + r * inner, inner, r * inner);
+        continue;
       }
       ArrayMap<T> row(po + r * inner, inner);
       if (repeat) {

@@ -2,6 +2,7 @@
 
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
+#include "ops/testing/half_check.h"
 #include "ops/array/const.h"
 
 namespace ipuflow::ops {
@@ -77,6 +78,21 @@ TEST(ReduceGradLikeTest, GradientIsTheReduction) {
                                 ReduceGradLike(s, dy, x, {-2}, mean));
     ASSERT_TRUE(err.ok()) << err.status();
     EXPECT_LT(*err, 1e-3);
+  }
+}
+
+TEST(ReduceGradLikeTest, Float16MeanGradientMatchesFloat32) {
+  for (bool mean : {false, true}) {
+    absl::StatusOr<testing::HalfCheck> c = testing::CompareHalfToFloat(
+        [&](const Scope& s, const std::vector<Output>& x) {
+          return ReduceGradLike(s, x[0], x[1], {1}, mean);
+        },
+        {testing::RandomTensor({40, 1}, -3, 3, 1),
+         testing::RandomTensor({40, 40}, -1, 1, 2)},
+        /*gradients=*/false);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->dtype, DType::kFloat16);
+    EXPECT_LT(c->forward_error, 1e-3) << mean;
   }
 }
 
