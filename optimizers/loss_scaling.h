@@ -45,9 +45,11 @@
 // each period of update_period steps (PopART runs its histograms in N of
 // every N x update_period executions) and updates S with the weight update.
 // kGradScaler over an accumulating optimizer is Unimplemented (the skip
-// must cover the accumulation wrapper's own conditional update); a pipeline
-// (which accumulates itself and applies the optimizer once per weight
-// update) is where GradScaler meets accumulation.
+// must cover the accumulation wrapper's own conditional update), and so is
+// kGradScaler in a pipeline (its conditional update would be a device loop
+// spanning the stages' IPUs, which the weight update cannot run); static
+// and kAutomatic work in pipelines, kAutomatic there counting the
+// accumulated gradients at the weight update.
 //
 // Differences from the originals, on purpose: kAutomatic tracks the
 // gradients the optimizer receives (one per variable), not PopART's
@@ -132,6 +134,10 @@ class LossScalingOptimizer : public Optimizer {
   Optimizer* inner() const { return optimizer_; }
   bool accumulates_gradients() const override {
     return optimizer_ != nullptr && optimizer_->accumulates_gradients();
+  }
+  bool updates_conditionally() const override {
+    return scaling_.method == LossScalingMethod::kGradScaler ||
+           (optimizer_ != nullptr && optimizer_->updates_conditionally());
   }
   DType GradientDType(const ops::VariableInfo& var) const override {
     return optimizer_ != nullptr ? optimizer_->GradientDType(var) : var.dtype;

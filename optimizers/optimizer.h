@@ -94,6 +94,12 @@ class Optimizer {
   // for wrappers, which answer for their inner optimizer.
   virtual DType GradientDType(const ops::VariableInfo& var) const;
 
+  // True when ApplyGradients builds its update as a conditional sub-program
+  // (a device loop run at most once: LossScalingOptimizer's GradScaler).
+  // Pipelines refuse it: their weight update cannot run a loop whose body
+  // spans the stages' IPUs.
+  virtual bool updates_conditionally() const { return false; }
+
   // The seed d(scaled loss)/d(loss) for a backward pass built by hand (a
   // pipeline's last stage): invalid (ones) unless a wrapper scales the loss
   // (LossScalingOptimizer: the loss scale, as `loss`'s dtype).

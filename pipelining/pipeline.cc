@@ -398,6 +398,14 @@ void Builder::BuildBackward(PartDef& part, int begin, int end) {
           "itself (gradient_accumulation_count); pass the inner optimizer"));
       return;
     }
+    if (b_->optimizer->updates_conditionally()) {
+      violations_.push_back(absl::StrCat(
+          "optimizer_function returned '", b_->optimizer->name(),
+          "', whose update is conditional (GradScaler's skipped steps): not "
+          "supported in a pipeline yet; use static or automatic (histogram) "
+          "loss scaling"));
+      return;
+    }
     ys.push_back(b_->loss);
     // A loss-scaling optimizer seeds the backward pass with its scale
     // (loss x S differentiated); others with ones.

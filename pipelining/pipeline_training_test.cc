@@ -395,5 +395,30 @@ TEST(PipelineLossScalingTest, StaticScaleSeedsTheLastStageAndIsUndone) {
   EXPECT_GT(MaxDifference(t.variables, InitialValues(1)), 1e-2);
 }
 
+TEST(PipelineLossScalingTest, GradScalerIsRefusedWithAReason) {
+  auto init = InitialValues(1);  // The stages keep a reference.
+  Scope scope = Scope::NewRootScope();
+  auto infeed = *feeds::IPUInfeedQueue::Create(MicroBatches(8));
+  auto outfeed = *feeds::IPUOutfeedQueue::Create();
+  PipelineOptions o;
+  o.computational_stages = ModelStages(init);
+  o.outfeed_queue = outfeed.get();
+  o.device_mapping = {0, 1, 2, 3};
+  o.gradient_accumulation_count = 8;
+  o.infeed_queue = infeed.get();
+  o.optimizer_function = [](const Scope& sc, const std::vector<Output>& out) {
+    return OptimizerFunctionOutput{
+        std::make_shared<optimizers::LossScalingOptimizer>(
+            std::make_shared<optimizers::GradientDescentOptimizer>(0.1f),
+            optimizers::LossScaling::GradScaler()),
+        ops::SoftmaxCrossEntropyLoss(sc, out[0], out[1])};
+  };
+  auto pipeline = Pipeline(scope, o);
+  ASSERT_FALSE(pipeline.ok());
+  EXPECT_THAT(std::string(pipeline.status().message()),
+              ::testing::HasSubstr("GradScaler's skipped steps): not supported "
+                                   "in a pipeline yet"));
+}
+
 }  // namespace
 }  // namespace ipuflow::pipelining
