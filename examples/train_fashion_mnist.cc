@@ -458,10 +458,17 @@ absl::Status RunTutorial() {
       micro_batches * batch_size / train_seconds,
       std::max(1, 50 / replicas) * replicas, monitor.mean_loss(),
       100 * monitor.mean_accuracy());
-  if (replicas > 1) {
-    // The executable the calls above ran (strategy's cache).
-    ASSIGN_OR_RETURN(Executable * trained, strategy.Compile(*training));
-    RETURN_IF_ERROR(CheckReplicasAgree(*trained));
+  // The executable the calls above ran (strategy's cache).
+  ASSIGN_OR_RETURN(Executable * trained, strategy.Compile(*training));
+  if (replicas > 1) RETURN_IF_ERROR(CheckReplicasAgree(*trained));
+  if (fp16) {
+    // Automatic loss scaling's scale after the last weight update (one
+    // variable, the same on every replica).
+    ASSIGN_OR_RETURN(auto scale, trained->ReadVariables(".*LossScaling/scale"));
+    for (const auto& [name, per_replica] : scale) {
+      std::printf("Loss scale after training: %g ('%s')\n",
+                  *per_replica[0].data<float>(), name.c_str());
+    }
   }
   // Virtual clocks count each IPU's own CPU time: what R x 4 IPUs that do
   // not share the host's cores would take.

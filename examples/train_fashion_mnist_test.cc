@@ -1,7 +1,8 @@
 // The README's main example run as a user runs it (the binary, its flags,
 // its printed report) on shortened data: one and two replicas learn, two
 // replicas end in step, the sharded and offloaded strategies compute the
-// same model, and bad flags are clear errors. No verdict depends on timing.
+// same model, float16 learns as float32 in less memory, and bad flags are
+// clear errors. No verdict depends on timing.
 #include <sys/wait.h>
 
 #include <cmath>
@@ -130,6 +131,50 @@ TEST(TrainFashionMnistTest, ShardedAndOffloadedComputeTheSameModel) {
   const std::string correct = LineFrom(a.out, "Test accuracy");
   EXPECT_EQ(correct.substr(0, correct.find(" images")),
             LineFrom(b.out, "Test accuracy").substr(0, correct.find(" images")));
+}
+
+// IPU k's total in the --debug memory report, in KiB (NaN if absent).
+double IpuMemoryKiB(const std::string& out, int ipu) {
+  const size_t report = out.find("Memory per IPU");
+  if (report == std::string::npos) return std::nan("");
+  const std::string line =
+      LineFrom(out.substr(report), absl::StrCat("  IPU ", ipu, ": "));
+  const double value = NumberAfter(line, ": ");
+  return line.find("MiB of") < line.find("KiB of") ? value * 1024 : value;
+}
+
+// Issue 11's mixed precision: float16 weights and activations with float32
+// master weights, stochastic rounding and automatic loss scaling learn as
+// float32 does, in about half the memory.
+TEST(TrainFashionMnistTest, HalfPrecisionLearnsAsFloat32InLessMemory) {
+  Result half = RunExample(absl::StrCat(kShort, " --precision fp16 --debug"));
+  Result full = RunExample(absl::StrCat(kShort, " --debug"));
+  ASSERT_EQ(half.exit_code, 0) << half.out << half.err;
+  ASSERT_EQ(full.exit_code, 0) << full.out << full.err;
+  EXPECT_NE(half.err.find("200/200"), std::string::npos) << half.err;
+  EXPECT_GT(NumberAfter(half.out, "Test accuracy: "), 60) << half.out;
+  EXPECT_NEAR(NumberAfter(half.out, "Test accuracy: "),
+              NumberAfter(full.out, "Test accuracy: "), 3.0)
+      << half.out << full.out;
+  // The scale moved from its initial 128 (doubled or halved each update).
+  const double scale = NumberAfter(half.out, "Loss scale after training: ");
+  EXPECT_GT(scale, 0) << half.out;
+  EXPECT_NE(scale, 128) << half.out;
+  EXPECT_EQ(full.out.find("Loss scale"), std::string::npos);
+  // Activations, stash and weights in 2 bytes: IPU 0 (the first conv
+  // block, mostly stash) needs well under two thirds of float32's memory.
+  const double half_kib = IpuMemoryKiB(half.out, 0);
+  const double full_kib = IpuMemoryKiB(full.out, 0);
+  EXPECT_GT(half_kib, 0) << half.out;
+  EXPECT_LT(half_kib, 0.65 * full_kib) << half.out << full.out;
+}
+
+TEST(TrainFashionMnistTest, BadPrecisionIsAnError) {
+  Result r = RunExample("--precision bf16");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--precision must be fp32 or fp16, got 'bf16'"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST(TrainFashionMnistTest, BadReplicationFactorsNameReplicasStagesAndIpus) {
