@@ -175,8 +175,16 @@ void RoundToHalf(const KernelContext& ctx, int output, const float* src,
 }
 
 void WidenHalf(const half* src, float* dst, int64_t n) {
-  Eigen::Map<Eigen::Array<float, Eigen::Dynamic, 1>>(dst, n) =
-      Eigen::Map<const Eigen::Array<half, Eigen::Dynamic, 1>>(src, n)
+  int64_t j = 0;
+#if defined(__F16C__) && defined(__AVX__)
+  for (; j + 8 <= n; j += 8) {
+    _mm256_storeu_ps(dst + j, _mm256_cvtph_ps(_mm_loadu_si128(
+                                  reinterpret_cast<const __m128i*>(src + j))));
+  }
+#endif
+  if (j == n) return;
+  Eigen::Map<Eigen::Array<float, Eigen::Dynamic, 1>>(dst + j, n - j) =
+      Eigen::Map<const Eigen::Array<half, Eigen::Dynamic, 1>>(src + j, n - j)
           .cast<float>();
 }
 

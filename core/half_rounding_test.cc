@@ -211,5 +211,61 @@ TEST(HalfRoundingTest, OverflowSaturatesOrGivesNaNWithNanoo) {
   EXPECT_GT(nans, 64);  // P = 15/32.
 }
 
+TEST(HalfRoundingTest, NearestMatchesIeeeCastBitForBit) {
+  // Every float16 value, the midpoints between neighbours (ties to even)
+  // and points just off them, through the host (IEEE) and device (no
+  // overflow in range) paths.
+  std::vector<float> x;
+  for (uint32_t b = 0; b < 0x7c00; ++b) {
+    const float lo = static_cast<float>(
+        Eigen::numext::bit_cast<half>(static_cast<uint16_t>(b)));
+    const float hi = static_cast<float>(
+        Eigen::numext::bit_cast<half>(static_cast<uint16_t>(b + 1)));
+    const float mid = lo + (hi - lo) / 2;
+    for (float v :
+         {lo, mid, std::nextafter(mid, 0.f), std::nextafter(mid, 1e9f)}) {
+      if (v < 65504.0f) {
+        x.push_back(v);
+        x.push_back(-v);
+      }
+    }
+  }
+  const int64_t n = static_cast<int64_t>(x.size());
+  Scope s = Scope::NewRootScope();
+  Output h = ops::Cast(s, ops::Const(s, x, TensorShape({n})), DType::kFloat16);
+  const FloatingPointBehaviour device;
+  const std::vector<const FloatingPointBehaviour*> envs = {nullptr, &device};
+  for (const FloatingPointBehaviour* fp : envs) {
+    Session session(s.graph());
+    session.env()->floating_point = fp;
+    std::vector<Tensor> out;
+    ASSERT_TRUE(session.Run({}, {h}, &out).ok());
+    const half* got = out[0].data<half>();
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(Eigen::numext::bit_cast<uint16_t>(got[i]),
+                Eigen::numext::bit_cast<uint16_t>(static_cast<half>(x[i])))
+          << x[i];
+    }
+  }
+}
+
+TEST(HalfRoundingTest, WidenHalfIsExactForEveryValue) {
+  std::vector<half> h(65536 + 5);  // A tail after the 8-wide blocks.
+  for (size_t i = 0; i < h.size(); ++i) {
+    h[i] = Eigen::numext::bit_cast<half>(static_cast<uint16_t>(i));
+  }
+  std::vector<float> f(h.size());
+  WidenHalf(h.data(), f.data(), static_cast<int64_t>(h.size()));
+  for (size_t i = 0; i < h.size(); ++i) {
+    const float want = static_cast<float>(h[i]);
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(f[i])) << i;
+    } else {
+      ASSERT_EQ(Eigen::numext::bit_cast<uint32_t>(f[i]),
+                Eigen::numext::bit_cast<uint32_t>(want)) << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ipuflow
