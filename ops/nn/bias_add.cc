@@ -90,16 +90,46 @@ void BiasAddFloat(const KernelContext& ctx, const float* px, const float* pb,
       });
 }
 
-// float32 in place; float16 widened, added in float32 and rounded once
-// (through RoundToHalf, so the device's rounding mode applies).
+// y = x + b for float16: each block of values widened (F16C), added in
+// float32 and rounded once through RoundToHalf (so the device's rounding
+// mode applies), with no full-size float32 copies.
+void BiasAddHalf(const KernelContext& ctx, const half* px, const float* pb,
+                 half* py, const ChannelView& v) {
+  if (v.inner == 1) {
+    const int64_t rows = BlockRows(v.c);
+    const ArrayX<float> tiled = ConstArrayMap<float>(pb, v.c).replicate(rows, 1);
+    ctx.ParallelFor(v.outer, kCwiseCost * v.c, [&](int64_t b, int64_t e) {
+      ArrayX<float> buf(rows * v.c);
+      for (int64_t r = b; r < e; r += rows) {
+        const int64_t n = std::min(rows, e - r) * v.c;
+        WidenFast(px + r * v.c, buf.data(), n);
+        buf.head(n) += tiled.head(n);
+        RoundToHalf(ctx, 0, buf.data(), py + r * v.c, n, r * v.c);
+      }
+    });
+    return;
+  }
+  ctx.ParallelFor(
+      v.outer * v.c, kCwiseCost * v.inner, [&](int64_t b, int64_t e) {
+        ArrayX<float> buf(v.inner);
+        for (int64_t p = b; p < e; ++p) {
+          WidenFast(px + p * v.inner, buf.data(), v.inner);
+          buf += pb[p % v.c];
+          RoundToHalf(ctx, 0, buf.data(), py + p * v.inner, v.inner,
+                      p * v.inner);
+        }
+      });
+}
+
 absl::Status BiasAddKernel(KernelContext& ctx, const ChannelView& v) {
-  const Tensor x = AsFloat32(ctx, ctx.input(0));
+  const Tensor& x = ctx.input(0);
   const Tensor b = AsFloat32(ctx, ctx.input(1));
-  Tensor scratch;
-  ASSIGN_OR_RETURN(Tensor* y,
-                   AllocateFloat32Output(ctx, 0, x.shape(), &scratch));
-  BiasAddFloat(ctx, x.data<float>(), b.data<float>(), y->data<float>(), v);
-  if (y == &scratch) StoreOutput(ctx, 0, scratch, ctx.mutable_output(0));
+  ASSIGN_OR_RETURN(Tensor* y, ctx.allocate_output(0, x.shape()));
+  if (x.dtype() == DType::kFloat16) {
+    BiasAddHalf(ctx, x.data<half>(), b.data<float>(), y->data<half>(), v);
+  } else {
+    BiasAddFloat(ctx, x.data<float>(), b.data<float>(), y->data<float>(), v);
+  }
   return absl::OkStatus();
 }
 
@@ -109,9 +139,16 @@ template <typename T>
 Eigen::ArrayXf SumRows(const T* p, const ChannelView& v, int64_t b, int64_t e) {
   const int64_t rows = BlockRows(v.c);
   Eigen::ArrayXf tiled = Eigen::ArrayXf::Zero(std::min(rows, e - b) * v.c);
+  [[maybe_unused]] Eigen::ArrayXf widened(
+      std::is_same_v<T, half> ? rows * v.c : 0);
   for (int64_t r = b; r < e; r += rows) {
     const int64_t n = std::min(rows, e - r) * v.c;
-    tiled.head(n) += ConstArrayMap<T>(p + r * v.c, n).template cast<float>();
+    if constexpr (std::is_same_v<T, half>) {
+      WidenFast(p + r * v.c, widened.data(), n);
+      tiled.head(n) += widened.head(n);
+    } else {
+      tiled.head(n) += ConstArrayMap<T>(p + r * v.c, n);
+    }
   }
   return Eigen::Map<const Eigen::MatrixXf>(tiled.data(), v.c,
                                            tiled.size() / v.c)
@@ -122,7 +159,7 @@ Eigen::ArrayXf SumRows(const T* p, const ChannelView& v, int64_t b, int64_t e) {
 
 // Sums dy over `outer` and `inner` in float32; shards' partial sums are
 // added in shard order, so the result does not depend on timing.
-// float16 dy is widened first (vectorised), then summed as float32; the
+// float16 dy is widened block by block (F16C) and summed as float32; the
 // result is rounded once through RoundToHalf.
 template <typename T>
 absl::Status BiasAddGradKernel(KernelContext& ctx, const ChannelView& v,
@@ -137,9 +174,14 @@ absl::Status BiasAddGradKernel(KernelContext& ctx, const ChannelView& v,
         } else {
           for (int64_t o = b; o < e; ++o) {
             for (int64_t ch = 0; ch < v.c; ++ch) {
-              sum[ch] += ConstArrayMap<T>(p + (o * v.c + ch) * v.inner, v.inner)
-                             .template cast<float>()
-                             .sum();
+              const T* row = p + (o * v.c + ch) * v.inner;
+              if constexpr (std::is_same_v<T, half>) {
+                Eigen::ArrayXf w(v.inner);
+                WidenFast(row, w.data(), v.inner);
+                sum[ch] += w.sum();
+              } else {
+                sum[ch] += ConstArrayMap<T>(row, v.inner).sum();
+              }
             }
           }
         }
@@ -204,8 +246,10 @@ REGISTER_OP("BiasAddGrad")
       const int cdim =
           *ChannelDim(ctx.attr<std::string>("data_format"), dy.rank());
       const ChannelView v = ViewOf(dy.shape(), cdim);
-      const Tensor dy32 = AsFloat32(ctx, dy);
-      return BiasAddGradKernel<float>(ctx, v, dy32.data<float>());
+      if (dy.dtype() == DType::kFloat16) {
+        return BiasAddGradKernel<half>(ctx, v, dy.data<half>());
+      }
+      return BiasAddGradKernel<float>(ctx, v, dy.data<float>());
     })
     // db = sum of dy over all but channels;  d/d(dy) = g broadcast along the
     // channels = BiasAdd(zeros like dy, g)
