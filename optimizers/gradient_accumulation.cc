@@ -12,6 +12,7 @@
 #include "ops/math/select.h"
 #include "ops/state/assign.h"
 #include "ops/state/initializers.h"
+#include "ops/state/no_op.h"
 #include "ops/state/read_variable.h"
 
 namespace ipuflow::optimizers {
@@ -118,12 +119,34 @@ Node* GradientAccumulationOptimizer::ApplyDense(
   // The accumulated value is complete once `accumulate` has run.
   Output apply_now = ops::Identity(
       s.WithOpName("apply_now").WithControlDependencies({accumulate}),
-      is_last_);
+      gate_.apply_now.valid() ? gate_.apply_now : is_last_);
   // The inner optimizer builds in the wrapper's scope, so its slots are
   // named as without the wrapper, under it: "GradientAccumulation/w/Adam/m".
-  return ApplyIf(s.WithNoControlDependencies(),
-                 scope.NewSubScope("").WithNoControlDependencies(), apply_now,
-                 acc, dtype, var);
+  Node* apply = ApplyIf(s.WithNoControlDependencies(),
+                        scope.NewSubScope("").WithNoControlDependencies(),
+                        apply_now, acc, dtype, var);
+  if (!gate_.skip_now.valid() || apply == nullptr) return apply;
+  // A skipped update still empties the accumulator (it may hold inf or NaN:
+  // a conditional reset, as 0 * inf would be NaN).
+  Output skip_now = ops::Identity(
+      s.WithOpName("skip_now").WithControlDependencies({accumulate}),
+      gate_.skip_now);
+  auto body = [&](const Scope&, const std::vector<Output>& args) {
+    ops::Assign(s.WithOpName("skip_reset"), acc,
+                ops::Zeros(s.WithOpName("skip_reset/Zeros"), var.shape, dtype));
+    return args;
+  };
+  auto cond = [](const Scope& c, const std::vector<Output>& args) {
+    return ops::Identity(c, args[0]);
+  };
+  absl::StatusOr<loops::Loop> reset =
+      loops::WhileLoop(s.WithNoControlDependencies(), cond, body, {skip_now},
+                       /*infeed=*/nullptr, /*maximum_iterations=*/1);
+  if (!reset.ok()) {
+    scope.UpdateStatus(reset.status());
+    return nullptr;
+  }
+  return ops::Group(s.WithOpName("apply_or_skip"), {apply, reset->op});
 }
 
 DType GradientAccumulationOptimizer::GradientDType(

@@ -159,6 +159,17 @@ class GradientAccumulationOptimizer : public Optimizer {
   // The accumulator's dtype: any float gradient is cast to it when added.
   DType GradientDType(const ops::VariableInfo& var) const override;
 
+  // A gate on the N-th step's update, for a wrapper that may skip it
+  // (LossScalingOptimizer's GradScaler): when set, the inner update runs
+  // when `apply_now` holds instead of on every N-th step, and when
+  // `skip_now` holds the accumulators are emptied without an update. Both
+  // are bool scalars, false except on the N-th step. Applies to the next
+  // ApplyGradients; an empty gate restores the default.
+  struct ApplyGate {
+    Output apply_now, skip_now;
+  };
+  void SetApplyGate(ApplyGate gate) { gate_ = gate; }
+
  protected:
   // The accumulator, when it has the variable's dtype.
   std::vector<std::string> SlotNames() const override;
@@ -185,6 +196,7 @@ class GradientAccumulationOptimizer : public Optimizer {
   const AccumulationDType dtype_;
   // Built by the current ApplyGradients (Prepare).
   Output is_last_;                   // n == N-1.
+  ApplyGate gate_;
   Output accum_scale_, grad_scale_;  // float32 scalars, kRunningMean only.
 };
 

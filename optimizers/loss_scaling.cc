@@ -15,6 +15,7 @@
 #include "ops/math/less.h"
 #include "ops/math/mul.h"
 #include "ops/math/select.h"
+#include "ops/math/sub.h"
 #include "ops/state/assign.h"
 #include "ops/state/no_op.h"
 #include "ops/state/read_variable.h"
@@ -92,7 +93,9 @@ absl::Status LossScalingOptimizer::Validate() const {
           g.backoff_factor, ") must be > 0 and growth_interval (",
           g.growth_interval, ") >= 1"));
     }
-    if (optimizer_->accumulates_gradients()) {
+    if (optimizer_->accumulates_gradients() &&
+        dynamic_cast<const GradientAccumulationOptimizer*>(optimizer_) ==
+            nullptr) {
       return absl::UnimplementedError(absl::StrCat(
           "LossScaling optimizer: GradScaler around the gradient-accumulating "
           "optimizer '", optimizer_->name(), "' is not supported (the skipped "
@@ -127,16 +130,26 @@ Output LossScalingOptimizer::ReadScale(const Scope& scope) {
                         .handle;
     if (!s.ok()) return Output();
     scale_name_ = ops::GetVariableInfo(scale_handle_)->name;
-    if (scaling_.method == Method::kGradScaler) {
+    const bool grad_scaler = scaling_.method == Method::kGradScaler;
+    if (grad_scaler) {
       tracker_handle_ =
           StateVariable(s, "growth_tracker",
                         I32(s.WithOpName("growth_tracker/initial_value"), 0))
               .handle;
-    } else if (MicroBatches() * scaling_.automatic.update_period > 1) {
+    }
+    const int period = grad_scaler ? 1 : scaling_.automatic.update_period;
+    if (MicroBatches() * period > 1) {
       counter_handle_ =
           StateVariable(s, "counter",
                         I32(s.WithOpName("counter/initial_value"), 0))
               .handle;
+    }
+    if (grad_scaler && MicroBatches() > 1) {
+      found_handle_ =
+          StateVariable(s, "found_inf",
+                        ops::Const(s.WithOpName("found_inf/zero"), 0.f))
+              .handle;
+    } else if (!grad_scaler && MicroBatches() * period > 1) {
       lower_handle_ = StateVariable(s, "statistics/lower",
                                     ops::Const(s.WithOpName("statistics/zero"), 0.f))
                           .handle;
@@ -331,22 +344,67 @@ Node* LossScalingOptimizer::ApplyGradients(
     // The inner optimizer names the variables without a gradient.
     return optimizer_->ApplyGradients(scope, unscaled);
   }
+  std::vector<Node*> deps;
+  const int n = MicroBatches();
+  Output is_update;  // Invalid: every step is a weight update.
+  if (n > 1) {
+    // Over the N micro-batches of a weight update: k counts them, and the
+    // non-finite counts add up until the update.
+    const Scope c = s.NewSubScope("counter");
+    Output k = ops::ReadVariable(c.WithOpName("value"), counter_handle_);
+    is_update = ops::Equal(c.WithOpName("is_update"), k, I32(c, n - 1));
+    deps.push_back(ops::Assign(
+        c.WithOpName("advance"), counter_handle_,
+        ops::Select(c.WithOpName("next"), is_update, I32(c, 0),
+                    ops::Add(c.WithOpName("plus_one"), k, I32(c, 1)))));
+    bad = ops::Add(s.WithOpName("found_inf/total"),
+                   ops::ReadVariable(s.WithOpName("found_inf/value"), found_handle_),
+                   bad);
+    deps.push_back(ops::Assign(
+        s.WithOpName("found_inf/store"), found_handle_,
+        ops::Select(s.WithOpName("found_inf/next"), is_update,
+                    ops::Const(s, 0.f), bad)));
+  }
   bad = ops::CrossReplicaSum(s.WithOpName("non_finite_replicas"), bad);
   Output finite = ops::Equal(s.WithOpName("finite"), bad, ops::Const(s, 0.f));
-  // The inner update runs at most once, when every gradient is finite.
-  auto body = [&](const Scope&, const std::vector<Output>& args) {
-    optimizer_->ApplyGradients(scope, unscaled);
-    return args;
-  };
-  auto cond = [](const Scope& c, const std::vector<Output>& args) {
-    return ops::Identity(c, args[0]);
-  };
-  absl::StatusOr<loops::Loop> loop = loops::WhileLoop(
-      s.WithOpName("apply_if_finite"), cond, body, {finite},
-      /*infeed=*/nullptr, /*maximum_iterations=*/1);
-  if (!loop.ok()) {
-    scope.UpdateStatus(loop.status());
-    return nullptr;
+  if (auto* ga = dynamic_cast<GradientAccumulationOptimizer*>(optimizer_)) {
+    // The accumulation wrapper's own conditional update, gated: on the N-th
+    // micro-batch it applies when finite, else empties its accumulators.
+    const Scope gs = s.NewSubScope("gate");
+    Output upd =
+        is_update.valid()
+            ? ops::Cast(gs.WithOpName("update"), is_update, DType::kFloat32)
+            : ops::Const(gs.WithOpName("update"), 1.f);
+    Output fin = ops::Cast(gs.WithOpName("finite"), finite, DType::kFloat32);
+    Output one = ops::Const(gs, 1.f);
+    GradientAccumulationOptimizer::ApplyGate gate;
+    gate.apply_now = ops::Equal(gs.WithOpName("apply_now"),
+                                ops::Mul(gs, upd, fin), one);
+    gate.skip_now = ops::Equal(
+        gs.WithOpName("skip_now"),
+        ops::Mul(gs, upd, ops::Sub(gs, one, fin)), one);
+    ga->SetApplyGate(gate);
+    Node* apply = ga->ApplyGradients(scope, unscaled);
+    ga->SetApplyGate({});
+    if (apply == nullptr) return nullptr;
+    deps.push_back(apply);
+  } else {
+    // The inner update runs at most once, when every gradient is finite.
+    auto body = [&](const Scope&, const std::vector<Output>& args) {
+      optimizer_->ApplyGradients(scope, unscaled);
+      return args;
+    };
+    auto cond = [](const Scope& c, const std::vector<Output>& args) {
+      return ops::Identity(c, args[0]);
+    };
+    absl::StatusOr<loops::Loop> loop = loops::WhileLoop(
+        s.WithOpName("apply_if_finite"), cond, body, {finite},
+        /*infeed=*/nullptr, /*maximum_iterations=*/1);
+    if (!loop.ok()) {
+      scope.UpdateStatus(loop.status());
+      return nullptr;
+    }
+    deps.push_back(loop->op);
   }
   const GradScalerSettings& g = scaling_.grad_scaler;
   const Scope u = s.NewSubScope("update");
@@ -364,10 +422,16 @@ Node* LossScalingOptimizer::ApplyGradients(
                            ops::Const(u, g.growth_factor)),
                   scale),
       ops::Mul(u.WithOpName("backed_off"), scale, ops::Const(u, g.backoff_factor)));
-  std::vector<Node*> deps = {
-      loop->op,
-      ops::Assign(u.WithOpName("store_tracker"), tracker_handle_, next_tracker),
-      ops::Assign(u.WithOpName("store_scale"), scale_handle_, next_scale)};
+  if (is_update.valid()) {  // Unchanged between weight updates.
+    next_tracker = ops::Select(u.WithOpName("tracker_if_update"), is_update,
+                               next_tracker, tracker);
+    next_scale = ops::Select(u.WithOpName("scale_if_update"), is_update,
+                             next_scale, scale);
+  }
+  deps.push_back(
+      ops::Assign(u.WithOpName("store_tracker"), tracker_handle_, next_tracker));
+  deps.push_back(
+      ops::Assign(u.WithOpName("store_scale"), scale_handle_, next_scale));
   if (!scope.ok()) return nullptr;
   return ops::Group(s.WithOpName("apply"), deps);
 }

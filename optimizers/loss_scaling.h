@@ -44,10 +44,12 @@
 // sums the statistics of the N micro-batches of the last optimizer step of
 // each period of update_period steps (PopART runs its histograms in N of
 // every N x update_period executions) and updates S with the weight update.
-// kGradScaler over an accumulating optimizer is Unimplemented (the skip
-// must cover the accumulation wrapper's own conditional update), and so is
-// kGradScaler in a pipeline (its conditional update would be a device loop
-// spanning the stages' IPUs, which the weight update cannot run); static
+// kGradScaler sums the inf/NaN counts of the N micro-batches and decides at
+// the weight update: it gates the accumulation wrapper's own conditional
+// update (GradientAccumulationOptimizer::SetApplyGate), which then applies
+// or empties its accumulators; S and the tracker change only then.
+// kGradScaler in a pipeline is Unimplemented (its conditional update would
+// be a device loop spanning the stages' IPUs, which the weight update cannot run); static
 // and kAutomatic work in pipelines, kAutomatic there counting the
 // accumulated gradients at the weight update.
 //
@@ -190,7 +192,7 @@ class LossScalingOptimizer : public Optimizer {
   const Graph* graph_ = nullptr;
   std::optional<Scope> state_scope_;
   Output scale_handle_, tracker_handle_, counter_handle_;
-  Output lower_handle_, upper_handle_;
+  Output lower_handle_, upper_handle_, found_handle_;
   std::string scale_name_;
 };
 
