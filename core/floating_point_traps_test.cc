@@ -10,6 +10,7 @@
 #include "ops/control/loops.h"
 #include "ops/math/add.h"
 #include "ops/math/cast.h"
+#include "ops/math/div.h"
 #include "ops/math/mul.h"
 #include "ops/state/assign.h"
 #include "ops/state/variable.h"
@@ -96,6 +97,14 @@ TEST(FloatingPointTrapsTest, DivisionByZeroFromADividingOp) {
   EXPECT_EQ(RunWith(Traps(true, true, true), s2, z).message(),
             "floating-point exception (inv): _Divide 'q' output 0 element 0 is "
             "nan from non-NaN inputs");
+}
+
+TEST(FloatingPointTrapsTest, DivIsADividingOp) {
+  Scope s = Scope::NewRootScope();
+  Output y = ops::Div(s.WithOpName("mean"), Vec(s, {4, 1}), Vec(s, {2, 0}));
+  EXPECT_EQ(RunWith(Traps(true, true, true), s, y).message(),
+            "floating-point exception (div0): Div 'mean' output 0 element 1 "
+            "is inf from a division by zero");
 }
 
 TEST(FloatingPointTrapsTest, HalfOverflowWithNanooIsOverflow) {

@@ -48,6 +48,7 @@ absl::Status DivKernel(KernelContext& ctx) {
 REGISTER_OP("Div")
     .Input("x")
     .Input("y")
+    .SetDivisorInput(1)  // A zero in y is the div0 trap's (floating_point.h).
     .SetShapeFn(shape_fns::BroadcastBinary)
     .SetKernel([](KernelContext& ctx) -> absl::Status {
       IPUFLOW_SWITCH_NUMERIC(

@@ -56,6 +56,8 @@ REGISTER_OP("Dropout")
     .Attr("rate", 0.5f)
     .Attr("seed", int64_t{0})
     .SetStateful()
+    // Each replica draws its own mask (its key includes the replica).
+    .SetReplicaIdentity(ReplicaIdentity::kDiffers)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       RETURN_IF_ERROR(c.ExpectFloat(0));
       ASSIGN_OR_RETURN(float rate, c.attr<float>("rate"));
