@@ -20,8 +20,9 @@
 //                   scaled before it is added: no float16 overflow)
 //     kRunningMean: accum_scale n/(n+1),  grad_scale 1/(n+1) (acc is the mean
 //                   of the gradients so far)
-//   if n == N-1: the inner optimizer applies acc (cast to the variable's
-//                dtype) as the gradient, then acc = 0;
+//   if n == N-1: the inner optimizer applies acc (cast to its
+//                GradientDType: the variable's, or float32 for a float16
+//                variable with a master copy) as the gradient, then acc = 0;
 //   n = (n + 1) mod N.
 // Other runs change neither the variables nor the inner optimizer's state
 // (its slots, Adam's step): after k*N runs the variables are exactly those
