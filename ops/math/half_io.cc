@@ -1,6 +1,7 @@
 #include "ops/math/half_io.h"
 
 #include <algorithm>
+#include <memory>
 
 #ifdef __F16C__
 #include <immintrin.h>
@@ -76,9 +77,20 @@ void RoundParallel(const KernelContext& ctx, int output, const float* src,
   });
 }
 
-Tensor AsFloat32(const KernelContext& ctx, const Tensor& t) {
+Tensor ThreadScratch(int slot, const TensorShape& shape) {
+  thread_local std::shared_ptr<TensorBuffer> buffers[kScratchSlots];
+  std::shared_ptr<TensorBuffer>& b = buffers[slot];
+  const size_t bytes = shape.num_elements() * sizeof(float);
+  if (b == nullptr || b->size() < bytes) {
+    b = std::make_shared<TensorBuffer>(std::max<size_t>(bytes, 64));
+  }
+  return Tensor(DType::kFloat32, shape, b);
+}
+
+Tensor AsFloat32(const KernelContext& ctx, const Tensor& t, int slot) {
   if (t.dtype() != DType::kFloat16) return t;
-  Tensor out(DType::kFloat32, t.shape());
+  Tensor out = slot >= 0 ? ThreadScratch(slot, t.shape())
+                         : Tensor(DType::kFloat32, t.shape());
   WidenParallel(ctx, t.data<half>(), out.data<float>(), t.NumElements());
   return out;
 }
@@ -96,10 +108,14 @@ void StoreOutput(const KernelContext& ctx, int output, const Tensor& src,
 
 absl::StatusOr<Tensor*> AllocateFloat32Output(KernelContext& ctx, int output,
                                               const TensorShape& shape,
-                                              Tensor* scratch) {
+                                              Tensor* scratch, int slot) {
   ASSIGN_OR_RETURN(Tensor* y, ctx.allocate_output(output, shape));
   if (y->dtype() != DType::kFloat16) return y;
-  ASSIGN_OR_RETURN(*scratch, Tensor::Allocate(DType::kFloat32, shape));
+  if (slot >= 0) {
+    *scratch = ThreadScratch(slot, shape);
+  } else {
+    ASSIGN_OR_RETURN(*scratch, Tensor::Allocate(DType::kFloat32, shape));
+  }
   return scratch;
 }
 

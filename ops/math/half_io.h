@@ -23,9 +23,20 @@
 
 namespace ipuflow::ops {
 
+// Float32 scratch for float16 kernels, kept per thread and reused across
+// runs: a fresh buffer of a megabyte page-faults on every run (the kernel
+// zeroes its pages), which cost the float16 ConvNet step about 10%.
+// Slot `slot` (0 <= slot < kScratchSlots) of the calling thread, viewed as a
+// float32 tensor of `shape` (grown when too small). The view is valid until
+// the same slot is asked for again on this thread: a kernel uses distinct
+// slots for the tensors it holds at once and keeps none past its return.
+inline constexpr int kScratchSlots = 8;
+Tensor ThreadScratch(int slot, const TensorShape& shape);
+
 // `t` itself when it is float32 (sharing its buffer); a float32 copy when it
-// is float16. REQUIRES: t is float32 or float16.
-Tensor AsFloat32(const KernelContext& ctx, const Tensor& t);
+// is float16: freshly allocated, or ThreadScratch(slot) when slot >= 0.
+// REQUIRES: t is float32 or float16.
+Tensor AsFloat32(const KernelContext& ctx, const Tensor& t, int slot = -1);
 
 // Widens n float16 values to float32 (exact), in parallel chunks, 8 at a
 // time with F16C. (Eigen 3.4's Array::cast<float>() on half is scalar: its
@@ -64,9 +75,10 @@ void StoreOutput(const KernelContext& ctx, int output, const Tensor& src,
 // A float32 scratch tensor of `shape` for a float16 output, or the output
 // itself (allocated) when it is float32: compute into the result, then
 // StoreOutput(ctx, output, result, y) (a no-op when they are the same).
+// The scratch is ThreadScratch(slot) when slot >= 0.
 absl::StatusOr<Tensor*> AllocateFloat32Output(KernelContext& ctx, int output,
                                               const TensorShape& shape,
-                                              Tensor* scratch);
+                                              Tensor* scratch, int slot = -1);
 
 }  // namespace ipuflow::ops
 

@@ -71,7 +71,7 @@ void AvgPoolBackward(const KernelContext& ctx, const float* dy, float* dx,
 absl::Status AvgPoolKernel(KernelContext& ctx) {
   WindowAttrs a;
   ASSIGN_OR_RETURN(Window2D g, PoolKernelWindow(ctx, &a));
-  const Tensor x = ToNhwcTensor(ctx, ctx.input(0), a.format);
+  const Tensor x = ToNhwcTensor(ctx, ctx.input(0), a.format, /*slot=*/0);
   Tensor scratch;
   ASSIGN_OR_RETURN(
       Tensor* y,
@@ -90,7 +90,7 @@ absl::Status AvgPoolGradKernel(KernelContext& ctx) {
         "input 'dy' has shape ", ctx.input(1).shape().DebugString(),
         " but AvgPool2D's output has shape ", out.DebugString());
   }
-  const Tensor dy = ToNhwcTensor(ctx, ctx.input(1), a.format);
+  const Tensor dy = ToNhwcTensor(ctx, ctx.input(1), a.format, /*slot=*/0);
   Tensor scratch;
   ASSIGN_OR_RETURN(
       Tensor* dx,

@@ -59,8 +59,8 @@ absl::Status Conv2DKernel(KernelContext& ctx) {
   int64_t oc;
   ASSIGN_OR_RETURN(Window2D g, ConvKernelWindow(ctx, &a, &oc));
   // float32 inputs are used in place; float16 ones widened once.
-  const Tensor x = ToNhwcTensor(ctx, ctx.input(0), a.format);
-  const Tensor w = AsFloat32(ctx, ctx.input(1));
+  const Tensor x = ToNhwcTensor(ctx, ctx.input(0), a.format, /*slot=*/0);
+  const Tensor w = AsFloat32(ctx, ctx.input(1), /*slot=*/1);
   Tensor scratch;
   ASSIGN_OR_RETURN(
       Tensor* y,

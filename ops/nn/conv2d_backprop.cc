@@ -124,8 +124,8 @@ absl::Status BackpropInputKernel(KernelContext& ctx) {
   WindowAttrs a;
   int64_t oc;
   ASSIGN_OR_RETURN(Window2D g, BackpropWindow(ctx, &a, &oc));
-  const Tensor dy = ToNhwcTensor(ctx, ctx.input(2), a.format);
-  const Tensor w = AsFloat32(ctx, ctx.input(1));
+  const Tensor dy = ToNhwcTensor(ctx, ctx.input(2), a.format, /*slot=*/0);
+  const Tensor w = AsFloat32(ctx, ctx.input(1), /*slot=*/1);
   Tensor scratch;
   ASSIGN_OR_RETURN(
       Tensor* dx,
@@ -145,12 +145,13 @@ absl::Status BackpropFilterKernel(KernelContext& ctx) {
   WindowAttrs a;
   int64_t oc;
   ASSIGN_OR_RETURN(Window2D g, BackpropWindow(ctx, &a, &oc));
-  const Tensor x = ToNhwcTensor(ctx, ctx.input(0), a.format);
-  const Tensor dy = ToNhwcTensor(ctx, ctx.input(2), a.format);
+  const Tensor x = ToNhwcTensor(ctx, ctx.input(0), a.format, /*slot=*/0);
+  const Tensor dy = ToNhwcTensor(ctx, ctx.input(2), a.format, /*slot=*/1);
   Tensor scratch;
   ASSIGN_OR_RETURN(
       Tensor* dw,
-      AllocateFloat32Output(ctx, 0, ctx.input(1).shape(), &scratch));
+      AllocateFloat32Output(ctx, 0, ctx.input(1).shape(), &scratch,
+                            /*slot=*/6));
   if (HalfPartials(ctx.node())) {
     ConvBackpropFilterHalfPartials(ctx, x.data<float>(), dy.data<float>(),
                                    dw->data<float>(), g, oc);

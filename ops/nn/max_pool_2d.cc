@@ -178,7 +178,7 @@ void MaxPoolBackward(const KernelContext& ctx, const float* x, const float* y,
 absl::Status MaxPoolKernel(KernelContext& ctx) {
   WindowAttrs a;
   ASSIGN_OR_RETURN(Window2D g, PoolKernelWindow(ctx, &a));
-  const Tensor x = ToNhwcTensor(ctx, ctx.input(0), a.format);
+  const Tensor x = ToNhwcTensor(ctx, ctx.input(0), a.format, /*slot=*/0);
   Tensor scratch;
   ASSIGN_OR_RETURN(
       Tensor* y,
@@ -201,9 +201,9 @@ absl::Status MaxPoolGradKernel(KernelContext& ctx) {
           " but MaxPool2D's output has shape ", out.DebugString());
     }
   }
-  const Tensor x = ToNhwcTensor(ctx, ctx.input(0), a.format);
-  const Tensor y = ToNhwcTensor(ctx, ctx.input(1), a.format);
-  const Tensor dy = ToNhwcTensor(ctx, ctx.input(2), a.format);
+  const Tensor x = ToNhwcTensor(ctx, ctx.input(0), a.format, /*slot=*/0);
+  const Tensor y = ToNhwcTensor(ctx, ctx.input(1), a.format, /*slot=*/1);
+  const Tensor dy = ToNhwcTensor(ctx, ctx.input(2), a.format, /*slot=*/2);
   Tensor scratch;
   ASSIGN_OR_RETURN(
       Tensor* dx,

@@ -180,11 +180,14 @@ void TransposeImages(const KernelContext& ctx, const float* in, float* out,
 
 }  // namespace
 
-Tensor ToNhwcTensor(const KernelContext& ctx, const Tensor& t, DataFormat f) {
+Tensor ToNhwcTensor(const KernelContext& ctx, const Tensor& t, DataFormat f,
+                    int slot) {
+  if (f == DataFormat::kNHWC) return AsFloat32(ctx, t, slot);
   const Tensor t32 = AsFloat32(ctx, t);
-  if (f == DataFormat::kNHWC) return t32;
   const Dims4 d = ToNhwc(t.shape(), f);
-  Tensor out(DType::kFloat32, FromNhwc(d, DataFormat::kNHWC));
+  const TensorShape nhwc = FromNhwc(d, DataFormat::kNHWC);
+  Tensor out =
+      slot >= 0 ? ThreadScratch(slot, nhwc) : Tensor(DType::kFloat32, nhwc);
   TransposeImages(ctx, t32.data<float>(), out.data<float>(), d.n, d.c,
                   d.h * d.w);
   return out;
@@ -195,6 +198,10 @@ absl::StatusOr<Tensor*> AllocateNhwcOutput(KernelContext& ctx, int i,
                                            Tensor* scratch) {
   if (f == DataFormat::kNHWC && ctx.output_dtype(i) == DType::kFloat32) {
     return ctx.allocate_output(i, FromNhwc(d, DataFormat::kNHWC));
+  }
+  if (i == 0) {
+    *scratch = ThreadScratch(6, FromNhwc(d, DataFormat::kNHWC));
+    return scratch;
   }
   ASSIGN_OR_RETURN(*scratch, Tensor::Allocate(DType::kFloat32,
                                               FromNhwc(d, DataFormat::kNHWC)));
@@ -223,7 +230,7 @@ absl::Status FinishNhwcOutput(KernelContext& ctx, int i, DataFormat f,
                     d.h * d.w, d.c);
     return absl::OkStatus();
   }
-  Tensor nchw(DType::kFloat32, out->shape());
+  Tensor nchw = ThreadScratch(7, out->shape());
   TransposeImages(ctx, scratch.data<float>(), nchw.data<float>(), d.n,
                   d.h * d.w, d.c);
   store(nchw, out);

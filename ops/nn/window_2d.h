@@ -91,11 +91,14 @@ inline void ClipWindow(int64_t start, int64_t k, int64_t n, int64_t* begin,
 // Kernel helpers for the NCHW layout (NHWC needs no copy) and for float16
 // tensors, which kernels compute on in float32 (ops/math/half_io.h).
 // `t` as a float32 NHWC tensor: itself for float32 NHWC, else a widened
-// and/or transposed copy. REQUIRES: t is float32 or float16 of rank 4.
-Tensor ToNhwcTensor(const KernelContext& ctx, const Tensor& t, DataFormat f);
+// and/or transposed copy (in ThreadScratch(slot), ops/math/half_io.h, when
+// slot >= 0: slots 0-5 are the kernels' for their inputs, 6 and 7 these
+// helpers' for outputs). REQUIRES: t is float32 or float16 of rank 4.
+Tensor ToNhwcTensor(const KernelContext& ctx, const Tensor& t, DataFormat f,
+                    int slot = -1);
 // float32 memory for an NHWC result destined for output `i`: the output
-// itself for a float32 NHWC output, else `*scratch` (allocated here). Call
-// FinishNhwcOutput afterwards.
+// itself for a float32 NHWC output, else `*scratch` (allocated here, in
+// ThreadScratch slot 6 for output 0). Call FinishNhwcOutput afterwards.
 absl::StatusOr<Tensor*> AllocateNhwcOutput(KernelContext& ctx, int i,
                                            const Dims4& d, DataFormat f,
                                            Tensor* scratch);
