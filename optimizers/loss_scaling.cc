@@ -21,7 +21,7 @@
 #include "ops/state/read_variable.h"
 #include "ops/state/variable.h"
 #include "optimizers/gradient_accumulation.h"
-#include "optimizers/loss_scale_ops.h"
+#include "ops/state/gradient_statistics.h"
 
 namespace ipuflow::optimizers {
 namespace {

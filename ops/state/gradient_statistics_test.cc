@@ -1,4 +1,4 @@
-#include "optimizers/loss_scale_ops.h"
+#include "ops/state/gradient_statistics.h"
 
 #include <cmath>
 #include <limits>
@@ -30,7 +30,7 @@ std::vector<float> Counts(DType dtype, const std::vector<float>& x, float edge) 
           (*out)[2].scalar<float>()};
 }
 
-TEST(LossScaleOpsTest, HistogramOfAbsoluteValues) {
+TEST(GradientStatisticsTest, HistogramOfAbsoluteValues) {
   // PopART's example: {1e-3, -1.2e-4, -2, 1.4e5} with edge 8188 -> {3, 1}
   // (1.4e5 is inf in float16: still upper). |-8188| >= edge is upper;
   // 8184 (exact in float16, where 8187 would round to 8188) is lower.
@@ -43,12 +43,12 @@ TEST(LossScaleOpsTest, HistogramOfAbsoluteValues) {
   }
 }
 
-TEST(LossScaleOpsTest, NonFiniteCountAndNaNIsUpper) {
+TEST(GradientStatisticsTest, NonFiniteCountAndNaNIsUpper) {
   EXPECT_EQ(Counts(DType::kFloat32, {kInf, -kInf, kNaN, 1}, 8188),
             (std::vector<float>{1, 3, 3}));
 }
 
-TEST(LossScaleOpsTest, ManyElementsCountedExactly) {
+TEST(GradientStatisticsTest, ManyElementsCountedExactly) {
   // 10000 elements (several chunks): every third is above the edge.
   std::vector<float> x(10000);
   for (size_t i = 0; i < x.size(); ++i) x[i] = i % 3 == 0 ? -9000.f : 1.f;
@@ -56,7 +56,7 @@ TEST(LossScaleOpsTest, ManyElementsCountedExactly) {
             (std::vector<float>{6666, 3334, 0}));
 }
 
-TEST(LossScaleOpsTest, NegativeEdgeIsAnError) {
+TEST(GradientStatisticsTest, NegativeEdgeIsAnError) {
   Scope s = Scope::NewRootScope();
   GradientHistogram(s.WithOpName("h"), Const(s, 1.f), -1);
   EXPECT_NE(s.status().message().find("edge must be >= 0, got -1"),

@@ -1,4 +1,4 @@
-#include "optimizers/loss_scale_ops.h"
+#include "ops/state/gradient_statistics.h"
 
 #include <cmath>
 #include <vector>

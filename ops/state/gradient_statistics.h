@@ -1,4 +1,5 @@
-// The two statistics automatic loss scaling takes of gradients, as ops
+// GradientHistogram and NonFiniteCount: the two statistics loss scaling
+// takes of gradients, as ops (one file: they share the chunked count)
 // (built by optimizers/loss_scaling.cc; usable alone):
 //
 //   GradientHistogram: PopART's HistogramOp with one level on absolute
@@ -16,8 +17,8 @@
 // Both accept float32 and float16 x (float16 is widened exactly), count in
 // 64-bit integers and round the count to float32 once (exact below 2^24).
 // Not differentiable: they measure gradients.
-#ifndef IPUFLOW_OPTIMIZERS_LOSS_SCALE_OPS_H_
-#define IPUFLOW_OPTIMIZERS_LOSS_SCALE_OPS_H_
+#ifndef IPUFLOW_OPS_STATE_GRADIENT_STATISTICS_H_
+#define IPUFLOW_OPS_STATE_GRADIENT_STATISTICS_H_
 
 #include <utility>
 
@@ -32,4 +33,4 @@ Output NonFiniteCount(const Scope& scope, Output x);
 
 }  // namespace ipuflow::ops
 
-#endif  // IPUFLOW_OPTIMIZERS_LOSS_SCALE_OPS_H_
+#endif  // IPUFLOW_OPS_STATE_GRADIENT_STATISTICS_H_
