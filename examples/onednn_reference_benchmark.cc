@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <functional>
 #include <random>
@@ -47,26 +48,45 @@ namespace {
 
 constexpr int64_t kBatch = 40;
 
-// Median milliseconds per call of each of `fns`, timed in alternating
-// rounds of `steps` calls after one untimed round each.
-std::vector<double> AlternatingMedians(
+// Milliseconds per call of one function: wall-clock, and CPU time of the
+// whole process (all threads; on a busy machine the wall-clock time also
+// counts time spent descheduled).
+struct Times {
+  double wall = 0, cpu = 0;
+};
+
+double ProcessCpuMs() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
+}
+
+// Median times per call of each of `fns`, timed in alternating rounds of
+// `steps` calls after one untimed round each.
+std::vector<Times> AlternatingMedians(
     const std::vector<std::function<void()>>& fns, int steps, int rounds) {
-  std::vector<std::vector<double>> ms(fns.size());
+  std::vector<std::vector<double>> wall(fns.size()), cpu(fns.size());
   for (int r = -1; r < rounds; ++r) {
     for (size_t f = 0; f < fns.size(); ++f) {
+      const double cpu0 = ProcessCpuMs();
       const auto start = std::chrono::steady_clock::now();
       for (int i = 0; i < steps; ++i) fns[f]();
       const std::chrono::duration<double, std::milli> d =
           std::chrono::steady_clock::now() - start;
-      if (r >= 0) ms[f].push_back(d.count() / steps);
+      if (r < 0) continue;
+      wall[f].push_back(d.count() / steps);
+      cpu[f].push_back((ProcessCpuMs() - cpu0) / steps);
     }
   }
-  std::vector<double> medians;
-  for (auto& v : ms) {
+  auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
-    medians.push_back(v[v.size() / 2]);
+    return v[v.size() / 2];
+  };
+  std::vector<Times> times;
+  for (size_t f = 0; f < fns.size(); ++f) {
+    times.push_back({median(wall[f]), median(cpu[f])});
   }
-  return medians;
+  return times;
 }
 
 int Main() {
@@ -136,12 +156,12 @@ int Main() {
   std::printf("batch %lld, %d rounds of %d steps, medians (ms)\n",
               static_cast<long long>(kBatch), rounds, steps);
 
-  const std::vector<double> step = AlternatingMedians(
+  const std::vector<Times> step = AlternatingMedians(
       {[&] { run({train}); }, on(1, reference1, true),
        on(omp_threads, reference_n, true)},
       steps, rounds);
   const float ipuflow_trained = ipuflow_loss, onednn_trained = onednn_loss;
-  const std::vector<double> fwd = AlternatingMedians(
+  const std::vector<Times> fwd = AlternatingMedians(
       {[&] { run({}); }, on(1, reference1, false),
        on(omp_threads, reference_n, false)},
       steps, rounds);
@@ -151,14 +171,17 @@ int Main() {
   }
   char threads_n[32];
   std::snprintf(threads_n, sizeof(threads_n), "oneDNN %dT", omp_threads);
-  std::printf("%-24s %9s %10s %10s %14s\n", "", "ipuflow", "oneDNN 1T",
+  std::printf("%-30s %9s %10s %10s %14s\n", "", "ipuflow", "oneDNN 1T",
               threads_n, "ipuflow/best");
-  auto row = [](const char* name, const std::vector<double>& t) {
-    std::printf("%-24s %9.3f %10.3f %10.3f %13.2fx\n", name, t[0], t[1], t[2],
-                t[0] / std::min(t[1], t[2]));
+  auto row = [](const char* name, const std::vector<Times>& t, bool wall) {
+    auto ms = [&](int i) { return wall ? t[i].wall : t[i].cpu; };
+    std::printf("%-30s %9.3f %10.3f %10.3f %13.2fx\n", name, ms(0), ms(1),
+                ms(2), ms(0) / std::min(ms(1), ms(2)));
   };
-  row("training step (AdamW)", step);
-  row("forward (loss)", fwd);
+  row("training step (AdamW), wall", step, true);
+  row("forward (loss), wall", fwd, true);
+  row("training step, process CPU", step, false);
+  row("forward, process CPU", fwd, false);
   std::printf("loss after %d steps on one batch: ipuflow %.4f, oneDNN %.4f\n",
               (rounds + 1) * steps, ipuflow_trained, onednn_trained);
   return 0;
