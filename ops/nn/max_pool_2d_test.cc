@@ -247,5 +247,19 @@ TEST(MaxPool2DTest, Float16NchwMatchesFloat32) {
   EXPECT_LT(c->gradient_error, 2e-3);
 }
 
+TEST(MaxPool2DTest, Float16InPlaceWithPaddingMatchesFloat32) {
+  // 16 channels (whole packets), SAME on 7x7: windows at the border cover
+  // padding and the last input row belongs to a clipped window.
+  absl::StatusOr<HalfCheck> c = CompareHalfToFloat(
+      [](const Scope& s, const std::vector<Output>& x) {
+        return MaxPool2D(s, x[0], {2, 2}, {2, 2}, "SAME");
+      },
+      {RandomTensor({2, 7, 7, 16}, -1, 1, 5)});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->dtype, DType::kFloat16);
+  EXPECT_LT(c->forward_error, 1e-6);
+  EXPECT_LT(c->gradient_error, 1e-6);
+}
+
 }  // namespace
 }  // namespace ipuflow::ops
