@@ -215,6 +215,18 @@ Output LossScalingOptimizer::Unscale(const Scope& scope, Output grad,
   return g;
 }
 
+Output LossScalingOptimizer::AdvanceCounter(int m, Output* is_update,
+                                            std::vector<Node*>* updates) {
+  const Scope c = state_scope_->NewSubScope("counter");
+  Output k = ops::ReadVariable(c.WithOpName("value"), counter_handle_);
+  *is_update = ops::Equal(c.WithOpName("is_update"), k, I32(c, m - 1));
+  updates->push_back(ops::Assign(
+      c.WithOpName("advance"), counter_handle_,
+      ops::Select(c.WithOpName("next"), *is_update, I32(c, 0),
+                  ops::Add(c.WithOpName("plus_one"), k, I32(c, 1)))));
+  return k;
+}
+
 std::vector<Node*> LossScalingOptimizer::AutomaticUpdate(
     const Scope& scope, const std::vector<GradAndVar>& scaled, Output scale) {
   const AutomaticLossScalingSettings& a = scaling_.automatic;
@@ -247,17 +259,12 @@ std::vector<Node*> LossScalingOptimizer::AutomaticUpdate(
   if (m > 1) {
     // k counts micro-batches through [0, m); the last n of them (the last
     // optimizer step of the period) are collected.
+    Output k = AdvanceCounter(m, &is_update, &updates);
     const Scope c = s.NewSubScope("counter");
-    Output k = ops::ReadVariable(c.WithOpName("value"), counter_handle_);
     Output collect = ops::Cast(
         c.WithOpName("collect"),
         ops::Greater(c.WithOpName("in_last_step"), k, I32(c, m - n - 1)),
         DType::kFloat32);
-    is_update = ops::Equal(c.WithOpName("is_update"), k, I32(c, m - 1));
-    updates.push_back(ops::Assign(
-        c.WithOpName("advance"), counter_handle_,
-        ops::Select(c.WithOpName("next"), is_update, I32(c, 0),
-                    ops::Add(c.WithOpName("plus_one"), k, I32(c, 1)))));
     auto accumulate = [&](const char* name, Output handle, Output now) {
       const Scope t = s.NewSubScope(absl::StrCat("statistics/", name));
       Output total = ops::Add(
@@ -328,11 +335,18 @@ Node* LossScalingOptimizer::ApplyGradients(
       return ops::Group(s.WithOpName("apply"), deps);
     }
     case Method::kGradScaler:
-      break;
+      return GradScalerApply(scope, grads_and_vars, unscaled, scale);
   }
-  // GradScaler: found_inf over every gradient and every replica.
+  return nullptr;
+}
+
+Node* LossScalingOptimizer::GradScalerApply(
+    const Scope& scope, const std::vector<GradAndVar>& scaled,
+    const std::vector<GradAndVar>& unscaled, Output scale) {
+  const Scope s = *state_scope_;
+  // found_inf over every gradient and every replica.
   Output bad;
-  for (const GradAndVar& gv : grads_and_vars) {
+  for (const GradAndVar& gv : scaled) {
     if (!gv.grad.valid()) continue;
     Output c = ops::NonFiniteCount(
         s.WithIpu(gv.variable->ipu())
@@ -350,13 +364,7 @@ Node* LossScalingOptimizer::ApplyGradients(
   if (n > 1) {
     // Over the N micro-batches of a weight update: k counts them, and the
     // non-finite counts add up until the update.
-    const Scope c = s.NewSubScope("counter");
-    Output k = ops::ReadVariable(c.WithOpName("value"), counter_handle_);
-    is_update = ops::Equal(c.WithOpName("is_update"), k, I32(c, n - 1));
-    deps.push_back(ops::Assign(
-        c.WithOpName("advance"), counter_handle_,
-        ops::Select(c.WithOpName("next"), is_update, I32(c, 0),
-                    ops::Add(c.WithOpName("plus_one"), k, I32(c, 1)))));
+    AdvanceCounter(n, &is_update, &deps);
     bad = ops::Add(s.WithOpName("found_inf/total"),
                    ops::ReadVariable(s.WithOpName("found_inf/value"), found_handle_),
                    bad);

@@ -181,6 +181,14 @@ class LossScalingOptimizer : public Optimizer {
   std::vector<Node*> AutomaticUpdate(const Scope& scope,
                                      const std::vector<GradAndVar>& scaled,
                                      Output scale);
+  // kGradScaler after the unscaling: the found-inf count, the (gated or
+  // looped) inner update and the updates of S and the tracker.
+  Node* GradScalerApply(const Scope& scope,
+                        const std::vector<GradAndVar>& scaled,
+                        const std::vector<GradAndVar>& unscaled, Output scale);
+  // Reads the micro-batch counter k (cycling through [0, m)), sets
+  // `is_update` to k == m - 1 and adds its advance to `updates`; returns k.
+  Output AdvanceCounter(int m, Output* is_update, std::vector<Node*>* updates);
   // Number of micro-batches per inner optimizer step (N of an accumulating
   // inner optimizer, else 1).
   int MicroBatches() const;
