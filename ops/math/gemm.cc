@@ -120,8 +120,10 @@ absl::Status BatchedGemm(const KernelContext& ctx, const Tensor& a,
       // unit float16 accumulators by default: widen each input once
       // (O(size) against the product's O(m*k*n)), multiply in float32 and
       // round the result once.
-      const Tensor af = AsFloat32(ctx, a), bf = AsFloat32(ctx, b);
-      Tensor cf(DType::kFloat32, c->shape());
+      // The float32 copies live in per-thread scratch (half_io.h).
+      const Tensor af = AsFloat32(ctx, a, /*slot=*/0);
+      const Tensor bf = AsFloat32(ctx, b, /*slot=*/1);
+      const Tensor cf = ThreadScratch(/*slot=*/2, c->shape());
       GemmFloat(ctx, af.data<float>(), bf.data<float>(), cf.data<float>(),
                 shape, a_index, b_index);
       StoreOutput(ctx, /*output=*/0, cf, c);
