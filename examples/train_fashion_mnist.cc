@@ -33,6 +33,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/command_line.h"
 #include "core/ipu/ipu_strategy.h"
@@ -97,6 +98,12 @@ ABSL_FLAG(std::string, precision, "fp32",
           "with float32 master weights and AdamW state, stochastic rounding "
           "(IPUConfig.floating_point_behaviour.esr) and PopTorch's automatic "
           "loss scaling (Performance guide 4.6, \"Mixed precision\")");
+ABSL_FLAG(bool, stochastic_rounding, true,
+          "with --precision fp16: round float32 results to float16 "
+          "stochastically (esr ON) instead of to nearest");
+ABSL_FLAG(std::string, loss_scaling, "automatic",
+          "with --precision fp16: automatic (PopTorch's histogram rule), "
+          "gradscaler (PyTorch's GradScaler) or a number (a static scale)");
 
 namespace ipuflow {
 namespace {
@@ -164,15 +171,16 @@ absl::StatusOr<pipelining::BlockModel> Network(
         [&params, b, training](const Scope& s, const std::vector<Output>& a) {
           Output y = models::ConvNetBlock(s, params, b, a[0]);
           if (b + 1 < kStages) return std::vector<Output>{y, a[1]};
+          // The loss in float32 whatever the model's precision (as
+          // autocast does): the scaled gradient enters float16 as
+          // S x d(loss)/d(logits), not as S itself, which would saturate.
+          if (y.dtype() != DType::kFloat32) {
+            y = ops::Cast(s, y, DType::kFloat32);
+          }
           Output accuracy = models::Accuracy(s, y, a[1]);
           if (!training) return std::vector<Output>{accuracy};
-          // The loss in float32 whatever the model's precision: the
-          // monitor reads it, and loss scaling seeds its gradient.
-          Output loss = ops::SoftmaxCrossEntropyLoss(s, y, a[1]);
-          if (loss.dtype() != DType::kFloat32) {
-            loss = ops::Cast(s, loss, DType::kFloat32);
-          }
-          return std::vector<Output>{loss, accuracy};
+          return std::vector<Output>{ops::SoftmaxCrossEntropyLoss(s, y, a[1]),
+                                     accuracy};
         },
         /*ipu_id=*/b));
   }
@@ -275,6 +283,20 @@ absl::Status RunTutorial() {
         "--precision must be fp32 or fp16, got '", precision, "'"));
   }
   const bool fp16 = precision == "fp16";
+  optimizers::LossScaling loss_scaling =
+      optimizers::LossScaling::Automatic(kInitialLossScale);
+  if (const std::string ls = absl::GetFlag(FLAGS_loss_scaling);
+      ls == "gradscaler") {
+    loss_scaling = optimizers::LossScaling::GradScaler();
+  } else if (ls != "automatic") {
+    float scale = 0;
+    if (!absl::SimpleAtof(ls, &scale) || !(scale > 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--loss-scaling must be automatic, gradscaler or a positive number, "
+          "got '", ls, "'"));
+    }
+    loss_scaling = optimizers::LossScaling::Static(scale);
+  }
   const int replicas = absl::GetFlag(FLAGS_replication_factor);
   ASSIGN_OR_RETURN(const int accumulation,
                    GradientAccumulation(
@@ -355,7 +377,9 @@ absl::Status RunTutorial() {
     // Performance guide recommends it "in particular during weight
     // update"), seeded so runs repeat.
     config.mutable_floating_point_behaviour()->set_esr(
-        FloatingPointBehaviourConfig::ON);
+        absl::GetFlag(FLAGS_stochastic_rounding)
+            ? FloatingPointBehaviourConfig::ON
+            : FloatingPointBehaviourConfig::OFF);
     config.set_seed(static_cast<uint64_t>(seed));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<IPUSystem> system, IPUSystem::Create(config));
@@ -389,15 +413,15 @@ absl::Status RunTutorial() {
   // (once per weight update; the identity with one replica). In float16:
   // float32 master weights and state, and automatic loss scaling (PopTorch's
   // histogram rule) around it, its scale shared by the replicas.
-  t.optimizer_function = [learning_rate, fp16](const Scope&,
-                                               const std::vector<Output>& out) {
+  t.optimizer_function = [learning_rate, fp16, loss_scaling](
+                             const Scope&, const std::vector<Output>& out) {
     auto adamw = std::make_shared<optimizers::AdamWOptimizer>(learning_rate);
     std::shared_ptr<optimizers::Optimizer> optimizer =
         std::make_shared<optimizers::CrossReplicaOptimizer>(adamw);
     if (fp16) {
       adamw->set_master_weights(true);
       optimizer = std::make_shared<optimizers::LossScalingOptimizer>(
-          optimizer, optimizers::LossScaling::Automatic(kInitialLossScale));
+          optimizer, loss_scaling);
     }
     return pipelining::OptimizerFunctionOutput{optimizer, out[0]};
   };
@@ -461,9 +485,11 @@ absl::Status RunTutorial() {
   // The executable the calls above ran (strategy's cache).
   ASSIGN_OR_RETURN(Executable * trained, strategy.Compile(*training));
   if (replicas > 1) RETURN_IF_ERROR(CheckReplicasAgree(*trained));
-  if (fp16) {
-    // Automatic loss scaling's scale after the last weight update (one
-    // variable, the same on every replica).
+  if (fp16 && loss_scaling.method == optimizers::LossScalingMethod::kStatic) {
+    std::printf("Loss scale: %g (static)\n", loss_scaling.loss_scaling);
+  } else if (fp16) {
+    // The automatic scale after the last weight update (one variable, the
+    // same on every replica).
     ASSIGN_OR_RETURN(auto scale, trained->ReadVariables(".*LossScaling/scale"));
     for (const auto& [name, per_replica] : scale) {
       std::printf("Loss scale after training: %g ('%s')\n",
