@@ -158,8 +158,9 @@ Node* AccumulateGradient(const Scope& scope, Output acc, DType dtype,
                          Output grad, const AccumulationScales& scales) {
   Output g = CastTo(scope.WithOpName("grad/cast"), grad, dtype);
   if (scales.grad_scale.valid()) {
-    g = ops::Mul(scope.WithOpName("scaled_grad"), g,
-                 CastTo(scope.WithOpName("grad_scale"), scales.grad_scale, dtype));
+    g = ops::Mul(
+        scope.WithOpName("scaled_grad"), g,
+        CastTo(scope.WithOpName("grad_scale"), scales.grad_scale, dtype));
   }
   if (!scales.accum_scale.valid()) {
     return ops::AssignAdd(scope.WithOpName("accumulate"), acc, g);

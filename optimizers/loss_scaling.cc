@@ -17,11 +17,11 @@
 #include "ops/math/select.h"
 #include "ops/math/sub.h"
 #include "ops/state/assign.h"
+#include "ops/state/gradient_statistics.h"
 #include "ops/state/no_op.h"
 #include "ops/state/read_variable.h"
 #include "ops/state/variable.h"
 #include "optimizers/gradient_accumulation.h"
-#include "ops/state/gradient_statistics.h"
 
 namespace ipuflow::optimizers {
 namespace {
@@ -57,34 +57,40 @@ absl::Status LossScalingOptimizer::Validate() const {
     const AutomaticLossScalingSettings& a = l.automatic;
     if (!(a.bin_edge_location >= 0 && a.bin_edge_location <= 1)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          kAls, "Out of range value for 'binEdgeLocation'. The current value "
-          "is ", a.bin_edge_location, ", but it should be in the range [0, 1]."));
+          kAls,
+          "Out of range value for 'binEdgeLocation'. The current value "
+          "is ",
+          a.bin_edge_location, ", but it should be in the range [0, 1]."));
     }
     if (!(a.threshold_upper_count_proportion >= 0 &&
           a.threshold_upper_count_proportion <= 1)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          kAls, "Out of range value for 'thresholdUpperCountProportion'. The "
-          "current value is ", a.threshold_upper_count_proportion,
+          kAls,
+          "Out of range value for 'thresholdUpperCountProportion'. The "
+          "current value is ",
+          a.threshold_upper_count_proportion,
           ", but it should be in the range [0, 1]."));
     }
     if (a.update_period < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          kAls, "'updatePeriod' must be >= 1 (optimizer steps between "
-          "updates of the loss scale), got ", a.update_period));
+      return absl::InvalidArgumentError(
+          absl::StrCat(kAls,
+                       "'updatePeriod' must be >= 1 (optimizer steps between "
+                       "updates of the loss scale), got ",
+                       a.update_period));
     }
   }
   if (l.method == Method::kGradScaler) {
     const GradScalerSettings& g = l.grad_scaler;
     // PyTorch's own asserts, then what it leaves unchecked.
     if (!(g.growth_factor > 1)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "GradScaler: The growth factor must be > 1.0. (got ",
-          g.growth_factor, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("GradScaler: The growth factor must be > 1.0. (got ",
+                       g.growth_factor, ")"));
     }
     if (!(g.backoff_factor < 1)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "GradScaler: The backoff factor must be < 1.0. (got ",
-          g.backoff_factor, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("GradScaler: The backoff factor must be < 1.0. (got ",
+                       g.backoff_factor, ")"));
     }
     if (!(g.backoff_factor > 0) || !(g.init_scale > 0) ||
         !std::isfinite(g.init_scale) || g.growth_interval < 1) {
@@ -98,7 +104,9 @@ absl::Status LossScalingOptimizer::Validate() const {
             nullptr) {
       return absl::UnimplementedError(absl::StrCat(
           "LossScaling optimizer: GradScaler around the gradient-accumulating "
-          "optimizer '", optimizer_->name(), "' is not supported (the skipped "
+          "optimizer '",
+          optimizer_->name(),
+          "' is not supported (the skipped "
           "step would have to cover its own conditional update); use "
           "LossScaling::Automatic, or a pipeline, which accumulates itself"));
     }
@@ -107,7 +115,8 @@ absl::Status LossScalingOptimizer::Validate() const {
 }
 
 int LossScalingOptimizer::MicroBatches() const {
-  const auto* ga = dynamic_cast<const GradientAccumulationOptimizer*>(optimizer_);
+  const auto* ga =
+      dynamic_cast<const GradientAccumulationOptimizer*>(optimizer_);
   return ga != nullptr ? ga->num_mini_batches() : 1;
 }
 
@@ -124,10 +133,10 @@ Output LossScalingOptimizer::ReadScale(const Scope& scope) {
     const float initial = scaling_.method == Method::kGradScaler
                               ? scaling_.grad_scaler.init_scale
                               : scaling_.loss_scaling;
-    scale_handle_ = StateVariable(s, "scale",
-                                  ops::Const(s.WithOpName("scale/initial_value"),
-                                             initial))
-                        .handle;
+    scale_handle_ =
+        StateVariable(s, "scale",
+                      ops::Const(s.WithOpName("scale/initial_value"), initial))
+            .handle;
     if (!s.ok()) return Output();
     scale_name_ = ops::GetVariableInfo(scale_handle_)->name;
     const bool grad_scaler = scaling_.method == Method::kGradScaler;
@@ -150,12 +159,14 @@ Output LossScalingOptimizer::ReadScale(const Scope& scope) {
                         ops::Const(s.WithOpName("found_inf/zero"), 0.f))
               .handle;
     } else if (!grad_scaler && MicroBatches() * period > 1) {
-      lower_handle_ = StateVariable(s, "statistics/lower",
-                                    ops::Const(s.WithOpName("statistics/zero"), 0.f))
-                          .handle;
-      upper_handle_ = StateVariable(s, "statistics/upper",
-                                    ops::Const(s.WithOpName("statistics/zero_1"), 0.f))
-                          .handle;
+      lower_handle_ =
+          StateVariable(s, "statistics/lower",
+                        ops::Const(s.WithOpName("statistics/zero"), 0.f))
+              .handle;
+      upper_handle_ =
+          StateVariable(s, "statistics/upper",
+                        ops::Const(s.WithOpName("statistics/zero_1"), 0.f))
+              .handle;
     }
   }
   return ops::ReadVariable(s.WithOpName("scale/value"), scale_handle_);
@@ -248,8 +259,8 @@ std::vector<Node*> LossScalingOptimizer::AutomaticUpdate(
     upper = upper.valid() ? ops::Add(s.WithOpName("upper_sum"), upper, up) : up;
   }
   if (!lower.valid()) {
-    scope.UpdateStatus(absl::InvalidArgumentError(
-        absl::StrCat(kAls, "No tracked gradient tensors of type fp16 were found.")));
+    scope.UpdateStatus(absl::InvalidArgumentError(absl::StrCat(
+        kAls, "No tracked gradient tensors of type fp16 were found.")));
     return {};
   }
   std::vector<Node*> updates;
@@ -267,12 +278,13 @@ std::vector<Node*> LossScalingOptimizer::AutomaticUpdate(
         DType::kFloat32);
     auto accumulate = [&](const char* name, Output handle, Output now) {
       const Scope t = s.NewSubScope(absl::StrCat("statistics/", name));
-      Output total = ops::Add(
-          t.WithOpName("total"), ops::ReadVariable(t.WithOpName("value"), handle),
-          ops::Mul(t.WithOpName("collected"), now, collect));
-      updates.push_back(ops::Assign(
-          t.WithOpName("store"), handle,
-          ops::Select(t.WithOpName("next"), is_update, ops::Const(t, 0.f), total)));
+      Output total =
+          ops::Add(t.WithOpName("total"),
+                   ops::ReadVariable(t.WithOpName("value"), handle),
+                   ops::Mul(t.WithOpName("collected"), now, collect));
+      updates.push_back(ops::Assign(t.WithOpName("store"), handle,
+                                    ops::Select(t.WithOpName("next"), is_update,
+                                                ops::Const(t, 0.f), total)));
       return total;
     };
     lower = accumulate("lower", lower_handle_, lower);
@@ -294,7 +306,8 @@ std::vector<Node*> LossScalingOptimizer::AutomaticUpdate(
     next = ops::Select(s.WithOpName("scale/next_if_update"), is_update, next,
                        scale);
   }
-  updates.push_back(ops::Assign(s.WithOpName("scale/update"), scale_handle_, next));
+  updates.push_back(
+      ops::Assign(s.WithOpName("scale/update"), scale_handle_, next));
   return updates;
 }
 
@@ -308,14 +321,16 @@ Node* LossScalingOptimizer::ApplyGradients(
   Output scale = ReadScale(scope);
   if (!scope.ok()) return nullptr;
   const Scope s = *state_scope_;
-  Output inverse = ops::Div(s.WithOpName("inverse_scale"), ops::Const(s, 1.f), scale);
+  Output inverse =
+      ops::Div(s.WithOpName("inverse_scale"), ops::Const(s, 1.f), scale);
   std::vector<GradAndVar> unscaled;
   for (const GradAndVar& gv : grads_and_vars) {
     if (!gv.grad.valid() || gv.variable == nullptr) {
       unscaled.push_back(gv);
       continue;
     }
-    absl::StatusOr<ops::VariableInfo> var = ops::GetVariableInfo(Output(gv.variable));
+    absl::StatusOr<ops::VariableInfo> var =
+        ops::GetVariableInfo(Output(gv.variable));
     if (!var.ok()) {
       scope.UpdateStatus(var.status());
       return nullptr;
@@ -365,13 +380,13 @@ Node* LossScalingOptimizer::GradScalerApply(
     // Over the N micro-batches of a weight update: k counts them, and the
     // non-finite counts add up until the update.
     AdvanceCounter(n, &is_update, &deps);
-    bad = ops::Add(s.WithOpName("found_inf/total"),
-                   ops::ReadVariable(s.WithOpName("found_inf/value"), found_handle_),
-                   bad);
-    deps.push_back(ops::Assign(
-        s.WithOpName("found_inf/store"), found_handle_,
-        ops::Select(s.WithOpName("found_inf/next"), is_update,
-                    ops::Const(s, 0.f), bad)));
+    bad = ops::Add(
+        s.WithOpName("found_inf/total"),
+        ops::ReadVariable(s.WithOpName("found_inf/value"), found_handle_), bad);
+    deps.push_back(
+        ops::Assign(s.WithOpName("found_inf/store"), found_handle_,
+                    ops::Select(s.WithOpName("found_inf/next"), is_update,
+                                ops::Const(s, 0.f), bad)));
   }
   bad = ops::CrossReplicaSum(s.WithOpName("non_finite_replicas"), bad);
   Output finite = ops::Equal(s.WithOpName("finite"), bad, ops::Const(s, 0.f));
@@ -379,18 +394,16 @@ Node* LossScalingOptimizer::GradScalerApply(
     // The accumulation wrapper's own conditional update, gated: on the N-th
     // micro-batch it applies when finite, else empties its accumulators.
     const Scope gs = s.NewSubScope("gate");
-    Output upd =
-        is_update.valid()
-            ? ops::Cast(gs.WithOpName("update"), is_update, DType::kFloat32)
-            : ops::Const(gs.WithOpName("update"), 1.f);
+    Output upd = is_update.valid() ? ops::Cast(gs.WithOpName("update"),
+                                               is_update, DType::kFloat32)
+                                   : ops::Const(gs.WithOpName("update"), 1.f);
     Output fin = ops::Cast(gs.WithOpName("finite"), finite, DType::kFloat32);
     Output one = ops::Const(gs, 1.f);
     GradientAccumulationOptimizer::ApplyGate gate;
-    gate.apply_now = ops::Equal(gs.WithOpName("apply_now"),
-                                ops::Mul(gs, upd, fin), one);
-    gate.skip_now = ops::Equal(
-        gs.WithOpName("skip_now"),
-        ops::Mul(gs, upd, ops::Sub(gs, one, fin)), one);
+    gate.apply_now =
+        ops::Equal(gs.WithOpName("apply_now"), ops::Mul(gs, upd, fin), one);
+    gate.skip_now = ops::Equal(gs.WithOpName("skip_now"),
+                               ops::Mul(gs, upd, ops::Sub(gs, one, fin)), one);
     ga->SetApplyGate(gate);
     Node* apply = ga->ApplyGradients(scope, unscaled);
     ga->SetApplyGate({});
@@ -405,9 +418,9 @@ Node* LossScalingOptimizer::GradScalerApply(
     auto cond = [](const Scope& c, const std::vector<Output>& args) {
       return ops::Identity(c, args[0]);
     };
-    absl::StatusOr<loops::Loop> loop = loops::WhileLoop(
-        s.WithOpName("apply_if_finite"), cond, body, {finite},
-        /*infeed=*/nullptr, /*maximum_iterations=*/1);
+    absl::StatusOr<loops::Loop> loop =
+        loops::WhileLoop(s.WithOpName("apply_if_finite"), cond, body, {finite},
+                         /*infeed=*/nullptr, /*maximum_iterations=*/1);
     if (!loop.ok()) {
       scope.UpdateStatus(loop.status());
       return nullptr;
@@ -417,27 +430,30 @@ Node* LossScalingOptimizer::GradScalerApply(
   const GradScalerSettings& g = scaling_.grad_scaler;
   const Scope u = s.NewSubScope("update");
   Output tracker = ops::ReadVariable(u.WithOpName("tracker"), tracker_handle_);
-  Output plus_one = ops::Add(u.WithOpName("tracker_plus_one"), tracker, I32(u, 1));
-  Output grow = ops::Equal(u.WithOpName("grow"), plus_one, I32(u, g.growth_interval));
+  Output plus_one =
+      ops::Add(u.WithOpName("tracker_plus_one"), tracker, I32(u, 1));
+  Output grow =
+      ops::Equal(u.WithOpName("grow"), plus_one, I32(u, g.growth_interval));
   Output next_tracker = ops::Select(
       u.WithOpName("next_tracker"), finite,
       ops::Select(u.WithOpName("grown_tracker"), grow, I32(u, 0), plus_one),
       I32(u, 0));
-  Output next_scale = ops::Select(
-      u.WithOpName("next_scale"), finite,
-      ops::Select(u.WithOpName("grown_scale"), grow,
-                  ops::Mul(u.WithOpName("grown"), scale,
-                           ops::Const(u, g.growth_factor)),
-                  scale),
-      ops::Mul(u.WithOpName("backed_off"), scale, ops::Const(u, g.backoff_factor)));
+  Output next_scale =
+      ops::Select(u.WithOpName("next_scale"), finite,
+                  ops::Select(u.WithOpName("grown_scale"), grow,
+                              ops::Mul(u.WithOpName("grown"), scale,
+                                       ops::Const(u, g.growth_factor)),
+                              scale),
+                  ops::Mul(u.WithOpName("backed_off"), scale,
+                           ops::Const(u, g.backoff_factor)));
   if (is_update.valid()) {  // Unchanged between weight updates.
     next_tracker = ops::Select(u.WithOpName("tracker_if_update"), is_update,
                                next_tracker, tracker);
     next_scale = ops::Select(u.WithOpName("scale_if_update"), is_update,
                              next_scale, scale);
   }
-  deps.push_back(
-      ops::Assign(u.WithOpName("store_tracker"), tracker_handle_, next_tracker));
+  deps.push_back(ops::Assign(u.WithOpName("store_tracker"), tracker_handle_,
+                             next_tracker));
   deps.push_back(
       ops::Assign(u.WithOpName("store_scale"), scale_handle_, next_scale));
   if (!scope.ok()) return nullptr;
@@ -447,9 +463,9 @@ Node* LossScalingOptimizer::GradScalerApply(
 Node* LossScalingOptimizer::ApplyDense(const Scope& scope, Output,
                                        const ops::VariableInfo& var,
                                        const std::vector<Output>&) {
-  scope.UpdateStatus(absl::InternalError(absl::StrCat(
-      "LossScaling optimizer: ApplyDense called for '", var.name,
-      "' (the wrapper applies through its inner optimizer)")));
+  scope.UpdateStatus(absl::InternalError(
+      absl::StrCat("LossScaling optimizer: ApplyDense called for '", var.name,
+                   "' (the wrapper applies through its inner optimizer)")));
   return nullptr;
 }
 

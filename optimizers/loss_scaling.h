@@ -49,8 +49,8 @@
 // update (GradientAccumulationOptimizer::SetApplyGate), which then applies
 // or empties its accumulators; S and the tracker change only then.
 // kGradScaler in a pipeline is Unimplemented (its conditional update would
-// be a device loop spanning the stages' IPUs, which the weight update cannot run); static
-// and kAutomatic work in pipelines, kAutomatic there counting the
+// be a device loop spanning the stages' IPUs, which the weight update cannot
+// run); static and kAutomatic work in pipelines, kAutomatic there counting the
 // accumulated gradients at the weight update.
 //
 // Differences from the originals, on purpose: kAutomatic tracks the
@@ -84,9 +84,9 @@ enum class LossScalingMethod { kStatic, kAutomatic, kGradScaler };
 
 // PopART's AutomaticLossScalingSettings (defaults are PopART's).
 struct AutomaticLossScalingSettings {
-  float bin_edge_location = 0.125f;                 // E = 65504 x this.
-  float threshold_upper_count_proportion = 1e-7f;   // t.
-  int update_period = 1;                            // Optimizer steps.
+  float bin_edge_location = 0.125f;                // E = 65504 x this.
+  float threshold_upper_count_proportion = 1e-7f;  // t.
+  int update_period = 1;                           // Optimizer steps.
 };
 
 // torch.amp.GradScaler's arguments (defaults are PyTorch's).

@@ -52,8 +52,8 @@ struct Steps {
 // Minimises sum(float(w) * c) for w = w0 of `dtype` with `opt`, feeding
 // grads[i] at step i; after each step fetches S and `fetch_vars`.
 Steps Train(LossScalingOptimizer& opt, DType dtype, const Grads& grads,
-          const std::vector<std::string>& fetch_vars = {"w"},
-          std::vector<float> w0 = {1, 2, 3, 4}) {
+            const std::vector<std::string>& fetch_vars = {"w"},
+            std::vector<float> w0 = {1, 2, 3, 4}) {
   Scope s = Scope::NewRootScope();
   LinearLoss l(s, "w", w0, dtype);
   Node* train = opt.Minimize(s, l.loss);
@@ -96,8 +96,10 @@ TEST(StaticLossScalingTest, PowerOfTwoIsBitwiseTheUnscaledFloat32Run) {
   AdamOptimizer plain_adam(1e-2f), scaled_adam(1e-2f);
   LossScalingOptimizer plain(&plain_adam, LossScaling::Static(1));
   LossScalingOptimizer scaled(&scaled_adam, LossScaling::Static(1024));
-  const Steps a = Train(plain, DType::kFloat32, g, {"w", "w/Adam/m", "w/Adam/v"});
-  const Steps b = Train(scaled, DType::kFloat32, g, {"w", "w/Adam/m", "w/Adam/v"});
+  const Steps a =
+      Train(plain, DType::kFloat32, g, {"w", "w/Adam/m", "w/Adam/v"});
+  const Steps b =
+      Train(scaled, DType::kFloat32, g, {"w", "w/Adam/m", "w/Adam/v"});
   ASSERT_EQ(a.values.size(), 9u);
   ASSERT_EQ(b.values.size(), 9u);
   for (size_t i = 0; i < a.values.size(); ++i) {
@@ -137,8 +139,8 @@ TEST(AutomaticLossScalingTest, DoublesThenHalvesOnALargeGradient) {
   GradientDescentOptimizer sgd(1e-3f);
   sgd.set_master_weights(true);
   LossScalingOptimizer opt(&sgd, LossScaling::Automatic(1024));
-  const Grads g = {{1, 1, 1, 1}, {1, 1, 1, 4}, {1, 1, 1, 1}, {1, 1, 1, 1},
-                   {2, 2, 2, 2}};
+  const Grads g = {
+      {1, 1, 1, 1}, {1, 1, 1, 4}, {1, 1, 1, 1}, {1, 1, 1, 1}, {2, 2, 2, 2}};
   const Steps r = Train(opt, DType::kFloat16, g);
   EXPECT_EQ(r.scales, (std::vector<float>{2048, 1024, 2048, 4096, 2048}));
   EXPECT_EQ(opt.scale_variable(), "LossScaling/scale");
@@ -164,8 +166,8 @@ TEST(AutomaticLossScalingTest, ThresholdOnTheUpperShare) {
   LossScalingOptimizer opt(&sgd, LossScaling::Automatic(2048, a));
   // {1,1,1,4}: upper 1 > 0.25 * 3 -> 1024. Then {1,1,1,8} at 1024: 8192,
   // upper 1 -> 512. Then {8,8,8,8} at 512: 4096 < E -> 1024.
-  const Steps r = Train(opt, DType::kFloat16,
-                      {{1, 1, 1, 4}, {1, 1, 1, 8}, {8, 8, 8, 8}});
+  const Steps r =
+      Train(opt, DType::kFloat16, {{1, 1, 1, 4}, {1, 1, 1, 8}, {8, 8, 8, 8}});
   EXPECT_EQ(r.scales, (std::vector<float>{1024, 512, 1024}));
 }
 
@@ -179,8 +181,9 @@ TEST(AutomaticLossScalingTest, UpdatePeriodUsesTheLastStepOfEachPeriod) {
   LossScalingOptimizer opt(&sgd, LossScaling::Automatic(2048, a));
   // Step 1 large (ignored), step 2 small -> 4096; step 3 small, step 4
   // large (2 * 4096 = 8192) -> 2048.
-  const Steps r = Train(opt, DType::kFloat16,
-                      {{1, 1, 1, 8}, {1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 2}});
+  const Steps r =
+      Train(opt, DType::kFloat16,
+            {{1, 1, 1, 8}, {1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 2}});
   EXPECT_EQ(r.scales, (std::vector<float>{2048, 4096, 4096, 2048}));
 }
 
@@ -193,12 +196,12 @@ TEST(AutomaticLossScalingTest, StatisticsSummedOverMicroBatches) {
   a.threshold_upper_count_proportion = 0.2f;
   GradientDescentOptimizer sgd(1e-3f);
   sgd.set_master_weights(true);
-  GradientAccumulationOptimizer ga(&sgd, 2,
-                                   GradientAccumulationReductionMethod::kSum,
-                                   DType::kFloat32);
+  GradientAccumulationOptimizer ga(
+      &sgd, 2, GradientAccumulationReductionMethod::kSum, DType::kFloat32);
   LossScalingOptimizer opt(&ga, LossScaling::Automatic(2048, a));
-  const Steps r = Train(opt, DType::kFloat16,
-                      {{1, 1, 1, 4}, {1, 1, 1, 1}, {1, 1, 1, 4}, {1, 1, 1, 4}});
+  const Steps r =
+      Train(opt, DType::kFloat16,
+            {{1, 1, 1, 4}, {1, 1, 1, 1}, {1, 1, 1, 4}, {1, 1, 1, 4}});
   // Second update: 2 upper of 8 at S = 4096 (4 * 4096 >= E): 2 > 1.5 -> halve.
   EXPECT_EQ(r.scales, (std::vector<float>{2048, 4096, 4096, 2048}));
 }
@@ -213,14 +216,15 @@ TEST(AutomaticLossScalingTest, StatisticsSummedOverTwoReplicas) {
       s.WithOpName("w"),
       ops::Cast(s, ops::Const<float>(s, {1, 2, 3, 4}, {4}), DType::kFloat16));
   Output c = ops::Const<float>(s, {1, 1, 1, 1}, {4});
-  Output one_minus_r = ops::Sub(
-      s, ops::Const(s, 1.f),
-      ops::Cast(s, ops::ReplicaIndex(s), DType::kFloat32));
+  Output one_minus_r =
+      ops::Sub(s, ops::Const(s, 1.f),
+               ops::Cast(s, ops::ReplicaIndex(s), DType::kFloat32));
   Output factor = ops::Add(
       s, ops::Const<float>(s, {1, 1, 1, 1}, {4}),
       ops::Mul(s, ops::Const<float>(s, {0, 0, 0, 3}, {4}), one_minus_r));
-  Output loss = ops::ReduceSum(
-      s, ops::Mul(s, ops::Cast(s, w.value, DType::kFloat32), ops::Mul(s, c, factor)));
+  Output loss =
+      ops::ReduceSum(s, ops::Mul(s, ops::Cast(s, w.value, DType::kFloat32),
+                                 ops::Mul(s, c, factor)));
   AutomaticLossScalingSettings a;
   a.threshold_upper_count_proportion = 0.2f;
   GradientDescentOptimizer sgd(1e-3f);
@@ -289,12 +293,13 @@ TEST(GradScalerTest, BackoffOnInfGrowthAfterCleanSteps) {
   LossScalingOptimizer opt(&adam, LossScaling::GradScaler(g));
   const Grads c = {{1, 1, 1, 1}, {1, 1, 1, 1}, {1, kInf, 1, 1},
                    {1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1}};
-  const Steps r = Train(opt, DType::kFloat32, c,
-                      {"LossScaling/growth_tracker", "w"});
+  const Steps r =
+      Train(opt, DType::kFloat32, c, {"LossScaling/growth_tracker", "w"});
   EXPECT_EQ(r.scales, (std::vector<float>{4, 8, 4, 4, 8, 8}));
   ASSERT_EQ(r.values.size(), 12u);
   std::vector<int> trackers;
-  for (int i = 0; i < 6; ++i) trackers.push_back(r.values[2 * i].scalar<int32_t>());
+  for (int i = 0; i < 6; ++i)
+    trackers.push_back(r.values[2 * i].scalar<int32_t>());
   EXPECT_EQ(trackers, (std::vector<int>{1, 0, 0, 1, 0, 1}));
 }
 
@@ -303,7 +308,8 @@ TEST(GradScalerTest, SkippedStepLeavesWeightsAndSlotsBitwiseUnchanged) {
   LossScalingOptimizer opt(&adam, LossScaling::GradScaler());
   const std::vector<std::string> vars = {"w", "w/Adam/m", "w/Adam/v",
                                          "Adam/step"};
-  const Grads c = {{1, -2, 0.5f, 3}, {1, std::nanf(""), 1, 1}, {2, 1, -1, 0.25f}};
+  const Grads c = {
+      {1, -2, 0.5f, 3}, {1, std::nanf(""), 1, 1}, {2, 1, -1, 0.25f}};
   const Steps r = Train(opt, DType::kFloat32, c, vars);
   ASSERT_EQ(r.values.size(), 12u);
   for (int v = 0; v < 4; ++v) {
@@ -334,10 +340,10 @@ TEST(GradScalerTest, WithGradientAccumulationDecidesPerWeightUpdate) {
   AdamOptimizer adam(0.1f);
   GradientAccumulationOptimizer ga(&adam, 2);
   LossScalingOptimizer opt(&ga, LossScaling::GradScaler(g));
-  const Grads c = {{1, 2, 3, 4}, {0.5f, 1, -1, 2}, {1, 1, 1, 1},
+  const Grads c = {{1, 2, 3, 4},    {0.5f, 1, -1, 2},  {1, 1, 1, 1},
                    {1, kInf, 1, 1}, {2, -1, 0.25f, 1}, {-1, 1, 1, 0.5f}};
-  const std::vector<std::string> vars = {
-      "w", "GradientAccumulation/w/Adam/m", "GradientAccumulation/Adam/step"};
+  const std::vector<std::string> vars = {"w", "GradientAccumulation/w/Adam/m",
+                                         "GradientAccumulation/Adam/step"};
   const Steps r = Train(opt, DType::kFloat32, c, vars);
   EXPECT_EQ(r.scales, (std::vector<float>{4, 8, 8, 4, 4, 8}));
   ASSERT_EQ(r.values.size(), 18u);
@@ -389,11 +395,14 @@ Output ReplicaLoss(const Scope& s, DType dtype, const std::vector<float>& c,
   Output init = ops::Const<float>(s, w0, {n});
   if (dtype != DType::kFloat32) init = ops::Cast(s, init, dtype);
   ops::VariableHandle w = ops::Variable(s.WithOpName("w"), init);
-  Output one_minus_r = ops::Sub(
-      s, ops::Const(s, 1.f), ops::Cast(s, ops::ReplicaIndex(s), DType::kFloat32));
-  Output factor = ops::Add(s, ops::Const<float>(s, std::vector<float>(c.size(), 1.f), {n}),
-                           ops::Mul(s, ops::Const<float>(s, extra, {n}), one_minus_r));
-  Output wf = dtype == DType::kFloat32 ? w.value : ops::Cast(s, w.value, DType::kFloat32);
+  Output one_minus_r =
+      ops::Sub(s, ops::Const(s, 1.f),
+               ops::Cast(s, ops::ReplicaIndex(s), DType::kFloat32));
+  Output factor =
+      ops::Add(s, ops::Const<float>(s, std::vector<float>(c.size(), 1.f), {n}),
+               ops::Mul(s, ops::Const<float>(s, extra, {n}), one_minus_r));
+  Output wf = dtype == DType::kFloat32 ? w.value
+                                       : ops::Cast(s, w.value, DType::kFloat32);
   return ops::ReduceSum(
       s, ops::Mul(s, wf, ops::Mul(s, ops::Const<float>(s, c, {n}), factor)));
 }
@@ -405,10 +414,11 @@ TEST(AutomaticLossScalingTest, ScaleUpdatesInsideADeviceLoop) {
   GradientDescentOptimizer sgd(1e-3f);
   sgd.set_master_weights(true);
   LossScalingOptimizer opt(&sgd, LossScaling::Automatic(1));
-  auto loop = loops::Repeat(s, 5, [&](const Scope& b, const std::vector<Output>&) {
-    opt.Minimize(b, ReplicaLoss(b, DType::kFloat16, {1, 1}, {0, 0}));
-    return std::vector<Output>{};
-  });
+  auto loop =
+      loops::Repeat(s, 5, [&](const Scope& b, const std::vector<Output>&) {
+        opt.Minimize(b, ReplicaLoss(b, DType::kFloat16, {1, 1}, {0, 0}));
+        return std::vector<Output>{};
+      });
   ASSERT_TRUE(loop.ok()) << loop.status();
   IPUConfig config;
   config.set_auto_select_ipus(1);
@@ -442,7 +452,8 @@ TEST(GradScalerTest, InfOnOneReplicaSkipsTheStepOnBoth) {
   ASSERT_TRUE(strategy.Initialize(*s.graph()).ok());
   auto r = strategy.Run(*s.graph(), {}, {train}, {});
   ASSERT_TRUE(r.ok()) << r.status();
-  auto out = strategy.Run(*s.graph(), {Read(s, opt.scale_variable()), Read(s, "w")});
+  auto out =
+      strategy.Run(*s.graph(), {Read(s, opt.scale_variable()), Read(s, "w")});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_TRUE(TensorNear((*out)[0], {32768, 32768}, {2}, 0, 0));
   EXPECT_TRUE(TensorNear((*out)[1], {1, 1, 1, 1}, {2, 2}, 0, 0));

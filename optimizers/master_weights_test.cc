@@ -64,7 +64,8 @@ TEST(MasterWeightsTest, MasterAndSlotsAreFloat32Variables) {
     EXPECT_EQ(n->attr<DType>("dtype"), DType::kFloat32) << name;
   }
   // The master starts at the variable's initial value.
-  Output master = ops::ReadVariable(s, Output(s.graph()->FindNode("w/Adam/master")));
+  Output master =
+      ops::ReadVariable(s, Output(s.graph()->FindNode("w/Adam/master")));
   Tensor m = ::ipuflow::testing::RunOne(s, {}, master);
   EXPECT_EQ(At(m, 0), 1.f);
   EXPECT_EQ(At(m, 1), 2.f);
@@ -84,9 +85,8 @@ TEST(MasterWeightsTest, ComposesWithFloat32GradientAccumulation) {
   // master every 4th step: 25 updates of 4e-4 = 0.01 in all.
   GradientDescentOptimizer sgd(1.f);
   sgd.set_master_weights(true);
-  GradientAccumulationOptimizer ga(&sgd, 4,
-                                   GradientAccumulationReductionMethod::kSum,
-                                   DType::kFloat32);
+  GradientAccumulationOptimizer ga(
+      &sgd, 4, GradientAccumulationReductionMethod::kSum, DType::kFloat32);
   const std::vector<Tensor> w = TinyUpdates(ga, 100);
   ASSERT_EQ(w.size(), 100u);
   EXPECT_NEAR(At(w.back(), 0), 0.99f, std::ldexp(1.f, -11));

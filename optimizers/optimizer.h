@@ -109,9 +109,8 @@ class Optimizer {
 
   // d(loss)/d(variable) for each variable of `var_list`, in its order.
   // Virtual for wrappers that change the loss (loss_scaling.h scales it).
-  virtual std::vector<GradAndVar> ComputeGradients(const Scope& scope,
-                                                   Output loss,
-                                                   const VarList& var_list = {});
+  virtual std::vector<GradAndVar> ComputeGradients(
+      const Scope& scope, Output loss, const VarList& var_list = {});
   // The update of every pair with a gradient, grouped in one NoOp
   // "<name>/apply". Pairs without a gradient are skipped; none at all is
   // InvalidArgument naming the variables. Virtual for wrappers that change
@@ -142,8 +141,8 @@ class Optimizer {
   Output MakeSlot(const Scope& scope, const ops::VariableInfo& var,
                   const std::string& slot, DType dtype) const;
   // The float32 master "<var>/<name>/master" of the float16 `var`.
-  absl::StatusOr<ops::VariableInfo> MakeMaster(const Scope& scope,
-                                               const ops::VariableInfo& var) const;
+  absl::StatusOr<ops::VariableInfo> MakeMaster(
+      const Scope& scope, const ops::VariableInfo& var) const;
   // The update of `var` through its master: ApplyDense on the master with
   // `grad` as float32, then var = Cast(master, float16). Returns the copy.
   Node* ApplyThroughMaster(const Scope& scope, const Scope& update_scope,

@@ -22,15 +22,15 @@ namespace {
 
 // Builds one update of `w` with slots `m`, `v` and gradient `grad`
 // (adding what it needs, e.g. a step counter).
-using BuildUpdate =
-    std::function<Node*(const Scope&, Output w, Output m, Output v,
-                        Output grad)>;
+using BuildUpdate = std::function<Node*(const Scope&, Output w, Output m,
+                                        Output v, Output grad)>;
 
 std::vector<float> ToFloats(const Tensor& t) {
   std::vector<float> out(t.NumElements());
   for (int64_t i = 0; i < t.NumElements(); ++i) {
-    out[i] = t.dtype() == DType::kFloat16 ? static_cast<float>(t.data<half>()[i])
-                                          : t.data<float>()[i];
+    out[i] = t.dtype() == DType::kFloat16
+                 ? static_cast<float>(t.data<half>()[i])
+                 : t.data<float>()[i];
   }
   return out;
 }
@@ -54,15 +54,18 @@ std::vector<std::vector<float>> Run(DType dtype, const BuildUpdate& build) {
                                                  {0.125f, -0.25f, 2, -1}};
   Scope s = Scope::NewRootScope();
   VariableHandle w = Variable(s.WithOpName("w"), Const(s, Values(dtype, w0)));
-  VariableHandle m = Variable(s.WithOpName("m"), Const(s, Values(dtype, {0, 0, 0, 0})));
-  VariableHandle v = Variable(s.WithOpName("v"), Const(s, Values(dtype, {0, 0, 0, 0})));
+  VariableHandle m =
+      Variable(s.WithOpName("m"), Const(s, Values(dtype, {0, 0, 0, 0})));
+  VariableHandle v =
+      Variable(s.WithOpName("v"), Const(s, Values(dtype, {0, 0, 0, 0})));
   Output grad = Placeholder(s, dtype, {4});
   Node* step = build(s, w.handle, m.handle, v.handle, grad);
   EXPECT_TRUE(s.ok()) << s.status();
   Session session(s.graph());
   EXPECT_TRUE(session.Initialize().ok());
   for (const auto& g : grads) {
-    absl::Status st = session.Run({{grad, Values(dtype, g)}}, {}, {step}, nullptr);
+    absl::Status st =
+        session.Run({{grad, Values(dtype, g)}}, {}, {step}, nullptr);
     EXPECT_TRUE(st.ok()) << st;
   }
   std::vector<Tensor> out;
@@ -77,7 +80,8 @@ void ExpectFloat16TracksFloat32(const BuildUpdate& build) {
   const auto f16 = Run(DType::kFloat16, build);
   for (int t = 0; t < 3; ++t) {
     for (size_t i = 0; i < f32[t].size(); ++i) {
-      EXPECT_NEAR(f16[t][i], f32[t][i], 1e-5 + 8 * std::ldexp(std::fabs(f32[t][i]), -11))
+      EXPECT_NEAR(f16[t][i], f32[t][i],
+                  1e-5 + 8 * std::ldexp(std::fabs(f32[t][i]), -11))
           << "tensor " << t << " element " << i;
     }
   }
@@ -86,18 +90,18 @@ void ExpectFloat16TracksFloat32(const BuildUpdate& build) {
 Output Scalar(const Scope& s, float x) { return Const(s, x); }
 
 TEST(ApplyFloat16Test, GradientDescent) {
-  ExpectFloat16TracksFloat32([](const Scope& s, Output w, Output, Output,
-                                Output g) {
-    return ApplyGradientDescent(s, w, Scalar(s, 0.1f), g);
-  });
+  ExpectFloat16TracksFloat32(
+      [](const Scope& s, Output w, Output, Output, Output g) {
+        return ApplyGradientDescent(s, w, Scalar(s, 0.1f), g);
+      });
 }
 
 TEST(ApplyFloat16Test, NesterovMomentum) {
-  ExpectFloat16TracksFloat32([](const Scope& s, Output w, Output m, Output,
-                                Output g) {
-    return ApplyMomentum(s, w, m, Scalar(s, 0.1f), g, Scalar(s, 0.9f),
-                         /*use_nesterov=*/true);
-  });
+  ExpectFloat16TracksFloat32(
+      [](const Scope& s, Output w, Output m, Output, Output g) {
+        return ApplyMomentum(s, w, m, Scalar(s, 0.1f), g, Scalar(s, 0.9f),
+                             /*use_nesterov=*/true);
+      });
 }
 
 Node* AdamLike(bool lamb, float wd, const Scope& s, Output w, Output m,
@@ -139,9 +143,11 @@ TEST(ApplyFloat16Test, VariableIsRoundedOnceNotTwice) {
   // there is 2^-22), the difference would sit on the midpoint and tie to
   // even: 1.
   Scope s = Scope::NewRootScope();
-  VariableHandle w = Variable(s.WithOpName("w"), Const(s, Values(DType::kFloat16, {1})));
-  Node* step = ApplyGradientDescent(s, w.handle, Const(s, 1.f + std::ldexp(1.f, -12)),
-                                    Const(s, Values(DType::kFloat16, {std::ldexp(1.f, -12)})));
+  VariableHandle w =
+      Variable(s.WithOpName("w"), Const(s, Values(DType::kFloat16, {1})));
+  Node* step = ApplyGradientDescent(
+      s, w.handle, Const(s, 1.f + std::ldexp(1.f, -12)),
+      Const(s, Values(DType::kFloat16, {std::ldexp(1.f, -12)})));
   ASSERT_TRUE(s.ok()) << s.status();
   Session session(s.graph());
   ASSERT_TRUE(session.Initialize().ok());

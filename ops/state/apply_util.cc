@@ -61,10 +61,9 @@ absl::Status StoreFloat32(const KernelContext& ctx, int key,
   Tensor rounded(DType::kFloat16, value.shape());
   const float* src = value.data<float>();
   half* dst = rounded.data<half>();
-  ctx.ParallelFor(value.NumElements(), kConvertCost,
-                  [&](int64_t b, int64_t e) {
-                    RoundToHalf(ctx, key, src + b, dst + b, e - b, b);
-                  });
+  ctx.ParallelFor(value.NumElements(), kConvertCost, [&](int64_t b, int64_t e) {
+    RoundToHalf(ctx, key, src + b, dst + b, e - b, b);
+  });
   return WithNodeName(ctx, var->Assign(rounded));
 }
 

@@ -16,14 +16,16 @@ using ::ipuflow::testing::RunGraph;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-std::vector<float> Counts(DType dtype, const std::vector<float>& x, float edge) {
+std::vector<float> Counts(DType dtype, const std::vector<float>& x,
+                          float edge) {
   Scope s = Scope::NewRootScope();
   Output in = Const<float>(s, x, {static_cast<int64_t>(x.size())});
   if (dtype == DType::kFloat16) in = Cast(s, in, dtype);
   auto [lower, upper] = GradientHistogram(s, in, edge);
   Output bad = NonFiniteCount(s, in);
   EXPECT_TRUE(s.ok()) << s.status();
-  absl::StatusOr<std::vector<Tensor>> out = RunGraph(s, {}, {lower, upper, bad});
+  absl::StatusOr<std::vector<Tensor>> out =
+      RunGraph(s, {}, {lower, upper, bad});
   EXPECT_TRUE(out.ok()) << out.status();
   if (!out.ok()) return {};
   return {(*out)[0].scalar<float>(), (*out)[1].scalar<float>(),
