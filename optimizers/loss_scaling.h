@@ -58,6 +58,13 @@
 // intermediate gradients of convolutions and matmuls; NaN counts as
 // "upper". The gradient unscaling runs in float32 whenever the gradient is
 // float16 (then rounded once), so 1/S never underflows in float16.
+// Consequence of tracking only the variables' gradients: an overflow that
+// saturates (nanoo off) before any of them reaches the bin edge is not
+// seen. A float16 loss seeds its backward pass with S itself, which
+// saturates at 65504 once S exceeds it, and S then grows without bound while
+// the unscaled gradients shrink. Compute the loss in float32 (cast the
+// logits, as autocast does; the main example does): the scaled gradient
+// then enters float16 as S x d(loss)/d(logits).
 //
 // How kGradScaler skips: the inner ApplyGradients is the body of a
 // loops::WhileLoop that runs at most once, while "no inf/NaN" holds (the
