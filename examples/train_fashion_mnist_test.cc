@@ -169,10 +169,22 @@ TEST(TrainFashionMnistTest, HalfPrecisionLearnsAsFloat32InLessMemory) {
   EXPECT_LT(half_kib, 0.65 * full_kib) << half.out << full.out;
 }
 
-TEST(TrainFashionMnistTest, BadPrecisionIsAnError) {
+TEST(TrainFashionMnistTest, BadPrecisionFlagsAreErrors) {
   Result r = RunExample("--precision bf16");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("--precision must be fp32 or fp16, got 'bf16'"),
+            std::string::npos)
+      << r.err;
+  r = RunExample("--precision fp16 --stochastic-rounding sometimes");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--stochastic-rounding must be replica_identical_only, "
+                       "on or off, got 'sometimes'"),
+            std::string::npos)
+      << r.err;
+  r = RunExample("--precision fp16 --loss-scaling -2");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--loss-scaling must be automatic, gradscaler or a "
+                       "positive number, got '-2'"),
             std::string::npos)
       << r.err;
 }
