@@ -172,8 +172,13 @@ void RunOnednnReference(benchmark::State& state, Pass pass) {
   }
   omp_set_num_threads(1);
   const double images_done = static_cast<double>(state.iterations()) * kBatch;
+  const double passes = pass == Pass::kForward ? 1 : 3;
   state.counters["images"] =
       benchmark::Counter(images_done, benchmark::Counter::kIsRate);
+  // The same counters as ipuflow's cases: the CSV report needs one set.
+  state.counters["flops"] =
+      benchmark::Counter(images_done * passes * models::ConvNetForwardFlops(),
+                         benchmark::Counter::kIsRate);
 }
 
 void OmpThreadArgs(benchmark::internal::Benchmark* b) {
