@@ -36,6 +36,7 @@
 #include "ops/nn/relu.h"
 #include "ops/onednn/onednn.h"
 #include "ops/onednn/onednn_conv.h"
+#include "ops/testing/bench_program.h"
 
 namespace ipuflow::ops {
 namespace {
@@ -74,28 +75,10 @@ void RunGraph(benchmark::State& state,
               const char* counter) {
   BenchGraph g;
   build(g);
-  ThreadPool pool("bench-intra", static_cast<int>(state.range(0)));
-  RunEnv env;
-  env.intra_op = &pool;
-  ProgramSpec spec;
-  spec.feeds = g.feeds;
-  for (const Tensor& v : g.values) spec.feed_shapes.push_back(v.shape());
-  spec.fetches = g.fetches;
-  absl::StatusOr<std::unique_ptr<Program>> program =
-      g.scope.ok() ? Program::Compile(*g.scope.graph(), spec)
-                   : absl::StatusOr<std::unique_ptr<Program>>(g.scope.status());
-  if (!program.ok()) {
-    state.SkipWithError(program.status().ToString().c_str());
+  if (!testing::RunProgramPerIteration(state, g.scope, g.feeds, g.values,
+                                       g.fetches,
+                                       static_cast<int>(state.range(0)))) {
     return;
-  }
-  std::vector<Tensor> out;
-  for (auto _ : state) {
-    absl::Status s = (*program)->Run(env, g.values, &out);
-    if (!s.ok()) {
-      state.SkipWithError(s.ToString().c_str());
-      return;
-    }
-    benchmark::DoNotOptimize(out[0].data<float>());
   }
   state.counters[counter] = benchmark::Counter(work * state.iterations(),
                                                benchmark::Counter::kIsRate);
