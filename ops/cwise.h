@@ -14,9 +14,12 @@
 #ifndef IPUFLOW_OPS_CWISE_H_
 #define IPUFLOW_OPS_CWISE_H_
 
+#include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/half_rounding.h"
 #include "core/kernel.h"
 
 namespace ipuflow::ops {
@@ -41,6 +44,22 @@ absl::Status UnaryKernel(KernelContext& ctx, F f) {
   ASSIGN_OR_RETURN(Tensor* y, ctx.allocate_output(0, x.shape()));
   const T* px = x.data<T>();
   T* py = y->data<T>();
+  if constexpr (std::is_same_v<T, half>) {
+    // float16: f runs in float32 on widened chunks and each result is
+    // rounded once, by the device's rounding (core/half_rounding.h), not
+    // after every step of f as Eigen's half arithmetic would.
+    constexpr int64_t kChunk = 1024;
+    ctx.ParallelFor(x.NumElements(), kCwiseCost, [&](int64_t b, int64_t e) {
+      float buf[kChunk];
+      for (int64_t i = b; i < e; i += kChunk) {
+        const int64_t m = std::min(kChunk, e - i);
+        WidenHalf(px + i, buf, m);
+        ArrayMap<float>(buf, m) = f(ConstArrayMap<float>(buf, m));
+        RoundToHalf(ctx, 0, buf, py + i, m, i);
+      }
+    });
+    return absl::OkStatus();
+  }
   ctx.ParallelFor(x.NumElements(), kCwiseCost, [&](int64_t b, int64_t e) {
     ArrayMap<T>(py + b, e - b) = f(ConstArrayMap<T>(px + b, e - b));
   });

@@ -14,6 +14,7 @@
 
 #include "core/op_registry.h"
 #include "ops/cwise.h"
+#include "ops/math/half_binary.h"
 
 namespace ipuflow::ops {
 
@@ -32,6 +33,8 @@ absl::Status ElementwiseGradKernel(KernelContext& ctx, F f) {
                                " and ", b.shape().DebugString(),
                                "; they must be equal");
   }
+  // float16 in float32, rounded once per element (half_binary.h).
+  if (a.dtype() == DType::kFloat16) return HalfBinaryKernel(ctx, f);
   IPUFLOW_SWITCH_FLOAT(a.dtype(), return (BinaryKernel<T, T>(ctx, f)),
                        return UnsupportedDType(ctx, a.dtype()));
 }

@@ -5,6 +5,7 @@
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"
+#include "ops/testing/half_check.h"
 
 namespace ipuflow::ops {
 namespace {
@@ -52,6 +53,21 @@ TEST(TanhGradTest, ForwardAndSecondOrderGradient) {
       TanhGrad(s, y, dy));
   ASSERT_TRUE(err.ok()) << err.status();
   EXPECT_LT(*err, 1e-3);
+}
+
+// float16 in float32, one rounding per element (UnaryKernel and
+// ElementwiseGradKernel's float16 paths), forward and gradient.
+TEST(TanhTest, Float16KernelAndGradientMatchFloat32) {
+  absl::StatusOr<::ipuflow::testing::HalfCheck> c =
+      ::ipuflow::testing::CompareHalfToFloat(
+          [](const Scope& s, const std::vector<Output>& x) {
+            return Tanh(s, x[0]);
+          },
+          {RandomTensor({7, 33}, -3, 3, 1)});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->dtype, DType::kFloat16);
+  EXPECT_LT(c->forward_error, 2e-3);
+  EXPECT_LT(c->gradient_error, 2e-3);
 }
 
 }  // namespace
