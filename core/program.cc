@@ -62,7 +62,6 @@ absl::StatusOr<Tensor*> KernelContext::allocate_output(
 
 void KernelContext::set_output(int i, Tensor t) { outputs_[i] = std::move(t); }
 
-
 absl::StatusOr<ProgramSpec> MakeProgramSpec(const FeedList& feeds,
                                             const std::vector<Output>& fetches,
                                             const std::vector<Node*>& targets,

@@ -418,6 +418,9 @@ absl::Status RunTutorial() {
   t.gradient_accumulation_count = accumulation;
   t.repeat_count = device_iterations;
   t.reduction_method = pipelining::ReductionMethod::kMean;
+  // float16 gradients accumulate in float32 (PopTorch's accum_type default),
+  // which the float32 masters then take without a rounding.
+  if (fp16) t.gradient_accumulation_dtype = DType::kFloat32;
   t.infeed_queue = train_feed.get();
   t.outfeed_queue = train_out.get();
   // "Saving memory by offloading to remote buffers".
