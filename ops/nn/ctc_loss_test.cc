@@ -617,7 +617,10 @@ TEST(CTCLossTest, Float16LossAndGradientMatchFloat32) {
       [](const Scope& s, const std::vector<Output>& x) {
         return CTCLoss(s, LogSoftmax(s, x[0]), x[1], x[2], x[3]);
       },
-      {RandomTensor({8, 2, 5}, -2, 2, 1), Tensor::FromVector<int32_t>({1, 2, 3, 4, 2, 0}, {2, 3}), Tensor::FromVector<int32_t>({8, 6}), Tensor::FromVector<int32_t>({3, 2})});
+      {RandomTensor({8, 2, 5}, -2, 2, 1),
+       Tensor::FromVector<int32_t>({1, 2, 3, 4, 2, 0}, {2, 3}),
+       Tensor::FromVector<int32_t>({8, 6}),
+       Tensor::FromVector<int32_t>({3, 2})});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->dtype, DType::kFloat16);
   EXPECT_LT(c->forward_error, 2e-3);
