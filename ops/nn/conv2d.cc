@@ -43,15 +43,10 @@ void ConvForward(const KernelContext& ctx, const float* x, const float* w,
     });
     return;
   }
-  const int64_t chunk = RowsPerChunk(g);
-  ctx.ParallelFor(g.n * g.oh, cost, [&](int64_t b, int64_t e) {
-    RowMajorMatrix cols(std::min(chunk, e - b) * g.ow, k);
-    for (int64_t r0 = b; r0 < e; r0 += chunk) {
-      const int64_t r1 = std::min(e, r0 + chunk), m = (r1 - r0) * g.ow;
-      Im2Col(x, g, r0, r1, cols.data());
-      MatrixMap(y + r0 * g.ow * oc, m, oc).noalias() = cols.topRows(m) * wm;
-    }
-  });
+  ConvForwardByBlocks(ctx, x, w, y, g, oc,
+                      [](const auto& patches, const auto& filter, auto&& out) {
+                        out.noalias() = patches * filter;
+                      });
 }
 
 absl::Status Conv2DKernel(KernelContext& ctx) {

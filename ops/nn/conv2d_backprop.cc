@@ -37,21 +37,12 @@ void ConvBackpropInput(const KernelContext& ctx, const float* dy,
     });
     return;
   }
-  const int64_t chunk = std::min(RowsPerChunk(g), g.oh);
-  const int64_t image = g.h * g.w * g.c;
-  ctx.ParallelFor(g.n, 2.0 * g.oh * g.ow * k * oc, [&](int64_t b, int64_t e) {
-    RowMajorMatrix cols(chunk * g.ow, k);
-    for (int64_t n = b; n < e; ++n) {
-      std::fill(dx + n * image, dx + (n + 1) * image, 0.0f);
-      for (int64_t r0 = n * g.oh; r0 < (n + 1) * g.oh; r0 += chunk) {
-        const int64_t r1 = std::min((n + 1) * g.oh, r0 + chunk);
-        const int64_t m = (r1 - r0) * g.ow;
-        cols.topRows(m).noalias() =
-            ConstMatrixMap(dy + r0 * g.ow * oc, m, oc) * wm.transpose();
-        Col2ImAdd(cols.data(), g, r0, r1, dx);
-      }
-    }
-  });
+  ConvBackpropInputByBlocks(
+      ctx, dy, w, dx, g, oc,
+      [](const auto& dy_block, const auto& wt, auto&& patches) {
+        patches.noalias() = dy_block * wt;
+      },
+      [](float*, int64_t) {});
 }
 
 // dw = sum over chunks of patches^T * dy. Each shard sums its rows; the
@@ -70,30 +61,12 @@ void ConvBackpropFilter(const KernelContext& ctx, const float* x,
     SmallConvBackpropFilter(ctx, x, dy, dw, g, oc);
     return;
   }
-  const int64_t k = PatchSize(g);
-  const int64_t chunk = RowsPerChunk(g);
-  Mutex mu;
-  std::map<int64_t, RowMajorMatrix> partials;
-  ctx.ParallelFor(g.n * g.oh, 2.0 * g.ow * k * oc, [&](int64_t b, int64_t e) {
-    RowMajorMatrix sum = RowMajorMatrix::Zero(k, oc);
-    RowMajorMatrix cols(IsPointwise(g) ? 0 : std::min(chunk, e - b) * g.ow, k);
-    for (int64_t r0 = b; r0 < e; r0 += chunk) {
-      const int64_t r1 = std::min(e, r0 + chunk), m = (r1 - r0) * g.ow;
-      const ConstMatrixMap dym(dy + r0 * g.ow * oc, m, oc);
-      if (IsPointwise(g)) {
-        sum.noalias() +=
-            ConstMatrixMap(x + r0 * g.ow * k, m, k).transpose() * dym;
-      } else {
-        Im2Col(x, g, r0, r1, cols.data());
-        sum.noalias() += cols.topRows(m).transpose() * dym;
-      }
-    }
-    MutexLock l(&mu);
-    partials.emplace(b, std::move(sum));
-  });
-  MatrixMap dwm(dw, k, oc);
-  dwm.setZero();
-  for (const auto& [begin, sum] : partials) dwm += sum;
+  ConvBackpropFilterByBlocks(
+      ctx, x, dy, dw, g, oc,
+      [](const auto& patches_t, const auto& dy_block, RowMajorMatrix& sum) {
+        sum.noalias() += patches_t * dy_block;
+      },
+      [](MatrixMap& dw, const RowMajorMatrix& sum) { dw += sum; });
 }
 
 // Shape function of both backprops: output = the shape of input `like`,
