@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -37,6 +38,21 @@ inline constexpr double kCwiseCost = 4.0;
 // Strides (in elements) of `in` broadcast to `out`: 0 where it broadcasts.
 std::vector<int64_t> BroadcastStrides(const TensorShape& in,
                                       const TensorShape& out);
+
+// Where row `row` of `out`'s innermost dimension starts in x and in y,
+// given their BroadcastStrides.
+inline std::pair<int64_t, int64_t> BroadcastRowOffsets(
+    int64_t row, const TensorShape& out, const std::vector<int64_t>& sx,
+    const std::vector<int64_t>& sy) {
+  int64_t ox = 0, oy = 0;
+  for (int d = out.rank() - 2; d >= 0; --d) {
+    const int64_t i = row % out.dim(d);
+    row /= out.dim(d);
+    ox += i * sx[d];
+    oy += i * sy[d];
+  }
+  return {ox, oy};
+}
 
 template <typename T, typename F>
 absl::Status UnaryKernel(KernelContext& ctx, F f) {
@@ -111,13 +127,7 @@ absl::Status BinaryKernel(KernelContext& ctx, F f) {
   const std::vector<int64_t> sy = BroadcastStrides(y.shape(), out);
   ctx.ParallelFor(rows, kCwiseCost * inner, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
-      int64_t ox = 0, oy = 0, rem = r;
-      for (int d = rank - 2; d >= 0; --d) {
-        const int64_t i = rem % out.dim(d);
-        rem /= out.dim(d);
-        ox += i * sx[d];
-        oy += i * sy[d];
-      }
+      const auto [ox, oy] = BroadcastRowOffsets(r, out, sx, sy);
       ArrayMap<Out> zr(pz + r * inner, inner);
       const bool x_full = sx[rank - 1] != 0, y_full = sy[rank - 1] != 0;
       if (x_full && y_full) {

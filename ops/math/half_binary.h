@@ -44,13 +44,7 @@ absl::Status HalfBinaryKernel(KernelContext& ctx, F f) {
   ctx.ParallelFor(n / inner, kCwiseCost * inner, [&](int64_t b, int64_t e) {
     ArrayX<float> a(inner), c(inner), r(inner);
     for (int64_t row = b; row < e; ++row) {
-      int64_t ox = 0, oy = 0, rem = row;
-      for (int d = rank - 2; d >= 0; --d) {
-        const int64_t i = rem % out.dim(d);
-        rem /= out.dim(d);
-        ox += i * sx[d];
-        oy += i * sy[d];
-      }
+      const auto [ox, oy] = BroadcastRowOffsets(row, out, sx, sy);
       const bool x_full = rank > 0 && sx[rank - 1] != 0;
       const bool y_full = rank > 0 && sy[rank - 1] != 0;
       if (x_full) {
