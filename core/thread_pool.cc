@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
@@ -102,41 +103,102 @@ void ThreadPool::Schedule(std::function<void()> fn) {
   cv_.Signal();
 }
 
+namespace {
+
+int Cores() {
+  static const int cores =
+      static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return cores;
+}
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// One ParallelFor: shards claimed from `next` by the caller and by the
+// workers' tasks. Shared (shared_ptr) with the tasks, because a task may
+// start after the caller has returned; it then claims nothing and never
+// touches `fn`, which is valid until `done` reaches `shards`.
+struct ForkJoin {
+  const std::function<void(int64_t, int64_t)>* fn;
+  int64_t n, shards, per;
+  std::atomic<int64_t> next{0};
+  std::atomic<int64_t> done{0};
+  Mutex mu;
+  CondVar cv;
+
+  // Runs unclaimed shards until none is left.
+  void Work() {
+    for (;;) {
+      const int64_t s = next.fetch_add(1, std::memory_order_relaxed);
+      if (s >= shards) return;
+      const int64_t b = s * per, e = std::min(n, b + per);
+      if (b < e) (*fn)(b, e);
+      // Release: the shard's writes are visible to the caller's acquire.
+      if (done.fetch_add(1, std::memory_order_acq_rel) + 1 == shards) {
+        MutexLock l(&mu);
+        cv.SignalAll();
+      }
+    }
+  }
+
+  bool Finished() const {
+    return done.load(std::memory_order_acquire) == shards;
+  }
+};
+
+}  // namespace
+
+int ThreadPool::Parallelism() const {
+  return std::min(num_threads() + 1, Cores());
+}
+
+int64_t ThreadPool::ShardCount(int64_t n, double cost_per_unit,
+                               int parallelism) {
+  if (n <= 0) return 0;
+  const double by_work =
+      static_cast<double>(n) * std::max(0.0, cost_per_unit) /
+      kMinCyclesPerShard;
+  int64_t shards = std::min<int64_t>(n, std::max(1, parallelism));
+  if (by_work < static_cast<double>(shards)) {
+    shards = static_cast<int64_t>(by_work);  // Floor; >= 0.
+  }
+  return std::max<int64_t>(1, shards);
+}
+
 void ThreadPool::ParallelFor(
     int64_t n, double cost_per_unit,
     const std::function<void(int64_t, int64_t)>& fn) const {
   if (n <= 0) return;
-  // Too little work to be worth a hand-off (~10 us of cycles): run inline.
-  constexpr double kMinParallelCycles = 30000;
-  const int workers = num_threads();
-  if (workers == 0 || n == 1 || n * cost_per_unit < kMinParallelCycles) {
+  const int64_t shards = ShardCount(n, cost_per_unit, Parallelism());
+  if (shards <= 1) {
     fn(0, n);
     return;
   }
-  // One shard per worker plus one for the caller, which always takes part.
-  // Shards are equal, so the caller never waits long.
-  const int64_t shards = std::min<int64_t>(n, workers + 1);
-  const int64_t per = (n + shards - 1) / shards;
-  Mutex done_mu;
-  CondVar done_cv;
-  int64_t pending = shards - 1;
+  auto state = std::make_shared<ForkJoin>();
+  state->fn = &fn;
+  state->n = n;
+  state->per = (n + shards - 1) / shards;
+  state->shards = (n + state->per - 1) / state->per;
   {
     MutexLock l(&mu_);
-    for (int64_t s = 1; s < shards; ++s) {
-      const int64_t b = s * per, e = std::min(n, b + per);
-      tasks_.push_back([&fn, &done_mu, &done_cv, &pending, b, e] {
-        if (b < e) fn(b, e);
-        MutexLock l(&done_mu);
-        if (--pending == 0) done_cv.SignalAll();
-      });
+    for (int64_t s = 1; s < state->shards; ++s) {
+      tasks_.push_back([state] { state->Work(); });
+      cv_.Signal();  // One worker per task: the others sleep on.
     }
-    cv_.SignalAll();
   }
-  fn(0, std::min(n, per));
-  MutexLock l(&done_mu);
-  done_cv.Await(&done_mu, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return pending == 0;
-  });
+  state->Work();
+  // Every shard is claimed; wait for those still running on workers, for a
+  // moment by spinning (a shard's tail is usually short), then blocking.
+  for (int i = 0; i < 2000 && !state->Finished(); ++i) CpuRelax();
+  if (!state->Finished()) {
+    MutexLock l(&state->mu);
+    state->cv.Await(&state->mu, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return state->Finished();
+    });
+  }
 }
 
 ThreadPool* ThreadPool::Default() {

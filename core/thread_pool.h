@@ -7,9 +7,16 @@
 //     for (int64_t i = b; i < e; ++i) out[i] = f(in[i]);
 //   });
 //
-// Never call ParallelFor from a task given to Schedule() on the same pool:
-// the caller would block a worker its shards may need. The executor keeps
-// inter-op and intra-op work on different pools for this reason.
+// ParallelFor is a fork-join in which the caller claims shards too: shards
+// are taken from a shared counter, so a worker that wakes late finds its
+// shard done by the caller instead of making the caller wait for it, and a
+// ParallelFor nested in a task of the same pool still completes (the caller
+// can run every shard). How many shards a loop gets is ShardCount: at most
+// one per thread that can run at once (the pool's workers plus the caller,
+// capped at the machine's cores: a third thread on two cores only queues
+// behind the others) and at least kMinCyclesPerShard of work each, so small
+// kernels stay on the calling thread (issue 12: intra_op_threads 2 made
+// small GEMMs 1.3-1.7x slower than 1 on a 2-vCPU machine).
 //
 // Thread creation can fail (a thread limit, too many threads): every thread
 // in ipuflow starts through StartThread, which turns std::system_error into
@@ -63,11 +70,23 @@ class ThreadPool {
   int num_threads() const { return static_cast<int>(workers_.size()); }
   const std::string& name() const { return name_; }
   void Schedule(std::function<void()> fn);
-  // Splits [0, n) into equal shards, one per worker plus the caller, when
-  // n * cost (cycles per unit) is worth it, and runs fn on each shard in
-  // parallel; returns when all are done.
+  // Splits [0, n) into ShardCount(n, cost_per_unit, Parallelism()) equal
+  // shards and runs fn on each, in parallel with the caller; returns when
+  // all are done. `cost_per_unit` is in CPU cycles per unit of n.
   void ParallelFor(int64_t n, double cost_per_unit,
                    const std::function<void(int64_t, int64_t)>& fn) const;
+
+  // Threads a ParallelFor can use at once: the workers plus the caller, at
+  // most the machine's cores.
+  int Parallelism() const;
+
+  // The split rule, a pure function so tests can check it without timing:
+  // min(n, parallelism, floor(n * cost / kMinCyclesPerShard)), at least 1
+  // (0 for n <= 0). A hand-off costs a futex wake-up and the worker's
+  // scheduling latency (5-30 us on a virtual machine): a shard smaller than
+  // that is faster on the caller.
+  static constexpr double kMinCyclesPerShard = 60000;  // ~25 us at 2.5 GHz.
+  static int64_t ShardCount(int64_t n, double cost_per_unit, int parallelism);
 
   // A process-wide pool with one worker per core, for host-side work.
   static ThreadPool* Default();

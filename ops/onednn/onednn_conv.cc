@@ -135,16 +135,20 @@ struct Split {
   }
 };
 
-Split SplitBatch(const ThreadPool& pool, const ConvDims& d) {
-  const int64_t threads = std::min<int64_t>(d.n, pool.num_threads() + 1);
-  const int64_t per = (d.n + threads - 1) / threads;
-  return {per, (d.n + per - 1) / per};
-}
-
-// Multiply-adds per image, as cycles for ThreadPool::ParallelFor's
-// inline-or-share decision (about 16 per cycle).
+// Multiply-adds per image, as cycles for ThreadPool's split rule (about 16
+// per cycle).
 double CyclesPerImage(const ConvDims& d) {
   return static_cast<double>(d.oh) * d.ow * d.kh * d.kw * d.c * d.oc / 16;
+}
+
+// One share per thread the pool's split rule would use for the whole batch
+// (ThreadPool::ShardCount), so ParallelFor below runs each share on its own
+// thread, and a batch too small to split is one primitive call.
+Split SplitBatch(const ThreadPool& pool, const ConvDims& d) {
+  const int64_t threads =
+      ThreadPool::ShardCount(d.n, CyclesPerImage(d), pool.Parallelism());
+  const int64_t per = (d.n + threads - 1) / threads;
+  return {per, (d.n + per - 1) / per};
 }
 
 // The filter in `p`'s layout: `hwio` itself, or a reordered copy in
