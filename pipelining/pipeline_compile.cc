@@ -1,8 +1,6 @@
-// PipelineRuntime, compiling: one Program per stage part and pass, the
-// weight update, the IPUs' work lists, FIFO capacities, the memory check.
+// PipelineRuntime, lowering: one Program per stage part and pass, the
+// weight update, the IPUs' work lists and their channels, the memory check.
 // Running is in pipeline_runtime.cc.
-#include <time.h>
-
 #include <algorithm>
 #include <map>
 #include <set>
@@ -17,12 +15,6 @@
 namespace ipuflow::pipelining {
 namespace internal {
 
-double ThreadCpuSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 int64_t Bytes(const Output& o) {
   return o.shape().num_elements() * static_cast<int64_t>(DTypeSize(o.dtype()));
 }
@@ -35,7 +27,6 @@ std::string Key(const char* kind, int a, int b, int c) {
 
 using internal::Bytes;
 using internal::Key;
-using internal::ThreadCpuSeconds;
 
 PipelineRuntime::~PipelineRuntime() = default;
 
@@ -48,12 +39,6 @@ absl::StatusOr<std::unique_ptr<PipelineRuntime>> PipelineRuntime::Create(
   rt->generation_ = system->generation();
   RETURN_IF_ERROR(rt->Compile());
   return rt;
-}
-
-StageFifo* PipelineRuntime::Fifo(const std::string& key) const {
-  auto it = fifos_.find(key);
-  IPU_CHECK(it != fifos_.end());
-  return it->second.get();
 }
 
 absl::Status PipelineRuntime::CompilePart(Part& part) {
@@ -199,20 +184,7 @@ absl::Status PipelineRuntime::Compile() {
     }
     weight_update_ = std::move(*p);
   }
-  // Work lists: the table's items in step order, one entry per part.
-  const ScheduleTable& table = b_->table;
-  entries_.assign(num_ipus_, {});
-  step_sizes_.assign(table.num_steps(), 0);
-  for (int t = 0; t < table.num_steps(); ++t) {
-    for (const WorkItem& item : table.steps[t]) {
-      for (const auto& part : parts_[item.stage]) {
-        Entry e{item, part->def->part, t, part->def->ipu};
-        entries_[e.ipu].push_back(e);
-        ++step_sizes_[t];
-      }
-    }
-  }
-  SizeFifos();
+  LowerToWorkLists();
   RETURN_IF_ERROR(CheckMemory());
   // The feeds' host threads start here, on the host, rather than on a
   // device thread; an error (another replica count) is reported by Run.
@@ -226,55 +198,63 @@ absl::Status PipelineRuntime::Compile() {
   return absl::OkStatus();
 }
 
-// Runs the table step by step, one entry at a time (pops at an entry's
-// start, pushes at its end), and sizes every FIFO to its peak: see fifo.h.
-void PipelineRuntime::SizeFifos() {
-  std::map<std::string, int> occupancy, peak;
-  auto pop = [&](const std::string& k) { --occupancy[k]; };
-  auto push = [&](const std::string& k) {
-    peak[k] = std::max(peak[k], ++occupancy[k]);
-  };
+// One work-list item per part of each table item, on its IPU's list in
+// table order, with the channels it pops and pushes; the work lists replay
+// the table in that order to size every channel to its peak
+// (core/ipu/work_lists.h says why that cannot deadlock).
+void PipelineRuntime::LowerToWorkLists() {
+  const ScheduleTable& table = b_->table;
   const int n = static_cast<int>(parts_.size());
-  for (const auto& step : b_->table.steps) {
-    for (const WorkItem& item : step) {
+  std::vector<std::vector<WorkListItem>> lists(num_ipus_);
+  entries_.clear();
+  for (int t = 0; t < table.num_steps(); ++t) {
+    for (const WorkItem& item : table.steps[t]) {
       const int s = item.stage;
       for (size_t p = 0; p < parts_[s].size(); ++p) {
+        const Part& part = *parts_[s][p];
+        Entry e{item, part.def->part, t, part.def->ipu};
+        WorkListItem w;
+        w.ipu = e.ipu;
+        w.step = t;
+        w.tag = static_cast<int>(entries_.size());
+        w.order = w.tag;
         if (item.pass == Pass::kForward) {
-          if (s > 0) {
-            for (size_t q = 0; q < parts_[s - 1].size(); ++q) {
-              pop(Key("act", s - 1, q, p));
-            }
+          for (size_t q = 0; s > 0 && q < parts_[s - 1].size(); ++q) {
+            w.pops.push_back(Key("act", s - 1, q, p));
           }
-          if (s + 1 < n) {
-            for (size_t q = 0; q < parts_[s + 1].size(); ++q) {
-              push(Key("act", s, p, q));
-            }
+          for (size_t q = 0; s + 1 < n && q < parts_[s + 1].size(); ++q) {
+            w.pushes.push_back(Key("act", s, p, q));
           }
-          if (b_->training) push(Key("stash", s, p));
+          if (b_->training) w.pushes.push_back(Key("stash", s, p));
         } else {
-          pop(Key("stash", s, p));
-          if (s + 1 < n) {
-            for (size_t q = 0; q < parts_[s + 1].size(); ++q) {
-              pop(Key("grad", s, q, p));
-            }
+          w.pops.push_back(Key("stash", s, p));
+          for (size_t q = 0; s + 1 < n && q < parts_[s + 1].size(); ++q) {
+            w.pops.push_back(Key("grad", s, q, p));
           }
-          if (s > 0) {
-            for (size_t q = 0; q < parts_[s - 1].size(); ++q) {
-              push(Key("grad", s - 1, p, q));
-            }
+          for (size_t q = 0; s > 0 && q < parts_[s - 1].size(); ++q) {
+            w.pushes.push_back(Key("grad", s - 1, p, q));
           }
         }
+        entries_.push_back(e);
+        lists[e.ipu].push_back(std::move(w));
       }
     }
   }
-  fifos_.clear();
-  for (const auto& [key, cap] : peak) {
-    fifos_[key] = std::make_unique<StageFifo>(std::max(1, cap), key);
+  for (auto& list : lists) {
+    for (size_t i = 0; i < list.size(); ++i) {
+      entries_[list[i].tag].ends_step =
+          i + 1 == list.size() || list[i + 1].step != list[i].step;
+    }
   }
+  std::vector<IPUDevice*> devices;
+  for (int k = 0; k < num_ipus_; ++k) devices.push_back(&Device(k));
+  lists_ = std::make_unique<WorkLists>(
+      std::move(devices), std::move(lists),
+      /*lockstep=*/table.kind == PipelineSchedule::kSequential);
+  lists_->SizeChannels();
   // The feeder may run ahead of stage 0 by a couple of elements.
   for (size_t p = 0; p < parts_[0].size(); ++p) {
-    fifos_[Key("infeed", 0, p)] =
-        std::make_unique<StageFifo>(2, Key("infeed", 0, p));
+    lists_->AddChannel(Key("infeed", 0, p), 2);
   }
 }
 

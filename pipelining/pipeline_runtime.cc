@@ -1,5 +1,6 @@
-// PipelineRuntime, running: the feeder, the IPU workers, the weight update
-// and the report. Compiling is in pipeline_compile.cc.
+// PipelineRuntime, running: the feeder, what each work-list item does, the
+// weight update and the report. Lowering is in pipeline_compile.cc; the
+// work lists themselves run in the device layer (core/ipu/work_lists.h).
 #include "pipelining/pipeline_runtime.h"
 
 #include <algorithm>
@@ -19,18 +20,10 @@ namespace ipuflow::pipelining {
 
 using internal::Bytes;
 using internal::Key;
-using internal::ThreadCpuSeconds;
 
-struct PipelineRuntime::RunState {
-  std::shared_ptr<CancellationManager> cancel =
-      std::make_shared<CancellationManager>();
-  Mutex mu;
-  CondVar cv;
-  absl::Status status ABSL_GUARDED_BY(mu);
-  std::vector<int> step_remaining ABSL_GUARDED_BY(mu);
-  std::vector<double> step_end ABSL_GUARDED_BY(mu);
-  // Written only by IPU k's thread during a repeat, read after it.
-  std::vector<double> vclock;
+struct PipelineRuntime::RunState : WorkListsRun {
+  RunState(std::shared_ptr<CancellationManager> c, int num_ipus)
+      : WorkListsRun(std::move(c), num_ipus) {}
   std::vector<std::vector<TimedItem>> items, wall_items;  // Per IPU.
   std::vector<std::vector<double>> cpu_sum;  // [stage*2+pass][part]
   std::vector<std::vector<int>> cpu_count;
@@ -39,7 +32,6 @@ struct PipelineRuntime::RunState {
   std::vector<std::pair<double, double>> spans;  // Per repeat: F/B span.
   double weight_update_seconds = 0;
   std::vector<Tensor> input_values;
-  std::chrono::steady_clock::time_point wall0;
   std::atomic<int64_t> ipu_to_ipu{0}, host_to_device{0}, streamed{0};
   // Outfeed: concurrent last-stage parts meet here; accumulate_outfeed sums.
   Mutex outfeed_mu;
@@ -57,13 +49,6 @@ struct PipelineRuntime::RunState {
 };
 
 namespace {
-
-// Seconds since the run started, on the wall clock.
-double WallSeconds(const PipelineRuntime::RunState& rs) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                       rs.wall0)
-      .count();
-}
 
 int64_t Bytes(const std::vector<Tensor>& ts) {
   int64_t n = 0;
@@ -84,22 +69,11 @@ double VirtualCost(const PipelineOptions& o, const WorkItem& item,
 
 void PipelineRuntime::Abort(RunState& rs, const absl::Status& s,
                             int micro_batch) {
-  {
-    MutexLock l(&rs.mu);
-    if (rs.status.ok() || (absl::IsCancelled(rs.status) && !absl::IsCancelled(s))) {
-      rs.status = s;
-      rs.failed_micro_batch = absl::IsCancelled(s) ? -1 : micro_batch;
-    }
-    rs.cv.SignalAll();
+  rs.Abort(s, absl::StrCat("replica ", replica_.index));
+  MutexLock l(&rs.mu);
+  if (rs.status == s) {
+    rs.failed_micro_batch = absl::IsCancelled(s) ? -1 : micro_batch;
   }
-  // Wakes every FIFO, queue and collective wait of the run (every replica's:
-  // the executable shares `cancel`), saying why.
-  rs.cancel->StartCancel(
-      absl::IsCancelled(s)
-          ? s
-          : absl::CancelledError(absl::StrCat("run cancelled: replica ",
-                                              replica_.index, " failed: ",
-                                              s.message())));
 }
 
 absl::Status PipelineRuntime::DeliverOutfeed(RunState& rs, int part,
@@ -153,14 +127,14 @@ absl::Status PipelineRuntime::Forward(RunState& rs, const Entry& e, int repeat,
   if (s == 0) {
     std::copy(rs.input_values.begin(), rs.input_values.end(), args.begin());
     if (b_->options.infeed_queue != nullptr) {
-      ASSIGN_OR_RETURN(StageMessage msg, Fifo(Key("infeed", 0, e.part))->Pop());
+      ASSIGN_OR_RETURN(ChannelMessage msg, Fifo(Key("infeed", 0, e.part))->Pop());
       std::move(msg.values.begin(), msg.values.end(),
                 args.begin() + rs.input_values.size());
     }
   } else {
     const StageDef& prev = b_->stages[s - 1];
     for (size_t q = 0; q < parts_[s - 1].size(); ++q) {
-      ASSIGN_OR_RETURN(StageMessage msg,
+      ASSIGN_OR_RETURN(ChannelMessage msg,
                        Fifo(Key("act", s - 1, q, e.part))->Pop());
       clock->virtual_ready = std::max(clock->virtual_ready, msg.virtual_time);
       std::move(msg.values.begin(), msg.values.end(),
@@ -170,7 +144,7 @@ absl::Status PipelineRuntime::Forward(RunState& rs, const Entry& e, int repeat,
   std::vector<Tensor> feeds;
   for (int i : part.fed_args) feeds.push_back(args[i]);
   std::vector<Tensor> out;
-  clock->wall_start = WallSeconds(rs);
+  clock->wall_start = rs.WallSeconds();
   const double c0 = ThreadCpuSeconds();
   RETURN_IF_ERROR(part.forward->Run(envs_[d.ipu], feeds, &out));
   clock->cpu = VirtualCost(b_->options, e.item, ThreadCpuSeconds() - c0);
@@ -211,13 +185,13 @@ absl::Status PipelineRuntime::Backward(RunState& rs, const Entry& e,
   const int n = static_cast<int>(parts_.size());
   const int M = b_->table.micro_batches;
   const int m = e.item.micro_batch;
-  ASSIGN_OR_RETURN(StageMessage stash, Fifo(Key("stash", s, e.part))->Pop());
+  ASSIGN_OR_RETURN(ChannelMessage stash, Fifo(Key("stash", s, e.part))->Pop());
   clock->virtual_ready =
       std::max(clock->virtual_ready, stash.virtual_time);
   std::vector<Tensor> dy(d.outputs.size());
   if (s + 1 < n) {
     for (size_t q = 0; q < parts_[s + 1].size(); ++q) {
-      ASSIGN_OR_RETURN(StageMessage msg,
+      ASSIGN_OR_RETURN(ChannelMessage msg,
                        Fifo(Key("grad", s, q, e.part))->Pop());
       clock->virtual_ready = std::max(clock->virtual_ready, msg.virtual_time);
       for (size_t j = 0; j < dy.size(); ++j) {
@@ -226,7 +200,7 @@ absl::Status PipelineRuntime::Backward(RunState& rs, const Entry& e,
     }
   }
   std::vector<Tensor> grads(d.args.size());
-  clock->wall_start = WallSeconds(rs);
+  clock->wall_start = rs.WallSeconds();
   if (part.backward != nullptr) {
     std::vector<Tensor> feeds = std::move(stash.values);
     for (int j : part.dy_outputs) {
@@ -256,7 +230,7 @@ absl::Status PipelineRuntime::Backward(RunState& rs, const Entry& e,
       feeds.push_back(Tensor::Filled(dt, TensorShape(), b));
     }
     std::vector<Tensor> out;
-    clock->wall_start = WallSeconds(rs);
+    clock->wall_start = rs.WallSeconds();
     const double c0 = ThreadCpuSeconds();
     RETURN_IF_ERROR(part.backward->Run(envs_[d.ipu], feeds, &out));
     clock->cpu = ThreadCpuSeconds() - c0;
@@ -280,65 +254,41 @@ absl::Status PipelineRuntime::Backward(RunState& rs, const Entry& e,
   return absl::OkStatus();
 }
 
-void PipelineRuntime::RunIpu(RunState& rs, int ipu, int repeat) {
-  const std::vector<Entry>& list = entries_[ipu];
-  const bool lockstep = b_->table.kind == PipelineSchedule::kSequential;
-  const int M = b_->table.micro_batches;
-  for (size_t i = 0; i < list.size(); ++i) {
-    const Entry& e = list[i];
-    double barrier = 0;
-    if (lockstep && e.step > 0) {
-      MutexLock l(&rs.mu);
-      rs.cv.Await(&rs.mu, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(rs.mu) {
-        return !rs.status.ok() || rs.step_remaining[e.step - 1] == 0;
-      });
-      if (!rs.status.ok()) return;
-      barrier = rs.step_end[e.step - 1];
+absl::Status PipelineRuntime::RunItem(RunState& rs, int repeat,
+                                      const WorkListItem& item,
+                                      WorkItemClock* clock) {
+  const Entry& e = entries_[item.tag];
+  absl::Status s = e.item.pass == Pass::kForward
+                       ? Forward(rs, e, repeat, clock)
+                       : Backward(rs, e, clock);
+  if (!s.ok()) {
+    const PartDef& d = *parts_[e.item.stage][e.part]->def;
+    s = absl::Status(
+        s.code(),
+        absl::StrCat(d.name, " (IPU ", e.ipu, ") ",
+                     e.item.pass == Pass::kForward ? "forward" : "backward",
+                     ", micro-batch ", e.item.micro_batch, " of run ", repeat,
+                     ": ", s.message()));
+    MutexLock l(&rs.mu);
+    // The failing micro-batch is not given back to the infeed.
+    if (rs.status.ok() || absl::IsCancelled(rs.status)) {
+      if (!absl::IsCancelled(s)) rs.failed_micro_batch = e.item.micro_batch;
     }
-    ItemClock clock;
-    clock.virtual_ready = barrier;
-    absl::Status s = e.item.pass == Pass::kForward
-                         ? Forward(rs, e, repeat, &clock)
-                         : Backward(rs, e, &clock);
-    if (!s.ok()) {
-      const PartDef& d = *parts_[e.item.stage][e.part]->def;
-      Abort(rs, absl::Status(
-                    s.code(),
-                    absl::StrCat(d.name, " (IPU ", ipu, ") ",
-                                 e.item.pass == Pass::kForward ? "forward"
-                                                               : "backward",
-                                 ", micro-batch ", e.item.micro_batch,
-                                 " of run ", repeat, ": ", s.message())),
-            e.item.micro_batch);
-      return;
-    }
-    const double vstart = std::max(rs.vclock[ipu], clock.virtual_ready);
-    const double cpu = clock.cpu;
-    rs.vclock[ipu] = vstart + cpu;
-    const int mb = repeat * M + e.item.micro_batch;
-    rs.items[ipu].push_back({ipu, e.item.stage, e.item.pass, mb, vstart,
-                             vstart + cpu});
-    rs.wall_items[ipu].push_back({ipu, e.item.stage, e.item.pass, mb,
-                                  clock.wall_start, WallSeconds(rs)});
-    const int slot = e.item.stage * 2 + (e.item.pass == Pass::kBackward);
-    rs.cpu_sum[slot][e.part] += cpu;
-    rs.cpu_count[slot][e.part] += 1;
-    // Stash occupancy at this IPU's step boundary (stash.h's convention).
-    if (b_->training && (i + 1 == list.size() || list[i + 1].step != e.step)) {
-      for (const auto& stage : parts_) {
-        for (const auto& p : stage) {
-          if (p->def->ipu != ipu) continue;
-          const int occ = static_cast<int>(
-              Fifo(Key("stash", p->def->stage, p->def->part))->size());
-          int& peak = rs.stash_occupancy[ipu][p->def->stage];
-          peak = std::max(peak, occ);
-        }
+    return s;
+  }
+  // Stash occupancy at this IPU's step boundary (stash.h's convention).
+  if (b_->training && e.ends_step) {
+    for (const auto& stage : parts_) {
+      for (const auto& p : stage) {
+        if (p->def->ipu != e.ipu) continue;
+        const int occ = static_cast<int>(
+            Fifo(Key("stash", p->def->stage, p->def->part))->size());
+        int& peak = rs.stash_occupancy[e.ipu][p->def->stage];
+        peak = std::max(peak, occ);
       }
     }
-    MutexLock l(&rs.mu);
-    rs.step_end[e.step] = std::max(rs.step_end[e.step], vstart + cpu);
-    if (--rs.step_remaining[e.step] == 0) rs.cv.SignalAll();
   }
+  return absl::OkStatus();
 }
 
 void PipelineRuntime::Feeder(RunState& rs, int repeat) {
@@ -445,15 +395,12 @@ absl::Status PipelineRuntime::WeightUpdate(RunState& rs) {
   std::fill(update_hop_cpu_.begin(), update_hop_cpu_.end(), 0.0);
   absl::Status status;
   double cpu0 = 0;
-  Notification done;
-  Device(0).Submit([&] {
+  RunOnDevice(Device(0), [&] {
     const double c0 = ThreadCpuSeconds();
     std::vector<Tensor> none;
     status = weight_update_->Run(envs_[0], {}, &none);
     cpu0 = ThreadCpuSeconds() - c0;
-    done.Notify();
   });
-  done.WaitForNotification();
   RETURN_IF_ERROR(status);
   RETURN_IF_ERROR(StreamOptimizerState(/*in=*/false, rs));
   // IPUs update their own variables in parallel after the last backward.
@@ -475,8 +422,6 @@ absl::Status PipelineRuntime::RunOnce(RunState& rs, int repeat) {
   if (rs.cancel->cancelled()) return rs.cancel->reason();
   {
     MutexLock l(&rs.mu);
-    rs.step_remaining = step_sizes_;
-    rs.step_end.assign(step_sizes_.size(), 0);
     rs.failed_micro_batch = -1;
   }
   rs.taken.clear();
@@ -487,7 +432,7 @@ absl::Status PipelineRuntime::RunOnce(RunState& rs, int repeat) {
   const double start = *std::max_element(rs.vclock.begin(), rs.vclock.end());
   std::fill(rs.vclock.begin(), rs.vclock.end(), start);
   std::vector<size_t> before(num_ipus_);
-  for (int k = 0; k < num_ipus_; ++k) before[k] = rs.items[k].size();
+  for (int k = 0; k < num_ipus_; ++k) before[k] = rs.timings[k].size();
   std::thread feeder;
   if (b_->options.infeed_queue != nullptr) {
     absl::StatusOr<std::thread> t = StartThread(
@@ -499,35 +444,31 @@ absl::Status PipelineRuntime::RunOnce(RunState& rs, int repeat) {
     }
     feeder = *std::move(t);
   }
-  Mutex done_mu;
-  CondVar done_cv;
-  int running = 0;  // Counted before the first task can finish.
-  for (int k = 0; k < num_ipus_; ++k) running += entries_[k].empty() ? 0 : 1;
-  for (int k = 0; k < num_ipus_; ++k) {
-    if (entries_[k].empty()) continue;
-    Device(k).Submit([&, k] {
-      RunIpu(rs, k, repeat);
-      MutexLock l(&done_mu);
-      --running;
-      done_cv.SignalAll();
-    });
-  }
-  {
-    MutexLock l(&done_mu);
-    done_cv.Await(&done_mu, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(done_mu) {
-      return running == 0;
-    });
-  }
+  const absl::Status run = lists_->Run(
+      rs,
+      [&rs, this, repeat](const WorkListItem& item, WorkItemClock* clock) {
+        return RunItem(rs, repeat, item, clock);
+      },
+      absl::StrCat("replica ", replica_.index));
   if (feeder.joinable()) feeder.join();
-  {
-    MutexLock l(&rs.mu);
-    RETURN_IF_ERROR(rs.status);
-  }
+  RETURN_IF_ERROR(run);
+  RETURN_IF_ERROR(rs.Status());
+  // This repeat's items, for the report and the timelines.
+  const int M = b_->table.micro_batches;
   double lo = 1e300, hi = 0;
   for (int k = 0; k < num_ipus_; ++k) {
-    for (size_t i = before[k]; i < rs.items[k].size(); ++i) {
-      lo = std::min(lo, rs.items[k][i].start);
-      hi = std::max(hi, rs.items[k][i].end);
+    for (size_t i = before[k]; i < rs.timings[k].size(); ++i) {
+      const WorkItemTiming& t = rs.timings[k][i];
+      const Entry& e = entries_[lists_->lists()[k][t.index].tag];
+      const int mb = repeat * M + e.item.micro_batch;
+      rs.items[k].push_back({k, e.item.stage, e.item.pass, mb, t.start, t.end});
+      rs.wall_items[k].push_back(
+          {k, e.item.stage, e.item.pass, mb, t.wall_start, t.wall_end});
+      const int slot = e.item.stage * 2 + (e.item.pass == Pass::kBackward);
+      rs.cpu_sum[slot][e.part] += t.end - t.start;
+      rs.cpu_count[slot][e.part] += 1;
+      lo = std::min(lo, t.start);
+      hi = std::max(hi, t.end);
     }
   }
   rs.spans.push_back({std::min(lo, hi), hi});
@@ -575,10 +516,7 @@ absl::StatusOr<PipelineReport> PipelineRuntime::Run(
   if (system_->cancellation()->cancelled()) {
     return system_->cancellation()->reason();
   }
-  RunState rs;
-  if (cancel_run != nullptr) rs.cancel = std::move(cancel_run);
-  rs.wall0 = std::chrono::steady_clock::now();
-  rs.vclock.assign(num_ipus_, 0);
+  RunState rs(std::move(cancel_run), num_ipus_);
   rs.items.assign(num_ipus_, {});
   rs.wall_items.assign(num_ipus_, {});
   rs.cpu_sum.assign(parts_.size() * 2, std::vector<double>(8, 0));
@@ -590,7 +528,7 @@ absl::StatusOr<PipelineReport> PipelineRuntime::Run(
     rs.cpu_count[2 * s + 1].resize(parts_[s].size());
   }
   rs.stash_occupancy.assign(num_ipus_, std::vector<int>(parts_.size(), 0));
-  for (auto& [key, fifo] : fifos_) fifo->Reset();
+  lists_->ResetChannels();
   // Values for `inputs`, given or computed once per Run.
   if (inputs != nullptr) {
     if (inputs->size() != b_->options.inputs.size()) {
@@ -623,13 +561,7 @@ absl::StatusOr<PipelineReport> PipelineRuntime::Run(
         cancel->StartCancel(absl::CancelledError(absl::StrCat(
             "pipeline '", name, "' was cancelled: ", why.message())));
       });
-  std::vector<int> fifo_tokens;
-  for (auto& [key, fifo] : fifos_) {
-    StageFifo* f = fifo.get();
-    fifo_tokens.push_back(cancel->Register([f, cancel] {
-      f->Cancel(cancel->reason());
-    }));
-  }
+  const std::vector<int> fifo_tokens = lists_->CancelChannelsWith(cancel);
   absl::Status status;
   if (b_->training) status = StreamOptimizerState(/*in=*/false, rs);
   for (int r = 0; r < b_->options.repeat_count && status.ok(); ++r) {
@@ -668,7 +600,7 @@ PipelineReport PipelineRuntime::MakeReport(RunState& rs) {
   double busy = 0;
   r.ipu_utilisation.assign(num_ipus_, 0);
   for (int k = 0; k < num_ipus_; ++k) {
-    if (entries_[k].empty()) continue;
+    if (lists_->lists()[k].empty()) continue;
     ++used;
     busy += r.ipu_busy_seconds[k];
     r.ipu_utilisation[k] = total_span > 0 ? r.ipu_busy_seconds[k] / total_span : 0;
@@ -706,7 +638,7 @@ PipelineReport PipelineRuntime::MakeReport(RunState& rs) {
     for (const auto& p : parts_[s]) {
       const int q = p->def->part, k = p->def->ipu;
       if (b_->training) {
-        StageFifo* st = Fifo(Key("stash", s, q));
+        Channel* st = Fifo(Key("stash", s, q));
         r.stash_capacity[s] =
             std::max(r.stash_capacity[s], static_cast<int>(st->capacity()));
         r.stash_bytes_per_micro_batch[s] += p->stash_bytes;
@@ -714,7 +646,7 @@ PipelineReport PipelineRuntime::MakeReport(RunState& rs) {
       }
       if (s + 1 < n) {
         for (const auto& next : parts_[s + 1]) {
-          StageFifo* f = Fifo(Key("act", s, q, next->def->part));
+          Channel* f = Fifo(Key("act", s, q, next->def->part));
           r.activation_fifo_capacity[s] =
               std::max(r.activation_fifo_capacity[s],
                        static_cast<int>(f->capacity()));

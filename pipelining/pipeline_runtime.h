@@ -1,35 +1,38 @@
-// PipelineRuntime: a built pipeline (pipeline_internal.h) compiled for one
-// replica on an IPU system, and its execution. Replica r of a pipeline
-// whose stages use S IPUs runs on IPUs [r*S, r*S + S), reads its own infeed
-// elements (element i goes to replica i % R) and pushes to its outfeed
-// ring; its weight update meets the other replicas' in the collectives of
-// a CrossReplicaOptimizer. PipelineExecutable (pipeline_executable.h) owns
-// the replicas' runtimes.
+// PipelineRuntime: a built pipeline (pipeline_internal.h) lowered to the
+// device layer's work lists (core/ipu/work_lists.h) for one replica on an
+// IPU system. Replica r of a pipeline whose stages use S IPUs runs on IPUs
+// [r*S, r*S + S), reads its own infeed elements (element i goes to replica
+// i % R) and pushes to its outfeed ring; its weight update meets the other
+// replicas' in the collectives of a CrossReplicaOptimizer.
 //
-// Compile: one Program per stage part and pass (forward; backward in
-// training) plus the weight update, each for the part's IPU; FIFO capacities
-// from a step-by-step run of the schedule table (fifo.h); the per-IPU memory
-// check (always-live variables, the largest program arena, stash and FIFO
-// contents at capacity) against the IPU's budget.
+// Lowering (pipeline_compile.cc): one Program per stage part and pass
+// (forward; backward in training) plus the weight update, each for the
+// part's IPU; one work-list item per part of each schedule-table item, on
+// its IPU's list, with the channels it pops and pushes (activations to the
+// next stage, the stash to its own backward, gradients to the previous
+// stage), which the work lists size by replaying the table; the per-IPU
+// memory check (always-live variables, the largest program arena, stash
+// and channel contents at capacity) against the IPU's budget.
 //
 // Run, per pipeline run (repeat_count of them):
 //  - a feeder thread dequeues gradient_accumulation_count infeed elements
-//    and hands each to the first stage's parts;
-//  - each used IPU's worker thread runs its work items in table order:
-//    pop inputs, run the part's program, push outputs (activations to the
-//    next stage, the stash to its own backward, gradients to the previous
-//    stage, the last stage's values to the outfeed); Sequential tables also
-//    wait for the previous time step to finish everywhere;
+//    and hands each to the first stage's parts (the "infeed" channels);
+//  - the work lists run (WorkLists::Run: every IPU's list on its thread);
+//    what an item does is this file's ItemFn: pop the part's inputs, run
+//    its program, push its outputs (the last stage's values to the
+//    outfeed);
 //  - after the last backward, the weight update runs (from IPU 0's thread,
 //    hopping to each IPU for its variables), with offloaded optimizer state
 //    streamed in before and out after.
-// The first error cancels every FIFO and queue wait of the run; Run returns
-// it (a root cause in preference to the cancellations it caused). The
-// stream goes on where the stopped run's results end: the infeed gets back
-// the elements whose values did not reach the outfeed, except the one whose
-// kernel failed (docs/RELIABILITY.md, "Feeds").
+// The first error cancels every channel and queue wait of the run; Run
+// returns it (a root cause in preference to the cancellations it caused).
+// The stream goes on where the stopped run's results end: the infeed gets
+// back the elements whose values did not reach the outfeed, except the one
+// whose kernel failed (docs/RELIABILITY.md, "Feeds").
 //
-// Thread safety: Run must not be called concurrently with itself.
+// Thread safety: Run must not be called concurrently with itself. It may
+// be called from the replica's first IPU thread (the pipeline frame's
+// kernel): that IPU's list then runs on the calling thread.
 #ifndef IPUFLOW_PIPELINING_PIPELINE_RUNTIME_H_
 #define IPUFLOW_PIPELINING_PIPELINE_RUNTIME_H_
 
@@ -41,17 +44,15 @@
 
 #include "absl/status/statusor.h"
 #include "core/ipu/collective_group.h"
+#include "core/ipu/work_lists.h"
 #include "core/ipu/ipu_system.h"
 #include "core/program.h"
-#include "pipelining/fifo.h"
 #include "pipelining/pipeline_internal.h"
 #include "pipelining/pipeline_report.h"
 
 namespace ipuflow::pipelining {
 
 namespace internal {
-// CPU seconds used by the calling thread (the virtual clocks' unit).
-double ThreadCpuSeconds();
 // Bytes of one value of `o`'s (static) shape.
 int64_t Bytes(const Output& o);
 // The name of a FIFO: "act/<stage>/<from part>/<to part>", "stash/s/p/0"...
@@ -102,12 +103,13 @@ class PipelineRuntime {
     int64_t output_bytes = 0;     // One micro-batch's outputs.
     int64_t grad_bytes = 0;       // One micro-batch's float outputs.
   };
-  // One work item of one part, on its IPU's list.
+  // One work item of one part (a WorkListItem's tag indexes entries_).
   struct Entry {
     WorkItem item;
     int part = 0;
     int step = 0;
     int ipu = 0;
+    bool ends_step = false;  // The last of its step on its IPU's list.
   };
   // State of one Run (clocks, errors, measurements).
   struct RunState;
@@ -116,12 +118,13 @@ class PipelineRuntime {
   PipelineRuntime() = default;
   absl::Status Compile();
   absl::Status CompilePart(Part& part);
-  void SizeFifos();
+  // The work lists: the table's items per IPU, their channels sized.
+  void LowerToWorkLists();
   struct IpuMemory;
   absl::Status AccountPrograms(std::vector<IpuMemory>* mem);
   void AccountBuffers(std::vector<IpuMemory>* mem) const;
   absl::Status CheckMemory();
-  StageFifo* Fifo(const std::string& key) const;
+  Channel* Fifo(const std::string& key) const { return lists_->channel(key); }
   // IPU `k` of this replica.
   IPUDevice& Device(int k) const {
     return system_->device(replica_.index * num_ipus_ + k);
@@ -129,14 +132,10 @@ class PipelineRuntime {
 
   absl::Status RunOnce(RunState& rs, int repeat);
   void Feeder(RunState& rs, int repeat);
-  void RunIpu(RunState& rs, int ipu, int repeat);
-  // When one work item could start and what it cost: set by Forward and
-  // Backward, read by RunIpu for the timelines.
-  struct ItemClock {
-    double virtual_ready = 0;  // Latest producer's virtual end (or barrier).
-    double cpu = 0;            // Seconds of this thread's CPU in the program.
-    double wall_start = 0;     // When the inputs were there (wall clock).
-  };
+  // What one work-list item does (WorkLists::ItemFn).
+  absl::Status RunItem(RunState& rs, int repeat, const WorkListItem& item,
+                       WorkItemClock* clock);
+  using ItemClock = WorkItemClock;
   absl::Status Forward(RunState& rs, const Entry& e, int repeat,
                        ItemClock* clock);
   absl::Status Backward(RunState& rs, const Entry& e, ItemClock* clock);
@@ -167,9 +166,8 @@ class PipelineRuntime {
   bool recompute_ = false;
   int num_ipus_ = 0;
   std::vector<std::vector<std::unique_ptr<Part>>> parts_;  // [stage][part]
-  std::vector<std::vector<Entry>> entries_;                // [ipu]
-  std::vector<int> step_sizes_;  // Entries per time step.
-  std::map<std::string, std::unique_ptr<StageFifo>> fifos_;
+  std::vector<Entry> entries_;  // By WorkListItem::tag.
+  std::unique_ptr<WorkLists> lists_;
   std::vector<RunEnv> envs_;  // Per IPU.
   // CPU seconds each IPU spent in the current weight update (hops run one
   // at a time, so no two threads write at once).

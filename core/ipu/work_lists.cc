@@ -1,0 +1,206 @@
+#include "core/ipu/work_lists.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/status.h"
+
+namespace ipuflow {
+
+double ThreadCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void RunOnDevice(IPUDevice& device, const std::function<void()>& work) {
+  if (IPUDevice::Current() == &device) {
+    work();
+    return;
+  }
+  Notification done;
+  device.Submit([&] {
+    work();
+    done.Notify();
+  });
+  done.WaitForNotification();
+}
+
+WorkListsRun::WorkListsRun(std::shared_ptr<CancellationManager> c,
+                           int num_ipus)
+    : cancel(c != nullptr ? std::move(c)
+                          : std::make_shared<CancellationManager>()),
+      wall0(std::chrono::steady_clock::now()),
+      vclock(num_ipus, 0),
+      timings(num_ipus) {}
+
+double WorkListsRun::WallSeconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0)
+      .count();
+}
+
+void WorkListsRun::Abort(const absl::Status& s, const std::string& who,
+                         int ipu, int index) {
+  {
+    MutexLock l(&mu);
+    if (status.ok() || (absl::IsCancelled(status) && !absl::IsCancelled(s))) {
+      status = s;
+      failed_ipu = absl::IsCancelled(s) ? -1 : ipu;
+      failed_index = absl::IsCancelled(s) ? -1 : index;
+    }
+    cv.SignalAll();
+  }
+  // Wakes every channel, queue and collective wait of the run (every
+  // replica's, when they share `cancel`), saying why.
+  cancel->StartCancel(
+      absl::IsCancelled(s)
+          ? s
+          : absl::CancelledError(absl::StrCat("run cancelled: ", who,
+                                              " failed: ", s.message())));
+}
+
+absl::Status WorkListsRun::Status() {
+  MutexLock l(&mu);
+  return status;
+}
+
+WorkLists::WorkLists(std::vector<IPUDevice*> devices,
+                     std::vector<std::vector<WorkListItem>> lists,
+                     bool lockstep)
+    : devices_(std::move(devices)), lists_(std::move(lists)),
+      lockstep_(lockstep) {
+  for (const auto& list : lists_) {
+    for (const WorkListItem& it : list) {
+      if (it.step >= static_cast<int>(step_sizes_.size())) {
+        step_sizes_.resize(it.step + 1, 0);
+      }
+      ++step_sizes_[it.step];
+    }
+  }
+}
+
+void WorkLists::SizeChannels() {
+  std::vector<const WorkListItem*> all;
+  for (const auto& list : lists_) {
+    for (const WorkListItem& it : list) all.push_back(&it);
+  }
+  std::stable_sort(all.begin(), all.end(),
+                   [](const WorkListItem* a, const WorkListItem* b) {
+                     return a->order < b->order;
+                   });
+  std::map<std::string, int> occupancy, peak;
+  for (const WorkListItem* it : all) {
+    for (const std::string& k : it->pops) --occupancy[k];
+    for (const std::string& k : it->pushes) {
+      peak[k] = std::max(peak[k], ++occupancy[k]);
+    }
+  }
+  channels_.clear();
+  for (const auto& [key, cap] : peak) AddChannel(key, std::max(1, cap));
+}
+
+void WorkLists::AddChannel(const std::string& key, size_t capacity) {
+  channels_[key] = std::make_unique<Channel>(capacity, key);
+}
+
+Channel* WorkLists::channel(const std::string& key) const {
+  auto it = channels_.find(key);
+  IPU_CHECK(it != channels_.end());
+  return it->second.get();
+}
+
+void WorkLists::ResetChannels() {
+  for (auto& [key, c] : channels_) c->Reset();
+}
+
+std::vector<int> WorkLists::CancelChannelsWith(
+    const std::shared_ptr<CancellationManager>& cancel) {
+  std::vector<int> tokens;
+  CancellationManager* cm = cancel.get();
+  for (auto& [key, c] : channels_) {
+    Channel* ch = c.get();
+    tokens.push_back(cm->Register([ch, cm] { ch->Cancel(cm->reason()); }));
+  }
+  return tokens;
+}
+
+void WorkLists::RunList(WorkListsRun& run, int k, const ItemFn& fn,
+                        const std::string& who) {
+  const std::vector<WorkListItem>& list = lists_[k];
+  for (size_t i = 0; i < list.size(); ++i) {
+    const WorkListItem& it = list[i];
+    double barrier = 0;
+    if (lockstep_ && it.step > 0) {
+      MutexLock l(&run.mu);
+      run.cv.Await(&run.mu, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(run.mu) {
+        return !run.status.ok() || run.step_remaining[it.step - 1] == 0;
+      });
+      if (!run.status.ok()) return;
+      barrier = run.step_end[it.step - 1];
+    }
+    WorkItemClock clock;
+    clock.virtual_ready = barrier;
+    absl::Status s = fn(it, &clock);
+    if (!s.ok()) {
+      if (!it.label.empty()) {
+        s = absl::Status(s.code(), absl::StrCat(it.label, ": ", s.message()));
+      }
+      run.Abort(s, who, k, static_cast<int>(i));
+      return;
+    }
+    const double vstart = std::max(run.vclock[k], clock.virtual_ready);
+    run.vclock[k] = vstart + clock.cpu;
+    run.timings[k].push_back({static_cast<int>(i), vstart, vstart + clock.cpu,
+                              clock.wall_start, run.WallSeconds()});
+    MutexLock l(&run.mu);
+    run.step_end[it.step] = std::max(run.step_end[it.step], vstart + clock.cpu);
+    if (--run.step_remaining[it.step] == 0) run.cv.SignalAll();
+  }
+}
+
+absl::Status WorkLists::Run(WorkListsRun& run, const ItemFn& fn,
+                            const std::string& who) {
+  if (run.cancel->cancelled()) return run.cancel->reason();
+  {
+    MutexLock l(&run.mu);
+    run.step_remaining = step_sizes_;
+    run.step_end.assign(step_sizes_.size(), 0);
+    run.failed_ipu = run.failed_index = -1;
+  }
+  Mutex done_mu;
+  CondVar done_cv;
+  int running = 0;  // Counted before the first task can finish.
+  int inline_list = -1;
+  for (int k = 0; k < num_ipus(); ++k) {
+    if (lists_[k].empty()) continue;
+    if (IPUDevice::Current() == devices_[k]) {
+      inline_list = k;
+    } else {
+      ++running;
+    }
+  }
+  for (int k = 0; k < num_ipus(); ++k) {
+    if (lists_[k].empty() || k == inline_list) continue;
+    devices_[k]->Submit([&, k] {
+      RunList(run, k, fn, who);
+      MutexLock l(&done_mu);
+      --running;
+      done_cv.SignalAll();
+    });
+  }
+  // The caller is one of the IPUs (a kernel on the replica's first IPU):
+  // its list runs here, its thread being busy with this call.
+  if (inline_list >= 0) RunList(run, inline_list, fn, who);
+  {
+    MutexLock l(&done_mu);
+    done_cv.Await(&done_mu, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(done_mu) {
+      return running == 0;
+    });
+  }
+  return run.Status();
+}
+
+}  // namespace ipuflow
