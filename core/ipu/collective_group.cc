@@ -1,9 +1,11 @@
 #include "core/ipu/collective_group.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/ipu/spin_wait.h"
 
 namespace ipuflow {
 
@@ -72,9 +74,15 @@ void CollectiveGroup::ReduceInto(const Rendezvous& r, int64_t begin,
   if (op == ReduceOp::kMean) acc /= static_cast<T>(size);
 }
 
+// Spin budget of a waiting member: the members run the same program on
+// their own IPU threads, so they usually arrive within microseconds of each
+// other; a member that is much later costs the others one budget of CPU,
+// then they sleep.
+constexpr std::chrono::microseconds kBarrierSpin{20};
+
 absl::Status CollectiveGroup::Barrier(Rendezvous* r, bool cancellable) {
   if (cancellable && !cancelled_.ok()) return cancelled_;
-  const uint64_t gen = r->generation;
+  const uint64_t gen = r->generation.load(std::memory_order_relaxed);
   const int size = static_cast<int>(r->inputs.size());
   if (++r->arrived == size) {
     if (cancellable) {
@@ -94,14 +102,31 @@ absl::Status CollectiveGroup::Barrier(Rendezvous* r, bool cancellable) {
       }
     }
     r->arrived = 0;
-    ++r->generation;
-    cv_.SignalAll();
+    // Release: the waiters that see the new generation without mu_ see
+    // every member's published buffers and the verdict.
+    r->generation.store(gen + 1, std::memory_order_release);
+    if (r->sleepers > 0) r->cv.SignalAll();
     return absl::OkStatus();
   }
-  cv_.Await(&mu_, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return r->generation != gen || (cancellable && !cancelled_.ok());
+  // Spin without the lock; every decision is made under it below (a member
+  // leaves on a cancel only if the barrier has not completed: a completed
+  // phase 1 is never abandoned, whatever the spin saw).
+  mu_.Unlock();
+  SpinUntil(
+      [&] {
+        return r->generation.load(std::memory_order_acquire) != gen ||
+               (cancellable && cancelled_hint_.load(std::memory_order_acquire));
+      },
+      kBarrierSpin);
+  mu_.Lock();
+  ++r->sleepers;
+  r->cv.Await(&mu_, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return r->generation.load(std::memory_order_relaxed) != gen ||
+           (cancellable && !cancelled_.ok());
   });
-  return r->generation != gen ? absl::OkStatus() : cancelled_;
+  --r->sleepers;
+  return r->generation.load(std::memory_order_relaxed) != gen ? absl::OkStatus()
+                                                              : cancelled_;
 }
 
 absl::Status CollectiveGroup::AllReduce(int replica, const std::string& key,
@@ -178,9 +203,16 @@ absl::Status CollectiveGroup::Run(Kind kind, int replica,
     return absl::OkStatus();
   }
 
-  // Phase 1: publish this member's buffers. A local copy of the input lets
-  // `out` alias `in` (chunks are written while others still read).
-  Tensor local = in.Copy();
+  // Phase 1: publish this member's buffers. When `out` overlaps `in`, a
+  // local copy of the input is published instead (chunks are written while
+  // others still read); otherwise the input itself, with no copy.
+  const char* in_begin = static_cast<const char*>(in.raw_data());
+  const char* out_begin = out_bytes;
+  const bool overlap = in_begin < out_begin + out.TotalBytes() &&
+                       out_begin < in_begin + in.TotalBytes();
+  Tensor local;
+  if (overlap) local = in.Copy();
+  const Tensor* published = overlap ? &local : &in;
   Rendezvous* r;
   {
     MutexLock l(&mu_);
@@ -190,7 +222,7 @@ absl::Status CollectiveGroup::Run(Kind kind, int replica,
         groups.GroupIndex(replica, num_replicas_))];
     if (!slot) slot = std::make_unique<Rendezvous>(g);
     r = slot.get();
-    r->inputs[rank] = &local;
+    r->inputs[rank] = published;
     r->outputs[rank] = &out;
     RETURN_IF_ERROR(Barrier(r, /*cancellable=*/true));
     // Every member sees the same verdict and none reads another's buffers.
@@ -247,12 +279,15 @@ absl::Status CollectiveGroup::Run(Kind kind, int replica,
 void CollectiveGroup::Cancel(absl::Status reason) {
   MutexLock l(&mu_);
   if (cancelled_.ok()) cancelled_ = std::move(reason);
-  cv_.SignalAll();
+  if (cancelled_.ok()) cancelled_ = absl::CancelledError("collectives cancelled");
+  cancelled_hint_.store(true, std::memory_order_release);
+  for (auto& [key, r] : rendezvous_) r->cv.SignalAll();
 }
 
 void CollectiveGroup::Reset() {
   MutexLock l(&mu_);
   cancelled_ = absl::OkStatus();
+  cancelled_hint_.store(false, std::memory_order_release);
   for (auto& [key, r] : rendezvous_) r->arrived = 0;
   for (auto& b : bytes_sent_) b.store(0, std::memory_order_relaxed);
 }

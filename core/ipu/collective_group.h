@@ -113,12 +113,19 @@ class CollectiveGroup {
 
  private:
   enum class Kind { kAllReduce, kReduceScatter, kAllGather };
+  // One (key, group)'s meeting point. Arrivals count under mu_; the last
+  // one advances `generation`, which waiters first spin on (no lock, no
+  // futex when the members arrive within the spin budget), then sleep on
+  // `cv` (signalled only when someone sleeps).
   struct Rendezvous {
     explicit Rendezvous(int size) : inputs(size), outputs(size) {}
     std::vector<const Tensor*> inputs;   // By rank.
     std::vector<const Tensor*> outputs;  // By rank.
-    int arrived = 0;
-    uint64_t generation = 0;
+    int arrived = 0;                     // Guarded by mu_.
+    int sleepers = 0;                    // Guarded by mu_.
+    // Written under mu_ (release), read by spinning waiters (acquire).
+    std::atomic<uint64_t> generation{0};
+    CondVar cv;
     absl::Status mismatch;  // Set by the last arrival: inputs disagree.
   };
   absl::Status Run(Kind kind, int replica, const std::string& key,
@@ -131,15 +138,18 @@ class CollectiveGroup {
                          ReduceOp op, T* dst);
   // Waits until all members reach the barrier of `r`; if `cancellable`,
   // returns the cancellation status instead once the group is cancelled.
+  // Called with mu_ held; returns with it held (it is released while
+  // spinning and sleeping).
   absl::Status Barrier(Rendezvous* r, bool cancellable)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int num_replicas_;
   mutable Mutex mu_;
-  CondVar cv_;
   std::map<std::string, std::unique_ptr<Rendezvous>> rendezvous_
       ABSL_GUARDED_BY(mu_);
   absl::Status cancelled_ ABSL_GUARDED_BY(mu_);
+  // !cancelled_.ok(), for spinning waiters (the decision is made under mu_).
+  std::atomic<bool> cancelled_hint_{false};
   std::vector<std::atomic<int64_t>> bytes_sent_;
 };
 
