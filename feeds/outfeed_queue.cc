@@ -1,11 +1,12 @@
 #include "feeds/outfeed_queue.h"
 
 #include <atomic>
+#include <chrono>
 #include <deque>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "core/ipu/bounded_queue.h"
+#include "core/ipu/spin_wait.h"
 #include "core/ipu/ipu_device.h"
 #include "core/kernel.h"
 #include "core/mutex.h"
@@ -74,8 +75,15 @@ std::string OutputMode::DebugString() const {
 
 namespace internal {
 
+// Next's spin before it sleeps: about one device iteration of a small loop
+// plus a hand-over (issue 12: a step to the host in <= 2 us).
+constexpr std::chrono::microseconds kNextSpin{20};
+
 // Everything behind an IPUOutfeedQueue: one bounded queue per replica that
-// the device pushes to, the gathering host thread, and the host-side list.
+// the device pushes to, and the host-side list of steps. A step moves from
+// the rings to the list on the thread that completes it (the last replica
+// to push, or the reader that makes room): no gathering thread, one hop
+// fewer between the device and Next.
 // Shared: the IPUOutfeedQueue owns it, the graph refers to it weakly, and a
 // kernel inside Push holds it.
 class OutfeedChannel : public HostResource {
@@ -125,8 +133,8 @@ class OutfeedChannel : public HostResource {
     for (const auto& q : queues_) n += q->sleeping_producers();
     return n;
   }
-  // Wakes every thread waiting on the queue with Cancelled and joins the
-  // gathering thread; later Starts fail.
+  // Wakes every thread waiting on the queue with Cancelled; later Starts
+  // fail.
   void Shutdown();
 
   // Callers inside the IPUOutfeedQueue's methods: its destructor waits for
@@ -142,7 +150,12 @@ class OutfeedChannel : public HostResource {
     int64_t bytes = 0;
     absl::Status stop;
   };
-  void HostLoop();
+  // Moves every complete step (an element in every replica's ring) from
+  // the rings to the host-side list, in order, until the list is full. Run
+  // by whoever may have made a step gatherable: a producer after its push,
+  // a reader after it made room, Close. No thread of its own: a step
+  // reaches Next without a hop.
+  void GatherLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Into replica's ring (the device waits while it is full); the bytes
   // count as `device`'s device-to-host traffic (if not null).
   absl::Status Send(int replica, std::vector<Tensor> values,
@@ -167,11 +180,15 @@ class OutfeedChannel : public HostResource {
   }
   // Steps whose elements every replica has pushed.
   int64_t CompleteSteps() const;
-  // Waits until the host thread has gathered every step whose elements all
-  // replicas had pushed when this was called (or the host list is full):
-  // what a program enqueued before it returned is visible to the next
-  // host-side read.
-  void CatchUp() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gathers every step whose elements all replicas have pushed (or until
+  // the host list is full): what a program enqueued before it returned is
+  // visible to the next host-side read.
+  void CatchUp() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { GatherLocked(); }
+  // Wakes readers in Next, if any (steps_ changed, or the queue ended).
+  void WakeReaders() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    steps_hint_.store(steps_.size(), std::memory_order_release);
+    if (waiting_readers_ > 0) cv_.SignalAll();
+  }
   // Removes and returns the steps (not stop markers) at the front.
   std::vector<Entry> TakeSteps() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Destroyed() const {
@@ -199,20 +216,21 @@ class OutfeedChannel : public HostResource {
   std::deque<Entry> steps_ ABSL_GUARDED_BY(mu_);
   int64_t host_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t peak_host_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  // Stops waiting for the host thread to gather `first` steps.
+  // Stops waiting for `first` steps to be gathered.
   std::deque<std::pair<int64_t, absl::Status>> pending_stops_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> closed_{false};
   bool destroyed_ ABSL_GUARDED_BY(mu_) = false;
-  bool host_stopped_ ABSL_GUARDED_BY(mu_) = false;  // Gathering thread ended.
+  // steps_.size() and destroyed_, for Next's spin (decided under mu_).
+  std::atomic<size_t> steps_hint_{0};
+  std::atomic<bool> destroyed_hint_{false};
   int callers_ ABSL_GUARDED_BY(mu_) = 0;
   int waiting_readers_ ABSL_GUARDED_BY(mu_) = 0;  // Callers inside Next.
   int64_t delivered_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t gathered_ ABSL_GUARDED_BY(mu_) = 0;  // Steps the host thread made.
+  int64_t gathered_ ABSL_GUARDED_BY(mu_) = 0;  // Steps gathered so far.
   std::vector<std::atomic<int64_t>> pushed_;    // Per replica; fixed at Start.
   // num_replicas_ once queues_ is built (release): lets Push skip mu_.
   std::atomic<int> started_replicas_{0};
   std::vector<std::unique_ptr<BoundedQueue<std::vector<Tensor>>>> queues_;
-  std::thread host_thread_;
 };
 
 Node* OutfeedChannel::Enqueue(
@@ -267,12 +285,11 @@ absl::Status OutfeedChannel::Start(int num_replicas, bool training) {
   pushed_ = std::vector<std::atomic<int64_t>>(num_replicas);
   held_.resize(num_replicas);
   num_replicas_ = num_replicas;
-  host_thread_ = std::thread([this] { HostLoop(); });
   started_replicas_.store(num_replicas, std::memory_order_release);
   return absl::OkStatus();
 }
 
-// The pushed values must be what Enqueue declared: the host thread stacks
+// The pushed values must be what Enqueue declared: the gatherer stacks
 // them, and a mismatch would corrupt every later step.
 absl::Status OutfeedChannel::CheckValues(const std::vector<Tensor>& values) const {
   if (!enqueued_) {
@@ -364,6 +381,10 @@ absl::Status OutfeedChannel::Send(int replica, std::vector<Tensor> values,
   for (const Tensor& t : values) bytes += t.TotalBytes();
   RETURN_IF_ERROR(queues_[replica]->Push(std::move(values), cancellation));
   pushed_[replica].fetch_add(1, std::memory_order_release);
+  {
+    MutexLock l(&mu_);
+    GatherLocked();
+  }
   if (device != nullptr) {
     device->counters().device_to_host.fetch_add(bytes,
                                                 std::memory_order_relaxed);
@@ -440,7 +461,7 @@ void OutfeedChannel::Append(Entry e) {
   host_bytes_ += e.bytes;
   peak_host_bytes_ = std::max(peak_host_bytes_, host_bytes_);
   steps_.push_back(std::move(e));
-  cv_.SignalAll();
+  WakeReaders();
 }
 
 void OutfeedChannel::FlushStops() {
@@ -452,32 +473,22 @@ void OutfeedChannel::FlushStops() {
   }
 }
 
-// Gathers one element from every replica, in replica order, per step.
-void OutfeedChannel::HostLoop() {
-  for (;;) {
-    {
-      // Back-pressure: wait for room before taking from the rings.
-      MutexLock l(&mu_);
-      cv_.Await(&mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return !Full() || destroyed_;
-      });
-      if (destroyed_) {
-        host_stopped_ = true;
-        cv_.SignalAll();
-        return;
-      }
+// One element from every replica, in replica order, per step. Only
+// gatherers pop from the rings and they hold mu_, so a ring that is not
+// empty stays so until popped here.
+void OutfeedChannel::GatherLocked() {
+  if (destroyed_ || started_replicas_.load(std::memory_order_acquire) == 0) {
+    return;
+  }
+  while (!Full()) {
+    for (auto& q : queues_) {
+      if (q->size() == 0) return;
     }
     std::vector<std::vector<Tensor>> per_replica;
+    per_replica.reserve(queues_.size());
     for (auto& q : queues_) {
-      absl::StatusOr<std::vector<Tensor>> v = q->Pop();
-      if (!v.ok()) {
-        // Cancelled (the queue was destroyed): readers must not wait for
-        // steps this thread will never gather.
-        MutexLock l(&mu_);
-        host_stopped_ = true;
-        cv_.SignalAll();
-        return;
-      }
+      absl::StatusOr<std::vector<Tensor>> v = q->TryPop();
+      if (!v.ok()) return;  // Cancelled: the queue is being destroyed.
       per_replica.push_back(*std::move(v));
     }
     absl::StatusOr<OutfeedElement> step = MakeStep(std::move(per_replica));
@@ -488,7 +499,6 @@ void OutfeedChannel::HostLoop() {
     } else {
       e.stop = step.status();
     }
-    MutexLock l(&mu_);
     ++gathered_;
     Append(std::move(e));
     FlushStops();
@@ -502,14 +512,6 @@ int64_t OutfeedChannel::CompleteSteps() const {
     target = std::min(target, p.load(std::memory_order_acquire));
   }
   return target;
-}
-
-void OutfeedChannel::CatchUp() {
-  if (num_replicas_ == 0) return;
-  const int64_t target = CompleteSteps();
-  cv_.Await(&mu_, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return gathered_ >= target || destroyed_ || host_stopped_ || Full();
-  });
 }
 
 void OutfeedChannel::RunStopped(const absl::Status& status) {
@@ -537,7 +539,8 @@ std::vector<OutfeedChannel::Entry> OutfeedChannel::TakeSteps() {
     steps_.pop_front();
   }
   delivered_ += static_cast<int64_t>(out.size());
-  cv_.SignalAll();  // Room for the host thread.
+  steps_hint_.store(steps_.size(), std::memory_order_release);
+  GatherLocked();  // Room: steps waiting in the rings come in.
   return out;
 }
 
@@ -592,10 +595,19 @@ absl::StatusOr<OutfeedResult> OutfeedChannel::Dequeue() {
 }
 
 absl::StatusOr<OutfeedElement> OutfeedChannel::Next() {
+  // A monitor usually waits for a device that is running: spin briefly on
+  // the hints before sleeping (a step then costs no futex wake-up).
+  SpinUntil(
+      [this] {
+        return steps_hint_.load(std::memory_order_acquire) > 0 ||
+               closed_.load(std::memory_order_acquire) ||
+               destroyed_hint_.load(std::memory_order_acquire);
+      },
+      kNextSpin);
   MutexLock l(&mu_);
   ++waiting_readers_;
   cv_.Await(&mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return !steps_.empty() || closed_.load() || destroyed_ || host_stopped_;
+    return !steps_.empty() || closed_.load() || destroyed_;
   });
   --waiting_readers_;
   if (destroyed_) return Destroyed();
@@ -604,13 +616,15 @@ absl::StatusOr<OutfeedElement> OutfeedChannel::Next() {
   if (!steps_.empty()) {
     Entry e = std::move(steps_.front());
     steps_.pop_front();
-    cv_.SignalAll();  // Room for the host thread.
+    steps_hint_.store(steps_.size(), std::memory_order_release);
+    if (e.stop.ok()) {
+      host_bytes_ -= e.bytes;
+      ++delivered_;
+    }
+    GatherLocked();  // Room: steps waiting in the rings come in.
     if (!e.stop.ok()) return e.stop;
-    host_bytes_ -= e.bytes;
-    ++delivered_;
     return std::move(e.step);
   }
-  if (host_stopped_) return Destroyed();
   return absl::OutOfRangeError(
       absl::StrCat("IPUOutfeedQueue '", id_, "' is closed and drained"));
 }
@@ -645,17 +659,15 @@ int64_t OutfeedChannel::peak_host_bytes() const {
 }
 
 void OutfeedChannel::Shutdown() {
-  std::thread host;
   {
     MutexLock l(&mu_);
     if (destroyed_) return;
     destroyed_ = true;
-    host = std::move(host_thread_);
+    destroyed_hint_.store(true, std::memory_order_release);
     cv_.SignalAll();
   }
   // queues_ is fixed: Start can no longer run.
   for (auto& q : queues_) q->Cancel(Destroyed());
-  if (host.joinable()) host.join();
 }
 
 void OutfeedChannel::Enter() {

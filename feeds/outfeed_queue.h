@@ -1,9 +1,11 @@
 // IPUOutfeedQueue: streams results from the device to the host. An
 // OutfeedEnqueue node (built by Enqueue) copies one element per replica per
 // iteration into that replica's bounded ring buffer (capacity buffer_depth:
-// when it is full the device waits, so nothing is dropped); a host thread
-// gathers one element from every replica into a step and appends it to the
-// host-side list, which Dequeue, iteration and Next read.
+// when it is full the device waits, so nothing is dropped); once every
+// replica has pushed its element of a step, the thread that completed it
+// (the last replica to push, or a reader that made room) moves the step to
+// the host-side list, which Dequeue, iteration and Next read. No thread of
+// its own: a step reaches Next with one hand-over.
 //
 //   ASSIGN_OR_RETURN(auto outfeed, IPUOutfeedQueue::Create());
 //   outfeed->Enqueue(body_scope, {{"loss", loss}});   // inside a loop body
@@ -29,9 +31,9 @@
 // is not transferred.
 //
 // Bounded: the host-side list holds at most `max_host_bytes` of steps (at
-// least one step). When it is full the gathering thread stops taking from
-// the rings, the rings fill and the device waits (back-pressure): a slow
-// monitor costs time, never unbounded memory. A program that outfeeds more
+// least one step). When it is full steps stay in the rings, the rings fill
+// and the device waits (back-pressure): a slow monitor costs time, never
+// unbounded memory. A program that outfeeds more
 // than that with nobody reading waits until someone reads (or its run is
 // cancelled).
 //
@@ -43,7 +45,7 @@
 // The queue reaches a device program only through its graph: Enqueue
 // registers it as a host resource of the graph (Graph::AddHostResource),
 // and the OutfeedEnqueue kernel finds it there; compiling a device program
-// that enqueues starts the gathering thread (Prepare). A run after the
+// that enqueues sizes the rings (Prepare). A run after the
 // queue was destroyed fails with FailedPrecondition naming it and the node.
 //
 // Thread safety: the host-side methods (Dequeue, Next, iteration, Close) may
@@ -153,7 +155,7 @@ class IPUOutfeedQueue {
   // executables call it (through HostResource::RunStopped); Next delivers
   // it after the steps the run completed.
   void RunStopped(const absl::Status& status);
-  // Starts the gathering thread for `num_replicas` (a no-op once started
+  // Makes the rings for `num_replicas` (a no-op once started
   // with that count; FailedPrecondition for another). Compiling a device
   // program that enqueues calls it (`training` resolves Default); Push
   // calls it if nobody did.
