@@ -21,9 +21,9 @@ absl::StatusOr<std::thread> StartThread(const std::string& what,
   int limit = thread_limit_for_testing.load();
   while (limit >= 0) {
     if (limit == 0) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "cannot start a thread for ", what,
-          ": thread limit reached (injected for testing)"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot start a thread for ", what,
+                       ": thread limit reached (injected for testing)"));
     }
     if (thread_limit_for_testing.compare_exchange_weak(limit, limit - 1)) break;
   }
@@ -48,10 +48,10 @@ int64_t PhysicalMemoryBytes() {
 ThreadPool::ThreadPool(std::string name, int num_threads)
     : name_(std::move(name)) {
   for (int i = 0; i < num_threads; ++i) {
-    absl::StatusOr<std::thread> t = StartThread(
-        absl::StrCat("thread pool '", name_, "' (worker ", i + 1, " of ",
-                     num_threads, ")"),
-        [this] { WorkerLoop(); });
+    absl::StatusOr<std::thread> t =
+        StartThread(absl::StrCat("thread pool '", name_, "' (worker ", i + 1,
+                                 " of ", num_threads, ")"),
+                    [this] { WorkerLoop(); });
     if (!t.ok()) {
       status_ = t.status();
       Stop();  // Joins the workers already started.
@@ -158,9 +158,8 @@ int ThreadPool::Parallelism() const {
 int64_t ThreadPool::ShardCount(int64_t n, double cost_per_unit,
                                int parallelism) {
   if (n <= 0) return 0;
-  const double by_work =
-      static_cast<double>(n) * std::max(0.0, cost_per_unit) /
-      kMinCyclesPerShard;
+  const double by_work = static_cast<double>(n) * std::max(0.0, cost_per_unit) /
+                         kMinCyclesPerShard;
   int64_t shards = std::min<int64_t>(n, std::max(1, parallelism));
   if (by_work < static_cast<double>(shards)) {
     shards = static_cast<int64_t>(by_work);  // Floor; >= 0.
@@ -203,7 +202,8 @@ void ThreadPool::ParallelFor(
 
 ThreadPool* ThreadPool::Default() {
   static ThreadPool* pool = new ThreadPool(
-      "default", static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+      "default",
+      static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   return pool;
 }
 

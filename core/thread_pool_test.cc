@@ -21,19 +21,19 @@ TEST(ThreadPoolTest, ShardCountKeepsSmallWorkOnTheCaller) {
     int64_t shards;
   };
   const Case cases[] = {
-      {0, 1e9, 2, 0},               // Nothing to do.
+      {0, 1e9, 2, 0},  // Nothing to do.
       {-3, 1e9, 2, 0},
-      {1, 1e9, 2, 1},               // One unit cannot be split.
-      {1000, 1, 2, 1},              // 1000 cycles: inline.
-      {100, kShard / 100, 2, 1},    // One shard's worth.
-      {100, 2 * kShard / 100, 2, 2},  // Two shards' worth.
+      {1, 1e9, 2, 1},                   // One unit cannot be split.
+      {1000, 1, 2, 1},                  // 1000 cycles: inline.
+      {100, kShard / 100, 2, 1},        // One shard's worth.
+      {100, 2 * kShard / 100, 2, 2},    // Two shards' worth.
       {100, 1.9 * kShard / 100, 2, 1},  // Not quite two.
       {100, 10 * kShard / 100, 2, 2},   // Capped by the threads.
       {100, 10 * kShard / 100, 4, 4},
-      {3, 10 * kShard, 8, 3},        // Capped by the units.
-      {100, 10 * kShard, 1, 1},      // One thread: inline.
+      {3, 10 * kShard, 8, 3},    // Capped by the units.
+      {100, 10 * kShard, 1, 1},  // One thread: inline.
       {100, 10 * kShard, 0, 1},
-      {100, -5, 2, 1},               // Nonsense cost: inline.
+      {100, -5, 2, 1},  // Nonsense cost: inline.
       // A 256 x 256 x 256 MatMul (rows of 2*256*256 flops): split in two.
       {256, 2.0 * 256 * 256, 2, 2},
       // ReluGrad over 57,600 floats at 4 cycles each: 3.8 shards' worth.
@@ -101,9 +101,8 @@ TEST(ThreadPoolTest, BackToBackLoops) {
   int64_t total = 0;
   for (int round = 0; round < 2000; ++round) {
     std::atomic<int64_t> sum{0};
-    pool.ParallelFor(8, kShard, [&](int64_t b, int64_t e) {
-      sum.fetch_add(e - b);
-    });
+    pool.ParallelFor(8, kShard,
+                     [&](int64_t b, int64_t e) { sum.fetch_add(e - b); });
     total += sum.load();
   }
   EXPECT_EQ(total, 2000 * 8);

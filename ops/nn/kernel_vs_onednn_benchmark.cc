@@ -4,7 +4,8 @@
 // one thread, in one run (issue 12: ReluGrad and max-pool within 1.2x of
 // oneDNN).
 //
-//   ./bazelw run //ops/nn:kernel_vs_onednn_benchmark -- --benchmark_min_time=0.5
+//   ./bazelw run //ops/nn:kernel_vs_onednn_benchmark --
+//   --benchmark_min_time=0.5
 //
 // BM_<Op>/<shape> runs the op as a one-node program (testing::
 // RunProgramPerIteration: the executor's per-run cost and the copy of the
@@ -58,9 +59,9 @@ Tensor Uniform(const TensorShape& shape, uint32_t seed) {
 }
 
 void Items(benchmark::State& state, int64_t items) {
-  state.counters["items"] = benchmark::Counter(
-      static_cast<double>(items) * state.iterations(),
-      benchmark::Counter::kIsRate);
+  state.counters["items"] =
+      benchmark::Counter(static_cast<double>(items) * state.iterations(),
+                         benchmark::Counter::kIsRate);
 }
 
 // One program of `make(inputs)` over placeholders fed with `values`.
@@ -163,10 +164,9 @@ void BM_MaxPoolGrad(benchmark::State& state) {
             auto at = [&](int64_t a, int64_t b) {
               return px[((n * sh.h + a) * sh.w + b) * c + k];
             };
-            py[((n * oh + i) * ow + j) * c + k] =
-                std::max(std::max(at(2 * i, 2 * j), at(2 * i, 2 * j + 1)),
-                         std::max(at(2 * i + 1, 2 * j),
-                                  at(2 * i + 1, 2 * j + 1)));
+            py[((n * oh + i) * ow + j) * c + k] = std::max(
+                std::max(at(2 * i, 2 * j), at(2 * i, 2 * j + 1)),
+                std::max(at(2 * i + 1, 2 * j), at(2 * i + 1, 2 * j + 1)));
           }
   }
   RunOp(
@@ -185,10 +185,15 @@ struct OnednnPool {
 
 OnednnPool MakePool(const Shape& sh, dnnl::prop_kind kind) {
   const memory::desc src = Nhwc(Pre(sh)), dst = Nhwc(Pooled(sh));
-  const dnnl::pooling_forward::primitive_desc pd(
-      {kind, dnnl::algorithm::pooling_max, src, dst, {2, 2}, {2, 2}, {0, 0},
-       {0, 0}},
-      onednn::Engine());
+  const dnnl::pooling_forward::primitive_desc pd({kind,
+                                                  dnnl::algorithm::pooling_max,
+                                                  src,
+                                                  dst,
+                                                  {2, 2},
+                                                  {2, 2},
+                                                  {0, 0},
+                                                  {0, 0}},
+                                                 onednn::Engine());
   return {src, dst, pd, dnnl::pooling_forward(pd)};
 }
 
@@ -223,10 +228,14 @@ void BM_OnednnMaxPoolGrad(benchmark::State& state) {
   const Shape sh = ShapeArg(state);
   onednn::UseOneThread();
   const OnednnPool p = MakePool(sh, dnnl::prop_kind::forward_training);
-  const dnnl::pooling_backward::primitive_desc pd(
-      {dnnl::algorithm::pooling_max, p.src, p.dst, {2, 2}, {2, 2}, {0, 0},
-       {0, 0}},
-      onednn::Engine(), p.fwd_pd);
+  const dnnl::pooling_backward::primitive_desc pd({dnnl::algorithm::pooling_max,
+                                                   p.src,
+                                                   p.dst,
+                                                   {2, 2},
+                                                   {2, 2},
+                                                   {0, 0},
+                                                   {0, 0}},
+                                                  onednn::Engine(), p.fwd_pd);
   const dnnl::pooling_backward bwd(pd);
   Tensor x = Uniform(Pre(sh), 3), y(DType::kFloat32, Pooled(sh));
   Tensor dy = Uniform(Pooled(sh), 4), dx(DType::kFloat32, Pre(sh));
@@ -237,10 +246,11 @@ void BM_OnednnMaxPoolGrad(benchmark::State& state) {
                    {DNNL_ARG_DST, onednn::Wrap(p.dst, y.data<float>())},
                    {DNNL_ARG_WORKSPACE, onednn::Wrap(wsd, ws.data())}});
   for (auto _ : state) {
-    onednn::Execute(bwd, memory::desc(),
-                    {{DNNL_ARG_DIFF_DST, onednn::Wrap(p.dst, dy.data<float>())},
-                     {DNNL_ARG_WORKSPACE, onednn::Wrap(wsd, ws.data())},
-                     {DNNL_ARG_DIFF_SRC, onednn::Wrap(p.src, dx.data<float>())}});
+    onednn::Execute(
+        bwd, memory::desc(),
+        {{DNNL_ARG_DIFF_DST, onednn::Wrap(p.dst, dy.data<float>())},
+         {DNNL_ARG_WORKSPACE, onednn::Wrap(wsd, ws.data())},
+         {DNNL_ARG_DIFF_SRC, onednn::Wrap(p.src, dx.data<float>())}});
     benchmark::DoNotOptimize(dx.data<float>());
   }
   Items(state, Pre(sh).num_elements());
@@ -277,8 +287,9 @@ const bool kContext = [] {
   benchmark::AddCustomContext("machine", MachineDescription());
   benchmark::AddCustomContext("onednn", onednn::Description());
   benchmark::AddCustomContext(
-      "shapes", "shape:0 = [40,24,24,10] (pooled [40,12,12,10]), shape:1 = "
-                "[40,8,8,20] (pooled [40,4,4,20])");
+      "shapes",
+      "shape:0 = [40,24,24,10] (pooled [40,12,12,10]), shape:1 = "
+      "[40,8,8,20] (pooled [40,4,4,20])");
   return true;
 }();
 

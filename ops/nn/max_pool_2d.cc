@@ -70,12 +70,98 @@ inline void StorePacket(T* p, const Packet& v) {
   }
 }
 
+// The max of a window's packets at p + i * row + j * col, i < kh, j < kw,
+// in window order, from -inf (pmax keeps its first argument when the other
+// is NaN: NaN inputs are skipped). KH, KW > 0 fix the window's size at
+// compile time: the loops unroll, where two-iteration loops of unknown
+// count cost the 2x2 pool three times its loads (branches, induction).
+template <int KH, int KW, typename T>
+inline Packet WindowMax(const T* p, int64_t row, int64_t col, int64_t kh,
+                        int64_t kw) {
+  Packet m = pk::pset1<Packet>(-std::numeric_limits<float>::infinity());
+  if constexpr (KH > 0 && KW > 0) {
+    for (int i = 0; i < KH; ++i) {
+      for (int j = 0; j < KW; ++j)
+        m = pk::pmax(m, LoadPacket(p + i * row + j * col));
+    }
+  } else {
+    for (int64_t i = 0; i < kh; ++i) {
+      for (int64_t j = 0; j < kw; ++j)
+        m = pk::pmax(m, LoadPacket(p + i * row + j * col));
+    }
+  }
+  return m;
+}
+
+// The ConvNet's pool (2x2 windows, stride 2, no padding, every window
+// whole) one output row at a time: input rows `a` and `b`, `ow` windows of
+// c >= kLanes channels; everything in registers, no clipping. Same order
+// and NaN rule as WindowMax, so the same results.
+inline bool Is2x2Tiled(const Window2D& g) {
+  return g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.pad_top == 0 &&
+         g.pad_left == 0 && 2 * g.oh <= g.h && 2 * g.ow <= g.w && g.c >= kLanes;
+}
+
+template <typename T>
+void MaxPool2x2Row(const T* a, const T* b, T* out, int64_t ow, int64_t c) {
+  const int64_t last = c - kLanes;
+  const Packet ninf =
+      pk::pset1<Packet>(-std::numeric_limits<float>::infinity());
+  for (int64_t j = 0; j < ow; ++j, a += 2 * c, b += 2 * c, out += c) {
+    for (int64_t o = 0;; o += kLanes) {
+      if (o > last) o = last;  // The last packet overlaps the one before.
+      Packet m = pk::pmax(ninf, LoadPacket(a + o));
+      m = pk::pmax(m, LoadPacket(a + c + o));
+      m = pk::pmax(m, LoadPacket(b + o));
+      m = pk::pmax(m, LoadPacket(b + c + o));
+      StorePacket(out + o, m);
+      if (o == last) break;
+    }
+  }
+}
+
+// Its gradient: dx (rows da, db) = dy at the first x == y in window order
+// (a, a + c, b, b + c), 0 at the window's other pixels; as
+// MaxPoolGradWindow.
+template <typename T>
+void MaxPoolGrad2x2Row(const T* a, const T* b, const T* y, const T* dy, T* da,
+                       T* db, int64_t ow, int64_t c) {
+  const int64_t last = c - kLanes;
+  for (int64_t j = 0; j < ow; ++j) {
+    for (int64_t o = 0;; o += kLanes) {
+      if (o > last) o = last;
+      const Packet yv = LoadPacket(y + o), dyv = LoadPacket(dy + o);
+      Packet left = pk::ptrue(yv);
+      auto pixel = [&](const T* x, T* dx) {
+        const Packet hit = pk::pand(pk::pcmp_eq(LoadPacket(x), yv), left);
+        StorePacket(dx, pk::pand(hit, dyv));
+        left = pk::pandnot(left, hit);
+      };
+      pixel(a + o, da + o);
+      pixel(a + c + o, da + c + o);
+      pixel(b + o, db + o);
+      pixel(b + c + o, db + c + o);
+      if (o == last) break;
+    }
+    a += 2 * c, b += 2 * c, da += 2 * c, db += 2 * c, y += c, dy += c;
+  }
+}
+
 // y[n, oh, ow, :] = max over the window's valid pixels (vectorised over
 // channels), output rows in parallel.
 template <typename T>
 void MaxPoolForward(const KernelContext& ctx, const T* x, T* y,
                     const Window2D& g) {
   const double cost = static_cast<double>(g.ow) * g.kh * g.kw * g.c;
+  if (Is2x2Tiled(g)) {
+    ctx.ParallelFor(g.n * g.oh, cost, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const T* a = x + ((r / g.oh) * g.h + 2 * (r % g.oh)) * g.w * g.c;
+        MaxPool2x2Row(a, a + g.w * g.c, y + r * g.ow * g.c, g.ow, g.c);
+      }
+    });
+    return;
+  }
   ctx.ParallelFor(g.n * g.oh, cost, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const T* img = x + (r / g.oh) * g.h * g.w * g.c;
@@ -90,29 +176,31 @@ void MaxPoolForward(const KernelContext& ctx, const T* x, T* y,
           continue;
         }
         if (g.c >= kLanes) {
-          ForEachPacket(g.c, [&](int64_t o) {
-            Packet m =
-                pk::pset1<Packet>(-std::numeric_limits<float>::infinity());
-            for (int64_t ih = h0; ih < h1; ++ih) {
-              for (int64_t iw = w0; iw < w1; ++iw) {
-                m = pk::pmax(m, LoadPacket(img + (ih * g.w + iw) * g.c + o));
-              }
-            }
-            StorePacket(out + o, m);
-          });
+          const T* first = img + (h0 * g.w + w0) * g.c;
+          if (h1 - h0 == 2 && w1 - w0 == 2) {  // The ConvNet's 2x2 windows.
+            ForEachPacket(g.c, [&](int64_t o) {
+              StorePacket(out + o,
+                          WindowMax<2, 2>(first + o, g.w * g.c, g.c, 2, 2));
+            });
+          } else {
+            ForEachPacket(g.c, [&](int64_t o) {
+              StorePacket(out + o, WindowMax<0, 0>(first + o, g.w * g.c, g.c,
+                                                   h1 - h0, w1 - w0));
+            });
+          }
           continue;
         }
         if constexpr (!std::is_same_v<T, float>) {
           return;  // REQUIRES for float16: c >= kLanes (MaxPoolKernel).
         } else {
-        ArrayMap<float> outv(out, g.c);
-        outv.setConstant(-std::numeric_limits<float>::infinity());
-        for (int64_t ih = h0; ih < h1; ++ih) {
-          for (int64_t iw = w0; iw < w1; ++iw) {
-            outv = outv.max(
-                ConstArrayMap<float>(img + (ih * g.w + iw) * g.c, g.c));
+          ArrayMap<float> outv(out, g.c);
+          outv.setConstant(-std::numeric_limits<float>::infinity());
+          for (int64_t ih = h0; ih < h1; ++ih) {
+            for (int64_t iw = w0; iw < w1; ++iw) {
+              outv = outv.max(
+                  ConstArrayMap<float>(img + (ih * g.w + iw) * g.c, g.c));
+            }
           }
-        }
         }
       }
     }
@@ -156,20 +244,29 @@ void MaxPoolBackwardOverlapping(const KernelContext& ctx, const float* x,
 
 // One window of the disjoint case: dx = dy at the first x == y in window
 // order, 0 at its other pixels; in whole packets of channels.
-template <typename T>
+// KH, KW > 0: the window's size at compile time (as WindowMax).
+template <int KH, int KW, typename T>
 void MaxPoolGradWindow(const T* img, const T* y, const T* dy, T* dximg,
                        const Window2D& g, int64_t h0, int64_t h1, int64_t w0,
                        int64_t w1) {
+  const int64_t row = g.w * g.c, first = (h0 * g.w + w0) * g.c;
+  const int64_t kh = KH > 0 ? KH : h1 - h0, kw = KW > 0 ? KW : w1 - w0;
   ForEachPacket(g.c, [&](int64_t o) {
     const Packet yv = LoadPacket(y + o);
     const Packet dyv = LoadPacket(dy + o);
     Packet left = pk::ptrue(yv);  // All bits set: not found yet.
-    for (int64_t ih = h0; ih < h1; ++ih) {
-      for (int64_t iw = w0; iw < w1; ++iw) {
-        const int64_t i = (ih * g.w + iw) * g.c + o;
-        const Packet hit = pk::pand(pk::pcmp_eq(LoadPacket(img + i), yv), left);
-        StorePacket(dximg + i, pk::pand(hit, dyv));
-        left = pk::pandnot(left, hit);
+    auto pixel = [&](int64_t i) {
+      const Packet hit = pk::pand(pk::pcmp_eq(LoadPacket(img + i), yv), left);
+      StorePacket(dximg + i, pk::pand(hit, dyv));
+      left = pk::pandnot(left, hit);
+    };
+    if constexpr (KH > 0 && KW > 0) {
+      for (int i = 0; i < KH; ++i) {
+        for (int j = 0; j < KW; ++j) pixel(first + i * row + j * g.c + o);
+      }
+    } else {
+      for (int64_t i = 0; i < kh; ++i) {
+        for (int64_t j = 0; j < kw; ++j) pixel(first + i * row + j * g.c + o);
       }
     }
   });
@@ -200,13 +297,24 @@ void MaxPoolBackwardDisjoint(const KernelContext& ctx, const T* x, const T* y,
         std::fill(dximg + band0 * row, dximg + std::max(band0, band1) * row,
                   T(0.0f));
       }
+      if (Is2x2Tiled(g)) {
+        const int64_t a = top * row;
+        MaxPoolGrad2x2Row(img + a, img + a + row, y + r * g.ow * g.c,
+                          dy + r * g.ow * g.c, dximg + a, dximg + a + row, g.ow,
+                          g.c);
+        continue;
+      }
       int64_t h0, h1;
       ClipWindow(top, g.kh, g.h, &h0, &h1);
       for (int64_t ow = 0; ow < g.ow; ++ow) {
         int64_t w0, w1;
         ClipWindow(ow * g.sw - g.pad_left, g.kw, g.w, &w0, &w1);
         const int64_t o = (r * g.ow + ow) * g.c;
-        MaxPoolGradWindow(img, y + o, dy + o, dximg, g, h0, h1, w0, w1);
+        if (h1 - h0 == 2 && w1 - w0 == 2) {
+          MaxPoolGradWindow<2, 2>(img, y + o, dy + o, dximg, g, h0, h1, w0, w1);
+        } else {
+          MaxPoolGradWindow<0, 0>(img, y + o, dy + o, dximg, g, h0, h1, w0, w1);
+        }
       }
     }
   });
@@ -240,7 +348,7 @@ absl::Status MaxPoolKernel(KernelContext& ctx) {
   const Tensor x = ToNhwcTensor(ctx, ctx.input(0), a.format, /*slot=*/0);
   Tensor scratch;
   ASSIGN_OR_RETURN(
-      Tensor* y,
+      Tensor * y,
       AllocateNhwcOutput(ctx, 0, {g.n, g.oh, g.ow, g.c}, a.format, &scratch));
   MaxPoolForward(ctx, x.data<float>(), y->data<float>(), g);
   // Maxima of float16 values are float16 values: no rounding.
@@ -271,9 +379,8 @@ absl::Status MaxPoolGradKernel(KernelContext& ctx) {
   const Tensor y = ToNhwcTensor(ctx, ctx.input(1), a.format, /*slot=*/1);
   const Tensor dy = ToNhwcTensor(ctx, ctx.input(2), a.format, /*slot=*/2);
   Tensor scratch;
-  ASSIGN_OR_RETURN(
-      Tensor* dx,
-      AllocateNhwcOutput(ctx, 0, {g.n, g.h, g.w, g.c}, a.format, &scratch));
+  ASSIGN_OR_RETURN(Tensor * dx, AllocateNhwcOutput(ctx, 0, {g.n, g.h, g.w, g.c},
+                                                   a.format, &scratch));
   MaxPoolBackward(ctx, x.data<float>(), y.data<float>(), dy.data<float>(),
                   dx->data<float>(), g);
   // Disjoint windows route each dy value to one place (exact); overlapping

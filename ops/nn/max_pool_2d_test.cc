@@ -185,6 +185,38 @@ TEST(MaxPool2DTest, WideChannelsMatchDirectSearch) {
   }
 }
 
+// The 2x2 stride-2 path (whole windows, no padding) against direct search:
+// channels around the packet width (tails that overlap the packet before),
+// odd heights and widths (a row and a column no window reads, whose
+// gradient must be 0), SAME that pads (the general path) or not, and values
+// in {0, 1} so most windows tie: the gradient must go to the first maximum
+// in row-major window order, as before.
+TEST(MaxPool2DTest, TwoByTwoStrideTwoMatchesDirectSearchWithTies) {
+  for (int64_t c : {8, 9, 10, 15, 16, 17, 20, 24, 33}) {
+    for (auto [h, w] : {std::pair<int64_t, int64_t>{8, 8}, {9, 7}, {5, 6}}) {
+      for (bool same : {false, true}) {
+        const PoolCase p{h, w, c, 2, 2, same};
+        SCOPED_TRACE(absl::StrCat(h, "x", w, "x", c, same ? " SAME" : " VALID"));
+        Tensor xv = RandomTensor({3, h, w, c}, 0, 2, 7);
+        for (float& v : xv.span<float>()) v = std::floor(v);
+        const int64_t oh = same ? (h + 1) / 2 : h / 2;
+        const int64_t ow = same ? (w + 1) / 2 : w / 2;
+        const Tensor dyv = RandomTensor({3, oh, ow, c}, -1, 1, 8);
+        Tensor y, dx;
+        DirectPool(p, xv, dyv, &y, &dx);
+        Scope s = Scope::NewRootScope();
+        Output x = Const(s, xv);
+        const std::string padding = same ? "SAME" : "VALID";
+        Output pooled = MaxPool2D(s, x, {2, 2}, {2, 2}, padding);
+        Output grad =
+            MaxPoolGrad(s, x, pooled, Const(s, dyv), {2, 2}, {2, 2}, padding);
+        EXPECT_TRUE(TensorNear(RunOne(s, {}, pooled), y, 0));
+        EXPECT_TRUE(TensorNear(RunOne(s, {}, grad), dx, 0));
+      }
+    }
+  }
+}
+
 TEST(MaxPool2DTest, Errors) {
   auto expect_error = [](const TensorShape& shape,
                          const std::vector<int64_t>& ksize,
@@ -228,6 +260,19 @@ TEST(MaxPool2DTest, Float16KernelAndGradientMatchFloat32) {
         return MaxPool2D(s, x[0], {2, 2}, {2, 2}, "VALID");
       },
       {RandomTensor({4, 8, 8, 10}, -1, 1, 1)});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->dtype, DType::kFloat16);
+  EXPECT_LT(c->forward_error, 1e-6);
+  EXPECT_LT(c->gradient_error, 1e-6);
+}
+
+// float16 in place on the 2x2 stride-2 path: odd sizes, a channel tail.
+TEST(MaxPool2DTest, Float16TwoByTwoOddSizesMatchesFloat32) {
+  absl::StatusOr<HalfCheck> c = CompareHalfToFloat(
+      [](const Scope& s, const std::vector<Output>& x) {
+        return MaxPool2D(s, x[0], {2, 2}, {2, 2}, "VALID");
+      },
+      {RandomTensor({3, 9, 7, 13}, -1, 1, 9)});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->dtype, DType::kFloat16);
   EXPECT_LT(c->forward_error, 1e-6);
