@@ -33,9 +33,10 @@
 // losing the dataset's elements).
 //
 // Blocking: a blocked call first spins briefly on an atomic hint (a hand-
-// over on a busy queue then costs no futex wake-up), then sleeps on a
-// condition variable; producers and consumers signal only when someone
-// sleeps. Memory ordering comes from the mutex: a consumer sees everything
+// over on a busy queue then costs no futex wake-up; spin_wait.h), then
+// sleeps on a condition variable; producers and consumers signal only when
+// someone sleeps. The spin is bounded (set_spin_budget, default
+// kDefaultSpinBudget), so a side whose partner is idle sleeps. Memory ordering comes from the mutex: a consumer sees everything
 // its element's producer wrote before Push.
 //
 // Thread safety: every method except Reset and the destructor may be called
@@ -46,6 +47,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -57,6 +59,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "core/cancellation.h"
+#include "core/ipu/spin_wait.h"
 #include "core/mutex.h"
 #include "core/status.h"
 
@@ -96,6 +99,15 @@ class BoundedQueue {
   // Most elements held at once since construction or the last Reset.
   size_t peak() const;
   size_t capacity() const { return capacity_; }
+  // How long a blocked Push / Pop spins before it sleeps (0: only a few
+  // yields).
+  // Feeds whose host side answers within microseconds spin longer than the
+  // default. Thread-safe; affects calls that start after it.
+  void set_spin_budget(std::chrono::nanoseconds budget) {
+    spin_budget_ns_.store(budget.count(), std::memory_order_relaxed);
+  }
+  static constexpr std::chrono::nanoseconds kDefaultSpinBudget =
+      std::chrono::microseconds(5);
   const std::string& name() const { return name_; }
   // Threads asleep in Push / Pop (tests use these to block a thread for
   // sure before waking it, instead of sleeping).
@@ -105,10 +117,8 @@ class BoundedQueue {
  private:
   enum State : int { kOpen, kClosed, kCancelled };
   enum class Ready { kYes, kBlocked, kEnded };
-  // Spin budget before sleeping: ~256 pauses (about the cost of a futex
-  // wake-up), then a few yields, which let the other side run when it
-  // shares our core (2-core machines under load).
-  static constexpr int kSpinIterations = 256;
+  // After the spin budget, a few yields, which let the other side run when
+  // it shares our core (2-core machines under load).
   static constexpr int kYieldIterations = 8;
 
   Ready CanPush() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -120,7 +130,7 @@ class BoundedQueue {
   absl::Status CancelledBy(CancellationManager* cm) const;
   // Spins until `ready()` (an unlocked hint) or the budget runs out.
   template <typename Fn>
-  static void Spin(Fn ready);
+  void Spin(Fn ready) const;
   // The slow path of Push/Pop: registers the wake-up with `cm`, sleeps on
   // `cv` until `can()` is not kBlocked or `cm` is cancelled, then `done`.
   template <typename CanFn, typename DoneFn>
@@ -145,16 +155,11 @@ class BoundedQueue {
   // it only by Spin (a hint; every decision is re-made under mu_).
   std::atomic<size_t> count_hint_{0};
   std::atomic<bool> ended_hint_{false};
+  std::atomic<int64_t> spin_budget_ns_{kDefaultSpinBudget.count()};
 };
 
 namespace internal {
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
+using ::ipuflow::CpuRelax;  // Was defined here; kept for callers.
 }  // namespace internal
 
 template <typename T>
@@ -165,15 +170,11 @@ BoundedQueue<T>::BoundedQueue(size_t capacity, std::string name)
 
 template <typename T>
 template <typename Fn>
-void BoundedQueue<T>::Spin(Fn ready) {
-  for (int i = 0; i < kSpinIterations; ++i) {
-    if (ready()) return;
-    internal::CpuRelax();
-  }
-  for (int i = 0; i < kYieldIterations; ++i) {
-    if (ready()) return;
-    std::this_thread::yield();
-  }
+void BoundedQueue<T>::Spin(Fn ready) const {
+  SpinUntil(ready,
+            std::chrono::nanoseconds(
+                spin_budget_ns_.load(std::memory_order_relaxed)),
+            kYieldIterations);
 }
 
 template <typename T>
