@@ -29,6 +29,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "core/floating_point.h"
 #include "core/graph.h"
 #include "core/resource.h"
@@ -83,6 +84,17 @@ class KernelState {
   virtual ~KernelState() = default;
 };
 
+// The nodes a fused node runs (core/compiler/fusion.h), producer first, with
+// what each one's own kernel needs when the fused kernel calls it
+// (KernelContext::RunChainKernel). Owned by the program.
+struct FusedChain {
+  std::vector<const Node*> nodes;
+  std::vector<int> values;  // By node: its output 0's value id.
+  std::vector<std::vector<OutputPlan>> plans;  // By node, by output.
+  std::vector<std::unique_ptr<KernelState>> states;
+  Tensor scratch;  // An intermediate of another shape, during one run.
+};
+
 class KernelContext {
  public:
   const Node& node() const { return *node_; }
@@ -117,6 +129,19 @@ class KernelContext {
   RunEnv& env() const { return *env_; }
   // Kernel-private state kept across runs of this program.
   std::unique_ptr<KernelState>& state() { return *state_; }
+
+  // For a fused node: its chain's nodes, producer first (the last is
+  // node()); empty for other nodes.
+  absl::Span<const Node* const> fused_nodes() const {
+    if (fused_ == nullptr) return {};
+    return fused_->nodes;
+  }
+  // Runs chain node i's own kernel on `inputs` and returns its output 0.
+  // Where that output has the shape of this node's output 0, it is written
+  // into this node's output 0 memory (planned or allocated here), so an
+  // epilogue can finish it in place while it is in cache.
+  [[nodiscard]] absl::StatusOr<Tensor*> RunChainKernel(
+      int i, absl::Span<const Tensor* const> inputs);
 
   // For stochastic rounding (core/half_rounding.h): true when the compiler
   // found the node's outputs identical on every replica
@@ -172,6 +197,7 @@ class KernelContext {
   const std::shared_ptr<TensorBuffer>* arena_;  // The program's arena.
   bool replica_identical_ = false;
   uint64_t run_stream_ = 0;
+  FusedChain* fused_ = nullptr;
   mutable std::atomic<uint64_t> half_overflow_{0};  // Bit per output.
 };
 

@@ -141,6 +141,50 @@ absl::StatusOr<const OpDef*> OpRegistry::Find(const std::string& name) const {
   return it->second.get();
 }
 
+FusionRegistration OpRegistry::RegisterFusion(const std::string& name) {
+  auto [it, inserted] =
+      fusions_.try_emplace(name, std::make_unique<FusionDef>());
+  if (!inserted) {
+    std::fprintf(stderr, "fusion '%s' registered twice\n", name.c_str());
+    std::abort();
+  }
+  it->second->name = name;
+  return FusionRegistration(it->second.get());
+}
+
+std::vector<const FusionDef*> OpRegistry::fusions() const {
+  std::vector<const FusionDef*> out;
+  for (const auto& [name, def] : fusions_) out.push_back(def.get());
+  std::stable_sort(out.begin(), out.end(),
+                   [](const FusionDef* a, const FusionDef* b) {
+                     return a->ops.size() > b->ops.size();
+                   });
+  return out;
+}
+
+FusionRegistration& FusionRegistration::Chain(std::vector<std::string> ops,
+                                              std::vector<int> chain_inputs) {
+  if (ops.size() < 2 || chain_inputs.size() + 1 != ops.size()) {
+    std::fprintf(stderr, "fusion '%s': a chain needs >= 2 ops and one chain "
+                 "input per op after the first\n", def_->name.c_str());
+    std::abort();
+  }
+  def_->ops = std::move(ops);
+  def_->chain_inputs = std::move(chain_inputs);
+  return *this;
+}
+
+FusionRegistration& FusionRegistration::SetApplies(
+    std::function<bool(absl::Span<const Node* const>)> fn) {
+  def_->applies = std::move(fn);
+  return *this;
+}
+
+FusionRegistration& FusionRegistration::SetKernel(KernelFn fn) {
+  def_->kernel = std::move(fn);
+  return *this;
+}
+
 std::vector<const OpDef*> OpRegistry::ops() const {
   std::vector<const OpDef*> out;
   for (const auto& [name, def] : ops_) out.push_back(def.get());

@@ -192,6 +192,42 @@ class OpRegistration {
   OpDef* def_;
 };
 
+// A chain of ops that one kernel runs as one node (core/compiler/fusion.h):
+// ops[0] -> ops[1] -> ... -> ops[k], where input chain_inputs[i - 1] of
+// ops[i] is output 0 of ops[i - 1], an intermediate nothing else reads. The
+// fused node keeps the last op's node (its name, attributes, outputs) and
+// takes as inputs ops[0]'s inputs, then each later op's other inputs in
+// order; its kernel sees every node of the chain (KernelContext::
+// fused_nodes()). Declared by the ops layer, so the compiler knows no op
+// names:
+//
+//   REGISTER_FUSION("BiasAdd+Relu")
+//       .Chain({"BiasAdd", "Relu"}, {0})
+//       .SetApplies([](absl::Span<const Node* const> chain) { ... })
+//       .SetKernel(BiasAddReluKernel);
+struct FusionDef {
+  std::string name;
+  std::vector<std::string> ops;   // Producer first.
+  std::vector<int> chain_inputs;  // ops.size() - 1 entries.
+  // Whether these nodes (matched by op) fuse: dtypes, attributes. Unset:
+  // always.
+  std::function<bool(absl::Span<const Node* const> chain)> applies;
+  KernelFn kernel;
+};
+
+class FusionRegistration {
+ public:
+  explicit FusionRegistration(FusionDef* def) : def_(def) {}
+  FusionRegistration& Chain(std::vector<std::string> ops,
+                            std::vector<int> chain_inputs);
+  FusionRegistration& SetApplies(
+      std::function<bool(absl::Span<const Node* const>)> fn);
+  FusionRegistration& SetKernel(KernelFn fn);
+
+ private:
+  FusionDef* def_;
+};
+
 class OpRegistry {
  public:
   static OpRegistry* Global();
@@ -200,9 +236,14 @@ class OpRegistry {
   // NotFound naming the op if it is unknown.
   absl::StatusOr<const OpDef*> Find(const std::string& name) const;
   std::vector<const OpDef*> ops() const;
+  // Aborts on a duplicate name.
+  FusionRegistration RegisterFusion(const std::string& name);
+  // Longest chains first (the compiler tries them in this order).
+  std::vector<const FusionDef*> fusions() const;
 
  private:
   std::map<std::string, std::unique_ptr<OpDef>> ops_;
+  std::map<std::string, std::unique_ptr<FusionDef>> fusions_;
 };
 
 // What a shape function sees: the node's inputs, attributes and (for inputs
@@ -260,6 +301,11 @@ class ShapeContext {
   static ::ipuflow::OpRegistration IPUFLOW_CONCAT_(              \
       ipuflow_op_registration_, __COUNTER__) [[maybe_unused]] =  \
       ::ipuflow::OpRegistry::Global()->Register(name)
+
+#define REGISTER_FUSION(name)                                    \
+  static ::ipuflow::FusionRegistration IPUFLOW_CONCAT_(          \
+      ipuflow_fusion_registration_, __COUNTER__) [[maybe_unused]] = \
+      ::ipuflow::OpRegistry::Global()->RegisterFusion(name)
 
 }  // namespace ipuflow
 

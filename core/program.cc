@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/compiler/always_live.h"
 #include "core/compiler/dependencies.h"
+#include "core/compiler/fusion.h"
 #include "core/compiler/liveness.h"
 #include "core/compiler/memory_report.h"
 #include "core/compiler/offsets.h"
@@ -62,6 +64,45 @@ absl::StatusOr<Tensor*> KernelContext::allocate_output(
 
 void KernelContext::set_output(int i, Tensor t) { outputs_[i] = std::move(t); }
 
+absl::StatusOr<Tensor*> KernelContext::RunChainKernel(
+    int i, absl::Span<const Tensor* const> inputs) {
+  const int size = fused_ == nullptr ? 0 : static_cast<int>(fused_->nodes.size());
+  if (i < 0 || i >= size) {
+    return Error(absl::StatusCode::kInternal, "RunChainKernel(", i,
+                 ") outside the fused chain");
+  }
+  const Node* n = fused_->nodes[i];
+  const bool last = i == size - 1;  // Writes this node's outputs.
+  Tensor out[1];  // Chain nodes but the last have one output (fusion.h).
+  KernelContext sub(n, Inputs(inputs.begin(), inputs.end()),
+                    last ? outputs_ : out, env_, &fused_->states[i],
+                    last ? plans_ : &fused_->plans[i], arena_);
+  sub.replica_identical_ = replica_identical_;
+  sub.run_stream_ = run_stream_;
+  absl::Status s = n->op_def().kernel()(sub);
+  half_overflow_.fetch_or(sub.half_overflow_.load(std::memory_order_relaxed),
+                          std::memory_order_relaxed);
+  if (!s.ok()) {
+    if (absl::StrContains(s.message(), n->name())) return s;
+    return absl::Status(s.code(),
+                        absl::StrCat(n->DebugName(), ": ", s.message()));
+  }
+  Tensor& t = last ? outputs_[0] : out[0];
+  if (!t.valid()) {
+    return Error(absl::StatusCode::kInternal, n->DebugName(),
+                 " did not produce output 0");
+  }
+  if (last) return &outputs_[0];
+  // Same shape as this node's output 0: it is that output, to be finished
+  // in place; else a scratch value the fused kernel consumes.
+  if (t.shape() == (*plans_)[0].shape && t.dtype() == output_dtype(0)) {
+    outputs_[0] = std::move(t);
+    return &outputs_[0];
+  }
+  fused_->scratch = std::move(t);
+  return &fused_->scratch;
+}
+
 absl::StatusOr<ProgramSpec> MakeProgramSpec(const FeedList& feeds,
                                             const std::vector<Output>& fetches,
                                             const std::vector<Node*>& targets,
@@ -111,6 +152,7 @@ struct Program::ExecNode {
   int num_predecessors = 0;
   std::unique_ptr<KernelState> state;
   bool replica_identical = false;  // compiler/replica_identical.h
+  std::unique_ptr<FusedChain> fused;  // compiler/fusion.h; null if unfused.
 };
 
 Program::~Program() = default;
@@ -149,10 +191,11 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Compile(
   RETURN_IF_ERROR(nesting.Check("compiling"));
   ASSIGN_OR_RETURN(const FeedIndex feeds, CheckSpec(graph, spec));
   const std::vector<bool> needed = Prune(graph, spec, feeds);
-  ASSIGN_OR_RETURN(const Schedule schedule, MakeSchedule(graph, spec, needed));
-  const Values values = AssignValues(schedule, spec, feeds);
-  Dependencies deps = FindDependencies(schedule, values);
+  ASSIGN_OR_RETURN(Schedule schedule, MakeSchedule(graph, spec, needed));
+  Values values = AssignValues(schedule, spec, feeds);
   ASSIGN_OR_RETURN(ValueTypes types, InferShapes(graph, spec, schedule, values));
+  Fusion fusion = FuseChains(spec, types, &schedule, &values);
+  Dependencies deps = FindDependencies(schedule, values);
   std::vector<MemoryPlan> always_live = CountAlwaysLive(schedule);
   auto plan_sub_program = [&graph](const ProgramSpec& sub)
       -> absl::StatusOr<std::vector<MemoryPlan>> {
@@ -181,7 +224,7 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Compile(
   p->shards_ = std::move(memory.shards);
   p->cross_shard_bytes_ = live.cross_shard_bytes;
   p->variables_ = std::move(deps.variables);
-  p->BuildExecNodes(schedule, values, deps.preds, live.intervals);
+  p->BuildExecNodes(schedule, values, fusion, deps.preds, live.intervals);
   const std::vector<bool> identical = FindReplicaIdentical(schedule);
   for (int pos = 0; pos < schedule.size(); ++pos) {
     p->nodes_[pos]->replica_identical = identical[pos];
@@ -226,6 +269,7 @@ absl::Status Program::AllocateArena() {
 
 void Program::BuildExecNodes(const compiler::Schedule& schedule,
                              const compiler::Values& values,
+                             compiler::Fusion& fusion,
                              const std::vector<std::set<int>>& preds,
                              const std::vector<compiler::Interval>& planned) {
   const int num_nodes = schedule.size();
@@ -234,6 +278,13 @@ void Program::BuildExecNodes(const compiler::Schedule& schedule,
     auto en = std::make_unique<ExecNode>();
     en->node = n;
     en->kernel = &n->op_def().kernel();
+    if (fusion.defs[pos] != nullptr) {
+      en->kernel = &fusion.defs[pos]->kernel;
+      en->fused = std::make_unique<FusedChain>();
+      en->fused->nodes = std::move(fusion.chains[pos]);
+      en->fused->values = std::move(fusion.chain_values[pos]);
+      en->fused->states.resize(en->fused->nodes.size());
+    }
     en->shard = compiler::ShardOf(n);
     en->inputs = values.inputs[pos];
     en->first_output = values.first_output[pos];
@@ -244,7 +295,31 @@ void Program::BuildExecNodes(const compiler::Schedule& schedule,
   }
   for (const compiler::Interval& iv : planned) {
     ExecNode& en = *nodes_[values.producer[iv.value]];
-    en.plans[iv.value - en.first_output].offset = iv.offset;
+    const int k = iv.value - en.first_output;
+    if (k >= 0 && k < static_cast<int>(en.plans.size())) {
+      en.plans[k].offset = iv.offset;
+    }
+  }
+  // A chain node's own output is written into the fused node's output 0
+  // where it has that dtype and shape (RunChainKernel), else into its own
+  // slot of the arena (compiler/fusion.h plans it for the fused node's step).
+  for (auto& en : nodes_) {
+    if (en->fused == nullptr) continue;
+    num_fused_away_ += static_cast<int>(en->fused->nodes.size()) - 1;
+    for (int v : en->fused->values) {
+      const TensorShape& shape = value_shapes_[v];
+      int64_t offset = -1;
+      const int final_value = en->fused->values.back();
+      if (shape == en->plans[0].shape &&
+          value_dtypes_[v] == value_dtypes_[final_value]) {
+        offset = en->plans[0].offset;
+      } else {
+        for (const compiler::Interval& iv : planned) {
+          if (iv.value == v) offset = iv.offset;
+        }
+      }
+      en->fused->plans.push_back({OutputPlan{shape, offset}});
+    }
   }
   for (int pos = 0; pos < num_nodes; ++pos) {
     ExecNode& en = *nodes_[pos];
@@ -260,6 +335,17 @@ void Program::BuildExecNodes(const compiler::Schedule& schedule,
   run_uses_.reset(new std::atomic<int>[num_values_]);
   run_pending_.reset(new std::atomic<int>[num_nodes]);
 }
+
+void Program::set_profiling(bool on) {
+  profiling_ = on;
+  profile_.assign(nodes_.size(), NodeTime());
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    profile_[i].name = nodes_[i]->node->name();
+    profile_[i].op = nodes_[i]->node->op();
+  }
+}
+
+std::vector<Program::NodeTime> Program::profile() const { return profile_; }
 
 std::vector<std::string> Program::ScheduleNames() const {
   std::vector<std::string> out;
@@ -345,7 +431,26 @@ class Program::Executor {
                       &en.plans, &p_->arena_);
     ctx.replica_identical_ = en.replica_identical;
     ctx.run_stream_ = run_stream_;
-    absl::Status s = (*en.kernel)(ctx);
+    ctx.fused_ = en.fused.get();
+    absl::Status s;
+    if (p_->profiling_) {
+      const auto start = std::chrono::steady_clock::now();
+      s = (*en.kernel)(ctx);
+      const std::chrono::duration<double> d =
+          std::chrono::steady_clock::now() - start;
+      if (en.fused != nullptr && p_->profile_[pos].runs == 0) {
+        std::string ops;
+        for (const Node* c : en.fused->nodes) {
+          absl::StrAppend(&ops, ops.empty() ? "" : "+", c->op());
+        }
+        p_->profile_[pos].op = ops;
+      }
+      ++p_->profile_[pos].runs;
+      p_->profile_[pos].seconds += d.count();
+      p_->profile_[pos].samples.push_back(static_cast<float>(d.count()));
+    } else {
+      s = (*en.kernel)(ctx);
+    }
     // Traps look at the inputs too: before they are released. Zero cost
     // when every trap is off.
     const FloatingPointBehaviour* fp = env->floating_point;
@@ -455,7 +560,8 @@ absl::Status Program::Run(RunEnv& env, absl::Span<const Tensor> feeds,
     }
     exec.values()[feed_values_[i]] = feeds[i];
   }
-  absl::Status s = (env.inter_op != nullptr && has_branches_ && !env.on_shard)
+  absl::Status s = (env.inter_op != nullptr && has_branches_ &&
+                    !env.on_shard && !profiling_)
                        ? exec.RunParallel()
                        : exec.RunSequential();
   if (!s.ok()) {

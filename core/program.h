@@ -1,5 +1,6 @@
 // Program: a graph compiled for one set of feeds and fetches. Compiling
-// prunes what the fetches do not need, orders accesses to each variable as
+// prunes what the fetches do not need, fuses chains of ops that have a
+// fused kernel (core/compiler/fusion.h; ProgramSpec::fuse), orders accesses to each variable as
 // they were built (reads before a later write, as TF2's automatic control
 // dependencies do), infers every shape from the feed shapes, and plans
 // memory: each intermediate value gets an offset in one arena chosen by
@@ -46,6 +47,7 @@
 namespace ipuflow {
 
 namespace compiler {
+struct Fusion;
 struct Interval;
 struct Schedule;
 struct Values;
@@ -86,12 +88,26 @@ class Program {
   int64_t cross_shard_bytes() const { return cross_shard_bytes_; }
   const ProgramSpec& spec() const { return spec_; }
   int num_nodes() const { return static_cast<int>(nodes_.size()); }
+  // Graph nodes that run inside a fused node (core/compiler/fusion.h).
+  int num_fused_away() const { return num_fused_away_; }
   // Node names in schedule order (for tests and traces).
   std::vector<std::string> ScheduleNames() const;
   // The nodes of the schedule, in order.
   std::vector<const Node*> schedule() const;
   // Names of the variables the program touches.
   const std::vector<std::string>& variables() const { return variables_; }
+
+  // Per-node kernel times, to see where a run spends its time (benchmarks,
+  // --profile). While on, runs are sequential and each kernel is timed with
+  // the steady clock; off (the default) costs one branch per node.
+  struct NodeTime {
+    std::string name, op;  // A fused node: its ops joined by '+'.
+    int64_t runs = 0;
+    double seconds = 0;    // Summed over runs.
+    std::vector<float> samples;  // Seconds per run (for medians).
+  };
+  void set_profiling(bool on);
+  std::vector<NodeTime> profile() const;
 
  private:
   struct ExecNode;
@@ -101,6 +117,7 @@ class Program {
   // value_shapes_ and num_values_ set.
   void BuildExecNodes(const compiler::Schedule& schedule,
                       const compiler::Values& values,
+                      compiler::Fusion& fusion,
                       const std::vector<std::set<int>>& preds,
                       const std::vector<compiler::Interval>& planned);
 
@@ -119,6 +136,7 @@ class Program {
   int64_t arena_bytes_ = 0;
   std::shared_ptr<TensorBuffer> arena_;  // Null until the first Run.
   bool has_branches_ = false;
+  int num_fused_away_ = 0;
   // Per-run state, reused by every run (runs are never concurrent).
   std::vector<Tensor> run_values_;
   std::unique_ptr<std::atomic<int>[]> run_uses_;
@@ -131,6 +149,8 @@ class Program {
   uint64_t stream_salt_ = 0;
   uint64_t runs_ = 0;
   uint64_t seed_epoch_ = 0;  // FloatingPointBehaviour::seed_epoch of runs_.
+  bool profiling_ = false;
+  std::vector<NodeTime> profile_;  // By position, while profiling_.
 };
 
 }  // namespace ipuflow

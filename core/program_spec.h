@@ -17,6 +17,10 @@ struct ProgramSpec {
   std::vector<TensorShape> feed_shapes;  // Fully defined, one per feed.
   std::vector<Output> fetches;
   std::vector<Node*> targets;  // Run for their effect; nothing returned.
+  // Run chains of ops as one fused kernel where the op registry has one
+  // (core/compiler/fusion.h); off gives the unfused graph, the reference.
+  // IPUFLOW_FUSION=0 in the environment turns it off for every program.
+  bool fuse = true;
 };
 
 // A program a node's kernel runs, named by its role ("body", "cond").

@@ -16,6 +16,7 @@ int DefaultThreads(int n) {
 
 Session::Session(const Graph* graph, SessionOptions options)
     : graph_(graph),
+      fuse_(options.fuse),
       intra_op_("session-intra-op", DefaultThreads(options.intra_op_threads)) {
   if (options.inter_op_threads > 0) {
     inter_op_ = std::make_unique<ThreadPool>("session-inter-op",
@@ -41,6 +42,7 @@ absl::StatusOr<Session::Entry*> Session::GetEntry(
   std::string key;
   ASSIGN_OR_RETURN(ProgramSpec spec,
                    MakeProgramSpec(feeds, fetches, targets, &key));
+  spec.fuse = fuse_;
   Entry* entry;
   {
     MutexLock l(&mu_);

@@ -34,6 +34,7 @@ namespace ipuflow {
 struct SessionOptions {
   int intra_op_threads = 0;  // Workers besides the caller; 0: cores - 1.
   int inter_op_threads = 1;  // 0: run nodes one at a time, in order.
+  bool fuse = true;  // ProgramSpec::fuse of every program it compiles.
 };
 
 class Session {
@@ -72,6 +73,7 @@ class Session {
                                   const std::vector<Node*>& targets);
 
   const Graph* graph_;
+  const bool fuse_;
   ThreadPool intra_op_;
   std::unique_ptr<ThreadPool> inter_op_;
   ResourceMgr resources_;

@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds=${ROUNDS:-3}
 
-targets=(//ops/math:mat_mul_benchmark //examples:convnet_benchmark
+targets=(//ops/math:mat_mul_benchmark
          //examples:onednn_reference_benchmark
          //examples:train_fashion_mnist //feeds:feed_benchmark
          //ops/control:loop_benchmark)
@@ -54,20 +54,21 @@ for n in 256 512 1024; do
 done
 
 # The tutorial ConvNet's AdamW step and forward pass vs a oneDNN-only
-# program of the same step (examples/onednn_reference_step.h), in one binary
-# with the repetitions interleaved. OMP_WAIT_POLICY=passive: libgomp's
-# workers otherwise spin for milliseconds after each oneDNN call, taking a
-# core from whatever runs next (ipuflow's pools sleep when idle too).
-cv=$(OMP_WAIT_POLICY=passive bench_csv examples/convnet_benchmark \
-  'BM_ConvNetAdamWStep/intra_op_threads:0|BM_ConvNetForward/intra_op_threads:0|BM_OnednnReference(AdamWStep|Forward)/omp_threads:')
-for what in AdamWStep Forward; do
-  ours=$(echo "$cv" | real_median "BM_ConvNet$what/intra_op_threads:0/real_time")
-  one=$(echo "$cv" | real_median "BM_OnednnReference$what/omp_threads:1/real_time")
-  two=$(echo "$cv" | real_median "BM_OnednnReference$what/omp_threads:2/real_time")
-  awk -v w="$what" -v a="$ours" -v b1="$one" -v b2="$two" 'BEGIN {
-    b = b1 < b2 ? b1 : b2; t = b1 < b2 ? 1 : 2;
-    name = (w == "Forward") ? "ConvNet forward, batch 40" : "ConvNet AdamW training step, batch 40";
-    printf "| %s (default pool) | %.2f ms | oneDNN-only program, %d OpenMP thread(s): %.2f ms | %.2fx the time |\n", name, a, t, b, a / b }'
+# program of the same step (examples/onednn_reference_step.h): one harness,
+# //examples:onednn_reference_benchmark, alternating ipuflow (fused and
+# unfused) and oneDNN on 1 and 2 OpenMP threads in rounds within one
+# process (it sets OMP_WAIT_POLICY=passive itself: libgomp's spinning
+# workers otherwise take a core from the ipuflow round that follows).
+cv=$("$bin/examples/onednn_reference_benchmark" --rounds=$((5 * rounds)) --steps=20 2>/dev/null)
+for what in step forward; do
+  case $what in
+    step) line=$(echo "$cv" | grep '^training step (AdamW), wall'); name="ConvNet AdamW training step, batch 40" ;;
+    forward) line=$(echo "$cv" | grep '^forward (loss), wall'); name="ConvNet forward, batch 40" ;;
+  esac
+  # Columns after the label: ipuflow, unfused, oneDNN 1T, oneDNN 2T, ratios.
+  echo "$line" | sed 's/^[^0-9]*//' | awk -v name="$name" '{
+    a = $1; u = $2; b1 = $3; b2 = $4; b = b1 < b2 ? b1 : b2; t = b1 < b2 ? 1 : 2;
+    printf "| %s (default pool; unfused %.2f ms) | %.2f ms | oneDNN-only program, %d OpenMP thread(s): %.2f ms | %.2fx the time |\n", name, u, a, t, b, a / b }'
 done
 
 # The main example, float32 and float16 alternating, one epoch each.

@@ -1,0 +1,27 @@
+// Fused kernels for a producer followed by its bias and activation, as
+// TensorFlow's grappler remapper forms _FusedConv2D / _FusedMatMul
+// (Conv2D|MatMul -> BiasAdd [-> Relu]) and XLA fuses elementwise
+// consumers into their producer. Registered with REGISTER_FUSION
+// (core/op_registry.h); the compiler's fusion phase (core/compiler/
+// fusion.h) decides where they apply, so there are no builders here: a
+// graph says Conv2D, BiasAdd, Relu, and the program runs one node.
+//
+//   Conv2D+BiasAdd[+Relu], MatMul+BiasAdd[+Relu], BiasAdd+Relu: the
+//     producer's own kernel writes the fused node's output, then one pass
+//     adds the bias and clamps while the output is fresh in cache.
+//   MaxPool2D+Relu: relu(maxpool(x)) == maxpool(relu(x)); the pool's
+//     output is clamped in place (inference: in training MaxPoolGrad
+//     reads the pool's output, a second consumer, so it does not apply).
+//   ReluGrad+MaxPoolGrad: dy masked by y > 0 into a buffer the node keeps
+//     between runs, then MaxPoolGrad's own kernel; the masked gradient
+//     never becomes a value of the program.
+//
+// NHWC (channels last) bias only; float32 and float16 (float16 widened per
+// block, summed in float32 and rounded once through RoundToHalf, as the
+// unfused BiasAdd does).
+#ifndef IPUFLOW_OPS_NN_FUSED_BIAS_ACTIVATION_H_
+#define IPUFLOW_OPS_NN_FUSED_BIAS_ACTIVATION_H_
+
+namespace ipuflow::ops {}  // Registrations only (fused_bias_activation.cc).
+
+#endif  // IPUFLOW_OPS_NN_FUSED_BIAS_ACTIVATION_H_
