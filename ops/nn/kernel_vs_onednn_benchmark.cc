@@ -22,6 +22,8 @@
 // (an Identity node fetched: the executor and the copy out).
 // The context lines print the CPU, its ISA and the ISA oneDNN runs;
 // DNNL_MAX_CPU_ISA=AVX2 caps oneDNN.
+#include <malloc.h>
+
 #include <random>
 #include <vector>
 
@@ -284,6 +286,13 @@ BENCHMARK(BM_OnednnMaxPoolGrad)->Apply(ShapeArgs);
 BENCHMARK(BM_Identity)->Apply(ShapeArgs);
 
 const bool kContext = [] {
+  // The program copies each fetched result into a new tensor per run; with
+  // glibc's default mmap threshold (128 KiB, raised only after a free) a
+  // 900 KiB result is sometimes mmapped, page-faulted and unmapped every
+  // run, which made MaxPoolGrad bimodal (42 or 270 us). Heap it instead:
+  // the kernels are what is compared here.
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
   benchmark::AddCustomContext("machine", MachineDescription());
   benchmark::AddCustomContext("onednn", onednn::Description());
   benchmark::AddCustomContext(
