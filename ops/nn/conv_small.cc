@@ -226,7 +226,7 @@ std::vector<float> PackFilter(const Plan& p, const float* w) {
 
 template <int V>
 void Forward(const KernelContext& ctx, const Plan& p, const float* x,
-             const float* w, float* y) {
+             const float* w, float* y, const ConvRowEpilogue& epilogue) {
   const std::vector<float> packed = PackFilter(p, w);
   const double cost = 2.0 * p.g.ow * p.k * p.oc;
   ctx.ParallelFor(p.g.n * p.g.oh, cost, [&](int64_t b, int64_t e) {
@@ -235,6 +235,7 @@ void Forward(const KernelContext& ctx, const Plan& p, const float* x,
       patches.Gather(x, r0, std::min(e, r0 + p.chunk_rows));
       ForwardSet<V>(p, patches.interior(), p.window.data(), packed.data(), y);
       ForwardSet<V>(p, patches.border(), p.identity.data(), packed.data(), y);
+      if (epilogue) epilogue(r0, std::min(e, r0 + p.chunk_rows));
     }
   });
 }
@@ -365,17 +366,18 @@ bool UseSmallConv(const Window2D& g, int64_t oc) {
 }
 
 void SmallConvForward(const KernelContext& ctx, const float* x, const float* w,
-                      float* y, const Window2D& g, int64_t oc) {
+                      float* y, const Window2D& g, int64_t oc,
+                      const ConvRowEpilogue& epilogue) {
   const Plan p(g, oc);
   switch (p.packets) {
     case 1:
-      return Forward<1>(ctx, p, x, w, y);
+      return Forward<1>(ctx, p, x, w, y, epilogue);
     case 2:
-      return Forward<2>(ctx, p, x, w, y);
+      return Forward<2>(ctx, p, x, w, y, epilogue);
     case 3:
-      return Forward<3>(ctx, p, x, w, y);
+      return Forward<3>(ctx, p, x, w, y, epilogue);
     default:
-      return Forward<4>(ctx, p, x, w, y);
+      return Forward<4>(ctx, p, x, w, y, epilogue);
   }
 }
 

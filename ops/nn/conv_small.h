@@ -18,6 +18,7 @@
 #define IPUFLOW_OPS_NN_CONV_SMALL_H_
 
 #include <cstdint>
+#include <functional>
 
 #include "core/kernel.h"
 #include "ops/nn/window_2d.h"
@@ -31,10 +32,17 @@ namespace ipuflow::ops {
 // outputs keep the GEMM path, which Eigen runs well there.
 bool UseSmallConv(const Window2D& g, int64_t oc);
 
-// y [n, oh, ow, oc] = conv(x [n, h, w, c], w [kh, kw, c, oc]), all NHWC.
+// Runs on output rows [r0, r1) (a row: one image's output row, ow * oc
+// floats) as soon as they are complete, while they are in cache: a fused
+// bias and activation (ops/nn/fused_bias_activation.h).
+using ConvRowEpilogue = std::function<void(int64_t r0, int64_t r1)>;
+
+// y [n, oh, ow, oc] = conv(x [n, h, w, c], w [kh, kw, c, oc]), all NHWC,
+// then `epilogue` (if set) over each finished chunk of rows.
 // REQUIRES: UseSmallConv(g, oc).
 void SmallConvForward(const KernelContext& ctx, const float* x, const float* w,
-                      float* y, const Window2D& g, int64_t oc);
+                      float* y, const Window2D& g, int64_t oc,
+                      const ConvRowEpilogue& epilogue = {});
 
 // dw [kh, kw, c, oc] = sum over output pixels of patch(x)^T dy. Shards'
 // partial sums are added in shard order, so results do not depend on

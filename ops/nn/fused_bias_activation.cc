@@ -9,6 +9,10 @@
 #include "core/op_registry.h"
 #include "ops/cwise.h"
 #include "ops/math/half_io.h"
+#include "ops/math/partials_type.h"
+#include "ops/nn/conv_small.h"
+#include "ops/nn/conv_util.h"
+#include "ops/nn/window_2d.h"
 
 namespace ipuflow::ops {
 namespace {
@@ -34,6 +38,22 @@ bool AllChannelsLast(Chain chain) {
 // Rows of c channels per block (about 256 values), as BiasAdd's kernel.
 int64_t BlockRows(int64_t c) {
   return c > 0 ? std::max<int64_t>(1, 256 / c) : 1;
+}
+
+// p[0, n) = act(p + b) for n values starting at a channel 0, with `tiled`
+// the bias repeated over whole blocks of rows.
+template <bool kRelu>
+void BiasActivationRange(float* p, int64_t n, const ArrayX<float>& tiled) {
+  const int64_t block = tiled.size();
+  for (int64_t i = 0; i < n; i += block) {
+    const int64_t m = std::min(block, n - i);
+    ArrayMap<float> v(p + i, m);
+    if constexpr (kRelu) {
+      v = (v + tiled.head(m)).max(0.0f);
+    } else {
+      v += tiled.head(m);
+    }
+  }
 }
 
 // y = act(y + b) in place over [rows, c], b float32 (widened once).
@@ -131,15 +151,51 @@ absl::Status BiasAddActivationKernel(KernelContext& ctx) {
   return BiasActivationInPlace<kRelu>(ctx, y, ctx.input(1));
 }
 
+// Conv2D -> BiasAdd [-> Relu]. Where Conv2D's kernel would take the direct
+// small-channel path (float32, float partials: conv_small.h), the bias and
+// activation run on each chunk of output rows as soon as the convolution
+// finishes it, in cache: the same arithmetic as the unfused graph, one pass
+// over the output fewer. Elsewhere Conv2D's own kernel, then one pass.
+template <bool kRelu>
+absl::Status ConvBiasKernel(KernelContext& ctx) {
+  const Node& conv = *ctx.fused_nodes()[0];
+  const Tensor& x = ctx.input(0);
+  const Tensor& w = ctx.input(1);
+  const Tensor& bias = ctx.input(2);
+  if (x.dtype() == DType::kFloat32 && w.dtype() == DType::kFloat32 &&
+      bias.dtype() == DType::kFloat32 && !HalfPartials(conv)) {
+    absl::StatusOr<WindowAttrs> a = ParseWindowAttrs(conv.attrs(), false);
+    int64_t oc = 0;
+    absl::StatusOr<Window2D> g =
+        a.ok() ? ConvWindow(x.shape(), w.shape(), *a, &oc) : a.status();
+    if (g.ok() && a->format == DataFormat::kNHWC && UseSmallConv(*g, oc) &&
+        bias.rank() == 1 && bias.dim(0) == oc) {
+      ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(
+                                       0, TensorShape({g->n, g->oh, g->ow, oc})));
+      const ArrayX<float> tiled =
+          ConstArrayMap<float>(bias.data<float>(), oc).replicate(BlockRows(oc), 1);
+      float* py = y->data<float>();
+      const int64_t row = g->ow * oc;
+      SmallConvForward(ctx, x.data<float>(), w.data<float>(), py, *g, oc,
+                       [&](int64_t r0, int64_t r1) {
+                         BiasActivationRange<kRelu>(py + r0 * row,
+                                                    (r1 - r0) * row, tiled);
+                       });
+      return absl::OkStatus();
+    }
+  }
+  return ProducerBiasKernel<kRelu>(ctx, 2);
+}
+
 REGISTER_FUSION("Conv2D+BiasAdd")
     .Chain({"Conv2D", "BiasAdd"}, {0})
     .SetApplies(AllChannelsLast)
-    .SetKernel([](KernelContext& ctx) { return ProducerBiasKernel<false>(ctx, 2); });
+    .SetKernel(ConvBiasKernel<false>);
 
 REGISTER_FUSION("Conv2D+BiasAdd+Relu")
     .Chain({"Conv2D", "BiasAdd", "Relu"}, {0, 0})
     .SetApplies(AllChannelsLast)
-    .SetKernel([](KernelContext& ctx) { return ProducerBiasKernel<true>(ctx, 2); });
+    .SetKernel(ConvBiasKernel<true>);
 
 REGISTER_FUSION("MatMul+BiasAdd")
     .Chain({"MatMul", "BiasAdd"}, {0})

@@ -6,9 +6,12 @@
 // fusion.h) decides where they apply, so there are no builders here: a
 // graph says Conv2D, BiasAdd, Relu, and the program runs one node.
 //
-//   Conv2D+BiasAdd[+Relu], MatMul+BiasAdd[+Relu], BiasAdd+Relu: the
-//     producer's own kernel writes the fused node's output, then one pass
-//     adds the bias and clamps while the output is fresh in cache.
+//   Conv2D+BiasAdd[+Relu]: on the direct small-channel path (float32,
+//     conv_small.h) the bias and ReLU run on each chunk of output rows as
+//     the convolution finishes it (in cache, no pass of their own);
+//     elsewhere as below.
+//   MatMul+BiasAdd[+Relu], BiasAdd+Relu: the producer's own kernel writes
+//     the fused node's output, then one pass adds the bias and clamps.
 //   MaxPool2D+Relu: relu(maxpool(x)) == maxpool(relu(x)); the pool's
 //     output is clamped in place (inference: in training MaxPoolGrad
 //     reads the pool's output, a second consumer, so it does not apply).
