@@ -1,5 +1,7 @@
 #include "core/memory_plan.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_format.h"
 
 namespace ipuflow {
@@ -16,6 +18,60 @@ std::string MemoryPlan::DebugString() const {
                           loop_body_always_live_bytes);
   }
   return out;
+}
+
+int64_t IpuMemory::total() const {
+  return std::max(always_live() + arena + stash + fifos,
+                  always_live() + remote_state + update_arena);
+}
+
+IpuMemory IpuMemory::FromPlan(const MemoryPlan& plan) {
+  IpuMemory m;
+  m.constants = plan.constant_bytes;
+  m.variables = plan.variables;
+  for (const auto& [node, bytes] : plan.variables) {
+    const std::vector<Node*>& trainable =
+        node->graph()->collection("trainable_variables");
+    const bool is_weight =
+        std::find(trainable.begin(), trainable.end(), node) != trainable.end();
+    (is_weight ? m.weights : m.optimizer_state) += bytes;
+  }
+  // Bytes no listed variable accounts for (none today) stay counted.
+  int64_t listed = m.weights + m.optimizer_state;
+  if (plan.variable_bytes > listed) m.optimizer_state += plan.variable_bytes - listed;
+  m.arena = plan.peak_bytes;
+  m.num_planned_values = plan.num_planned_values;
+  m.unplanned_bytes = plan.unplanned_bytes;
+  m.loop_body_peak_bytes = plan.loop_body_peak_bytes;
+  m.loop_body_always_live_bytes = plan.loop_body_always_live_bytes;
+  m.largest_loop_body = plan.largest_loop_body;
+  return m;
+}
+
+void IpuMemory::Add(const IpuMemory& o) {
+  weights += o.weights;
+  accumulators += o.accumulators;
+  optimizer_state += o.optimizer_state;
+  constants += o.constants;
+  variables.insert(variables.end(), o.variables.begin(), o.variables.end());
+  offload = offload || o.offload;
+  remote_state += o.remote_state;
+  remote_shards += o.remote_shards;
+  sharded_over = std::max(sharded_over, o.sharded_over);
+  if (o.arena > arena) {
+    arena = o.arena;
+    arena_owner = o.arena_owner;
+  }
+  num_planned_values += o.num_planned_values;
+  unplanned_bytes += o.unplanned_bytes;
+  update_arena = std::max(update_arena, o.update_arena);
+  if (o.loop_body_peak_bytes > loop_body_peak_bytes) {
+    loop_body_peak_bytes = o.loop_body_peak_bytes;
+    largest_loop_body = o.largest_loop_body;
+  }
+  loop_body_always_live_bytes += o.loop_body_always_live_bytes;
+  stash += o.stash;
+  fifos += o.fifos;
 }
 
 }  // namespace ipuflow

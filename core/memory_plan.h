@@ -1,6 +1,9 @@
-// MemoryPlan: where a compiled program's bytes go, in the categories the IPU
-// memory report uses. Its own header so the compiler's phases can fill it
-// without depending on Program.
+// MemoryPlan: where a compiled program's bytes go, as the compiler's phases
+// find them. IpuMemory: what one IPU holds, in the categories of the one
+// memory report and check (DeviceProgram's, core/ipu/device_program.h), which
+// a program's plan and a device frame's lowering (a pipeline's stages, its
+// stash and channels) both fill. Their own header so the compiler's phases
+// can fill them without depending on Program.
 #ifndef IPUFLOW_CORE_MEMORY_PLAN_H_
 #define IPUFLOW_CORE_MEMORY_PLAN_H_
 
@@ -31,6 +34,56 @@ struct MemoryPlan {
   // Every variable counted above (loop bodies' included) and its bytes.
   std::vector<std::pair<const Node*, int64_t>> variables;
   std::string DebugString() const;
+};
+
+// What one IPU of a replica holds, by category. A device program's shard
+// fills the variables, constants, arena and loop bodies (FromPlan); a
+// device frame (a pipeline) fills every category for the IPUs it uses.
+struct IpuMemory {
+  // Always-live. Variables by role: weights (trainable), gradient
+  // accumulators, optimizer state kept on the IPU (slots, counters, and
+  // variables of no known role).
+  int64_t weights = 0;
+  int64_t accumulators = 0;
+  int64_t optimizer_state = 0;
+  int64_t constants = 0;
+  std::vector<std::pair<const Node*, int64_t>> variables;  // For "largest".
+  // Offloaded optimizer state: whole, and this replica's part of it (less
+  // with replicated optimizer-state sharding over `sharded_over` replicas).
+  // On the IPU only during the weight update.
+  bool offload = false;
+  int64_t remote_state = 0;
+  int64_t remote_shards = 0;
+  int sharded_over = 0;
+  // Not always-live: the largest program arena on this IPU (which program:
+  // `arena_owner`), its values, and the weight update's arena.
+  int64_t arena = 0;
+  std::string arena_owner;
+  int num_planned_values = 0;
+  int64_t unplanned_bytes = 0;
+  int64_t update_arena = 0;
+  // Device loops' bodies (already in the figures above).
+  int64_t loop_body_peak_bytes = 0;
+  int64_t loop_body_always_live_bytes = 0;
+  std::string largest_loop_body;
+  // Buffers between programs: activation stash, incoming channels (FIFOs),
+  // at capacity.
+  int64_t stash = 0;
+  int64_t fifos = 0;
+
+  int64_t always_live() const {
+    return weights + accumulators + optimizer_state + constants;
+  }
+  // The peak: the stages' running state, or the weight update with the
+  // offloaded state streamed in, whichever is higher.
+  int64_t total() const;
+  // A shard of a compiled program: its variables count as weights when
+  // trainable (the graph's "trainable_variables"), else optimizer state.
+  static IpuMemory FromPlan(const MemoryPlan& plan);
+  // Adds what `other` holds on the same IPU (a device frame beside the
+  // program that runs it): always-live bytes and buffers add up, the
+  // largest arena wins.
+  void Add(const IpuMemory& other);
 };
 
 }  // namespace ipuflow

@@ -138,7 +138,7 @@ double IpuMemoryKiB(const std::string& out, int ipu) {
   const size_t report = out.find("Memory per IPU");
   if (report == std::string::npos) return std::nan("");
   const std::string line =
-      LineFrom(out.substr(report), absl::StrCat("  IPU ", ipu, ": "));
+      LineFrom(out.substr(report), absl::StrCat("  IPU ", ipu, " (shard "));
   const double value = NumberAfter(line, ": ");
   return line.find("MiB of") < line.find("KiB of") ? value * 1024 : value;
 }

@@ -24,7 +24,9 @@
 #include "ops/state/read_variable.h"
 #include "ops/state/variable.h"
 #include "pipelining/pipeline_internal.h"
+#include "ops/control/pipeline_frame.h"
 #include "pipelining/pipeline_executable.h"
+#include "pipelining/pipeline_frame.h"
 #include "pipelining/pipeline_runtime.h"
 #include "pipelining/validation.h"
 
@@ -61,6 +63,13 @@ class Builder {
       : scope_(scope.NewSubScope(b->options.name)), b_(b), o_(b->options) {}
 
   absl::Status Build();
+  // The PipelineFrame node running `frame`, named "<name>/frame".
+  absl::StatusOr<Node*> BuildFrame(std::shared_ptr<PipelineFrame> frame,
+                                   uint64_t source_id) {
+    return ops::PipelineFrame(
+        scope_, absl::StrCat("pipeline frame ", source_id, " '", o_.name, "'"),
+        std::move(frame), o_.inputs);
+  }
 
  private:
   int num_stages() const {
@@ -669,14 +678,17 @@ int PipelineOp::num_ipus() const {
   return n;
 }
 
+Node* PipelineOp::frame() const { return built_->frame; }
+
 std::string PipelineOp::MemoryReport() const {
   return executable_ ? executable_->MemoryReport() : "(not compiled yet)";
 }
 
 absl::StatusOr<std::unique_ptr<Executable>> PipelineOp::CompileFor(
     IPUSystem* system) const {
-  ASSIGN_OR_RETURN(std::unique_ptr<PipelineExecutable> e,
-                   PipelineExecutable::Compile(built_.get(), system));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<PipelineExecutable> e,
+      PipelineExecutable::Compile(built_.get(), frame_.get(), system));
   return std::unique_ptr<Executable>(std::move(e));
 }
 
@@ -685,8 +697,8 @@ absl::StatusOr<PipelineReport> PipelineOp::Run(IPUSystem* system,
   if (executable_ == nullptr || executable_->system() != system ||
       executable_->generation() != system->generation()) {
     executable_.reset();
-    ASSIGN_OR_RETURN(executable_,
-                     PipelineExecutable::Compile(built_.get(), system));
+    ASSIGN_OR_RETURN(executable_, PipelineExecutable::Compile(
+                                      built_.get(), frame_.get(), system));
   }
   return executable_->Run(feeds);
 }
@@ -705,6 +717,11 @@ absl::StatusOr<std::unique_ptr<PipelineOp>> Pipeline(const Scope& scope,
   op->built_->options = std::move(options);
   Builder builder(scope, op->built_.get());
   RETURN_IF_ERROR(builder.Build());
+  // The frame node that runs the pipeline, beside Repeat: a graph holding it
+  // compiles like any loop (strategy.Compile(graph, {}, {op->frame()})).
+  op->frame_ = std::make_shared<PipelineFrame>(op->built_.get());
+  ASSIGN_OR_RETURN(op->built_->frame,
+                   builder.BuildFrame(op->frame_, op->source_id()));
   return op;
 }
 

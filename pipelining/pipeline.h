@@ -173,12 +173,17 @@ struct PipelineOptions {
 };
 
 class PipelineExecutable;
+class PipelineFrame;
 struct BuiltPipeline;
 
-// A built pipeline: its stages are in the graph. It compiles into a
-// PipelineExecutable (pipeline_executable.h) for a system, replicated like
-// any executable: IPUStrategy::Compile(*pipeline) / strategy.Run(*pipeline)
-// as for a graph, or Run below, which also returns the report.
+// A built pipeline: its stages are in the graph, and so is the frame node
+// that runs them (frame(), the PipelineFrame op beside Repeat). A graph
+// holding it compiles like any loop: strategy.Compile(graph, {},
+// {pipeline->frame()}) is a DeviceProgram whose kernel runs the stages'
+// per-IPU work lists, replicated like any executable. The entry points
+// below are thin wrappers over that path: IPUStrategy::Compile(*pipeline) /
+// strategy.Run(*pipeline) (a PipelineExecutable, pipeline_executable.h),
+// or Run, which also returns the report.
 class PipelineOp : public ExecutableSource {
  public:
   ~PipelineOp() override;
@@ -191,6 +196,8 @@ class PipelineOp : public ExecutableSource {
   const ScheduleTable& table() const;
   // The IPUs one replica uses (max device index + 1).
   int num_ipus() const;
+  // The frame node: a target for IPUStrategy::Compile / Run.
+  Node* frame() const;
 
   absl::StatusOr<std::unique_ptr<Executable>> CompileFor(
       IPUSystem* system) const override;
@@ -222,6 +229,8 @@ class PipelineOp : public ExecutableSource {
       const Scope& scope, PipelineOptions options);
   PipelineOp();
   std::unique_ptr<BuiltPipeline> built_;
+  // The frame's owner (the graph holds a weak reference).
+  std::shared_ptr<PipelineFrame> frame_;
   std::unique_ptr<PipelineExecutable> executable_;  // Run's, per system.
 };
 

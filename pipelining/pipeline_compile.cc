@@ -185,7 +185,7 @@ absl::Status PipelineRuntime::Compile() {
     weight_update_ = std::move(*p);
   }
   LowerToWorkLists();
-  RETURN_IF_ERROR(CheckMemory());
+  RETURN_IF_ERROR(AccountMemory());
   // The feeds' host threads start here, on the host, rather than on a
   // device thread; an error (another replica count) is reported by Run.
   if (b_->options.infeed_queue != nullptr) {
@@ -258,21 +258,6 @@ void PipelineRuntime::LowerToWorkLists() {
   }
 }
 
-// Where one IPU's bytes go (the memory report's lines).
-struct PipelineRuntime::IpuMemory {
-  int64_t weights = 0;
-  int64_t accumulators = 0;
-  int64_t optimizer_state = 0;  // On the IPU.
-  int64_t remote_state = 0;     // Offloaded: whole, in remote memory.
-  int64_t remote_shards = 0;    // This replica's part of remote_state.
-  int64_t constants = 0;
-  int64_t arena = 0;            // Largest forward/backward program arena.
-  std::string arena_owner = "-";
-  int64_t update_arena = 0;
-  int64_t stash = 0;            // Stash FIFOs at capacity.
-  int64_t fifos = 0;            // Incoming activation/gradient FIFOs.
-};
-
 // Variables by kind and program arenas, per IPU; records the optimizer
 // state to offload.
 absl::Status PipelineRuntime::AccountPrograms(std::vector<IpuMemory>* mem) {
@@ -304,6 +289,7 @@ absl::Status PipelineRuntime::AccountPrograms(std::vector<IpuMemory>* mem) {
       Node* var = const_cast<Node*>(n);  // For the set lookups.
       const int64_t bytes = n->attr<TensorShape>("shape").num_elements() *
                             static_cast<int64_t>(DTypeSize(n->attr<DType>("dtype")));
+      (*mem)[k].variables.push_back({n, bytes});
       if (accumulators.count(var)) {
         (*mem)[k].accumulators += bytes;
       } else if (weights.count(var)) {
@@ -331,9 +317,11 @@ absl::Status PipelineRuntime::AccountPrograms(std::vector<IpuMemory>* mem) {
       ipu.constants = std::max(ipu.constants, m.constant_bytes);
       if (name.empty()) {
         ipu.update_arena = m.peak_bytes;
-      } else if (m.peak_bytes > ipu.arena) {
+      } else if (m.peak_bytes > ipu.arena || ipu.arena_owner.empty()) {
         ipu.arena = m.peak_bytes;
         ipu.arena_owner = name;
+        ipu.num_planned_values = m.num_planned_values;
+        ipu.unplanned_bytes = m.unplanned_bytes;
       }
     }
   }
@@ -368,59 +356,26 @@ void PipelineRuntime::AccountBuffers(std::vector<IpuMemory>* mem) const {
   }
 }
 
-absl::Status PipelineRuntime::CheckMemory() {
+// What each IPU holds, by category (core/memory_plan.h's IpuMemory); the
+// device program that lowered the frame checks it against the budgets and
+// reports it with its own shards, in one format.
+absl::Status PipelineRuntime::AccountMemory() {
   const bool offload = b_->training && b_->options.offload_weight_update_variables;
   always_live_.assign(num_ipus_, 0);
   peak_arena_.assign(num_ipus_, 0);
   offloaded_bytes_.assign(num_ipus_, 0);
   offloaded_.assign(num_ipus_, {});
   sharded_.clear();
-  std::vector<IpuMemory> mem(num_ipus_);
-  RETURN_IF_ERROR(AccountPrograms(&mem));
-  AccountBuffers(&mem);
-  bool oom = false;
-  std::string report;
+  memory_.assign(num_ipus_, IpuMemory());
+  RETURN_IF_ERROR(AccountPrograms(&memory_));
+  AccountBuffers(&memory_);
   for (int k = 0; k < num_ipus_; ++k) {
-    const IpuMemory& m = mem[k];
-    const int64_t budget = Device(k).memory_budget_bytes();
-    always_live_[k] = m.weights + m.accumulators + m.optimizer_state + m.constants;
+    IpuMemory& m = memory_[k];
+    m.offload = offload;
+    m.sharded_over = sharded_.empty() ? 0 : replica_.count;
+    always_live_[k] = m.always_live();
     peak_arena_[k] = m.arena;
     offloaded_bytes_[k] = m.remote_shards;
-    // Offloaded state is on the IPU only during the weight update.
-    const int64_t total =
-        std::max(always_live_[k] + m.arena + m.stash + m.fifos,
-                 always_live_[k] + m.remote_state + m.update_arena);
-    oom |= total > budget;
-    std::string remote;
-    if (offload) {
-      remote = absl::StrCat("\n    remote memory: optimizer state ",
-                            HumanBytes(m.remote_state),
-                            " (streamed in for each weight update)");
-      if (!sharded_.empty()) {
-        absl::StrAppend(&remote, "; sharded over ", replica_.count,
-                        " replicas: ", HumanBytes(m.remote_shards),
-                        " per replica, saving ",
-                        HumanBytes(m.remote_state - m.remote_shards));
-      }
-    }
-    absl::StrAppend(
-        &report, "  IPU ", k, ": ", HumanBytes(total), " of ", HumanBytes(budget),
-        absl::StrFormat(" (%.1f%%)", 100.0 * total / budget),
-        "\n    always-live:  ", HumanBytes(always_live_[k]), " = weights ",
-        HumanBytes(m.weights), " + gradient accumulators ",
-        HumanBytes(m.accumulators), " + optimizer state ",
-        HumanBytes(m.optimizer_state), " + constants ", HumanBytes(m.constants),
-        remote,
-        "\n    largest arena: ", HumanBytes(m.arena), " (", m.arena_owner,
-        "); weight update ", HumanBytes(m.update_arena),
-        "\n    stash:         ", HumanBytes(m.stash), "; incoming FIFOs ",
-        HumanBytes(m.fifos), "\n");
-  }
-  memory_report_ = report;
-  if (oom) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "out of memory: pipeline '", b_->options.name,
-        "' does not fit on its IPUs\n", report));
   }
   return absl::OkStatus();
 }

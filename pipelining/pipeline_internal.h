@@ -1,4 +1,4 @@
-// What Pipeline() builds in the graph and PipelineRuntime executes: for each
+// What Pipeline() builds in the graph and PipelineRuntime lowers: for each
 // stage part (a stage, or one of a group of concurrent stages), the values
 // its forward and backward programs feed and fetch. Internal to pipelining/.
 #ifndef IPUFLOW_PIPELINING_PIPELINE_INTERNAL_H_
@@ -67,6 +67,8 @@ struct BuiltPipeline {
   // registers the element's names with the queue (and its one-enqueue rule).
   Node* outfeed_enqueue = nullptr;
   std::vector<Output> outfeed_values;
+  // The PipelineFrame node (ops/control/pipeline_frame.h) that runs it all.
+  Node* frame = nullptr;
 };
 
 }  // namespace ipuflow::pipelining

@@ -511,7 +511,7 @@ void PipelineRuntime::GiveBackUnprocessed(RunState& rs) {
 }
 
 absl::StatusOr<PipelineReport> PipelineRuntime::Run(
-    const FeedList& feeds, const std::vector<Tensor>* inputs,
+    const std::vector<Tensor>& inputs,
     std::shared_ptr<CancellationManager> cancel_run) {
   if (system_->cancellation()->cancelled()) {
     return system_->cancellation()->reason();
@@ -529,27 +529,12 @@ absl::StatusOr<PipelineReport> PipelineRuntime::Run(
   }
   rs.stash_occupancy.assign(num_ipus_, std::vector<int>(parts_.size(), 0));
   lists_->ResetChannels();
-  // Values for `inputs`, given or computed once per Run.
-  if (inputs != nullptr) {
-    if (inputs->size() != b_->options.inputs.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "pipeline '", b_->options.name, "': ", inputs->size(),
-          " argument(s) given for its ", b_->options.inputs.size(),
-          " inputs"));
-    }
-    rs.input_values = *inputs;
-  } else if (!b_->options.inputs.empty()) {
-    std::string sig;
-    ASSIGN_OR_RETURN(ProgramSpec spec,
-                     MakeProgramSpec(feeds, b_->options.inputs, {}, &sig));
-    if (inputs_program_ == nullptr || sig != inputs_signature_) {
-      ASSIGN_OR_RETURN(inputs_program_, Program::Compile(*b_->graph, spec));
-      inputs_signature_ = sig;
-    }
-    std::vector<Tensor> fed;
-    for (const auto& [out, value] : feeds) fed.push_back(value);
-    RETURN_IF_ERROR(inputs_program_->Run(envs_[0], fed, &rs.input_values));
+  if (inputs.size() != b_->options.inputs.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pipeline '", b_->options.name, "': ", inputs.size(),
+        " argument(s) given for its ", b_->options.inputs.size(), " inputs"));
   }
+  rs.input_values = inputs;
   // Cancelling the system (what a reset or teardown does first) cancels the
   // run, saying why; the callback only touches `cancel`, which it keeps
   // alive, and the system's manager, which outlives the registration.

@@ -45,6 +45,7 @@
 #include "absl/status/statusor.h"
 #include "core/ipu/collective_group.h"
 #include "core/ipu/work_lists.h"
+#include "core/memory_plan.h"
 #include "core/ipu/ipu_system.h"
 #include "core/program.h"
 #include "pipelining/pipeline_internal.h"
@@ -73,11 +74,11 @@ class PipelineRuntime {
       const BuiltPipeline* built, IPUSystem* system, Replica replica);
   ~PipelineRuntime();
 
-  // repeat_count pipeline runs. `inputs`: the values of options.inputs, or
-  // null to compute them from the graph with `feeds`. `cancel` (shared by
-  // the replicas of one Execute; null: a new one) stops the run.
+  // repeat_count pipeline runs. `inputs`: the values of options.inputs
+  // (the frame node's inputs). `cancel` (shared by the replicas of one
+  // Execute; null: a new one) stops the run.
   absl::StatusOr<PipelineReport> Run(
-      const FeedList& feeds, const std::vector<Tensor>* inputs = nullptr,
+      const std::vector<Tensor>& inputs,
       std::shared_ptr<CancellationManager> cancel = nullptr);
 
   IPUSystem* system() const { return system_; }
@@ -88,7 +89,9 @@ class PipelineRuntime {
   // The IPUs one replica uses (max device index + 1).
   int num_ipus() const { return num_ipus_; }
   uint64_t generation() const { return generation_; }
-  std::string MemoryReport() const { return memory_report_; }
+  // What each IPU of the replica holds, by category (unchecked: the device
+  // program that lowers the frame checks and reports it).
+  const std::vector<IpuMemory>& memory() const { return memory_; }
 
   // Compiled programs and their feeds for one stage part.
   struct Part {
@@ -120,10 +123,9 @@ class PipelineRuntime {
   absl::Status CompilePart(Part& part);
   // The work lists: the table's items per IPU, their channels sized.
   void LowerToWorkLists();
-  struct IpuMemory;
   absl::Status AccountPrograms(std::vector<IpuMemory>* mem);
   void AccountBuffers(std::vector<IpuMemory>* mem) const;
-  absl::Status CheckMemory();
+  absl::Status AccountMemory();
   Channel* Fifo(const std::string& key) const { return lists_->channel(key); }
   // IPU `k` of this replica.
   IPUDevice& Device(int k) const {
@@ -173,8 +175,6 @@ class PipelineRuntime {
   // at a time, so no two threads write at once).
   std::vector<double> update_hop_cpu_;
   std::unique_ptr<Program> weight_update_;
-  std::unique_ptr<Program> inputs_program_;
-  std::string inputs_signature_;
   // Offloaded optimizer state: per IPU, variable names; values between
   // updates live in remote_ (this replica's shard of it, for names in
   // sharded_).
@@ -184,7 +184,7 @@ class PipelineRuntime {
   std::vector<int64_t> always_live_;     // Per IPU, as run.
   std::vector<int64_t> peak_arena_;      // Per IPU.
   std::vector<int64_t> offloaded_bytes_; // Per IPU, in this replica's remote memory.
-  std::string memory_report_;
+  std::vector<IpuMemory> memory_;  // Per IPU of the replica.
 };
 
 }  // namespace ipuflow::pipelining

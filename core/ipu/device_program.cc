@@ -13,8 +13,8 @@ namespace {
 
 // The largest variables of a shard (loop bodies' included), for the
 // out-of-memory report.
-std::string LargestVariables(const MemoryPlan& m) {
-  std::vector<std::pair<const Node*, int64_t>> vars = m.variables;
+std::string LargestVariables(
+    std::vector<std::pair<const Node*, int64_t>> vars) {
   std::stable_sort(vars.begin(), vars.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
   std::string out;
@@ -32,7 +32,7 @@ std::string LargestVariables(const MemoryPlan& m) {
 }
 
 // What device loops' bodies add (already in the totals), if any.
-std::string LoopBodies(const MemoryPlan& m) {
+std::string LoopBodies(const IpuMemory& m) {
   if (m.largest_loop_body.empty()) return "";
   return absl::StrCat("\n    loop bodies:     ", HumanBytes(m.loop_body_peak_bytes),
                       " peak (largest: '", m.largest_loop_body, "'), ",
@@ -40,21 +40,62 @@ std::string LoopBodies(const MemoryPlan& m) {
                       " always-live (constants and variables built in bodies)");
 }
 
-std::string ShardReport(const Graph& graph, const Program& program, int shard,
-                        int ipu, int64_t budget) {
-  const MemoryPlan& m = program.shard_memory()[shard];
-  const int64_t total = m.always_live_bytes + m.peak_bytes;
+}  // namespace
+
+std::string IpuMemoryReport(int ipu, int shard, const IpuMemory& m,
+                            int64_t budget) {
+  const int64_t total = m.total();
+  std::string remote;
+  if (m.offload) {
+    remote = absl::StrCat("\n    remote memory: optimizer state ",
+                          HumanBytes(m.remote_state),
+                          " (streamed in for each weight update)");
+    if (m.sharded_over > 1) {
+      absl::StrAppend(&remote, "; sharded over ", m.sharded_over,
+                      " replicas: ", HumanBytes(m.remote_shards),
+                      " per replica, saving ",
+                      HumanBytes(m.remote_state - m.remote_shards));
+    }
+  }
   return absl::StrCat(
       "  IPU ", ipu, " (shard ", shard, "): ", HumanBytes(total), " of ",
       HumanBytes(budget), absl::StrFormat(" (%.1f%%)", 100.0 * total / budget),
-      "\n    always-live:     ", HumanBytes(m.always_live_bytes),
-      "\n      variables:     ", HumanBytes(m.variable_bytes),
-      LargestVariables(m),
-      "\n      constants:     ", HumanBytes(m.constant_bytes),
-      "\n    not-always-live: ", HumanBytes(m.peak_bytes), " peak of ",
-      m.num_planned_values, " intermediates by liveness (",
-      HumanBytes(m.unplanned_bytes), " without reuse)", LoopBodies(m), "\n");
+      "\n    always-live:     ", HumanBytes(m.always_live()), " = weights ",
+      HumanBytes(m.weights), " + gradient accumulators ",
+      HumanBytes(m.accumulators), " + optimizer state ",
+      HumanBytes(m.optimizer_state), " + constants ", HumanBytes(m.constants),
+      LargestVariables(m.variables), remote,
+      "\n    not-always-live: ", HumanBytes(m.arena), " peak",
+      m.arena_owner.empty()
+          ? ""
+          : absl::StrCat(" (largest arena: ", m.arena_owner, ")"),
+      " of ", m.num_planned_values, " intermediates by liveness (",
+      HumanBytes(m.unplanned_bytes), " without reuse); weight update ",
+      HumanBytes(m.update_arena), LoopBodies(m),
+      "\n    stash:           ", HumanBytes(m.stash), "; incoming FIFOs ",
+      HumanBytes(m.fifos), "\n");
 }
+
+absl::Status CheckIpuMemory(IPUSystem& system, const std::string& what,
+                            const std::vector<IpuMemory>& ipus,
+                            std::string* report) {
+  bool oom = false;
+  report->clear();
+  for (size_t k = 0; k < ipus.size(); ++k) {
+    const int64_t budget = system.device(k).memory_budget_bytes();
+    oom |= ipus[k].total() > budget;
+    absl::StrAppend(report, IpuMemoryReport(static_cast<int>(k),
+                                            static_cast<int>(k), ipus[k],
+                                            budget));
+  }
+  if (!oom) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "out of memory: ", what, " does not fit on its IPUs (",
+      system.config().tiles_per_ipu(), " tiles x ",
+      HumanBytes(system.config().memory_per_tile()), " per IPU)\n", *report));
+}
+
+namespace {
 
 // Adds to `reached` the nodes `spec` may run: its fetches and targets and
 // what they depend on (stopping at feeds), and, for nodes that run
@@ -115,9 +156,36 @@ void PrepareHostResources(const Graph& graph, const Program& program,
   }
 }
 
+// The device frames (pipelines) whose nodes the program runs, found through
+// the graph's host resources: core knows them by kind, not by op name.
+std::vector<std::shared_ptr<DeviceFrame>> FramesOf(const Graph& graph,
+                                                   const Program& program) {
+  std::vector<std::shared_ptr<DeviceFrame>> frames;
+  if (graph.host_resources().empty()) return frames;
+  std::set<const Node*> reached;
+  for (const Node* n : program.schedule()) ReachFrom(n, {}, &reached);
+  for (const auto& [id, entry] : graph.host_resources()) {
+    std::shared_ptr<HostResource> r = entry.resource.lock();
+    auto frame = std::dynamic_pointer_cast<DeviceFrame>(r);
+    if (frame == nullptr) continue;
+    for (int user : entry.users) {
+      if (reached.count(graph.node(user)) > 0) {
+        frames.push_back(frame);
+        break;
+      }
+    }
+  }
+  return frames;
+}
+
 }  // namespace
 
-DeviceProgram::~DeviceProgram() { CloseRuns(); }
+DeviceProgram::~DeviceProgram() {
+  CloseRuns();
+  for (const auto& weak : frames_) {
+    if (std::shared_ptr<DeviceFrame> f = weak.lock()) f->Release(group_.get());
+  }
+}
 
 absl::StatusOr<std::unique_ptr<DeviceProgram>> DeviceProgram::Compile(
     IPUSystem* system, const Graph& graph, const ProgramSpec& spec) {
@@ -126,27 +194,40 @@ absl::StatusOr<std::unique_ptr<DeviceProgram>> DeviceProgram::Compile(
   dp->generation_ = system->generation();
   ASSIGN_OR_RETURN(std::unique_ptr<Program> first, Program::Compile(graph, spec));
   dp->num_shards_ = first->num_shards();
-  ASSIGN_OR_RETURN(
-      const int replicas,
-      ReplicationFactor(*system, dp->num_shards_,
-                        absl::StrCat("the program (sharded over ",
-                                     dp->num_shards_, " IPUs)")));
-  // Memory: every replica has the same plan, so check replica 0's shards.
-  bool oom = false;
-  std::string report;
+  // A device frame (a pipeline) keeps several IPUs of each replica busy:
+  // the replica spans the frame's IPUs and the program's shards.
+  const std::vector<std::shared_ptr<DeviceFrame>> frames =
+      FramesOf(graph, *first);
+  dp->ipus_per_replica_ = dp->num_shards_;
+  std::string what =
+      absl::StrCat("the program (sharded over ", dp->num_shards_, " IPUs)");
+  for (const auto& f : frames) {
+    if (f->ipus_per_replica() > dp->ipus_per_replica_) {
+      dp->ipus_per_replica_ = f->ipus_per_replica();
+      what = f->name();
+    }
+  }
+  ASSIGN_OR_RETURN(const int replicas,
+                   ReplicationFactor(*system, dp->ipus_per_replica_, what));
+  dp->group_ = std::make_unique<CollectiveGroup>(replicas);
+  // Memory: every replica has the same plan, so check replica 0's IPUs:
+  // the program's shards plus what its frames hold there, in one report.
+  std::vector<IpuMemory> ipus(dp->ipus_per_replica_);
   for (int s = 0; s < dp->num_shards_; ++s) {
-    const int64_t budget = system->device(s).memory_budget_bytes();
-    const MemoryPlan& m = first->shard_memory()[s];
-    oom |= m.always_live_bytes + m.peak_bytes > budget;
-    absl::StrAppend(&report, ShardReport(graph, *first, s, s, budget));
+    ipus[s] = IpuMemory::FromPlan(first->shard_memory()[s]);
   }
-  if (oom) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "out of memory: the program does not fit on its IPUs (",
-        system->config().tiles_per_ipu(), " tiles x ",
-        HumanBytes(system->config().memory_per_tile()), " per IPU)\n", report));
+  for (const auto& f : frames) {
+    std::vector<IpuMemory> frame_memory;
+    // Lowered now, on the host: compile errors and budgets are reported
+    // here, not by the first run.
+    RETURN_IF_ERROR(f->Lower(system, replicas, dp->group_.get(), &frame_memory));
+    dp->frames_.push_back(f);
+    for (size_t k = 0; k < frame_memory.size() && k < ipus.size(); ++k) {
+      ipus[k].Add(frame_memory[k]);
+    }
   }
-  dp->memory_report_ = report;
+  RETURN_IF_ERROR(CheckIpuMemory(*system, frames.empty() ? "the program" : what,
+                                 ipus, &dp->memory_report_));
   dp->replicas_.push_back(std::move(first));
   for (int r = 1; r < replicas; ++r) {
     ASSIGN_OR_RETURN(std::unique_ptr<Program> p, Program::Compile(graph, spec));
@@ -154,7 +235,6 @@ absl::StatusOr<std::unique_ptr<DeviceProgram>> DeviceProgram::Compile(
   }
   PrepareHostResources(graph, *dp->replicas_[0], replicas,
                        &dp->host_resources_);
-  dp->group_ = std::make_unique<CollectiveGroup>(replicas);
   dp->envs_.assign(replicas, std::vector<RunEnv>(dp->num_shards_));
   DeviceProgram* self = dp.get();
   for (int r = 0; r < replicas; ++r) {
@@ -180,6 +260,18 @@ absl::StatusOr<std::unique_ptr<DeviceProgram>> DeviceProgram::Compile(
     }
   }
   return dp;
+}
+
+std::optional<Tensor> DeviceProgram::OffloadedValue(
+    int replica, const std::string& name) const {
+  for (const auto& weak : frames_) {
+    std::shared_ptr<DeviceFrame> f = weak.lock();
+    if (f == nullptr) continue;
+    if (std::optional<Tensor> v = f->OffloadedValue(group_.get(), replica, name)) {
+      return v;
+    }
+  }
+  return std::nullopt;
 }
 
 void DeviceProgram::RunOnShard(int replica, int shard,

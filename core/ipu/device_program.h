@@ -6,9 +6,13 @@
 // driven from IPU r*S's thread, and each run of consecutive nodes placed on
 // shard k executes on IPU r*S+k's thread with that IPU's variables and
 // threads (sharded execution: one IPU of a replica is busy at a time).
-// Compiling checks each
-// shard against its IPU's memory (always-live + peak not-always-live) and
-// fails with ResourceExhausted and a per-category report.
+// A program whose nodes run a device frame (a pipeline, device_frame.h)
+// spans the frame's IPUs too: the frame is lowered when the program
+// compiles, its kernel runs the frame's per-IPU work lists.
+// Compiling checks each IPU of a replica against its memory (the one
+// report, IpuMemory: weights, accumulators, optimizer state, constants,
+// remote state, arena, loop bodies, stash, FIFOs) and fails with
+// ResourceExhausted and that per-category report.
 //
 //   ASSIGN_OR_RETURN(auto program, DeviceProgram::Compile(&system, graph, spec));
 //   std::vector<std::vector<Tensor>> results;   // [replica][fetch]
@@ -33,12 +37,24 @@
 
 #include "absl/status/statusor.h"
 #include "core/ipu/collective_group.h"
+#include "core/ipu/device_frame.h"
 #include "core/ipu/executable.h"
 #include "core/ipu/ipu_system.h"
 #include "core/mutex.h"
 #include "core/program.h"
 
 namespace ipuflow {
+
+// The one per-IPU memory report: IPU `ipu` (`shard` of its replica), what
+// it holds by category against `budget`.
+std::string IpuMemoryReport(int ipu, int shard, const IpuMemory& m,
+                            int64_t budget);
+// Checks replica 0's IPUs (ipus[k] on IPU k) against their budgets; fills
+// `report` either way. ResourceExhausted "out of memory: <what> does not
+// fit on its IPUs" with the report when one is over.
+absl::Status CheckIpuMemory(IPUSystem& system, const std::string& what,
+                            const std::vector<IpuMemory>& ipus,
+                            std::string* report);
 
 class DeviceProgram : public Executable {
  public:
@@ -50,11 +66,14 @@ class DeviceProgram : public Executable {
   int num_replicas() const override {
     return static_cast<int>(replicas_.size());
   }
-  int ipus_per_replica() const override { return num_shards_; }
+  int ipus_per_replica() const override { return ipus_per_replica_; }
   int num_shards() const { return num_shards_; }
   const Program& program(int replica) const { return *replicas_[replica]; }
+  // The replicas' collectives (also what identifies this program to the
+  // device frames it lowered).
+  CollectiveGroup* collectives() const { return group_.get(); }
   // The IPU that runs replica r (its first shard).
-  int ipu_of_replica(int r) const { return r * num_shards_; }
+  int ipu_of_replica(int r) const { return r * ipus_per_replica_; }
 
   // Runs every replica, each on its IPU's thread, with its feeds (args[r],
   // or args[0] for all). (*fetches)[r] holds replica r's results. An error
@@ -63,8 +82,12 @@ class DeviceProgram : public Executable {
   absl::Status Execute(const std::vector<std::vector<Tensor>>& args,
                        std::vector<std::vector<Tensor>>* fetches) override;
 
-  // Per shard: always-live and not-always-live bytes against the budget.
+  // Per IPU of a replica, by category, against the budget.
   std::string MemoryReport() const override;
+
+ protected:
+  std::optional<Tensor> OffloadedValue(int replica,
+                                       const std::string& name) const override;
 
  private:
   DeviceProgram() = default;
@@ -79,12 +102,15 @@ class DeviceProgram : public Executable {
   IPUSystem* system_ = nullptr;
   uint64_t generation_ = 0;  // The system's, when compiled.
   int num_shards_ = 1;
+  int ipus_per_replica_ = 1;  // num_shards_, or a frame's IPUs if more.
   std::vector<std::unique_ptr<Program>> replicas_;
   std::vector<std::vector<RunEnv>> envs_;  // [replica][shard]
   std::unique_ptr<CollectiveGroup> group_;
   std::string memory_report_;
   // The feed queues the program uses: told when a run fails (RunStopped).
   std::vector<std::weak_ptr<HostResource>> host_resources_;
+  // The device frames lowered for this program (released on destruction).
+  std::vector<std::weak_ptr<DeviceFrame>> frames_;
 };
 
 }  // namespace ipuflow

@@ -163,7 +163,12 @@ void WorkLists::RunList(WorkListsRun& run, int k, const ItemFn& fn,
 
 absl::Status WorkLists::Run(WorkListsRun& run, const ItemFn& fn,
                             const std::string& who) {
-  if (run.cancel->cancelled()) return run.cancel->reason();
+  if (run.cancel->cancelled()) {
+    // Already stopped (a feeding thread's error, another replica's): the
+    // root cause if this run has one.
+    run.Abort(run.cancel->reason(), who);
+    return run.Status();
+  }
   {
     MutexLock l(&run.mu);
     run.step_remaining = step_sizes_;

@@ -1,0 +1,75 @@
+// DeviceFrame: a computation that one node of a device program runs over
+// several IPUs of each replica at once (a pipeline: its stages' work lists,
+// core/ipu/work_lists.h). The node is an ordinary graph node (the
+// PipelineFrame op, ops/control/pipeline_frame.h, beside Repeat); the frame
+// is the host resource it uses (Graph::AddHostResource), which is how the
+// device layer finds it without knowing any op by name:
+//
+//   strategy.Compile(graph, {}, {frame_node})   // a DeviceProgram:
+//     - replicas of ipus_per_replica() IPUs each (ReplicationFactor);
+//     - Lower(system, replicas, group): the frame compiles its programs for
+//       every replica and checks each IPU's memory (refused at compile time
+//       with the per-category report, core/memory_plan.h's IpuMemory);
+//   Execute                                     // replica r's kernel, on
+//     - RunReplica(env, inputs)                 // IPU r*S's thread
+//
+// A lowering belongs to one device program: it is keyed by the program's
+// CollectiveGroup (env.collectives at run time) and dropped by Release when
+// the program is destroyed, so several programs of one graph coexist.
+//
+// Ownership: the frame is owned by what built it (PipelineOp); the graph
+// and the programs hold weak references. Thread safety: Lower and Release
+// from host threads; RunReplica from each replica's first IPU thread,
+// concurrently for different replicas.
+#ifndef IPUFLOW_CORE_IPU_DEVICE_FRAME_H_
+#define IPUFLOW_CORE_IPU_DEVICE_FRAME_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/graph.h"
+#include "core/ipu/collective_group.h"
+#include "core/ipu/ipu_system.h"
+#include "core/kernel.h"
+#include "core/memory_plan.h"
+#include "core/tensor.h"
+
+namespace ipuflow {
+
+class DeviceFrame : public HostResource {
+ public:
+  // Names the frame in errors and reports ("pipeline 'p'").
+  virtual std::string name() const = 0;
+  // The IPUs one replica of the frame uses.
+  virtual int ipus_per_replica() const = 0;
+  // Compiles the frame for `replicas` replicas on `system` (replica r on
+  // IPUs [r*S, r*S + S)), for the device program whose collectives are
+  // `group`. Fills `memory` with what each IPU of a replica holds; the
+  // caller checks it against the budgets (CheckIpuMemory).
+  virtual absl::Status Lower(IPUSystem* system, int replicas,
+                             CollectiveGroup* group,
+                             std::vector<IpuMemory>* memory) = 0;
+  // Forgets the lowering for `group` (its program is being destroyed).
+  virtual void Release(CollectiveGroup* group) = 0;
+  // Runs replica env.replica of the lowering for env.collectives, with the
+  // values of the frame node's inputs.
+  virtual absl::Status RunReplica(const RunEnv& env,
+                                  const std::vector<Tensor>& inputs) = 0;
+  // A variable the frame keeps off its IPU between runs (offloaded
+  // optimizer state) for replica `replica`, or nullopt.
+  virtual std::optional<Tensor> OffloadedValue(CollectiveGroup* group,
+                                               int replica,
+                                               const std::string& name) const {
+    return std::nullopt;
+  }
+  absl::Status Prepare(int num_replicas, bool training) override {
+    return absl::OkStatus();
+  }
+  std::string DebugString() const override { return name(); }
+};
+
+}  // namespace ipuflow
+
+#endif  // IPUFLOW_CORE_IPU_DEVICE_FRAME_H_

@@ -1,0 +1,136 @@
+#include "pipelining/pipeline_frame.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "pipelining/pipeline_runtime.h"
+
+namespace ipuflow::pipelining {
+
+PipelineFrame::PipelineFrame(const BuiltPipeline* built) : b_(built) {
+  for (const StageDef& s : b_->stages) {
+    for (const PartDef& p : s.parts) {
+      ipus_per_replica_ = std::max(ipus_per_replica_, p.ipu + 1);
+    }
+  }
+}
+
+PipelineFrame::~PipelineFrame() = default;
+
+std::string PipelineFrame::name() const {
+  return absl::StrCat("pipeline '", b_->options.name, "'");
+}
+
+absl::Status PipelineFrame::Lower(IPUSystem* system, int replicas,
+                                  CollectiveGroup* group,
+                                  std::vector<IpuMemory>* memory) {
+  for (const StageDef& s : b_->stages) {
+    for (const PartDef& p : s.parts) {
+      if (p.ipu < 0 || p.ipu >= kMaxIpus) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            name(), ": ", p.name, " is placed on IPU ", p.ipu,
+            "; IPUs are numbered 0 to ", kMaxIpus - 1));
+      }
+    }
+  }
+  auto lowering = std::make_shared<Lowering>();
+  for (int r = 0; r < replicas; ++r) {
+    PipelineRuntime::Replica replica{r, replicas,
+                                     replicas > 1 ? group : nullptr};
+    ASSIGN_OR_RETURN(std::unique_ptr<PipelineRuntime> rt,
+                     PipelineRuntime::Create(b_, system, replica));
+    lowering->replicas.push_back(std::move(rt));
+  }
+  *memory = lowering->replicas[0]->memory();
+  MutexLock l(&mu_);
+  lowerings_[group] = std::move(lowering);
+  return absl::OkStatus();
+}
+
+void PipelineFrame::Release(CollectiveGroup* group) {
+  std::shared_ptr<Lowering> gone;  // Destroyed after the lock is released.
+  MutexLock l(&mu_);
+  auto it = lowerings_.find(group);
+  if (it == lowerings_.end()) return;
+  gone = std::move(it->second);
+  lowerings_.erase(it);
+}
+
+absl::Status PipelineFrame::RunReplica(const RunEnv& env,
+                                       const std::vector<Tensor>& inputs) {
+  std::shared_ptr<Lowering> lowering;
+  {
+    MutexLock l(&mu_);
+    auto it = lowerings_.find(env.collectives);
+    if (it != lowerings_.end()) lowering = it->second;
+  }
+  if (lowering == nullptr ||
+      env.replica >= static_cast<int>(lowering->replicas.size())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        name(), " was not lowered for this program (compile it with a "
+                "DeviceProgram / IPUStrategy)"));
+  }
+  // The run's cancellation is the program's (it outlives this call).
+  std::shared_ptr<CancellationManager> cancel(env.cancellation,
+                                              [](CancellationManager*) {});
+  absl::StatusOr<PipelineReport> report =
+      lowering->replicas[env.replica]->Run(inputs, std::move(cancel));
+  if (!report.ok()) return report.status();
+  if (env.replica == 0) {
+    report->replicas = static_cast<int>(lowering->replicas.size());
+    MutexLock l(&mu_);
+    lowering->report = *std::move(report);
+  }
+  return absl::OkStatus();
+}
+
+std::optional<PipelineReport> PipelineFrame::LastReport(
+    CollectiveGroup* group) const {
+  MutexLock l(&mu_);
+  auto it = lowerings_.find(group);
+  if (it == lowerings_.end()) return std::nullopt;
+  return it->second->report;
+}
+
+std::optional<Tensor> PipelineFrame::OffloadedValue(
+    CollectiveGroup* group, int replica, const std::string& name) const {
+  std::shared_ptr<Lowering> lowering;
+  {
+    MutexLock l(&mu_);
+    auto it = lowerings_.find(group);
+    if (it == lowerings_.end()) return std::nullopt;
+    lowering = it->second;
+  }
+  const auto& replicas = lowering->replicas;
+  std::optional<TensorShape> full_shape;
+  std::optional<Tensor> value = replicas[replica]->RemoteValue(name, &full_shape);
+  if (!value.has_value() || !full_shape.has_value()) return value;
+  // Sharded over the replicas: reassembled from every replica's shard.
+  Tensor full(value->dtype(), *full_shape);
+  const int64_t bytes = static_cast<int64_t>(full.TotalBytes());
+  int64_t offset = 0;
+  for (const auto& rt : replicas) {
+    std::optional<TensorShape> unused;
+    std::optional<Tensor> shard = rt->RemoteValue(name, &unused);
+    if (!shard.has_value()) return std::nullopt;
+    const int64_t n = std::min<int64_t>(shard->TotalBytes(), bytes - offset);
+    if (n <= 0) break;
+    std::memcpy(static_cast<char*>(full.raw_data()) + offset, shard->raw_data(), n);
+    offset += n;
+  }
+  return full;
+}
+
+absl::Status PipelineFrame::RunFinished() {
+  if (b_->options.outfeed_queue == nullptr) return absl::OkStatus();
+  return b_->options.outfeed_queue->RunFinished();
+}
+
+void PipelineFrame::RunStopped(const absl::Status& status) {
+  if (b_->options.outfeed_queue != nullptr) {
+    b_->options.outfeed_queue->RunStopped(status);
+  }
+}
+
+}  // namespace ipuflow::pipelining
