@@ -427,6 +427,19 @@ TEST(ReplicatedOptimizerStateShardingTest, RequiresOffloading) {
 // compiling, with the per-category report, on every replica count.
 class BudgetConformanceTest : public ::testing::TestWithParam<int> {};
 
+// Loop bodies and pipeline stages are refused in one report format: every
+// IPU of a replica, every category (core/memory_plan.h's IpuMemory).
+void ExpectTheOneReport(const absl::Status& s) {
+  EXPECT_NE(s.message().find("out of memory: "), std::string::npos) << s;
+  for (const char* category :
+       {"IPU 0 (shard 0): ", "always-live:     ", "weights ",
+        "gradient accumulators ", "optimizer state ", "constants ",
+        "not-always-live: ", "intermediates by liveness", "weight update ",
+        "stash:           ", "incoming FIFOs "}) {
+    EXPECT_NE(s.message().find(category), std::string::npos) << category << s;
+  }
+}
+
 std::unique_ptr<IPUSystem> TinySystem(int ipus, int replicas) {
   IPUConfig config;
   config.set_auto_select_ipus(ipus);
@@ -449,10 +462,8 @@ TEST_P(BudgetConformanceTest, LoopBodyOverBudgetIsRefused) {
   IPUStrategy strategy(system.get());
   absl::Status s = strategy.Compile(*scope.graph(), {}, {loop->op}).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
-  for (const char* category : {"always-live:", "not-always-live:",
-                               "loop bodies:"}) {
-    EXPECT_NE(s.message().find(category), std::string::npos) << category << s;
-  }
+  ExpectTheOneReport(s);
+  EXPECT_NE(s.message().find("loop bodies:"), std::string::npos) << s;
 }
 
 TEST_P(BudgetConformanceTest, PipelineStageOverBudgetIsRefused) {
@@ -466,13 +477,64 @@ TEST_P(BudgetConformanceTest, PipelineStageOverBudgetIsRefused) {
   IPUStrategy strategy(system.get());
   absl::Status s = strategy.Compile(**pipeline).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
-  for (const char* category : {"always-live:", "gradient accumulators",
-                               "largest arena:", "stash:", "incoming FIFOs"}) {
-    EXPECT_NE(s.message().find(category), std::string::npos) << category << s;
-  }
+  ExpectTheOneReport(s);
+  EXPECT_NE(s.message().find("largest arena: stage"), std::string::npos) << s;
+  // The frame compiled as any loop is refused the same way.
+  absl::Status direct =
+      strategy.Compile(*scope.graph(), {}, {(*pipeline)->frame()}).status();
+  EXPECT_EQ(direct.code(), absl::StatusCode::kResourceExhausted) << direct;
+  ExpectTheOneReport(direct);
 }
 
 INSTANTIATE_TEST_SUITE_P(Replicas, BudgetConformanceTest,
+                         ::testing::Values(1, 2));
+
+// The pipeline is a frame in the graph: compiling the graph with its frame
+// node as the target (as for a loop) gives a DeviceProgram over R replicas
+// of the pipeline's IPUs, which trains as the single-device reference.
+class FrameConformanceTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(FrameConformanceTest, FrameCompilesAndRunsLikeALoop) {
+  const int replicas = GetParam();
+  auto init = InitialValues(1);
+  auto system = MakeSystem(replicas * 4, replicas);
+  Scope scope = Scope::NewRootScope();
+  auto infeed = *feeds::IPUInfeedQueue::Create(
+      MicroBatches(replicas * kMicroBatches * kRuns));
+  pipelining::PipelineOptions o;
+  o.computational_stages = ModelStages(init);
+  o.gradient_accumulation_count = kMicroBatches;
+  o.repeat_count = kRuns;
+  o.infeed_queue = infeed.get();
+  o.reduction_method = Method::kMean;
+  o.optimizer_function = [](const Scope& s, const std::vector<Output>& out) {
+    return pipelining::OptimizerFunctionOutput{
+        std::make_shared<optimizers::CrossReplicaOptimizer>(Momentum()),
+        ops::SoftmaxCrossEntropyLoss(s, out[0], out[1])};
+  };
+  auto pipeline = pipelining::Pipeline(scope, o);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  Node* frame = (*pipeline)->frame();
+  ASSERT_NE(frame, nullptr);
+  EXPECT_EQ(frame->op(), "PipelineFrame");
+  IPUStrategy strategy(system.get());
+  ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
+  auto exe = strategy.Compile(*scope.graph(), {}, {frame});
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  EXPECT_EQ((*exe)->num_replicas(), replicas);
+  EXPECT_EQ((*exe)->ipus_per_replica(), 4);
+  EXPECT_NE((*exe)->MemoryReport().find("IPU 3 (shard 3): "), std::string::npos)
+      << (*exe)->MemoryReport();
+  std::vector<std::vector<Tensor>> results;
+  ASSERT_TRUE((*exe)->Execute({{}}, &results).ok());
+  EXPECT_EQ(static_cast<int>(results.size()), replicas);
+  auto trained = ReplicaZeroAndCheckEqual(**exe, replicas);
+  ASSERT_EQ(trained.size(), 7u);
+  EXPECT_LT(MaxDifference(trained, Reference(replicas)), 2e-5);
+  EXPECT_GT(MaxDifference(trained, init), 1e-2);  // The weights moved.
+}
+
+INSTANTIATE_TEST_SUITE_P(Replicas, FrameConformanceTest,
                          ::testing::Values(1, 2));
 
 // Execute takes [replica][argument]: a pipeline's arguments are the values
