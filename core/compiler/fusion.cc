@@ -9,12 +9,14 @@ namespace ipuflow::compiler {
 namespace {
 
 // Ops whose nodes never join a chain: the compiler treats their outputs or
-// state specially in later phases.
+// state specially in later phases, or the div0 trap reads the divisor by
+// the op's own input index (the fused node's inputs are the chain's).
 bool Plain(const Node& n) {
   const OpDef& op = n.op_def();
   return !op.is_stateful() && op.resource_access() == ResourceAccess::kNone &&
          op.forwards().empty() && !op.sub_programs() &&
-         op.always_live() == AlwaysLive::kNone && !op.needs_feed();
+         op.always_live() == AlwaysLive::kNone && !op.needs_feed() &&
+         op.divisor_input() < 0;
 }
 
 }  // namespace

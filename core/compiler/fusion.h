@@ -10,7 +10,8 @@
 // A chain fuses when each intermediate is output 0 of its producer, its
 // producer's only output, read by exactly one input of the next node and
 // not fetched; every node is on the same IPU, stateless, without aliasing
-// outputs, sub-programs or always-live memory, not a target, without
+// outputs, sub-programs, always-live memory or a divisor input (the div0
+// trap indexes the op's own inputs), not a target, without
 // control edges in or out, and the FusionDef's `applies` accepts it. The
 // longest chain ending at a node wins; nodes are visited last to first.
 //
