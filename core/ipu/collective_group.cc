@@ -77,8 +77,9 @@ void CollectiveGroup::ReduceInto(const Rendezvous& r, int64_t begin,
 // Spin budget of a waiting member: the members run the same program on
 // their own IPU threads, so they usually arrive within microseconds of each
 // other; a member that is much later costs the others one budget of CPU,
-// then they sleep.
-constexpr std::chrono::microseconds kBarrierSpin{20};
+// then they sleep. On a loaded 2-vCPU machine 0 and 20 us measured alike
+// (tests/replication_benchmark); the spin pays when cores are free.
+constexpr std::chrono::microseconds kBarrierSpin{10};
 
 absl::Status CollectiveGroup::Barrier(Rendezvous* r, bool cancellable) {
   if (cancellable && !cancelled_.ok()) return cancelled_;

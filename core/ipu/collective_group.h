@@ -20,6 +20,10 @@
 // them (G = group size): all-reduce 2 (G-1)/G x size, reduce-scatter
 // (G-1)/G x padded input size, all-gather (G-1)/G x output size.
 //
+// Cost: two barriers per collective (inputs published; every member done
+// writing), each a short spin on an atomic before sleeping, and no copy of
+// the input unless the output overlaps it.
+//
 // Thread safety: collectives are called concurrently by the R replica
 // threads; Cancel may be called from any thread and wakes every waiter with
 // the given status (an error in one replica must not leave the others
