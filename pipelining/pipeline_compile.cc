@@ -219,6 +219,16 @@ void PipelineRuntime::LowerToWorkLists() {
         w.tag = static_cast<int>(entries_.size());
         w.order = w.tag;
         if (item.pass == Pass::kForward) {
+          // Stage 0's first part reads the infeed and hands the element on.
+          if (s == 0 && b_->options.infeed_queue != nullptr) {
+            if (p == 0) {
+              for (size_t q = 1; q < parts_[0].size(); ++q) {
+                w.pushes.push_back(Key("infeed", 0, q));
+              }
+            } else {
+              w.pops.push_back(Key("infeed", 0, p));
+            }
+          }
           for (size_t q = 0; s > 0 && q < parts_[s - 1].size(); ++q) {
             w.pops.push_back(Key("act", s - 1, q, p));
           }
@@ -252,10 +262,6 @@ void PipelineRuntime::LowerToWorkLists() {
       std::move(devices), std::move(lists),
       /*lockstep=*/table.kind == PipelineSchedule::kSequential);
   lists_->SizeChannels();
-  // The feeder may run ahead of stage 0 by a couple of elements.
-  for (size_t p = 0; p < parts_[0].size(); ++p) {
-    lists_->AddChannel(Key("infeed", 0, p), 2);
-  }
 }
 
 // Variables by kind and program arenas, per IPU; records the optimizer

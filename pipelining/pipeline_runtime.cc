@@ -1,4 +1,5 @@
-// PipelineRuntime, running: the feeder, what each work-list item does, the
+// PipelineRuntime, running: what each work-list item does (stage 0 reading
+// the infeed, forward, backward, outfeed delivery), the
 // weight update and the report. Lowering is in pipeline_compile.cc; the
 // work lists themselves run in the device layer (core/ipu/work_lists.h).
 #include "pipelining/pipeline_runtime.h"
@@ -7,7 +8,6 @@
 #include <cstring>
 #include <chrono>
 #include <map>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -39,7 +39,7 @@ struct PipelineRuntime::RunState : WorkListsRun {
       ABSL_GUARDED_BY(outfeed_mu);
   std::vector<Tensor> outfeed_sum ABSL_GUARDED_BY(outfeed_mu);
   // What a stopped repeat gives back (GiveBackUnprocessed): the infeed
-  // elements it took (the feeder's; read once it is joined), how many
+  // elements it took (stage 0's first part's, read after the lists ran), how many
   // micro-batches reached the outfeed, which one failed, and whether the
   // weight update began.
   std::vector<feeds::Element> taken;
@@ -127,8 +127,15 @@ absl::Status PipelineRuntime::Forward(RunState& rs, const Entry& e, int repeat,
   if (s == 0) {
     std::copy(rs.input_values.begin(), rs.input_values.end(), args.begin());
     if (b_->options.infeed_queue != nullptr) {
-      ASSIGN_OR_RETURN(ChannelMessage msg, Fifo(Key("infeed", 0, e.part))->Pop());
-      std::move(msg.values.begin(), msg.values.end(),
+      std::vector<Tensor> element;
+      if (e.part == 0) {
+        ASSIGN_OR_RETURN(element, Dequeue(rs, m, repeat));
+      } else {
+        ASSIGN_OR_RETURN(ChannelMessage msg,
+                         Fifo(Key("infeed", 0, e.part))->Pop());
+        element = std::move(msg.values);
+      }
+      std::move(element.begin(), element.end(),
                 args.begin() + rs.input_values.size());
     }
   } else {
@@ -291,30 +298,31 @@ absl::Status PipelineRuntime::RunItem(RunState& rs, int repeat,
   return absl::OkStatus();
 }
 
-void PipelineRuntime::Feeder(RunState& rs, int repeat) {
-  feeds::IPUInfeedQueue* infeed = b_->options.infeed_queue;
-  const int M = b_->table.micro_batches;
-  for (int m = 0; m < M; ++m) {
-    absl::StatusOr<feeds::Element> el =
-        infeed->Dequeue(replica_.index, replica_.count, rs.cancel.get());
-    if (!el.ok()) {
-      Abort(rs, absl::Status(el.status().code(),
-                             absl::StrCat("infeed of pipeline '",
-                                          b_->options.name, "', micro-batch ",
-                                          m, " of run ", repeat, ": ",
-                                          el.status().message())));
-      return;
-    }
-    rs.taken.push_back(*el);
-    for (size_t p = 0; p < parts_[0].size(); ++p) {
-      const int ipu = parts_[0][p]->def->ipu;
-      const int64_t bytes = Bytes(*el);
-      Device(ipu).counters().host_to_device.fetch_add(
-          bytes, std::memory_order_relaxed);
-      rs.host_to_device += bytes;
-      if (!Fifo(Key("infeed", 0, p))->Push({*el, 0}).ok()) return;
-    }
+// Stage 0's first part reads the infeed as an InfeedDequeue kernel does,
+// on its IPU's thread (no host thread of the pipeline's own): this
+// replica's next element, handed to the stage's other parts through their
+// "infeed" channels.
+absl::StatusOr<std::vector<Tensor>> PipelineRuntime::Dequeue(RunState& rs,
+                                                             int m,
+                                                             int repeat) {
+  absl::StatusOr<feeds::Element> el = b_->options.infeed_queue->Dequeue(
+      replica_.index, replica_.count, rs.cancel.get());
+  if (!el.ok()) {
+    return absl::Status(
+        el.status().code(),
+        absl::StrCat("infeed of pipeline '", b_->options.name, "', micro-batch ",
+                     m, " of run ", repeat, ": ", el.status().message()));
   }
+  rs.taken.push_back(*el);
+  const int64_t bytes = Bytes(*el);
+  for (size_t p = 0; p < parts_[0].size(); ++p) {
+    Device(parts_[0][p]->def->ipu)
+        .counters()
+        .host_to_device.fetch_add(bytes, std::memory_order_relaxed);
+    rs.host_to_device += bytes;
+    if (p > 0) RETURN_IF_ERROR(Fifo(Key("infeed", 0, p))->Push({*el, 0}));
+  }
+  return *std::move(el);
 }
 
 absl::Status PipelineRuntime::StreamOptimizerState(bool in, RunState& rs) {
@@ -433,24 +441,12 @@ absl::Status PipelineRuntime::RunOnce(RunState& rs, int repeat) {
   std::fill(rs.vclock.begin(), rs.vclock.end(), start);
   std::vector<size_t> before(num_ipus_);
   for (int k = 0; k < num_ipus_; ++k) before[k] = rs.timings[k].size();
-  std::thread feeder;
-  if (b_->options.infeed_queue != nullptr) {
-    absl::StatusOr<std::thread> t = StartThread(
-        absl::StrCat("the infeed of pipeline '", b_->options.name, "'"),
-        [&rs, this, repeat] { Feeder(rs, repeat); });
-    if (!t.ok()) {
-      Abort(rs, t.status());
-      return t.status();
-    }
-    feeder = *std::move(t);
-  }
   const absl::Status run = lists_->Run(
       rs,
       [&rs, this, repeat](const WorkListItem& item, WorkItemClock* clock) {
         return RunItem(rs, repeat, item, clock);
       },
       absl::StrCat("replica ", replica_.index));
-  if (feeder.joinable()) feeder.join();
   RETURN_IF_ERROR(run);
   RETURN_IF_ERROR(rs.Status());
   // This repeat's items, for the report and the timelines.

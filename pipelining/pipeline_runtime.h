@@ -15,12 +15,12 @@
 // and channel contents at capacity) against the IPU's budget.
 //
 // Run, per pipeline run (repeat_count of them):
-//  - a feeder thread dequeues gradient_accumulation_count infeed elements
-//    and hands each to the first stage's parts (the "infeed" channels);
 //  - the work lists run (WorkLists::Run: every IPU's list on its thread);
-//    what an item does is this file's ItemFn: pop the part's inputs, run
-//    its program, push its outputs (the last stage's values to the
-//    outfeed);
+//    what an item does is this file's ItemFn: pop the part's inputs (stage
+//    0's first part dequeues this replica's infeed element on its IPU's
+//    thread, as an InfeedDequeue kernel, and hands it to the stage's other
+//    parts), run its program, push its outputs (the last stage's values to
+//    the outfeed);
 //  - after the last backward, the weight update runs (from IPU 0's thread,
 //    hopping to each IPU for its variables), with offloaded optimizer state
 //    streamed in before and out after.
@@ -133,7 +133,8 @@ class PipelineRuntime {
   }
 
   absl::Status RunOnce(RunState& rs, int repeat);
-  void Feeder(RunState& rs, int repeat);
+  // Stage 0, part 0: the next infeed element of micro-batch m.
+  absl::StatusOr<std::vector<Tensor>> Dequeue(RunState& rs, int m, int repeat);
   // What one work-list item does (WorkLists::ItemFn).
   absl::Status RunItem(RunState& rs, int repeat, const WorkListItem& item,
                        WorkItemClock* clock);
