@@ -1,5 +1,10 @@
 #include "ops/math/select.h"
 
+#include <immintrin.h>
+
+#include <cstring>
+#include <type_traits>
+
 #include "absl/strings/str_cat.h"
 #include "core/op_registry.h"
 #include "ops/array/fill.h"
@@ -36,6 +41,33 @@ void WithRow(const T* p, int64_t n, bool full, K&& k) {
   }
 }
 
+// z = c ? x : y over n elements of 4 bytes (float, int32), bit for bit:
+// 8 conditions widened to a lane mask and blended per instruction (AVX2,
+// the build's baseline). Eigen's select over a bool array runs one scalar
+// at a time.
+void Select4Bytes(const bool* c, const void* x, const void* y, void* z,
+                  int64_t n) {
+  const auto* px = static_cast<const char*>(x);
+  const auto* py = static_cast<const char*>(y);
+  auto* pz = static_cast<char*>(z);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    int64_t bytes;  // The 8 bools (each 0 or 1).
+    std::memcpy(&bytes, c + i, 8);
+    const __m256i mask = _mm256_cmpgt_epi32(
+        _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes)), _mm256_setzero_si256());
+    const __m256i xv =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(px + 4 * i));
+    const __m256i yv =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(py + 4 * i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(pz + 4 * i),
+                        _mm256_blendv_epi8(yv, xv, mask));
+  }
+  for (; i < n; ++i) {
+    std::memcpy(pz + 4 * i, (c[i] ? px : py) + 4 * i, 4);
+  }
+}
+
 template <typename T>
 absl::Status SelectKernel(KernelContext& ctx) {
   const Tensor &c = ctx.input(0), &x = ctx.input(1), &y = ctx.input(2);
@@ -43,13 +75,19 @@ absl::Status SelectKernel(KernelContext& ctx) {
       SelectShape(c.shape(), x.shape(), y.shape());
   if (!shape.ok()) return ctx.InvalidArgument(shape.status().message());
   const TensorShape& out = *shape;
-  ASSIGN_OR_RETURN(Tensor* z, ctx.allocate_output(0, out));
+  ASSIGN_OR_RETURN(Tensor * z, ctx.allocate_output(0, out));
   const bool* pc = c.data<bool>();
   const T *px = x.data<T>(), *py = y.data<T>();
   T* pz = z->data<T>();
   const int64_t n = z->NumElements();
   if (n == 0) return absl::OkStatus();
   if (c.shape() == out && x.shape() == out && y.shape() == out) {
+    if constexpr (sizeof(T) == 4 && std::is_trivially_copyable_v<T>) {
+      ctx.ParallelFor(n, 1.0, [&](int64_t b, int64_t e) {
+        Select4Bytes(pc + b, px + b, py + b, pz + b, e - b);
+      });
+      return absl::OkStatus();
+    }
     ctx.ParallelFor(n, kCwiseCost, [&](int64_t b, int64_t e) {
       ArrayMap<T>(pz + b, e - b) = ConstArrayMap<bool>(pc + b, e - b)
                                        .select(ConstArrayMap<T>(px + b, e - b),

@@ -1,5 +1,9 @@
 #include "ops/math/select.h"
 
+#include <cmath>
+#include <cstring>
+#include <random>
+
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"
@@ -36,6 +40,39 @@ TEST(SelectTest, AllThreeBroadcast) {
                     Const<float>(s, {1, 2}, {2, 1}),
                     Const<float>(s, {10, 20, 30, 40, 50, 60}, {2, 3}));
   EXPECT_TRUE(TensorNear(RunOne(s, {}, z), {1, 20, 1, 2, 50, 2}, {2, 3}));
+}
+
+// The vector path (4-byte types, same shapes): lengths around the 8-lane
+// width, bit patterns kept (NaN payloads, -0), against a scalar loop.
+TEST(SelectTest, SameShapesVectorPathWithTails) {
+  std::mt19937 gen(5);
+  std::bernoulli_distribution coin(0.5);
+  for (int64_t n : {1, 7, 8, 9, 31, 1001}) {
+    Tensor c(DType::kBool, {n});
+    Tensor x(DType::kFloat32, {n}), y(DType::kFloat32, {n});
+    Tensor xi(DType::kInt32, {n}), yi(DType::kInt32, {n});
+    for (int64_t i = 0; i < n; ++i) {
+      c.data<bool>()[i] = coin(gen);
+      x.data<float>()[i] = i % 5 == 0 ? std::nanf("7") : 1.5f * i;
+      y.data<float>()[i] = i % 3 == 0 ? -0.0f : -2.0f * i;
+      xi.data<int32_t>()[i] = static_cast<int32_t>(i * 7919);
+      yi.data<int32_t>()[i] = -static_cast<int32_t>(i);
+    }
+    Scope s = Scope::NewRootScope();
+    const Tensor z =
+        RunOne(s, {}, Select(s, Const(s, c), Const(s, x), Const(s, y)));
+    const Tensor zi =
+        RunOne(s, {}, Select(s, Const(s, c), Const(s, xi), Const(s, yi)));
+    for (int64_t i = 0; i < n; ++i) {
+      const bool pick = c.data<bool>()[i];
+      const float want = pick ? x.data<float>()[i] : y.data<float>()[i];
+      ASSERT_EQ(std::memcmp(&z.data<float>()[i], &want, 4), 0)
+          << "n=" << n << " i=" << i;
+      ASSERT_EQ(zi.data<int32_t>()[i],
+                pick ? xi.data<int32_t>()[i] : yi.data<int32_t>()[i])
+          << "n=" << n << " i=" << i;
+    }
+  }
 }
 
 TEST(SelectTest, ConditionMustBeBool) {

@@ -18,6 +18,7 @@
 //                BM_OnednnMaxPoolTraining writes the argmax workspace the
 //                backward primitive needs, as a training step would)
 //   MaxPoolGrad  pooling_backward max from that workspace
+// BM_Select/<shape> times Select (float32, same shapes) on the pooled size.
 // BM_Identity/<shape> is the program overhead for an output of that size
 // (an Identity node fetched: the executor and the copy out).
 // The context lines print the CPU, its ISA and the ISA oneDNN runs;
@@ -32,6 +33,7 @@
 #include "core/program.h"
 #include "ops/array/const.h"
 #include "ops/array/identity.h"
+#include "ops/math/select.h"
 #include "ops/nn/max_pool_2d.h"
 #include "ops/nn/relu.h"
 #include "ops/onednn/onednn.h"
@@ -258,6 +260,25 @@ void BM_OnednnMaxPoolGrad(benchmark::State& state) {
   Items(state, Pre(sh).num_elements());
 }
 
+// ---- Select (no oneDNN counterpart; against ReluGrad's rate).
+
+void BM_Select(benchmark::State& state) {
+  const TensorShape s = Pooled(ShapeArg(state));
+  Tensor cond(DType::kBool, s);
+  std::mt19937 gen(6);
+  for (bool& b : cond.span<bool>()) b = gen() & 1;
+  Scope scope = Scope::NewRootScope();
+  const Output c = Placeholder(scope, DType::kBool, s);
+  const Output x = Placeholder(scope, DType::kFloat32, s);
+  const Output y = Placeholder(scope, DType::kFloat32, s);
+  if (!testing::RunProgramPerIteration(
+          state, scope, {c, x, y}, {cond, Uniform(s, 1), Uniform(s, 2)},
+          {Select(scope, c, x, y)}, /*intra_op_threads=*/0)) {
+    return;
+  }
+  Items(state, s.num_elements());
+}
+
 // ---- The executor's own cost for an output of the pooled / pre-pool size.
 
 void BM_Identity(benchmark::State& state) {
@@ -283,6 +304,7 @@ BENCHMARK(BM_OnednnMaxPool)->Apply(ShapeArgs);
 BENCHMARK(BM_OnednnMaxPoolTraining)->Apply(ShapeArgs);
 BENCHMARK(BM_MaxPoolGrad)->Apply(ShapeArgs);
 BENCHMARK(BM_OnednnMaxPoolGrad)->Apply(ShapeArgs);
+BENCHMARK(BM_Select)->Apply(ShapeArgs);
 BENCHMARK(BM_Identity)->Apply(ShapeArgs);
 
 const bool kContext = [] {
