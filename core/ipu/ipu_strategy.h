@@ -1,7 +1,9 @@
 // IPUStrategy: the one entry point that compiles computations into
 // Executables (executable.h) and runs them on every replica of the IPU
-// system: a graph's fetches become a DeviceProgram; an ExecutableSource (a
-// pipeline) compiles itself. Compiled programs are cached by the graph's
+// system: a graph's fetches and targets become a DeviceProgram, whatever
+// the graph holds (steps, device loops, sharded models, a pipeline's frame
+// node: device_frame.h); an ExecutableSource compiles itself (a PipelineOp:
+// a thin wrapper over the DeviceProgram of its frame). Compiled programs are cached by the graph's
 // fingerprint, the fetches, targets and feed shapes (or the source) and the
 // system's configuration, so running the same step again does not
 // recompile.
@@ -15,6 +17,7 @@
 // With several replicas each fetch gets a leading replica dimension.
 //
 //   ASSIGN_OR_RETURN(auto pipeline, pipelining::Pipeline(scope, options));
+//   strategy.Compile(graph, {}, {pipeline->frame()});   // as for a loop
 //   RETURN_IF_ERROR(strategy.Run(*pipeline));   // results leave by outfeed
 //   ASSIGN_OR_RETURN(Executable* exe, strategy.Compile(*pipeline));
 //   exe->ReadVariables(".*/w");                 // per replica
