@@ -40,6 +40,7 @@
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <string>
 #include <random>
 #include <thread>
 #include <vector>
@@ -62,6 +63,9 @@ ABSL_FLAG(int, steps, 20, "steps per timed round");
 ABSL_FLAG(int, rounds, 15, "timed rounds of each program (medians printed)");
 ABSL_FLAG(bool, profile, false,
           "print ipuflow's per-op kernel times for the training step");
+ABSL_FLAG(std::string, profile_csv, "",
+          "with --profile: also write each node's median kernel time "
+          "(program,node,op,us) to this file");
 ABSL_FLAG(bool, only_onednn, false,
           "run only the oneDNN program (for DNNL_VERBOSE=2 profiles)");
 
@@ -114,16 +118,22 @@ std::vector<Times> AlternatingMedians(
 // Per-op kernel time of `program`'s runs so far, in microseconds per run
 // (each node's median over the runs: robust to a descheduled run on a busy
 // machine), largest first, and their sum.
-double PrintProfile(const char* title, const Program& program) {
+double PrintProfile(const char* title, const Program& program, FILE* csv) {
   std::map<std::string, std::pair<double, int>> by_op;  // us, nodes.
   for (const Program::NodeTime& t : program.profile()) {
     auto& [us, nodes] = by_op[t.op];
     std::vector<float> v = t.samples;
+    double median = 0;
     if (!v.empty()) {
       std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-      us += v[v.size() / 2] * 1e6;
+      median = v[v.size() / 2] * 1e6;
     }
+    us += median;
     ++nodes;
+    if (csv != nullptr) {
+      std::fprintf(csv, "%s,%s,%s,%.2f\n", program.spec().fuse ? "fused" : "unfused",
+                   t.name.c_str(), t.op.c_str(), median);
+    }
   }
   std::vector<std::pair<double, std::string>> rows;
   double total = 0;
@@ -255,6 +265,10 @@ int Main() {
               onednn_trained);
 
   if (absl::GetFlag(FLAGS_profile)) {
+    FILE* csv = nullptr;
+    if (!absl::GetFlag(FLAGS_profile_csv).empty()) {
+      csv = std::fopen(absl::GetFlag(FLAGS_profile_csv).c_str(), "w");
+    }
     // Sequential runs with each kernel timed; the step timed around them.
     for (Session* session : {&fused, &unfused}) {
       absl::StatusOr<Program*> program = session->GetProgram(feeds, {loss}, {train});
@@ -267,12 +281,13 @@ int Main() {
           {run(*session, &fused_loss, {train})}, 1, steps * rounds);
       const double kernels = PrintProfile(
           session == &fused ? "\nipuflow step, fused" : "\nipuflow step, unfused",
-          **program);
+          **program, csv);
       std::printf("  step %.1f us (median of %d runs); kernels %.1f us; "
                   "outside kernels %.1f us\n",
                   t[0].wall * 1e3, steps * rounds, kernels, t[0].wall * 1e3 - kernels);
       (*program)->set_profiling(false);
     }
+    if (csv != nullptr) std::fclose(csv);
   }
   return 0;
 }

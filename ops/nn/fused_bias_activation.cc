@@ -227,19 +227,5 @@ REGISTER_FUSION("MaxPool2D+Relu")
       return absl::OkStatus();
     });
 
-REGISTER_FUSION("ReluGrad+MaxPoolGrad")
-    .Chain({"ReluGrad", "MaxPoolGrad"}, {2})
-    .SetApplies([](Chain chain) {
-      return FloatOrHalf(chain[0]->output_dtype(0));
-    })
-    .SetKernel([](KernelContext& ctx) -> absl::Status {
-      // Inputs: ReluGrad's (dy, y), then MaxPoolGrad's (x, y). The masked
-      // gradient goes to the arena slot the compiler planned for this step.
-      ASSIGN_OR_RETURN(Tensor * masked,
-                       ctx.RunChainKernel(0, {&ctx.input(0), &ctx.input(1)}));
-      return ctx.RunChainKernel(1, {&ctx.input(2), &ctx.input(3), masked})
-          .status();
-    });
-
 }  // namespace
 }  // namespace ipuflow::ops

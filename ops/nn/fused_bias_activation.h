@@ -15,9 +15,14 @@
 //   MaxPool2D+Relu: relu(maxpool(x)) == maxpool(relu(x)); the pool's
 //     output is clamped in place (inference: in training MaxPoolGrad
 //     reads the pool's output, a second consumer, so it does not apply).
-//   ReluGrad+MaxPoolGrad: dy masked by y > 0 into a buffer the node keeps
-//     between runs, then MaxPoolGrad's own kernel; the masked gradient
-//     never becomes a value of the program.
+//
+// Not fused: the ReLU gradient into MaxPoolGrad. Run as ReluGrad's and
+// MaxPoolGrad's kernels back to back in one node (the masked gradient in an
+// arena slot planned for that step), it measured slower than the two nodes
+// (conv1: 136 vs 54 + 9 us, per-node medians in one run of
+// onednn_reference_benchmark --profile) and keeps ReluGrad's inputs live
+// until MaxPoolGrad's output is written; a gain needs MaxPoolGrad to read
+// dy through the mask itself.
 //
 // NHWC (channels last) bias only; float32 and float16 (float16 widened per
 // block, summed in float32 and rounded once through RoundToHalf, as the
