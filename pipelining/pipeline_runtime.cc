@@ -67,15 +67,6 @@ double VirtualCost(const PipelineOptions& o, const WorkItem& item,
 
 }  // namespace
 
-void PipelineRuntime::Abort(RunState& rs, const absl::Status& s,
-                            int micro_batch) {
-  rs.Abort(s, absl::StrCat("replica ", replica_.index));
-  MutexLock l(&rs.mu);
-  if (rs.status == s) {
-    rs.failed_micro_batch = absl::IsCancelled(s) ? -1 : micro_batch;
-  }
-}
-
 absl::Status PipelineRuntime::DeliverOutfeed(RunState& rs, int part,
                                              int micro_batch,
                                              std::vector<Tensor> values) {

@@ -153,9 +153,6 @@ class PipelineRuntime {
   // (all-gather).
   absl::StatusOr<Tensor> Shard(const std::string& name, const Tensor& full);
   absl::StatusOr<Tensor> Gather(const std::string& name, const Tensor& shard);
-  // Stops the run with `s`; `micro_batch` is the one whose work failed
-  // (it is not given back to the infeed), -1 for none.
-  void Abort(RunState& rs, const absl::Status& s, int micro_batch = -1);
   // After a stopped run: gives back to the infeed the elements this repeat
   // took whose values never reached the outfeed (none once the weight
   // update began), except the failing micro-batch's.
