@@ -537,6 +537,35 @@ TEST_P(FrameConformanceTest, FrameCompilesAndRunsLikeALoop) {
 INSTANTIATE_TEST_SUITE_P(Replicas, FrameConformanceTest,
                          ::testing::Values(1, 2));
 
+// A frame is lowered per device program: the program compiled from the
+// graph and the PipelineOp's own executable coexist and both run it; once
+// the PipelineOp is gone, the program's run is refused, naming the frame.
+TEST(FrameLifetimeTest, ProgramsOfOneFrameCoexistAndOutliveItSafely) {
+  auto init = InitialValues(1);
+  auto system = MakeSystem(4, 1);
+  Scope scope = Scope::NewRootScope();
+  auto infeed = *feeds::IPUInfeedQueue::Create(
+      MicroBatches(2 * kMicroBatches)->Repeat());
+  auto pipeline = SgdPipeline(scope, init, infeed.get());
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  IPUStrategy strategy(system.get());
+  ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
+  auto direct = strategy.Compile(*scope.graph(), {}, {(*pipeline)->frame()});
+  ASSERT_TRUE(direct.ok()) << direct.status();
+  auto wrapped = strategy.Compile(**pipeline);
+  ASSERT_TRUE(wrapped.ok()) << wrapped.status();
+  std::vector<std::vector<Tensor>> results;
+  ASSERT_TRUE((*direct)->Execute({{}}, &results).ok());
+  ASSERT_TRUE((*wrapped)->Execute({{}}, &results).ok());
+  auto report = (*pipeline)->Run(strategy);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->micro_batches, kMicroBatches);
+  pipeline->reset();  // The frame goes with its PipelineOp.
+  const absl::Status gone = (*direct)->Execute({{}}, &results);
+  EXPECT_EQ(gone.code(), absl::StatusCode::kFailedPrecondition) << gone;
+  EXPECT_NE(gone.message().find("is gone"), std::string::npos) << gone;
+}
+
 // Execute takes [replica][argument]: a pipeline's arguments are the values
 // of its `inputs`, here a scale that differs per replica.
 TEST(ExecuteTest, PipelineArgumentsPerReplica) {
