@@ -88,12 +88,16 @@ double ProcessCpuMs() {
 }
 
 // Median times per call of each of `fns`, timed in alternating rounds of
-// `steps` calls after one untimed round each.
+// `steps` calls after one untimed round each, the order rotating by one
+// each round.
 std::vector<Times> AlternatingMedians(
     const std::vector<std::function<void()>>& fns, int steps, int rounds) {
   std::vector<std::vector<double>> wall(fns.size()), cpu(fns.size());
   for (int r = -1; r < rounds; ++r) {
-    for (size_t f = 0; f < fns.size(); ++f) {
+    // Each round starts with the next function: whichever runs right after
+    // another program (its caches cold, its pool's thread asleep) changes.
+    for (size_t i = 0; i < fns.size(); ++i) {
+      const size_t f = (i + static_cast<size_t>(r + 1)) % fns.size();
       const double cpu0 = ProcessCpuMs();
       const auto start = std::chrono::steady_clock::now();
       for (int i = 0; i < steps; ++i) fns[f]();
@@ -270,6 +274,9 @@ int Main() {
       csv = std::fopen(absl::GetFlag(FLAGS_profile_csv).c_str(), "w");
     }
     // Sequential runs with each kernel timed; the step timed around them.
+    // Fused and unfused alternate in rounds, as above, so that the machine's
+    // load weighs on both alike.
+    std::vector<Program*> programs;
     for (Session* session : {&fused, &unfused}) {
       absl::StatusOr<Program*> program = session->GetProgram(feeds, {loss}, {train});
       if (!program.ok()) {
@@ -277,15 +284,20 @@ int Main() {
         return 1;
       }
       (*program)->set_profiling(true);
-      const std::vector<Times> t = AlternatingMedians(
-          {run(*session, &fused_loss, {train})}, 1, steps * rounds);
+      programs.push_back(*program);
+    }
+    const std::vector<Times> t = AlternatingMedians(
+        {run(fused, &fused_loss, {train}), run(unfused, &unfused_loss, {train})},
+        steps, rounds);
+    for (int i = 0; i < 2; ++i) {
       const double kernels = PrintProfile(
-          session == &fused ? "\nipuflow step, fused" : "\nipuflow step, unfused",
-          **program, csv);
-      std::printf("  step %.1f us (median of %d runs); kernels %.1f us; "
+          i == 0 ? "\nipuflow step, fused" : "\nipuflow step, unfused",
+          *programs[i], csv);
+      std::printf("  step %.1f us (median of %d rounds of %d); kernels %.1f us; "
                   "outside kernels %.1f us\n",
-                  t[0].wall * 1e3, steps * rounds, kernels, t[0].wall * 1e3 - kernels);
-      (*program)->set_profiling(false);
+                  t[i].wall * 1e3, rounds, steps, kernels,
+                  t[i].wall * 1e3 - kernels);
+      programs[i]->set_profiling(false);
     }
     if (csv != nullptr) std::fclose(csv);
   }
