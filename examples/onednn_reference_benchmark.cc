@@ -60,6 +60,9 @@ ABSL_FLAG(int, threads, 0,
           "oneDNN's OpenMP threads and ipuflow's intra_op_threads (0: "
           "each one's default for this machine)");
 ABSL_FLAG(int, steps, 20, "steps per timed round");
+ABSL_FLAG(int, inter_op_threads, 1,
+          "ipuflow's SessionOptions::inter_op_threads (0: nodes one at a "
+          "time, in order)");
 ABSL_FLAG(int, rounds, 15, "timed rounds of each program (medians printed)");
 ABSL_FLAG(bool, profile, false,
           "print ipuflow's per-op kernel times for the training step");
@@ -185,6 +188,7 @@ int Main() {
   Node* train = adamw.Minimize(s, loss);
   SessionOptions options;
   options.intra_op_threads = threads;
+  options.inter_op_threads = absl::GetFlag(FLAGS_inter_op_threads);
   Session fused(s.graph(), options);
   options.fuse = false;
   Session unfused(s.graph(), options);
@@ -226,11 +230,12 @@ int Main() {
   }
 
   std::printf("machine: %s\n", MachineDescription().c_str());
-  std::printf("oneDNN %d.%d.%d, ISA %s; ipuflow intra_op_threads %d%s; "
-              "OMP_WAIT_POLICY=%s\n",
+  std::printf("oneDNN %d.%d.%d, ISA %s; ipuflow intra_op_threads %d%s, "
+              "inter_op_threads %d; OMP_WAIT_POLICY=%s\n",
               dnnl_version()->major, dnnl_version()->minor,
               dnnl_version()->patch, ops::onednn::IsaName().c_str(), threads,
               threads == 0 ? " (default pool)" : "",
+              absl::GetFlag(FLAGS_inter_op_threads),
               std::getenv("OMP_WAIT_POLICY"));
   std::printf("batch %lld, %d rounds of %d steps, medians (ms)\n",
               static_cast<long long>(kBatch), rounds, steps);
