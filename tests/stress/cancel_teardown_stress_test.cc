@@ -105,10 +105,18 @@ void LoopIteration(std::mt19937& rng, Watchdog& dog, int i, Tally* tally) {
       {}, infeed.get());
   ASSERT_TRUE(loop.ok()) << loop.status();
   auto strategy = std::make_unique<IPUStrategy>(system.get());
+  // Compiled before the stop can come: a strategy's Run after a reconfigure
+  // would compile for the new system and run its 2^30 steps (on a loaded
+  // machine the runner thread may start after a short delay's stop).
+  absl::StatusOr<DeviceProgram*> exe =
+      strategy->Compile(*s.graph(), {}, {loop->op});
+  ASSERT_TRUE(exe.ok()) << exe.status();
   Monitor monitor(outfeed.get(), "x");
   absl::Status run;
-  std::thread runner(
-      [&] { run = strategy->Run(*s.graph(), {}, {loop->op}).status(); });
+  std::thread runner([&] {
+    std::vector<std::vector<Tensor>> results;
+    run = (*exe)->Execute({{}}, &results);
+  });
   std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
   switch (stop) {
     case Stop::kCancel:
