@@ -73,6 +73,19 @@ absl::Status VariableResource::AssignAdd(const Tensor& delta, float sign) {
   return absl::OkStatus();
 }
 
+absl::Status VariableResource::Update(const std::function<void(Tensor&)>& fn) {
+  MutexLock l(&mu_);
+  if (!value_.valid()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "variable '", name_,
+        "' was updated before it was initialised; run the initialisers "
+        "first (Session::Initialize)"));
+  }
+  if (value_.buffer().use_count() > 1) value_ = value_.Copy();
+  fn(value_);
+  return absl::OkStatus();
+}
+
 Tensor VariableResource::Release() {
   MutexLock l(&mu_);
   return std::exchange(value_, Tensor());

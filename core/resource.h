@@ -9,6 +9,7 @@
 #ifndef IPUFLOW_CORE_RESOURCE_H_
 #define IPUFLOW_CORE_RESOURCE_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -38,6 +39,12 @@ class VariableResource : public Resource {
   absl::Status Assign(const Tensor& value);
   // value += sign * delta.
   absl::Status AssignAdd(const Tensor& delta, float sign);
+  // Runs `fn` on the value in place, under the lock (the value is copied
+  // first if another tensor shares its buffer, as AssignAdd does): fused
+  // optimizer updates write their variable and slots in one pass instead of
+  // reading copies and assigning them back. FailedPrecondition if never
+  // assigned. `fn` must not read or write this variable another way.
+  absl::Status Update(const std::function<void(Tensor&)>& fn);
   bool initialized() const;
   // Takes the value out, leaving the variable uninitialised (its memory
   // lives elsewhere until Assign brings it back: weight-update offloading).
