@@ -1,5 +1,7 @@
 #include "ops/state/apply_adam.h"
 
+#include <cmath>
+
 #include "core/session.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
@@ -73,6 +75,60 @@ TEST(ApplyAdamTest, DecoupledWeightDecayMatchesTorchAdamW) {
   EXPECT_TRUE(TensorNear(r[3], {0.7845818f, 2.0539368f}, {2}));
   // The moments do not see the decay.
   EXPECT_TRUE(TensorNear(r[4], {0.145f, 0.01f}, {2}));
+}
+
+// The in-place float32 path over sizes that do not fill whole packets or
+// split evenly over threads, three AdamW steps, against the update written
+// as a scalar loop in float32 (the old path's arithmetic, element by
+// element).
+TEST(ApplyAdamTest, InPlaceMatchesScalarLoopOnOddSizes) {
+  const float lr = 0.01f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 0.05f;
+  for (int64_t n : {1, 7, 9, 1001, 70001}) {
+    SCOPED_TRACE(n);
+    Tensor w0 = ::ipuflow::testing::RandomTensor({n}, -1, 1, 1);
+    Scope s = Scope::NewRootScope();
+    VariableHandle w = Variable(s.WithOpName("w"), Const(s, w0));
+    VariableHandle m = Variable(
+        s.WithOpName("m"), Const(s, Tensor::Filled(DType::kFloat32, {n}, 0)));
+    VariableHandle v = Variable(
+        s.WithOpName("v"), Const(s, Tensor::Filled(DType::kFloat32, {n}, 0)));
+    Output grad = Placeholder(s, DType::kFloat32, {n});
+    Output t = Placeholder(s, DType::kFloat32, {});
+    Node* step = ApplyAdam(s, w.handle, m.handle, v.handle, Const(s, lr), grad,
+                           Const(s, b1), Const(s, b2), Const(s, eps), t, wd);
+    ASSERT_TRUE(s.ok()) << s.status();
+    SessionOptions options;
+    options.intra_op_threads = 2;
+    Session session(s.graph(), options);
+    ASSERT_TRUE(session.Initialize().ok());
+    std::vector<float> rw(w0.data<float>(), w0.data<float>() + n), rm(n, 0),
+        rv(n, 0);
+    for (int i = 1; i <= 3; ++i) {
+      const Tensor g = ::ipuflow::testing::RandomTensor({n}, -1, 1, 10 + i);
+      ASSERT_TRUE(session
+                      .Run({{grad, g}, {t, Tensor::Scalar<float>(i)}}, {},
+                           {step}, nullptr)
+                      .ok());
+      const double bc1 = 1 - std::pow(double{b1}, double(i));
+      const float step_size = static_cast<float>(lr / bc1);
+      const float sqrt_bc2 =
+          static_cast<float>(std::sqrt(1 - std::pow(double{b2}, double(i))));
+      for (int64_t j = 0; j < n; ++j) {
+        const float gj = g.data<float>()[j];
+        rm[j] = b1 * rm[j] + (1 - b1) * gj;
+        rv[j] = b2 * rv[j] + (1 - b2) * gj * gj;
+        const float delta =
+            lr * wd * rw[j] +
+            step_size * rm[j] / (std::sqrt(rv[j]) / sqrt_bc2 + eps);
+        rw[j] -= delta;
+      }
+    }
+    std::vector<Tensor> out;
+    ASSERT_TRUE(session.Run({}, {w.value, m.value, v.value}, &out).ok());
+    EXPECT_TRUE(TensorNear(out[0], rw, {n}, 1e-6, 1e-5));
+    EXPECT_TRUE(TensorNear(out[1], rm, {n}, 1e-7, 1e-5));
+    EXPECT_TRUE(TensorNear(out[2], rv, {n}, 1e-9, 1e-5));
+  }
 }
 
 TEST(ApplyAdamTest, StepZeroIsAnError) {
