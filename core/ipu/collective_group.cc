@@ -81,6 +81,10 @@ void CollectiveGroup::ReduceInto(const Rendezvous& r, int64_t begin,
 // (tests/replication_benchmark); the spin pays when cores are free.
 constexpr std::chrono::microseconds kBarrierSpin{10};
 
+// All-reduce writes its reduced chunk to the other members' outputs in
+// blocks this size (half of a 32 KiB L1), each right after reducing it.
+constexpr int64_t kCopyBlockBytes = 16 << 10;
+
 absl::Status CollectiveGroup::Barrier(Rendezvous* r, bool cancellable) {
   if (cancellable && !cancelled_.ok()) return cancelled_;
   const uint64_t gen = r->generation.load(std::memory_order_relaxed);
@@ -236,16 +240,16 @@ absl::Status CollectiveGroup::Run(Kind kind, int replica,
   int64_t sent = 0;
   switch (kind) {
     case Kind::kAllReduce:
-      // Reduce chunk `rank` once, then write it into every output.
-      if (end > begin) {
+      // Reduce chunk `rank` once, then write it into every output, a
+      // block at a time: the copies read the block from L1, not memory.
+      for (int64_t b = begin; b < end; b += kCopyBlockBytes / esize) {
+        const int64_t e = std::min<int64_t>(end, b + kCopyBlockBytes / esize);
         IPUFLOW_SWITCH_NUMERIC(
-            in.dtype(),
-            ReduceInto<T>(*r, begin, end, op, out.data<T>() + begin), break);
+            in.dtype(), ReduceInto<T>(*r, b, e, op, out.data<T>() + b), break);
         for (int k = 0; k < g; ++k) {
           if (k == rank) continue;
-          std::memcpy(static_cast<char*>(r->outputs[k]->raw_data()) +
-                          begin * esize,
-                      out_bytes + begin * esize, (end - begin) * esize);
+          std::memcpy(static_cast<char*>(r->outputs[k]->raw_data()) + b * esize,
+                      out_bytes + b * esize, (e - b) * esize);
         }
       }
       sent = 2 * (g - 1) * static_cast<int64_t>(in.TotalBytes()) / g;
