@@ -16,9 +16,11 @@
 //
 //   bazel run //feeds:feed_benchmark -- --benchmark_min_time=1
 //
-// Every feed crosses 2-4 threads: when other processes load the machine, or
-// under `taskset -c 0`, they share cores and small rings get several times
-// slower (the ring's spin-before-yield assumes the other side is running).
+// Every feed crosses 2-3 threads (the infeed's host thread, the IPU's, the
+// reader; the outfeed has no thread of its own): when other processes load
+// the machine, or under `taskset -c 0`, they share cores and small rings get
+// several times slower (a waiting side spins ~5 us, then sleeps: the spin
+// pays only while the other side is running).
 //
 // Elements share their buffer with the dataset's tensor (zero-copy), so the
 // infeed's "GB/s" counts bytes made available to the device, not bytes moved;
