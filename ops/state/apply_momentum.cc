@@ -32,6 +32,35 @@ absl::Status Momentum(KernelContext& ctx, VariableResource* var,
   return SubtractFromVariable(ctx, 0, delta, var);
 }
 
+// float32 variable and accumulator: the same arithmetic in one pass over
+// both in place (VariableResource::Update, var then accum), without the
+// accumulator's copies and the delta tensor.
+absl::Status MomentumFloat32InPlace(const KernelContext& ctx,
+                                    VariableResource* var,
+                                    VariableResource* accum) {
+  const float lr = ScalarInput(ctx, kLr);
+  const float mu = ScalarInput(ctx, kMomentum);
+  const bool nesterov = ctx.attr<bool>("use_nesterov");
+  const Tensor& grad = ctx.input(kGrad);
+  absl::Status inner;
+  const absl::Status outer = var->Update([&](Tensor& w) {
+    inner = accum->Update([&](Tensor& a) {
+      ctx.ParallelFor(w.NumElements(), kApplyCost, [&](int64_t b, int64_t e) {
+        const auto g = Widen<float>(grad, b, e);
+        ArrayMap<float> ab = Block<float>(a, b, e), wb = Block<float>(w, b, e);
+        ab = mu * ab + g;
+        if (nesterov) {
+          wb -= lr * (g + mu * ab);
+        } else {
+          wb -= lr * ab;
+        }
+      });
+    });
+  });
+  RETURN_IF_ERROR(WithNodeName(ctx, outer));
+  return WithNodeName(ctx, inner);
+}
+
 REGISTER_OP("ApplyMomentum")
     .Input("var")
     .Input("accum")
@@ -57,6 +86,12 @@ REGISTER_OP("ApplyMomentum")
       ASSIGN_OR_RETURN(VariableResource * accum, VariableInput(ctx, kAccum));
       RETURN_IF_ERROR(ExpectFloatVariable(ctx, *var));
       RETURN_IF_ERROR(CheckMatchesVariable(ctx, kGrad, *var));
+      if (var->dtype() == DType::kFloat32 &&
+          accum->dtype() == DType::kFloat32 &&
+          ctx.input(kGrad).dtype() == DType::kFloat32 && var != accum &&
+          accum->shape() == var->shape()) {
+        return MomentumFloat32InPlace(ctx, var, accum);
+      }
       return Momentum(ctx, var, accum);
     })
     .NotDifferentiable("it updates variables and has no outputs");

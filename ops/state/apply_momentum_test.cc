@@ -1,5 +1,6 @@
 #include "ops/state/apply_momentum.h"
 
+#include "absl/strings/str_cat.h"
 #include "core/session.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
@@ -69,6 +70,46 @@ TEST(ApplyMomentumTest, SlotOfAnotherShapeNamesBothVariables) {
                 "variable 'w' is float32[2]"),
             std::string::npos)
       << s.status();
+}
+
+// The in-place float32 path on sizes around the packet width and split
+// over 2 intra-op threads: three steps against the update as a scalar
+// float32 loop.
+TEST(ApplyMomentumTest, InPlaceMatchesScalarLoopOnOddSizes) {
+  const float lr = 0.05f, mu = 0.9f;
+  for (bool nesterov : {false, true}) {
+    for (int64_t n : {1, 9, 1001, 70001}) {
+      SCOPED_TRACE(absl::StrCat("n=", n, nesterov ? " nesterov" : ""));
+      const Tensor w0 = ::ipuflow::testing::RandomTensor({n}, -1, 1, 1);
+      Scope s = Scope::NewRootScope();
+      VariableHandle w = Variable(s.WithOpName("w"), Const(s, w0));
+      VariableHandle a =
+          Variable(s.WithOpName("accum"),
+                   Const(s, Tensor::Filled(DType::kFloat32, {n}, 0)));
+      Output grad = Placeholder(s, DType::kFloat32, {n});
+      Node* step = ApplyMomentum(s, w.handle, a.handle, Const(s, lr), grad,
+                                 Const(s, mu), nesterov);
+      ASSERT_TRUE(s.ok()) << s.status();
+      SessionOptions options;
+      options.intra_op_threads = 2;
+      Session session(s.graph(), options);
+      ASSERT_TRUE(session.Initialize().ok());
+      std::vector<float> rw(w0.data<float>(), w0.data<float>() + n), ra(n, 0);
+      for (int i = 0; i < 3; ++i) {
+        const Tensor g = ::ipuflow::testing::RandomTensor({n}, -1, 1, 5 + i);
+        ASSERT_TRUE(session.Run({{grad, g}}, {}, {step}, nullptr).ok());
+        for (int64_t j = 0; j < n; ++j) {
+          const float gj = g.data<float>()[j];
+          ra[j] = mu * ra[j] + gj;
+          rw[j] -= nesterov ? lr * (gj + mu * ra[j]) : lr * ra[j];
+        }
+      }
+      std::vector<Tensor> out;
+      ASSERT_TRUE(session.Run({}, {w.value, a.value}, &out).ok());
+      EXPECT_TRUE(TensorNear(out[0], rw, {n}, 1e-6, 1e-5));
+      EXPECT_TRUE(TensorNear(out[1], ra, {n}, 1e-6, 1e-5));
+    }
+  }
 }
 
 TEST(ApplyMomentumTest, UninitialisedSlotIsFailedPrecondition) {
