@@ -74,4 +74,34 @@ void IpuMemory::Add(const IpuMemory& o) {
   fifos += o.fifos;
 }
 
+StatePlacement PlaceOptimizerState(int64_t num_elements, DType dtype,
+                                   bool offload, bool shard, int replicas,
+                                   int64_t minimum_remote_tensor_size) {
+  StatePlacement p;
+  p.bytes = num_elements * static_cast<int64_t>(DTypeSize(dtype));
+  p.replica_bytes = p.bytes;
+  const bool sharded = offload && shard && replicas > 1;
+  if (!offload ||
+      p.bytes < minimum_remote_tensor_size * (sharded ? replicas : 1)) {
+    return p;  // Too small to be worth a remote buffer: on the IPU.
+  }
+  p.remote = true;
+  p.sharded = sharded;
+  if (sharded) {
+    p.replica_bytes = (num_elements + replicas - 1) / replicas *
+                      static_cast<int64_t>(DTypeSize(dtype));
+  }
+  return p;
+}
+
+void CountOptimizerState(const StatePlacement& p, int replicas, IpuMemory* m) {
+  if (!p.remote) {
+    m->optimizer_state += p.bytes;
+    return;
+  }
+  m->remote_state += p.bytes;
+  m->remote_shards += p.replica_bytes;
+  if (p.sharded) m->sharded_over = std::max(m->sharded_over, replicas);
+}
+
 }  // namespace ipuflow

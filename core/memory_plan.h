@@ -86,6 +86,24 @@ struct IpuMemory {
   void Add(const IpuMemory& other);
 };
 
+// Where one variable of optimizer state lives (the rule of pipelines and of
+// the gradient-accumulation wrappers in device loops; TensorFlow IPU guide
+// 6.9): with `offload`, in remote memory unless it is smaller than
+// `minimum_remote_tensor_size` bytes (IPUConfig; x `replicas` with
+// sharding: each replica's shard must reach the minimum), else on the IPU.
+// With `shard` over `replicas` > 1 each replica keeps ceil(n/R) elements.
+struct StatePlacement {
+  bool remote = false;
+  bool sharded = false;
+  int64_t bytes = 0;             // The whole variable.
+  int64_t replica_bytes = 0;     // What one replica's remote memory keeps.
+};
+StatePlacement PlaceOptimizerState(int64_t num_elements, DType dtype,
+                                   bool offload, bool shard, int replicas,
+                                   int64_t minimum_remote_tensor_size);
+// Counts `p` in `m`: the remote category when remote, else optimizer state.
+void CountOptimizerState(const StatePlacement& p, int replicas, IpuMemory* m);
+
 }  // namespace ipuflow
 
 #endif  // IPUFLOW_CORE_MEMORY_PLAN_H_

@@ -14,6 +14,8 @@
 #include "ops/state/initializers.h"
 #include "ops/state/no_op.h"
 #include "ops/state/read_variable.h"
+#include "ops/state/handle.h"
+#include "optimizers/offloaded_state.h"
 
 namespace ipuflow::optimizers {
 namespace {
@@ -53,6 +55,14 @@ absl::Status GradientAccumulationOptimizer::Validate() const {
                      "float16, got ",
                      DTypeName(*dtype_.fixed())));
   }
+  if (weight_update_.replicated_optimizer_state_sharding &&
+      weight_update_.offload_weight_update_variables == false) {
+    // The original's ValueError (ops/op_util.py create_resource_update).
+    return absl::InvalidArgumentError(absl::StrCat(
+        where,
+        "To use replicated_optimizer_state_sharding, optimizer state must be "
+        "offloaded by using offload_weight_update_variables."));
+  }
   return absl::OkStatus();
 }
 
@@ -82,6 +92,22 @@ std::vector<Node*> GradientAccumulationOptimizer::Prepare(const Scope& scope) {
                ops::Const(scope.WithOpName("counter/one"), 1, DType::kInt32)));
   Node* advance =
       ops::Assign(scope.WithOpName("counter/advance"), counter.handle, next);
+  remote_ = nullptr;
+  if (weight_update_.offload_weight_update_variables != false) {
+    RemoteStateOptions o;
+    o.offload_weight_update_variables =
+        weight_update_.offload_weight_update_variables;
+    o.replicated_optimizer_state_sharding =
+        weight_update_.replicated_optimizer_state_sharding;
+    o.replica_identical =
+        dynamic_cast<const CrossReplicaOptimizer*>(optimizer_) != nullptr;
+    remote_ = std::make_shared<RemoteState>(
+        absl::StrCat(name(), " optimizer '", scope.prefix(), "'"), o);
+    remote_id_ = scope.graph()->UniqueName(
+        absl::StrCat(scope.prefix(), "/offloaded_state"));
+    remote_states_.push_back(remote_);
+    next_update_ = 0;
+  }
   if (reduction_method_ == Method::kRunningMean) {
     const Scope s = scope.NewSubScope("running_mean");
     Output nf = ops::Cast(s.WithOpName("n"), n, DType::kFloat32);
@@ -120,11 +146,37 @@ Node* GradientAccumulationOptimizer::ApplyDense(
   Output apply_now = ops::Identity(
       s.WithOpName("apply_now").WithControlDependencies({accumulate}),
       gate_.apply_now.valid() ? gate_.apply_now : is_last_);
+  // Offloading: the state comes in before the update, by data.
+  const int update = next_update_++;
+  if (remote_ != nullptr) {
+    apply_now = OffloadedStateLoad(s.WithOpName("offload/load"), remote_id_,
+                                   remote_, update, apply_now);
+  }
+  const int first_new = scope.graph()->num_nodes();
   // The inner optimizer builds in the wrapper's scope, so its slots are
   // named as without the wrapper, under it: "GradientAccumulation/w/Adam/m".
   Node* apply = ApplyIf(s.WithNoControlDependencies(),
                         scope.NewSubScope("").WithNoControlDependencies(),
                         apply_now, acc, dtype, var);
+  if (remote_ != nullptr && apply != nullptr) {
+    // The variables the inner update created are used by it only: its
+    // state (the weights and accumulators exist already).
+    for (int i = first_new; i < scope.graph()->num_nodes(); ++i) {
+      const Node* n = scope.graph()->node(i);
+      if (n->op() != "Variable") continue;
+      absl::StatusOr<ops::VariableInfo> info =
+          ops::GetVariableInfo(Output(const_cast<Node*>(n)));
+      if (!info.ok()) {
+        scope.UpdateStatus(info.status());
+        return nullptr;
+      }
+      remote_->AddVariable(update, n, info->name);
+    }
+    // ... and goes out after it (the loop's flag: whether it ran).
+    apply = OffloadedStateStore(s.WithOpName("offload/store"), remote_id_,
+                                remote_, update, Output(apply, 0))
+                .node;
+  }
   if (!gate_.skip_now.valid() || apply == nullptr) return apply;
   // A skipped update still empties the accumulator (it may hold inf or NaN:
   // a conditional reset, as 0 * inf would be NaN).

@@ -61,6 +61,26 @@
 //    its body writes).
 //  - Wrapping an optimizer that itself accumulates is InvalidArgument.
 //
+// Offloading and replicated optimizer-state sharding (the original's
+// offload_weight_update_variables and replicated_optimizer_state_sharding,
+// TensorFlow IPU guide 6.9; WeightUpdateOptions below). The variables only
+// the inner update uses (the variables it creates: Adam's m and v,
+// momentum, master weights; not the weights, not the accumulators) live in
+// remote memory between updates: each conditional update is bracketed by
+// a load (before) and a store (after) node, optimizers/offloaded_state.h.
+// Compiled into a device program (IPUStrategy::Compile, a loops::Repeat
+// body), the program decides which go to remote memory (those of at least
+// IPUConfig.minimum_remote_tensor_size bytes, x R with sharding: the rule
+// pipelines use, core/memory_plan.h PlaceOptimizerState), counts them in
+// the report's remote category (1/R per replica with sharding, and the
+// saving), and streams them at run time: with sharding over R replicas the
+// store is a reduce-scatter with the LOCAL op (each replica keeps ceil(n/R)
+// elements) and the load an all-gather. Bytes moved count in each IPU's
+// TransferCounters::remote_memory; the numbers are bitwise those of
+// offloading off. Outside a device program the state stays on the IPU.
+// Between updates an offloaded slot is not on its IPU: read it with
+// Executable::ReadVariables.
+//
 // Thread safety: as Optimizer.
 #ifndef IPUFLOW_OPTIMIZERS_GRADIENT_ACCUMULATION_H_
 #define IPUFLOW_OPTIMIZERS_GRADIENT_ACCUMULATION_H_
@@ -71,6 +91,7 @@
 #include <string>
 #include <vector>
 
+#include "core/ipu/remote_state.h"
 #include "optimizers/cross_replica.h"
 #include "optimizers/optimizer.h"
 
@@ -122,6 +143,20 @@ struct AccumulationScales {
 Node* AccumulateGradient(const Scope& scope, Output acc, DType dtype,
                          Output grad, const AccumulationScales& scales);
 
+// The original's weight-update arguments of GradientAccumulationOptimizerV2
+// and CrossReplicaGradientAccumulationOptimizerV2 (defaults as there).
+struct WeightUpdateOptions {
+  // Unset: automatic: offload when sharding is on, or when an IPU would
+  // not hold the state beside everything else; true: offload; false: keep
+  // the state on the IPU.
+  std::optional<bool> offload_weight_update_variables;
+  // Shard offloaded state over the replicas (ZeRO-1). Needs offloading
+  // (true with offload explicitly false is InvalidArgument, the original's
+  // ValueError) and, over R > 1 replicas, replica-identical state: the
+  // cross-replica wrapper (else InvalidArgument when the program compiles).
+  bool replicated_optimizer_state_sharding = false;
+};
+
 class GradientAccumulationOptimizer : public Optimizer {
  public:
   // `optimizer`: not owned; must outlive this. `dtype`: the accumulators'
@@ -132,24 +167,26 @@ class GradientAccumulationOptimizer : public Optimizer {
       Optimizer* optimizer, int num_mini_batches,
       GradientAccumulationReductionMethod reduction_method =
           GradientAccumulationReductionMethod::kSum,
-      AccumulationDType dtype = {})
+      AccumulationDType dtype = {}, WeightUpdateOptions weight_update = {})
       : Optimizer("GradientAccumulation"),
         optimizer_(optimizer),
         num_mini_batches_(num_mini_batches),
         reduction_method_(reduction_method),
-        dtype_(std::move(dtype)) {}
+        dtype_(std::move(dtype)),
+        weight_update_(weight_update) {}
   // As above, owning `optimizer`.
   GradientAccumulationOptimizer(
       std::shared_ptr<Optimizer> optimizer, int num_mini_batches,
       GradientAccumulationReductionMethod reduction_method =
           GradientAccumulationReductionMethod::kSum,
-      AccumulationDType dtype = {})
+      AccumulationDType dtype = {}, WeightUpdateOptions weight_update = {})
       : Optimizer("GradientAccumulation"),
         owned_(std::move(optimizer)),
         optimizer_(owned_.get()),
         num_mini_batches_(num_mini_batches),
         reduction_method_(reduction_method),
-        dtype_(std::move(dtype)) {}
+        dtype_(std::move(dtype)),
+        weight_update_(weight_update) {}
 
   bool accumulates_gradients() const override { return true; }
   int num_mini_batches() const { return num_mini_batches_; }
@@ -157,6 +194,7 @@ class GradientAccumulationOptimizer : public Optimizer {
     return reduction_method_;
   }
   Optimizer* inner() const { return optimizer_; }
+  const WeightUpdateOptions& weight_update() const { return weight_update_; }
   // The accumulator's dtype: any float gradient is cast to it when added.
   DType GradientDType(const ops::VariableInfo& var) const override;
 
@@ -195,7 +233,15 @@ class GradientAccumulationOptimizer : public Optimizer {
   const int num_mini_batches_;
   const GradientAccumulationReductionMethod reduction_method_;
   const AccumulationDType dtype_;
+  const WeightUpdateOptions weight_update_;
+  // The offloaded state of each ApplyGradients (the graph and the programs
+  // find it as a host resource; it lives as long as this optimizer or a
+  // program compiled with it).
+  std::vector<std::shared_ptr<RemoteState>> remote_states_;
   // Built by the current ApplyGradients (Prepare).
+  std::shared_ptr<RemoteState> remote_;
+  std::string remote_id_;
+  int next_update_ = 0;
   Output is_last_;                   // n == N-1.
   ApplyGate gate_;
   Output accum_scale_, grad_scale_;  // float32 scalars, kRunningMean only.
@@ -215,6 +261,8 @@ using GradientAccumulationOptimizerV2 = GradientAccumulationOptimizer;
 //                                          (PopTorch's default)
 //   micro-batches kSum,  replicas kSum:  G =           sum_r sum_i g_ri
 //   kRunningMean equals kMean up to rounding.
+// Its optimizer state is replica-identical, so it may be sharded over the
+// replicas (WeightUpdateOptions::replicated_optimizer_state_sharding).
 class CrossReplicaGradientAccumulationOptimizerV2
     : public GradientAccumulationOptimizer {
  public:
@@ -224,11 +272,12 @@ class CrossReplicaGradientAccumulationOptimizerV2
       GradientAccumulationReductionMethod reduction_method =
           GradientAccumulationReductionMethod::kSum,
       ReplicaReduction replica_reduction = ReplicaReduction::kMean,
-      AccumulationDType dtype = {})
+      AccumulationDType dtype = {}, WeightUpdateOptions weight_update = {})
       : GradientAccumulationOptimizer(
             std::make_shared<CrossReplicaOptimizer>(optimizer,
                                                     replica_reduction),
-            num_mini_batches, reduction_method, std::move(dtype)) {}
+            num_mini_batches, reduction_method, std::move(dtype),
+            weight_update) {}
 };
 
 }  // namespace ipuflow::optimizers

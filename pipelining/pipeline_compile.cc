@@ -300,21 +300,18 @@ absl::Status PipelineRuntime::AccountPrograms(std::vector<IpuMemory>* mem) {
         (*mem)[k].accumulators += bytes;
       } else if (weights.count(var)) {
         (*mem)[k].weights += bytes;
-      } else if (offload && bytes >= min_remote * (rts ? replicas : 1)) {
-        ASSIGN_OR_RETURN(ops::VariableInfo info, ops::GetVariableInfo(Output(var)));
-        offloaded_[k].push_back(info.name);
-        (*mem)[k].remote_state += bytes;
-        if (rts) {
-          sharded_[info.name] = info.shape;
-          const int64_t n = info.shape.num_elements();
-          (*mem)[k].remote_shards +=
-              (n + replicas - 1) / replicas * DTypeSize(info.dtype);
-        } else {
-          (*mem)[k].remote_shards += bytes;
-        }
       } else {
-        // Not offloaded, or too small to be worth a remote buffer.
-        (*mem)[k].optimizer_state += bytes;
+        // The rule device loops' offloading shares (core/memory_plan.h).
+        const StatePlacement p = PlaceOptimizerState(
+            n->attr<TensorShape>("shape").num_elements(),
+            n->attr<DType>("dtype"), offload, rts, replicas, min_remote);
+        if (p.remote) {
+          ASSIGN_OR_RETURN(ops::VariableInfo info,
+                           ops::GetVariableInfo(Output(var)));
+          offloaded_[k].push_back(info.name);
+          if (p.sharded) sharded_[info.name] = info.shape;
+        }
+        CountOptimizerState(p, replicas, &(*mem)[k]);
       }
     }
     for (int k = 0; k < std::min(num_ipus_, prog->num_shards()); ++k) {

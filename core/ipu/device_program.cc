@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/ipu/remote_state.h"
 #include "core/mutex.h"
 #include "core/op_registry.h"
 
@@ -156,26 +157,28 @@ void PrepareHostResources(const Graph& graph, const Program& program,
   }
 }
 
-// The device frames (pipelines) whose nodes the program runs, found through
+// The host resources of kind T (device frames: pipelines; remote state:
+// offloaded optimizer state) whose nodes the program runs, found through
 // the graph's host resources: core knows them by kind, not by op name.
-std::vector<std::shared_ptr<DeviceFrame>> FramesOf(const Graph& graph,
-                                                   const Program& program) {
-  std::vector<std::shared_ptr<DeviceFrame>> frames;
-  if (graph.host_resources().empty()) return frames;
+template <typename T>
+std::vector<std::shared_ptr<T>> UsedResources(const Graph& graph,
+                                              const Program& program) {
+  std::vector<std::shared_ptr<T>> found;
+  if (graph.host_resources().empty()) return found;
   std::set<const Node*> reached;
   for (const Node* n : program.schedule()) ReachFrom(n, {}, &reached);
   for (const auto& [id, entry] : graph.host_resources()) {
     std::shared_ptr<HostResource> r = entry.resource.lock();
-    auto frame = std::dynamic_pointer_cast<DeviceFrame>(r);
-    if (frame == nullptr) continue;
+    auto typed = std::dynamic_pointer_cast<T>(r);
+    if (typed == nullptr) continue;
     for (int user : entry.users) {
       if (reached.count(graph.node(user)) > 0) {
-        frames.push_back(frame);
+        found.push_back(typed);
         break;
       }
     }
   }
-  return frames;
+  return found;
 }
 
 }  // namespace
@@ -185,6 +188,7 @@ DeviceProgram::~DeviceProgram() {
   for (const auto& weak : frames_) {
     if (std::shared_ptr<DeviceFrame> f = weak.lock()) f->Release(group_.get());
   }
+  for (const auto& r : remote_states_) r->Release(group_.get());
 }
 
 absl::StatusOr<std::unique_ptr<DeviceProgram>> DeviceProgram::Compile(
@@ -197,7 +201,7 @@ absl::StatusOr<std::unique_ptr<DeviceProgram>> DeviceProgram::Compile(
   // A device frame (a pipeline) keeps several IPUs of each replica busy:
   // the replica spans the frame's IPUs and the program's shards.
   const std::vector<std::shared_ptr<DeviceFrame>> frames =
-      FramesOf(graph, *first);
+      UsedResources<DeviceFrame>(graph, *first);
   dp->ipus_per_replica_ = dp->num_shards_;
   std::string what =
       absl::StrCat("the program (sharded over ", dp->num_shards_, " IPUs)");
@@ -226,8 +230,15 @@ absl::StatusOr<std::unique_ptr<DeviceProgram>> DeviceProgram::Compile(
       ipus[k].Add(frame_memory[k]);
     }
   }
+  // Optimizer state offloaded by the program's weight updates (device
+  // loops' gradient-accumulation wrappers): remote, not on the IPU.
+  for (const auto& r : UsedResources<RemoteState>(graph, *first)) {
+    RETURN_IF_ERROR(r->Plan(system, replicas, dp->group_.get(), &ipus));
+    dp->remote_states_.push_back(r);
+  }
   RETURN_IF_ERROR(CheckIpuMemory(*system, frames.empty() ? "the program" : what,
                                  ipus, &dp->memory_report_));
+  dp->ipu_memory_ = ipus;
   dp->replicas_.push_back(std::move(first));
   for (int r = 1; r < replicas; ++r) {
     ASSIGN_OR_RETURN(std::unique_ptr<Program> p, Program::Compile(graph, spec));
@@ -268,6 +279,11 @@ std::optional<Tensor> DeviceProgram::OffloadedValue(
     std::shared_ptr<DeviceFrame> f = weak.lock();
     if (f == nullptr) continue;
     if (std::optional<Tensor> v = f->OffloadedValue(group_.get(), replica, name)) {
+      return v;
+    }
+  }
+  for (const auto& r : remote_states_) {
+    if (std::optional<Tensor> v = r->OffloadedValue(group_.get(), replica, name)) {
       return v;
     }
   }

@@ -12,7 +12,10 @@
 // Compiling checks each IPU of a replica against its memory (the one
 // report, IpuMemory: weights, accumulators, optimizer state, constants,
 // remote state, arena, loop bodies, stash, FIFOs) and fails with
-// ResourceExhausted and that per-category report.
+// ResourceExhausted and that per-category report. Optimizer state that the
+// program's gradient-accumulation wrappers offload (a RemoteState host
+// resource, core/ipu/remote_state.h) counts as remote memory, 1/R per
+// replica with replicated optimizer-state sharding.
 //
 //   ASSIGN_OR_RETURN(auto program, DeviceProgram::Compile(&system, graph, spec));
 //   std::vector<std::vector<Tensor>> results;   // [replica][fetch]
@@ -42,6 +45,10 @@
 #include "core/ipu/ipu_system.h"
 #include "core/mutex.h"
 #include "core/program.h"
+
+namespace ipuflow {
+class RemoteState;
+}  // namespace ipuflow
 
 namespace ipuflow {
 
@@ -84,6 +91,8 @@ class DeviceProgram : public Executable {
 
   // Per IPU of a replica, by category, against the budget.
   std::string MemoryReport() const override;
+  // The same, as numbers: what IPU k of replica 0 holds.
+  const std::vector<IpuMemory>& ipu_memory() const { return ipu_memory_; }
 
  protected:
   std::optional<Tensor> OffloadedValue(int replica,
@@ -107,10 +116,14 @@ class DeviceProgram : public Executable {
   std::vector<std::vector<RunEnv>> envs_;  // [replica][shard]
   std::unique_ptr<CollectiveGroup> group_;
   std::string memory_report_;
+  std::vector<IpuMemory> ipu_memory_;
   // The feed queues the program uses: told when a run fails (RunStopped).
   std::vector<std::weak_ptr<HostResource>> host_resources_;
   // The device frames lowered for this program (released on destruction).
   std::vector<std::weak_ptr<DeviceFrame>> frames_;
+  // The offloaded optimizer state planned for it (core/ipu/remote_state.h).
+  // Held: a plan keeps the remote buffers while the program lives.
+  std::vector<std::shared_ptr<RemoteState>> remote_states_;
 };
 
 }  // namespace ipuflow

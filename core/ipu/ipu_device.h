@@ -31,10 +31,14 @@ struct TransferCounters {
   std::atomic<int64_t> host_to_device{0};
   std::atomic<int64_t> device_to_host{0};
   std::atomic<int64_t> ipu_to_ipu{0};  // Sent to other IPUs.
+  // Streamed to and from the IPU's remote memory (offloaded optimizer
+  // state of device programs, core/ipu/remote_state.h).
+  std::atomic<int64_t> remote_memory{0};
   void Reset() {
     host_to_device = 0;
     device_to_host = 0;
     ipu_to_ipu = 0;
+    remote_memory = 0;
   }
 };
 

@@ -1,0 +1,219 @@
+#include "core/ipu/remote_state.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "core/ipu/ipu_device.h"
+#include "core/resource.h"
+
+namespace ipuflow {
+
+absl::StatusOr<Tensor> ShardToRemote(CollectiveGroup* group, int replica,
+                                     int replicas, const std::string& key,
+                                     const Tensor& full) {
+  const int64_t chunk = (full.NumElements() + replicas - 1) / replicas;
+  Tensor shard(full.dtype(), TensorShape({chunk}));
+  RETURN_IF_ERROR(group->ReduceScatter(replica, key, full, shard,
+                                       CollectiveGroup::ReduceOp::kLocal));
+  return shard;
+}
+
+absl::StatusOr<Tensor> GatherFromRemote(CollectiveGroup* group, int replica,
+                                        int replicas, const std::string& key,
+                                        const Tensor& shard,
+                                        const TensorShape& shape) {
+  Tensor all(shard.dtype(), TensorShape({shard.NumElements() * replicas}));
+  RETURN_IF_ERROR(group->AllGather(replica, key, shard, all));
+  Tensor full(shard.dtype(), shape);
+  std::memcpy(full.raw_data(), all.raw_data(), full.TotalBytes());
+  return full;
+}
+
+void RemoteState::AddVariable(int update, const Node* variable,
+                              const std::string& var_name) {
+  for (const Candidate& c : candidates_) {
+    if (c.node == variable) return;
+  }
+  candidates_.push_back({update, variable, var_name,
+                         variable->attr<TensorShape>("shape"),
+                         variable->attr<DType>("dtype")});
+}
+
+absl::Status RemoteState::Plan(IPUSystem* system, int replicas,
+                               CollectiveGroup* group,
+                               std::vector<IpuMemory>* ipus) {
+  const bool explicit_off = options_.offload_weight_update_variables == false;
+  const bool rts = options_.replicated_optimizer_state_sharding;
+  if (rts && explicit_off) {  // The original's ValueError, also at build.
+    return absl::InvalidArgumentError(absl::StrCat(
+        name_,
+        ": To use replicated_optimizer_state_sharding, optimizer state must "
+        "be offloaded by using offload_weight_update_variables."));
+  }
+  // Sharding assumes every replica holds the same optimizer state, which
+  // only replica-identical updates guarantee (as pipelines require).
+  if (rts && replicas > 1 && !options_.replica_identical) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name_, ": replicated_optimizer_state_sharding over ", replicas,
+        " replicas needs replica-identical optimizer state: use "
+        "optimizers::CrossReplicaGradientAccumulationOptimizerV2"));
+  }
+  // The listed variables this program holds, by IPU.
+  struct Held {
+    const Candidate* c;
+    size_t ipu;
+  };
+  std::vector<Held> held;
+  for (const Candidate& c : candidates_) {
+    for (size_t k = 0; k < ipus->size(); ++k) {
+      const auto& vars = (*ipus)[k].variables;
+      if (std::any_of(vars.begin(), vars.end(),
+                      [&](const auto& v) { return v.first == c.node; })) {
+        held.push_back({&c, k});
+        break;
+      }
+    }
+  }
+  // Automatic: offload with sharding, or when an IPU is over its budget
+  // with the state on it.
+  bool offload = options_.offload_weight_update_variables.value_or(rts);
+  if (!options_.offload_weight_update_variables.has_value() && !offload) {
+    for (size_t k = 0; k < ipus->size(); ++k) {
+      offload |= (*ipus)[k].total() > system->device(k).memory_budget_bytes();
+    }
+  }
+  auto lowering = std::make_shared<Lowering>();
+  lowering->replicas = replicas;
+  lowering->ipus_per_replica = static_cast<int>(ipus->size());
+  const int64_t min_remote = system->config().minimum_remote_tensor_size();
+  for (const Held& h : held) {
+    const Candidate& c = *h.c;
+    const StatePlacement p = PlaceOptimizerState(
+        c.shape.num_elements(), c.dtype, offload, rts, replicas, min_remote);
+    IpuMemory& m = (*ipus)[h.ipu];
+    m.offload |= offload;
+    if (!p.remote) continue;  // Stays counted as optimizer state.
+    m.optimizer_state -= p.bytes;
+    CountOptimizerState(p, replicas, &m);
+    lowering->by_update[c.update].push_back(
+        {c.name, c.shape, p.sharded, static_cast<int>(h.ipu)});
+  }
+  MutexLock l(&mu_);
+  lowerings_[group] = std::move(lowering);
+  return absl::OkStatus();
+}
+
+void RemoteState::Release(CollectiveGroup* group) {
+  MutexLock l(&mu_);
+  lowerings_.erase(group);
+}
+
+std::shared_ptr<RemoteState::Lowering> RemoteState::Find(
+    CollectiveGroup* group) const {
+  MutexLock l(&mu_);
+  auto it = lowerings_.find(group);
+  return it == lowerings_.end() ? nullptr : it->second;
+}
+
+absl::Status RemoteState::Load(const RunEnv& env, int update) {
+  std::shared_ptr<Lowering> lw = Find(env.collectives);
+  if (lw == nullptr) return absl::OkStatus();
+  auto placed = lw->by_update.find(update);
+  if (placed == lw->by_update.end()) return absl::OkStatus();
+  for (const Placed& p : placed->second) {
+    std::shared_ptr<VariableResource> v = env.resources->FindVariable(p.name);
+    if (v == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          name_, ": optimizer state '", p.name, "' does not exist on IPU ",
+          env.ipu, ": initialise the variables before running"));
+    }
+    Tensor stored;
+    bool found = false;
+    {
+      MutexLock l(&remote_mu_);
+      auto it = remote_.find({env.ipu, p.name});
+      if (it != remote_.end()) {
+        stored = std::move(it->second);
+        remote_.erase(it);
+        found = true;
+      }
+    }
+    // Before the first store the state is on the IPU; every replica agrees
+    // (they run the same program), so the collective below meets.
+    if (!found) continue;
+    if (env.device != nullptr) {
+      env.device->counters().remote_memory.fetch_add(
+          stored.TotalBytes(), std::memory_order_relaxed);
+    }
+    if (p.sharded) {
+      ASSIGN_OR_RETURN(stored, GatherFromRemote(env.collectives, env.replica,
+                                                lw->replicas,
+                                                "rts/load/" + p.name, stored,
+                                                p.shape));
+    }
+    // Assigned since the store (initialised again): the IPU's is newer.
+    if (v->initialized()) continue;
+    RETURN_IF_ERROR(v->Assign(stored));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RemoteState::Store(const RunEnv& env, int update) {
+  std::shared_ptr<Lowering> lw = Find(env.collectives);
+  if (lw == nullptr) return absl::OkStatus();
+  auto placed = lw->by_update.find(update);
+  if (placed == lw->by_update.end()) return absl::OkStatus();
+  for (const Placed& p : placed->second) {
+    std::shared_ptr<VariableResource> v = env.resources->FindVariable(p.name);
+    if (v == nullptr || !v->initialized()) continue;
+    Tensor t = v->Release();
+    if (p.sharded) {
+      ASSIGN_OR_RETURN(t, ShardToRemote(env.collectives, env.replica,
+                                        lw->replicas, "rts/store/" + p.name,
+                                        t));
+    }
+    if (env.device != nullptr) {
+      env.device->counters().remote_memory.fetch_add(
+          t.TotalBytes(), std::memory_order_relaxed);
+    }
+    MutexLock l(&remote_mu_);
+    remote_[{env.ipu, p.name}] = std::move(t);
+  }
+  return absl::OkStatus();
+}
+
+std::optional<Tensor> RemoteState::OffloadedValue(
+    CollectiveGroup* group, int replica, const std::string& name) const {
+  std::shared_ptr<Lowering> lw = Find(group);
+  if (lw == nullptr || replica < 0 || replica >= lw->replicas) {
+    return std::nullopt;
+  }
+  for (const auto& [update, placed] : lw->by_update) {
+    for (const Placed& p : placed) {
+      if (p.name != name) continue;
+      auto ipu = [&](int r) { return r * lw->ipus_per_replica + p.shard; };
+      MutexLock l(&remote_mu_);
+      auto it = remote_.find({ipu(replica), name});
+      if (it == remote_.end()) return std::nullopt;
+      if (!p.sharded) return it->second;
+      // The replicas' shards in rank order, without the padding.
+      Tensor full(it->second.dtype(), p.shape);
+      const int64_t chunk = static_cast<int64_t>(it->second.TotalBytes());
+      const int64_t total = static_cast<int64_t>(full.TotalBytes());
+      int64_t at = 0;
+      for (int r = 0; r < lw->replicas && at < total; ++r) {
+        auto s = remote_.find({ipu(r), name});
+        if (s == remote_.end()) return std::nullopt;
+        const int64_t n = std::min(chunk, total - at);
+        std::memcpy(static_cast<char*>(full.raw_data()) + at,
+                    s->second.raw_data(), n);
+        at += n;
+      }
+      return full;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace ipuflow

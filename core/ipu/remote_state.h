@@ -1,0 +1,155 @@
+// RemoteState: optimizer state that a device program keeps in the IPUs'
+// remote (host-attached) memory between weight updates, streamed onto the
+// IPU for each update and back after it (TensorFlow IPU guide 6.9,
+// "Variable offloading" and "Replicated tensor sharding"; the original's
+// offload_weight_update_variables and replicated_optimizer_state_sharding
+// arguments of GradientAccumulationOptimizerV2 and
+// CrossReplicaGradientAccumulationOptimizerV2).
+//
+// Who builds what:
+//   - a gradient-accumulation wrapper (optimizers/gradient_accumulation.h)
+//     owns one RemoteState, registers it with the graph as a host resource
+//     (as an infeed queue is), lists the variables only its weight update
+//     uses (AddVariable: the inner optimizer's slots), and brackets each
+//     conditional update with a load and a store node
+//     (optimizers/offloaded_state.h) whose kernels call Load / Store;
+//   - DeviceProgram::Compile finds it among the graph's host resources (by
+//     kind, as device frames) and calls Plan: which variables go to remote
+//     memory (PlaceOffloadedState, core/memory_plan.h, the rule pipelines
+//     use too), what each IPU holds (IpuMemory's remote category), errors;
+//   - at run time Store moves a variable's value off the IPU into this
+//     replica's remote buffer (with sharding: a reduce-scatter with the
+//     LOCAL op keeps 1/R of it), Load brings it back (an all-gather of the
+//     R shards); each counts the bytes it moves in the IPU's
+//     TransferCounters::remote_memory.
+//
+// A plan belongs to one device program, keyed by its CollectiveGroup (as a
+// device frame's lowering); Release drops it. The remote buffers are the
+// IPUs': programs of one graph on one system share them. Outside a device program
+// (no plan for env.collectives) Load and Store do nothing: the state stays
+// on the IPU.
+//
+// Thread safety: Plan and Release on host threads; Load / Store from the
+// replicas' IPU threads concurrently (each replica its own buffers).
+#ifndef IPUFLOW_CORE_IPU_REMOTE_STATE_H_
+#define IPUFLOW_CORE_IPU_REMOTE_STATE_H_
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/graph.h"
+#include "core/ipu/collective_group.h"
+#include "core/ipu/ipu_system.h"
+#include "core/kernel.h"
+#include "core/memory_plan.h"
+#include "core/mutex.h"
+
+namespace ipuflow {
+
+// The original's three-state offload_weight_update_variables: unset is
+// automatic.
+struct RemoteStateOptions {
+  // nullopt: automatic: offload when replicated_optimizer_state_sharding
+  // is on, or when an IPU would not hold the state beside everything else
+  // (its budget); true: always; false: never.
+  std::optional<bool> offload_weight_update_variables;
+  bool replicated_optimizer_state_sharding = false;
+  // Whether every replica holds the same optimizer state (a cross-replica
+  // wrapper); sharding over R > 1 replicas needs it.
+  bool replica_identical = false;
+};
+
+// The store and load of replicated tensor sharding, as the original (and
+// pipelines): pad to a multiple of R, reduce-scatter with the LOCAL op
+// (each replica keeps its own chunk; nothing is exchanged) / all-gather the
+// chunks, drop the padding, restore `shape`.
+absl::StatusOr<Tensor> ShardToRemote(CollectiveGroup* group, int replica,
+                                     int replicas, const std::string& key,
+                                     const Tensor& full);
+absl::StatusOr<Tensor> GatherFromRemote(CollectiveGroup* group, int replica,
+                                        int replicas, const std::string& key,
+                                        const Tensor& shard,
+                                        const TensorShape& shape);
+
+class RemoteState : public HostResource {
+ public:
+  // `name` names the owner in errors ("GradientAccumulation optimizer").
+  RemoteState(std::string name, RemoteStateOptions options)
+      : name_(std::move(name)), options_(options) {}
+
+  const RemoteStateOptions& options() const { return options_; }
+
+  // Graph-building time: `variable` (a Variable node, resource `var_name`)
+  // is used only by the weight update `update` (an index the load and
+  // store nodes of that update carry). Listing one twice keeps the first.
+  void AddVariable(int update, const Node* variable,
+                   const std::string& var_name);
+
+  // Compile time, by the device program whose collectives are `group`:
+  // decides which listed variables the program uses go to remote memory and
+  // moves their bytes in `ipus` (replica 0's IPUs, filled from the plan)
+  // from the optimizer state to the remote category (with sharding, 1/R
+  // per replica). InvalidArgument when sharding over R > 1 replicas without
+  // replica-identical state.
+  absl::Status Plan(IPUSystem* system, int replicas, CollectiveGroup* group,
+                    std::vector<IpuMemory>* ipus);
+  void Release(CollectiveGroup* group);
+
+  // Run time, on the IPU thread of `env`: bring the state of `update` onto
+  // the IPU (nothing before its first store) / move it off.
+  absl::Status Load(const RunEnv& env, int update);
+  absl::Status Store(const RunEnv& env, int update);
+
+  // Variable `name` of `replica` while it is in remote memory (whole, the
+  // replicas' shards joined), or nullopt.
+  std::optional<Tensor> OffloadedValue(CollectiveGroup* group, int replica,
+                                       const std::string& name) const;
+
+  absl::Status Prepare(int, bool) override { return absl::OkStatus(); }
+  std::string DebugString() const override { return name_; }
+
+ private:
+  struct Candidate {
+    int update;
+    const Node* node;
+    std::string name;
+    TensorShape shape;
+    DType dtype;
+  };
+  struct Placed {
+    std::string name;
+    TensorShape shape;
+    bool sharded;
+    int shard;  // The IPU of the replica that holds it.
+  };
+  struct Lowering {
+    int replicas = 1;
+    int ipus_per_replica = 1;
+    std::map<int, std::vector<Placed>> by_update;
+  };
+  std::shared_ptr<Lowering> Find(CollectiveGroup* group) const;
+
+  const std::string name_;
+  const RemoteStateOptions options_;
+  std::vector<Candidate> candidates_;  // Built before any compile.
+  mutable Mutex mu_;
+  std::map<CollectiveGroup*, std::shared_ptr<Lowering>> lowerings_
+      ABSL_GUARDED_BY(mu_);
+  // The remote buffers, by (IPU, variable): remote memory is the IPU's, so
+  // every program of the graph on the system sees them. A variable has one
+  // home at a time: Store releases it from the IPU; Load brings it back
+  // only when the IPU's copy is still released (a variable assigned since,
+  // e.g. initialised again, is newer and the remote copy is dropped).
+  mutable Mutex remote_mu_;
+  std::map<std::pair<int, std::string>, Tensor> remote_
+      ABSL_GUARDED_BY(remote_mu_);
+};
+
+}  // namespace ipuflow
+
+#endif  // IPUFLOW_CORE_IPU_REMOTE_STATE_H_
