@@ -608,6 +608,7 @@ TEST(FeedQueuesTest, ReconfigureWakesTheMonitorAndTheStreamsContinue) {
   absl::Status st;
   std::thread runner([&] { st = strategy.Run(*s.graph(), {}, {loop->op}).status(); });
   std::vector<float> seen;
+  std::atomic<int> seen_count{0};
   absl::Status stop;
   std::thread monitor([&] {
     for (;;) {
@@ -617,9 +618,15 @@ TEST(FeedQueuesTest, ReconfigureWakesTheMonitorAndTheStreamsContinue) {
         return;
       }
       seen.push_back((*step)["x"].scalar<float>());
+      seen_count.fetch_add(1);
     }
   });
-  AwaitTrue([&] { return (*infeed)->waiting_dequeues() == 1; });
+  // The loop waits for the gated 4th element only once the 3 before it
+  // went through (an earlier wait is the infeed's host thread running
+  // behind, which a reconfigure would rightly cut short).
+  AwaitTrue([&] {
+    return seen_count.load() == 3 && (*infeed)->waiting_dequeues() == 1;
+  });
   IPUConfig config;
   config.set_auto_select_ipus(1);
   ASSERT_TRUE(system->Configure(config).ok());
