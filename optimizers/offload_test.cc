@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/ipu/ipu_strategy.h"
 #include "core/resource.h"
 #include "gtest/gtest.h"
@@ -37,6 +38,7 @@ constexpr int64_t kSlotBytes = kN * 4;  // Adam's m or v of w, float32.
 struct TrainedRun {
   std::map<std::string, std::vector<Tensor>> vars;  // [name][replica]
   std::vector<IpuMemory> memory;
+  std::string report;
   std::vector<int64_t> remote_bytes;  // Per IPU.
   std::vector<bool> w_m_on_ipu, b_m_on_ipu;  // Per IPU, after the run.
   absl::Status status;
@@ -97,6 +99,7 @@ TrainedRun Train(int replicas, WeightUpdateOptions wu, bool cross_replica = true
     return out;
   }
   out.memory = (*exe)->ipu_memory();
+  out.report = (*exe)->MemoryReport();
   for (int k = 0; k < replicas; ++k) system->device(k).counters().Reset();
   std::vector<std::vector<Tensor>> results;
   out.status = (*exe)->Execute({{}}, &results);
@@ -182,6 +185,15 @@ TEST_P(OffloadTest, RtsOnEqualsRtsOffEqualsOffloadOffBitwise) {
   EXPECT_EQ(offload.memory[0].sharded_over, 0);
   EXPECT_EQ(rts.memory[0].remote_shards, 2 * chunk);
   EXPECT_EQ(rts.memory[0].sharded_over, r);
+  // The one report says it: 1616 B remote, one replica's part, the saving.
+  EXPECT_NE(rts.report.find(absl::StrCat(
+                "remote memory: optimizer state ", HumanBytes(2 * kSlotBytes),
+                " (streamed in for each weight update); sharded over ", r,
+                " replicas: ", HumanBytes(2 * chunk), " per replica, saving ",
+                HumanBytes(2 * kSlotBytes - 2 * chunk))),
+            std::string::npos)
+      << rts.report;
+  EXPECT_EQ(off.report.find("remote memory"), std::string::npos) << off.report;
 
   // Streamed per IPU: stored after each of the 3 updates, loaded before the
   // 2nd and 3rd (before the first it is on the IPU): 5 transfers of m and v.

@@ -316,6 +316,76 @@ TEST_P(LoopConformanceTest, TrainsAsTheSingleDeviceReference) {
 INSTANTIATE_TEST_SUITE_P(Replicas, LoopConformanceTest,
                          ::testing::Values(1, 2, 4));
 
+// The device loop's wrapper with its optimizer state offloaded, sharded
+// over the replicas or not: the weights and the momentum of the run without
+// offloading, bitwise, and those of the single-device reference; the
+// report keeps 1/R of the remote state per replica.
+class LoopOffloadConformanceTest
+    : public ::testing::TestWithParam<std::tuple<int, bool>> {};
+
+TEST_P(LoopOffloadConformanceTest, BitwiseAsWithoutOffloading) {
+  const auto [replicas, rts] = GetParam();
+  std::map<std::string, std::vector<Tensor>> state[2];
+  IpuMemory memory[2];
+  for (bool offload : {false, true}) {
+    auto init = InitialValues(1);
+    auto system = MakeSystem(replicas, replicas);
+    Scope scope = Scope::NewRootScope();
+    auto infeed = *feeds::IPUInfeedQueue::Create(
+        MicroBatches(replicas * kMicroBatches * kRuns));
+    auto inner = Momentum();
+    optimizers::WeightUpdateOptions wu;
+    wu.offload_weight_update_variables = offload;
+    wu.replicated_optimizer_state_sharding = offload && rts;
+    optimizers::CrossReplicaGradientAccumulationOptimizerV2 opt(
+        inner.get(), kMicroBatches, Method::kMean,
+        optimizers::ReplicaReduction::kMean, {}, wu);
+    auto loop =
+        ModelLoop(scope, init, opt, kMicroBatches * kRuns, infeed.get());
+    ASSERT_TRUE(loop.ok()) << loop.status();
+    IPUStrategy strategy(system.get());
+    ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
+    auto exe = strategy.Compile(*scope.graph(), {}, {loop->op});
+    ASSERT_TRUE(exe.ok()) << exe.status();
+    memory[offload] = (*exe)->ipu_memory()[0];
+    std::vector<std::vector<Tensor>> results;
+    ASSERT_TRUE((*exe)->Execute({{}}, &results).ok());
+    auto trained = ReplicaZeroAndCheckEqual(**exe, replicas);
+    EXPECT_LT(MaxDifference(trained, Reference(replicas)), 2e-5);
+    auto vars = (*exe)->ReadVariables(".*/[wb][0-9](/.*Momentum/.*)?");
+    ASSERT_TRUE(vars.ok()) << vars.status();
+    state[offload] = *vars;
+  }
+  ASSERT_EQ(state[0].size(), 14u);  // 7 weights and their momentum.
+  for (const auto& [name, per_replica] : state[0]) {
+    ASSERT_EQ(state[1].count(name), 1u) << name;
+    for (int r = 0; r < replicas; ++r) {
+      const Tensor& a = per_replica[r];
+      const Tensor& b = state[1][name][r];
+      EXPECT_EQ(std::memcmp(a.raw_data(), b.raw_data(), a.TotalBytes()), 0)
+          << name << " replica " << r;
+    }
+  }
+  // Every momentum tensor (>= 4 B) is remote: the on-chip optimizer state
+  // shrinks by exactly what the remote category holds.
+  EXPECT_EQ(memory[0].remote_state, 0);
+  EXPECT_GT(memory[1].remote_state, 0);
+  EXPECT_EQ(memory[1].optimizer_state,
+            memory[0].optimizer_state - memory[1].remote_state);
+  if (rts && replicas > 1) {
+    EXPECT_EQ(memory[1].sharded_over, replicas);
+    EXPECT_LT(memory[1].remote_shards,
+              memory[1].remote_state / replicas + 4 * 7);  // + padding.
+    EXPECT_GE(memory[1].remote_shards, memory[1].remote_state / replicas);
+  } else {
+    EXPECT_EQ(memory[1].remote_shards, memory[1].remote_state);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(ReplicasAndSharding, LoopOffloadConformanceTest,
+                         ::testing::Combine(::testing::Values(1, 2, 4),
+                                            ::testing::Bool()));
+
 // RTS keeps 1/R of the offloaded optimizer state per replica and changes
 // no number: the weights equal those of the same run without it, bitwise.
 TEST(ReplicatedOptimizerStateShardingTest, SameWeightsQuarterOfTheRemoteMemory) {
