@@ -46,11 +46,17 @@ struct TrainedRun {
 
 // loss_r = sum(w * w * x) (r + 1) + sum(b * c) (r + 1): w's Adam slots are
 // 808 B, b's 12 B (under minimum_remote_tensor_size, 128 B).
-TrainedRun Train(int replicas, WeightUpdateOptions wu, bool cross_replica = true) {
+// `budget`: each IPU's memory in bytes (0: the default).
+TrainedRun Train(int replicas, WeightUpdateOptions wu, bool cross_replica = true,
+                 int64_t budget = 0) {
   TrainedRun out;
   IPUConfig config;
   config.set_auto_select_ipus(replicas);
   config.set_replication_factor(replicas);
+  if (budget > 0) {
+    config.set_tiles_per_ipu(1);
+    config.set_memory_per_tile(budget);
+  }
   auto system = std::move(IPUSystem::Create(config)).value();
   Scope scope = Scope::NewRootScope();
   AdamOptimizer adam(0.01f);
@@ -238,6 +244,27 @@ TEST(OffloadTest, AutomaticOffloadsOnlyWhenSharding) {
   ASSERT_TRUE(rts.status.ok()) << rts.status;
   EXPECT_EQ(rts.memory[0].remote_shards, 2 * (kN / 2) * 4);
   ExpectBitwiseEqual(fits, rts, "automatic");
+}
+
+// Automatic offloading also streams the state when the IPU would not hold
+// it: a budget between the two totals refuses offloading off, and the
+// automatic choice fits and trains to the same numbers.
+TEST(OffloadTest, AutomaticOffloadsWhenTheStateDoesNotFit) {
+  TrainedRun on = Train(2, {/*offload=*/true, false});
+  TrainedRun off = Train(2, {/*offload=*/false, false});
+  ASSERT_TRUE(on.status.ok()) << on.status;
+  ASSERT_TRUE(off.status.ok()) << off.status;
+  const int64_t t_on = on.memory[0].total(), t_off = off.memory[0].total();
+  ASSERT_LT(t_on, t_off);
+  const int64_t budget = (t_on + t_off) / 2;
+  TrainedRun refused = Train(2, {/*offload=*/false, false}, true, budget);
+  EXPECT_EQ(refused.status.code(), absl::StatusCode::kResourceExhausted)
+      << refused.status;
+  TrainedRun automatic = Train(2, {}, true, budget);
+  ASSERT_TRUE(automatic.status.ok()) << automatic.status;
+  EXPECT_TRUE(automatic.memory[0].offload);
+  EXPECT_EQ(automatic.memory[0].remote_state, 2 * kSlotBytes);
+  ExpectBitwiseEqual(off, automatic, "automatic under a budget");
 }
 
 }  // namespace
