@@ -32,12 +32,18 @@ IpuMemory IpuMemory::FromPlan(const MemoryPlan& plan) {
   for (const auto& [node, bytes] : plan.variables) {
     const std::vector<Node*>& trainable =
         node->graph()->collection("trainable_variables");
+    const std::vector<Node*>& accumulators =
+        node->graph()->collection(kGradientAccumulatorsCollection);
     const bool is_weight =
         std::find(trainable.begin(), trainable.end(), node) != trainable.end();
-    (is_weight ? m.weights : m.optimizer_state) += bytes;
+    const bool is_accumulator =
+        std::find(accumulators.begin(), accumulators.end(), node) !=
+        accumulators.end();
+    (is_weight ? m.weights
+               : is_accumulator ? m.accumulators : m.optimizer_state) += bytes;
   }
   // Bytes no listed variable accounts for (none today) stay counted.
-  int64_t listed = m.weights + m.optimizer_state;
+  int64_t listed = m.weights + m.accumulators + m.optimizer_state;
   if (plan.variable_bytes > listed) m.optimizer_state += plan.variable_bytes - listed;
   m.arena = plan.peak_bytes;
   m.num_planned_values = plan.num_planned_values;

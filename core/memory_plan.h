@@ -16,6 +16,11 @@
 
 namespace ipuflow {
 
+// The graph collection of gradient accumulators (variables the report
+// counts as accumulators, not optimizer state).
+inline constexpr char kGradientAccumulatorsCollection[] =
+    "gradient_accumulators";
+
 struct MemoryPlan {
   int64_t always_live_bytes = 0;   // Constants and variables.
   int64_t constant_bytes = 0;
@@ -78,7 +83,8 @@ struct IpuMemory {
   // offloaded state streamed in, whichever is higher.
   int64_t total() const;
   // A shard of a compiled program: its variables count as weights when
-  // trainable (the graph's "trainable_variables"), else optimizer state.
+  // trainable (the graph's "trainable_variables"), as accumulators when in
+  // kGradientAccumulatorsCollection, else as optimizer state.
   static IpuMemory FromPlan(const MemoryPlan& plan);
   // Adds what `other` holds on the same IPU (a device frame beside the
   // program that runs it): always-live bytes and buffers add up, the

@@ -140,6 +140,11 @@ Node* GradientAccumulationOptimizer::ApplyDense(
                         {/*shared_name=*/"", /*trainable=*/false})
               .handle;
   }
+  // The memory report counts it as a gradient accumulator (never
+  // offloaded: every step writes it).
+  if (acc.node != nullptr && acc.node->op() == "Variable") {
+    scope.graph()->AddToCollection(kGradientAccumulatorsCollection, acc.node);
+  }
   Node* accumulate = Accumulate(s, acc, dtype, grad);
   if (!s.ok()) return nullptr;
   // The accumulated value is complete once `accumulate` has run.

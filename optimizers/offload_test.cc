@@ -180,12 +180,16 @@ TEST_P(OffloadTest, RtsOnEqualsRtsOffEqualsOffloadOffBitwise) {
   ASSERT_EQ(off.memory.size(), 1u);
   EXPECT_FALSE(off.memory[0].offload);
   EXPECT_EQ(off.memory[0].remote_state, 0);
+  // w's and b's accumulators (float32, as the variables), never offloaded.
+  EXPECT_EQ(off.memory[0].accumulators, (kN + 3) * 4);
+  EXPECT_EQ(off.memory[0].weights, (kN + 3) * 4);
   for (const TrainedRun* run : {&offload, &rts}) {
     const IpuMemory& m = run->memory[0];
     EXPECT_TRUE(m.offload);
     EXPECT_EQ(m.remote_state, 2 * kSlotBytes);
     EXPECT_EQ(m.optimizer_state, off.memory[0].optimizer_state - 2 * kSlotBytes);
     EXPECT_EQ(m.weights, off.memory[0].weights);
+    EXPECT_EQ(m.accumulators, off.memory[0].accumulators);
   }
   EXPECT_EQ(offload.memory[0].remote_shards, 2 * kSlotBytes);
   EXPECT_EQ(offload.memory[0].sharded_over, 0);
