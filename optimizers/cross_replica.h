@@ -22,6 +22,11 @@
 // CrossReplicaGradientAccumulationOptimizerV2 (gradient_accumulation.h).
 // A pipeline's optimizer_function returns it to average the accumulated
 // gradients of replicated pipelines once per pipeline run.
+// Its optimizer state is replica-identical, so it may be sharded over the
+// replicas: in a pipeline (PipelineOptions::replicated_optimizer_state_
+// sharding), and in a device loop through
+// CrossReplicaGradientAccumulationOptimizerV2's WeightUpdateOptions
+// (num_mini_batches 1 updates every step).
 //
 // Thread safety: as Optimizer.
 #ifndef IPUFLOW_OPTIMIZERS_CROSS_REPLICA_H_
