@@ -63,7 +63,7 @@
 //
 // Offloading and replicated optimizer-state sharding (the original's
 // offload_weight_update_variables and replicated_optimizer_state_sharding,
-// TensorFlow IPU guide 6.9; WeightUpdateOptions below). The variables only
+// TensorFlow IPU guide 6.9; WeightUpdateOptions, below). The variables only
 // the inner update uses (the variables it creates: Adam's m and v,
 // momentum, master weights; not the weights, not the accumulators) live in
 // remote memory between updates: each conditional update is bracketed by
@@ -78,6 +78,17 @@
 // elements) and the load an all-gather. Bytes moved count in each IPU's
 // TransferCounters::remote_memory; the numbers are bitwise those of
 // offloading off. Outside a device program the state stays on the IPU.
+//
+//   WeightUpdateOptions wu;
+//   wu.offload_weight_update_variables = true;      // unset: automatic
+//   wu.replicated_optimizer_state_sharding = true;  // 1/R per replica
+//   CrossReplicaGradientAccumulationOptimizerV2 opt(
+//       &adam, /*num_mini_batches=*/4, GradientAccumulationReductionMethod::kMean,
+//       ReplicaReduction::kMean, /*dtype=*/{}, wu);
+//
+// As for pipelines, ipuflow models the sharded memory and its transfers;
+// the gradient is still all-reduced and the update runs on whole tensors
+// (identical on every replica), not on 1/R of them.
 // Between updates an offloaded slot is not on its IPU: read it with
 // Executable::ReadVariables.
 //
