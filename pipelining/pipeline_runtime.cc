@@ -5,7 +5,6 @@
 #include "pipelining/pipeline_runtime.h"
 
 #include <algorithm>
-#include <cstring>
 #include <chrono>
 #include <map>
 
@@ -14,6 +13,7 @@
 #include "core/cancellation.h"
 #include "core/dtype.h"
 #include "core/ipu/ipu_device.h"
+#include "core/ipu/remote_state.h"
 #include "pipelining/planner.h"
 
 namespace ipuflow::pipelining {
@@ -331,7 +331,10 @@ absl::Status PipelineRuntime::StreamOptimizerState(bool in, RunState& rs) {
         if (it == remote_.end()) continue;
         rs.streamed += it->second.TotalBytes();
         if (sharded) {
-          ASSIGN_OR_RETURN(Tensor full, Gather(name, it->second));
+          ASSIGN_OR_RETURN(Tensor full,
+                           GatherFromRemote(replica_.group, replica_.index,
+                                            replica_.count, "rts/load/" + name,
+                                            it->second, sharded_.at(name)));
           RETURN_IF_ERROR(v->Assign(full));
         } else {
           RETURN_IF_ERROR(v->Assign(it->second));
@@ -340,7 +343,9 @@ absl::Status PipelineRuntime::StreamOptimizerState(bool in, RunState& rs) {
       } else if (v->initialized()) {
         Tensor t = v->Release();
         if (sharded) {
-          ASSIGN_OR_RETURN(t, Shard(name, t));
+          ASSIGN_OR_RETURN(t, ShardToRemote(replica_.group, replica_.index,
+                                            replica_.count, "rts/store/" + name,
+                                            t));
         }
         rs.streamed += t.TotalBytes();
         remote_[name] = std::move(t);
@@ -359,34 +364,6 @@ std::optional<Tensor> PipelineRuntime::RemoteValue(
                     ? std::nullopt
                     : std::optional<TensorShape>(sharded->second);
   return it->second;
-}
-
-// The original's store and load (TensorFlow IPU, replicated tensor
-// sharding): pad to a multiple of R, reduce-scatter with the LOCAL op (each
-// replica keeps its chunk; nothing is exchanged) into the remote buffer;
-// later all-gather the chunks, drop the padding, restore the shape. Every
-// replica holds the same state (the updates are replica-identical), so the
-// gathered tensor is the one that was sharded.
-absl::StatusOr<Tensor> PipelineRuntime::Shard(const std::string& name,
-                                              const Tensor& full) {
-  const int r = replica_.count;
-  const int64_t chunk = (full.NumElements() + r - 1) / r;
-  Tensor shard(full.dtype(), TensorShape({chunk}));
-  RETURN_IF_ERROR(replica_.group->ReduceScatter(
-      replica_.index, "rts/store/" + name, full, shard,
-      CollectiveGroup::ReduceOp::kLocal));
-  return shard;
-}
-
-absl::StatusOr<Tensor> PipelineRuntime::Gather(const std::string& name,
-                                               const Tensor& shard) {
-  const TensorShape& shape = sharded_.at(name);
-  Tensor all(shard.dtype(), TensorShape({shard.NumElements() * replica_.count}));
-  RETURN_IF_ERROR(replica_.group->AllGather(replica_.index,
-                                            "rts/load/" + name, shard, all));
-  Tensor full(shard.dtype(), shape);
-  std::memcpy(full.raw_data(), all.raw_data(), full.TotalBytes());
-  return full;
 }
 
 absl::Status PipelineRuntime::WeightUpdate(RunState& rs) {

@@ -148,11 +148,6 @@ class PipelineRuntime {
                               std::vector<Tensor> values);
   absl::Status WeightUpdate(RunState& rs);
   absl::Status StreamOptimizerState(bool in, RunState& rs);
-  // Replicated optimizer-state sharding: this replica's shard of `full`
-  // (reduce-scatter LOCAL), and the whole tensor from every replica's shard
-  // (all-gather).
-  absl::StatusOr<Tensor> Shard(const std::string& name, const Tensor& full);
-  absl::StatusOr<Tensor> Gather(const std::string& name, const Tensor& shard);
   // After a stopped run: gives back to the infeed the elements this repeat
   // took whose values never reached the outfeed (none once the weight
   // update began), except the failing micro-batch's.
