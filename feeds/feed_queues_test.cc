@@ -330,6 +330,32 @@ TEST(FeedQueuesTest, RunAfterTheQueueIsDestroyedIsAFailedPrecondition) {
                                ::testing::HasSubstr("outfeed '" + outfeed_id + "'")));
 }
 
+// The dequeue kernel keeps its channel weakly from the first run on: a queue
+// destroyed between two runs of the same compiled loop is still reported by
+// the kernel, and nothing keeps it alive.
+TEST(FeedQueuesTest, QueueDestroyedBetweenRunsIsAFailedPrecondition) {
+  auto system = MakeSystem(1);
+  auto infeed = IPUInfeedQueue::Create(Range(0, 10));
+  auto outfeed = IPUOutfeedQueue::Create();
+  ASSERT_TRUE(infeed.ok() && outfeed.ok());
+  Scope s = Scope::NewRootScope();
+  auto loop = loops::Repeat(s, 2, Forward(outfeed->get()), {}, infeed->get());
+  ASSERT_TRUE(loop.ok());
+  IPUStrategy strategy(system.get());
+  ASSERT_TRUE(strategy.Run(*s.graph(), {}, {loop->op}).ok());
+  auto first = (*outfeed)->Dequeue();
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(TensorNear((*first)["x"], {0, 1}, {2}));
+  const std::string infeed_id = (*infeed)->id();
+  infeed.value().reset();
+  absl::Status st = strategy.Run(*s.graph(), {}, {loop->op}).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_THAT(std::string(st.message()),
+              ::testing::AllOf(::testing::HasSubstr("InfeedDequeue '"),
+                               ::testing::HasSubstr("infeed '" + infeed_id + "'"),
+                               ::testing::HasSubstr("was destroyed")));
+}
+
 // Compiling a program that dequeues starts the infeed's host thread, from
 // the compiling (host) thread, with the replica count: the dataset is read
 // before anything runs on a device. (Were it started lazily by the device,
