@@ -15,14 +15,23 @@
 #   ROUNDS=5 tests/perf/libtorch_peer.sh
 #
 # libtorch is not an ipuflow dependency: this needs Debian's libtorch-dev
-# (apt-get install libtorch-dev); tests/perf/libtorch/ is compiled here with
-# g++, outside Bazel.
+# and an optimised BLAS behind it (apt-get install libtorch-dev
+# libopenblas0-openmp); tests/perf/libtorch/ is compiled here with g++,
+# outside Bazel. Debian's libtorch is built with BLAS_INFO=generic: its
+# Linear layers call whatever libblas.so.3 the alternatives system points
+# at, and with the reference BLAS the peer runs 3x slower than with
+# OpenBLAS, an unfair comparison this script refuses to make.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds=${ROUNDS:-3}
 
 if ! dpkg-query -W -f='${Status}' libtorch-dev 2>/dev/null | grep -q "install ok installed"; then
   echo "libtorch_peer.sh: needs Debian's libtorch-dev: apt-get install -y libtorch-dev" >&2
+  exit 1
+fi
+blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 || true)
+if [[ $blas != *openblas* ]]; then
+  echo "libtorch_peer.sh: libblas.so.3 is $blas, not OpenBLAS: apt-get install -y libopenblas0-openmp" >&2
   exit 1
 fi
 out=$(mktemp -d)
@@ -46,6 +55,7 @@ torch_run() {  # ACCUMULATION
 }
 
 echo "## ipuflow vs libtorch $(dpkg-query -W -f='${Version}' libtorch-dev), $(date -u +%Y-%m-%d)"
+echo "libtorch's BLAS: $blas"
 echo "machine: $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1) ($(nproc) logical CPUs); ISA: $(grep -o -w -E 'avx512f|avx2|fma' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 main=(); loop=(); tmain=(); tloop=()
 for ((r = 0; r < rounds; ++r)); do
