@@ -116,12 +116,25 @@ std::shared_ptr<RemoteState::Lowering> RemoteState::Find(
   return it == lowerings_.end() ? nullptr : it->second;
 }
 
+const std::vector<RemoteState::Placed>* RemoteState::PlacedFor(
+    const RunEnv& env, int update, std::shared_ptr<Lowering>* lowering) const {
+  *lowering = Find(env.collectives);
+  if (*lowering == nullptr) return nullptr;
+  auto placed = (*lowering)->by_update.find(update);
+  return placed == (*lowering)->by_update.end() ? nullptr : &placed->second;
+}
+
+void RemoteState::CountRemote(const RunEnv& env, int64_t bytes) {
+  if (env.device == nullptr) return;
+  env.device->counters().remote_memory.fetch_add(bytes,
+                                                 std::memory_order_relaxed);
+}
+
 absl::Status RemoteState::Load(const RunEnv& env, int update) {
-  std::shared_ptr<Lowering> lw = Find(env.collectives);
-  if (lw == nullptr) return absl::OkStatus();
-  auto placed = lw->by_update.find(update);
-  if (placed == lw->by_update.end()) return absl::OkStatus();
-  for (const Placed& p : placed->second) {
+  std::shared_ptr<Lowering> lw;
+  const std::vector<Placed>* placed = PlacedFor(env, update, &lw);
+  if (placed == nullptr) return absl::OkStatus();
+  for (const Placed& p : *placed) {
     std::shared_ptr<VariableResource> v = env.resources->FindVariable(p.name);
     if (v == nullptr) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -142,10 +155,7 @@ absl::Status RemoteState::Load(const RunEnv& env, int update) {
     // Before the first store the state is on the IPU; every replica agrees
     // (they run the same program), so the collective below meets.
     if (!found) continue;
-    if (env.device != nullptr) {
-      env.device->counters().remote_memory.fetch_add(
-          stored.TotalBytes(), std::memory_order_relaxed);
-    }
+    CountRemote(env, stored.TotalBytes());
     if (p.sharded) {
       ASSIGN_OR_RETURN(stored, GatherFromRemote(env.collectives, env.replica,
                                                 lw->replicas,
@@ -160,11 +170,10 @@ absl::Status RemoteState::Load(const RunEnv& env, int update) {
 }
 
 absl::Status RemoteState::Store(const RunEnv& env, int update) {
-  std::shared_ptr<Lowering> lw = Find(env.collectives);
-  if (lw == nullptr) return absl::OkStatus();
-  auto placed = lw->by_update.find(update);
-  if (placed == lw->by_update.end()) return absl::OkStatus();
-  for (const Placed& p : placed->second) {
+  std::shared_ptr<Lowering> lw;
+  const std::vector<Placed>* placed = PlacedFor(env, update, &lw);
+  if (placed == nullptr) return absl::OkStatus();
+  for (const Placed& p : *placed) {
     std::shared_ptr<VariableResource> v = env.resources->FindVariable(p.name);
     if (v == nullptr || !v->initialized()) continue;
     Tensor t = v->Release();
@@ -173,10 +182,7 @@ absl::Status RemoteState::Store(const RunEnv& env, int update) {
                                         lw->replicas, "rts/store/" + p.name,
                                         t));
     }
-    if (env.device != nullptr) {
-      env.device->counters().remote_memory.fetch_add(
-          t.TotalBytes(), std::memory_order_relaxed);
-    }
+    CountRemote(env, t.TotalBytes());
     MutexLock l(&remote_mu_);
     remote_[{env.ipu, p.name}] = std::move(t);
   }

@@ -133,6 +133,12 @@ class RemoteState : public HostResource {
     std::map<int, std::vector<Placed>> by_update;
   };
   std::shared_ptr<Lowering> Find(CollectiveGroup* group) const;
+  // The state `update` streams in the run `env` belongs to (null: none), and
+  // its lowering (kept alive by `*lowering` while the caller uses it).
+  const std::vector<Placed>* PlacedFor(const RunEnv& env, int update,
+                                       std::shared_ptr<Lowering>* lowering) const;
+  // Counts `bytes` moved between `env`'s IPU and remote memory.
+  static void CountRemote(const RunEnv& env, int64_t bytes);
 
   const std::string name_;
   const RemoteStateOptions options_;
