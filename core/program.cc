@@ -54,17 +54,6 @@ absl::StatusOr<Tensor*> KernelContext::allocate_output(
                         : std::string("the host's physical memory ("),
                  limit, " bytes)");
   }
-  // The success path of Tensor::Allocate without its message string (built
-  // for every call): an unplanned output is allocated every run, e.g. each
-  // iteration's fetched loop result. Errors take the full path below.
-  if (bytes.ok() && dtype != DType::kInvalid && dtype != DType::kResource) {
-    std::shared_ptr<TensorBuffer> buffer =
-        TensorBuffer::TryAllocate(static_cast<size_t>(*bytes));
-    if (buffer != nullptr) {
-      outputs_[i] = Tensor(dtype, shape, std::move(buffer), 0);
-      return &outputs_[i];
-    }
-  }
   absl::StatusOr<Tensor> t = Tensor::Allocate(dtype, shape);
   if (!t.ok()) {
     return Error(t.status().code(), "output ", i, ": ", t.status().message());

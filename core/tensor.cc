@@ -50,27 +50,29 @@ Tensor::Tensor(DType dtype, const TensorShape& shape)
 }
 
 absl::StatusOr<Tensor> Tensor::Allocate(DType dtype, const TensorShape& shape) {
-  const std::string what = absl::StrCat(DTypeName(dtype), shape.DebugString());
+  // Built only for an error: callers allocate on hot paths (every run's
+  // unplanned outputs).
+  auto what = [&] { return absl::StrCat(DTypeName(dtype), shape.DebugString()); };
   if (dtype == DType::kInvalid || dtype == DType::kResource) {
     return absl::InvalidArgumentError(
-        absl::StrCat("cannot allocate a tensor ", what));
+        absl::StrCat("cannot allocate a tensor ", what()));
   }
   absl::StatusOr<int64_t> n = shape.CheckedNumElements();
   if (!n.ok()) {
     // Too many elements for any machine: memory, not a malformed shape.
     if (shape.IsFullyDefined()) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "cannot allocate tensor ", what, ": ", n.status().message()));
+          "cannot allocate tensor ", what(), ": ", n.status().message()));
     }
     return n.status();
   }
-  ASSIGN_OR_RETURN(int64_t bytes,
-                   CheckedByteSize(*n, DTypeSize(dtype), what));
+  absl::StatusOr<int64_t> bytes = CheckedByteSize(*n, DTypeSize(dtype), "");
+  if (!bytes.ok()) return CheckedByteSize(*n, DTypeSize(dtype), what()).status();
   std::shared_ptr<TensorBuffer> buffer =
-      TensorBuffer::TryAllocate(static_cast<size_t>(bytes));
+      TensorBuffer::TryAllocate(static_cast<size_t>(*bytes));
   if (buffer == nullptr) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "cannot allocate tensor ", what, " (", bytes, " bytes): out of memory"));
+        "cannot allocate tensor ", what(), " (", *bytes, " bytes): out of memory"));
   }
   return Tensor(dtype, shape, std::move(buffer), 0);
 }
