@@ -36,5 +36,15 @@ TEST(CpuIsaTest, UsedIsaIsTheDetectedOneCappedByTheEnvironment) {
       << IsaDescription();
 }
 
+// cpu_isa_avx2_test sets IPUFLOW_MAX_ISA=avx2 and defines this: the
+// override must hold on every CPU, whatever the environment test above
+// derived.
+#ifdef IPUFLOW_EXPECT_AVX2
+TEST(CpuIsaTest, OverrideSelectsAvx2) {
+  EXPECT_EQ(UsedIsa(), CpuIsa::kAvx2) << IsaDescription();
+  EXPECT_EQ(IsaCapped(), DetectedIsa() == CpuIsa::kAvx512);
+}
+#endif
+
 }  // namespace
 }  // namespace ipuflow
