@@ -3,13 +3,35 @@
 #include <omp.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/cpu_isa.h"
 
 namespace ipuflow::ops::onednn {
+namespace {
+
+// IPUFLOW_MAX_ISA=avx2 caps oneDNN as it caps ipuflow's kernels
+// (core/cpu_isa.h). oneDNN takes the cap only before its first JIT kernel or
+// ISA query, so every entry point here applies it first (once), and so does
+// loading this file.
+void ApplyIsaCap() {
+  static const bool applied = [] {
+    if (IsaCapped() &&
+        dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2) != dnnl::status::success) {
+      std::fprintf(stderr, "ipuflow: oneDNN did not take IPUFLOW_MAX_ISA\n");
+    }
+    return true;
+  }();
+  (void)applied;
+}
+const bool kIsaCapSet = (ApplyIsaCap(), true);
+
+}  // namespace
 
 const dnnl::engine& Engine() {
+  ApplyIsaCap();
   static const dnnl::engine* engine =
       new dnnl::engine(dnnl::engine::kind::cpu, 0);
   return *engine;
@@ -21,6 +43,7 @@ dnnl::stream& ThreadStream() {
 }
 
 void UseOneThread() {
+  ApplyIsaCap();
   // libgomp keeps nthreads-var per thread once a thread sets it, so this
   // leaves other threads alone. Checked on every call (reading the
   // thread's setting is a load): a caller may have raised it since.
@@ -28,6 +51,7 @@ void UseOneThread() {
 }
 
 std::string IsaName() {
+  ApplyIsaCap();
   switch (dnnl::get_effective_cpu_isa()) {
     case dnnl::cpu_isa::sse41:
       return "sse41";
