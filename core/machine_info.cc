@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "core/cpu_isa.h"
 
 namespace ipuflow {
 
@@ -27,7 +28,8 @@ std::string MachineDescription() {
 #endif
   if (isa.empty()) isa = " (no AVX)";
   return absl::StrCat(model, " (", std::thread::hardware_concurrency(),
-                      " logical CPUs); ISA:", isa);
+                      " logical CPUs); ISA:", isa,
+                      "; kernels: ", IsaDescription());
 }
 
 }  // namespace ipuflow
