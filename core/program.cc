@@ -157,13 +157,37 @@ struct Program::ExecNode {
 
 Program::~Program() = default;
 
+SubPrograms::~SubPrograms() = default;
+
+Program* SubPrograms::Find(const std::string& role) const {
+  for (const auto& [r, p] : programs_) {
+    if (r == role) return p.get();
+  }
+  return nullptr;
+}
+
+void SubPrograms::Add(std::string role, std::unique_ptr<Program> program) {
+  programs_.emplace_back(std::move(role), std::move(program));
+}
+
+const Program* Program::sub_program(const Node* node,
+                                    const std::string& role) const {
+  for (const auto& en : nodes_) {
+    if (en->node != node) continue;
+    const auto* subs = dynamic_cast<const SubPrograms*>(en->state.get());
+    return subs == nullptr ? nullptr : subs->Find(role);
+  }
+  return nullptr;
+}
+
 namespace {
 
-// Loop bodies are programs that their loop's kernel compiles and runs from
-// inside its own compile and run, on the same thread: a GraphDef nesting
+// Loop bodies are programs compiled from inside the enclosing program's
+// compile and run from inside its run, on the same thread: a GraphDef nesting
 // loops thousands deep would overflow that thread's stack.
 constexpr int kMaxNesting = 64;
 thread_local int compile_depth = 0;
+std::atomic<int64_t> compile_count{0};
 thread_local int run_depth = 0;
 
 class NestingGuard {
@@ -189,6 +213,7 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Compile(
   using namespace compiler;  // NOLINT: the phases, in order.
   const NestingGuard nesting(&compile_depth);
   RETURN_IF_ERROR(nesting.Check("compiling"));
+  compile_count.fetch_add(1, std::memory_order_relaxed);
   ASSIGN_OR_RETURN(const FeedIndex feeds, CheckSpec(graph, spec));
   const std::vector<bool> needed = Prune(graph, spec, feeds);
   ASSIGN_OR_RETURN(Schedule schedule, MakeSchedule(graph, spec, needed));
@@ -197,13 +222,26 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Compile(
   Fusion fusion = FuseChains(spec, types, &schedule, &values);
   Dependencies deps = FindDependencies(schedule, values);
   std::vector<MemoryPlan> always_live = CountAlwaysLive(schedule);
-  auto plan_sub_program = [&graph](const ProgramSpec& sub)
+  // Each sub-program (a loop's body) is compiled once, here, with this
+  // program's fusion setting; the plan counts it and the node's kernel
+  // runs it (SubPrograms, handed over in the node's state below).
+  std::vector<std::unique_ptr<SubPrograms>> subs(schedule.size());
+  for (int pos = 0; pos < schedule.size(); ++pos) {
+    if (schedule.nodes[pos]->op_def().sub_programs()) {
+      subs[pos] = std::make_unique<SubPrograms>(spec.fuse);
+    }
+  }
+  auto compile_sub_program = [&](int pos, const SubProgramSpec& sub)
       -> absl::StatusOr<std::vector<MemoryPlan>> {
-    ASSIGN_OR_RETURN(std::unique_ptr<Program> p, Compile(graph, sub));
-    return p->shard_memory();
+    ProgramSpec sub_spec = sub.spec;
+    sub_spec.fuse = spec.fuse;
+    ASSIGN_OR_RETURN(std::unique_ptr<Program> p, Compile(graph, sub_spec));
+    std::vector<MemoryPlan> plans = p->shard_memory();
+    subs[pos]->Add(sub.role, std::move(p));
+    return plans;
   };
   ASSIGN_OR_RETURN(const std::vector<SubProgramNeed> sub_programs,
-                   PlanSubPrograms(schedule, values, types, plan_sub_program,
+                   PlanSubPrograms(schedule, values, types, compile_sub_program,
                                    &always_live));
   const int num_shards = static_cast<int>(always_live.size());
   Liveness live = ComputeLiveness(schedule, values, types, num_shards);
@@ -225,6 +263,9 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Compile(
   p->cross_shard_bytes_ = live.cross_shard_bytes;
   p->variables_ = std::move(deps.variables);
   p->BuildExecNodes(schedule, values, fusion, deps.preds, live.intervals);
+  for (int pos = 0; pos < schedule.size(); ++pos) {
+    if (subs[pos] != nullptr) p->nodes_[pos]->state = std::move(subs[pos]);
+  }
   const std::vector<bool> identical = FindReplicaIdentical(schedule);
   for (int pos = 0; pos < schedule.size(); ++pos) {
     p->nodes_[pos]->replica_identical = identical[pos];
@@ -243,6 +284,10 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Compile(
   // must not allocate it.
   p->arena_bytes_ = layout.arena_bytes;
   return p;
+}
+
+int64_t Program::CompileCount() {
+  return compile_count.load(std::memory_order_relaxed);
 }
 
 absl::Status Program::AllocateArena() {

@@ -23,6 +23,11 @@
 // inter-op pool in the RunEnv, independent nodes run in parallel (the memory
 // plan adds the ordering edges that make arena reuse safe under any order).
 //
+// A node whose kernel runs programs of its own (a device loop's body and
+// condition; ops registered with SetSubPrograms) gets them compiled here,
+// once, by the sub-programs phase: the memory plan counts exactly the
+// programs its kernel then runs (SubPrograms, in the node's KernelState).
+//
 // Thread safety: Compile is a pure function of the graph. A Program owns one
 // arena, so Run must not be called concurrently on the same Program; compile
 // one Program per thread (one per emulated IPU and replica) instead.
@@ -65,11 +70,42 @@ absl::StatusOr<ProgramSpec> MakeProgramSpec(const FeedList& feeds,
                                             const std::vector<Node*>& targets,
                                             std::string* signature);
 
+class Program;
+
+// The programs one node's kernel runs (a device loop's "cond" and "body"),
+// by role, kept in that node's KernelState slot and so owned by the
+// enclosing Program. Program::Compile fills it in its sub-programs phase
+// for the node's planned input shapes, so what runs is what the memory
+// plan counted. Where those shapes were not known at compile time the
+// compiler leaves it empty and the kernel compiles the programs on its
+// first run (and they are not in the plan). Not thread-safe: used by the
+// node's kernel, during the enclosing program's runs.
+class SubPrograms : public KernelState {
+ public:
+  explicit SubPrograms(bool fuse) : fuse_(fuse) {}
+  ~SubPrograms() override;
+
+  // The enclosing program's ProgramSpec::fuse, for late compiles.
+  bool fuse() const { return fuse_; }
+  bool empty() const { return programs_.empty(); }
+  // The program for `role`, or null.
+  Program* Find(const std::string& role) const;
+  void Add(std::string role, std::unique_ptr<Program> program);
+
+ private:
+  bool fuse_;
+  std::vector<std::pair<std::string, std::unique_ptr<Program>>> programs_;
+};
+
 class Program {
  public:
   ~Program();
   static absl::StatusOr<std::unique_ptr<Program>> Compile(
       const Graph& graph, const ProgramSpec& spec);
+
+  // Programs compiled by this process so far (sub-programs included): a
+  // counter for tests and benchmarks that a loop body compiles once.
+  static int64_t CompileCount();
 
   // Feeds in spec order; fetches are returned in spec order and own their
   // memory (they stay valid after the next run). REQUIRES: not concurrent
@@ -96,6 +132,13 @@ class Program {
   std::vector<const Node*> schedule() const;
   // Names of the variables the program touches.
   const std::vector<std::string>& variables() const { return variables_; }
+  // The program `node`'s kernel runs as `role` ("body", "cond"): compiled
+  // with this one, or by the kernel's first run if its shapes were unknown;
+  // null if neither.
+  const Program* sub_program(const Node* node, const std::string& role) const;
+  // Runs so far (since the last IPUSystem::ResetSeed); a loop body counts
+  // its iterations.
+  uint64_t runs() const { return runs_; }
 
   // Per-node kernel times, to see where a run spends its time (benchmarks,
   // --profile). While on, runs are sequential and each kernel is timed with

@@ -9,7 +9,7 @@ namespace ipuflow::compiler {
 
 absl::StatusOr<std::vector<SubProgramNeed>> PlanSubPrograms(
     const Schedule& schedule, const Values& values, const ValueTypes& types,
-    const PlanMemoryFn& plan_memory, std::vector<MemoryPlan>* shards) {
+    const CompileSubProgramFn& compile, std::vector<MemoryPlan>* shards) {
   std::vector<SubProgramNeed> needs;
   const int num_shards = static_cast<int>(shards->size());
   for (int pos = 0; pos < schedule.size(); ++pos) {
@@ -31,7 +31,7 @@ absl::StatusOr<std::vector<SubProgramNeed>> PlanSubPrograms(
     SubProgramNeed need{pos, std::vector<int64_t>(num_shards, 0),
                         std::vector<bool>(num_shards, false)};
     for (const SubProgramSpec& sub : *subs) {
-      absl::StatusOr<std::vector<MemoryPlan>> sub_shards = plan_memory(sub.spec);
+      absl::StatusOr<std::vector<MemoryPlan>> sub_shards = compile(pos, sub);
       if (!sub_shards.ok()) {
         return absl::Status(sub_shards.status().code(), absl::StrCat(
             n->DebugName(), " ", sub.role, ": ", sub_shards.status().message()));

@@ -1,13 +1,17 @@
-// Compiler phase 7, sub-programs: the memory of the programs a node's kernel
-// runs (device loop bodies and conditions; ops registered with
-// SetSubPrograms), planned for the node's input shapes. Their constants and
+// Compiler phase 7, sub-programs: the programs a node's kernel runs (device
+// loop bodies and conditions; ops registered with SetSubPrograms), compiled
+// once for the node's input shapes, and their memory. The caller keeps each
+// compiled program for the node's kernel (Program::Compile hands it over
+// through the node's SubPrograms state), so the plan and what runs are the
+// same program. Their constants and
 // variables are always-live in this program; their arena peak is live while
 // the node runs, on top of the values live there (memory_report.h adds it).
 // A node whose input shapes are not all known is skipped: its kernel plans
 // its programs when it runs.
 //
-// Input: the schedule, values, shapes, a function compiling a sub-program
-// spec to its per-shard MemoryPlans (Program::Compile, recursively), and the
+// Input: the schedule, values, shapes, a function compiling node `pos`'s
+// sub-program and returning its per-shard MemoryPlans (Program::Compile,
+// recursively, keeping the program), and the
 // always-live shards (always_live.h), to which the bodies' constants and
 // variables not already counted are added.
 // Output: per such node, the peak its sub-programs need on each shard.
@@ -32,12 +36,14 @@ struct SubProgramNeed {
   std::vector<bool> uses;     // Shards the sub-programs put anything on.
 };
 
-using PlanMemoryFn =
-    std::function<absl::StatusOr<std::vector<MemoryPlan>>(const ProgramSpec&)>;
+// Compiles the sub-program `sub` of the node at schedule position `pos`;
+// called once per sub-program, in schedule order then role order.
+using CompileSubProgramFn = std::function<absl::StatusOr<std::vector<MemoryPlan>>(
+    int pos, const SubProgramSpec& sub)>;
 
 absl::StatusOr<std::vector<SubProgramNeed>> PlanSubPrograms(
     const Schedule& schedule, const Values& values, const ValueTypes& types,
-    const PlanMemoryFn& plan_memory, std::vector<MemoryPlan>* shards);
+    const CompileSubProgramFn& compile, std::vector<MemoryPlan>* shards);
 
 }  // namespace ipuflow::compiler
 

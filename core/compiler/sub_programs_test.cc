@@ -50,8 +50,11 @@ TEST(SubProgramsTest, BodiesAddTheirAlwaysLiveBytesAndKeepTheirPeak) {
 
   // The body uses v (already counted) and u, and two shards; this program
   // has one, so the body's shard 1 counts on the loop's shard (0).
-  PlanMemoryFn plan = [&](const ProgramSpec& sub)
+  std::vector<std::pair<int, std::string>> compiled;
+  CompileSubProgramFn plan = [&](int pos, const SubProgramSpec& sp)
       -> absl::StatusOr<std::vector<MemoryPlan>> {
+    compiled.push_back({pos, sp.role});
+    const ProgramSpec& sub = sp.spec;
     std::vector<MemoryPlan> m(sub.fetches.empty() ? 1 : 2);
     if (sub.fetches.empty()) {  // cond
       m[0].peak_bytes = 150;
@@ -70,7 +73,11 @@ TEST(SubProgramsTest, BodiesAddTheirAlwaysLiveBytesAndKeepTheirPeak) {
   ASSERT_TRUE(needs.ok()) << needs.status();
   // Only "loop": "unknown"'s input shape is not known.
   ASSERT_EQ(needs->size(), 1u);
-  EXPECT_EQ((*needs)[0].pos, f.schedule.position[loop.node->id()]);
+  const int pos = f.schedule.position[loop.node->id()];
+  EXPECT_EQ((*needs)[0].pos, pos);
+  // Each sub-program compiled once, for its node, in role order.
+  using Compiled = std::vector<std::pair<int, std::string>>;
+  EXPECT_EQ(compiled, (Compiled{{pos, "body"}, {pos, "cond"}}));
   EXPECT_EQ((*needs)[0].peak, (std::vector<int64_t>{150}));  // max(100, 40, 150)
   EXPECT_EQ((*needs)[0].uses, (std::vector<bool>{true}));
   EXPECT_EQ(shards[0].constant_bytes, 8 + 4);
@@ -87,9 +94,9 @@ TEST(SubProgramsTest, ABodyErrorNamesTheNodeAndTheRole) {
   const FrontPhases f =
       RunFrontPhases(*s.graph(), Spec({x}, {TensorShape({4})}, {loop}));
   std::vector<MemoryPlan> shards = CountAlwaysLive(f.schedule);
-  PlanMemoryFn plan = [](const ProgramSpec& sub)
+  CompileSubProgramFn plan = [](int, const SubProgramSpec& sub)
       -> absl::StatusOr<std::vector<MemoryPlan>> {
-    if (sub.fetches.empty()) return absl::ResourceExhaustedError("too big");
+    if (sub.spec.fetches.empty()) return absl::ResourceExhaustedError("too big");
     return std::vector<MemoryPlan>(1);
   };
   absl::StatusOr<std::vector<SubProgramNeed>> needs =

@@ -1,9 +1,11 @@
 // The Repeat and WhileLoop ops (built by ops/control/loops.h) and the _Arg
-// op their bodies read loop-carried values from. The loop kernel compiles
-// its body (and condition) into Programs on first run, for the shapes it is
-// given, and keeps them: later runs and iterations never re-plan. The
-// same frame specs go to the compiler (SetSubPrograms), which plans the
-// bodies' memory as part of the enclosing program's.
+// op their bodies read loop-carried values from. The loop's frames (body,
+// condition) go to the compiler as sub-programs (SetSubPrograms), which
+// compiles each once, for the loop's input shapes, plans its memory as part
+// of the enclosing program's and hands it to this kernel (SubPrograms in
+// the node's state): the planned program is the one that runs, and runs
+// and iterations never re-plan. Only a loop whose input shapes were unknown
+// at compile time compiles its frames here, on its first run.
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/kernel.h"
@@ -12,11 +14,6 @@
 
 namespace ipuflow::loops {
 namespace {
-
-struct LoopState : KernelState {
-  std::unique_ptr<Program> body;
-  std::unique_ptr<Program> cond;
-};
 
 absl::StatusOr<Output> ParseOutput(const Graph& g, const std::string& name) {
   std::pair<std::string, std::string> parts = absl::StrSplit(name, ':');
@@ -65,7 +62,7 @@ absl::StatusOr<ProgramSpec> FrameSpec(const Node& loop, const std::string& prefi
   return spec;
 }
 
-// The loop's frames, for the compiler's memory plan.
+// The loop's frames: the compiler compiles them (SetSubPrograms).
 absl::StatusOr<std::vector<SubProgramSpec>> LoopFrames(
     const Node& loop, absl::Span<const TensorShape> input_shapes) {
   std::vector<SubProgramSpec> frames;
@@ -77,34 +74,48 @@ absl::StatusOr<std::vector<SubProgramSpec>> LoopFrames(
   return frames;
 }
 
-absl::StatusOr<std::unique_ptr<Program>> CompileFrame(
-    KernelContext& ctx, const std::string& prefix) {
+// The frames' programs the compiler compiled for this loop, or, where it
+// could not (input shapes unknown until now), compiled here for the shapes
+// of this first run.
+absl::StatusOr<SubPrograms*> FramePrograms(KernelContext& ctx) {
+  std::unique_ptr<KernelState>& slot = ctx.state();
+  auto* subs = dynamic_cast<SubPrograms*>(slot.get());
+  if (subs != nullptr && !subs->empty()) return subs;
+  if (subs == nullptr) {  // A kernel context without the compiler's state.
+    slot = std::make_unique<SubPrograms>(/*fuse=*/true);
+    subs = static_cast<SubPrograms*>(slot.get());
+  }
   const Node& loop = ctx.node();
   std::vector<TensorShape> shapes;
   for (int i = 0; i < ctx.num_inputs(); ++i) shapes.push_back(ctx.input(i).shape());
-  absl::StatusOr<ProgramSpec> spec = FrameSpec(loop, prefix, shapes);
-  if (!spec.ok()) return ctx.Error(spec.status().code(), spec.status().message());
-  absl::StatusOr<std::unique_ptr<Program>> p = Program::Compile(*loop.graph(), *spec);
-  if (!p.ok()) {
-    return absl::Status(p.status().code(),
-                        absl::StrCat(loop.DebugName(), " ", prefix, ": ",
-                                     p.status().message()));
+  absl::StatusOr<std::vector<SubProgramSpec>> frames = LoopFrames(loop, shapes);
+  if (!frames.ok()) return ctx.Error(frames.status().code(), frames.status().message());
+  std::vector<std::unique_ptr<Program>> programs;  // All or none are kept.
+  for (SubProgramSpec& frame : *frames) {
+    frame.spec.fuse = subs->fuse();
+    absl::StatusOr<std::unique_ptr<Program>> p =
+        Program::Compile(*loop.graph(), frame.spec);
+    if (!p.ok()) {
+      return absl::Status(p.status().code(),
+                          absl::StrCat(loop.DebugName(), " ", frame.role, ": ",
+                                       p.status().message()));
+    }
+    programs.push_back(*std::move(p));
   }
-  return p;
+  for (size_t i = 0; i < programs.size(); ++i) {
+    subs->Add((*frames)[i].role, std::move(programs[i]));
+  }
+  return subs;
 }
 
 absl::Status LoopKernel(KernelContext& ctx) {
   const Node& loop = ctx.node();
-  auto& slot = ctx.state();
-  if (!slot) {
-    auto state = std::make_unique<LoopState>();
-    ASSIGN_OR_RETURN(state->body, CompileFrame(ctx, "body"));
-    if (loop.has_attr("cond_result")) {
-      ASSIGN_OR_RETURN(state->cond, CompileFrame(ctx, "cond"));
-    }
-    slot = std::move(state);
+  ASSIGN_OR_RETURN(SubPrograms* const frames, FramePrograms(ctx));
+  Program* const body = frames->Find("body");
+  Program* const cond = frames->Find("cond");
+  if (body == nullptr || (cond == nullptr && loop.has_attr("cond_result"))) {
+    return ctx.Error(absl::StatusCode::kInternal, "the loop's frames were not compiled");
   }
-  auto* state = static_cast<LoopState*>(slot.get());
   const int nv = static_cast<int>(loop.attr<int64_t>("num_loop_vars"));
   const int64_t max_iterations = loop.op() == "Repeat"
                                      ? loop.attr<int64_t>("n")
@@ -117,11 +128,11 @@ absl::Status LoopKernel(KernelContext& ctx) {
   for (int i = 0; i < ctx.num_inputs(); ++i) feeds.push_back(ctx.input(i));
   std::vector<Tensor> results;
   for (int64_t it = 0; max_iterations < 0 || it < max_iterations; ++it) {
-    if (state->cond) {
-      RETURN_IF_ERROR(state->cond->Run(env, feeds, &results));
+    if (cond != nullptr) {
+      RETURN_IF_ERROR(cond->Run(env, feeds, &results));
       if (!results[0].scalar<bool>()) break;
     }
-    RETURN_IF_ERROR(state->body->Run(env, feeds, &results));
+    RETURN_IF_ERROR(body->Run(env, feeds, &results));
     for (int i = 0; i < nv; ++i) feeds[i] = std::move(results[i]);
   }
   for (int i = 0; i < nv; ++i) ctx.set_output(i, feeds[i]);

@@ -6,9 +6,13 @@
 #include "ops/array/const.h"
 #include "ops/array/fill.h"
 #include "ops/math/add.h"
+#include "ops/math/cast.h"
+#include "ops/math/mat_mul.h"
 #include "ops/math/less.h"
 #include "ops/math/mul.h"
 #include "ops/math/reduce_sum.h"
+#include "ops/nn/bias_add.h"
+#include "ops/nn/relu.h"
 #include "ops/state/assign.h"
 #include "ops/state/variable.h"
 
@@ -169,6 +173,163 @@ TEST(WhileLoopTest, ConditionMustBeABoolScalar) {
       {ops::Const(s, 0.0f)});
   EXPECT_NE(loop.status().message().find("must return a bool scalar"),
             std::string::npos) << loop.status();
+}
+
+
+absl::StatusOr<std::unique_ptr<Program>> CompileFetching(const Scope& s,
+                                                         Output fetch);
+
+// What a Program needs to run on the host (no variables).
+struct HostEnv {
+  HostEnv() { env.intra_op = &pool; }
+  ThreadPool pool{"loops_test", 0};
+  RunEnv env;
+};
+
+// One compile per frame: the body the compiler plans is the body that runs.
+// Program::CompileCount counts every compile in the process; each test reads
+// the difference. A body compiled again by its kernel would show up as one
+// more compile and as a planned body that never ran.
+TEST(LoopCompileTest, ARepeatBodyIsCompiledOnceAndThePlannedBodyRuns) {
+  Scope s = Scope::NewRootScope();
+  auto loop = Repeat(s, 5, [&](const Scope& b, const std::vector<Output>& a) {
+    return std::vector<Output>{ops::Add(b, a[0], ops::Const(b, 1.0f))};
+  }, {ops::Const(s, 0.0f)});
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  const int64_t before = Program::CompileCount();
+  auto program = CompileFetching(s, loop->outputs[0]);
+  ASSERT_TRUE(program.ok()) << program.status();
+  EXPECT_EQ(Program::CompileCount() - before, 2);  // The step and the body.
+  const Program* body = (*program)->sub_program(loop->op, "body");
+  ASSERT_NE(body, nullptr);
+  EXPECT_EQ((*program)->sub_program(loop->op, "cond"), nullptr);
+  HostEnv host;
+  RunEnv& env = host.env;
+  std::vector<Tensor> out;
+  ASSERT_TRUE((*program)->Run(env, {}, &out).ok());
+  ASSERT_TRUE((*program)->Run(env, {}, &out).ok());
+  EXPECT_TRUE(TensorNear(out[0], {5}, {}));
+  EXPECT_EQ(Program::CompileCount() - before, 2);
+  EXPECT_EQ(body->runs(), 2u * 5u);
+}
+
+TEST(LoopCompileTest, AWhileLoopCompilesBodyAndConditionOnce) {
+  Scope s = Scope::NewRootScope();
+  auto loop = WhileLoop(
+      s,
+      [&](const Scope& c, const std::vector<Output>& a) {
+        return ops::Less(c, a[0], ops::Const(c, 100.0f));
+      },
+      [&](const Scope& b, const std::vector<Output>& a) {
+        return std::vector<Output>{ops::Mul(b, a[0], ops::Const(b, 3.0f))};
+      },
+      {ops::Const(s, 1.0f)});
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  const int64_t before = Program::CompileCount();
+  auto program = CompileFetching(s, loop->outputs[0]);
+  ASSERT_TRUE(program.ok()) << program.status();
+  HostEnv host;
+  RunEnv& env = host.env;
+  std::vector<Tensor> out;
+  ASSERT_TRUE((*program)->Run(env, {}, &out).ok());
+  EXPECT_TRUE(TensorNear(out[0], {243}, {}));
+  EXPECT_EQ(Program::CompileCount() - before, 3);
+  // 1 -> 3 -> ... -> 243: five bodies, six conditions.
+  EXPECT_EQ((*program)->sub_program(loop->op, "body")->runs(), 5u);
+  EXPECT_EQ((*program)->sub_program(loop->op, "cond")->runs(), 6u);
+}
+
+TEST(LoopCompileTest, NestedBodiesAreCompiledOnceEach) {
+  Scope s = Scope::NewRootScope();
+  Node* inner_op = nullptr;
+  auto loop = Repeat(s, 3, [&](const Scope& b, const std::vector<Output>& a) {
+    auto inner = Repeat(b, 2, [&](const Scope& c, const std::vector<Output>& x) {
+      return std::vector<Output>{ops::Add(c, x[0], ops::Const(c, 1.0f))};
+    }, {a[0]});
+    EXPECT_TRUE(inner.ok()) << inner.status();
+    inner_op = inner->op;
+    return std::vector<Output>{inner->outputs[0]};
+  }, {ops::Const(s, 0.0f)});
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  const int64_t before = Program::CompileCount();
+  auto program = CompileFetching(s, loop->outputs[0]);
+  ASSERT_TRUE(program.ok()) << program.status();
+  HostEnv host;
+  RunEnv& env = host.env;
+  std::vector<Tensor> out;
+  ASSERT_TRUE((*program)->Run(env, {}, &out).ok());
+  EXPECT_TRUE(TensorNear(out[0], {6}, {}));
+  EXPECT_EQ(Program::CompileCount() - before, 3);  // Step, body, inner body.
+  const Program* body = (*program)->sub_program(loop->op, "body");
+  ASSERT_NE(body, nullptr);
+  const Program* inner_body = body->sub_program(inner_op, "body");
+  ASSERT_NE(inner_body, nullptr);
+  EXPECT_EQ(body->runs(), 3u);
+  EXPECT_EQ(inner_body->runs(), 6u);
+}
+
+TEST(LoopCompileTest, EachReplicaCompilesItsBodyOnce) {
+  IPUConfig config;
+  config.set_auto_select_ipus(2);
+  auto system = IPUSystem::Create(config);
+  ASSERT_TRUE(system.ok()) << system.status();
+  Scope s = Scope::NewRootScope();
+  auto loop = Repeat(s, 10, [&](const Scope& b, const std::vector<Output>& a) {
+    return std::vector<Output>{ops::Add(b, a[0], ops::Const(b, 1.0f))};
+  }, {ops::Const(s, 0.0f)});
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  IPUStrategy strategy(system->get());
+  const int64_t before = Program::CompileCount();
+  for (int run = 0; run < 2; ++run) {
+    auto out = strategy.Run(*s.graph(), loop->outputs);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_TRUE(TensorNear((*out)[0], {10, 10}, {2}));  // Per replica.
+  }
+  // Two replicas (one Program each, as a Program runs on one thread), each
+  // with its body; the second run uses the strategy's cached program.
+  EXPECT_EQ(Program::CompileCount() - before, 2 * 2);
+  auto dp = strategy.Compile(*s.graph(), loop->outputs, {});
+  ASSERT_TRUE(dp.ok()) << dp.status();
+  for (int r = 0; r < 2; ++r) {
+    const Program* body = (*dp)->program(r).sub_program(loop->op, "body");
+    ASSERT_NE(body, nullptr);
+    EXPECT_EQ(body->runs(), 2u * 10u) << "replica " << r;
+  }
+}
+
+// The body compiles with the enclosing program's fusion setting: unfused
+// stays the reference inside loops too (float32 and float16 alike).
+TEST(LoopCompileTest, BodiesFollowTheProgramsFusionSetting) {
+  for (DType dtype : {DType::kFloat32, DType::kFloat16}) {
+    Scope s = Scope::NewRootScope();
+    Output w = ops::Cast(s, ops::Const<float>(s, {1, -2, 3, -4}, {2, 2}), dtype);
+    Output bias = ops::Cast(s, ops::Const<float>(s, {0.5f, 0.5f}, {2}), dtype);
+    auto loop = Repeat(s, 2, [&](const Scope& b, const std::vector<Output>& a) {
+      return std::vector<Output>{
+          ops::Relu(b, ops::BiasAdd(b, ops::MatMul(b, a[0], w), bias))};
+    }, {ops::Cast(s, ops::Const<float>(s, {1, 1}, {1, 2}), dtype)});
+    ASSERT_TRUE(loop.ok()) << loop.status();
+    std::vector<Tensor> results;
+    for (bool fuse : {true, false}) {
+      ProgramSpec spec;
+      spec.fetches = {loop->outputs[0]};
+      spec.fuse = fuse;
+      auto program = Program::Compile(*s.graph(), spec);
+      ASSERT_TRUE(program.ok()) << program.status();
+      const Program* body = (*program)->sub_program(loop->op, "body");
+      ASSERT_NE(body, nullptr);
+      EXPECT_EQ(body->num_fused_away() > 0, fuse) << DTypeName(dtype);
+      HostEnv host;
+  RunEnv& env = host.env;
+      std::vector<Tensor> out;
+      ASSERT_TRUE((*program)->Run(env, {}, &out).ok());
+      results.push_back(out[0]);
+    }
+    // By hand: [1, 1] W = [4, -6], + 0.5, relu -> [4.5, 0]; then
+    // [4.5, 0] W = [4.5, -9], + 0.5, relu -> [5, 0] (exact in float16).
+    EXPECT_TRUE(TensorNear(results[0], {5, 0}, {1, 2})) << DTypeName(dtype);
+    EXPECT_TRUE(TensorNear(results[1], {5, 0}, {1, 2})) << DTypeName(dtype);
+  }
 }
 
 
