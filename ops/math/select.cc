@@ -1,7 +1,5 @@
 #include "ops/math/select.h"
 
-#include <immintrin.h>
-
 #include <cstring>
 #include <type_traits>
 
@@ -10,6 +8,7 @@
 #include "ops/array/fill.h"
 #include "ops/cwise.h"
 #include "ops/math/broadcast_grad.h"
+#include "ops/math/vector_kernels.h"
 
 namespace ipuflow::ops {
 namespace {
@@ -41,33 +40,6 @@ void WithRow(const T* p, int64_t n, bool full, K&& k) {
   }
 }
 
-// z = c ? x : y over n elements of 4 bytes (float, int32), bit for bit:
-// 8 conditions widened to a lane mask and blended per instruction (AVX2,
-// the build's baseline). Eigen's select over a bool array runs one scalar
-// at a time.
-void Select4Bytes(const bool* c, const void* x, const void* y, void* z,
-                  int64_t n) {
-  const auto* px = static_cast<const char*>(x);
-  const auto* py = static_cast<const char*>(y);
-  auto* pz = static_cast<char*>(z);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    int64_t bytes;  // The 8 bools (each 0 or 1).
-    std::memcpy(&bytes, c + i, 8);
-    const __m256i mask = _mm256_cmpgt_epi32(
-        _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes)), _mm256_setzero_si256());
-    const __m256i xv =
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(px + 4 * i));
-    const __m256i yv =
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(py + 4 * i));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(pz + 4 * i),
-                        _mm256_blendv_epi8(yv, xv, mask));
-  }
-  for (; i < n; ++i) {
-    std::memcpy(pz + 4 * i, (c[i] ? px : py) + 4 * i, 4);
-  }
-}
-
 template <typename T>
 absl::Status SelectKernel(KernelContext& ctx) {
   const Tensor &c = ctx.input(0), &x = ctx.input(1), &y = ctx.input(2);
@@ -83,8 +55,11 @@ absl::Status SelectKernel(KernelContext& ctx) {
   if (n == 0) return absl::OkStatus();
   if (c.shape() == out && x.shape() == out && y.shape() == out) {
     if constexpr (sizeof(T) == 4 && std::is_trivially_copyable_v<T>) {
+      // float and int32 bit for bit, AVX2 or AVX-512 (vector_kernels.h):
+      // Eigen's select over a bool array runs one scalar at a time.
+      const auto select4 = UsedVectorKernels().select4;
       ctx.ParallelFor(n, 1.0, [&](int64_t b, int64_t e) {
-        Select4Bytes(pc + b, px + b, py + b, pz + b, e - b);
+        select4(pc + b, px + b, py + b, pz + b, e - b);
       });
       return absl::OkStatus();
     }
