@@ -11,6 +11,7 @@
 #include "core/half_rounding.h"
 #include "ops/cwise.h"
 #include "ops/math/half_io.h"
+#include "ops/math/vector_kernels.h"
 
 namespace ipuflow::ops {
 namespace {
@@ -72,11 +73,11 @@ void BiasAddFloat(const KernelContext& ctx, const float* px, const float* pb,
   if (v.inner == 1) {
     const int64_t rows = BlockRows(v.c);
     const ArrayX<T> tiled = ConstArrayMap<T>(pb, v.c).replicate(rows, 1);
+    const auto add_bias = UsedVectorKernels().add_bias;  // AVX2 or AVX-512.
     ctx.ParallelFor(v.outer, kCwiseCost * v.c, [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; r += rows) {
         const int64_t n = std::min(rows, e - r) * v.c;
-        ArrayMap<T>(py + r * v.c, n) =
-            ConstArrayMap<T>(px + r * v.c, n) + tiled.head(n);
+        add_bias(px + r * v.c, tiled.data(), py + r * v.c, n, false);
       }
     });
     return;
@@ -98,12 +99,13 @@ void BiasAddHalf(const KernelContext& ctx, const half* px, const float* pb,
   if (v.inner == 1) {
     const int64_t rows = BlockRows(v.c);
     const ArrayX<float> tiled = ConstArrayMap<float>(pb, v.c).replicate(rows, 1);
+    const auto add_bias = UsedVectorKernels().add_bias;
     ctx.ParallelFor(v.outer, kCwiseCost * v.c, [&](int64_t b, int64_t e) {
       ArrayX<float> buf(rows * v.c);
       for (int64_t r = b; r < e; r += rows) {
         const int64_t n = std::min(rows, e - r) * v.c;
         WidenFast(px + r * v.c, buf.data(), n);
-        buf.head(n) += tiled.head(n);
+        add_bias(buf.data(), tiled.data(), buf.data(), n, false);
         RoundToHalf(ctx, 0, buf.data(), py + r * v.c, n, r * v.c);
       }
     });
@@ -141,13 +143,16 @@ Eigen::ArrayXf SumRows(const T* p, const ChannelView& v, int64_t b, int64_t e) {
   Eigen::ArrayXf tiled = Eigen::ArrayXf::Zero(std::min(rows, e - b) * v.c);
   [[maybe_unused]] Eigen::ArrayXf widened(
       std::is_same_v<T, half> ? rows * v.c : 0);
+  // Each position's sum is in row order whatever the vector width, so the
+  // AVX2 and AVX-512 variants give the same bits.
+  const auto accumulate = UsedVectorKernels().accumulate;
   for (int64_t r = b; r < e; r += rows) {
     const int64_t n = std::min(rows, e - r) * v.c;
     if constexpr (std::is_same_v<T, half>) {
       WidenFast(p + r * v.c, widened.data(), n);
-      tiled.head(n) += widened.head(n);
+      accumulate(widened.data(), tiled.data(), n);
     } else {
-      tiled.head(n) += ConstArrayMap<T>(p + r * v.c, n);
+      accumulate(p + r * v.c, tiled.data(), n);
     }
   }
   return Eigen::Map<const Eigen::MatrixXf>(tiled.data(), v.c,

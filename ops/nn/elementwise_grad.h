@@ -1,5 +1,6 @@
-// Shared by the element-wise gradient ops of ops/nn (ReluGrad, SigmoidGrad,
-// TanhGrad, DropoutGrad): two float inputs of one shape and dtype, one
+// Shared by the element-wise gradient ops of ops/nn (SigmoidGrad, TanhGrad,
+// DropoutGrad; ReluGrad uses only the shape function, its kernel is
+// ops/math/vector_kernels.h's): two float inputs of one shape and dtype, one
 // output of that shape, computed by an Eigen functor in parallel.
 //
 //   REGISTER_OP("TanhGrad").Input("y").Input("dy")

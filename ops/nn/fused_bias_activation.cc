@@ -9,6 +9,7 @@
 #include "core/op_registry.h"
 #include "ops/cwise.h"
 #include "ops/math/half_io.h"
+#include "ops/math/vector_kernels.h"
 #include "ops/math/partials_type.h"
 #include "ops/nn/conv_small.h"
 #include "ops/nn/conv_util.h"
@@ -45,14 +46,9 @@ int64_t BlockRows(int64_t c) {
 template <bool kRelu>
 void BiasActivationRange(float* p, int64_t n, const ArrayX<float>& tiled) {
   const int64_t block = tiled.size();
+  const auto add_bias = UsedVectorKernels().add_bias;  // AVX2 or AVX-512.
   for (int64_t i = 0; i < n; i += block) {
-    const int64_t m = std::min(block, n - i);
-    ArrayMap<float> v(p + i, m);
-    if constexpr (kRelu) {
-      v = (v + tiled.head(m)).max(0.0f);
-    } else {
-      v += tiled.head(m);
-    }
+    add_bias(p + i, tiled.data(), p + i, std::min(block, n - i), kRelu);
   }
 }
 
@@ -71,17 +67,13 @@ absl::Status BiasActivationInPlace(KernelContext& ctx, Tensor* y,
   const int64_t block = BlockRows(c);
   const ArrayX<float> tiled =
       ConstArrayMap<float>(b.data<float>(), c).replicate(block, 1);
+  const auto add_bias = UsedVectorKernels().add_bias;  // AVX2 or AVX-512.
   if (y->dtype() == DType::kFloat32) {
     float* p = y->data<float>();
     ctx.ParallelFor(rows, kCwiseCost * c, [&](int64_t lo, int64_t hi) {
       for (int64_t r = lo; r < hi; r += block) {
         const int64_t n = std::min(block, hi - r) * c;
-        ArrayMap<float> v(p + r * c, n);
-        if constexpr (kRelu) {
-          v = (v + tiled.head(n)).max(0.0f);
-        } else {
-          v += tiled.head(n);
-        }
+        add_bias(p + r * c, tiled.data(), p + r * c, n, kRelu);
       }
     });
     return absl::OkStatus();
@@ -92,8 +84,7 @@ absl::Status BiasActivationInPlace(KernelContext& ctx, Tensor* y,
     for (int64_t r = lo; r < hi; r += block) {
       const int64_t n = std::min(block, hi - r) * c;
       WidenFast(p + r * c, buf.data(), n);
-      buf.head(n) += tiled.head(n);
-      if constexpr (kRelu) buf.head(n) = buf.head(n).max(0.0f);
+      add_bias(buf.data(), tiled.data(), buf.data(), n, kRelu);
       RoundToHalf(ctx, 0, buf.data(), p + r * c, n, r * c);
     }
   });
@@ -103,10 +94,11 @@ absl::Status BiasActivationInPlace(KernelContext& ctx, Tensor* y,
 // y = max(y, 0) in place (exact in either dtype).
 void ReluInPlace(KernelContext& ctx, Tensor* y) {
   const int64_t n = y->NumElements();
+  const auto relu = UsedVectorKernels().relu;  // AVX2 or AVX-512.
   if (y->dtype() == DType::kFloat32) {
     float* p = y->data<float>();
     ctx.ParallelFor(n, kCwiseCost, [&](int64_t b, int64_t e) {
-      ArrayMap<float>(p + b, e - b) = ConstArrayMap<float>(p + b, e - b).max(0.0f);
+      relu(p + b, p + b, e - b);
     });
     return;
   }
@@ -117,7 +109,7 @@ void ReluInPlace(KernelContext& ctx, Tensor* y) {
     for (int64_t i = b; i < e; i += kChunk) {
       const int64_t m = std::min(kChunk, e - i);
       WidenFast(p + i, buf, m);
-      ArrayMap<float>(buf, m) = ConstArrayMap<float>(buf, m).max(0.0f);
+      relu(buf, buf, m);
       NarrowExact(buf, p + i, m);
     }
   });

@@ -1,56 +1,19 @@
 #include "ops/nn/relu.h"
 
 #include <algorithm>
-#include <type_traits>
 
 #include "core/op_registry.h"
 #include "ops/cwise.h"
 #include "ops/math/half_io.h"
+#include "ops/math/vector_kernels.h"
 #include "ops/nn/elementwise_grad.h"
 #include "ops/shape_fns.h"
 
 namespace ipuflow::ops {
 namespace {
 
-struct ReluFn {
-  template <typename A>
-  auto operator()(const A& x) const {
-    return x.max(typename A::Scalar(0));
-  }
-};
-
-// dy where y > 0, else 0, as an Eigen functor with a packet form: Eigen
-// evaluates `(y > 0).select(dy, 0)` one scalar at a time (its comparisons
-// give bool arrays), which made ReluGrad 5x slower than Relu; a compare
-// mask and-ed with dy is one vector instruction each.
-template <typename T>
-struct ReluGradOp {
-  EIGEN_STRONG_INLINE T operator()(const T& dy, const T& y) const {
-    return y > T(0) ? dy : T(0);
-  }
-  template <typename Packet>
-  EIGEN_STRONG_INLINE Packet packetOp(const Packet& dy, const Packet& y) const {
-    namespace ei = Eigen::internal;
-    return ei::pand(ei::pcmp_lt(ei::pzero(y), y), dy);  // NaN y: 0, as above.
-  }
-};
-
-}  // namespace
-}  // namespace ipuflow::ops
-
-template <typename T>
-struct Eigen::internal::functor_traits<ipuflow::ops::ReluGradOp<T>> {
-  enum {
-    Cost = Eigen::NumTraits<T>::AddCost,
-    PacketAccess = std::is_same_v<T, float>,  // Eigen::half: scalar.
-  };
-};
-
-namespace ipuflow::ops {
-namespace {
-
-// float16 Relu and ReluGrad: chunks widened (F16C), the float32 packet
-// code run on them, the results narrowed without rounding (they are input
+// float16 Relu and ReluGrad: chunks widened (F16C), the float32 kernels
+// run on them, the results narrowed without rounding (they are input
 // values or zero). Eigen's half arithmetic is scalar: 5x slower.
 constexpr int64_t kHalfChunk = 1024;
 
@@ -59,15 +22,46 @@ absl::Status ReluHalf(KernelContext& ctx) {
   ASSIGN_OR_RETURN(Tensor* y, ctx.allocate_output(0, x.shape()));
   const half* px = x.data<half>();
   half* py = y->data<half>();
+  const auto relu = UsedVectorKernels().relu;
   ctx.ParallelFor(x.NumElements(), kCwiseCost, [&](int64_t b, int64_t e) {
     float buf[kHalfChunk];
     for (int64_t i = b; i < e; i += kHalfChunk) {
       const int64_t m = std::min(kHalfChunk, e - i);
       WidenFast(px + i, buf, m);
-      ArrayMap<float> v(buf, m);
-      v = ReluFn()(v);
+      relu(buf, buf, m);
       NarrowExact(buf, py + i, m);
     }
+  });
+  return absl::OkStatus();
+}
+
+// float32 through the dispatched AVX2 / AVX-512 loops (vector_kernels.h).
+absl::Status ReluFloat(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.shape()));
+  const float* px = x.data<float>();
+  float* py = y->data<float>();
+  const auto relu = UsedVectorKernels().relu;
+  ctx.ParallelFor(x.NumElements(), kCwiseCost, [&](int64_t b, int64_t e) {
+    relu(px + b, py + b, e - b);
+  });
+  return absl::OkStatus();
+}
+
+absl::Status ReluGradFloat(KernelContext& ctx) {
+  const Tensor& dy = ctx.input(0);
+  const Tensor& y = ctx.input(1);
+  if (dy.shape() != y.shape()) {
+    return ctx.InvalidArgument("inputs have shapes ", dy.shape().DebugString(),
+                               " and ", y.shape().DebugString(),
+                               "; they must be equal");
+  }
+  ASSIGN_OR_RETURN(Tensor * dx, ctx.allocate_output(0, dy.shape()));
+  const float *pd = dy.data<float>(), *py = y.data<float>();
+  float* px = dx->data<float>();
+  const auto relu_grad = UsedVectorKernels().relu_grad;
+  ctx.ParallelFor(dy.NumElements(), kCwiseCost, [&](int64_t b, int64_t e) {
+    relu_grad(pd + b, py + b, px + b, e - b);
   });
   return absl::OkStatus();
 }
@@ -83,37 +77,27 @@ absl::Status ReluGradHalf(KernelContext& ctx) {
   ASSIGN_OR_RETURN(Tensor* dx, ctx.allocate_output(0, dy.shape()));
   const half *pd = dy.data<half>(), *py = y.data<half>();
   half* px = dx->data<half>();
+  const auto relu_grad = UsedVectorKernels().relu_grad;
   ctx.ParallelFor(dy.NumElements(), kCwiseCost, [&](int64_t b, int64_t e) {
     float d[kHalfChunk], v[kHalfChunk];
     for (int64_t i = b; i < e; i += kHalfChunk) {
       const int64_t m = std::min(kHalfChunk, e - i);
       WidenFast(pd + i, d, m);
       WidenFast(py + i, v, m);
-      ArrayMap<float>(d, m) = ConstArrayMap<float>(d, m).binaryExpr(
-          ConstArrayMap<float>(v, m), ReluGradOp<float>());
+      relu_grad(d, v, d, m);
       NarrowExact(d, px + i, m);
     }
   });
   return absl::OkStatus();
 }
 
-// f(dy, y) = dy where y > 0.
-struct ReluGradFn {
-  template <typename A, typename B>
-  auto operator()(const A& dy, const B& y) const {
-    using T = typename A::Scalar;
-    return dy.binaryExpr(y, ReluGradOp<T>());
-  }
-};
-
 REGISTER_OP("Relu")
     .Input("x")
     .SetShapeFn(shape_fns::UnchangedFloat)
     .SetKernel([](KernelContext& ctx) -> absl::Status {
       if (ctx.input(0).dtype() == DType::kFloat16) return ReluHalf(ctx);
-      IPUFLOW_SWITCH_FLOAT(ctx.input(0).dtype(),
-                           return UnaryKernel<T>(ctx, ReluFn()),
-                           return UnsupportedDType(ctx, ctx.input(0).dtype()));
+      if (ctx.input(0).dtype() == DType::kFloat32) return ReluFloat(ctx);
+      return UnsupportedDType(ctx, ctx.input(0).dtype());
     })
     // y = max(x, 0);  dy/dx = 1 where x > 0 (i.e. y > 0), else 0
     .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> dy,
@@ -126,9 +110,12 @@ REGISTER_OP("ReluGrad")
     .Input("dy")
     .Input("y")
     .SetShapeFn(SameShapeFloatPair)
-    .SetKernel([](KernelContext& ctx) {
-      if (ctx.input(0).dtype() == DType::kFloat16) return ReluGradHalf(ctx);
-      return ElementwiseGradKernel(ctx, ReluGradFn());
+    .SetKernel([](KernelContext& ctx) -> absl::Status {
+      const DType t = ctx.input(0).dtype();
+      if (t != ctx.input(1).dtype()) return UnsupportedDType(ctx, t);
+      if (t == DType::kFloat16) return ReluGradHalf(ctx);
+      if (t == DType::kFloat32) return ReluGradFloat(ctx);
+      return UnsupportedDType(ctx, t);
     })
     // dx = dy * [y > 0]:  d/d(dy) = g * [y > 0];  d/dy = 0 almost everywhere
     .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> g,
