@@ -439,7 +439,8 @@ class Gate {
   }
   void Take() {
     auto ready = [this] { return released_.load() > taken_; };
-    if (!SpinUntil(ready, std::chrono::microseconds(20))) {
+    if (!SpinUntil(ready, std::chrono::microseconds(20), 4,
+                   std::chrono::microseconds(1))) {
       MutexLock l(&mu_);
       sleeping_ = true;
       cv_.Await(&mu_, ready);

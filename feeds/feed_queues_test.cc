@@ -243,6 +243,53 @@ TEST(FeedQueuesTest, ConcurrentConsumerSeesEveryStepOnceInOrder) {
   for (int i = 0; i < kSteps; ++i) ASSERT_EQ(seen[i], i);
 }
 
+// Issue 12's round trip: the infeed's host thread (the generator) reads
+// each element back from the outfeed before it gives the next, so one
+// element is in flight and every hand-over waits on the other side (spins,
+// then sleeps: a lost wake-up deadlocks). Every element comes back once, in
+// order, over two runs of the loop.
+TEST(FeedQueuesTest, RoundTripOnTheInfeedsHostThreadLosesNothing) {
+  auto system = MakeSystem(1);
+  constexpr int kTrips = 500;  // Per run.
+  auto outfeed = IPUOutfeedQueue::Create(OutfeedMode::kAll, 1);
+  ASSERT_TRUE(outfeed.ok());
+  IPUOutfeedQueue* out = outfeed->get();
+  std::atomic<int> returned{0};
+  std::atomic<int> wrong{0};
+  DatasetPtr echo = FromGenerator(
+      ElementSpec{{DType::kFloat32}, {TensorShape()}}, [out, &returned, &wrong] {
+        return [out, &returned, &wrong,
+                sent = 0]() mutable -> absl::StatusOr<Element> {
+          if (sent > 0) {
+            absl::StatusOr<OutfeedElement> back = out->Next();
+            if (!back.ok()) return back.status();  // Closed at the end.
+            if ((*back)["x"].scalar<float>() != sent - 1) ++wrong;
+            ++returned;
+          }
+          return Element{Tensor::Scalar<float>(static_cast<float>(sent++))};
+        };
+      });
+  auto infeed = IPUInfeedQueue::Create(echo, 1);
+  ASSERT_TRUE(infeed.ok());
+  Scope s = Scope::NewRootScope();
+  auto loop = loops::Repeat(s, kTrips, Forward(out), {}, infeed->get());
+  ASSERT_TRUE(loop.ok());
+  IPUStrategy strategy(system.get());
+  for (int run = 0; run < 2; ++run) {
+    absl::Status st = strategy.Run(*s.graph(), {}, {loop->op}).status();
+    ASSERT_TRUE(st.ok()) << st;
+  }
+  // The generator reads back the last element and gives one more (it waits
+  // in the ring), then waits in Next; Close ends that wait (before the
+  // infeed's destructor joins its thread).
+  AwaitTrue([&] { return returned.load() == 2 * kTrips; });
+  (*outfeed)->Close();
+  (*infeed).reset();
+  EXPECT_EQ(returned.load(), 2 * kTrips);
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(out->Next().status().code(), absl::StatusCode::kOutOfRange);
+}
+
 TEST(FeedQueuesTest, DatasetEndIsACleanOutOfRangeAndNothingIsSkipped) {
   auto system = MakeSystem(1);
   auto infeed = IPUInfeedQueue::Create(Range(0, 5));

@@ -1,18 +1,24 @@
 #include "feeds/infeed_queue.h"
 
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "core/ipu/bounded_queue.h"
 #include "core/ipu/ipu_device.h"
+#include "core/ipu/spin_wait.h"
 #include "core/kernel.h"
 #include "core/mutex.h"
 #include "core/op_registry.h"
 
 namespace ipuflow::feeds {
 namespace internal {
+
+// Bounds of the rings' adaptive spin (as the outfeed's, outfeed_queue.cc).
+constexpr std::chrono::nanoseconds kInfeedSpinFloor = std::chrono::microseconds(5);
+constexpr std::chrono::nanoseconds kInfeedSpinCeiling = std::chrono::microseconds(20);
 
 // The device side of an infeed: one bounded queue per replica, filled
 // round-robin by a host thread. Shared: the IPUInfeedQueue owns it, the
@@ -109,6 +115,9 @@ absl::Status InfeedChannel::Start(int num_replicas) {
   for (int r = 0; r < num_replicas; ++r) {
     queues_.push_back(std::make_unique<BoundedQueue<Slot>>(
         prefetch_depth_, absl::StrCat("infeed '", id_, "' replica ", r)));
+    // The device's Pop and the host thread's Push spin about as long as
+    // the other side recently took to answer (BoundedQueue).
+    queues_.back()->set_adaptive_spin(kInfeedSpinFloor, kInfeedSpinCeiling);
   }
   consumed_.assign(num_replicas, 0);
   given_back_.resize(num_replicas);

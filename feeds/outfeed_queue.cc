@@ -75,11 +75,23 @@ std::string OutputMode::DebugString() const {
 
 namespace internal {
 
-// Next's spin before it sleeps: a few device iterations of a small loop.
-// Longer spins measured slower on a busy 2-vCPU machine (the spinning
-// reader takes the core the device or the infeed thread needs): 20 us
-// doubled the round trip; 0-5 us were alike.
-constexpr std::chrono::microseconds kNextSpin{5};
+// Next's spin before it sleeps, and the rings' (device side): adaptive
+// (spin_wait.h's AdaptiveSpin), about twice the time the other side took to
+// answer recently, between these bounds. A round trip (host -> device ->
+// host) then hands over without a futex wake-up on either side while both
+// are busy; an idle device costs a waiting reader one floor of spinning.
+// A fixed 20 us spin doubled the round trip on a busy 2-vCPU machine (the
+// spinning reader kept the core the device needed); spins now also yield
+// every few microseconds (BoundedQueue::kSpinYieldEvery).
+constexpr std::chrono::nanoseconds kFeedSpinFloor = std::chrono::microseconds(5);
+constexpr std::chrono::nanoseconds kFeedSpinCeiling = std::chrono::microseconds(20);
+constexpr std::chrono::nanoseconds kNextYieldEvery = std::chrono::microseconds(1);
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 // Everything behind an IPUOutfeedQueue: one bounded queue per replica that
 // the device pushes to, and the host-side list of steps. A step moves from
@@ -187,9 +199,18 @@ class OutfeedChannel : public HostResource {
   // visible to the next host-side read.
   void CatchUp() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { GatherLocked(); }
   // Wakes readers in Next, if any (steps_ changed, or the queue ended).
+  // Inside Send the signal waits until mu_ is released (wake_deferred_),
+  // so the reader does not wake only to block on mu_.
   void WakeReaders() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     steps_hint_.store(steps_.size(), std::memory_order_release);
-    if (waiting_readers_ > 0) cv_.SignalAll();
+    if (waiting_readers_ > 0) {
+      readers_answered_ns_ = NowNs();
+      if (defer_wake_) {
+        wake_deferred_ = true;
+      } else {
+        cv_.SignalAll();
+      }
+    }
   }
   // Removes and returns the steps (not stop markers) at the front.
   std::vector<Entry> TakeSteps() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -227,6 +248,12 @@ class OutfeedChannel : public HostResource {
   std::atomic<bool> destroyed_hint_{false};
   int callers_ ABSL_GUARDED_BY(mu_) = 0;
   int waiting_readers_ ABSL_GUARDED_BY(mu_) = 0;  // Callers inside Next.
+  // When steps last came for a waiting reader (NowNs): a slept Next's
+  // answer time, for next_spin_.
+  int64_t readers_answered_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  bool defer_wake_ ABSL_GUARDED_BY(mu_) = false;
+  bool wake_deferred_ ABSL_GUARDED_BY(mu_) = false;
+  AdaptiveSpin next_spin_{kFeedSpinFloor, kFeedSpinCeiling};
   int64_t delivered_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t gathered_ ABSL_GUARDED_BY(mu_) = 0;  // Steps gathered so far.
   std::vector<std::atomic<int64_t>> pushed_;    // Per replica; fixed at Start.
@@ -283,6 +310,7 @@ absl::Status OutfeedChannel::Start(int num_replicas, bool training) {
   for (int r = 0; r < num_replicas; ++r) {
     queues_.push_back(std::make_unique<BoundedQueue<std::vector<Tensor>>>(
         buffer_depth_, absl::StrCat("outfeed '", id_, "' replica ", r)));
+    queues_.back()->set_adaptive_spin(kFeedSpinFloor, kFeedSpinCeiling);
   }
   pushed_ = std::vector<std::atomic<int64_t>>(num_replicas);
   held_.resize(num_replicas);
@@ -383,10 +411,16 @@ absl::Status OutfeedChannel::Send(int replica, std::vector<Tensor> values,
   for (const Tensor& t : values) bytes += t.TotalBytes();
   RETURN_IF_ERROR(queues_[replica]->Push(std::move(values), cancellation));
   pushed_[replica].fetch_add(1, std::memory_order_release);
+  bool wake;
   {
     MutexLock l(&mu_);
+    defer_wake_ = true;
     GatherLocked();
+    defer_wake_ = false;
+    wake = wake_deferred_;
+    wake_deferred_ = false;
   }
+  if (wake) cv_.SignalAll();
   if (device != nullptr) {
     device->counters().device_to_host.fetch_add(bytes,
                                                 std::memory_order_relaxed);
@@ -599,19 +633,31 @@ absl::StatusOr<OutfeedResult> OutfeedChannel::Dequeue() {
 absl::StatusOr<OutfeedElement> OutfeedChannel::Next() {
   // A monitor usually waits for a device that is running: spin briefly on
   // the hints before sleeping (a step then costs no futex wake-up).
-  SpinUntil(
-      [this] {
-        return steps_hint_.load(std::memory_order_acquire) > 0 ||
-               closed_.load(std::memory_order_acquire) ||
-               destroyed_hint_.load(std::memory_order_acquire);
-      },
-      kNextSpin);
+  auto ready = [this] {
+    return steps_hint_.load(std::memory_order_acquire) > 0 ||
+           closed_.load(std::memory_order_acquire) ||
+           destroyed_hint_.load(std::memory_order_acquire);
+  };
+  int64_t start = 0;
+  if (!ready()) {
+    start = NowNs();
+    if (SpinUntil(ready, next_spin_.budget(), 4, kNextYieldEvery)) {
+      next_spin_.Record(std::chrono::nanoseconds(NowNs() - start));
+      start = 0;
+    }
+  }
   MutexLock l(&mu_);
   ++waiting_readers_;
-  cv_.Await(&mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return !steps_.empty() || closed_.load() || destroyed_;
-  });
+  bool slept = false;
+  while (steps_.empty() && !closed_.load() && !destroyed_) {
+    slept = true;
+    cv_.Wait(&mu_);
+  }
   --waiting_readers_;
+  if (slept && start > 0 && !steps_.empty() &&
+      readers_answered_ns_ >= start) {
+    next_spin_.Record(std::chrono::nanoseconds(readers_answered_ns_ - start));
+  }
   if (destroyed_) return Destroyed();
   // Closed: what was pushed before Close still comes out first.
   if (steps_.empty() && closed_.load()) CatchUp();

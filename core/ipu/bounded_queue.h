@@ -35,9 +35,13 @@
 // Blocking: a blocked call first spins briefly on an atomic hint (a hand-
 // over on a busy queue then costs no futex wake-up; spin_wait.h), then
 // sleeps on a condition variable; producers and consumers signal only when
-// someone sleeps. The spin is bounded (set_spin_budget, default
-// kDefaultSpinBudget), so a side whose partner is idle sleeps. Memory ordering comes from the mutex: a consumer sees everything
-// its element's producer wrote before Push.
+// someone sleeps, after releasing the lock (the woken thread does not
+// block again on it). The spin is bounded (default kDefaultSpinBudget), so
+// a side whose partner is idle sleeps; set_adaptive_spin lets each side
+// spin about as long as its partner recently took to answer, up to a
+// ceiling (feeds, whose partner answers within microseconds when busy).
+// Memory ordering comes from the mutex: a consumer sees everything its
+// element's producer wrote before Push.
 //
 // Thread safety: every method except Reset and the destructor may be called
 // from any thread concurrently. Reset and the destructor require that no
@@ -100,12 +104,22 @@ class BoundedQueue {
   size_t peak() const;
   size_t capacity() const { return capacity_; }
   // How long a blocked Push / Pop spins before it sleeps (0: only a few
-  // yields).
-  // Feeds whose host side answers within microseconds spin longer than the
-  // default. Thread-safe; affects calls that start after it.
+  // yields). Thread-safe; affects calls that start after it.
   void set_spin_budget(std::chrono::nanoseconds budget) {
-    spin_budget_ns_.store(budget.count(), std::memory_order_relaxed);
+    push_spin_.set_limits(budget, budget);
+    pop_spin_.set_limits(budget, budget);
   }
+  // Each side spins about twice its partner's recent answer time, within
+  // [floor, ceiling] (AdaptiveSpin); the floor once the partner is slower
+  // than the ceiling. REQUIRES: floor <= ceiling.
+  void set_adaptive_spin(std::chrono::nanoseconds floor,
+                         std::chrono::nanoseconds ceiling) {
+    push_spin_.set_limits(floor, ceiling);
+    pop_spin_.set_limits(floor, ceiling);
+  }
+  // Current spin budgets (tests of the adaptation).
+  std::chrono::nanoseconds push_spin_budget() const { return push_spin_.budget(); }
+  std::chrono::nanoseconds pop_spin_budget() const { return pop_spin_.budget(); }
   static constexpr std::chrono::nanoseconds kDefaultSpinBudget =
       std::chrono::microseconds(5);
   const std::string& name() const { return name_; }
@@ -120,17 +134,41 @@ class BoundedQueue {
   // After the spin budget, a few yields, which let the other side run when
   // it shares our core (2-core machines under load).
   static constexpr int kYieldIterations = 8;
+  // ... and during a spin, a yield this often (spin_wait.h; the clock is
+  // read every 32 pauses, about 2 us on Zen 5, so there it is every
+  // check). A 3-thread round trip on 2 busy vCPUs: 68 us without, 33 us
+  // with (medians of 5, alternated).
+  static constexpr std::chrono::nanoseconds kSpinYieldEvery =
+      std::chrono::microseconds(1);
+  using Clock = std::chrono::steady_clock;
+  static int64_t NowNs() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               Clock::now().time_since_epoch())
+        .count();
+  }
 
   Ready CanPush() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Ready CanPop() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status PushEnd() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status PopEnd() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void PutLocked(T&& value) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  T TakeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Both set *wake when a thread of the other side sleeps: the caller
+  // signals it after releasing mu_.
+  void PutLocked(T&& value, bool* wake) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  T TakeLocked(bool* wake) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CancelledBy(CancellationManager* cm) const;
-  // Spins until `ready()` (an unlocked hint) or the budget runs out.
+  // Returns at once (0) when `ready()` (an unlocked hint) holds; else spins
+  // until it does or `spin`'s budget runs out, records a spin that was
+  // answered, and returns the time the wait started (ns, NowNs).
   template <typename Fn>
-  void Spin(Fn ready) const;
+  int64_t Spin(AdaptiveSpin* spin, Fn ready);
+  // After a sleep: the partner answered at `answered_ns` (stamped by its
+  // signal), the wait began at `start_ns`.
+  static void RecordSleep(AdaptiveSpin* spin, int64_t start_ns,
+                          int64_t answered_ns) {
+    if (start_ns > 0 && answered_ns >= start_ns) {
+      spin->Record(std::chrono::nanoseconds(answered_ns - start_ns));
+    }
+  }
   // The slow path of Push/Pop: registers the wake-up with `cm`, sleeps on
   // `cv` until `can()` is not kBlocked or `cm` is cancelled, then `done`.
   template <typename CanFn, typename DoneFn>
@@ -151,11 +189,16 @@ class BoundedQueue {
   absl::Status reason_ ABSL_GUARDED_BY(mu_);
   int sleeping_producers_ ABSL_GUARDED_BY(mu_) = 0;
   int sleeping_consumers_ ABSL_GUARDED_BY(mu_) = 0;
+  // When the last put / take that had a sleeper to wake happened (NowNs):
+  // the answer time of a wait that slept.
+  int64_t put_answered_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t take_answered_ns_ ABSL_GUARDED_BY(mu_) = 0;
   // Copies of count_ and state_ != kOpen, written under mu_, read without
   // it only by Spin (a hint; every decision is re-made under mu_).
   std::atomic<size_t> count_hint_{0};
   std::atomic<bool> ended_hint_{false};
-  std::atomic<int64_t> spin_budget_ns_{kDefaultSpinBudget.count()};
+  AdaptiveSpin push_spin_{kDefaultSpinBudget, kDefaultSpinBudget};
+  AdaptiveSpin pop_spin_{kDefaultSpinBudget, kDefaultSpinBudget};
 };
 
 namespace internal {
@@ -170,11 +213,13 @@ BoundedQueue<T>::BoundedQueue(size_t capacity, std::string name)
 
 template <typename T>
 template <typename Fn>
-void BoundedQueue<T>::Spin(Fn ready) const {
-  SpinUntil(ready,
-            std::chrono::nanoseconds(
-                spin_budget_ns_.load(std::memory_order_relaxed)),
-            kYieldIterations);
+int64_t BoundedQueue<T>::Spin(AdaptiveSpin* spin, Fn ready) {
+  if (ready()) return 0;
+  const int64_t start = NowNs();
+  if (SpinUntil(ready, spin->budget(), kYieldIterations, kSpinYieldEvery)) {
+    spin->Record(std::chrono::nanoseconds(NowNs() - start));
+  }
+  return start;
 }
 
 template <typename T>
@@ -203,23 +248,29 @@ absl::Status BoundedQueue<T>::PopEnd() const {
 }
 
 template <typename T>
-void BoundedQueue<T>::PutLocked(T&& value) {
+void BoundedQueue<T>::PutLocked(T&& value, bool* wake) {
   slots_[(head_ + count_) % capacity_].emplace(std::move(value));
   ++count_;
   peak_ = std::max(peak_, count_);
   count_hint_.store(count_, std::memory_order_release);
-  if (sleeping_consumers_ > 0) not_empty_.Signal();
+  if (sleeping_consumers_ > 0) {
+    put_answered_ns_ = NowNs();
+    *wake = true;
+  }
 }
 
 template <typename T>
-T BoundedQueue<T>::TakeLocked() {
+T BoundedQueue<T>::TakeLocked(bool* wake) {
   std::optional<T>& slot = slots_[head_];
   T value = std::move(*slot);
   slot.reset();
   head_ = (head_ + 1) % capacity_;
   --count_;
   count_hint_.store(count_, std::memory_order_release);
-  if (sleeping_producers_ > 0) not_full_.Signal();
+  if (sleeping_producers_ > 0) {
+    take_answered_ns_ = NowNs();
+    *wake = true;
+  }
   return value;
 }
 
@@ -266,87 +317,108 @@ auto BoundedQueue<T>::SleepThen(CondVar* cv, int* sleepers,
 template <typename T>
 absl::Status BoundedQueue<T>::Push(T value, CancellationManager* cm) {
   if (cm != nullptr && cm->cancelled()) return CancelledBy(cm);
-  Spin([this] {
+  const int64_t start = Spin(&push_spin_, [this] {
     return ended_hint_.load(std::memory_order_acquire) ||
            count_hint_.load(std::memory_order_acquire) < capacity_;
   });
+  bool wake = false;
+  Ready r;
   {
     MutexLock l(&mu_);
-    switch (CanPush()) {
-      case Ready::kYes:
-        PutLocked(std::move(value));
-        return absl::OkStatus();
-      case Ready::kEnded:
-        return PushEnd();
-      case Ready::kBlocked:
-        break;
-    }
+    r = CanPush();
+    if (r == Ready::kYes) PutLocked(std::move(value), &wake);
+    if (r == Ready::kEnded) return PushEnd();
   }
-  return SleepThen(
+  if (wake) not_empty_.Signal();
+  if (r == Ready::kYes) return absl::OkStatus();
+  absl::Status s = SleepThen(
       &not_full_, &sleeping_producers_, cm,
       [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return CanPush(); },
-      [this, &value](Ready r) ABSL_NO_THREAD_SAFETY_ANALYSIS -> absl::Status {
+      [this, &value, &wake,
+       start](Ready r) ABSL_NO_THREAD_SAFETY_ANALYSIS -> absl::Status {
         if (r == Ready::kEnded) return PushEnd();
-        PutLocked(std::move(value));
+        RecordSleep(&push_spin_, start, take_answered_ns_);
+        PutLocked(std::move(value), &wake);
         return absl::OkStatus();
       });
+  if (wake) not_empty_.Signal();
+  return s;
 }
 
 template <typename T>
 absl::Status BoundedQueue<T>::TryPush(T&& value) {
-  MutexLock l(&mu_);
-  switch (CanPush()) {
-    case Ready::kYes:
-      PutLocked(std::move(value));
-      return absl::OkStatus();
-    case Ready::kEnded:
-      return PushEnd();
-    case Ready::kBlocked:
-      break;
+  bool wake = false;
+  {
+    MutexLock l(&mu_);
+    switch (CanPush()) {
+      case Ready::kYes:
+        PutLocked(std::move(value), &wake);
+        break;
+      case Ready::kEnded:
+        return PushEnd();
+      case Ready::kBlocked:
+        return absl::UnavailableError(
+            absl::StrCat(name_, " is full (capacity ", capacity_, ")"));
+    }
   }
-  return absl::UnavailableError(
-      absl::StrCat(name_, " is full (capacity ", capacity_, ")"));
+  if (wake) not_empty_.Signal();
+  return absl::OkStatus();
 }
 
 template <typename T>
 absl::StatusOr<T> BoundedQueue<T>::Pop(CancellationManager* cm) {
   if (cm != nullptr && cm->cancelled()) return CancelledBy(cm);
-  Spin([this] {
+  const int64_t start = Spin(&pop_spin_, [this] {
     return ended_hint_.load(std::memory_order_acquire) ||
            count_hint_.load(std::memory_order_acquire) > 0;
   });
+  bool wake = false;
+  std::optional<T> value;
   {
     MutexLock l(&mu_);
     switch (CanPop()) {
       case Ready::kYes:
-        return TakeLocked();
+        value.emplace(TakeLocked(&wake));
+        break;
       case Ready::kEnded:
         return PopEnd();
       case Ready::kBlocked:
         break;
     }
   }
-  return SleepThen(
+  if (wake) not_full_.Signal();
+  if (value.has_value()) return *std::move(value);
+  absl::StatusOr<T> result = SleepThen(
       &not_empty_, &sleeping_consumers_, cm,
       [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return CanPop(); },
-      [this](Ready r) ABSL_NO_THREAD_SAFETY_ANALYSIS -> absl::StatusOr<T> {
+      [this, &wake,
+       start](Ready r) ABSL_NO_THREAD_SAFETY_ANALYSIS -> absl::StatusOr<T> {
         if (r == Ready::kEnded) return PopEnd();
-        return TakeLocked();
+        RecordSleep(&pop_spin_, start, put_answered_ns_);
+        return TakeLocked(&wake);
       });
+  if (wake) not_full_.Signal();
+  return result;
 }
 
 template <typename T>
 absl::StatusOr<T> BoundedQueue<T>::TryPop() {
-  MutexLock l(&mu_);
-  switch (CanPop()) {
-    case Ready::kYes:
-      return TakeLocked();
-    case Ready::kEnded:
-      return PopEnd();
-    case Ready::kBlocked:
-      break;
+  bool wake = false;
+  std::optional<T> value;
+  {
+    MutexLock l(&mu_);
+    switch (CanPop()) {
+      case Ready::kYes:
+        value.emplace(TakeLocked(&wake));
+        break;
+      case Ready::kEnded:
+        return PopEnd();
+      case Ready::kBlocked:
+        return absl::UnavailableError(absl::StrCat(name_, " is empty"));
+    }
   }
-  return absl::UnavailableError(absl::StrCat(name_, " is empty"));
+  if (wake) not_full_.Signal();
+  return *std::move(value);
 }
 
 template <typename T>

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <thread>
@@ -10,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "core/cancellation.h"
+#include "core/ipu/spin_wait.h"
 #include "core/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -306,6 +308,95 @@ TEST(BoundedQueueTest, PingPongLosesNoWakeUp) {
   }
   requests.Close();
   device.join();
+}
+
+// The same with the feeds' adaptive spin (spin_wait.h), which spins up to
+// 20 us when the partner answered quickly and signals after unlocking.
+TEST(BoundedQueueTest, PingPongLosesNoWakeUpWithAdaptiveSpin) {
+  constexpr int kRounds = 10000;
+  BoundedQueue<int> requests(1), replies(1);
+  for (BoundedQueue<int>* q : {&requests, &replies}) {
+    q->set_adaptive_spin(std::chrono::microseconds(1),
+                         std::chrono::microseconds(20));
+  }
+  std::thread device([&] {
+    while (true) {
+      absl::StatusOr<int> v = requests.Pop();
+      if (!v.ok()) return;
+      Work((*v * 7919) % 20000);
+      if (!replies.Push(*v + 1).ok()) return;
+    }
+  });
+  for (int i = 0; i < kRounds; ++i) {
+    Work((i * 104729) % 20000);
+    ASSERT_TRUE(requests.Push(i).ok());
+    absl::StatusOr<int> r = replies.Pop();
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(*r, i + 1);
+  }
+  requests.Close();
+  device.join();
+  for (BoundedQueue<int>* q : {&requests, &replies}) {
+    EXPECT_GE(q->pop_spin_budget(), std::chrono::microseconds(1));
+    EXPECT_LE(q->pop_spin_budget(), std::chrono::microseconds(20));
+  }
+}
+
+// A slept wait is answered by the producer's put, and the spin it records
+// is bounded by the ceiling whatever the wake-up took.
+TEST(BoundedQueueTest, SleepingConsumerIsWokenWithAdaptiveSpin) {
+  BoundedQueue<int> q(2);
+  q.set_adaptive_spin(std::chrono::microseconds(1),
+                      std::chrono::microseconds(20));
+  for (int round = 0; round < 20; ++round) {
+    std::thread consumer([&] {
+      absl::StatusOr<int> v = q.Pop();
+      ASSERT_TRUE(v.ok()) << v.status();
+      EXPECT_EQ(*v, round);
+    });
+    AwaitSleepingConsumers(q);
+    ASSERT_TRUE(q.Push(round).ok());
+    consumer.join();
+    EXPECT_EQ(q.sleeping_consumers(), 0);
+    EXPECT_LE(q.pop_spin_budget(), std::chrono::microseconds(20));
+  }
+}
+
+TEST(AdaptiveSpinTest, FixedWhenFloorIsCeiling) {
+  AdaptiveSpin spin(std::chrono::microseconds(5), std::chrono::microseconds(5));
+  EXPECT_EQ(spin.budget(), std::chrono::microseconds(5));
+  for (int us : {0, 1, 100, 100000}) {
+    spin.Record(std::chrono::microseconds(us));
+    EXPECT_EQ(spin.budget(), std::chrono::microseconds(5)) << us;
+  }
+}
+
+// Twice the recent answer time within [floor, ceiling]; the floor when the
+// partner is slower than the ceiling; one idle spell forgotten after a few
+// quick answers (samples are capped at 4x the ceiling).
+TEST(AdaptiveSpinTest, FollowsThePartnersAnswerTime) {
+  using std::chrono::microseconds;
+  AdaptiveSpin spin(microseconds(2), microseconds(20));
+  EXPECT_EQ(spin.budget(), microseconds(2));  // Nothing learnt yet.
+  for (int i = 0; i < 40; ++i) spin.Record(microseconds(6));
+  EXPECT_GE(spin.budget(), microseconds(11));
+  EXPECT_LE(spin.budget(), microseconds(12));
+  for (int i = 0; i < 40; ++i) spin.Record(microseconds(50));
+  EXPECT_EQ(spin.budget(), microseconds(2));  // Slow partner: sleep soon.
+  for (int i = 0; i < 40; ++i) spin.Record(std::chrono::seconds(1));
+  EXPECT_EQ(spin.budget(), microseconds(2));
+  int quick = 0;
+  while (spin.budget() == microseconds(2) && quick < 100) {
+    spin.Record(microseconds(3));
+    ++quick;
+  }
+  EXPECT_LE(quick, 8);
+  EXPECT_EQ(spin.budget(), microseconds(20));  // Recovering: the ceiling...
+  for (int i = 0; i < 40; ++i) spin.Record(microseconds(3));
+  // ... then twice 3 us (integer averaging stops within a few ns).
+  EXPECT_NEAR(spin.budget().count(), 6000, 10);
+  spin.Record(microseconds(-5));              // Clock skew: counted as 0.
+  EXPECT_LT(spin.budget(), microseconds(6));
 }
 
 TEST(BoundedQueueTest, CloseWakesBlockedConsumerWhichDrains) {

@@ -1,11 +1,19 @@
 #include "ops/array/const.h"
 
+#include <memory>
+
 #include "absl/strings/str_cat.h"
 #include "core/kernel.h"
 #include "core/op_registry.h"
 
 namespace ipuflow::ops {
 namespace {
+
+// The Const kernel's value, per program.
+struct ConstState : KernelState {
+  explicit ConstState(const Tensor* v) : value(v) {}
+  const Tensor* value;  // Not owned: the node's attribute.
+};
 
 REGISTER_OP("Const")
     .RequiredAttr("value", AttrType::kTensor)
@@ -21,7 +29,14 @@ REGISTER_OP("Const")
       return absl::OkStatus();
     })
     .SetKernel([](KernelContext& ctx) {
-      ctx.set_output(0, ctx.attr<Tensor>("value"));
+      // The attribute is found by name once per program (a map lookup and
+      // string compares per run showed in a device loop's profile); the node
+      // and its attributes outlive the program that holds this state.
+      std::unique_ptr<KernelState>& state = ctx.state();
+      if (state == nullptr) {
+        state = std::make_unique<ConstState>(&ctx.attr<Tensor>("value"));
+      }
+      ctx.set_output(0, *static_cast<const ConstState*>(state.get())->value);
       return absl::OkStatus();
     })
     .SetAlwaysLive(AlwaysLive::kConstant,
