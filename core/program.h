@@ -136,6 +136,10 @@ class Program {
   // with this one, or by the kernel's first run if its shapes were unknown;
   // null if neither.
   const Program* sub_program(const Node* node, const std::string& role) const;
+  Program* sub_program(const Node* node, const std::string& role) {
+    return const_cast<Program*>(
+        static_cast<const Program*>(this)->sub_program(node, role));
+  }
   // Runs so far (since the last IPUSystem::ResetSeed); a loop body counts
   // its iterations.
   uint64_t runs() const { return runs_; }

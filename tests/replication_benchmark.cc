@@ -11,11 +11,19 @@
 //
 //   bazel run -c opt //tests:replication_benchmark -- [--rounds=5]
 //
-// Prints the CPU model and ISA first (core/machine_info.h).
+// Prints the CPU model and ISA first (core/machine_info.h). With
+// --threads, also where each configuration's threads spent the timed calls
+// (Linux schedstat: running, runnable but waiting for a core, asleep), to
+// see where the second replica loses time.
+#include <dirent.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -38,6 +46,12 @@
 
 ABSL_FLAG(int, rounds, 5, "alternating rounds per configuration");
 ABSL_FLAG(int, steps, 200, "training steps per replica per host call");
+ABSL_FLAG(bool, profile, false,
+          "print the loop body's kernel times per step on replica 0, for "
+          "each configuration (Program::set_profiling)");
+ABSL_FLAG(bool, threads, false,
+          "print each configuration's busiest threads: running, waiting for "
+          "a core, asleep (from /proc/self/task/*/schedstat)");
 
 namespace ipuflow {
 namespace {
@@ -56,6 +70,7 @@ struct Setup {
   std::unique_ptr<optimizers::Optimizer> opt;
   std::unique_ptr<IPUStrategy> strategy;
   Executable* exe = nullptr;
+  Program* body = nullptr;  // Replica 0's loop body.
 };
 
 absl::StatusOr<std::unique_ptr<Setup>> Build(int replicas, int accumulate,
@@ -104,7 +119,10 @@ absl::StatusOr<std::unique_ptr<Setup>> Build(int replicas, int accumulate,
   RETURN_IF_ERROR(root.status());
   s->strategy = std::make_unique<IPUStrategy>(s->system.get());
   RETURN_IF_ERROR(s->strategy->Initialize(*root.graph()));
-  ASSIGN_OR_RETURN(s->exe, s->strategy->Compile(*root.graph(), {}, {loop.op}));
+  ASSIGN_OR_RETURN(DeviceProgram * dp,
+                   s->strategy->Compile(*root.graph(), {}, {loop.op}));
+  s->exe = dp;
+  s->body = const_cast<Program&>(dp->program(0)).sub_program(loop.op, "body");
   return s;
 }
 
@@ -115,6 +133,86 @@ absl::StatusOr<double> TimeOneCall(Setup& s) {
   RETURN_IF_ERROR(s.exe->Execute({{}}, &results));
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
       .count();
+}
+
+// Per thread of this process: nanoseconds on a core, nanoseconds runnable
+// but waiting for one (schedstat), and voluntary context switches (sleeps).
+struct ThreadTimes {
+  int64_t run_ns = 0, wait_ns = 0, sleeps = 0;
+};
+using ProcessTimes = std::map<int, ThreadTimes>;
+
+ProcessTimes ReadThreadTimes() {
+  ProcessTimes times;
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return times;
+  while (dirent* e = readdir(dir)) {
+    const int tid = std::atoi(e->d_name);
+    if (tid <= 0) continue;
+    const std::string base = std::string("/proc/self/task/") + e->d_name;
+    ThreadTimes t;
+    std::ifstream(base + "/schedstat") >> t.run_ns >> t.wait_ns;
+    std::ifstream status(base + "/status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) {
+        t.sleeps = std::atoll(line.c_str() + 24);
+      }
+    }
+    times[tid] = t;
+  }
+  closedir(dir);
+  return times;
+}
+
+// Adds after - before to `sum`, by thread.
+void AddDelta(const ProcessTimes& before, const ProcessTimes& after,
+              ProcessTimes* sum) {
+  for (const auto& [tid, a] : after) {
+    auto it = before.find(tid);
+    const ThreadTimes b = it == before.end() ? ThreadTimes() : it->second;
+    ThreadTimes& s = (*sum)[tid];
+    s.run_ns += a.run_ns - b.run_ns;
+    s.wait_ns += a.wait_ns - b.wait_ns;
+    s.sleeps += a.sleeps - b.sleeps;
+  }
+}
+
+// The busiest threads, as shares of the wall time: running / waiting for a
+// core / the rest (asleep or blocked), and sleeps per training step.
+void PrintThreadTimes(const ProcessTimes& sum, double wall_s, int64_t steps) {
+  std::vector<std::pair<int, ThreadTimes>> v(sum.begin(), sum.end());
+  std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
+    return a.second.run_ns > b.second.run_ns;
+  });
+  const double wall_ns = wall_s * 1e9;
+  for (size_t i = 0; i < v.size() && i < 4; ++i) {
+    const ThreadTimes& t = v[i].second;
+    if (t.run_ns < 0.01 * wall_ns) break;
+    std::printf("    thread %d: running %5.1f%%, waiting for a core %5.1f%%, "
+                "asleep %5.1f%%, %.2f sleeps/step\n",
+                static_cast<int>(i), 100 * t.run_ns / wall_ns,
+                100 * t.wait_ns / wall_ns,
+                100 * std::max(0.0, 1 - (t.run_ns + t.wait_ns) / wall_ns),
+                static_cast<double>(t.sleeps) / steps);
+  }
+}
+
+// The `top` kernels of a profiled body by time, in microseconds per run.
+void PrintProfile(const Program& body, int top) {
+  std::vector<Program::NodeTime> times = body.profile();
+  std::sort(times.begin(), times.end(), [](const auto& a, const auto& b) {
+    return a.seconds > b.seconds;
+  });
+  double total = 0;
+  for (const auto& t : times) total += t.seconds;
+  const int64_t runs = times.empty() ? 0 : times[0].runs;
+  if (runs == 0) return;
+  std::printf("    body on replica 0: %.1f us per step in kernels\n",
+              1e6 * total / runs);
+  for (int i = 0; i < top && i < static_cast<int>(times.size()); ++i) {
+    std::printf("      %7.1f us  %s (%s)\n", 1e6 * times[i].seconds / runs,
+                times[i].op.c_str(), times[i].name.c_str());
+  }
 }
 
 double Median(std::vector<double> v) {
@@ -141,14 +239,26 @@ int Main() {
       if (!TimeOneCall(*setups.back()).ok()) return 1;  // Warm-up.
     }
   }
+  const bool threads = absl::GetFlag(FLAGS_threads);
+  const bool profile = absl::GetFlag(FLAGS_profile);
+  if (profile) {
+    for (auto& s : setups) {
+      if (s->body != nullptr) s->body->set_profiling(true);
+    }
+  }
   std::vector<std::vector<double>> rate(setups.size());
+  std::vector<ProcessTimes> thread_times(setups.size());
+  std::vector<double> wall(setups.size(), 0);
   for (int round = 0; round < rounds; ++round) {
     for (size_t i = 0; i < setups.size(); ++i) {
+      const ProcessTimes before = threads ? ReadThreadTimes() : ProcessTimes();
       absl::StatusOr<double> t = TimeOneCall(*setups[i]);
       if (!t.ok()) {
         std::fprintf(stderr, "%s\n", t.status().ToString().c_str());
         return 1;
       }
+      if (threads) AddDelta(before, ReadThreadTimes(), &thread_times[i]);
+      wall[i] += *t;
       rate[i].push_back(setups[i]->replicas * steps * kBatch / *t);
     }
   }
@@ -162,6 +272,11 @@ int Main() {
                 s.replicas, Median(rate[i]), rounds,
                 *std::min_element(rate[i].begin(), rate[i].end()),
                 *std::max_element(rate[i].begin(), rate[i].end()));
+    if (profile && s.body != nullptr) PrintProfile(*s.body, 8);
+    if (threads) {
+      PrintThreadTimes(thread_times[i], wall[i],
+                       static_cast<int64_t>(rounds) * steps);
+    }
     if (s.replicas == 2) {
       std::printf("  2 replicas / 1 replica: %.2fx\n",
                   Median(rate[i]) / Median(rate[i - 1]));
