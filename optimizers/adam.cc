@@ -28,7 +28,7 @@ Node* AdamOptimizer::ApplyDense(const Scope& scope, Output grad,
                                 const ops::VariableInfo& var,
                                 const std::vector<Output>& slots) {
   return ops::ApplyAdam(scope, Output(var.node), slots[0], slots[1], lr_, grad,
-                        b1_, b2_, eps_, step_, weight_decay_);
+                        b1_, b2_, eps_, step_, weight_decay_, update_shard());
 }
 
 }  // namespace ipuflow::optimizers

@@ -29,6 +29,9 @@ class AdamOptimizer : public Optimizer {
                          float beta2 = 0.999f, float epsilon = 1e-7f)
       : AdamOptimizer("Adam", learning_rate, beta1, beta2, epsilon, 0) {}
 
+  // Each element's update reads only that element: shardable.
+  bool UpdatesElementwise() const override { return true; }
+
  protected:
   AdamOptimizer(std::string name, Hyperparameter learning_rate, float beta1,
                 float beta2, float epsilon, float weight_decay)

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ops/collective/cross_replica.h"
+#include "ops/collective/sharded_update.h"
 
 namespace ipuflow::optimizers {
 
@@ -29,13 +30,23 @@ Node* CrossReplicaOptimizer::ApplyGradients(
     const Scope vs = s.WithIpu(gv.variable->ipu())
                          .WithOpName(absl::StrCat(gv.variable->name(), "/",
                                                   ReplicaReductionName(reduction_)));
-    reduced.push_back({reduction_ == ReplicaReduction::kMean
-                           ? ops::CrossReplicaMean(vs, gv.grad)
-                           : ops::CrossReplicaSum(vs, gv.grad),
-                       gv.variable});
+    const Output& shard = update_shard();
+    const bool mean = reduction_ == ReplicaReduction::kMean;
+    if (shard.valid()) {
+      reduced.push_back({mean ? ops::ShardedCrossReplicaMean(vs, gv.grad, shard)
+                              : ops::ShardedCrossReplicaSum(vs, gv.grad, shard),
+                         gv.variable});
+    } else {
+      reduced.push_back({mean ? ops::CrossReplicaMean(vs, gv.grad)
+                              : ops::CrossReplicaSum(vs, gv.grad),
+                         gv.variable});
+    }
   }
   if (!scope.ok()) return nullptr;
-  return optimizer_->ApplyGradients(scope, reduced);
+  optimizer_->set_update_shard(update_shard());
+  Node* applied = optimizer_->ApplyGradients(scope, reduced);
+  optimizer_->set_update_shard(Output());
+  return applied;
 }
 
 Node* CrossReplicaOptimizer::ApplyDense(const Scope& scope, Output,

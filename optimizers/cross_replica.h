@@ -63,13 +63,19 @@ class CrossReplicaOptimizer : public Optimizer {
   }
   ReplicaReduction reduction() const { return reduction_; }
   Optimizer* inner() const { return optimizer_; }
+  bool UpdatesElementwise() const override {
+    return optimizer_ != nullptr && optimizer_->UpdatesElementwise();
+  }
   // The inner optimizer's (the reduction keeps the dtype).
   DType GradientDType(const ops::VariableInfo& var) const override {
     return optimizer_ != nullptr ? optimizer_->GradientDType(var) : var.dtype;
   }
 
   // Reduces every gradient over the replicas ("CrossReplica/<var>/mean" or
-  // ".../sum", on the variable's IPU), then the inner ApplyGradients.
+  // ".../sum", on the variable's IPU), then the inner ApplyGradients. With
+  // an update shard (set_update_shard) the reduction is a reduce-scatter
+  // into that chunk (ops/collective/sharded_update.h) and the inner
+  // optimizer updates that chunk only.
   Node* ApplyGradients(const Scope& scope,
                        const std::vector<GradAndVar>& grads_and_vars) override;
 

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "ops/array/const.h"
 #include "ops/array/identity.h"
+#include "ops/collective/sharded_update.h"
 #include "ops/control/loops.h"
 #include "ops/math/add.h"
 #include "ops/math/cast.h"
@@ -153,16 +154,22 @@ Node* GradientAccumulationOptimizer::ApplyDense(
       gate_.apply_now.valid() ? gate_.apply_now : is_last_);
   // Offloading: the state comes in before the update, by data.
   const int update = next_update_++;
+  Output shard;  // ZeRO-1: the chunk this replica updates.
   if (remote_ != nullptr) {
     apply_now = OffloadedStateLoad(s.WithOpName("offload/load"), remote_id_,
                                    remote_, update, apply_now);
+    if (weight_update_.replicated_optimizer_state_sharding &&
+        optimizer_->UpdatesElementwise()) {
+      shard = Output(apply_now.node, 1);
+      remote_->ShardUpdate(update, var.shape.num_elements());
+    }
   }
   const int first_new = scope.graph()->num_nodes();
   // The inner optimizer builds in the wrapper's scope, so its slots are
   // named as without the wrapper, under it: "GradientAccumulation/w/Adam/m".
   Node* apply = ApplyIf(s.WithNoControlDependencies(),
                         scope.NewSubScope("").WithNoControlDependencies(),
-                        apply_now, acc, dtype, var);
+                        apply_now, acc, dtype, var, shard);
   if (remote_ != nullptr && apply != nullptr) {
     // The variables the inner update created are used by it only: its
     // state (the weights and accumulators exist already).
@@ -251,7 +258,7 @@ Node* GradientAccumulationOptimizer::Accumulate(const Scope& scope, Output acc,
 
 Node* GradientAccumulationOptimizer::ApplyIf(
     const Scope& scope, const Scope& inner_scope, Output apply_now, Output acc,
-    DType dtype, const ops::VariableInfo& var) const {
+    DType dtype, const ops::VariableInfo& var, Output shard) const {
   // A loop body is the nodes built during the callback, whatever their
   // scope: the body's own scope would prefix every name with the loop's.
   auto body = [&](const Scope&, const std::vector<Output>& args) {
@@ -260,7 +267,16 @@ Node* GradientAccumulationOptimizer::ApplyIf(
     // float32 master, so a float32 accumulator is not rounded on its way.
     total = CastTo(scope.WithOpName("accumulated/cast"), total,
                    optimizer_->GradientDType(var));
-    optimizer_->ApplyGradients(inner_scope, {{total, var.node}});
+    optimizer_->set_update_shard(shard);
+    Node* applied = optimizer_->ApplyGradients(inner_scope, {{total, var.node}});
+    optimizer_->set_update_shard(Output());
+    if (shard.valid() && applied != nullptr) {
+      // Each replica updated its chunk: one all-gather makes the weight
+      // whole again (the state stays chunked until it is stored).
+      ops::GatherVariableShards(
+          scope.WithOpName("gather_shards").WithControlDependencies({applied}),
+          Output(var.node), shard);
+    }
     ops::Assign(scope.WithOpName("reset"), acc,
                 ops::Zeros(scope.WithOpName("reset/Zeros"), var.shape, dtype));
     return args;  // At most one iteration: the flag need not change.

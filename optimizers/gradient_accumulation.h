@@ -236,8 +236,11 @@ class GradientAccumulationOptimizer : public Optimizer {
                    Output grad) const;
   // The inner update of `var` with `acc` (built in `inner_scope`), then
   // acc = 0, run when `apply_now` (a bool scalar) holds; returns the loop.
+  // With a valid `shard` (ZeRO-1) the inner optimizer updates that chunk
+  // and the weight is all-gathered after it.
   Node* ApplyIf(const Scope& scope, const Scope& inner_scope, Output apply_now,
-                Output acc, DType dtype, const ops::VariableInfo& var) const;
+                Output acc, DType dtype, const ops::VariableInfo& var,
+                Output shard) const;
 
   std::shared_ptr<Optimizer> owned_;
   Optimizer* const optimizer_;  // owned_ or not owned.

@@ -12,7 +12,8 @@ std::vector<Node*> GradientDescentOptimizer::Prepare(const Scope& scope) {
 Node* GradientDescentOptimizer::ApplyDense(const Scope& scope, Output grad,
                                            const ops::VariableInfo& var,
                                            const std::vector<Output>& slots) {
-  return ops::ApplyGradientDescent(scope, Output(var.node), lr_, grad);
+  return ops::ApplyGradientDescent(scope, Output(var.node), lr_, grad,
+                                   update_shard());
 }
 
 }  // namespace ipuflow::optimizers

@@ -20,6 +20,9 @@ class GradientDescentOptimizer : public Optimizer {
   explicit GradientDescentOptimizer(Hyperparameter learning_rate)
       : Optimizer("GradientDescent"), learning_rate_(learning_rate) {}
 
+  // Each element's update reads only that element: shardable.
+  bool UpdatesElementwise() const override { return true; }
+
  protected:
   std::vector<Node*> Prepare(const Scope& scope) override;
   Node* ApplyDense(const Scope& scope, Output grad,

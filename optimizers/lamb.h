@@ -25,6 +25,9 @@ class LambOptimizer : public AdamOptimizer {
       : AdamOptimizer("Lamb", learning_rate, beta1, beta2, epsilon,
                       weight_decay) {}
 
+  // Its trust ratio needs the norms of the whole variable and update.
+  bool UpdatesElementwise() const override { return false; }
+
  protected:
   Node* ApplyDense(const Scope& scope, Output grad,
                    const ops::VariableInfo& var,

@@ -14,7 +14,7 @@ Node* MomentumOptimizer::ApplyDense(const Scope& scope, Output grad,
                                     const ops::VariableInfo& var,
                                     const std::vector<Output>& slots) {
   return ops::ApplyMomentum(scope, Output(var.node), slots[0], lr_, grad, mu_,
-                            use_nesterov_);
+                            use_nesterov_, update_shard());
 }
 
 }  // namespace ipuflow::optimizers

@@ -24,6 +24,9 @@ class MomentumOptimizer : public Optimizer {
         momentum_(momentum),
         use_nesterov_(use_nesterov) {}
 
+  // Each element's update reads only that element: shardable.
+  bool UpdatesElementwise() const override { return true; }
+
  protected:
   std::vector<std::string> SlotNames() const override { return {"accum"}; }
   std::vector<Node*> Prepare(const Scope& scope) override;

@@ -10,14 +10,23 @@ namespace {
 absl::Status Stream(KernelContext& ctx, bool load) {
   const Node& node = ctx.node();
   ctx.set_output(0, ctx.input(0));
-  if (!ctx.input(0).scalar<bool>()) return absl::OkStatus();
   const std::string id = node.attr<std::string>("state");
   auto state =
       std::dynamic_pointer_cast<RemoteState>(node.graph()->FindHostResource(id));
+  const int update = static_cast<int>(node.attr<int64_t>("update"));
+  if (load) {
+    // Gone state (below) updates whole variables.
+    const std::pair<int, int> shard = state == nullptr
+                                          ? std::pair<int, int>{0, 1}
+                                          : state->UpdateShardOf(ctx.env(), update);
+    ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(1, TensorShape({2})));
+    out->data<int32_t>()[0] = shard.first;
+    out->data<int32_t>()[1] = shard.second;
+  }
+  if (!ctx.input(0).scalar<bool>()) return absl::OkStatus();
   // Gone: its optimizer was destroyed and no device program planned it
   // (a program holds the state it planned), so nothing is offloaded.
   if (state == nullptr) return absl::OkStatus();
-  const int update = static_cast<int>(node.attr<int64_t>("update"));
   return load ? state->Load(ctx.env(), update) : state->Store(ctx.env(), update);
 }
 
@@ -26,7 +35,13 @@ REGISTER_OP("OffloadedStateLoad")
     .RequiredAttr("state", AttrType::kString)
     .RequiredAttr("update", AttrType::kInt)
     .SetStateful()
-    .SetShapeFn(ops::shape_fns::Unchanged)
+    // The shard differs per replica when the update is sharded.
+    .SetReplicaIdentity(ReplicaIdentity::kDiffers)
+    .SetShapeFn([](ShapeContext& c) -> absl::Status {
+      RETURN_IF_ERROR(ops::shape_fns::Unchanged(c));
+      c.set_output(1, DType::kInt32, TensorShape({2}));
+      return absl::OkStatus();
+    })
     .SetKernel([](KernelContext& ctx) { return Stream(ctx, /*load=*/true); })
     .NotDifferentiable("it streams optimizer state");
 

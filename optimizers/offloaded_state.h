@@ -6,6 +6,11 @@
 //   loop = WhileLoop(flag) { inner update }  // at most once
 //   done = OffloadedStateStore(loop output)  // IPU -> remote when it ran
 //
+// The load's second output, Output(flag.node, 1), is the update's shard
+// (int32 [2] {index, count}, RemoteState::UpdateShardOf): {replica, R} when
+// the program shards the update (ZeRO-1), else {0, 1}; the update ops take
+// it (ops/state/update_shard.h).
+//
 // Each passes its bool scalar through, so the update depends on the load
 // and the store on the update by data (no control edge into the inner
 // optimizer's nodes, whose slot initialisers must stay out of the loop).

@@ -94,6 +94,20 @@ class Optimizer {
   // for wrappers, which answer for their inner optimizer.
   virtual DType GradientDType(const ops::VariableInfo& var) const;
 
+  // Sharded weight updates (replicated optimizer-state sharding, ZeRO-1;
+  // gradient_accumulation.h): true when the update of each element of a
+  // variable depends only on that element of the variable, its slots and
+  // its gradient (SGD, Momentum, Adam, AdamW; not LAMB, whose trust ratio
+  // needs whole norms), so one replica may compute a chunk of it. Wrappers
+  // answer for their inner optimizer.
+  virtual bool UpdatesElementwise() const { return false; }
+  // The shard (an int32 [2] {index, count}, ops/state/update_shard.h) the
+  // next ApplyGradients updates: each update op computes only that chunk
+  // of its variable and slots. Invalid (the default): whole variables.
+  // REQUIRES: UpdatesElementwise(), when valid.
+  void set_update_shard(Output shard) { update_shard_ = shard; }
+  const Output& update_shard() const { return update_shard_; }
+
   // True when ApplyGradients builds its update as a conditional sub-program
   // (a device loop run at most once: LossScalingOptimizer's GradScaler).
   // Pipelines refuse it: their weight update cannot run a loop whose body
@@ -150,6 +164,7 @@ class Optimizer {
 
   const std::string name_;
   bool master_weights_ = false;
+  Output update_shard_;
 };
 
 }  // namespace ipuflow::optimizers

@@ -40,6 +40,10 @@ void RemoteState::AddVariable(int update, const Node* variable,
                          variable->attr<DType>("dtype")});
 }
 
+void RemoteState::ShardUpdate(int update, int64_t elements) {
+  shardable_[update] = elements;
+}
+
 absl::Status RemoteState::Plan(IPUSystem* system, int replicas,
                                CollectiveGroup* group,
                                std::vector<IpuMemory>* ipus) {
@@ -99,6 +103,26 @@ absl::Status RemoteState::Plan(IPUSystem* system, int replicas,
     lowering->by_update[c.update].push_back(
         {c.name, c.shape, p.sharded, static_cast<int>(h.ipu)});
   }
+  // An update runs sharded when all its state of the weight's size is
+  // sharded (a tensor kept whole on the IPU would go stale outside the
+  // chunk); state of other sizes (Adam's step) stays whole.
+  for (const auto& [update, elements] : shardable_) {
+    bool any = false, all = true;
+    for (const Held& h : held) {
+      if (h.c->update != update || h.c->shape.num_elements() != elements) {
+        continue;
+      }
+      const auto& placed = lowering->by_update[update];
+      const bool sharded = std::any_of(
+          placed.begin(), placed.end(),
+          [&](const Placed& p) { return p.name == h.c->name && p.sharded; });
+      any |= sharded;
+      all &= sharded;
+    }
+    if (any && all && replicas > 1) {
+      lowering->sharded_updates[update] = elements;
+    }
+  }
   MutexLock l(&mu_);
   lowerings_[group] = std::move(lowering);
   return absl::OkStatus();
@@ -156,6 +180,21 @@ absl::Status RemoteState::Load(const RunEnv& env, int update) {
     // (they run the same program), so the collective below meets.
     if (!found) continue;
     CountRemote(env, stored.TotalBytes());
+    if (p.sharded && Chunked(*lw, update, p)) {
+      // A sharded update reads only this replica's chunk: no all-gather.
+      if (v->initialized()) continue;
+      Tensor full(stored.dtype(), p.shape);
+      const int64_t n = p.shape.num_elements();
+      const size_t esize = DTypeSize(stored.dtype());
+      const int64_t chunk = stored.NumElements();
+      const int64_t begin = std::min(n, env.replica * chunk);
+      const int64_t end = std::min(n, begin + chunk);
+      char* dst = static_cast<char*>(full.raw_data());
+      std::memset(dst, 0, full.TotalBytes());
+      std::memcpy(dst + begin * esize, stored.raw_data(), (end - begin) * esize);
+      RETURN_IF_ERROR(v->Assign(full));
+      continue;
+    }
     if (p.sharded) {
       ASSIGN_OR_RETURN(stored, GatherFromRemote(env.collectives, env.replica,
                                                 lw->replicas,
@@ -167,6 +206,19 @@ absl::Status RemoteState::Load(const RunEnv& env, int update) {
     RETURN_IF_ERROR(v->Assign(stored));
   }
   return absl::OkStatus();
+}
+
+bool RemoteState::Chunked(const Lowering& lw, int update, const Placed& p) {
+  auto it = lw.sharded_updates.find(update);
+  return it != lw.sharded_updates.end() &&
+         it->second == p.shape.num_elements();
+}
+
+std::pair<int, int> RemoteState::UpdateShardOf(const RunEnv& env,
+                                               int update) const {
+  std::shared_ptr<Lowering> lw = Find(env.collectives);
+  if (lw == nullptr || lw->sharded_updates.count(update) == 0) return {0, 1};
+  return {env.replica, lw->replicas};
 }
 
 absl::Status RemoteState::Store(const RunEnv& env, int update) {

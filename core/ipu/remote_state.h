@@ -38,6 +38,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -89,6 +90,9 @@ class RemoteState : public HostResource {
   // store nodes of that update carry). Listing one twice keeps the first.
   void AddVariable(int update, const Node* variable,
                    const std::string& var_name);
+  // Graph-building time: `update` (of a weight of `elements` elements) may
+  // run sharded: its ops take the shard UpdateShardOf gives.
+  void ShardUpdate(int update, int64_t elements);
 
   // Compile time, by the device program whose collectives are `group`:
   // decides which listed variables the program uses go to remote memory and
@@ -104,6 +108,10 @@ class RemoteState : public HostResource {
   // the IPU (nothing before its first store) / move it off.
   absl::Status Load(const RunEnv& env, int update);
   absl::Status Store(const RunEnv& env, int update);
+  // The shard {index, count} of `update` in the run `env` belongs to:
+  // {replica, replicas} when the plan shards it, else {0, 1} (the whole
+  // variable; also outside a device program).
+  std::pair<int, int> UpdateShardOf(const RunEnv& env, int update) const;
 
   // Variable `name` of `replica` while it is in remote memory (whole, the
   // replicas' shards joined), or nullopt.
@@ -131,18 +139,24 @@ class RemoteState : public HostResource {
     int replicas = 1;
     int ipus_per_replica = 1;
     std::map<int, std::vector<Placed>> by_update;
+    // The sharded updates: update -> the weight's element count.
+    std::map<int, int64_t> sharded_updates;
   };
   std::shared_ptr<Lowering> Find(CollectiveGroup* group) const;
   // The state `update` streams in the run `env` belongs to (null: none), and
   // its lowering (kept alive by `*lowering` while the caller uses it).
   const std::vector<Placed>* PlacedFor(const RunEnv& env, int update,
                                        std::shared_ptr<Lowering>* lowering) const;
+  // Whether `p` of `update` is loaded as this replica's chunk only (the
+  // update runs sharded).
+  static bool Chunked(const Lowering& lw, int update, const Placed& p);
   // Counts `bytes` moved between `env`'s IPU and remote memory.
   static void CountRemote(const RunEnv& env, int64_t bytes);
 
   const std::string name_;
   const RemoteStateOptions options_;
   std::vector<Candidate> candidates_;  // Built before any compile.
+  std::map<int, int64_t> shardable_;   // ShardUpdate, before any compile.
   mutable Mutex mu_;
   std::map<CollectiveGroup*, std::shared_ptr<Lowering>> lowerings_
       ABSL_GUARDED_BY(mu_);

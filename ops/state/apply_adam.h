@@ -20,6 +20,9 @@
 // m and v are variables of var's dtype and shape (slots only this op should
 // touch). lr, beta1, beta2, epsilon and step are float32 scalar tensors;
 // step counts from 1 (the bias corrections divide by 1 - beta^step).
+// `shard` (optional, int32 [2] {index, count}, ops/state/update_shard.h):
+// only that chunk of var, m and v is computed, the rest left as it is (one
+// replica's part of a sharded weight update; grad is read there only).
 #ifndef IPUFLOW_OPS_STATE_APPLY_ADAM_H_
 #define IPUFLOW_OPS_STATE_APPLY_ADAM_H_
 
@@ -29,7 +32,7 @@ namespace ipuflow::ops {
 
 Node* ApplyAdam(const Scope& scope, Output var, Output m, Output v, Output lr,
                 Output grad, Output beta1, Output beta2, Output epsilon,
-                Output step, float weight_decay = 0);
+                Output step, float weight_decay = 0, Output shard = Output());
 
 }  // namespace ipuflow::ops
 

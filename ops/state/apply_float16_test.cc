@@ -109,9 +109,12 @@ Node* AdamLike(bool lamb, float wd, const Scope& s, Output w, Output m,
   VariableHandle t = Variable(s.WithOpName("t"), Const(s, 0.f));
   Node* inc = AssignAdd(s, t.handle, Const(s, 1.f));
   Output step = ReadVariable(s.WithControlDependencies({inc}), t.handle);
-  auto apply = lamb ? ApplyLamb : ApplyAdam;
-  return apply(s, w, m, v, Scalar(s, 0.01f), g, Scalar(s, 0.9f),
-               Scalar(s, 0.999f), Scalar(s, 1e-3f), step, wd);
+  if (lamb) {
+    return ApplyLamb(s, w, m, v, Scalar(s, 0.01f), g, Scalar(s, 0.9f),
+                     Scalar(s, 0.999f), Scalar(s, 1e-3f), step, wd);
+  }
+  return ApplyAdam(s, w, m, v, Scalar(s, 0.01f), g, Scalar(s, 0.9f),
+                   Scalar(s, 0.999f), Scalar(s, 1e-3f), step, wd);
 }
 
 TEST(ApplyFloat16Test, Adam) {

@@ -5,6 +5,8 @@
 //
 // `lr` is a float32 scalar tensor (so a schedule can feed it); `grad` has
 // the variable's dtype and shape. optimizers/gradient_descent.h builds these.
+// `shard` (optional, int32 [2] {index, count}, ops/state/update_shard.h):
+// only that chunk of var is computed.
 #ifndef IPUFLOW_OPS_STATE_APPLY_GRADIENT_DESCENT_H_
 #define IPUFLOW_OPS_STATE_APPLY_GRADIENT_DESCENT_H_
 
@@ -13,7 +15,7 @@
 namespace ipuflow::ops {
 
 Node* ApplyGradientDescent(const Scope& scope, Output var, Output lr,
-                           Output grad);
+                           Output grad, Output shard = Output());
 
 }  // namespace ipuflow::ops
 

@@ -7,19 +7,20 @@
 namespace ipuflow::ops {
 namespace {
 
-enum Input { kVar, kAccum, kLr, kGrad, kMomentum };
+enum Input { kVar, kAccum, kLr, kGrad, kMomentum, kShard };
 
 // In float32 for float16 variables too (apply_util.h). A float16 accum is
 // rounded once per step, after the update uses its float32 value.
 absl::Status Momentum(KernelContext& ctx, VariableResource* var,
-                      VariableResource* accum) {
+                      VariableResource* accum, const UpdateShard& shard) {
   const float lr = ScalarInput(ctx, kLr);
   const float mu = ScalarInput(ctx, kMomentum);
   const bool nesterov = ctx.attr<bool>("use_nesterov");
   const Tensor grad = InputFloat32(ctx, kGrad);
   ASSIGN_OR_RETURN(const Tensor a, ReadFloat32(ctx, *accum));  // Private copy.
   const Tensor delta(DType::kFloat32, var->shape());
-  ctx.ParallelFor(delta.NumElements(), kApplyCost, [&](int64_t b, int64_t e) {
+  ParallelForShard(ctx, shard, delta.NumElements(), kApplyCost,
+                   [&](int64_t b, int64_t e) {
     const auto g = Widen<float>(grad, b, e);
     Block<float>(a, b, e) = mu * Widen<float>(a, b, e) + g;
     if (nesterov) {
@@ -29,7 +30,7 @@ absl::Status Momentum(KernelContext& ctx, VariableResource* var,
     }
   });
   RETURN_IF_ERROR(StoreFloat32(ctx, 1, a, accum));
-  return SubtractFromVariable(ctx, 0, delta, var);
+  return SubtractFromVariable(ctx, 0, delta, var, shard);
 }
 
 // float32 variable and accumulator: the same arithmetic in one pass over
@@ -37,7 +38,8 @@ absl::Status Momentum(KernelContext& ctx, VariableResource* var,
 // accumulator's copies and the delta tensor.
 absl::Status MomentumFloat32InPlace(const KernelContext& ctx,
                                     VariableResource* var,
-                                    VariableResource* accum) {
+                                    VariableResource* accum,
+                                    const UpdateShard& shard) {
   const float lr = ScalarInput(ctx, kLr);
   const float mu = ScalarInput(ctx, kMomentum);
   const bool nesterov = ctx.attr<bool>("use_nesterov");
@@ -45,7 +47,8 @@ absl::Status MomentumFloat32InPlace(const KernelContext& ctx,
   absl::Status inner;
   const absl::Status outer = var->Update([&](Tensor& w) {
     inner = accum->Update([&](Tensor& a) {
-      ctx.ParallelFor(w.NumElements(), kApplyCost, [&](int64_t b, int64_t e) {
+      ParallelForShard(ctx, shard, w.NumElements(), kApplyCost,
+                       [&](int64_t b, int64_t e) {
         const auto g = Widen<float>(grad, b, e);
         ArrayMap<float> ab = Block<float>(a, b, e), wb = Block<float>(w, b, e);
         ab = mu * ab + g;
@@ -67,6 +70,7 @@ REGISTER_OP("ApplyMomentum")
     .Input("lr")
     .Input("grad")
     .Input("momentum")
+    .VariadicInput("shard")  // None, or one int32 [2] (update_shard.h).
     .RequiredAttr("dtype", AttrType::kDType)
     .RequiredAttr("shape", AttrType::kShape)
     .Attr("variable", "")
@@ -79,28 +83,33 @@ REGISTER_OP("ApplyMomentum")
       RETURN_IF_ERROR(ExpectFloatScalar(c, kLr));
       RETURN_IF_ERROR(c.ExpectFloat(kGrad));
       RETURN_IF_ERROR(ExpectMatchesVariable(c, kGrad));
-      return ExpectFloatScalar(c, kMomentum);
+      RETURN_IF_ERROR(ExpectFloatScalar(c, kMomentum));
+      return ExpectShardInput(c, kShard);
     })
     .SetKernel([](KernelContext& ctx) -> absl::Status {
       ASSIGN_OR_RETURN(VariableResource * var, VariableInput(ctx, kVar));
       ASSIGN_OR_RETURN(VariableResource * accum, VariableInput(ctx, kAccum));
       RETURN_IF_ERROR(ExpectFloatVariable(ctx, *var));
       RETURN_IF_ERROR(CheckMatchesVariable(ctx, kGrad, *var));
+      ASSIGN_OR_RETURN(const UpdateShard shard, ShardInput(ctx, kShard));
       if (var->dtype() == DType::kFloat32 &&
           accum->dtype() == DType::kFloat32 &&
           ctx.input(kGrad).dtype() == DType::kFloat32 && var != accum &&
           accum->shape() == var->shape()) {
-        return MomentumFloat32InPlace(ctx, var, accum);
+        return MomentumFloat32InPlace(ctx, var, accum, shard);
       }
-      return Momentum(ctx, var, accum);
+      return Momentum(ctx, var, accum, shard);
     })
     .NotDifferentiable("it updates variables and has no outputs");
 
 }  // namespace
 
 Node* ApplyMomentum(const Scope& scope, Output var, Output accum, Output lr,
-                    Output grad, Output momentum, bool use_nesterov) {
-  return AddHandleNode(scope, "ApplyMomentum", var, {accum, lr, grad, momentum},
+                    Output grad, Output momentum, bool use_nesterov,
+                    Output shard) {
+  std::vector<Output> rest = {accum, lr, grad, momentum};
+  if (shard.valid()) rest.push_back(shard);
+  return AddHandleNode(scope, "ApplyMomentum", var, std::move(rest),
                        {{"use_nesterov", use_nesterov}});
 }
 

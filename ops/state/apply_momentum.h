@@ -12,7 +12,9 @@
 //
 // `accum` is a variable of the same dtype and shape as `var` (a slot that
 // only this op should touch: only accesses to `var` are ordered by creation).
-// `lr` and `momentum` are float32 scalar tensors.
+// `lr` and `momentum` are float32 scalar tensors. `shard` (optional, int32
+// [2] {index, count}, ops/state/update_shard.h): only that chunk of var and
+// accum is computed (one replica's part of a sharded weight update).
 #ifndef IPUFLOW_OPS_STATE_APPLY_MOMENTUM_H_
 #define IPUFLOW_OPS_STATE_APPLY_MOMENTUM_H_
 
@@ -21,7 +23,8 @@
 namespace ipuflow::ops {
 
 Node* ApplyMomentum(const Scope& scope, Output var, Output accum, Output lr,
-                    Output grad, Output momentum, bool use_nesterov = false);
+                    Output grad, Output momentum, bool use_nesterov = false,
+                    Output shard = Output());
 
 }  // namespace ipuflow::ops
 

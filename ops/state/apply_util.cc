@@ -23,7 +23,7 @@ absl::Status AdamFamilyShape(ShapeContext& c) {
                 AdamInput::kEpsilon, AdamInput::kStep}) {
     RETURN_IF_ERROR(ExpectFloatScalar(c, i));
   }
-  return absl::OkStatus();
+  return ExpectShardInput(c, AdamInput::kShard);
 }
 
 // Elements per task of the conversions (cheap: one F16C instruction per 8).
@@ -68,13 +68,26 @@ absl::Status StoreFloat32(const KernelContext& ctx, int key,
 }
 
 absl::Status SubtractFromVariable(const KernelContext& ctx, int key,
-                                  const Tensor& delta, VariableResource* var) {
+                                  const Tensor& delta, VariableResource* var,
+                                  const UpdateShard& shard) {
+  const int64_t n = delta.NumElements();
+  const int64_t begin = shard.Begin(n), end = shard.End(n);
   if (var->dtype() != DType::kFloat16) {
-    return WithNodeName(ctx, var->AssignAdd(delta, -1));
+    if (!shard.sharded()) return WithNodeName(ctx, var->AssignAdd(delta, -1));
+    // delta has var's shape (the kernels allocate it so).
+    return WithNodeName(ctx, var->Update([&](Tensor& w) {
+      ctx.ParallelFor(end - begin, kCwiseCost, [&](int64_t b, int64_t e) {
+        Block<float>(w, begin + b, begin + e) -=
+            Widen<float>(delta, begin + b, begin + e);
+      });
+    }));
   }
+  // Elements outside the shard are widened and rounded back unchanged
+  // (exact: a float16 value is a float32 value).
   ASSIGN_OR_RETURN(Tensor w, ReadFloat32(ctx, *var));
-  ctx.ParallelFor(w.NumElements(), kCwiseCost, [&](int64_t b, int64_t e) {
-    Block<float>(w, b, e) -= Widen<float>(delta, b, e);
+  ctx.ParallelFor(end - begin, kCwiseCost, [&](int64_t b, int64_t e) {
+    Block<float>(w, begin + b, begin + e) -=
+        Widen<float>(delta, begin + b, begin + e);
   });
   return StoreFloat32(ctx, key, w, var);
 }
@@ -125,6 +138,7 @@ OpRegistration RegisterAdamFamilyOp(const std::string& name) {
       .Input("beta2")
       .Input("epsilon")
       .Input("step")
+      .VariadicInput("shard")  // None, or one int32 [2] (update_shard.h).
       .RequiredAttr("dtype", AttrType::kDType)
       .RequiredAttr("shape", AttrType::kShape)
       .Attr("variable", "")

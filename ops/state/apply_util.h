@@ -23,6 +23,9 @@
 #ifndef IPUFLOW_OPS_STATE_APPLY_UTIL_H_
 #define IPUFLOW_OPS_STATE_APPLY_UTIL_H_
 
+#include <immintrin.h>
+
+#include <cmath>
 #include <string>
 #include <utility>
 
@@ -30,11 +33,27 @@
 #include "core/op_registry.h"
 #include "ops/cwise.h"
 #include "ops/state/handle.h"
+#include "ops/state/update_shard.h"
 
 namespace ipuflow::ops {
 
 // Cycles per element of an update (a handful of multiply-adds and a sqrt).
 inline constexpr double kApplyCost = 16.0;
+
+// Exactly rounded float square root in both of Eigen's paths. Eigen's own
+// .sqrt() packet path (EIGEN_FAST_MATH) is an rsqrt estimate plus one
+// Newton step, which differs in the last bits from the scalar path that
+// the unaligned head and the tail of a range take: an element's result
+// would depend on where a thread's block or a replica's shard starts. With
+// this functor every element gets sqrt(x) correctly rounded, wherever it
+// falls (a sharded update equals the whole one bitwise).
+struct ExactSqrt {
+  float operator()(float x) const { return std::sqrt(x); }
+#ifdef __AVX__
+  __m256 packetOp(const __m256& x) const { return _mm256_sqrt_ps(x); }
+#endif
+  __m128 packetOp(const __m128& x) const { return _mm_sqrt_ps(x); }
+};
 
 // Elements [b, e) of `t` as a writable array.
 template <typename T>
@@ -68,8 +87,11 @@ absl::Status StoreFloat32(const KernelContext& ctx, int key,
 // (VariableResource::AssignAdd), exactly as before float16 support; a
 // float16 one computes widen(var) - delta in float32 and rounds once (the
 // read and the store are two locked steps, as the Adam family's are).
+// With a sharded `shard` only its chunk of var changes (and only that part
+// of delta is read); the same arithmetic per element.
 absl::Status SubtractFromVariable(const KernelContext& ctx, int key,
-                                  const Tensor& delta, VariableResource* var);
+                                  const Tensor& delta, VariableResource* var,
+                                  const UpdateShard& shard = {});
 
 // OK for float32 and float16 variables; InvalidArgument naming the node
 // otherwise.
@@ -81,9 +103,11 @@ inline float ScalarInput(const KernelContext& ctx, int i) {
   return ctx.input(i).scalar<float>();
 }
 
-// Inputs of ApplyAdam and ApplyLamb.
+// Inputs of ApplyAdam and ApplyLamb; kShard is optional (update_shard.h).
 struct AdamInput {
-  enum : int { kVar, kM, kV, kLr, kGrad, kBeta1, kBeta2, kEpsilon, kStep };
+  enum : int {
+    kVar, kM, kV, kLr, kGrad, kBeta1, kBeta2, kEpsilon, kStep, kShard
+  };
 };
 
 struct AdamHyper {
@@ -97,8 +121,9 @@ struct AdamHyper {
 // step >= 1.
 absl::StatusOr<AdamHyper> GetAdamHyper(const KernelContext& ctx);
 
-// Registers `name` with ApplyAdam's inputs, attributes (weight_decay >= 0),
-// statefulness and shape function; the caller adds kernel and gradient.
+// Registers `name` with ApplyAdam's inputs (the last, "shard", optional),
+// attributes (weight_decay >= 0), statefulness and shape function; the
+// caller adds kernel and gradient.
 OpRegistration RegisterAdamFamilyOp(const std::string& name);
 
 // One step of ApplyAdam or ApplyLamb, as its update rule sees it.
@@ -106,9 +131,12 @@ struct AdamStep {
   AdamHyper h;
   const Tensor& grad;  // float32.
   Tensor m, v;  // float32 private copies of the slots, stored after the rule.
+  // The elements the rule computes (the rest of m, v and delta is left as
+  // it is: m and v unchanged, delta unread).
+  UpdateShard shard;
 
   // m = beta1 * m + (1 - beta1) * grad;  v = beta2 * v + (1 - beta2) * grad^2
-  // over elements [b, e).
+  // over elements [b, e) (absolute indices, within `shard`).
   void UpdateMoments(int64_t b, int64_t e) const {
     const auto g = Widen<float>(grad, b, e);
     Block<float>(m, b, e) = h.beta1 * Widen<float>(m, b, e) + (1 - h.beta1) * g;
@@ -122,23 +150,24 @@ struct AdamStep {
 // stores m, v and var - delta (each rounded once if float16).
 template <typename Rule>
 absl::Status AdamFamilyUpdate(const KernelContext& ctx, VariableResource* var,
-                              VariableResource* m_var,
-                              VariableResource* v_var) {
+                              VariableResource* m_var, VariableResource* v_var,
+                              const UpdateShard& shard) {
   ASSIGN_OR_RETURN(const AdamHyper h, GetAdamHyper(ctx));
   ASSIGN_OR_RETURN(Tensor m, ReadFloat32(ctx, *m_var));
   ASSIGN_OR_RETURN(Tensor v, ReadFloat32(ctx, *v_var));
   const Tensor grad = InputFloat32(ctx, AdamInput::kGrad);
-  const AdamStep step{h, grad, std::move(m), std::move(v)};
+  const AdamStep step{h, grad, std::move(m), std::move(v), shard};
   ASSIGN_OR_RETURN(const Tensor delta, Rule::Delta(ctx, step, *var));
   RETURN_IF_ERROR(StoreFloat32(ctx, 1, step.m, m_var));
   RETURN_IF_ERROR(StoreFloat32(ctx, 2, step.v, v_var));
   // Not atomic with a rule's read of var: VariableResource offers no
   // read-modify-write under one lock, so a concurrent writer to var from
   // another program could slip in between.
-  return SubtractFromVariable(ctx, 0, delta, var);
+  return SubtractFromVariable(ctx, 0, delta, var, shard);
 }
 
-// The kernel of ApplyAdam (Rule = AdamRule) or ApplyLamb (LambRule).
+// The kernel of ApplyLamb (Rule = LambRule): whole variables only (its
+// trust ratio needs the norms of the whole weight and update).
 template <typename Rule>
 absl::Status AdamFamilyKernel(KernelContext& ctx) {
   ASSIGN_OR_RETURN(VariableResource * var, VariableInput(ctx, AdamInput::kVar));
@@ -146,9 +175,23 @@ absl::Status AdamFamilyKernel(KernelContext& ctx) {
   ASSIGN_OR_RETURN(VariableResource * v, VariableInput(ctx, AdamInput::kV));
   RETURN_IF_ERROR(ExpectFloatVariable(ctx, *var));
   RETURN_IF_ERROR(CheckMatchesVariable(ctx, AdamInput::kGrad, *var));
-  return AdamFamilyUpdate<Rule>(ctx, var, m, v);
+  ASSIGN_OR_RETURN(const UpdateShard shard, ShardInput(ctx, AdamInput::kShard));
+  if (shard.sharded()) {
+    return WithNodeName(
+        ctx, absl::UnimplementedError(
+                 "a sharded update needs the norms of the whole variable; "
+                 "run it unsharded"));
+  }
+  return AdamFamilyUpdate<Rule>(ctx, var, m, v, shard);
 }
 
 }  // namespace ipuflow::ops
+
+namespace Eigen::internal {
+template <>
+struct functor_traits<ipuflow::ops::ExactSqrt> {
+  enum { Cost = 5 * NumTraits<float>::MulCost, PacketAccess = true };
+};
+}  // namespace Eigen::internal
 
 #endif  // IPUFLOW_OPS_STATE_APPLY_UTIL_H_
