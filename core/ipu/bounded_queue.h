@@ -194,11 +194,14 @@ class BoundedQueue {
   int64_t put_answered_ns_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t take_answered_ns_ ABSL_GUARDED_BY(mu_) = 0;
   // Copies of count_ and state_ != kOpen, written under mu_, read without
-  // it only by Spin (a hint; every decision is re-made under mu_).
-  std::atomic<size_t> count_hint_{0};
+  // it only by Spin (a hint; every decision is re-made under mu_). On a
+  // cache line of their own, away from mu_ and from what each side's spin
+  // writes (its AdaptiveSpin): a spinning side only reads the line the
+  // other side writes.
+  alignas(64) std::atomic<size_t> count_hint_{0};
   std::atomic<bool> ended_hint_{false};
-  AdaptiveSpin push_spin_{kDefaultSpinBudget, kDefaultSpinBudget};
-  AdaptiveSpin pop_spin_{kDefaultSpinBudget, kDefaultSpinBudget};
+  alignas(64) AdaptiveSpin push_spin_{kDefaultSpinBudget, kDefaultSpinBudget};
+  alignas(64) AdaptiveSpin pop_spin_{kDefaultSpinBudget, kDefaultSpinBudget};
 };
 
 namespace internal {

@@ -234,6 +234,35 @@ TEST_P(BoundedQueueTransferTest, PayloadVisibleWithSlowConsumerOrProducer) {
   }
 }
 
+// The same transfer with the feeds' adaptive spin, each side waiting now
+// and then (spins that succeed and spins that end in a sleep).
+TEST_P(BoundedQueueTransferTest, InOrderWithAdaptiveSpin) {
+  constexpr int64_t kCount = 200000;
+  BoundedQueue<int64_t> q(GetParam());
+  q.set_adaptive_spin(std::chrono::microseconds(1), std::chrono::microseconds(20));
+  std::thread producer([&] {
+    for (int64_t i = 0; i < kCount; ++i) {
+      if (i % 1000 == 0) Work(20000);  // The consumer waits now and then.
+      if (!q.Push(i).ok()) return;
+    }
+    q.Close();
+  });
+  int64_t expected = 0;
+  while (true) {
+    absl::StatusOr<int64_t> v = q.Pop();
+    if (!v.ok()) break;
+    if (*v != expected) {
+      ADD_FAILURE() << "got " << *v << ", expected " << expected;
+      q.Cancel();
+      break;
+    }
+    if (expected % 777 == 0) Work(20000);  // The producer waits now and then.
+    ++expected;
+  }
+  producer.join();
+  EXPECT_EQ(expected, kCount);
+}
+
 INSTANTIATE_TEST_SUITE_P(Capacities, BoundedQueueTransferTest,
                          ::testing::Values(1, 4, 1024));
 
