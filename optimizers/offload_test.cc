@@ -2,8 +2,11 @@
 // gradient-accumulation wrappers in a device loop (loops::Repeat compiled
 // by IPUStrategy::Compile): numbers bitwise equal to offloading off, the
 // memory report's remote category and per-replica saving, the bytes
-// streamed (TransferCounters::remote_memory) and the errors, all checked
-// against hand-computed values.
+// streamed (TransferCounters::remote_memory), the sharded update (ZeRO-1:
+// each replica's update computes only its chunk, the gradient is
+// reduce-scattered and the weight all-gathered: the elements each IPU's
+// update kernels computed and the bytes its collectives sent) and the
+// errors, all checked against hand-computed values.
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -22,6 +25,7 @@
 #include "ops/math/cast.h"
 #include "ops/math/mul.h"
 #include "ops/math/reduce_sum.h"
+#include "ops/state/update_shard.h"
 #include "optimizers/adam.h"
 #include "optimizers/gradient_accumulation.h"
 
@@ -40,6 +44,9 @@ struct TrainedRun {
   std::vector<IpuMemory> memory;
   std::string report;
   std::vector<int64_t> remote_bytes;  // Per IPU.
+  // Per IPU: elements its optimizer-update kernels computed, bytes its
+  // collectives sent (TransferCounters::ipu_to_ipu).
+  std::vector<int64_t> updated, collective_bytes;
   std::vector<bool> w_m_on_ipu, b_m_on_ipu;  // Per IPU, after the run.
   absl::Status status;
 };
@@ -107,6 +114,7 @@ TrainedRun Train(int replicas, WeightUpdateOptions wu, bool cross_replica = true
   out.memory = (*exe)->ipu_memory();
   out.report = (*exe)->MemoryReport();
   for (int k = 0; k < replicas; ++k) system->device(k).counters().Reset();
+  ops::ResetUpdatedElements();
   std::vector<std::vector<Tensor>> results;
   out.status = (*exe)->Execute({{}}, &results);
   if (!out.status.ok()) return out;
@@ -119,6 +127,9 @@ TrainedRun Train(int replicas, WeightUpdateOptions wu, bool cross_replica = true
   for (int k = 0; k < replicas; ++k) {
     out.remote_bytes.push_back(
         system->device(k).counters().remote_memory.load());
+    out.updated.push_back(ops::UpdatedElements(k));
+    out.collective_bytes.push_back(
+        system->device(k).counters().ipu_to_ipu.load());
     for (const auto& [name, unused] : out.vars) {
       const bool w_m = name.size() > 8 && name.find("/w/") != std::string::npos &&
                        name.substr(name.size() - 7) == "/Adam/m";
@@ -219,6 +230,44 @@ TEST_P(OffloadTest, RtsOnEqualsRtsOffEqualsOffloadOffBitwise) {
     EXPECT_TRUE(rts.b_m_on_ipu[k]);
   }
 }
+
+// ZeRO-1: with sharding each replica's update of w computes its chunk only
+// (c = ceil(202/R): R = 2: 101 and 101; R = 4: 51, 51, 51, 49), b (under
+// the minimum size, not sharded) whole; without it every replica computes
+// all 205 elements. The gradient all-reduce of w (ring: 2 (R-1)/R x 808 B)
+// becomes a reduce-scatter plus the weight's all-gather ((R-1) x c x 4 B
+// each, the padding included); the state is stored by the LOCAL op and
+// loaded as the chunk, so it sends nothing.
+class ShardedUpdateTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(ShardedUpdateTest, ComputesOneChunkPerReplica) {
+  const int r = GetParam();
+  TrainedRun off = Train(r, {/*offload=*/true, /*rts=*/false});
+  TrainedRun rts = Train(r, {/*offload=*/true, /*rts=*/true});
+  ASSERT_TRUE(off.status.ok()) << off.status;
+  ASSERT_TRUE(rts.status.ok()) << rts.status;
+  ExpectBitwiseEqual(off, rts, "rts vs offload");
+  const int64_t c = (kN + r - 1) / r;
+  const int64_t b_reduce = 2 * (r - 1) * 12 / r;  // b's all-reduce.
+  int64_t total = 0;
+  for (int k = 0; k < r; ++k) {
+    const int64_t chunk = std::min<int64_t>(kN, (k + 1) * c) -
+                          std::min<int64_t>(kN, k * c);
+    EXPECT_EQ(off.updated[k], kUpdates * (kN + 3)) << k;
+    EXPECT_EQ(rts.updated[k], kUpdates * ((r > 1 ? chunk : kN) + 3)) << k;
+    total += rts.updated[k] - kUpdates * 3;
+    EXPECT_EQ(off.collective_bytes[k],
+              kUpdates * (2 * (r - 1) * kN * 4 / r + b_reduce))
+        << k;
+    EXPECT_EQ(rts.collective_bytes[k],
+              kUpdates * (2 * (r - 1) * c * 4 + b_reduce))
+        << k;
+  }
+  EXPECT_EQ(total, kUpdates * kN);  // The chunks cover w once.
+}
+
+INSTANTIATE_TEST_SUITE_P(Replicas, ShardedUpdateTest,
+                         ::testing::Values(1, 2, 4));
 
 INSTANTIATE_TEST_SUITE_P(Replicas, OffloadTest, ::testing::Values(2, 4));
 
