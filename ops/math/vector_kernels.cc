@@ -226,11 +226,35 @@ constexpr VectorKernels kAvx512 = {avx512::Relu, avx512::ReluGrad,
                                    avx512::AddBias, avx512::Accumulate,
                                    avx512::Select4};
 
-// Per kernel, AVX-512 where it measured faster (BM_Kernel* in
-// //ops/nn:kernel_vs_onednn_benchmark; vector_kernels.h).
+// Per kernel, AVX-512 where it measured faster: none of them, so far. On
+// the 2-vCPU AMD EPYC with AVX-512F/BW/DQ/VL (session 8, BM_Kernel* of
+// //ops/nn:kernel_vs_onednn_benchmark, variants interleaved at random,
+// 5-9 repetitions, median CPU time, AVX2 time / AVX-512 time, three runs):
+//   relu        [40,12,12,10] 0.89-1.00   [40,4,4,20] 1.00
+//   relu_grad   [40,12,12,10] 0.98        [40,4,4,20] 1.00
+//   select4     [40,12,12,10] 0.99        [40,4,4,20] 0.96
+//   add_bias    [40,24,24,10] 0.75-0.96   [40,8,8,20] 0.86-0.95 (+ReLU)
+//   accumulate  [40,24,24,10] 0.92-0.98   [40,8,8,20] 0.98-0.99
+// These loops move 8-12 bytes per element and do one operation on them:
+// they run at the cache's bandwidth, which the vector width does not
+// change, and a 64-byte vector at a block's unaligned start splits over two
+// cache lines twice as often as a 32-byte one. The AVX-512 variants stay
+// compiled and tested, to be switched on here per kernel where a
+// measurement on some CPU shows them faster.
+constexpr bool kAvx512Faster[] = {/*relu=*/false, /*relu_grad=*/false,
+                                  /*add_bias=*/false, /*accumulate=*/false,
+                                  /*select4=*/false};
+static_assert(sizeof(kAvx512Faster) == sizeof(VectorKernels) / sizeof(void*),
+              "one entry per kernel of VectorKernels");
+
 VectorKernels Choose() {
-  if (UsedIsa() != CpuIsa::kAvx512) return kAvx2;
-  VectorKernels k = kAvx512;
+  VectorKernels k = kAvx2;
+  if (UsedIsa() != CpuIsa::kAvx512) return k;
+  if (kAvx512Faster[0]) k.relu = kAvx512.relu;
+  if (kAvx512Faster[1]) k.relu_grad = kAvx512.relu_grad;
+  if (kAvx512Faster[2]) k.add_bias = kAvx512.add_bias;
+  if (kAvx512Faster[3]) k.accumulate = kAvx512.accumulate;
+  if (kAvx512Faster[4]) k.select4 = kAvx512.select4;
   return k;
 }
 

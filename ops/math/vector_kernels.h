@@ -13,8 +13,9 @@
 // Every variant gives the same bits as the scalar definitions below,
 // NaN and signed zero included, so the ISA never changes a result. Where
 // the AVX-512 variant did not measure faster (kernel_vs_onednn_benchmark,
-// BM_Kernel*), UsedVectorKernels() keeps the AVX2 one (vector_kernels.cc
-// says which, with the measured ratios).
+// BM_Kernel*), UsedVectorKernels() keeps the AVX2 one: on the 2-vCPU EPYC
+// that is every kernel (these loops run at the caches' bandwidth;
+// vector_kernels.cc has the measured ratios).
 //
 // Thread safety: the tables are immutable after their first use; the
 // functions are reentrant (they touch only their arguments).

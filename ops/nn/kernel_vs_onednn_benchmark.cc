@@ -21,8 +21,14 @@
 // BM_Select/<shape> times Select (float32, same shapes) on the pooled size.
 // BM_Identity/<shape> is the program overhead for an output of that size
 // (an Identity node fetched: the executor and the copy out).
-// The context lines print the CPU, its ISA and the ISA oneDNN runs;
-// DNNL_MAX_CPU_ISA=AVX2 caps oneDNN.
+// BM_Kernel<Loop>/shape/avx512:{0,1} runs one loop of ops/math/
+// vector_kernels.h alone, its AVX2 (0) and AVX-512 (1) variants on the same
+// data: the measurement behind UsedVectorKernels()' choice. Alternate them:
+//   ./bazelw run //ops/nn:kernel_vs_onednn_benchmark -- \
+//     --benchmark_filter=BM_Kernel --benchmark_repetitions=5 \
+//     --benchmark_enable_random_interleaving=true
+// The machine line ends with the ISA ipuflow's kernels use (core/cpu_isa.h;
+// IPUFLOW_MAX_ISA=avx2 caps them and oneDNN).
 #include <malloc.h>
 
 #include <random>
@@ -34,6 +40,7 @@
 #include "ops/array/const.h"
 #include "ops/array/identity.h"
 #include "ops/math/select.h"
+#include "ops/math/vector_kernels.h"
 #include "ops/nn/max_pool_2d.h"
 #include "ops/nn/relu.h"
 #include "ops/onednn/onednn.h"
@@ -290,6 +297,118 @@ void BM_Identity(benchmark::State& state) {
       },
       s.num_elements());
 }
+
+// ---- The dispatched loops alone, per ISA variant (vector_kernels.h), at
+// the sizes the ConvNet runs them: Relu, ReluGrad and Select on the pooled
+// activations, the bias add (+ReLU) and BiasAddGrad's sums on the
+// convolutions' outputs, in the ops' blocks of whole rows.
+
+// The variant of state.range(1) (0: AVX2, 1: AVX-512), or nullptr after
+// skipping on a CPU without it.
+const VectorKernels* Variant(benchmark::State& state) {
+  const CpuIsa isa = state.range(1) ? CpuIsa::kAvx512 : CpuIsa::kAvx2;
+  if (DetectedIsa() < isa) {
+    state.SkipWithError("this CPU has no AVX-512");
+    return nullptr;
+  }
+  return &VectorKernelsFor(isa);
+}
+
+void BM_KernelRelu(benchmark::State& state) {
+  const VectorKernels* k = Variant(state);
+  if (k == nullptr) return;
+  const TensorShape s = Pooled(ShapeArg(state));
+  const Tensor x = Uniform(s, 1);
+  Tensor y(DType::kFloat32, s);
+  for (auto _ : state) {
+    k->relu(x.data<float>(), y.data<float>(), s.num_elements());
+    benchmark::DoNotOptimize(y.data<float>());
+  }
+  Items(state, s.num_elements());
+}
+
+void BM_KernelReluGrad(benchmark::State& state) {
+  const VectorKernels* k = Variant(state);
+  if (k == nullptr) return;
+  const TensorShape s = Pooled(ShapeArg(state));
+  const Tensor dy = Uniform(s, 1), y = Uniform(s, 2);
+  Tensor dx(DType::kFloat32, s);
+  for (auto _ : state) {
+    k->relu_grad(dy.data<float>(), y.data<float>(), dx.data<float>(),
+                 s.num_elements());
+    benchmark::DoNotOptimize(dx.data<float>());
+  }
+  Items(state, s.num_elements());
+}
+
+void BM_KernelSelect(benchmark::State& state) {
+  const VectorKernels* k = Variant(state);
+  if (k == nullptr) return;
+  const TensorShape s = Pooled(ShapeArg(state));
+  Tensor cond(DType::kBool, s), z(DType::kFloat32, s);
+  std::mt19937 gen(6);
+  for (bool& b : cond.span<bool>()) b = gen() & 1;
+  const Tensor x = Uniform(s, 1), y = Uniform(s, 2);
+  for (auto _ : state) {
+    k->select4(cond.data<bool>(), x.data<float>(), y.data<float>(),
+               z.data<float>(), s.num_elements());
+    benchmark::DoNotOptimize(z.data<float>());
+  }
+  Items(state, s.num_elements());
+}
+
+// Rows per block as ops/nn/bias_add.cc and fused_bias_activation.cc tile
+// the bias.
+int64_t BiasBlock(int64_t c) { return std::max<int64_t>(1, 256 / c) * c; }
+
+void BM_KernelBiasRelu(benchmark::State& state) {
+  const VectorKernels* k = Variant(state);
+  if (k == nullptr) return;
+  const Shape sh = ShapeArg(state);
+  const TensorShape s = Pre(sh);
+  const int64_t block = BiasBlock(sh.c), n = s.num_elements();
+  std::vector<float> tiled(block);
+  for (int64_t i = 0; i < block; ++i) tiled[i] = 0.01f * (i % sh.c) - 0.05f;
+  const Tensor x = Uniform(s, 1);
+  Tensor y(DType::kFloat32, s);
+  for (auto _ : state) {
+    for (int64_t i = 0; i < n; i += block) {
+      k->add_bias(x.data<float>() + i, tiled.data(), y.data<float>() + i,
+                  std::min(block, n - i), /*relu=*/true);
+    }
+    benchmark::DoNotOptimize(y.data<float>());
+  }
+  Items(state, n);
+}
+
+void BM_KernelBiasGradSums(benchmark::State& state) {
+  const VectorKernels* k = Variant(state);
+  if (k == nullptr) return;
+  const Shape sh = ShapeArg(state);
+  const TensorShape s = Pre(sh);
+  const int64_t block = BiasBlock(sh.c), n = s.num_elements();
+  std::vector<float> acc(block);
+  const Tensor dy = Uniform(s, 1);
+  for (auto _ : state) {
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int64_t i = 0; i < n; i += block) {
+      k->accumulate(dy.data<float>() + i, acc.data(), std::min(block, n - i));
+    }
+    benchmark::DoNotOptimize(acc.data());
+  }
+  Items(state, n);
+}
+
+void KernelArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"shape", "avx512"})->ArgsProduct({{0, 1}, {0, 1}});
+  b->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
+BENCHMARK(BM_KernelRelu)->Apply(KernelArgs);
+BENCHMARK(BM_KernelReluGrad)->Apply(KernelArgs);
+BENCHMARK(BM_KernelSelect)->Apply(KernelArgs);
+BENCHMARK(BM_KernelBiasRelu)->Apply(KernelArgs);
+BENCHMARK(BM_KernelBiasGradSums)->Apply(KernelArgs);
 
 void ShapeArgs(benchmark::internal::Benchmark* b) {
   b->ArgName("shape")->Arg(0)->Arg(1);
