@@ -27,6 +27,7 @@
 #include "ops/control/loops.h"
 #include "ops/math/mul.h"
 #include "ops/nn/sparse_softmax_cross_entropy_with_logits.h"
+#include "ops/state/update_shard.h"
 #include "optimizers/adam.h"
 #include "optimizers/cross_replica.h"
 #include "optimizers/gradient_accumulation.h"
@@ -319,7 +320,11 @@ INSTANTIATE_TEST_SUITE_P(Replicas, LoopConformanceTest,
 // The device loop's wrapper with its optimizer state offloaded, sharded
 // over the replicas or not: the weights and the momentum of the run without
 // offloading, bitwise, and those of the single-device reference; the
-// report keeps 1/R of the remote state per replica.
+// report keeps 1/R of the remote state per replica. Sharded (ZeRO-1), each
+// replica's update computes only its chunk of every weight (the chunks
+// cover each weight once) and the gradient all-reduce becomes a
+// reduce-scatter plus the weight's all-gather (ring bytes per IPU:
+// 2 (R-1)/R x n x 4 against 2 x ceil(n/R) x 4 per weight).
 class LoopOffloadConformanceTest
     : public ::testing::TestWithParam<std::tuple<int, bool>> {};
 
@@ -327,6 +332,7 @@ TEST_P(LoopOffloadConformanceTest, BitwiseAsWithoutOffloading) {
   const auto [replicas, rts] = GetParam();
   std::map<std::string, std::vector<Tensor>> state[2];
   IpuMemory memory[2];
+  std::vector<int64_t> updated[2], sent[2];  // Per IPU.
   for (bool offload : {false, true}) {
     auto init = InitialValues(1);
     auto system = MakeSystem(replicas, replicas);
@@ -349,7 +355,13 @@ TEST_P(LoopOffloadConformanceTest, BitwiseAsWithoutOffloading) {
     ASSERT_TRUE(exe.ok()) << exe.status();
     memory[offload] = (*exe)->ipu_memory()[0];
     std::vector<std::vector<Tensor>> results;
+    for (int k = 0; k < replicas; ++k) system->device(k).counters().Reset();
+    ops::ResetUpdatedElements();
     ASSERT_TRUE((*exe)->Execute({{}}, &results).ok());
+    for (int k = 0; k < replicas; ++k) {
+      updated[offload].push_back(ops::UpdatedElements(k));
+      sent[offload].push_back(system->device(k).counters().ipu_to_ipu.load());
+    }
     auto trained = ReplicaZeroAndCheckEqual(**exe, replicas);
     EXPECT_LT(MaxDifference(trained, Reference(replicas)), 2e-5);
     auto vars = (*exe)->ReadVariables(".*/[wb][0-9](/.*Momentum/.*)?");
@@ -357,6 +369,35 @@ TEST_P(LoopOffloadConformanceTest, BitwiseAsWithoutOffloading) {
     state[offload] = *vars;
   }
   ASSERT_EQ(state[0].size(), 14u);  // 7 weights and their momentum.
+  // Per weight update. A weight's update is sharded when its momentum is:
+  // at least minimum_remote_tensor_size (4 B) x R.
+  const bool zero1 = rts && replicas > 1;
+  int64_t elements = 0, all_reduce = 0, sharded = 0, once = 0;
+  for (const auto& [name, per_replica] : state[0]) {
+    if (name.find("Momentum") != std::string::npos) continue;
+    const int64_t n = per_replica[0].NumElements();
+    const int64_t reduce = 2 * (replicas - 1) * n * 4 / replicas;
+    const bool shard = zero1 && n * 4 >= 4 * replicas;
+    elements += n;
+    all_reduce += reduce;
+    sharded += shard ? 2 * (replicas - 1) * ((n + replicas - 1) / replicas) * 4
+                     : reduce;
+    once += shard ? n : replicas * n;
+  }
+  int64_t covered = 0;
+  for (int k = 0; k < replicas; ++k) {
+    EXPECT_EQ(updated[0][k], kRuns * elements) << k;
+    EXPECT_EQ(sent[0][k], kRuns * all_reduce) << k;
+    EXPECT_EQ(sent[1][k], kRuns * sharded) << k;
+    if (zero1) {
+      // At most ceil(n/R) of each of the 7 weights.
+      EXPECT_LE(updated[1][k], kRuns * (elements / replicas + 7)) << k;
+    } else {
+      EXPECT_EQ(updated[1][k], kRuns * elements) << k;
+    }
+    covered += updated[1][k];
+  }
+  EXPECT_EQ(covered, kRuns * once);  // A sharded weight's chunks cover it.
   for (const auto& [name, per_replica] : state[0]) {
     ASSERT_EQ(state[1].count(name), 1u) << name;
     for (int r = 0; r < replicas; ++r) {
