@@ -6,6 +6,11 @@
 #
 #   tests/perf/readme_numbers.sh            # about 3 minutes on 2 cores
 #   ROUNDS=5 tests/perf/readme_numbers.sh   # more rounds, steadier medians
+#   IPUFLOW_MAX_ISA=avx2 tests/perf/readme_numbers.sh  # as on an AVX2-only CPU
+#
+# The ISA in use is the run-time dispatch's choice (core/cpu_isa.h): the
+# "machine:" line ends with "kernels: avx512|avx2 (...)", the "oneDNN" line
+# gives oneDNN's; IPUFLOW_MAX_ISA=avx2 caps both, for every binary below.
 #
 # Ratios are what to compare: the machine may be shared, so absolute times
 # move between runs, while rows alternate their two sides within a round.
@@ -34,6 +39,7 @@ real_median() { awk -F, -v n="\"$1\"" '$1 == n { print $3 }' | median; }
 echo "## ipuflow performance, $(date -u +%Y-%m-%d)"
 "$bin/examples/onednn_reference_benchmark" --rounds=1 --steps=1 2>/dev/null |
   grep -E '^(machine|oneDNN)' || true
+echo "ISA override: IPUFLOW_MAX_ISA=${IPUFLOW_MAX_ISA:-unset} (avx2 caps ipuflow's kernels and oneDNN)"
 echo "threads: 2 per emulated IPU unless a row says otherwise (the default pool: the caller + 1 worker)"
 echo
 echo "| measure | ipuflow | reference, same run | ratio |"
