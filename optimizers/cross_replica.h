@@ -26,7 +26,9 @@
 // replicas: in a pipeline (PipelineOptions::replicated_optimizer_state_
 // sharding), and in a device loop through
 // CrossReplicaGradientAccumulationOptimizerV2's WeightUpdateOptions
-// (num_mini_batches 1 updates every step).
+// (num_mini_batches 1 updates every step), where the update itself is
+// sharded too: given an update shard (Optimizer::set_update_shard) the
+// all-reduce becomes a reduce-scatter (ZeRO-1, gradient_accumulation.h).
 //
 // Thread safety: as Optimizer.
 #ifndef IPUFLOW_OPTIMIZERS_CROSS_REPLICA_H_

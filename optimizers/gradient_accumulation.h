@@ -86,9 +86,25 @@
 //       &adam, /*num_mini_batches=*/4, GradientAccumulationReductionMethod::kMean,
 //       ReplicaReduction::kMean, /*dtype=*/{}, wu);
 //
-// As for pipelines, ipuflow models the sharded memory and its transfers;
-// the gradient is still all-reduced and the update runs on whole tensors
-// (identical on every replica), not on 1/R of them.
+// The sharded update (ZeRO-1, the original's elementwise clustering of the
+// resource update). With sharding, an inner optimizer whose update is
+// elementwise (UpdatesElementwise: SGD, Momentum, Adam, AdamW; not LAMB)
+// and a variable whose state the program shards (all of its state of the
+// weight's size at least minimum_remote_tensor_size x R bytes), replica r
+// of R updates only its chunk [r c, min(n, (r+1) c)), c = ceil(n/R), of
+// the flattened weight: the load node hands the update the shard {r, R}
+// (ops/state/update_shard.h), the load brings back only this replica's
+// chunk of the state (no all-gather), the cross-replica reduction of the
+// accumulated gradient is a reduce-scatter into that chunk, the update ops
+// compute that chunk of the weight and state, and one all-gather of the
+// weight (GatherVariableShards) follows; the store keeps the chunk. Per
+// replica the update's arithmetic drops to 1/R; bytes sent go from the
+// gradient all-reduce's 2 (R-1)/R x size to x c per reduce-scatter
+// and all-gather. Both collectives add in rank order, so the numbers are
+// bitwise those of sharding off. Other updates (LAMB, state kept whole,
+// R = 1) run on whole tensors and all-gather the state on load, as
+// pipelines still do. Emulation: tensors keep their whole shape on the
+// IPU (the report counts the 1/R); elements outside the chunk are not read.
 // Between updates an offloaded slot is not on its IPU: read it with
 // Executable::ReadVariables.
 //
