@@ -9,6 +9,18 @@
 //     than 16 output channels (10->20: 324 vs 407 us);
 //   - input gradient: oneDNN's NHWC backward-data is 1.3-5x slower with up
 //     to 8 input channels and 1.2-1.7x faster from 10.
+// In the main example (examples/train_fashion_mnist.cc) these passes are
+// most of stage 1's backward, the pipeline's longest item: per micro-batch
+// of 40, oneDNN's backward-data for 10 -> 20 (jit:avx512_core, NHWC, primitive
+// cached, only the 20 KB filter reordered, 4 us) takes 375 us, the direct
+// filter gradient about 300 us (ONEDNN_VERBOSE=1 and perf, session 8). On
+// the 2-vCPU EPYC a 512-bit FMA issues at about one per cycle, the rate of
+// two 256-bit ones, so AVX-512 gains nothing here: AVX-512 variants of the
+// direct kernels (2 packets of 16 for 20 channels, 1 padded packet for 10)
+// measured 1.2-1.6x slower than their AVX2 versions, and a direct
+// backward-data kernel (segments of kw x c floats per pixel, then a gather)
+// 1.2-1.4x slower than oneDNN's, 440-520 vs 360 us (conv_benchmark's
+// BM_B2_*, alternated): none of them is kept.
 //
 //   if (UseOnednnConvForward(g, oc) &&
 //       onednn::ConvForward(ctx.intra_op(), x, w, y, OnednnDims(g, oc)).ok())
