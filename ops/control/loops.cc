@@ -54,7 +54,11 @@ std::set<std::string> NestedTargets(const Graph& g, int begin, int end) {
 
 // Stateful nodes of the frame run every iteration, used or not, except
 // variable initialisers built in the body (and what only feeds them): those
-// run once, from Initialize(); and except the nodes of nested loops.
+// run once, from Initialize(); except the nodes of nested loops; and except
+// variable reads (ResourceAccess::kRead), which have no effect but their
+// value: a used read runs for its user, an unused one (the `value` read
+// ops::Variable builds beside every variable, e.g. a gradient
+// accumulator's) would copy the whole variable every iteration for nothing.
 void CollectTargets(const Graph& g, Frame* frame) {
   const std::vector<Node*>& inits = g.collection("initializers");
   std::set<const Node*> init_set(inits.begin(), inits.end());
@@ -67,6 +71,7 @@ void CollectTargets(const Graph& g, Frame* frame) {
   for (int id = frame->begin; id < frame->end; ++id) {
     const Node* n = g.node(id);
     if (!n->op_def().is_stateful() || n->op() == "_Arg" || init_set.count(n) ||
+        n->op_def().resource_access() == ResourceAccess::kRead ||
         nested.count(n->name())) {
       continue;
     }

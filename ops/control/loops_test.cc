@@ -1,5 +1,7 @@
 #include "ops/control/loops.h"
 
+#include <algorithm>
+
 #include "core/ipu/ipu_strategy.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
@@ -350,6 +352,43 @@ absl::StatusOr<std::unique_ptr<Program>> CompileFetching(const Scope& s,
   ProgramSpec spec;
   spec.fetches = {fetch};
   return Program::Compile(*s.graph(), spec);
+}
+
+// A variable read in a body runs for its users only: the read ops::Variable
+// builds beside a variable (here an accumulator's, unused) would otherwise
+// copy the variable every iteration and sit in the body's memory plan.
+TEST(LoopCompileTest, UnusedVariableReadsDoNotRunInTheBody) {
+  Scope s = Scope::NewRootScope();
+  Node* unused_read = nullptr;
+  Node* used_read = nullptr;
+  auto loop = Repeat(s, 3, [&](const Scope& b, const std::vector<Output>& a) {
+    ops::VariableHandle acc = ops::Variable(
+        b.WithOpName("acc"), ops::Fill(b, {256, 1024}, 0.0));  // 1 MiB.
+    ops::VariableHandle k = ops::Variable(b.WithOpName("k"), ops::Const(b, 2.0f));
+    ops::AssignAdd(b, acc.handle, ops::Fill(b, {256, 1024}, 1.0));
+    unused_read = acc.value.node;
+    used_read = k.value.node;
+    return std::vector<Output>{ops::Add(b, a[0], k.value)};
+  }, {ops::Const(s, 0.0f)});
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  auto program = CompileFetching(s, loop->outputs[0]);
+  ASSERT_TRUE(program.ok()) << program.status();
+  const Program* body = (*program)->sub_program(loop->op, "body");
+  ASSERT_NE(body, nullptr);
+  const std::vector<std::string> names = body->ScheduleNames();
+  auto runs = [&](const Node* n) {
+    return std::find(names.begin(), names.end(), n->name()) != names.end();
+  };
+  EXPECT_FALSE(runs(unused_read)) << unused_read->name();
+  EXPECT_TRUE(runs(used_read)) << used_read->name();
+  // The body's peak: the 1 MiB of ones AssignAdd reads, not a second MiB
+  // for a copy of `acc`.
+  EXPECT_LT((*program)->memory().loop_body_peak_bytes, 2 * kMiB);
+  Session session(s.graph());
+  ASSERT_TRUE(session.Initialize().ok());
+  std::vector<Tensor> out;
+  ASSERT_TRUE(session.Run({}, {loop->outputs[0]}, &out).ok());
+  EXPECT_TRUE(TensorNear(out[0], {6}, {}));
 }
 
 // Each iteration sums a float32[256,1024] of ones: a 1 MiB body intermediate.
