@@ -54,8 +54,10 @@ struct TrainedRun {
 // loss_r = sum(w * w * x) (r + 1) + sum(b * c) (r + 1): w's Adam slots are
 // 808 B, b's 12 B (under minimum_remote_tensor_size, 128 B).
 // `budget`: each IPU's memory in bytes (0: the default).
+// `float16_master`: w is float16 and Adam keeps a float32 master of it (the
+// master is optimizer state of w's size, sharded with m and v).
 TrainedRun Train(int replicas, WeightUpdateOptions wu, bool cross_replica = true,
-                 int64_t budget = 0) {
+                 int64_t budget = 0, bool float16_master = false) {
   TrainedRun out;
   IPUConfig config;
   config.set_auto_select_ipus(replicas);
@@ -67,6 +69,8 @@ TrainedRun Train(int replicas, WeightUpdateOptions wu, bool cross_replica = true
   auto system = std::move(IPUSystem::Create(config)).value();
   Scope scope = Scope::NewRootScope();
   AdamOptimizer adam(0.01f);
+  adam.set_master_weights(float16_master);
+  const DType w_dtype = float16_master ? DType::kFloat16 : DType::kFloat32;
   std::unique_ptr<GradientAccumulationOptimizer> opt;
   if (cross_replica) {
     opt = std::make_unique<CrossReplicaGradientAccumulationOptimizerV2>(
@@ -84,16 +88,21 @@ TrainedRun Train(int replicas, WeightUpdateOptions wu, bool cross_replica = true
   auto loop = loops::Repeat(
       scope, kMiniBatches * kUpdates,
       [&](const Scope& s, const std::vector<Output>&) {
-        auto w = ops::Variable(s.WithOpName("w"),
-                               ops::Const<float>(s, w0, {kN}));
+        auto w = ops::Variable(
+            s.WithOpName("w"),
+            ops::Cast(s, ops::Const<float>(s, w0, {kN}), w_dtype));
         auto b = ops::Variable(s.WithOpName("b"),
                                ops::Const<float>(s, {1, -2, 0.5f}, {3}));
         Output scale = ops::Add(
             s, ops::Cast(s, ops::ReplicaIndex(s), DType::kFloat32),
             ops::Const(s, 1.f));
-        Output lw = ops::ReduceSum(
-            s, ops::Mul(s, ops::Mul(s, w.value, w.value),
-                        ops::Const<float>(s, x, {kN})));
+        Output lw = ops::Cast(
+            s,
+            ops::ReduceSum(
+                s, ops::Mul(s, ops::Mul(s, w.value, w.value),
+                            ops::Cast(s, ops::Const<float>(s, x, {kN}),
+                                      w_dtype))),
+            DType::kFloat32);
         Output lb = ops::ReduceSum(
             s, ops::Mul(s, b.value, ops::Const<float>(s, {0.5f, 2, -1}, {3})));
         opt->Minimize(s, ops::Mul(s, ops::Add(s, lw, lb), scale));
@@ -118,7 +127,7 @@ TrainedRun Train(int replicas, WeightUpdateOptions wu, bool cross_replica = true
   std::vector<std::vector<Tensor>> results;
   out.status = (*exe)->Execute({{}}, &results);
   if (!out.status.ok()) return out;
-  auto vars = (*exe)->ReadVariables(".*(w|b)(/.*Adam/[mv])?");
+  auto vars = (*exe)->ReadVariables(".*(w|b)(/.*Adam/([mv]|master))?");
   if (!vars.ok()) {
     out.status = vars.status();
     return out;
@@ -264,6 +273,29 @@ TEST_P(ShardedUpdateTest, ComputesOneChunkPerReplica) {
         << k;
   }
   EXPECT_EQ(total, kUpdates * kN);  // The chunks cover w once.
+}
+
+// Mixed precision: the float32 master of the float16 w is sharded with m
+// and v; each replica updates its chunk of the master, rounds it into w
+// and the all-gather of w makes it whole. Bitwise as without sharding.
+TEST_P(ShardedUpdateTest, Float16WeightWithFloat32Master) {
+  const int r = GetParam();
+  TrainedRun off = Train(r, {/*offload=*/true, /*rts=*/false}, true, 0,
+                         /*float16_master=*/true);
+  TrainedRun rts = Train(r, {/*offload=*/true, /*rts=*/true}, true, 0,
+                         /*float16_master=*/true);
+  ASSERT_TRUE(off.status.ok()) << off.status;
+  ASSERT_TRUE(rts.status.ok()) << rts.status;
+  ASSERT_EQ(off.vars.size(), 7u);  // w, b, w's master, m and v, b's m and v.
+  ExpectBitwiseEqual(off, rts, "float16 rts vs offload");
+  const int64_t c = (kN + r - 1) / r;
+  for (int k = 0; k < r; ++k) {
+    EXPECT_EQ(rts.updated[k], kUpdates * ((r > 1 ? std::min<int64_t>(
+                                                       c, kN - k * c)
+                                                 : kN) +
+                                          3))
+        << k;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Replicas, ShardedUpdateTest,
