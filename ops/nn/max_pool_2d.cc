@@ -101,6 +101,12 @@ inline Packet WindowMax(const T* p, int64_t row, int64_t col, int64_t kh,
 // slower forward and 1.1x backward on the 2-vCPU EPYC with AVX-512
 // (kernel_vs_onednn_benchmark, same binary, the variant capped by an
 // environment variable: 25.6 vs 21.0 us, 47.5 vs 42.6 us at [40,24,24,10]).
+// A second layout, the two input rows' maximum in whole 16-lane vectors to a
+// buffer and then each window's two pixels as masked c-lane loads (pipelined
+// a row ahead so loads do not meet in-flight stores), was 0.71-0.80x the
+// AVX2 rows' speed at [40,24,24,10] (session 8, a standalone A/B of the two
+// row functions, 15 alternating rounds). This pool already runs at 0.86x
+// oneDNN's forward time and 0.87x its backward (kernel_vs_onednn_benchmark).
 inline bool Is2x2Tiled(const Window2D& g) {
   return g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.pad_top == 0 &&
          g.pad_left == 0 && 2 * g.oh <= g.h && 2 * g.ow <= g.w && g.c >= kLanes;
