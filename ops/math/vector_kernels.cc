@@ -229,12 +229,13 @@ constexpr VectorKernels kAvx512 = {avx512::Relu, avx512::ReluGrad,
 // Per kernel, AVX-512 where it measured faster: none of them, so far. On
 // the 2-vCPU AMD EPYC with AVX-512F/BW/DQ/VL (session 8, BM_Kernel* of
 // //ops/nn:kernel_vs_onednn_benchmark, variants interleaved at random,
-// 5-9 repetitions, median CPU time, AVX2 time / AVX-512 time, three runs):
-//   relu        [40,12,12,10] 0.89-1.00   [40,4,4,20] 1.00
-//   relu_grad   [40,12,12,10] 0.98        [40,4,4,20] 1.00
-//   select4     [40,12,12,10] 0.99        [40,4,4,20] 0.96
-//   add_bias    [40,24,24,10] 0.75-0.96   [40,8,8,20] 0.86-0.95 (+ReLU)
-//   accumulate  [40,24,24,10] 0.92-0.98   [40,8,8,20] 0.98-0.99
+// 5-9 repetitions, median CPU time, AVX2 time / AVX-512 time, four runs):
+//   relu        [40,12,12,10] 0.89-1.02   [40,4,4,20] 1.00-1.01
+//   relu_grad   [40,12,12,10] 0.98-1.00   [40,4,4,20] 1.00
+//   select4     [40,12,12,10] 0.99-1.00   [40,4,4,20] 0.96-0.97
+//   add_bias    [40,24,24,10] 0.75-0.96   [40,8,8,20] 0.86-0.98 (+ReLU)
+//   accumulate  [40,24,24,10] 0.92-0.98   [40,8,8,20] 0.98-1.01
+// (at most 2% faster, within the runs' spread; often slower).
 // These loops move 8-12 bytes per element and do one operation on them:
 // they run at the cache's bandwidth, which the vector width does not
 // change, and a 64-byte vector at a block's unaligned start splits over two
