@@ -30,7 +30,7 @@ Node* CrossReplicaOptimizer::ApplyGradients(
     const Scope vs = s.WithIpu(gv.variable->ipu())
                          .WithOpName(absl::StrCat(gv.variable->name(), "/",
                                                   ReplicaReductionName(reduction_)));
-    const Output& shard = update_shard();
+    const Output shard = UpdateShardOf(gv.variable);
     const bool mean = reduction_ == ReplicaReduction::kMean;
     if (shard.valid()) {
       reduced.push_back({mean ? ops::ShardedCrossReplicaMean(vs, gv.grad, shard)
@@ -44,8 +44,10 @@ Node* CrossReplicaOptimizer::ApplyGradients(
   }
   if (!scope.ok()) return nullptr;
   optimizer_->set_update_shard(update_shard());
+  optimizer_->set_update_shards(update_shards());
   Node* applied = optimizer_->ApplyGradients(scope, reduced);
   optimizer_->set_update_shard(Output());
+  optimizer_->set_update_shards({});
   return applied;
 }
 

@@ -160,19 +160,24 @@ Node* Optimizer::ApplyGradients(const Scope& scope,
   }
   const Scope opt_scope = scope.NewSubScope(name_);
   std::vector<Node*> deps = Prepare(opt_scope);
+  // ApplyDense reads update_shard(): each variable's own while it builds
+  // (set_update_shards), so a master's update takes its weight's shard.
+  const Output shard = update_shard_;
   for (const auto& [grad, var] : todo) {
     const Scope update_scope =
         opt_scope.WithIpu(var.node->ipu())
             .WithOpName(absl::StrCat("update_", var.node->name()));
+    update_shard_ = UpdateShardOf(var.node);
     if (master_weights_ && var.dtype == DType::kFloat16) {
       deps.push_back(ApplyThroughMaster(scope, update_scope, grad, var));
-      continue;
+    } else {
+      std::vector<Output> slots;
+      for (const std::string& slot : SlotNames()) {
+        slots.push_back(MakeSlot(scope, var, slot, var.dtype));
+      }
+      deps.push_back(ApplyDense(update_scope, grad, var, slots));
     }
-    std::vector<Output> slots;
-    for (const std::string& slot : SlotNames()) {
-      slots.push_back(MakeSlot(scope, var, slot, var.dtype));
-    }
-    deps.push_back(ApplyDense(update_scope, grad, var, slots));
+    update_shard_ = shard;
   }
   if (!scope.ok()) return nullptr;
   return ops::Group(opt_scope.WithOpName("apply"), deps);

@@ -43,6 +43,7 @@
 #ifndef IPUFLOW_OPTIMIZERS_OPTIMIZER_H_
 #define IPUFLOW_OPTIMIZERS_OPTIMIZER_H_
 
+#include <map>
 #include <string>
 #include <variant>
 #include <vector>
@@ -107,6 +108,22 @@ class Optimizer {
   // REQUIRES: UpdatesElementwise(), when valid.
   void set_update_shard(Output shard) { update_shard_ = shard; }
   const Output& update_shard() const { return update_shard_; }
+  // Per-variable shards for one ApplyGradients over several variables (a
+  // pipeline's weight update, where the program decides for each weight
+  // whether its update is sharded): the update of a variable listed here
+  // takes its own shard, others update_shard(). Wrappers pass them on.
+  // REQUIRES: UpdatesElementwise(), when not empty.
+  void set_update_shards(std::map<const Node*, Output> shards) {
+    update_shards_ = std::move(shards);
+  }
+  const std::map<const Node*, Output>& update_shards() const {
+    return update_shards_;
+  }
+  // The shard of `variable`'s update (invalid: the whole variable).
+  Output UpdateShardOf(const Node* variable) const {
+    auto it = update_shards_.find(variable);
+    return it != update_shards_.end() ? it->second : update_shard_;
+  }
 
   // True when ApplyGradients builds its update as a conditional sub-program
   // (a device loop run at most once: LossScalingOptimizer's GradScaler).
@@ -165,6 +182,7 @@ class Optimizer {
   const std::string name_;
   bool master_weights_ = false;
   Output update_shard_;
+  std::map<const Node*, Output> update_shards_;
 };
 
 }  // namespace ipuflow::optimizers

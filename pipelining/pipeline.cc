@@ -16,6 +16,7 @@
 #include "core/op_registry.h"
 #include "ops/array/const.h"
 #include "ops/array/fill.h"
+#include "ops/collective/sharded_update.h"
 #include "ops/math/add.h"
 #include "ops/math/cast.h"
 #include "ops/math/mul.h"
@@ -568,13 +569,41 @@ void Builder::BuildWeightUpdate() {
         "nothing to train");
     return;
   }
+  // ZeRO-1: each weight's update takes a shard the runtime feeds (whether
+  // its state is sharded is known when the program is compiled).
+  std::map<const Node*, Output> shards;
+  if (o_.replicated_optimizer_state_sharding &&
+      o_.offload_weight_update_variables &&
+      b_->optimizer->UpdatesElementwise()) {
+    for (const optimizers::GradAndVar& x : gv) {
+      Output shard = ops::Placeholder(
+          ws.NewSubScope(x.variable->name())
+              .WithIpu(x.variable->ipu())
+              .WithOpName("shard"),
+          DType::kInt32, TensorShape({2}));
+      shards[x.variable] = shard;
+      b_->weight_shards.push_back({x.variable, shard});
+    }
+  }
+  b_->optimizer->set_update_shards(shards);
   Node* apply = b_->optimizer->ApplyGradients(ws, gv);
+  b_->optimizer->set_update_shards({});
   if (!scope_.ok() || apply == nullptr) {
     violations_.push_back(absl::StrCat("the weight update failed to build: ",
                                        scope_.status().message()));
     return;
   }
   b_->weight_update.push_back(apply);
+  // Each replica updated its chunk: one all-gather per weight makes it
+  // whole again (the state stays chunked until it is stored).
+  for (const BuiltPipeline::WeightShard& w : b_->weight_shards) {
+    b_->weight_update.push_back(ops::GatherVariableShards(
+        ws.NewSubScope(w.variable->name())
+            .WithIpu(w.variable->ipu())
+            .WithOpName("gather_shards")
+            .WithControlDependencies({apply}),
+        Output(w.variable), w.shard));
+  }
   Scope rs = ws.NewSubScope("reset").WithControlDependencies({apply});
   for (Node* acc : b_->accumulators) {
     Scope as = rs.WithIpu(acc->ipu());

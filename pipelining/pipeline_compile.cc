@@ -28,6 +28,51 @@ std::string Key(const char* kind, int a, int b, int c) {
 using internal::Bytes;
 using internal::Key;
 
+namespace {
+
+// ZeRO-1: which weights' updates run sharded. A weight's state is the
+// variables its shard's users (the update ops) read besides the weight;
+// the update is sharded when all of the weight's size is sharded (a
+// tensor kept whole would go stale outside the chunk; Adam's step is
+// another size), as RemoteState::Plan decides for device loops. `shards`
+// gets the value fed to each shard placeholder, `chunked` the state loaded
+// as this replica's chunk.
+absl::Status PlanWeightShards(const Program& update, const BuiltPipeline& b,
+                              const PipelineRuntime::Replica& replica,
+                              const std::map<std::string, TensorShape>& sharded,
+                              std::vector<Tensor>* shards,
+                              std::set<std::string>* chunked) {
+  shards->clear();
+  chunked->clear();
+  for (const BuiltPipeline::WeightShard& w : b.weight_shards) {
+    const int64_t n = w.variable->attr<TensorShape>("shape").num_elements();
+    std::set<std::string> state;
+    bool all = true;
+    for (const Node* user : update.schedule()) {
+      const auto& in = user->inputs();
+      if (std::find(in.begin(), in.end(), w.shard) == in.end()) continue;
+      for (const Output& x : in) {
+        if (x.node == w.variable || x.node->op() != "Variable" ||
+            x.node->attr<TensorShape>("shape").num_elements() != n) {
+          continue;
+        }
+        ASSIGN_OR_RETURN(ops::VariableInfo info, ops::GetVariableInfo(x));
+        state.insert(info.name);
+        all &= sharded.count(info.name) > 0;
+      }
+    }
+    const bool on = replica.count > 1 && !state.empty() && all;
+    Tensor t(DType::kInt32, TensorShape({2}));
+    t.data<int32_t>()[0] = on ? replica.index : 0;
+    t.data<int32_t>()[1] = on ? replica.count : 1;
+    shards->push_back(std::move(t));
+    if (on) chunked->insert(state.begin(), state.end());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 PipelineRuntime::~PipelineRuntime() = default;
 
 absl::StatusOr<std::unique_ptr<PipelineRuntime>> PipelineRuntime::Create(
@@ -176,6 +221,10 @@ absl::Status PipelineRuntime::Compile() {
   if (b_->training) {
     ProgramSpec wu;
     wu.targets = b_->weight_update;
+    for (const BuiltPipeline::WeightShard& w : b_->weight_shards) {
+      wu.feeds.push_back(w.shard);
+      wu.feed_shapes.push_back(TensorShape({2}));
+    }
     auto p = Program::Compile(*b_->graph, wu);
     if (!p.ok()) {
       return absl::Status(p.status().code(),
@@ -186,6 +235,10 @@ absl::Status PipelineRuntime::Compile() {
   }
   LowerToWorkLists();
   RETURN_IF_ERROR(AccountMemory());
+  if (weight_update_) {
+    RETURN_IF_ERROR(PlanWeightShards(*weight_update_, *b_, replica_, sharded_,
+                                     &weight_shards_, &chunked_));
+  }
   // The feeds' host threads start here, on the host, rather than on a
   // device thread; an error (another replica count) is reported by Run.
   if (b_->options.infeed_queue != nullptr) {

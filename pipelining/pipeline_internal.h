@@ -61,6 +61,16 @@ struct BuiltPipeline {
   // accumulators. Targets of one program over every IPU.
   std::vector<Node*> weight_update;
   std::vector<Node*> accumulators;  // Variable nodes.
+  // ZeRO-1 (replicated_optimizer_state_sharding with an elementwise
+  // optimizer, ops/state/update_shard.h): per weight, an int32 [2] shard
+  // placeholder that its gradient's reduce-scatter, its update ops and its
+  // all-gather take (ops/collective/sharded_update.h). The runtime feeds
+  // {r, R} when the program sharded all the weight's state, else {0, 1}.
+  struct WeightShard {
+    Node* variable;
+    Output shard;
+  };
+  std::vector<WeightShard> weight_shards;
   // What the last stage sends to the outfeed (per micro-batch unless
   // accumulate_outfeed), all fetched by the last stage's forward. The
   // runtime pushes them; the OutfeedEnqueue node built for them only

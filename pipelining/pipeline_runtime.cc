@@ -330,7 +330,11 @@ absl::Status PipelineRuntime::StreamOptimizerState(bool in, RunState& rs) {
         auto it = remote_.find(name);
         if (it == remote_.end()) continue;
         rs.streamed += it->second.TotalBytes();
-        if (sharded) {
+        if (chunked_.count(name)) {
+          // A sharded update reads only this replica's chunk: no all-gather.
+          RETURN_IF_ERROR(v->Assign(
+              ChunkInPlace(it->second, replica_.index, sharded_.at(name))));
+        } else if (sharded) {
           ASSIGN_OR_RETURN(Tensor full,
                            GatherFromRemote(replica_.group, replica_.index,
                                             replica_.count, "rts/load/" + name,
@@ -374,7 +378,7 @@ absl::Status PipelineRuntime::WeightUpdate(RunState& rs) {
   RunOnDevice(Device(0), [&] {
     const double c0 = ThreadCpuSeconds();
     std::vector<Tensor> none;
-    status = weight_update_->Run(envs_[0], {}, &none);
+    status = weight_update_->Run(envs_[0], weight_shards_, &none);
     cpu0 = ThreadCpuSeconds() - c0;
   });
   RETURN_IF_ERROR(status);

@@ -37,6 +37,7 @@
 #define IPUFLOW_PIPELINING_PIPELINE_RUNTIME_H_
 
 #include <map>
+#include <set>
 #include <optional>
 #include <memory>
 #include <string>
@@ -174,6 +175,11 @@ class PipelineRuntime {
   std::vector<std::vector<std::string>> offloaded_;
   std::map<std::string, Tensor> remote_;
   std::map<std::string, TensorShape> sharded_;  // Name -> full shape.
+  // ZeRO-1: the shard fed to each of b_->weight_shards ({r, R} when all the
+  // weight's state is in sharded_, else {0, 1}), and the state its sharded
+  // updates load as this replica's chunk only (RemoteState's rule).
+  std::vector<Tensor> weight_shards_;
+  std::set<std::string> chunked_;
   std::vector<int64_t> always_live_;     // Per IPU, as run.
   std::vector<int64_t> peak_arena_;      // Per IPU.
   std::vector<int64_t> offloaded_bytes_; // Per IPU, in this replica's remote memory.

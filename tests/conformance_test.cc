@@ -9,10 +9,13 @@
 // one device accumulating R x M micro-batches, i.e. one batch of R x M x b.
 // Replica r reads dataset elements r, r + R, ...: the same R x M elements
 // per update as the reference's consecutive ones.
+#include <algorithm>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/ipu/ipu_strategy.h"
@@ -428,20 +431,30 @@ INSTANTIATE_TEST_SUITE_P(ReplicasAndSharding, LoopOffloadConformanceTest,
                                             ::testing::Bool()));
 
 // RTS keeps 1/R of the offloaded optimizer state per replica and changes
-// no number: the weights equal those of the same run without it, bitwise.
-TEST(ReplicatedOptimizerStateShardingTest, SameWeightsQuarterOfTheRemoteMemory) {
+// no number: the weights and Adam's moments equal those of the same run
+// without it, bitwise. The update is sharded (ZeRO-1): each replica's IPUs
+// compute only their chunk of each weight whose moments are sharded (the
+// chunks of the replicas cover it once), the rest whole.
+class PipelineShardingTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(PipelineShardingTest, SameWeightsAndStateOneChunkOfTheUpdate) {
+  const int replicas = GetParam();
+  constexpr int kIpus = 2, kUpdates = 2;  // Per replica; repeat_count.
   std::map<std::string, Tensor> weights[2], adam_m[2];
   int64_t remote[2] = {0, 0};
+  std::vector<int64_t> updated[2];   // Per IPU of the system.
+  std::map<std::string, int> ipu_of;  // Weight -> IPU within a replica.
   for (bool rts : {false, true}) {
     auto init = InitialValues(1);
-    auto system = MakeSystem(8, 4);
+    auto system = MakeSystem(kIpus * replicas, replicas);
     Scope scope = Scope::NewRootScope();
-    auto infeed = *feeds::IPUInfeedQueue::Create(MicroBatches(4 * 8));
+    auto infeed = *feeds::IPUInfeedQueue::Create(
+        MicroBatches(4 * kUpdates * replicas));
     pipelining::PipelineOptions o;
     o.computational_stages = ModelStages(init);
     o.device_mapping = {0, 0, 1, 1};
     o.gradient_accumulation_count = 4;
-    o.repeat_count = 2;
+    o.repeat_count = kUpdates;
     o.infeed_queue = infeed.get();
     o.offload_weight_update_variables = true;
     o.replicated_optimizer_state_sharding = rts;
@@ -455,22 +468,33 @@ TEST(ReplicatedOptimizerStateShardingTest, SameWeightsQuarterOfTheRemoteMemory) 
     ASSERT_TRUE(pipeline.ok()) << pipeline.status();
     IPUStrategy strategy(system.get());
     ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
+    ops::ResetUpdatedElements();
     auto report = (*pipeline)->Run(strategy);
     ASSERT_TRUE(report.ok()) << report.status();
+    for (int k = 0; k < kIpus * replicas; ++k) {
+      updated[rts].push_back(ops::UpdatedElements(k));
+    }
     for (int64_t b : report->ipu_remote_bytes) remote[rts] += b;
     auto exe = strategy.Compile(**pipeline);
     ASSERT_TRUE(exe.ok());
-    weights[rts] = ReplicaZeroAndCheckEqual(**exe, 4);
+    weights[rts] = ReplicaZeroAndCheckEqual(**exe, replicas);
+    auto vars = (*exe)->ReadVariables(kWeights);
+    ASSERT_TRUE(vars.ok()) << vars.status();
+    for (const auto& [name, per_replica] : *vars) {
+      const size_t at = name.find("stage");
+      ASSERT_NE(at, std::string::npos) << name;
+      ipu_of[name.substr(name.rfind('/') + 1)] = (name[at + 5] - '0') / 2;
+    }
     // Adam's moments live in remote memory between runs (sharded with
     // RTS): ReadVariables reassembles them, equal on every replica.
     auto moments = (*exe)->ReadVariables(".*stage1/w1/Adam/[mv]");
     ASSERT_TRUE(moments.ok()) << moments.status();
     ASSERT_EQ(moments->size(), 2u);
     for (const auto& [name, per_replica] : *moments) {
-      ASSERT_EQ(per_replica.size(), 4u);
-      EXPECT_EQ(per_replica[3].shape(), TensorShape({8, 8})) << name;
-      EXPECT_TRUE(ipuflow::testing::TensorNear(per_replica[3], per_replica[0],
-                                               0, 0))
+      ASSERT_EQ(static_cast<int>(per_replica.size()), replicas);
+      EXPECT_EQ(per_replica.back().shape(), TensorShape({8, 8})) << name;
+      EXPECT_TRUE(ipuflow::testing::TensorNear(per_replica.back(),
+                                               per_replica[0], 0, 0))
           << name;
       adam_m[rts][name] = per_replica[0];
     }
@@ -486,12 +510,39 @@ TEST(ReplicatedOptimizerStateShardingTest, SameWeightsQuarterOfTheRemoteMemory) 
         << name;
   }
   // Adam's m and v of every variable (48+8+64+8+64+24+3 floats) and its
-  // step counter (4 bytes). Sharded over 4: each tensor's ceil(n/4) floats;
-  // what is below minimum_remote_tensor_size x 4 = 16 bytes (b3's 12-byte
-  // slots, the counter) stays on the IPU.
+  // step counter (4 bytes). Sharded over R: each tensor's ceil(n/R) floats;
+  // what is below minimum_remote_tensor_size x R = 4R bytes (b3's 12-byte
+  // slots over 4 replicas, the counter) stays on the IPU.
+  const auto sharded = [&](int64_t n) { return n * 4 >= 4 * replicas; };
+  int64_t want_remote = 0;
+  for (int64_t n : {48, 8, 64, 8, 64, 24, 3}) {
+    if (sharded(n)) want_remote += 2 * 4 * ((n + replicas - 1) / replicas);
+  }
   EXPECT_EQ(remote[0], 2 * 4 * (48 + 8 + 64 + 8 + 64 + 24 + 3) + 4);
-  EXPECT_EQ(remote[1], 2 * 4 * (12 + 2 + 16 + 2 + 16 + 6));
+  EXPECT_EQ(remote[1], want_remote);
+  // Elements each IPU's update kernels computed: without sharding every
+  // replica's IPU its weights whole; with it, replica r chunk r
+  // ([r c, min(n, (r+1) c)), c = ceil(n/R)) of each sharded weight.
+  for (int r = 0; r < replicas; ++r) {
+    for (int k = 0; k < kIpus; ++k) {
+      int64_t whole = 0, chunk = 0;
+      for (const auto& [name, t] : weights[0]) {
+        if (ipu_of[name] != k) continue;
+        const int64_t n = t.NumElements(), c = (n + replicas - 1) / replicas;
+        whole += n;
+        chunk += sharded(n) ? std::min(n, (r + 1) * c) - std::min(n, r * c) : n;
+      }
+      const int ipu = r * kIpus + k;
+      EXPECT_EQ(updated[0][ipu], kUpdates * whole) << "IPU " << ipu;
+      EXPECT_EQ(updated[1][ipu], kUpdates * chunk) << "IPU " << ipu;
+      EXPECT_LE(updated[1][ipu], kUpdates * (whole / replicas + 4))
+          << "IPU " << ipu;
+    }
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(Replicas, PipelineShardingTest,
+                         ::testing::Values(2, 4));
 
 TEST(ReplicatedOptimizerStateShardingTest, RequiresReplicaIdenticalUpdates) {
   auto init = InitialValues(1);

@@ -30,6 +30,20 @@ absl::StatusOr<Tensor> GatherFromRemote(CollectiveGroup* group, int replica,
   return full;
 }
 
+Tensor ChunkInPlace(const Tensor& chunk, int replica,
+                    const TensorShape& shape) {
+  Tensor full(chunk.dtype(), shape);
+  const int64_t n = shape.num_elements();
+  const size_t esize = DTypeSize(chunk.dtype());
+  const int64_t c = chunk.NumElements();
+  const int64_t begin = std::min(n, replica * c);
+  const int64_t end = std::min(n, begin + c);
+  char* dst = static_cast<char*>(full.raw_data());
+  std::memset(dst, 0, full.TotalBytes());
+  std::memcpy(dst + begin * esize, chunk.raw_data(), (end - begin) * esize);
+  return full;
+}
+
 void RemoteState::AddVariable(int update, const Node* variable,
                               const std::string& var_name) {
   for (const Candidate& c : candidates_) {
@@ -183,16 +197,7 @@ absl::Status RemoteState::Load(const RunEnv& env, int update) {
     if (p.sharded && Chunked(*lw, update, p)) {
       // A sharded update reads only this replica's chunk: no all-gather.
       if (v->initialized()) continue;
-      Tensor full(stored.dtype(), p.shape);
-      const int64_t n = p.shape.num_elements();
-      const size_t esize = DTypeSize(stored.dtype());
-      const int64_t chunk = stored.NumElements();
-      const int64_t begin = std::min(n, env.replica * chunk);
-      const int64_t end = std::min(n, begin + chunk);
-      char* dst = static_cast<char*>(full.raw_data());
-      std::memset(dst, 0, full.TotalBytes());
-      std::memcpy(dst + begin * esize, stored.raw_data(), (end - begin) * esize);
-      RETURN_IF_ERROR(v->Assign(full));
+      RETURN_IF_ERROR(v->Assign(ChunkInPlace(stored, env.replica, p.shape)));
       continue;
     }
     if (p.sharded) {

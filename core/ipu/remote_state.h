@@ -77,6 +77,12 @@ absl::StatusOr<Tensor> GatherFromRemote(CollectiveGroup* group, int replica,
                                         const Tensor& shard,
                                         const TensorShape& shape);
 
+// The load of a sharded update (ZeRO-1, ops/state/update_shard.h): the
+// whole-shaped value holding `replica`'s stored chunk in place and zeros
+// elsewhere (the update reads and writes only its chunk, so nothing is
+// all-gathered). Used by RemoteState::Load and by pipelines.
+Tensor ChunkInPlace(const Tensor& chunk, int replica, const TensorShape& shape);
+
 class RemoteState : public HostResource {
  public:
   // `name` names the owner in errors ("GradientAccumulation optimizer").
