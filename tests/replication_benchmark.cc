@@ -188,9 +188,10 @@ void PrintThreadTimes(const ProcessTimes& sum, double wall_s, int64_t steps) {
   for (size_t i = 0; i < v.size() && i < 4; ++i) {
     const ThreadTimes& t = v[i].second;
     if (t.run_ns < 0.01 * wall_ns) break;
-    std::printf("    thread %d: running %5.1f%%, waiting for a core %5.1f%%, "
-                "asleep %5.1f%%, %.2f sleeps/step\n",
-                static_cast<int>(i), 100 * t.run_ns / wall_ns,
+    std::printf("    thread %d: %6.1f us CPU/step; running %5.1f%%, waiting "
+                "for a core %5.1f%%, asleep %5.1f%%, %.2f sleeps/step\n",
+                static_cast<int>(i), 1e-3 * t.run_ns / steps,
+                100 * t.run_ns / wall_ns,
                 100 * t.wait_ns / wall_ns,
                 100 * std::max(0.0, 1 - (t.run_ns + t.wait_ns) / wall_ns),
                 static_cast<double>(t.sleeps) / steps);
