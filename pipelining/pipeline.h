@@ -152,8 +152,12 @@ struct PipelineOptions {
   bool offload_weight_update_variables = false;
   // Replicated optimizer-state sharding (TensorFlow IPU guide 6.9,
   // "Replicated tensor sharding"): each of R replicas keeps 1/R of the offloaded
-  // optimizer state in its remote memory; the weight update all-gathers it
-  // and each replica stores back its own shard. Requires offloading.
+  // optimizer state in its remote memory. With an elementwise optimizer
+  // (SGD, Momentum, Adam, AdamW in a CrossReplicaOptimizer) the update is
+  // sharded (ZeRO-1): the accumulated gradient is reduce-scattered, each
+  // replica updates its chunk of a weight and of its state, and the weight
+  // is all-gathered; otherwise the state is all-gathered for a whole
+  // update. Each replica stores back its own shard. Requires offloading.
   bool replicated_optimizer_state_sharding = false;
   // Training: enqueue the loss instead of the last stage's outputs.
   bool outfeed_loss = false;

@@ -23,7 +23,9 @@
 //    the outfeed);
 //  - after the last backward, the weight update runs (from IPU 0's thread,
 //    hopping to each IPU for its variables), with offloaded optimizer state
-//    streamed in before and out after.
+//    streamed in before and out after (with replicated optimizer-state
+//    sharding, a sharded weight's state as this replica's chunk: its update
+//    is fed the shard {r, R}, pipeline_internal.h's weight_shards).
 // The first error cancels every channel and queue wait of the run; Run
 // returns it (a root cause in preference to the cancellations it caused).
 // The stream goes on where the stopped run's results end: the infeed gets
