@@ -443,7 +443,7 @@ TEST_P(PipelineShardingTest, SameWeightsAndStateOneChunkOfTheUpdate) {
   constexpr int kIpus = 2, kUpdates = 2;  // Per replica; repeat_count.
   std::map<std::string, Tensor> weights[2], adam_m[2];
   int64_t remote[2] = {0, 0};
-  std::vector<int64_t> updated[2];   // Per IPU of the system.
+  std::vector<int64_t> updated[2], sent[2];  // Per IPU of the system.
   std::map<std::string, int> ipu_of;  // Weight -> IPU within a replica.
   for (bool rts : {false, true}) {
     auto init = InitialValues(1);
@@ -470,10 +470,14 @@ TEST_P(PipelineShardingTest, SameWeightsAndStateOneChunkOfTheUpdate) {
     IPUStrategy strategy(system.get());
     ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
     ops::ResetUpdatedElements();
+    for (int k = 0; k < kIpus * replicas; ++k) {
+      system->device(k).counters().Reset();
+    }
     auto report = (*pipeline)->Run(strategy);
     ASSERT_TRUE(report.ok()) << report.status();
     for (int k = 0; k < kIpus * replicas; ++k) {
       updated[rts].push_back(ops::UpdatedElements(k));
+      sent[rts].push_back(system->device(k).counters().ipu_to_ipu.load());
     }
     for (int64_t b : report->ipu_remote_bytes) remote[rts] += b;
     auto exe = strategy.Compile(**pipeline);
@@ -524,7 +528,15 @@ TEST_P(PipelineShardingTest, SameWeightsAndStateOneChunkOfTheUpdate) {
   // Elements each IPU's update kernels computed: without sharding every
   // replica's IPU its weights whole; with it, replica r chunk r
   // ([r c, min(n, (r+1) c)), c = ceil(n/R)) of each sharded weight.
+  // Bytes each replica's IPUs sent (the device program counts a replica's
+  // collectives on its first IPU): the same activations and gradients
+  // between the stages; per sharded weight a ring reduce-scatter and
+  // all-gather of ceil(n/R) chunks (2 c x 4) instead of the
+  // all-reduce (2 (R-1)/R x n x 4), and no all-gather of the state on load
+  // (with R = 4 every sharded weight divides: the difference is 0, where
+  // all-gathering Adam's moments on load would send c x 4 each).
   for (int r = 0; r < replicas; ++r) {
+    int64_t more_bytes = 0, sent_more = 0;
     for (int k = 0; k < kIpus; ++k) {
       int64_t whole = 0, chunk = 0;
       for (const auto& [name, t] : weights[0]) {
@@ -532,13 +544,19 @@ TEST_P(PipelineShardingTest, SameWeightsAndStateOneChunkOfTheUpdate) {
         const int64_t n = t.NumElements(), c = (n + replicas - 1) / replicas;
         whole += n;
         chunk += sharded(n) ? std::min(n, (r + 1) * c) - std::min(n, r * c) : n;
+        if (sharded(n)) {
+          more_bytes += 2 * (replicas - 1) * c * 4 -
+                        2 * (replicas - 1) * n * 4 / replicas;
+        }
       }
       const int ipu = r * kIpus + k;
       EXPECT_EQ(updated[0][ipu], kUpdates * whole) << "IPU " << ipu;
       EXPECT_EQ(updated[1][ipu], kUpdates * chunk) << "IPU " << ipu;
       EXPECT_LE(updated[1][ipu], kUpdates * (whole / replicas + 4))
           << "IPU " << ipu;
+      sent_more += sent[1][ipu] - sent[0][ipu];
     }
+    EXPECT_EQ(sent_more, kUpdates * more_bytes) << "replica " << r;
   }
 }
 
