@@ -28,9 +28,15 @@
 #include "ops/array/const.h"
 #include "ops/array/identity.h"
 #include "ops/control/loops.h"
+#include "ops/math/add.h"
+#include "ops/math/cast.h"
+#include "ops/math/mat_mul.h"
 #include "ops/math/mul.h"
+#include "ops/nn/relu.h"
 #include "ops/nn/sparse_softmax_cross_entropy_with_logits.h"
+#include "ops/state/read_variable.h"
 #include "ops/state/update_shard.h"
+#include "ops/state/variable.h"
 #include "optimizers/adam.h"
 #include "optimizers/cross_replica.h"
 #include "optimizers/gradient_accumulation.h"
@@ -431,15 +437,41 @@ INSTANTIATE_TEST_SUITE_P(ReplicasAndSharding, LoopOffloadConformanceTest,
                          ::testing::Combine(::testing::Values(1, 2, 4),
                                             ::testing::Bool()));
 
+// The model's stages, w1 in float16 when `float16_w1` (stage 1 computes
+// its product in float16; Adam keeps a float32 master of w1).
+std::vector<pipelining::ComputationalStage> ModelStagesWithFloat16W1(
+    const std::map<std::string, Tensor>& init, bool float16_w1) {
+  std::vector<pipelining::ComputationalStage> stages = ModelStages(init);
+  if (!float16_w1) return stages;
+  stages[1] = pipelining::StageFunction(
+      [&init](const Scope& sc, const std::vector<Output>& args) {
+        ops::VariableHandle w1 = ops::Variable(
+            sc.WithOpName("w1"),
+            ops::Cast(sc, ops::Const(sc, init.at("w1")), DType::kFloat16));
+        ops::VariableHandle b1 =
+            ops::Variable(sc.WithOpName("b1"), ops::Const(sc, init.at("b1")));
+        Output h = ops::MatMul(sc, ops::Cast(sc, args[0], DType::kFloat16),
+                               ops::ReadVariable(sc, w1.handle));
+        h = ops::Add(sc, ops::Cast(sc, h, DType::kFloat32),
+                     ops::ReadVariable(sc, b1.handle));
+        return std::vector<Output>{ops::Relu(sc, h), args[1]};
+      },
+      /*num_inputs=*/2);
+  return stages;
+}
+
 // RTS keeps 1/R of the offloaded optimizer state per replica and changes
-// no number: the weights and Adam's moments equal those of the same run
+// no number: the weights and Adam's state equal those of the same run
 // without it, bitwise. The update is sharded (ZeRO-1): each replica's IPUs
-// compute only their chunk of each weight whose moments are sharded (the
-// chunks of the replicas cover it once), the rest whole.
-class PipelineShardingTest : public ::testing::TestWithParam<int> {};
+// compute only their chunk of each weight whose state is sharded (the
+// chunks of the replicas cover it once), the rest whole. With a float16
+// w1 its float32 master is sharded with m and v: each replica updates its
+// chunk of the master, rounds it into w1, and w1 is all-gathered.
+class PipelineShardingTest
+    : public ::testing::TestWithParam<std::tuple<int, bool>> {};
 
 TEST_P(PipelineShardingTest, SameWeightsAndStateOneChunkOfTheUpdate) {
-  const int replicas = GetParam();
+  const auto [replicas, float16_w1] = GetParam();
   constexpr int kIpus = 2, kUpdates = 2;  // Per replica; repeat_count.
   std::map<std::string, Tensor> weights[2], adam_m[2];
   int64_t remote[2] = {0, 0};
@@ -452,17 +484,19 @@ TEST_P(PipelineShardingTest, SameWeightsAndStateOneChunkOfTheUpdate) {
     auto infeed = *feeds::IPUInfeedQueue::Create(
         MicroBatches(4 * kUpdates * replicas));
     pipelining::PipelineOptions o;
-    o.computational_stages = ModelStages(init);
+    o.computational_stages = ModelStagesWithFloat16W1(init, float16_w1);
     o.device_mapping = {0, 0, 1, 1};
     o.gradient_accumulation_count = 4;
     o.repeat_count = kUpdates;
     o.infeed_queue = infeed.get();
     o.offload_weight_update_variables = true;
     o.replicated_optimizer_state_sharding = rts;
-    o.optimizer_function = [](const Scope& s, const std::vector<Output>& out) {
+    o.optimizer_function = [float16_w1 = float16_w1](
+                               const Scope& s, const std::vector<Output>& out) {
+      auto adam = std::make_shared<optimizers::AdamOptimizer>(0.01f);
+      adam->set_master_weights(float16_w1);
       return pipelining::OptimizerFunctionOutput{
-          std::make_shared<optimizers::CrossReplicaOptimizer>(
-              std::make_shared<optimizers::AdamOptimizer>(0.01f)),
+          std::make_shared<optimizers::CrossReplicaOptimizer>(adam),
           ops::SoftmaxCrossEntropyLoss(s, out[0], out[1])};
     };
     auto pipeline = pipelining::Pipeline(scope, o);
@@ -490,11 +524,13 @@ TEST_P(PipelineShardingTest, SameWeightsAndStateOneChunkOfTheUpdate) {
       ASSERT_NE(at, std::string::npos) << name;
       ipu_of[name.substr(name.rfind('/') + 1)] = (name[at + 5] - '0') / 2;
     }
-    // Adam's moments live in remote memory between runs (sharded with
-    // RTS): ReadVariables reassembles them, equal on every replica.
-    auto moments = (*exe)->ReadVariables(".*stage1/w1/Adam/[mv]");
+    // Adam's moments (and w1's master) live in remote memory between runs
+    // (sharded with RTS): ReadVariables reassembles them, equal on every
+    // replica.
+    auto moments = (*exe)->ReadVariables(
+        ".*stage1/w1/Adam/(master|(master/Adam/)?[mv])");
     ASSERT_TRUE(moments.ok()) << moments.status();
-    ASSERT_EQ(moments->size(), 2u);
+    ASSERT_EQ(moments->size(), float16_w1 ? 3u : 2u);
     for (const auto& [name, per_replica] : *moments) {
       ASSERT_EQ(static_cast<int>(per_replica.size()), replicas);
       EXPECT_EQ(per_replica.back().shape(), TensorShape({8, 8})) << name;
@@ -523,18 +559,21 @@ TEST_P(PipelineShardingTest, SameWeightsAndStateOneChunkOfTheUpdate) {
   for (int64_t n : {48, 8, 64, 8, 64, 24, 3}) {
     if (sharded(n)) want_remote += 2 * 4 * ((n + replicas - 1) / replicas);
   }
-  EXPECT_EQ(remote[0], 2 * 4 * (48 + 8 + 64 + 8 + 64 + 24 + 3) + 4);
-  EXPECT_EQ(remote[1], want_remote);
+  // w1's float32 master: 64 floats more.
+  const int64_t master = float16_w1 ? 4 * 64 : 0;
+  EXPECT_EQ(remote[0], 2 * 4 * (48 + 8 + 64 + 8 + 64 + 24 + 3) + 4 + master);
+  EXPECT_EQ(remote[1], want_remote + master / replicas);
   // Elements each IPU's update kernels computed: without sharding every
   // replica's IPU its weights whole; with it, replica r chunk r
   // ([r c, min(n, (r+1) c)), c = ceil(n/R)) of each sharded weight.
   // Bytes each replica's IPUs sent (the device program counts a replica's
   // collectives on its first IPU): the same activations and gradients
-  // between the stages; per sharded weight a ring reduce-scatter and
-  // all-gather of ceil(n/R) chunks (2 c x 4) instead of the
-  // all-reduce (2 (R-1)/R x n x 4), and no all-gather of the state on load
-  // (with R = 4 every sharded weight divides: the difference is 0, where
-  // all-gathering Adam's moments on load would send c x 4 each).
+  // between the stages; per sharded weight a ring reduce-scatter of the
+  // float32 gradient and an all-gather of the weight in ceil(n/R) chunks
+  // ((R-1) c x (4 + the weight's element size)) instead of the all-reduce
+  // (2 (R-1)/R x n x 4), and no all-gather of the state on load
+  // (all-gathering Adam's moments on load would send c x 4 more
+  // each).
   for (int r = 0; r < replicas; ++r) {
     int64_t more_bytes = 0, sent_more = 0;
     for (int k = 0; k < kIpus; ++k) {
@@ -544,8 +583,9 @@ TEST_P(PipelineShardingTest, SameWeightsAndStateOneChunkOfTheUpdate) {
         const int64_t n = t.NumElements(), c = (n + replicas - 1) / replicas;
         whole += n;
         chunk += sharded(n) ? std::min(n, (r + 1) * c) - std::min(n, r * c) : n;
-        if (sharded(n)) {
-          more_bytes += 2 * (replicas - 1) * c * 4 -
+        if (sharded(n)) {  // Gradients in float32, w1 gathered in float16.
+          const int64_t w_bytes = DTypeSize(t.dtype());
+          more_bytes += (replicas - 1) * c * (4 + w_bytes) -
                         2 * (replicas - 1) * n * 4 / replicas;
         }
       }
@@ -560,8 +600,9 @@ TEST_P(PipelineShardingTest, SameWeightsAndStateOneChunkOfTheUpdate) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Replicas, PipelineShardingTest,
-                         ::testing::Values(2, 4));
+INSTANTIATE_TEST_SUITE_P(ReplicasAndFloat16W1, PipelineShardingTest,
+                         ::testing::Combine(::testing::Values(2, 4),
+                                            ::testing::Bool()));
 
 TEST(ReplicatedOptimizerStateShardingTest, RequiresReplicaIdenticalUpdates) {
   auto init = InitialValues(1);
