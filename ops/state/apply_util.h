@@ -49,6 +49,9 @@ inline constexpr double kApplyCost = 16.0;
 // falls (a sharded update equals the whole one bitwise).
 struct ExactSqrt {
   float operator()(float x) const { return std::sqrt(x); }
+#ifdef __AVX512F__  // --config=avx512: Eigen's packets are 16 floats.
+  __m512 packetOp(const __m512& x) const { return _mm512_sqrt_ps(x); }
+#endif
 #ifdef __AVX__
   __m256 packetOp(const __m256& x) const { return _mm256_sqrt_ps(x); }
 #endif
