@@ -53,7 +53,7 @@ class TensorBuffer {
  private:
   void* data_;
   size_t bytes_;
-  bool owned_;
+  void* owned_;  // The block to free (data_ lies inside it); null if borrowed.
   std::shared_ptr<void> keep_alive_;
 };
 
