@@ -48,14 +48,19 @@ absl::Status ReluFloat(KernelContext& ctx) {
   return absl::OkStatus();
 }
 
+// ReluGrad's dy and y (the forward's output) must match element for element.
+absl::Status CheckSameShapes(const KernelContext& ctx, const Tensor& dy,
+                             const Tensor& y) {
+  if (dy.shape() == y.shape()) return absl::OkStatus();
+  return ctx.InvalidArgument("inputs have shapes ", dy.shape().DebugString(),
+                             " and ", y.shape().DebugString(),
+                             "; they must be equal");
+}
+
 absl::Status ReluGradFloat(KernelContext& ctx) {
   const Tensor& dy = ctx.input(0);
   const Tensor& y = ctx.input(1);
-  if (dy.shape() != y.shape()) {
-    return ctx.InvalidArgument("inputs have shapes ", dy.shape().DebugString(),
-                               " and ", y.shape().DebugString(),
-                               "; they must be equal");
-  }
+  RETURN_IF_ERROR(CheckSameShapes(ctx, dy, y));
   ASSIGN_OR_RETURN(Tensor * dx, ctx.allocate_output(0, dy.shape()));
   const float *pd = dy.data<float>(), *py = y.data<float>();
   float* px = dx->data<float>();
@@ -69,11 +74,7 @@ absl::Status ReluGradFloat(KernelContext& ctx) {
 absl::Status ReluGradHalf(KernelContext& ctx) {
   const Tensor& dy = ctx.input(0);
   const Tensor& y = ctx.input(1);
-  if (dy.shape() != y.shape()) {
-    return ctx.InvalidArgument("inputs have shapes ", dy.shape().DebugString(),
-                               " and ", y.shape().DebugString(),
-                               "; they must be equal");
-  }
+  RETURN_IF_ERROR(CheckSameShapes(ctx, dy, y));
   ASSIGN_OR_RETURN(Tensor* dx, ctx.allocate_output(0, dy.shape()));
   const half *pd = dy.data<half>(), *py = y.data<half>();
   half* px = dx->data<half>();
