@@ -155,6 +155,14 @@ class BoundedQueue {
   // signals it after releasing mu_.
   void PutLocked(T&& value, bool* wake) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   T TakeLocked(bool* wake) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // CanPop(), and the oldest element into *value when it is kYes (Pop and
+  // TryPop differ only in what they do when blocked).
+  Ready TakeIfReadyLocked(std::optional<T>* value, bool* wake)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const Ready r = CanPop();
+    if (r == Ready::kYes) value->emplace(TakeLocked(wake));
+    return r;
+  }
   absl::Status CancelledBy(CancellationManager* cm) const;
   // Returns at once (0) when `ready()` (an unlocked hint) holds; else spins
   // until it does or `spin`'s budget runs out, records a spin that was
@@ -379,15 +387,7 @@ absl::StatusOr<T> BoundedQueue<T>::Pop(CancellationManager* cm) {
   std::optional<T> value;
   {
     MutexLock l(&mu_);
-    switch (CanPop()) {
-      case Ready::kYes:
-        value.emplace(TakeLocked(&wake));
-        break;
-      case Ready::kEnded:
-        return PopEnd();
-      case Ready::kBlocked:
-        break;
-    }
+    if (TakeIfReadyLocked(&value, &wake) == Ready::kEnded) return PopEnd();
   }
   if (wake) not_full_.Signal();
   if (value.has_value()) return *std::move(value);
@@ -410,9 +410,8 @@ absl::StatusOr<T> BoundedQueue<T>::TryPop() {
   std::optional<T> value;
   {
     MutexLock l(&mu_);
-    switch (CanPop()) {
+    switch (TakeIfReadyLocked(&value, &wake)) {
       case Ready::kYes:
-        value.emplace(TakeLocked(&wake));
         break;
       case Ready::kEnded:
         return PopEnd();

@@ -316,20 +316,21 @@ TEST(BoundedQueueTest, ManyProducersManyConsumersExactlyOnce) {
 // Request/response over two capacity-1 queues (a host thread feeding an
 // infeed and waiting on the outfeed): every element is the last one before
 // its sender blocks, so a single lost wake-up deadlocks. Delays vary around
-// the spin budget, so waiters go to sleep at every point of the protocol.
-TEST(BoundedQueueTest, PingPongLosesNoWakeUp) {
+// the spin budget (`work_range` units of varying work between rounds), so
+// waiters go to sleep at every point of the protocol.
+void PingPong(BoundedQueue<int>& requests, BoundedQueue<int>& replies,
+              int work_range) {
   constexpr int kRounds = 10000;
-  BoundedQueue<int> requests(1), replies(1);
   std::thread device([&] {
     while (true) {
       absl::StatusOr<int> v = requests.Pop();
       if (!v.ok()) return;
-      Work((*v * 7919) % 8000);
+      Work((*v * 7919) % work_range);
       if (!replies.Push(*v + 1).ok()) return;
     }
   });
   for (int i = 0; i < kRounds; ++i) {
-    Work((i * 104729) % 8000);
+    Work((i * 104729) % work_range);
     ASSERT_TRUE(requests.Push(i).ok());
     absl::StatusOr<int> r = replies.Pop();
     ASSERT_TRUE(r.ok()) << r.status();
@@ -339,32 +340,20 @@ TEST(BoundedQueueTest, PingPongLosesNoWakeUp) {
   device.join();
 }
 
+TEST(BoundedQueueTest, PingPongLosesNoWakeUp) {
+  BoundedQueue<int> requests(1), replies(1);
+  PingPong(requests, replies, 8000);
+}
+
 // The same with the feeds' adaptive spin (spin_wait.h), which spins up to
 // 20 us when the partner answered quickly and signals after unlocking.
 TEST(BoundedQueueTest, PingPongLosesNoWakeUpWithAdaptiveSpin) {
-  constexpr int kRounds = 10000;
   BoundedQueue<int> requests(1), replies(1);
   for (BoundedQueue<int>* q : {&requests, &replies}) {
     q->set_adaptive_spin(std::chrono::microseconds(1),
                          std::chrono::microseconds(20));
   }
-  std::thread device([&] {
-    while (true) {
-      absl::StatusOr<int> v = requests.Pop();
-      if (!v.ok()) return;
-      Work((*v * 7919) % 20000);
-      if (!replies.Push(*v + 1).ok()) return;
-    }
-  });
-  for (int i = 0; i < kRounds; ++i) {
-    Work((i * 104729) % 20000);
-    ASSERT_TRUE(requests.Push(i).ok());
-    absl::StatusOr<int> r = replies.Pop();
-    ASSERT_TRUE(r.ok()) << r.status();
-    ASSERT_EQ(*r, i + 1);
-  }
-  requests.Close();
-  device.join();
+  PingPong(requests, replies, 20000);
   for (BoundedQueue<int>* q : {&requests, &replies}) {
     EXPECT_GE(q->pop_spin_budget(), std::chrono::microseconds(1));
     EXPECT_LE(q->pop_spin_budget(), std::chrono::microseconds(20));

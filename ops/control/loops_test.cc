@@ -138,9 +138,9 @@ TEST(RepeatTest, BodyOutputMismatchIsAnError) {
             std::string::npos) << wrong_type.status();
 }
 
-TEST(WhileLoopTest, StopsWhenConditionFails) {
-  Scope s = Scope::NewRootScope();
-  auto loop = WhileLoop(
+// x = 1; while (x < 100) x *= 3;  -> 243 after 5 iterations, 6 conditions.
+absl::StatusOr<Loop> TriplesBelow100(const Scope& s) {
+  return WhileLoop(
       s,
       [&](const Scope& c, const std::vector<Output>& a) {
         return ops::Less(c, a[0], ops::Const(c, 100.0f));
@@ -149,6 +149,11 @@ TEST(WhileLoopTest, StopsWhenConditionFails) {
         return std::vector<Output>{ops::Mul(b, a[0], ops::Const(b, 3.0f))};
       },
       {ops::Const(s, 1.0f)});
+}
+
+TEST(WhileLoopTest, StopsWhenConditionFails) {
+  Scope s = Scope::NewRootScope();
+  auto loop = TriplesBelow100(s);
   ASSERT_TRUE(loop.ok()) << loop.status();
   EXPECT_TRUE(TensorNear(RunOne(s, {}, loop->outputs[0]), {243}, {}));
 }
@@ -217,15 +222,7 @@ TEST(LoopCompileTest, ARepeatBodyIsCompiledOnceAndThePlannedBodyRuns) {
 
 TEST(LoopCompileTest, AWhileLoopCompilesBodyAndConditionOnce) {
   Scope s = Scope::NewRootScope();
-  auto loop = WhileLoop(
-      s,
-      [&](const Scope& c, const std::vector<Output>& a) {
-        return ops::Less(c, a[0], ops::Const(c, 100.0f));
-      },
-      [&](const Scope& b, const std::vector<Output>& a) {
-        return std::vector<Output>{ops::Mul(b, a[0], ops::Const(b, 3.0f))};
-      },
-      {ops::Const(s, 1.0f)});
+  auto loop = TriplesBelow100(s);
   ASSERT_TRUE(loop.ok()) << loop.status();
   const int64_t before = Program::CompileCount();
   auto program = CompileFetching(s, loop->outputs[0]);
