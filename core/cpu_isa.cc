@@ -1,7 +1,12 @@
 #include "core/cpu_isa.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -11,17 +16,33 @@ namespace {
 
 constexpr char kEnv[] = "IPUFLOW_MAX_ISA";
 
+// Reads cpuid directly rather than through __builtin_cpu_supports: clang 14
+// (the fuzz and sanitizer builds) rejects "f16c" there. A vector ISA counts
+// only if the OS also saves its registers (XCR0 through xgetbv).
 CpuFeatures Detect() {
   CpuFeatures f;
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  f.avx2 = __builtin_cpu_supports("avx2");
-  f.fma = __builtin_cpu_supports("fma");
-  f.f16c = __builtin_cpu_supports("f16c");
-  f.avx512f = __builtin_cpu_supports("avx512f");
-  f.avx512bw = __builtin_cpu_supports("avx512bw");
-  f.avx512dq = __builtin_cpu_supports("avx512dq");
-  f.avx512vl = __builtin_cpu_supports("avx512vl");
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const bool osxsave = c & (1u << 27);
+  const bool fma = c & (1u << 12), f16c = c & (1u << 29);
+  uint64_t xcr0 = 0;
+  if (osxsave) {
+    uint32_t lo = 0, hi = 0;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    xcr0 = (static_cast<uint64_t>(hi) << 32) | lo;
+  }
+  const bool os_avx = (xcr0 & 0x6) == 0x6;          // XMM and YMM state.
+  const bool os_avx512 = os_avx && (xcr0 & 0xe0) == 0xe0;  // opmask, ZMM.
+  if (__get_cpuid_max(0, nullptr) < 7) return f;
+  __cpuid_count(7, 0, a, b, c, d);
+  f.avx2 = os_avx && (b & (1u << 5));
+  f.fma = os_avx && fma;
+  f.f16c = os_avx && f16c;
+  f.avx512f = os_avx512 && (b & (1u << 16));
+  f.avx512dq = os_avx512 && (b & (1u << 17));
+  f.avx512bw = os_avx512 && (b & (1u << 30));
+  f.avx512vl = os_avx512 && (b & (1u << 31));
 #endif
   return f;
 }

@@ -20,12 +20,10 @@ std::string MachineDescription() {
     }
   }
   std::string isa;
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) absl::StrAppend(&isa, " AVX-512F");
-  if (__builtin_cpu_supports("avx2")) absl::StrAppend(&isa, " AVX2");
-  if (__builtin_cpu_supports("fma")) absl::StrAppend(&isa, " FMA");
-#endif
+  const CpuFeatures& f = DetectedCpuFeatures();
+  if (f.avx512f) absl::StrAppend(&isa, " AVX-512F");
+  if (f.avx2) absl::StrAppend(&isa, " AVX2");
+  if (f.fma) absl::StrAppend(&isa, " FMA");
   if (isa.empty()) isa = " (no AVX)";
   return absl::StrCat(model, " (", std::thread::hardware_concurrency(),
                       " logical CPUs); ISA:", isa,
