@@ -9,6 +9,7 @@
 #include <numeric>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "core/ipu/ipu_strategy.h"
 #include "core/testing/op_test.h"
 #include "feeds/dataset.h"
@@ -823,6 +824,209 @@ TEST(FeedQueuesTest, TheHostSideListIsBoundedWithBackPressure) {
   for (int i = 0; i < kSteps; ++i) ASSERT_EQ(seen[i], i);
   EXPECT_EQ(q->peak_host_bytes(), 4);
   EXPECT_FALSE(IPUOutfeedQueue::Create(OutfeedMode::kAll, 1, 0).ok());
+}
+
+// ---- The device side takes ready elements in batches (a local cache per
+// replica, InfeedChannel): these fail if batching loses, repeats or
+// reorders an element, or delivers one it should not.
+
+// Burns time without sleeping: a slow device lets the ring fill, so later
+// Dequeues are served from a batch.
+void Work(int n) {
+  volatile int sink = 0;
+  for (int i = 0; i < n; ++i) sink = sink + i;
+}
+
+int64_t ValueOf(const absl::StatusOr<Element>& e) {
+  return (*e)[0].scalar<int64_t>();
+}
+
+// Two replicas dequeue on threads of their own, each slow now and then (so
+// batches of every size occur, the last one partial): replica r gets
+// exactly r, r + 2, r + 4, ... in order, then a clean OutOfRange.
+TEST(InfeedBatchTest, EveryElementOnceInOrderAndAPartialLastBatch) {
+  constexpr int kElements = 2003;  // Not a multiple of the depth.
+  for (int depth : {1, 4, 7}) {
+    auto infeed = IPUInfeedQueue::Create(Range(0, kElements), depth);
+    ASSERT_TRUE(infeed.ok());
+    IPUInfeedQueue* q = infeed->get();
+    ASSERT_TRUE(q->Start(2).ok());
+    std::vector<int64_t> got[2];
+    absl::Status end[2];
+    std::vector<std::thread> devices;
+    for (int r = 0; r < 2; ++r) {
+      devices.emplace_back([&, r] {
+        for (int i = 0;; ++i) {
+          absl::StatusOr<Element> e = q->Dequeue(r, 2, nullptr);
+          if (!e.ok()) {
+            end[r] = e.status();
+            return;
+          }
+          got[r].push_back(ValueOf(e));
+          if (i % 50 < 10) Work(2000);
+        }
+      });
+    }
+    for (auto& t : devices) t.join();
+    for (int r = 0; r < 2; ++r) {
+      std::vector<int64_t> want;
+      for (int64_t v = r; v < kElements; v += 2) want.push_back(v);
+      EXPECT_EQ(got[r], want) << "depth " << depth << " replica " << r;
+      EXPECT_EQ(end[r].code(), absl::StatusCode::kOutOfRange) << end[r];
+      EXPECT_THAT(std::string(end[r].message()),
+                  ::testing::HasSubstr(absl::StrCat(
+                      "its element ", want.size() + 1, ")")));
+    }
+    EXPECT_EQ(q->elements_produced(), kElements);
+  }
+}
+
+// A cancelled run takes no element, even with elements already taken from
+// the ring into the replica's cache; the next run continues in order. A
+// give-back goes before the cached elements.
+TEST(InfeedBatchTest, CancelledRunAndGiveBackKeepTheOrder) {
+  for (int round = 0; round < 20; ++round) {
+    auto infeed = IPUInfeedQueue::Create(Range(0, 40), 8);
+    ASSERT_TRUE(infeed.ok());
+    IPUInfeedQueue* q = infeed->get();
+    ASSERT_TRUE(q->Start(1).ok());
+    std::vector<int64_t> got;
+    auto take = [&](CancellationManager* cm) -> absl::Status {
+      absl::StatusOr<Element> e = q->Dequeue(0, 1, cm);
+      if (e.ok()) got.push_back(ValueOf(e));
+      return e.status();
+    };
+    // Let the ring fill on some rounds, so the first take is a full batch.
+    if (round % 2 == 0) AwaitTrue([&] { return q->elements_produced() >= 9; });
+    ASSERT_TRUE(take(nullptr).ok());
+    ASSERT_TRUE(take(nullptr).ok());
+    CancellationManager stopped;
+    stopped.StartCancel(absl::AbortedError("stage 2 failed"));
+    absl::Status s = take(&stopped);
+    EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
+    EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("stage 2 failed"));
+    ASSERT_TRUE(take(nullptr).ok());  // 2
+    // A pipeline gives back what it took and did not process.
+    std::vector<Element> back;
+    back.push_back(Element{Tensor::Scalar<int64_t>(1)});
+    back.push_back(Element{Tensor::Scalar<int64_t>(2)});
+    ASSERT_TRUE(q->GiveBack(0, 1, std::move(back)).ok());
+    while (take(nullptr).ok()) {
+    }
+    std::vector<int64_t> want = {0, 1, 2, 1, 2};
+    for (int64_t v = 3; v < 40; ++v) want.push_back(v);
+    EXPECT_EQ(got, want) << "round " << round;
+  }
+}
+
+// A dataset error reaches the device in place of its element, in order,
+// in the middle of a batch; the stream continues after it.
+TEST(InfeedBatchTest, ADatasetErrorMidBatchKeepsItsPlace) {
+  DatasetPtr faulty = Range(0, 20)->Map(
+      [](Element e) -> absl::StatusOr<Element> {
+        if (e[0].scalar<int64_t>() == 7) return absl::DataLossError("bad record 7");
+        return e;
+      },
+      1, ElementSpec{{DType::kInt64}, {TensorShape()}});
+  auto infeed = IPUInfeedQueue::Create(faulty, 16);
+  ASSERT_TRUE(infeed.ok());
+  IPUInfeedQueue* q = infeed->get();
+  ASSERT_TRUE(q->Start(1).ok());
+  AwaitTrue([&] { return q->elements_produced() == 17; });  // A full ring.
+  std::vector<int64_t> got;
+  for (int i = 0; i < 20; ++i) {
+    absl::StatusOr<Element> e = q->Dequeue(0, 1, nullptr);
+    if (i == 7) {
+      EXPECT_EQ(e.status().code(), absl::StatusCode::kDataLoss) << e.status();
+      continue;
+    }
+    ASSERT_TRUE(e.ok()) << i << ": " << e.status();
+    got.push_back(ValueOf(e));
+  }
+  std::vector<int64_t> want(20);
+  std::iota(want.begin(), want.end(), 0);
+  want.erase(want.begin() + 7);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(q->Dequeue(0, 1, nullptr).status().code(),
+            absl::StatusCode::kOutOfRange);
+}
+
+// An error in another thread (a run's CancellationManager) wakes a device
+// waiting on an empty ring; a device with cached elements is refused too.
+// Destroying the queue with elements in its rings and caches ends a
+// running loop with Cancelled, not with a cached element.
+TEST(InfeedBatchTest, ErrorInAnotherThreadAndDestructionWithElementsInFlight) {
+  Notification gate;
+  auto infeed = IPUInfeedQueue::Create(Gated(100, 6, &gate), 8);
+  ASSERT_TRUE(infeed.ok());
+  IPUInfeedQueue* q = infeed->get();
+  ASSERT_TRUE(q->Start(1).ok());
+  AwaitTrue([&] { return q->elements_produced() == 6; });  // 0..5 ready.
+  for (int64_t v = 0; v < 6; ++v) {
+    absl::StatusOr<Element> e = q->Dequeue(0, 1, nullptr);
+    ASSERT_TRUE(e.ok()) << e.status();
+    EXPECT_EQ(ValueOf(e), v);
+  }
+  CancellationManager run;
+  absl::StatusOr<Element> waited;
+  std::thread device([&] { waited = q->Dequeue(0, 1, &run); });
+  AwaitTrue([&] { return q->waiting_dequeues() == 1; });
+  run.StartCancel(absl::AbortedError("stage 1 failed"));
+  device.join();
+  EXPECT_EQ(waited.status().code(), absl::StatusCode::kAborted) << waited.status();
+  gate.Notify();
+  // Element 6 and more arrive; take one (the rest may sit in the cache),
+  // then destroy the queue under a running loop of Dequeues.
+  absl::StatusOr<Element> six = q->Dequeue(0, 1, nullptr);
+  ASSERT_TRUE(six.ok()) << six.status();
+  EXPECT_EQ(ValueOf(six), 6);
+  AwaitTrue([&] { return q->elements_produced() >= 10; });
+  absl::StatusOr<Element> seven = q->Dequeue(0, 1, nullptr);  // 8, 9 cached?
+  ASSERT_TRUE(seven.ok()) << seven.status();
+  EXPECT_EQ(ValueOf(seven), 7);
+  EXPECT_EQ(q->Dequeue(0, 1, &run).status().code(), absl::StatusCode::kAborted);
+  absl::StatusOr<Element> eight = q->Dequeue(0, 1, nullptr);
+  ASSERT_TRUE(eight.ok()) << eight.status();
+  EXPECT_EQ(ValueOf(eight), 8);
+}
+
+// Destroying the infeed under a running loop, with elements in its ring and
+// in the device's cache: the run ends (Cancelled, or FailedPrecondition if
+// it was between dequeues) without a hang, and the elements it delivered
+// are a gap-free prefix of the dataset.
+TEST(InfeedBatchTest, DestroyedUnderARunningLoopWithElementsInFlight) {
+  for (int round = 0; round < 5; ++round) {
+    auto system = MakeSystem(1);
+    auto infeed = IPUInfeedQueue::Create(Range(0, 1000000), 16);
+    auto outfeed = IPUOutfeedQueue::Create(OutfeedMode::kAll, 4);
+    ASSERT_TRUE(infeed.ok() && outfeed.ok());
+    IPUOutfeedQueue* out = outfeed->get();
+    Scope s = Scope::NewRootScope();
+    auto loop = loops::Repeat(s, 100000, Forward(out), {}, infeed->get());
+    ASSERT_TRUE(loop.ok());
+    IPUStrategy strategy(system.get());
+    std::atomic<int> seen{0};
+    std::vector<float> values;  // The monitor's until it is joined.
+    std::thread monitor([&] {
+      for (;;) {
+        absl::StatusOr<OutfeedElement> e = out->Next();
+        if (!e.ok()) return;
+        values.push_back(e->tensors[0].scalar<float>());
+        seen.fetch_add(1);
+      }
+    });
+    absl::Status st;
+    std::thread runner([&] { st = strategy.Run(*s.graph(), {}, {loop->op}).status(); });
+    AwaitTrue([&] { return seen.load() >= 50 * (round + 1); });
+    infeed->reset();
+    runner.join();
+    out->Close();
+    monitor.join();
+    EXPECT_TRUE(absl::IsCancelled(st) || absl::IsFailedPrecondition(st)) << st;
+    for (size_t i = 0; i < values.size(); ++i) {
+      ASSERT_EQ(values[i], static_cast<float>(i)) << "round " << round;
+    }
+  }
 }
 
 }  // namespace

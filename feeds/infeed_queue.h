@@ -9,7 +9,9 @@
 //                    loops::Repeat(scope, 100, body, {}, infeed.get()));
 //
 // Element i of the dataset goes to replica i % R; no element is skipped or
-// delivered twice. When the dataset ends, a device that asks for another
+// delivered twice. The device side takes the elements its ring holds in
+// batches (one lock per batch, not per element), so the host thread may be
+// up to 2 x prefetch_depth elements ahead of a replica. When the dataset ends, a device that asks for another
 // element gets OutOfRange naming the queue and the count (the original
 // aborts the process instead). A dataset error reaches the device in place
 // of its element. The stream continues across runs of the program.
@@ -69,7 +71,9 @@ class IPUInfeedQueue : public loops::InfeedSource {
 
   // Device side: the next element for `replica` of `num_replicas`. Blocks
   // until the host thread has it; `cancellation` (may be null) ends the
-  // wait with its reason (the queue keeps its elements).
+  // wait with its reason (the queue keeps its elements; a cancelled
+  // `cancellation` takes none). REQUIRES: calls for one replica do not
+  // overlap (each replica's thread, or threads ordered by a join / lock).
   absl::StatusOr<Element> Dequeue(int replica, int num_replicas,
                                   CancellationManager* cancellation);
   // Device side: puts `elements` (taken by Dequeue for `replica`, in the
