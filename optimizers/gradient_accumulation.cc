@@ -12,6 +12,7 @@
 #include "ops/math/mul.h"
 #include "ops/math/select.h"
 #include "ops/state/assign.h"
+#include "ops/state/assign_add_scaled.h"
 #include "ops/state/initializers.h"
 #include "ops/state/no_op.h"
 #include "ops/state/read_variable.h"
@@ -221,6 +222,14 @@ DType GradientAccumulationOptimizer::GradientDType(
 Node* AccumulateGradient(const Scope& scope, Output acc, DType dtype,
                          Output grad, const AccumulationScales& scales) {
   Output g = CastTo(scope.WithOpName("grad/cast"), grad, dtype);
+  if (scales.grad_scale_at_most_one && scales.grad_scale.valid() &&
+      !scales.accum_scale.valid() && dtype == DType::kFloat32 &&
+      scales.grad_scale.dtype() == DType::kFloat32) {
+    // One pass over memory instead of two, bitwise the Mul + AssignAdd
+    // below (ops/state/assign_add_scaled.h).
+    return ops::AssignAddScaled(scope.WithOpName("accumulate"), acc, g,
+                                scales.grad_scale);
+  }
   if (scales.grad_scale.valid()) {
     g = ops::Mul(
         scope.WithOpName("scaled_grad"), g,
@@ -247,8 +256,10 @@ Node* GradientAccumulationOptimizer::Accumulate(const Scope& scope, Output acc,
       // Each gradient is scaled before it is added: no float16 overflow.
       return AccumulateGradient(
           scope, acc, dtype, grad,
-          {Output(), ops::Const(scope.WithOpName("mean_scale"),
-                                1.0 / num_mini_batches_, dtype)});
+          {Output(),
+           ops::Const(scope.WithOpName("mean_scale"), 1.0 / num_mini_batches_,
+                      dtype),
+           /*grad_scale_at_most_one=*/true});
     case Method::kRunningMean:
       return AccumulateGradient(scope, acc, dtype, grad,
                                 {accum_scale_, grad_scale_});

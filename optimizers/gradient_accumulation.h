@@ -166,6 +166,12 @@ class AccumulationDType {
 struct AccumulationScales {
   Output accum_scale;
   Output grad_scale;
+  // The caller guarantees 0 < |grad_scale| <= 1 (the mean's 1/N): the
+  // scaled gradient cannot overflow or become NaN where the gradient did
+  // not, so a float32 accumulation without accum_scale may skip the scaled
+  // gradient's tensor (and its floating-point trap check) and run as one
+  // AssignAddScaled, bitwise the same.
+  bool grad_scale_at_most_one = false;
 };
 Node* AccumulateGradient(const Scope& scope, Output acc, DType dtype,
                          Output grad, const AccumulationScales& scales);

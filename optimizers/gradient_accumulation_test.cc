@@ -1,6 +1,9 @@
 #include "optimizers/gradient_accumulation.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
+#include "core/session.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"
@@ -8,6 +11,7 @@
 #include "ops/math/mul.h"
 #include "ops/math/reduce_sum.h"
 #include "ops/state/read_variable.h"
+#include "ops/state/variable.h"
 #include "optimizers/adam.h"
 #include "optimizers/gradient_descent.h"
 #include "optimizers/test_util.h"
@@ -195,6 +199,62 @@ TEST(GradientAccumulationTest, Float16Accumulators) {
   // The gradients and their sums are exact in float16.
   GradientDescentOptimizer ref_sgd(0.1f);
   ExpectTwoBigSteps(Train(opt, kGrads), Train(ref_sgd, GroupSums(kGrads, 3)));
+}
+
+// kMean in float32 accumulates with one AssignAddScaled (one pass over
+// memory); a float16 accumulator keeps Mul + AssignAdd.
+TEST(GradientAccumulationTest, MeanFloat32AccumulatesInOnePass) {
+  for (DType dtype : {DType::kFloat32, DType::kFloat16}) {
+    GradientDescentOptimizer sgd(0.1f);
+    GradientAccumulationOptimizer opt(&sgd, 3, Method::kMean, dtype);
+    Scope s = Scope::NewRootScope();
+    LinearLoss l(s, "w", kW0);
+    opt.Minimize(s, l.loss);
+    ASSERT_TRUE(s.ok()) << s.status();
+    const Node* acc = s.graph()->FindNode("GradientAccumulation/w/accumulate");
+    ASSERT_NE(acc, nullptr);
+    const bool fused = dtype == DType::kFloat32;
+    EXPECT_EQ(acc->op(), fused ? "AssignAddScaled" : "AssignAdd");
+    EXPECT_EQ(s.graph()->FindNode("GradientAccumulation/w/scaled_grad") !=
+                  nullptr,
+              !fused);
+  }
+}
+
+// The fused step is bitwise the unfused one on gradients that round (the
+// kGrads above are exact, so they could not tell).
+TEST(GradientAccumulationTest, FusedMeanStepIsBitwiseTheUnfusedOne) {
+  const TensorShape shape({97, 13});
+  Scope s = Scope::NewRootScope();
+  std::vector<Output> accs;
+  std::vector<Node*> steps;
+  Output grad = ops::Placeholder(s.WithOpName("grad"), DType::kFloat32, shape);
+  const Tensor init = ::ipuflow::testing::RandomTensor(shape, -1, 1, 99);
+  for (bool fuse : {true, false}) {
+    Output acc = ops::Variable(s.WithOpName(fuse ? "fused" : "unfused"),
+                               ops::Const(s, init))
+                     .handle;
+    Node* step = AccumulateGradient(
+        s.WithOpName(fuse ? "a" : "b"), acc, DType::kFloat32, grad,
+        {Output(), ops::Const(s, 1.0f / 3), /*grad_scale_at_most_one=*/fuse});
+    ASSERT_NE(step, nullptr);
+    EXPECT_EQ(step->op(), fuse ? "AssignAddScaled" : "AssignAdd");
+    accs.push_back(ops::ReadVariable(s, acc));
+    steps.push_back(step);
+  }
+  ASSERT_TRUE(s.ok()) << s.status();
+  Session session(s.graph());
+  ASSERT_TRUE(session.Initialize().ok());
+  for (int i = 0; i < 4; ++i) {
+    const Tensor g = ::ipuflow::testing::RandomTensor(shape, -7, 7, 100 + i);
+    ASSERT_TRUE(session.Run({{grad, g}}, {}, steps, nullptr).ok());
+  }
+  std::vector<Tensor> out;
+  ASSERT_TRUE(session.Run({}, accs, &out).ok());
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(std::memcmp(out[0].raw_data(), out[1].raw_data(),
+                        out[0].TotalBytes()),
+            0);
 }
 
 TEST(GradientAccumulationTest, LossFetchedWithTheStepSeesTheOldWeights) {

@@ -1,0 +1,117 @@
+#include "ops/state/assign_add_scaled.h"
+
+#include <cstring>
+
+#include "core/session.h"
+#include "core/testing/op_test.h"
+#include "gtest/gtest.h"
+#include "ops/array/const.h"
+#include "ops/math/mul.h"
+#include "ops/state/assign.h"
+#include "ops/state/variable.h"
+
+namespace ipuflow::ops {
+namespace {
+
+// Runs `targets` `times` times, then returns `value`.
+Tensor RunThenRead(const Scope& scope, const std::vector<Node*>& targets,
+                   int times, Output value) {
+  EXPECT_TRUE(scope.ok()) << scope.status();
+  Session session(scope.graph());
+  EXPECT_TRUE(session.Initialize().ok());
+  for (int i = 0; i < times; ++i) {
+    absl::Status s = session.Run({}, {}, targets, nullptr);
+    EXPECT_TRUE(s.ok()) << s;
+  }
+  std::vector<Tensor> out;
+  EXPECT_TRUE(session.Run({}, {value}, &out).ok());
+  return out.empty() ? Tensor() : out[0];
+}
+
+bool SameBits(const Tensor& a, const Tensor& b) {
+  return a.TotalBytes() == b.TotalBytes() &&
+         std::memcmp(a.raw_data(), b.raw_data(), a.TotalBytes()) == 0;
+}
+
+TEST(AssignAddScaledTest, AddsTheScaledDelta) {
+  Scope scope = Scope::NewRootScope();
+  VariableHandle w =
+      Variable(scope.WithOpName("w"), Const<float>(scope, {1, 2, 3}, {3}));
+  Node* add = AssignAddScaled(scope, w.handle,
+                              Const<float>(scope, {8, -4, 0.5f}, {3}),
+                              Const(scope, 0.25f));
+  // 1 + 2, 2 - 1, 3 + 0.125; twice: 5, 0, 3.25.
+  EXPECT_TRUE(testing::TensorNear(RunThenRead(scope, {add}, 1, w.value),
+                                  {3, 1, 3.125f}, {3}));
+  EXPECT_TRUE(testing::TensorNear(RunThenRead(scope, {add}, 2, w.value),
+                                  {5, 0, 3.25f}, {3}));
+}
+
+// The product is rounded before the add. With d = s = 1 + 2^-23 the exact
+// product is 1 + 2^-22 + 2^-46, rounded 1 + 2^-22; with acc = -(1 + 2^-22)
+// the two-step result is exactly 0, a fused multiply-add would give 2^-46.
+TEST(AssignAddScaledTest, RoundsTheProductFirstAsMulThenAssignAdd) {
+  const float one_ulp = 1.0f + 0x1p-23f;
+  const int n = 37;  // Whole vector packets and a scalar tail.
+  Scope scope = Scope::NewRootScope();
+  VariableHandle w = Variable(
+      scope.WithOpName("w"),
+      Const(scope, Tensor::FromVector<float>(
+                       std::vector<float>(n, -(1.0f + 0x1p-22f)), {n})));
+  Node* add = AssignAddScaled(
+      scope, w.handle,
+      Const(scope, Tensor::FromVector<float>(std::vector<float>(n, one_ulp),
+                                             {n})),
+      Const(scope, one_ulp));
+  const Tensor got = RunThenRead(scope, {add}, 1, w.value);
+  ASSERT_EQ(got.NumElements(), n);
+  for (int i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, got.data<float>() + i, 4);
+    EXPECT_EQ(bits, 0u) << "element " << i << " = " << got.data<float>()[i];
+  }
+}
+
+// Random values over several runs: bit for bit what Mul then AssignAdd give
+// (the graph the gradient-accumulation builder used to emit).
+TEST(AssignAddScaledTest, BitwiseMulThenAssignAdd) {
+  for (const float scale : {0.125f, 1.0f / 3, 0.7f}) {
+    const TensorShape shape({301, 17});
+    const Tensor init = testing::RandomTensor(shape, -3, 3, 7);
+    const Tensor delta = testing::RandomTensor(shape, -5, 5, 8);
+    Scope scope = Scope::NewRootScope();
+    VariableHandle fused = Variable(scope.WithOpName("fused"),
+                                    Const(scope, init));
+    VariableHandle unfused = Variable(scope.WithOpName("unfused"),
+                                      Const(scope, init));
+    Output d = Const(scope, delta);
+    Output s = Const(scope, scale);
+    Node* a = AssignAddScaled(scope, fused.handle, d, s);
+    Node* b = AssignAdd(scope, unfused.handle, Mul(scope, d, s));
+    const Tensor got = RunThenRead(scope, {a}, 5, fused.value);
+    const Tensor want = RunThenRead(scope, {b}, 5, unfused.value);
+    EXPECT_TRUE(SameBits(got, want)) << "scale " << scale;
+    EXPECT_FALSE(SameBits(got, init));
+  }
+}
+
+TEST(AssignAddScaledTest, RefusesOtherDTypesAndShapes) {
+  Scope scope = Scope::NewRootScope();
+  VariableHandle h = Variable(
+      scope.WithOpName("h"),
+      Const(scope.WithOpName("h0"), Tensor(DType::kFloat16, {2})));
+  AssignAddScaled(scope.WithOpName("wrong_delta"), h.handle,
+                  Const<float>(scope, {1, 2}, {2}), Const(scope, 0.5f));
+  EXPECT_EQ(scope.status().code(), absl::StatusCode::kInvalidArgument);
+
+  Scope s2 = Scope::NewRootScope();
+  VariableHandle w =
+      Variable(s2.WithOpName("w"), Const<float>(s2, {1, 2, 3}, {3}));
+  AssignAddScaled(s2.WithOpName("bad"), w.handle,
+                  Const<float>(s2, {1, 2, 3}, {3}),
+                  Const<float>(s2, {1, 2}, {2}));  // Scale not a scalar.
+  EXPECT_EQ(s2.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace ipuflow::ops
