@@ -19,9 +19,25 @@ REGISTER_OP("ReadVariable")
     })
     .SetKernel([](KernelContext& ctx) -> absl::Status {
       ASSIGN_OR_RETURN(VariableResource * var, VariableInput(ctx, 0));
-      // Copies under the variable's lock: the output never aliases it.
-      ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(0, var->shape()));
-      return WithNodeName(ctx, var->ReadInto(*out));
+      if (!var->initialized()) {
+        // The error names the read (ReadInto's FailedPrecondition).
+        ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(0, var->shape()));
+        return WithNodeName(ctx, var->ReadInto(*out));
+      }
+      // Copy-on-write: the output shares the value's buffer, taken under
+      // the variable's lock. Every write (Assign, AssignAdd, Update)
+      // copies a shared buffer before it writes (core/resource.h), so a
+      // later write never changes a value already read, and a variable
+      // that is read every step but written once per N (a weight under
+      // gradient accumulation) is never copied. Update is the one locked
+      // access to the value that resource.h offers; it leaves an unshared
+      // value as it is (a value a previous read still holds is copied
+      // first: the cost of today's read, once).
+      Tensor shared;
+      RETURN_IF_ERROR(WithNodeName(
+          ctx, var->Update([&](Tensor& value) { shared = value; })));
+      ctx.set_output(0, std::move(shared));
+      return absl::OkStatus();
     })
     // y = read(v), v a resource handle: no gradient flows to the handle.
     // AddGradients treats reads as leaves; optimizers differentiate with

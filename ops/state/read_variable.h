@@ -1,5 +1,7 @@
-// ReadVariable: a copy of a variable's value (never an alias: a later
-// Assign cannot change a value already read).
+// ReadVariable: a variable's value, as a snapshot: a later Assign cannot
+// change a value already read. The snapshot shares the variable's buffer
+// until the next write, which copies it first (copy-on-write), so reading
+// a variable costs no copy.
 //
 //   Output h = ops::Variable(scope, DType::kFloat32, {2});
 //   Output v = ops::ReadVariable(scope, h);    // float32[2]
