@@ -49,6 +49,12 @@ ABSL_FLAG(int, steps, 200, "training steps per replica per host call");
 ABSL_FLAG(bool, profile, false,
           "print the loop body's kernel times per step on replica 0, for "
           "each configuration (Program::set_profiling)");
+ABSL_FLAG(std::string, configs, "cr1,cr2,ga1,ga2",
+          "which configurations to run: cr = CrossReplicaOptimizer, ga = "
+          "CrossReplicaGradientAccumulationOptimizerV2(8), then the replica "
+          "count (ratios are printed when both counts of one optimizer run; "
+          "one configuration alone is for perf record)");
+ABSL_FLAG(int, profile_top, 8, "kernels listed per body with --profile");
 ABSL_FLAG(bool, threads, false,
           "print each configuration's busiest threads: running, waiting for "
           "a core, asleep (from /proc/self/task/*/schedstat)");
@@ -229,8 +235,12 @@ int Main() {
               "one thread\n",
               kIn, kHidden, kClasses, kBatch, steps);
   std::vector<std::unique_ptr<Setup>> setups;
+  const std::string configs = absl::GetFlag(FLAGS_configs);
   for (int accumulate : {1, 8}) {
     for (int r : {1, 2}) {
+      const std::string name = (accumulate == 1 ? "cr" : "ga") +
+                               std::to_string(r);
+      if (configs.find(name) == std::string::npos) continue;
       auto s = Build(r, accumulate, steps);
       if (!s.ok()) {
         std::fprintf(stderr, "%s\n", s.status().ToString().c_str());
@@ -273,12 +283,15 @@ int Main() {
                 s.replicas, Median(rate[i]), rounds,
                 *std::min_element(rate[i].begin(), rate[i].end()),
                 *std::max_element(rate[i].begin(), rate[i].end()));
-    if (profile && s.body != nullptr) PrintProfile(*s.body, 8);
+    if (profile && s.body != nullptr) {
+      PrintProfile(*s.body, absl::GetFlag(FLAGS_profile_top));
+    }
     if (threads) {
       PrintThreadTimes(thread_times[i], wall[i],
                        static_cast<int64_t>(rounds) * steps);
     }
-    if (s.replicas == 2) {
+    if (s.replicas == 2 && i > 0 && setups[i - 1]->replicas == 1 &&
+        setups[i - 1]->accumulate == s.accumulate) {
       std::printf("  2 replicas / 1 replica: %.2fx\n",
                   Median(rate[i]) / Median(rate[i - 1]));
     }
