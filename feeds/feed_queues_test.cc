@@ -404,6 +404,27 @@ TEST(FeedQueuesTest, QueueDestroyedBetweenRunsIsAFailedPrecondition) {
                                ::testing::HasSubstr("was destroyed")));
 }
 
+// The same for the outfeed: its kernel keeps the channel weakly after the
+// first run, and a run after the queue's destruction is reported, not run.
+TEST(FeedQueuesTest, OutfeedDestroyedBetweenRunsIsAFailedPrecondition) {
+  auto system = MakeSystem(1);
+  auto infeed = IPUInfeedQueue::Create(Range(0, 10));
+  auto outfeed = IPUOutfeedQueue::Create();
+  ASSERT_TRUE(infeed.ok() && outfeed.ok());
+  Scope s = Scope::NewRootScope();
+  auto loop = loops::Repeat(s, 2, Forward(outfeed->get()), {}, infeed->get());
+  ASSERT_TRUE(loop.ok());
+  IPUStrategy strategy(system.get());
+  ASSERT_TRUE(strategy.Run(*s.graph(), {}, {loop->op}).ok());
+  auto first = (*outfeed)->Dequeue();
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(TensorNear((*first)["x"], {0, 1}, {2}));
+  outfeed.value().reset();
+  absl::Status st = strategy.Run(*s.graph(), {}, {loop->op}).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("was destroyed"));
+}
+
 // Compiling a program that dequeues starts the infeed's host thread, from
 // the compiling (host) thread, with the replica count: the dataset is read
 // before anything runs on a device. (Were it started lazily by the device,

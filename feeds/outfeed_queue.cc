@@ -468,6 +468,7 @@ absl::StatusOr<OutfeedElement> OutfeedChannel::MakeStep(
     std::vector<std::vector<Tensor>> per_replica) const {
   OutfeedElement step;
   step.names = names_;
+  step.tensors.reserve(names_.size());
   for (size_t i = 0; i < names_.size(); ++i) {
     if (per_replica.size() == 1) {
       step.tensors.push_back(std::move(per_replica[0][i]));
@@ -517,12 +518,19 @@ void OutfeedChannel::GatherLocked() {
     return;
   }
   while (!Full()) {
-    for (auto& q : queues_) {
-      if (q->size() == 0) return;
-    }
     std::vector<std::vector<Tensor>> per_replica;
     per_replica.reserve(queues_.size());
-    for (auto& q : queues_) {
+    if (queues_.size() == 1) {
+      // One ring: taking says whether a step is complete (one lock of the
+      // ring per step, instead of size() then TryPop; no status message).
+      if (!queues_[0]->TryPopBatch(&per_replica, 1).ok()) return;
+    } else {
+      for (auto& q : queues_) {
+        if (q->size() == 0) return;
+      }
+    }
+    for (size_t r = per_replica.size(); r < queues_.size(); ++r) {
+      auto& q = queues_[r];
       absl::StatusOr<std::vector<Tensor>> v = q->TryPop();
       if (!v.ok()) return;  // Cancelled: the queue is being destroyed.
       per_replica.push_back(*std::move(v));
@@ -885,6 +893,12 @@ std::vector<OutfeedElement>::const_iterator IPUOutfeedQueue::end() {
 
 namespace {
 
+// The OutfeedEnqueue kernel's channel, per program: weak, so a destroyed
+// IPUOutfeedQueue is still reported (FailedPrecondition) and never kept alive.
+struct EnqueueState : KernelState {
+  std::weak_ptr<internal::OutfeedChannel> channel;
+};
+
 REGISTER_OP("OutfeedEnqueue")
     .VariadicInput("values")
     .RequiredAttr("feed_id", AttrType::kString)
@@ -897,17 +911,27 @@ REGISTER_OP("OutfeedEnqueue")
       return absl::OkStatus();
     })
     .SetKernel([](KernelContext& ctx) -> absl::Status {
-      const std::string& id = ctx.attr<std::string>("feed_id");
       // Held for the whole push: destroying the IPUOutfeedQueue meanwhile
-      // cancels the wait instead of freeing the queue under it.
-      auto queue = std::dynamic_pointer_cast<internal::OutfeedChannel>(
-          ctx.node().graph()->FindHostResource(id));
+      // cancels the wait instead of freeing the queue under it. Found once
+      // per program and kept weakly (EnqueueState), as InfeedDequeue does:
+      // later elements skip the attribute, the graph's map and the cast.
+      std::unique_ptr<KernelState>& slot = ctx.state();
+      std::shared_ptr<internal::OutfeedChannel> queue;
+      if (slot != nullptr) queue = static_cast<EnqueueState*>(slot.get())->channel.lock();
       if (queue == nullptr) {
-        return ctx.Error(absl::StatusCode::kFailedPrecondition, "outfeed '", id,
-                         "' is not available: its IPUOutfeedQueue was destroyed "
-                         "(or this graph was not built with it)");
+        const std::string& id = ctx.attr<std::string>("feed_id");
+        queue = std::dynamic_pointer_cast<internal::OutfeedChannel>(
+            ctx.node().graph()->FindHostResource(id));
+        if (queue == nullptr) {
+          return ctx.Error(absl::StatusCode::kFailedPrecondition, "outfeed '", id,
+                           "' is not available: its IPUOutfeedQueue was destroyed "
+                           "(or this graph was not built with it)");
+        }
+        if (slot == nullptr) slot = std::make_unique<EnqueueState>();
+        static_cast<EnqueueState*>(slot.get())->channel = queue;
       }
       std::vector<Tensor> values;
+      values.reserve(ctx.num_inputs());
       for (int i = 0; i < ctx.num_inputs(); ++i) {
         values.push_back(ctx.input(i).Copy());  // Inputs may be arena views.
       }

@@ -106,7 +106,8 @@ class BoundedQueue {
                         CancellationManager* cancellation = nullptr);
   // As PopBatch, but Unavailable instead of blocking (a consumer refilling
   // its cache before it runs dry, so the producer need not wait on a full
-  // ring meanwhile).
+  // ring meanwhile). That Unavailable has no message: a poll that finds
+  // nothing costs no allocation.
   absl::Status TryPopBatch(std::vector<T>* out, size_t max);
 
   void Close();
@@ -512,7 +513,7 @@ absl::Status BoundedQueue<T>::TryPopBatch(std::vector<T>* out, size_t max) {
       case Ready::kEnded:
         return PopEnd();
       case Ready::kBlocked:
-        return absl::UnavailableError(absl::StrCat(name_, " is empty"));
+        return absl::Status(absl::StatusCode::kUnavailable, "");
     }
   }
   if (wake_all) {

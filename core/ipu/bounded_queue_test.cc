@@ -572,6 +572,15 @@ TEST(BoundedQueueTest, PopBatchTakesReadyElementsInOrder) {
   EXPECT_THAT(out, ::testing::ElementsAre(-1, 0, 1, 2));
   EXPECT_EQ(q.size(), 0u);
   EXPECT_TRUE(absl::IsUnavailable(q.TryPop().status()));
+  // TryPopBatch: Unavailable (no message) when empty, else what is ready.
+  EXPECT_TRUE(absl::IsUnavailable(q.TryPopBatch(&out, 4)));
+  EXPECT_EQ(out.size(), 4u);
+  ASSERT_TRUE(q.Push(10).ok());
+  ASSERT_TRUE(q.Push(11).ok());
+  out.clear();
+  ASSERT_TRUE(q.TryPopBatch(&out, 1).ok());
+  ASSERT_TRUE(q.TryPopBatch(&out, 4).ok());
+  EXPECT_THAT(out, ::testing::ElementsAre(10, 11));
   // Wraps around the ring's end.
   for (int i = 3; i < 7; ++i) ASSERT_TRUE(q.Push(i).ok());
   out.clear();
@@ -593,12 +602,14 @@ TEST(BoundedQueueTest, PopBatchTakesReadyElementsInOrder) {
   ASSERT_TRUE(q.PopBatch(&out, 4).ok());
   EXPECT_THAT(out, ::testing::ElementsAre(8));
   EXPECT_TRUE(absl::IsOutOfRange(q.PopBatch(&out, 4)));
+  EXPECT_TRUE(absl::IsOutOfRange(q.TryPopBatch(&out, 4)));
   EXPECT_THAT(out, ::testing::ElementsAre(8));
   // Cancel: nothing delivered, the reason.
   q.Reset();
   ASSERT_TRUE(q.Push(9).ok());
   q.Cancel(absl::AbortedError("stage 1 failed"));
   EXPECT_TRUE(absl::IsAborted(q.PopBatch(&out, 4)));
+  EXPECT_TRUE(absl::IsAborted(q.TryPopBatch(&out, 4)));
   EXPECT_THAT(out, ::testing::ElementsAre(8));
 }
 
