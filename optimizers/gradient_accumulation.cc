@@ -13,6 +13,7 @@
 #include "ops/math/select.h"
 #include "ops/state/assign.h"
 #include "ops/state/assign_add_scaled.h"
+#include "ops/state/assign_zeros.h"
 #include "ops/state/initializers.h"
 #include "ops/state/no_op.h"
 #include "ops/state/read_variable.h"
@@ -197,8 +198,7 @@ Node* GradientAccumulationOptimizer::ApplyDense(
       s.WithOpName("skip_now").WithControlDependencies({accumulate}),
       gate_.skip_now);
   auto body = [&](const Scope&, const std::vector<Output>& args) {
-    ops::Assign(s.WithOpName("skip_reset"), acc,
-                ops::Zeros(s.WithOpName("skip_reset/Zeros"), var.shape, dtype));
+    ops::AssignZeros(s.WithOpName("skip_reset"), acc);
     return args;
   };
   auto cond = [](const Scope& c, const std::vector<Output>& args) {
@@ -288,8 +288,11 @@ Node* GradientAccumulationOptimizer::ApplyIf(
           scope.WithOpName("gather_shards").WithControlDependencies({applied}),
           Output(var.node), shard);
     }
-    ops::Assign(scope.WithOpName("reset"), acc,
-                ops::Zeros(scope.WithOpName("reset/Zeros"), var.shape, dtype));
+    // In place, after the update: by then the read above is released, so
+    // its copy-on-write snapshot does not make the reset copy the value.
+    Scope reset = scope.WithOpName("reset");
+    if (applied != nullptr) reset = reset.WithControlDependencies({applied});
+    ops::AssignZeros(reset, acc);
     return args;  // At most one iteration: the flag need not change.
   };
   auto cond = [](const Scope& c, const std::vector<Output>& args) {

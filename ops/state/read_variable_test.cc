@@ -39,6 +39,32 @@ TEST(ReadVariableTest, CopiesRatherThanAliases) {
   EXPECT_TRUE(TensorNear(after[0], {11, 12}, {2}));
 }
 
+// A read shares the value's buffer (no copy) until a write, which copies
+// it first: the earlier read keeps its bits. (A read while an earlier read
+// is still held copies once, under the variable's lock.)
+TEST(ReadVariableTest, SharesTheBufferUntilAWrite) {
+  Scope s = Scope::NewRootScope();
+  VariableHandle w = Variable(s.WithOpName("w"), Const<float>(s, {1, 2}, {2}));
+  Node* inc = AssignAdd(s, w.handle, Const<float>(s, {10, 10}, {2}));
+  Session session(s.graph());
+  ASSERT_TRUE(session.Initialize().ok());
+  std::vector<Tensor> first, second, third;
+  ASSERT_TRUE(session.Run({}, {w.value}, &first).ok());
+  const void* buffer = first[0].raw_data();
+  // Held by the variable and by this read.
+  EXPECT_EQ(first[0].buffer().use_count(), 2);
+  first.clear();
+  ASSERT_TRUE(session.Run({}, {w.value}, &second).ok());
+  EXPECT_EQ(second[0].raw_data(), buffer);  // The same buffer: no copy.
+  EXPECT_EQ(second[0].buffer().use_count(), 2);
+  ASSERT_TRUE(session.Run({}, {}, {inc}, nullptr).ok());
+  ASSERT_TRUE(session.Run({}, {w.value}, &third).ok());
+  EXPECT_NE(third[0].raw_data(), second[0].raw_data());
+  EXPECT_EQ(second[0].buffer().use_count(), 1);  // The variable moved on.
+  EXPECT_TRUE(TensorNear(second[0], {1, 2}, {2}));
+  EXPECT_TRUE(TensorNear(third[0], {11, 12}, {2}));
+}
+
 // Reads and writes of one variable run in creation order, whatever the
 // executor's parallelism.
 TEST(ReadVariableTest, ReadThenAssignInOneRunSeesTheOldValue) {
