@@ -10,6 +10,7 @@
 #include "ops/nn/conv2d.h"
 #include "ops/nn/conv_half_partials.h"
 #include "ops/nn/conv_small.h"
+#include "ops/nn/conv_sparse_grad.h"
 #include "ops/nn/conv_util.h"
 #include "ops/nn/onednn_conv_choice.h"
 
@@ -18,10 +19,15 @@ namespace {
 
 // dx = col2im(dy * w^T), one image per task (col2im scatters within an
 // image), one GEMM per chunk of output rows; oneDNN's backward-data
-// primitive where it measures faster (onednn_conv_choice.h).
+// primitive where it measures faster (onednn_conv_choice.h); the sparse
+// kernel when most of dy is zero (after max pooling: conv_sparse_grad.h).
 void ConvBackpropInput(const KernelContext& ctx, const float* dy,
                        const float* w, float* dx, const Window2D& g,
                        int64_t oc) {
+  if (UseSparseConvGrad(dy, g, oc)) {
+    SparseConvBackpropInput(ctx, dy, w, dx, g, oc);
+    return;
+  }
   if (UseOnednnConvBackpropInput(g, oc) &&
       onednn::ConvBackwardData(ctx.intra_op(), dy, w, dx, OnednnDims(g, oc))
           .ok()) {
@@ -48,10 +54,15 @@ void ConvBackpropInput(const KernelContext& ctx, const float* dy,
 // dw = sum over chunks of patches^T * dy. Each shard sums its rows; the
 // partial sums are added in shard order so results do not depend on timing.
 // oneDNN's backward-weights primitive takes most shapes, conv_small.h's
-// direct kernel those it does better (onednn_conv_choice.h).
+// direct kernel those it does better (onednn_conv_choice.h); the sparse
+// kernel when most of dy is zero (conv_sparse_grad.h).
 void ConvBackpropFilter(const KernelContext& ctx, const float* x,
                         const float* dy, float* dw, const Window2D& g,
                         int64_t oc) {
+  if (UseSparseConvGrad(dy, g, oc)) {
+    SparseConvBackpropFilter(ctx, x, dy, dw, g, oc);
+    return;
+  }
   if (UseOnednnConvBackpropFilter(g, oc) &&
       onednn::ConvBackwardWeights(ctx.intra_op(), x, dy, dw, OnednnDims(g, oc))
           .ok()) {

@@ -129,6 +129,43 @@ void ConvBackpropInput(benchmark::State& state, ConvShape c) {
       c.macs(), "MAC");
 }
 
+// dy as a convolution followed by 2x2 max pooling and ReLU passes it back:
+// one nonzero per 2x2 window and channel, and a third of those zeroed too
+// (about 16% nonzero, as measured in the main example), which takes
+// conv_sparse_grad.h's kernels.
+Tensor PooledDy(const TensorShape& y, uint32_t seed) {
+  Tensor t = Uniform(y, seed);
+  std::mt19937 gen(seed + 1);
+  const int64_t n = y.dim(0), h = y.dim(1), w = y.dim(2), c = y.dim(3);
+  float* p = t.data<float>();
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t i = 0; i < h; i += 2)
+      for (int64_t j = 0; j < w; j += 2)
+        for (int64_t o = 0; o < c; ++o) {
+          const int keep = gen() % 4, alive = gen() % 3 != 0;
+          for (int q = 0; q < 4; ++q) {
+            const int64_t ii = i + q / 2, jj = j + q % 2;
+            if (ii >= h || jj >= w) continue;
+            if (q != keep || !alive) p[((b * h + ii) * w + jj) * c + o] = 0;
+          }
+        }
+  return t;
+}
+
+void ConvBackpropPooledDy(benchmark::State& state, ConvShape c, bool filter) {
+  RunGraph(
+      state,
+      [&](BenchGraph& g) {
+        Output x = g.Feed(c.x()), w = g.Feed(c.w());
+        Output dy = g.Feed(PooledDy(c.y(), 5));
+        g.fetches = {filter ? Conv2DBackpropFilter(g.scope, x, w, dy, {1, 1},
+                                                   "VALID")
+                            : Conv2DBackpropInput(g.scope, x, w, dy, {1, 1},
+                                                  "VALID")};
+      },
+      c.macs(), "MAC");
+}
+
 enum class ConvPass { kForward, kBackpropInput, kBackpropFilter };
 
 // One convolution through ops/onednn on random data.
@@ -184,6 +221,15 @@ void BM_B1_OnednnConv2DBackpropFilter(benchmark::State& s) {
 }
 void BM_B1_OnednnConv2DBackpropInput(benchmark::State& s) {
   OnednnConv(s, kB1, ConvPass::kBackpropInput);
+}
+void BM_B1_Conv2DBackpropFilterPooledDy(benchmark::State& s) {
+  ConvBackpropPooledDy(s, kB1, /*filter=*/true);
+}
+void BM_B2_Conv2DBackpropFilterPooledDy(benchmark::State& s) {
+  ConvBackpropPooledDy(s, kB2, /*filter=*/true);
+}
+void BM_B2_Conv2DBackpropInputPooledDy(benchmark::State& s) {
+  ConvBackpropPooledDy(s, kB2, /*filter=*/false);
 }
 void BM_B2_Conv2D(benchmark::State& s) { ConvForward(s, kB2); }
 void BM_B2_OnednnConv2D(benchmark::State& s) {
@@ -363,6 +409,9 @@ BENCHMARK(BM_B1_Conv2DBackpropInput)->Apply(ConvPassArgs);
 BENCHMARK(BM_B1_OnednnConv2DBackpropInput)->Apply(ConvPassArgs);
 BENCHMARK(BM_B1_Forward)->Apply(Args);
 BENCHMARK(BM_B1_ForwardBackward)->Apply(Args);
+BENCHMARK(BM_B1_Conv2DBackpropFilterPooledDy)->Apply(Args);
+BENCHMARK(BM_B2_Conv2DBackpropFilterPooledDy)->Apply(Args);
+BENCHMARK(BM_B2_Conv2DBackpropInputPooledDy)->Apply(Args);
 BENCHMARK(BM_B2_Conv2D)->Apply(ConvPassArgs);
 BENCHMARK(BM_B2_OnednnConv2D)->Apply(ConvPassArgs);
 BENCHMARK(BM_B2_Conv2DBackpropFilter)->Apply(ConvPassArgs);

@@ -1,0 +1,337 @@
+#include "ops/nn/conv_sparse_grad.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "core/thread_pool.h"
+
+namespace ipuflow::ops {
+namespace {
+
+// AVX2 packets: the build's baseline (x86-64-v3). On the 2-vCPU EPYC a
+// 512-bit FMA issues at the rate of two 256-bit ones (onednn_conv_choice.h),
+// so wider packets gain nothing here.
+constexpr int64_t kLanes = 8;
+
+int64_t RoundUp(int64_t v) { return (v + kLanes - 1) / kLanes * kLanes; }
+
+// Lanes [0, r) set, for the tail of a row.
+__m256i TailMask(int64_t r) {
+  alignas(32) static const int32_t kTable[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
+                                                 0,  0,  0,  0,  0,  0,  0,  0};
+  return _mm256_loadu_si256(
+      reinterpret_cast<const __m256i*>(kTable + kLanes - r));
+}
+
+// The nonzero channels of one output pixel's gradient: their count. Up
+// to 64 channels, a packet compare per 8 channels and a walk over the set
+// bits (one mispredicted branch per pixel, where a branch per channel
+// mispredicts on every other one); more, a branch-free scalar scan.
+inline int NonzeroChannels(const float* d, int64_t oc, int* channel,
+                           float* value) {
+  int m = 0;
+  if (oc > 64) {
+    for (int64_t o = 0; o < oc; ++o) {
+      const float v = d[o];
+      channel[m] = static_cast<int>(o);
+      value[m] = v;
+      m += v != 0.0f;
+    }
+    return m;
+  }
+  const __m256 zero = _mm256_setzero_ps();
+  uint64_t bits = 0;
+  int64_t o = 0;
+  for (; o + kLanes <= oc; o += kLanes) {
+    const __m256 ne = _mm256_cmp_ps(_mm256_loadu_ps(d + o), zero, _CMP_NEQ_UQ);
+    bits |= static_cast<uint64_t>(_mm256_movemask_ps(ne)) << o;
+  }
+  if (o < oc) {  // Masked-off lanes load as zeros.
+    const __m256 ne = _mm256_cmp_ps(
+        _mm256_maskload_ps(d + o, TailMask(oc - o)), zero, _CMP_NEQ_UQ);
+    bits |= static_cast<uint64_t>(_mm256_movemask_ps(ne)) << o;
+  }
+  for (; bits != 0; bits &= bits - 1) {
+    const int c = __builtin_ctzll(bits);
+    channel[m] = c;
+    value[m] = d[c];
+    ++m;
+  }
+  return m;
+}
+
+// One output channel's filter (or its gradient) in the kernels' buffers:
+// window row kh (kw * c floats, HWIO order) at kh * row_pad, each row
+// padded to whole packets, so that a row's packets line up with the input
+// row they multiply (kw * c contiguous floats in NHWC).
+struct PatchLayout {
+  explicit PatchLayout(const Window2D& g)
+      : row(g.kw * g.c), row_pad(RoundUp(g.kw * g.c)), size(g.kh * row_pad) {}
+  int64_t row, row_pad, size;
+};
+
+// Cycles per image for ThreadPool's split rule: the dense multiply-adds at
+// the largest density the sparse path takes, about 16 per cycle.
+double CyclesPerImage(const Window2D& g, int64_t oc) {
+  return static_cast<double>(g.oh) * g.ow * g.kh * g.kw * g.c * oc *
+         kSparseConvGradMaxDensity / 16;
+}
+
+// sum[0, row) += value[t] * src[offset[t] + (0, row)] over t < count, P
+// packets of sum in registers from `packet` on (sum has row_pad floats; a
+// last packet past `row` reads nothing beyond it).
+template <int P>
+void AccumulatePackets(const float* src, const int64_t* offset,
+                       const float* value, int64_t count, int64_t row,
+                       int64_t packet, float* sum) {
+  const int64_t j0 = packet * kLanes;
+  // Fully unrolled (-O2 does not), so that acc lives in registers.
+  __m256 acc[P];
+#pragma GCC unroll 8
+  for (int i = 0; i < P; ++i) acc[i] = _mm256_loadu_ps(sum + j0 + i * kLanes);
+  const bool partial = j0 + P * kLanes > row;
+  if (!partial) {
+    for (int64_t t = 0; t < count; ++t) {
+      const __m256 v = _mm256_set1_ps(value[t]);
+      const float* p = src + offset[t] + j0;
+#pragma GCC unroll 8
+      for (int i = 0; i < P; ++i) {
+        acc[i] = _mm256_fmadd_ps(v, _mm256_loadu_ps(p + i * kLanes), acc[i]);
+      }
+    }
+  } else {
+    const __m256i mask = TailMask(row - (j0 + (P - 1) * kLanes));
+    for (int64_t t = 0; t < count; ++t) {
+      const __m256 v = _mm256_set1_ps(value[t]);
+      const float* p = src + offset[t] + j0;
+#pragma GCC unroll 8
+      for (int i = 0; i + 1 < P; ++i) {
+        acc[i] = _mm256_fmadd_ps(v, _mm256_loadu_ps(p + i * kLanes), acc[i]);
+      }
+      acc[P - 1] = _mm256_fmadd_ps(
+          v, _mm256_maskload_ps(p + (P - 1) * kLanes, mask), acc[P - 1]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < P; ++i) _mm256_storeu_ps(sum + j0 + i * kLanes, acc[i]);
+}
+
+// One window row of one channel's filter gradient: tiles of up to 8
+// packets in registers, each tile one pass over the channel's pixels.
+void AccumulateRow(const float* src, const int64_t* offset,
+                   const float* value, int64_t count, int64_t row,
+                   int64_t row_pad, float* sum) {
+  const int64_t packets = row_pad / kLanes;
+  int64_t p = 0;
+  for (; p + 8 <= packets; p += 8) {
+    AccumulatePackets<8>(src, offset, value, count, row, p, sum);
+  }
+  switch (packets - p) {
+    case 7: return AccumulatePackets<7>(src, offset, value, count, row, p, sum);
+    case 6: return AccumulatePackets<6>(src, offset, value, count, row, p, sum);
+    case 5: return AccumulatePackets<5>(src, offset, value, count, row, p, sum);
+    case 4: return AccumulatePackets<4>(src, offset, value, count, row, p, sum);
+    case 3: return AccumulatePackets<3>(src, offset, value, count, row, p, sum);
+    case 2: return AccumulatePackets<2>(src, offset, value, count, row, p, sum);
+    case 1: return AccumulatePackets<1>(src, offset, value, count, row, p, sum);
+    default: return;
+  }
+}
+
+// dst[0, row) += sum over t < m of value[t] * rows[t][at + (0, row)]:
+// four packets per pass in registers, the tail scalar (AVX2's masked store
+// is microcoded on AMD's cores, and a packet load over the tail would
+// straddle the previous pixel's narrower stores).
+inline void AddRow(float* dst, const float* const* rows, const float* value,
+                   int m, int64_t at, int64_t row) {
+  int64_t j = 0;
+  for (; j + 4 * kLanes <= row; j += 4 * kLanes) {
+    __m256 a0 = _mm256_loadu_ps(dst + j);
+    __m256 a1 = _mm256_loadu_ps(dst + j + kLanes);
+    __m256 a2 = _mm256_loadu_ps(dst + j + 2 * kLanes);
+    __m256 a3 = _mm256_loadu_ps(dst + j + 3 * kLanes);
+    for (int t = 0; t < m; ++t) {
+      const __m256 v = _mm256_set1_ps(value[t]);
+      const float* r = rows[t] + at + j;
+      a0 = _mm256_fmadd_ps(v, _mm256_loadu_ps(r), a0);
+      a1 = _mm256_fmadd_ps(v, _mm256_loadu_ps(r + kLanes), a1);
+      a2 = _mm256_fmadd_ps(v, _mm256_loadu_ps(r + 2 * kLanes), a2);
+      a3 = _mm256_fmadd_ps(v, _mm256_loadu_ps(r + 3 * kLanes), a3);
+    }
+    _mm256_storeu_ps(dst + j, a0);
+    _mm256_storeu_ps(dst + j + kLanes, a1);
+    _mm256_storeu_ps(dst + j + 2 * kLanes, a2);
+    _mm256_storeu_ps(dst + j + 3 * kLanes, a3);
+  }
+  for (; j + kLanes <= row; j += kLanes) {
+    __m256 a = _mm256_loadu_ps(dst + j);
+    for (int t = 0; t < m; ++t) {
+      a = _mm256_fmadd_ps(_mm256_set1_ps(value[t]),
+                          _mm256_loadu_ps(rows[t] + at + j), a);
+    }
+    _mm256_storeu_ps(dst + j, a);
+  }
+  for (; j < row; ++j) {
+    float a = dst[j];
+    for (int t = 0; t < m; ++t) a += value[t] * rows[t][at + j];
+    dst[j] = a;
+  }
+}
+
+}  // namespace
+
+double NonzeroFraction(const float* dy, int64_t n) {
+  if (n <= 0) return 0;
+  int64_t count = 0, i = 0;
+  const __m256 zero = _mm256_setzero_ps();
+  for (; i + kLanes <= n; i += kLanes) {
+    // NaN != 0 too: a NaN gradient is never skipped.
+    const __m256 ne = _mm256_cmp_ps(_mm256_loadu_ps(dy + i), zero, _CMP_NEQ_UQ);
+    count += __builtin_popcount(_mm256_movemask_ps(ne));
+  }
+  for (; i < n; ++i) count += dy[i] != 0.0f;
+  return static_cast<double>(count) / n;
+}
+
+bool UseSparseConvGrad(const float* dy, const Window2D& g, int64_t oc) {
+  // A nonzero's work is a window row of kw * c floats per kernel row:
+  // with rows shorter than two packets the bookkeeping per pixel costs
+  // more than the multiply-adds saved (conv_benchmark, B1's 5-float rows:
+  // 3.4x slower than the dense filter gradient; B2's 50-float rows: 1.6x
+  // faster). Windows that reach into padding (SAME) keep the dense kernels.
+  if (g.kw * g.c < 2 * kLanes || oc <= 0) return false;
+  if (g.pad_top != 0 || g.pad_left != 0 || (g.oh - 1) * g.sh + g.kh > g.h ||
+      (g.ow - 1) * g.sw + g.kw > g.w) {
+    return false;
+  }
+  const int64_t n = g.n * g.oh * g.ow * oc;
+  return n > 0 && NonzeroFraction(dy, n) <= kSparseConvGradMaxDensity;
+}
+
+void SparseConvBackpropInput(const KernelContext& ctx, const float* dy,
+                             const float* w, float* dx, const Window2D& g,
+                             int64_t oc) {
+  const PatchLayout l(g);
+  // Row o: w[:, o] in the patch layout, zeros in the padding.
+  std::vector<float> wt(oc * l.size, 0.0f);
+  for (int64_t kh = 0; kh < g.kh; ++kh) {
+    for (int64_t j = 0; j < l.row; ++j) {
+      for (int64_t o = 0; o < oc; ++o) {
+        wt[o * l.size + kh * l.row_pad + j] = w[(kh * l.row + j) * oc + o];
+      }
+    }
+  }
+  const int64_t in_image = g.h * g.w * g.c, out_image = g.oh * g.ow * oc;
+  ctx.ParallelFor(g.n, CyclesPerImage(g, oc), [&](int64_t b, int64_t e) {
+    const int64_t size = l.size, line = g.w * g.c;
+    const float* wd = wt.data();
+    std::vector<int> channel(oc);
+    std::vector<float> value(oc);
+    std::vector<const float*> rows(oc);
+    for (int64_t n = b; n < e; ++n) {
+      float* dxi = dx + n * in_image;
+      std::fill(dxi, dxi + in_image, 0.0f);
+      const float* dyi = dy + n * out_image;
+      // Down the columns: the next pixel's window rows are the same
+      // addresses as this one's (shifted by a row), so its loads of dx find
+      // the stores just made whole in the store buffer; along a row they
+      // would straddle them and stall. (Summing all the window rows that
+      // land on an input row in one pass measured 1.4x slower: longer FMA
+      // chains per register.)
+      for (int64_t ox = 0; ox < g.ow; ++ox) {
+        for (int64_t oy = 0; oy < g.oh; ++oy) {
+          const int m = NonzeroChannels(dyi + (oy * g.ow + ox) * oc, oc,
+                                        channel.data(), value.data());
+          if (m == 0) continue;
+          for (int i = 0; i < m; ++i) rows[i] = wd + channel[i] * size;
+          // Each window row of dx += the nonzero channels' filter rows
+          // times their gradients, a few packets at a time in registers.
+          float* base = dxi + (oy * g.sh * g.w + ox * g.sw) * g.c;
+          for (int64_t kh = 0; kh < g.kh; ++kh) {
+            AddRow(base + kh * line, rows.data(), value.data(), m,
+                   kh * l.row_pad, l.row);
+          }
+        }
+      }
+    }
+  });
+}
+
+void SparseConvBackpropFilter(const KernelContext& ctx, const float* x,
+                              const float* dy, float* dw, const Window2D& g,
+                              int64_t oc) {
+  const PatchLayout l(g);
+  if (g.n <= 0) {
+    std::fill(dw, dw + g.kh * l.row * oc, 0.0f);
+    return;
+  }
+  // Shards of consecutive images, each summing into its own transposed
+  // gradient [oc][patch layout]; a fixed split, so the order of the sums
+  // below is too.
+  const double per_image = CyclesPerImage(g, oc);
+  const int64_t shards0 =
+      ThreadPool::ShardCount(g.n, per_image, ctx.intra_op().Parallelism());
+  const int64_t per = (g.n + shards0 - 1) / shards0;
+  const int64_t shards = (g.n + per - 1) / per;
+  std::vector<std::vector<float>> partial(shards);
+  const int64_t in_image = g.h * g.w * g.c, out_image = g.oh * g.ow * oc;
+  const int64_t pixels = g.oh * g.ow;
+  ctx.ParallelFor(shards, per_image * per, [&](int64_t sb, int64_t se) {
+    const int64_t size = l.size, row = l.row, row_pad = l.row_pad;
+    const int64_t line = g.w * g.c;  // An input row.
+    // Per output channel, its nonzero pixels in the image: the offset of
+    // the pixel's window in x and the gradient.
+    std::vector<int64_t> offset(oc * pixels);
+    std::vector<float> value(oc * pixels);
+    std::vector<int64_t> count(oc);
+    std::vector<int> channel(oc);
+    std::vector<float> nonzero(oc);
+    for (int64_t s = sb; s < se; ++s) {
+      std::vector<float>& sum = partial[s];
+      sum.assign(oc * size, 0.0f);
+      for (int64_t n = s * per; n < std::min(g.n, (s + 1) * per); ++n) {
+        const float* xi = x + n * in_image;
+        const float* dyi = dy + n * out_image;
+        std::fill(count.begin(), count.end(), 0);
+        for (int64_t oy = 0; oy < g.oh; ++oy) {
+          for (int64_t ox = 0; ox < g.ow; ++ox) {
+            const int64_t at = (oy * g.sh * g.w + ox * g.sw) * g.c;
+            const int m = NonzeroChannels(dyi + (oy * g.ow + ox) * oc, oc,
+                                          channel.data(), nonzero.data());
+            for (int i = 0; i < m; ++i) {
+              const int64_t o = channel[i];
+              offset[o * pixels + count[o]] = at;
+              value[o * pixels + count[o]] = nonzero[i];
+              ++count[o];
+            }
+          }
+        }
+        for (int64_t o = 0; o < oc; ++o) {
+          if (count[o] == 0) continue;
+          for (int64_t kh = 0; kh < g.kh; ++kh) {
+            AccumulateRow(xi + kh * line, &offset[o * pixels],
+                          &value[o * pixels], count[o], row, row_pad,
+                          sum.data() + o * size + kh * row_pad);
+          }
+        }
+      }
+    }
+  });
+  // dw = the shards' sums, back in HWIO, added in shard order.
+  for (int64_t kh = 0; kh < g.kh; ++kh) {
+    for (int64_t j = 0; j < l.row; ++j) {
+      for (int64_t o = 0; o < oc; ++o) {
+        const int64_t at = o * l.size + kh * l.row_pad + j;
+        float v = partial[0][at];
+        for (int64_t s = 1; s < shards; ++s) v += partial[s][at];
+        dw[(kh * l.row + j) * oc + o] = v;
+      }
+    }
+  }
+}
+
+}  // namespace ipuflow::ops
