@@ -1,5 +1,12 @@
 """Build macros shared by every ipuflow package."""
 
+# Flags for every library that contains AVX-512 code (target attributes or
+# --config=avx512): GCC 12.2's SLP vectoriser stores {1, 1, 1, 0} as a
+# broadcast {1, 1, 1, 1} with AVX-512 enabled (tests/toolchain/
+# gcc_avx512_slp_repro.cc); without SLP vectorisation it does not. The
+# kernels themselves are written with intrinsics, so nothing else changes.
+AVX512_COPTS = ["-fno-tree-slp-vectorize"]
+
 def ipuflow_proto(name, src, deps = [], visibility = None):
     """C++ code for one .proto file: protoc in a genrule, then a cc_library.
 
