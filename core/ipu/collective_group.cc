@@ -66,11 +66,21 @@ void CollectiveGroup::ReduceInto(const Rendezvous& r, int64_t begin,
   const int64_t n = end - begin;
   Eigen::Map<Arr> acc(dst, n);
   // Always rank 0 + rank 1 + ...: the same bits on every member.
-  acc = Eigen::Map<const Arr>(r.inputs[0]->data<T>() + begin, n);
   const int size = static_cast<int>(r.inputs.size());
-  for (int k = 1; k < size; ++k) {
-    acc += Eigen::Map<const Arr>(r.inputs[k]->data<T>() + begin, n);
+  auto in = [&](int k) {
+    return Eigen::Map<const Arr>(r.inputs[k]->data<T>() + begin, n);
+  };
+  if (size == 2) {
+    // One pass (the same operations per element as the loop below).
+    if (op == ReduceOp::kMean) {
+      acc = (in(0) + in(1)) / static_cast<T>(2);
+    } else {
+      acc = in(0) + in(1);
+    }
+    return;
   }
+  acc = in(0);
+  for (int k = 1; k < size; ++k) acc += in(k);
   if (op == ReduceOp::kMean) acc /= static_cast<T>(size);
 }
 

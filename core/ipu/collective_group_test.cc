@@ -264,6 +264,65 @@ TEST(CollectiveGroupTest, BitwiseIdenticalAndEqualToScatterThenGather) {
   }
 }
 
+// Groups of two take a one-pass path: still (rank 0 + rank 1), then / 2
+// for the mean, element by element, as computed here by hand (float32 and
+// float16, whose sums round, and int32, whose mean truncates).
+TEST(CollectiveGroupTest, PairsReduceInRankOrderBitwise) {
+  const int n = 1000;  // Several vector packets and a tail.
+  for (Op op : {Op::kSum, Op::kMean}) {
+    for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kInt32}) {
+      // R = 4 in consecutive pairs: each pair reduces on its own.
+      const int R = 4;
+      CollectiveGroup group(R);
+      std::vector<Tensor> in(R), out(R);
+      for (int r = 0; r < R; ++r) {
+        std::vector<float> v(n);
+        for (int j = 0; j < n; ++j) {
+          v[j] = (r % 2 ? 1e3f : 1.0f) / (3 + r * 7 + j) * (j % 3 ? 1 : -1);
+        }
+        Tensor f = Tensor::FromVector<float>(v, {n});
+        in[r] = Tensor(dtype, {n});
+        for (int j = 0; j < n; ++j) {
+          if (dtype == DType::kFloat32) in[r].data<float>()[j] = v[j];
+          if (dtype == DType::kFloat16) {
+            in[r].data<Eigen::half>()[j] = Eigen::half(v[j]);
+          }
+          if (dtype == DType::kInt32) {
+            in[r].data<int32_t>()[j] = static_cast<int32_t>(v[j] * 1e5f);
+          }
+        }
+        out[r] = Tensor(dtype, {n});
+      }
+      ExpectAllOk(OnReplicas(R, [&](int r) {
+        return group.AllReduce(r, "pair", in[r], out[r], op,
+                               ReplicaGroups::Consecutive(2));
+      }));
+      for (int r = 0; r < R; ++r) {
+        const Tensor& a = in[r - r % 2];
+        const Tensor& b = in[r - r % 2 + 1];
+        for (int j = 0; j < n; ++j) {
+          if (dtype == DType::kFloat32) {
+            float want = a.data<float>()[j] + b.data<float>()[j];
+            if (op == Op::kMean) want = want / 2.0f;
+            ASSERT_EQ(std::memcmp(&want, out[r].data<float>() + j, 4), 0)
+                << "float32 r=" << r << " j=" << j;
+          } else if (dtype == DType::kFloat16) {
+            Eigen::half want = a.data<Eigen::half>()[j] + b.data<Eigen::half>()[j];
+            if (op == Op::kMean) want = want / Eigen::half(2);
+            ASSERT_EQ(std::memcmp(&want, out[r].data<Eigen::half>() + j, 2), 0)
+                << "float16 r=" << r << " j=" << j;
+          } else {
+            int32_t want = a.data<int32_t>()[j] + b.data<int32_t>()[j];
+            if (op == Op::kMean) want = want / 2;
+            ASSERT_EQ(out[r].data<int32_t>()[j], want)
+                << "int32 r=" << r << " j=" << j;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(CollectiveGroupTest, CountsBytesAsARing) {
   CollectiveGroup group(4);
   ExpectAllOk(OnReplicas(4, [&](int r) -> absl::Status {
