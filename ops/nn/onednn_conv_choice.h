@@ -20,7 +20,10 @@
 // measured 1.2-1.6x slower than their AVX2 versions, and a direct
 // backward-data kernel (segments of kw x c floats per pixel, then a gather)
 // 1.2-1.4x slower than oneDNN's, 440-520 vs 360 us (conv_benchmark's
-// BM_B2_*, alternated): none of them is kept.
+// BM_B2_*, alternated): none of them is kept. Since then both backprops of
+// 10 -> 20 go to conv_sparse_grad.h's kernels in the main example: its dy
+// comes from 2x2 max pooling and ReLU, 17% nonzero, and skipping the zeros
+// beats every dense kernel above (the choice here applies to dense dy).
 //
 //   if (UseOnednnConvForward(g, oc) &&
 //       onednn::ConvForward(ctx.intra_op(), x, w, y, OnednnDims(g, oc)).ok())
