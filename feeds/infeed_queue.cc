@@ -12,6 +12,7 @@
 #include "core/kernel.h"
 #include "core/mutex.h"
 #include "core/op_registry.h"
+#include "feeds/feed_channel.h"
 
 namespace ipuflow::feeds {
 namespace internal {
@@ -376,12 +377,6 @@ int IPUInfeedQueue::waiting_dequeues() const {
 
 namespace {
 
-// The InfeedDequeue kernel's channel, per program: weak, so a destroyed
-// IPUInfeedQueue is still reported (FailedPrecondition) and never kept alive.
-struct DequeueState : KernelState {
-  std::weak_ptr<internal::InfeedChannel> channel;
-};
-
 REGISTER_OP("InfeedDequeue")
     .RequiredAttr("feed_id", AttrType::kString)
     .RequiredAttr("dtypes", AttrType::kDTypeList)
@@ -398,26 +393,10 @@ REGISTER_OP("InfeedDequeue")
       return absl::OkStatus();
     })
     .SetKernel([](KernelContext& ctx) -> absl::Status {
-      // Held for the whole dequeue: destroying the IPUInfeedQueue meanwhile
-      // cancels the wait instead of freeing the queue under it. Found once
-      // per program and kept weakly (DequeueState): an id names one channel
-      // for its whole life, so later elements skip the attribute, the
-      // graph's map and the dynamic cast.
-      std::unique_ptr<KernelState>& slot = ctx.state();
-      std::shared_ptr<internal::InfeedChannel> queue;
-      if (slot != nullptr) queue = static_cast<DequeueState*>(slot.get())->channel.lock();
-      if (queue == nullptr) {
-        const std::string& id = ctx.attr<std::string>("feed_id");
-        queue = std::dynamic_pointer_cast<internal::InfeedChannel>(
-            ctx.node().graph()->FindHostResource(id));
-        if (queue == nullptr) {
-          return ctx.Error(absl::StatusCode::kFailedPrecondition, "infeed '",
-                           id, "' is not available: its IPUInfeedQueue was "
-                           "destroyed (or this graph was not built with it)");
-        }
-        if (slot == nullptr) slot = std::make_unique<DequeueState>();
-        static_cast<DequeueState*>(slot.get())->channel = queue;
-      }
+      // Held for the whole dequeue (feed_channel.h).
+      ASSIGN_OR_RETURN(std::shared_ptr<internal::InfeedChannel> queue,
+                       feeds_internal::FeedChannel<internal::InfeedChannel>(
+                           ctx, "infeed", "IPUInfeedQueue"));
       absl::StatusOr<Element> element = queue->Dequeue(
           ctx.env().replica, ctx.env().num_replicas, ctx.env().cancellation);
       RETURN_IF_ERROR(element.status());

@@ -11,6 +11,7 @@
 #include "core/kernel.h"
 #include "core/mutex.h"
 #include "core/op_registry.h"
+#include "feeds/feed_channel.h"
 
 namespace ipuflow::feeds {
 namespace {
@@ -893,12 +894,6 @@ std::vector<OutfeedElement>::const_iterator IPUOutfeedQueue::end() {
 
 namespace {
 
-// The OutfeedEnqueue kernel's channel, per program: weak, so a destroyed
-// IPUOutfeedQueue is still reported (FailedPrecondition) and never kept alive.
-struct EnqueueState : KernelState {
-  std::weak_ptr<internal::OutfeedChannel> channel;
-};
-
 REGISTER_OP("OutfeedEnqueue")
     .VariadicInput("values")
     .RequiredAttr("feed_id", AttrType::kString)
@@ -911,25 +906,10 @@ REGISTER_OP("OutfeedEnqueue")
       return absl::OkStatus();
     })
     .SetKernel([](KernelContext& ctx) -> absl::Status {
-      // Held for the whole push: destroying the IPUOutfeedQueue meanwhile
-      // cancels the wait instead of freeing the queue under it. Found once
-      // per program and kept weakly (EnqueueState), as InfeedDequeue does:
-      // later elements skip the attribute, the graph's map and the cast.
-      std::unique_ptr<KernelState>& slot = ctx.state();
-      std::shared_ptr<internal::OutfeedChannel> queue;
-      if (slot != nullptr) queue = static_cast<EnqueueState*>(slot.get())->channel.lock();
-      if (queue == nullptr) {
-        const std::string& id = ctx.attr<std::string>("feed_id");
-        queue = std::dynamic_pointer_cast<internal::OutfeedChannel>(
-            ctx.node().graph()->FindHostResource(id));
-        if (queue == nullptr) {
-          return ctx.Error(absl::StatusCode::kFailedPrecondition, "outfeed '", id,
-                           "' is not available: its IPUOutfeedQueue was destroyed "
-                           "(or this graph was not built with it)");
-        }
-        if (slot == nullptr) slot = std::make_unique<EnqueueState>();
-        static_cast<EnqueueState*>(slot.get())->channel = queue;
-      }
+      // Held for the whole push (feed_channel.h).
+      ASSIGN_OR_RETURN(std::shared_ptr<internal::OutfeedChannel> queue,
+                       feeds_internal::FeedChannel<internal::OutfeedChannel>(
+                           ctx, "outfeed", "IPUOutfeedQueue"));
       std::vector<Tensor> values;
       values.reserve(ctx.num_inputs());
       for (int i = 0; i < ctx.num_inputs(); ++i) {

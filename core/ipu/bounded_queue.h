@@ -176,6 +176,14 @@ class BoundedQueue {
   // (each sleeping producer may now have room).
   void TakeManyLocked(std::vector<T>* out, size_t max, bool* wake,
                       bool* wake_all) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After mu_ is released: TakeManyLocked's answer to sleeping producers.
+  void WakeProducers(bool wake, bool wake_all) {
+    if (wake_all) {
+      not_full_.SignalAll();
+    } else if (wake) {
+      not_full_.Signal();
+    }
+  }
   // The unlocked hint that a Pop would not block (Spin's `ready`).
   bool PopReadyHint() const {
     return ended_hint_.load(std::memory_order_acquire) ||
@@ -492,11 +500,7 @@ absl::Status BoundedQueue<T>::PopBatch(std::vector<T>* out, size_t max,
           return absl::OkStatus();
         });
   }
-  if (wake_all) {
-    not_full_.SignalAll();
-  } else if (wake) {
-    not_full_.Signal();
-  }
+  WakeProducers(wake, wake_all);
   return s;
 }
 
@@ -516,11 +520,7 @@ absl::Status BoundedQueue<T>::TryPopBatch(std::vector<T>* out, size_t max) {
         return absl::Status(absl::StatusCode::kUnavailable, "");
     }
   }
-  if (wake_all) {
-    not_full_.SignalAll();
-  } else if (wake) {
-    not_full_.Signal();
-  }
+  WakeProducers(wake, wake_all);
   return absl::OkStatus();
 }
 

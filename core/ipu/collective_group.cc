@@ -70,17 +70,18 @@ void CollectiveGroup::ReduceInto(const Rendezvous& r, int64_t begin,
   auto in = [&](int k) {
     return Eigen::Map<const Arr>(r.inputs[k]->data<T>() + begin, n);
   };
-  if (size == 2) {
-    // One pass (the same operations per element as the loop below).
-    if (op == ReduceOp::kMean) {
-      acc = (in(0) + in(1)) / static_cast<T>(2);
-    } else {
-      acc = in(0) + in(1);
-    }
+  if (size == 1) {
+    acc = in(0);  // Its own sum and mean.
     return;
   }
-  acc = in(0);
-  for (int k = 1; k < size; ++k) acc += in(k);
+  // The first two ranks in one pass, and a pair's mean in the same pass:
+  // one pass fewer over memory, the same operations per element.
+  if (size == 2 && op == ReduceOp::kMean) {
+    acc = (in(0) + in(1)) / static_cast<T>(2);
+    return;
+  }
+  acc = in(0) + in(1);
+  for (int k = 2; k < size; ++k) acc += in(k);
   if (op == ReduceOp::kMean) acc /= static_cast<T>(size);
 }
 
