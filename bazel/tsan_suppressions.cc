@@ -7,10 +7,10 @@
 // cancellation status, returned to a device thread and kept by the host),
 // the last Unref frees it after an acq_rel decrement TSan cannot see, and it
 // reports the other thread's earlier read of the message as a race with that
-// free. The report names Status::UnrefNonInlined in the freeing stack;
-// only such reports are suppressed. Our own locking goes through std::mutex
+// free. Only reports whose freeing stack passes through Status::Unref (or
+// UnrefNonInlined) are suppressed. Our own locking goes through std::mutex
 // (core/mutex.h), which TSan does see. Checked by
 // //tests/toolchain:absl_status_tsan_test.
 extern "C" const char* __tsan_default_suppressions() {
-  return "race:Status::UnrefNonInlined\n";
+  return "race:absl::*Status::Unref\n";
 }
