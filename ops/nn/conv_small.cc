@@ -1,6 +1,7 @@
 #include "ops/nn/conv_small.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <map>
 #include <numeric>
@@ -8,6 +9,7 @@
 
 #include "Eigen/Core"
 #include "core/mutex.h"
+#include "ops/nn/conv_small_avx512.h"
 #include "ops/nn/conv_util.h"
 
 namespace ipuflow::ops {
@@ -40,18 +42,35 @@ constexpr int ForwardPixels(int v) {
 }
 constexpr int FilterEntries(int v) { return v == 1 ? 12 : v == 2 ? 6 : 3; }
 
+// Set by SetSmallConvIsaForTesting: -1 (none) or a CpuIsa.
+std::atomic<int> isa_for_testing{-1};
+
+// See SmallConvIsa.
+CpuIsa ChosenIsa(int64_t oc) {
+  const int forced = isa_for_testing.load(std::memory_order_relaxed);
+  const CpuIsa isa = forced >= 0 ? static_cast<CpuIsa>(forced) : UsedIsa();
+  return isa == CpuIsa::kAvx512 && oc <= avx512::kSmallConvMaxChannels
+             ? CpuIsa::kAvx512
+             : CpuIsa::kAvx2;
+}
+
 // The geometry every shard shares (read-only).
 struct Plan {
   Plan(const Window2D& geometry, int64_t out_channels);
 
   Window2D g;
   int64_t oc, k;  // Output channels, patch length.
-  int packets;    // ceil(oc / kLanes).
-  // Packet v holds output channels [start[v], start[v] + kLanes). When oc
-  // is not a multiple of kLanes the last packet overlaps the one before
-  // (the shared channels are computed twice, identically), so loads and
-  // stores stay inside a pixel's channels. With oc < kLanes there is one
-  // packet, zero-padded (`padded`).
+  // The AVX-512 inner loops (conv_small_avx512.h), chosen once per call
+  // from UsedIsa(): 16-lane registers, the last one masked.
+  bool avx512;
+  int lanes;    // Floats per packet: kLanes, or 16 with avx512.
+  int packets;  // ceil(oc / lanes).
+  // Packet v holds output channels [start[v], start[v] + lanes). With
+  // avx512, start[v] = 16 * v and the last packet is masked. Otherwise,
+  // when oc is not a multiple of kLanes the last packet overlaps the one
+  // before (the shared channels are computed twice, identically), so loads
+  // and stores stay inside a pixel's channels; with oc < kLanes there is
+  // one packet, zero-padded (`padded`).
   int64_t start[kMaxPackets] = {};
   bool padded;
   // Patch entry j of an interior pixel is at src + window[j]; of a copied
@@ -63,10 +82,19 @@ struct Plan {
 
 Plan::Plan(const Window2D& geometry, int64_t out_channels)
     : g(geometry), oc(out_channels), k(PatchSize(geometry)) {
-  packets = static_cast<int>((oc + kLanes - 1) / kLanes);
-  padded = oc < kLanes;
-  for (int v = 0; v < packets; ++v) {
-    start[v] = padded ? 0 : std::min<int64_t>(v * kLanes, oc - kLanes);
+  avx512 = ChosenIsa(oc) == CpuIsa::kAvx512;
+  if (avx512) {
+    lanes = avx512::kSmallConvLanes;
+    packets = avx512::SmallConvRegisters(oc);
+    padded = false;
+    for (int v = 0; v < packets; ++v) start[v] = int64_t{v} * lanes;
+  } else {
+    lanes = kLanes;
+    packets = static_cast<int>((oc + kLanes - 1) / kLanes);
+    padded = oc < kLanes;
+    for (int v = 0; v < packets; ++v) {
+      start[v] = padded ? 0 : std::min<int64_t>(v * kLanes, oc - kLanes);
+    }
   }
   for (int64_t kh = 0; kh < g.kh; ++kh) {
     for (int64_t kw = 0; kw < g.kw; ++kw) {
@@ -211,20 +239,39 @@ void ForwardSet(const Plan& p, const PixelSet& s, const ptrdiff_t* off,
   }
 }
 
-// The filter [k, oc] as [k, V * kLanes] packets (see Plan::start).
+// The set's outputs with the plan's inner loops.
+void RunForwardSet(const Plan& p, const PixelSet& s, const ptrdiff_t* off,
+                   const float* w, float* y) {
+  if (p.avx512) {
+    return avx512::SmallConvForwardSet(s.src.data(), s.pixel.data(), s.size(),
+                                       off, p.k, w, p.oc, y);
+  }
+  switch (p.packets) {
+    case 1:
+      return ForwardSet<1>(p, s, off, w, y);
+    case 2:
+      return ForwardSet<2>(p, s, off, w, y);
+    case 3:
+      return ForwardSet<3>(p, s, off, w, y);
+    default:
+      return ForwardSet<4>(p, s, off, w, y);
+  }
+}
+
+// The filter [k, oc] as [k, packets * lanes] packets (see Plan::start),
+// zeros past oc.
 std::vector<float> PackFilter(const Plan& p, const float* w) {
-  std::vector<float> packed(p.k * p.packets * kLanes, 0.0f);
+  std::vector<float> packed(p.k * p.packets * p.lanes, 0.0f);
   for (int64_t j = 0; j < p.k; ++j) {
     for (int v = 0; v < p.packets; ++v) {
-      const int64_t lanes = std::min<int64_t>(kLanes, p.oc - p.start[v]);
+      const int64_t lanes = std::min<int64_t>(p.lanes, p.oc - p.start[v]);
       std::copy_n(w + j * p.oc + p.start[v], lanes,
-                  &packed[(j * p.packets + v) * kLanes]);
+                  &packed[(j * p.packets + v) * p.lanes]);
     }
   }
   return packed;
 }
 
-template <int V>
 void Forward(const KernelContext& ctx, const Plan& p, const float* x,
              const float* w, float* y, const ConvRowEpilogue& epilogue) {
   const std::vector<float> packed = PackFilter(p, w);
@@ -233,8 +280,8 @@ void Forward(const KernelContext& ctx, const Plan& p, const float* x,
     Patches patches(p);
     for (int64_t r0 = b; r0 < e; r0 += p.chunk_rows) {
       patches.Gather(x, r0, std::min(e, r0 + p.chunk_rows));
-      ForwardSet<V>(p, patches.interior(), p.window.data(), packed.data(), y);
-      ForwardSet<V>(p, patches.border(), p.identity.data(), packed.data(), y);
+      RunForwardSet(p, patches.interior(), p.window.data(), packed.data(), y);
+      RunForwardSet(p, patches.border(), p.identity.data(), packed.data(), y);
       if (epilogue) epilogue(r0, std::min(e, r0 + p.chunk_rows));
     }
   });
@@ -304,13 +351,33 @@ void FilterSet(const Plan& p, const PixelSet& s, const ptrdiff_t* off,
   FilterTail<V, G - 1>(p.k - j, p, s, off + j, d, sum + j * V * kLanes);
 }
 
-// One shard's sum [k, V * kLanes] over output rows [b, e).
-template <int V>
+// sum [k, packets * lanes] += the set's terms, with the plan's inner loops.
+void RunFilterSet(const Plan& p, const PixelSet& s, const ptrdiff_t* off,
+                  const DyRows& d, float* sum) {
+  if (p.avx512) {
+    return avx512::SmallConvFilterSet(s.src.data(), s.pixel.data(), s.size(),
+                                      off, p.k, d.dy, d.stride, d.pixel0,
+                                      p.oc, sum);
+  }
+  switch (p.packets) {
+    case 1:
+      return FilterSet<1>(p, s, off, d, sum);
+    case 2:
+      return FilterSet<2>(p, s, off, d, sum);
+    case 3:
+      return FilterSet<3>(p, s, off, d, sum);
+    default:
+      return FilterSet<4>(p, s, off, d, sum);
+  }
+}
+
+// One shard's sum [k, packets * lanes] over output rows [b, e).
 Eigen::ArrayXf FilterRows(const Plan& p, const float* x, const float* dy,
                           int64_t b, int64_t e) {
-  Eigen::ArrayXf sum = Eigen::ArrayXf::Zero(p.k * V * kLanes);
+  Eigen::ArrayXf sum = Eigen::ArrayXf::Zero(p.k * p.packets * p.lanes);
   Patches patches(p);
-  // With oc < kLanes, dy rows are copied zero-padded to kLanes floats.
+  // With oc < kLanes (AVX2), dy rows are copied zero-padded to kLanes
+  // floats; the AVX-512 loops mask their loads instead.
   std::vector<float> padded(p.padded ? p.chunk_rows * p.g.ow * kLanes : 0);
   for (int64_t r0 = b; r0 < e; r0 += p.chunk_rows) {
     const int64_t r1 = std::min(e, r0 + p.chunk_rows);
@@ -325,29 +392,28 @@ Eigen::ArrayXf FilterRows(const Plan& p, const float* x, const float* dy,
       }
       d = DyRows{padded.data(), kLanes, r0 * p.g.ow};
     }
-    FilterSet<V>(p, patches.interior(), p.window.data(), d, sum.data());
-    FilterSet<V>(p, patches.border(), p.identity.data(), d, sum.data());
+    RunFilterSet(p, patches.interior(), p.window.data(), d, sum.data());
+    RunFilterSet(p, patches.border(), p.identity.data(), d, sum.data());
   }
   return sum;
 }
 
-template <int V>
 void BackpropFilter(const KernelContext& ctx, const Plan& p, const float* x,
                     const float* dy, float* dw) {
   Mutex mu;
   std::map<int64_t, Eigen::ArrayXf> partials;
   const double cost = 2.0 * p.g.ow * p.k * p.oc;
   ctx.ParallelFor(p.g.n * p.g.oh, cost, [&](int64_t b, int64_t e) {
-    Eigen::ArrayXf sum = FilterRows<V>(p, x, dy, b, e);
+    Eigen::ArrayXf sum = FilterRows(p, x, dy, b, e);
     MutexLock l(&mu);
     partials.emplace(b, std::move(sum));
   });
-  Eigen::ArrayXf total = Eigen::ArrayXf::Zero(p.k * V * kLanes);
+  Eigen::ArrayXf total = Eigen::ArrayXf::Zero(p.k * p.packets * p.lanes);
   for (const auto& [begin, sum] : partials) total += sum;
   for (int64_t j = 0; j < p.k; ++j) {
-    for (int v = 0; v < V; ++v) {
-      const int64_t lanes = std::min<int64_t>(kLanes, p.oc - p.start[v]);
-      std::copy_n(&total[(j * V + v) * kLanes], lanes,
+    for (int v = 0; v < p.packets; ++v) {
+      const int64_t lanes = std::min<int64_t>(p.lanes, p.oc - p.start[v]);
+      std::copy_n(&total[(j * p.packets + v) * p.lanes], lanes,
                   dw + j * p.oc + p.start[v]);
     }
   }
@@ -368,33 +434,20 @@ bool UseSmallConv(const Window2D& g, int64_t oc) {
 void SmallConvForward(const KernelContext& ctx, const float* x, const float* w,
                       float* y, const Window2D& g, int64_t oc,
                       const ConvRowEpilogue& epilogue) {
-  const Plan p(g, oc);
-  switch (p.packets) {
-    case 1:
-      return Forward<1>(ctx, p, x, w, y, epilogue);
-    case 2:
-      return Forward<2>(ctx, p, x, w, y, epilogue);
-    case 3:
-      return Forward<3>(ctx, p, x, w, y, epilogue);
-    default:
-      return Forward<4>(ctx, p, x, w, y, epilogue);
-  }
+  Forward(ctx, Plan(g, oc), x, w, y, epilogue);
 }
 
 void SmallConvBackpropFilter(const KernelContext& ctx, const float* x,
                              const float* dy, float* dw, const Window2D& g,
                              int64_t oc) {
-  const Plan p(g, oc);
-  switch (p.packets) {
-    case 1:
-      return BackpropFilter<1>(ctx, p, x, dy, dw);
-    case 2:
-      return BackpropFilter<2>(ctx, p, x, dy, dw);
-    case 3:
-      return BackpropFilter<3>(ctx, p, x, dy, dw);
-    default:
-      return BackpropFilter<4>(ctx, p, x, dy, dw);
-  }
+  BackpropFilter(ctx, Plan(g, oc), x, dy, dw);
 }
+
+void SetSmallConvIsaForTesting(std::optional<CpuIsa> isa) {
+  isa_for_testing.store(isa ? static_cast<int>(*isa) : -1,
+                        std::memory_order_relaxed);
+}
+
+CpuIsa SmallConvIsa(int64_t oc) { return ChosenIsa(oc); }
 
 }  // namespace ipuflow::ops

@@ -10,7 +10,11 @@
 //
 // Both kernels read the input in place (a window that covers padding reads
 // a zero-filled copy of its patch) and vectorise over the output channels,
-// so they keep the general path's results up to float rounding.
+// so they keep the general path's results up to float rounding. Their inner
+// loops come in two variants, chosen per call by ipuflow::UsedIsa()
+// (core/cpu_isa.h): AVX2 (Eigen packets of 8 floats) and AVX-512
+// (conv_small_avx512.h: 16 floats, channel tails masked), which sum each
+// output in the same order and give bitwise equal results.
 //
 // Thread safety: pure functions over the kernel's intra-op pool; outputs
 // are written by one shard each.
@@ -19,7 +23,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 
+#include "core/cpu_isa.h"
 #include "core/kernel.h"
 #include "ops/nn/window_2d.h"
 
@@ -29,7 +35,9 @@ namespace ipuflow::ops {
 // `oc` output channels, which is where they beat the GEMM path: up to three
 // SIMD packets of output channels (24 floats with AVX) with patches of up to
 // 1024 floats (kh * kw * c), or four packets (32) with up to 64. Wider
-// outputs keep the GEMM path, which Eigen runs well there.
+// outputs keep the GEMM path, which Eigen runs well there. The limits are
+// AVX2's (measured there) and kept with AVX-512, which takes the same
+// shapes in one or two 16-lane registers.
 bool UseSmallConv(const Window2D& g, int64_t oc);
 
 // Runs on output rows [r0, r1) (a row: one image's output row, ow * oc
@@ -50,6 +58,15 @@ void SmallConvForward(const KernelContext& ctx, const float* x, const float* w,
 void SmallConvBackpropFilter(const KernelContext& ctx, const float* x,
                              const float* dy, float* dw, const Window2D& g,
                              int64_t oc);
+
+// The inner loops SmallConv* use for `oc` output channels: kAvx512 when
+// UsedIsa() is (or the testing override says so), else kAvx2.
+CpuIsa SmallConvIsa(int64_t oc);
+
+// For tests: makes SmallConv* use `isa`'s inner loops (nullopt: UsedIsa()'s
+// again), so one process can compare both variants.
+// REQUIRES: isa is not kAvx512 unless DetectedIsa() is.
+void SetSmallConvIsaForTesting(std::optional<CpuIsa> isa);
 
 }  // namespace ipuflow::ops
 

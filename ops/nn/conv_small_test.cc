@@ -1,21 +1,33 @@
 // Conv2D and its backprops on shapes that take the direct kernels of
 // conv_small.h (few output channels), against a direct
 // double-precision reference, in both data formats, with strides and
-// padding; plus the shapes on either side of UseSmallConv's limits.
+// padding; plus the shapes on either side of UseSmallConv's limits. Both
+// inner-loop variants: nn_test runs the AVX-512 ones on an AVX-512 CPU,
+// nn_avx2_test the AVX2 ones; on an AVX-512 CPU both binaries also compare
+// the two variants bitwise and check the AVX-512 loops' masked tails.
 #include "ops/nn/conv_small.h"
 
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "Eigen/Core"
 #include "absl/strings/str_cat.h"
+#include "core/cpu_isa.h"
+#include "core/session.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"
 #include "ops/array/transpose.h"
+#include "ops/nn/bias_add.h"
 #include "ops/nn/conv2d.h"
 #include "ops/nn/conv2d_backprop.h"
+#include "ops/nn/conv_small_avx512.h"
+#include "ops/nn/relu.h"
 
 namespace ipuflow::ops {
 namespace {
@@ -169,8 +181,9 @@ TEST(SmallConvTest, RandomShapesMatchDirectSummationNchw) {
 }
 
 TEST(SmallConvTest, OutputChannelsAroundPacketSizes) {
-  // 1 (padded), 8 (one packet), 10 and 20 (overlapping), 32 (four packets).
-  for (int64_t oc : {1, 7, 8, 9, 10, 16, 20, 31, 32}) {
+  // AVX2: 1 and 3 (padded), 8 (one packet), 10, 17 and 20 (overlapping), 32
+  // (four packets). AVX-512: one register, masked up to 15, two from 17.
+  for (int64_t oc : {1, 3, 7, 8, 9, 10, 16, 17, 20, 31, 32}) {
     ExpectMatchesDirect({2, 9, 8, 1, 5, 5, oc, 1, 1, false}, "NHWC");
     ExpectMatchesDirect({2, 9, 8, 2, 3, 3, oc, 2, 1, true}, "NHWC");
   }
@@ -200,6 +213,152 @@ TEST(SmallConvTest, ShapesOnEitherSideOfTheLimits) {
   EXPECT_FALSE(UseSmallConv(WindowOf(oc33_k9), 33));
   for (const Case& p : {oc24_k1024, oc24_k1028, oc32_k64, oc32_k75, oc33_k9}) {
     ExpectMatchesDirect(p, "NHWC");
+  }
+}
+
+TEST(SmallConvTest, UsesTheExpectedVariant) {
+  // nn_avx2_test sets IPUFLOW_MAX_ISA=avx2: the AVX2 loops, whatever the CPU.
+  const char* cap = std::getenv("IPUFLOW_MAX_ISA");
+  if (cap != nullptr && std::strcmp(cap, "avx2") == 0) {
+    EXPECT_EQ(UsedIsa(), CpuIsa::kAvx2);
+  }
+  for (int64_t oc : {1, 10, 16, 20, 32}) {
+    EXPECT_EQ(SmallConvIsa(oc), UsedIsa()) << oc;
+  }
+  EXPECT_EQ(SmallConvIsa(33), CpuIsa::kAvx2);  // Wider than two registers.
+}
+
+// y = relu(conv(x, w) + b) by the fused Conv2D -> BiasAdd -> Relu kernel
+// (conv_small.h's row epilogue), dw by Conv2DBackpropFilter, NHWC.
+struct Outputs {
+  Tensor y, dw;
+};
+
+Outputs RunFused(const Case& p, const Tensor& xv, const Tensor& wv,
+                 const Tensor& bv, const Tensor& dyv) {
+  Scope s = Scope::NewRootScope();
+  Output x = Placeholder(s, DType::kFloat32, xv.shape());
+  Output w = Placeholder(s, DType::kFloat32, wv.shape());
+  Output b = Placeholder(s, DType::kFloat32, bv.shape());
+  Output dy = Placeholder(s, DType::kFloat32, dyv.shape());
+  const std::string padding = p.same ? "SAME" : "VALID";
+  Output y = Relu(s, BiasAdd(s, Conv2D(s, x, w, {p.sh, p.sw}, padding), b));
+  Output dw = Conv2DBackpropFilter(s, x, w, dy, {p.sh, p.sw}, padding);
+  SessionOptions options;
+  options.fuse = true;
+  Session session(s.graph(), options);
+  std::vector<Tensor> out;
+  const FeedList feeds = {{x, xv}, {w, wv}, {b, bv}, {dy, dyv}};
+  IPU_CHECK_OK(session.Run(feeds, {y, dw}, {}, &out));
+  absl::StatusOr<Program*> program = session.GetProgram(feeds, {y, dw}, {});
+  IPU_CHECK_OK(program.status());
+  EXPECT_GE((*program)->num_fused_away(), 2) << "Conv2D + BiasAdd + Relu";
+  return {out[0], out[1]};
+}
+
+bool BitwiseEqual(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() &&
+         std::memcmp(a.data<float>(), b.data<float>(),
+                     a.NumElements() * sizeof(float)) == 0;
+}
+
+// Both variants on the same inputs, the fused epilogue included: the
+// AVX-512 loops sum each output in the AVX2 loops' order, so the results
+// are bitwise equal; both also match the double reference.
+TEST(SmallConvTest, BothVariantsAgreeBitwiseWithAFusedEpilogue) {
+  if (DetectedIsa() != CpuIsa::kAvx512) GTEST_SKIP() << "no AVX-512";
+  for (int64_t oc : {1, 3, 10, 16, 17, 20, 32}) {
+    for (const Case& p : {Case{2, 12, 12, 10, 5, 5, oc, 1, 1, false},
+                          Case{3, 11, 9, 2, 5, 5, oc, 2, 2, true},
+                          Case{1, 28, 28, 1, 5, 5, oc, 1, 1, true}}) {
+      SCOPED_TRACE(p.DebugString());
+      const Tensor xv = RandomTensor({p.n, p.h, p.w, p.c}, -1, 1, 4);
+      const Tensor wv = RandomTensor({p.kh, p.kw, p.c, p.oc}, -1, 1, 5);
+      const Tensor bv = RandomTensor({p.oc}, -1, 1, 6);
+      const Tensor dyv = RandomTensor(OutputShape(p), -1, 1, 7);
+      const Reference ref = Direct(p, xv, wv, dyv);
+      Tensor ref_y(DType::kFloat32, ref.y.shape());
+      for (int64_t i = 0; i < ref_y.NumElements(); ++i) {
+        ref_y.data<float>()[i] = std::max(
+            0.0f, ref.y.data<float>()[i] + bv.data<float>()[i % p.oc]);
+      }
+      SetSmallConvIsaForTesting(CpuIsa::kAvx2);
+      const Outputs avx2 = RunFused(p, xv, wv, bv, dyv);
+      SetSmallConvIsaForTesting(CpuIsa::kAvx512);
+      const Outputs avx512 = RunFused(p, xv, wv, bv, dyv);
+      SetSmallConvIsaForTesting(std::nullopt);
+      EXPECT_TRUE(BitwiseEqual(avx2.y, avx512.y)) << "Conv2D";
+      EXPECT_TRUE(BitwiseEqual(avx2.dw, avx512.dw)) << "Conv2DBackpropFilter";
+      EXPECT_TRUE(TensorNear(avx512.y, ref_y, 1e-4, 1e-4)) << "Conv2D";
+      EXPECT_TRUE(TensorNear(avx512.dw, ref.dw, 1e-4, 1e-4))
+          << "Conv2DBackpropFilter";
+      if (HasFailure()) return;
+    }
+  }
+}
+
+// The AVX-512 loops called directly: outputs of oc channels per pixel,
+// pixels in a scattered order, guard values after y; the filter sums read
+// only oc floats of each dy row (the last row ends the allocation's valid
+// data, its padding holds NaN, which any read would spread into the sums).
+TEST(SmallConvTest, Avx512LoopsStayInsideTheirChannels) {
+  if (DetectedIsa() != CpuIsa::kAvx512) GTEST_SKIP() << "no AVX-512";
+  constexpr float kGuard = -12345.0f;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t oc : {1, 3, 10, 16, 17, 20, 32}) {
+    SCOPED_TRACE(oc);
+    const int64_t k = 7, pixels = 11;
+    const int64_t lanes = avx512::kSmallConvLanes *
+                          avx512::SmallConvRegisters(oc);
+    std::mt19937 gen(oc);
+    std::uniform_real_distribution<float> u(-1, 1);
+    std::vector<float> x(pixels * k + 3), w(k * lanes, 0.0f);
+    for (float& v : x) v = u(gen);
+    for (int64_t j = 0; j < k; ++j) {
+      for (int64_t o = 0; o < oc; ++o) w[j * lanes + o] = u(gen);
+    }
+    // Pixel i's patch: x[3 * i + off[j]], off = {0, 2, 4, ...}; outputs in
+    // reverse order.
+    std::vector<const float*> src;
+    std::vector<int64_t> pixel;
+    std::vector<ptrdiff_t> off;
+    for (int64_t j = 0; j < k; ++j) off.push_back(2 * j);
+    for (int64_t i = 0; i < pixels; ++i) {
+      src.push_back(&x[3 * i]);
+      pixel.push_back(pixels - 1 - i);
+    }
+    std::vector<float> y(pixels * oc + 32, kGuard);
+    avx512::SmallConvForwardSet(src.data(), pixel.data(), pixels, off.data(),
+                                k, w.data(), oc, y.data());
+    for (int64_t i = 0; i < pixels; ++i) {
+      for (int64_t o = 0; o < oc; ++o) {
+        double want = 0;
+        for (int64_t j = 0; j < k; ++j) {
+          want += double(src[i][off[j]]) * w[j * lanes + o];
+        }
+        EXPECT_NEAR(y[pixel[i] * oc + o], want, 1e-5) << i << " " << o;
+      }
+    }
+    for (size_t i = pixels * oc; i < y.size(); ++i) EXPECT_EQ(y[i], kGuard);
+
+    std::vector<float> dy(pixels * oc + 32, nan);
+    for (int64_t i = 0; i < pixels * oc; ++i) dy[i] = u(gen);
+    std::vector<float> sum(k * lanes, 0.0f);
+    avx512::SmallConvFilterSet(src.data(), pixel.data(), pixels, off.data(),
+                               k, dy.data(), oc, 0, oc, sum.data());
+    for (int64_t j = 0; j < k; ++j) {
+      for (int64_t o = 0; o < oc; ++o) {
+        double want = 0;
+        for (int64_t i = 0; i < pixels; ++i) {
+          want += double(src[i][off[j]]) * dy[pixel[i] * oc + o];
+        }
+        EXPECT_NEAR(sum[j * lanes + o], want, 1e-5) << j << " " << o;
+      }
+      for (int64_t o = oc; o < lanes; ++o) {
+        EXPECT_FALSE(std::isnan(sum[j * lanes + o])) << j << " " << o;
+      }
+    }
+    if (HasFailure()) return;
   }
 }
 
