@@ -8,20 +8,6 @@
 #include "core/op_registry.h"
 
 namespace ipuflow::compiler {
-namespace {
-
-// The variable a resource op touches, for ordering accesses.
-std::string ResourceKey(const Node& n) {
-  const Node* src = n.input(0).node;
-  if (src->op_def().always_live() == AlwaysLive::kVariable &&
-      src->has_attr("shared_name") &&
-      !src->attr<std::string>("shared_name").empty()) {
-    return src->attr<std::string>("shared_name");
-  }
-  return src->name();
-}
-
-}  // namespace
 
 Dependencies FindDependencies(const Schedule& schedule, const Values& values) {
   Dependencies deps;

@@ -1,19 +1,107 @@
 #include "core/compiler/schedule.h"
 
+#include <functional>
+#include <map>
+#include <queue>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/op_registry.h"
 
 namespace ipuflow::compiler {
 
+std::string ResourceKey(const Node& n) {
+  const Node* src = n.input(0).node;
+  if (src->op_def().always_live() == AlwaysLive::kVariable &&
+      src->has_attr("shared_name") &&
+      !src->attr<std::string>("shared_name").empty()) {
+    return src->attr<std::string>("shared_name");
+  }
+  return src->name();
+}
+
+namespace {
+
+// The needed nodes (ids, ascending) in an order that keeps every data and
+// control edge and each variable's accesses as dependencies.h orders them,
+// and otherwise stays on one shard as long as it can, taking the lowest id
+// first. With one shard that is id order itself.
+std::vector<int> ShardAffineOrder(const Graph& graph,
+                                  const std::vector<int>& ids) {
+  std::vector<int> index(graph.num_nodes(), -1);
+  for (size_t i = 0; i < ids.size(); ++i) index[ids[i]] = static_cast<int>(i);
+  std::vector<std::vector<int>> succs(ids.size());
+  std::vector<int> waiting(ids.size(), 0);
+  auto edge = [&](int from_id, int to) {
+    const int from = from_id >= 0 ? index[from_id] : -1;
+    if (from < 0 || from == to) return;
+    succs[from].push_back(to);
+    ++waiting[to];
+  };
+  std::map<std::string, std::pair<int, std::vector<int>>> last_access;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int to = static_cast<int>(i);
+    const Node* n = graph.node(ids[i]);
+    for (int k = 0; k < n->num_inputs(); ++k) edge(n->input(k).node->id(), to);
+    for (const Node* c : n->control_inputs()) edge(c->id(), to);
+    const ResourceAccess access = n->op_def().resource_access();
+    if (access == ResourceAccess::kNone) continue;
+    auto& [last_write, reads] =
+        last_access.try_emplace(ResourceKey(*n), -1, std::vector<int>())
+            .first->second;
+    if (last_write >= 0) edge(ids[last_write], to);
+    if (access == ResourceAccess::kWrite) {
+      for (int r : reads) edge(ids[r], to);
+      reads.clear();
+      last_write = to;
+    } else {
+      reads.push_back(to);
+    }
+  }
+  // Ready nodes per shard, lowest index first.
+  using MinHeap = std::priority_queue<int, std::vector<int>, std::greater<int>>;
+  std::map<int, MinHeap> ready;
+  auto shard = [&](int i) { return ShardOf(graph.node(ids[i])); };
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (waiting[i] == 0) ready[shard(static_cast<int>(i))].push(static_cast<int>(i));
+  }
+  std::vector<int> order;
+  order.reserve(ids.size());
+  int current = -1;
+  while (order.size() < ids.size()) {
+    auto it = ready.find(current);
+    if (it == ready.end() || it->second.empty()) {
+      // Switch to the shard holding the lowest ready index.
+      it = ready.end();
+      for (auto r = ready.begin(); r != ready.end(); ++r) {
+        if (!r->second.empty() &&
+            (it == ready.end() || r->second.top() < it->second.top())) {
+          it = r;
+        }
+      }
+      current = it->first;
+    }
+    const int i = it->second.top();
+    it->second.pop();
+    order.push_back(ids[i]);
+    for (int j : succs[i]) {
+      if (--waiting[j] == 0) ready[shard(j)].push(j);
+    }
+  }
+  return order;
+}
+
+}  // namespace
+
 absl::StatusOr<Schedule> MakeSchedule(const Graph& graph,
                                       const ProgramSpec& spec,
                                       const std::vector<bool>& needed) {
-  Schedule schedule;
-  schedule.position.assign(graph.num_nodes(), -1);
+  std::vector<int> ids;
   for (int id = 0; id < graph.num_nodes(); ++id) {
-    if (!needed[id]) continue;
+    if (needed[id]) ids.push_back(id);
+  }
+  for (int id : ids) {
     const Node* n = graph.node(id);
     if (n->op_def().needs_feed()) {
       std::string fetch_names;
@@ -31,8 +119,12 @@ absl::StatusOr<Schedule> MakeSchedule(const Graph& graph,
       return absl::UnimplementedError(
           absl::StrCat(n->DebugName(), ": op has no kernel"));
     }
+  }
+  Schedule schedule;
+  schedule.position.assign(graph.num_nodes(), -1);
+  for (int id : ShardAffineOrder(graph, ids)) {
     schedule.position[id] = schedule.size();
-    schedule.nodes.push_back(n);
+    schedule.nodes.push_back(graph.node(id));
   }
   return schedule;
 }

@@ -1,8 +1,16 @@
 // Compiler phase 2, schedule: the order the needed nodes run in when run
 // one at a time. Node ids are creation order, hence a topological order of
-// data and control edges, and every ordering edge the compiler adds later
-// (dependencies.h, ordering.h) also goes from a lower position to a higher
-// one, so this order stays valid.
+// data and control edges. The schedule keeps those edges and each
+// variable's accesses in creation order (the edges dependencies.h adds) and
+// otherwise stays on one shard (IPU) while it can, lowest id first: a
+// sharded program run one node at a time hops to another IPU's thread at
+// each change of shard, and an optimizer's update built variable by
+// variable interleaves them (the tutorial pipeline's weight update: 24
+// runs of nodes on alternating IPUs in id order, 8 in this one; the
+// main example's gap between pipeline runs went from ~0.9 to ~0.4 ms).
+// With one shard the schedule is id order. Every ordering edge the compiler adds later (dependencies.h,
+// ordering.h) goes from a lower position to a higher one, so this order
+// stays valid.
 //
 // Input: the pruned nodes (prune.h).
 // Output: the nodes in schedule order and each node's position. Errors: a
@@ -12,6 +20,7 @@
 #ifndef IPUFLOW_CORE_COMPILER_SCHEDULE_H_
 #define IPUFLOW_CORE_COMPILER_SCHEDULE_H_
 
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -33,6 +42,11 @@ struct Schedule {
 absl::StatusOr<Schedule> MakeSchedule(const Graph& graph,
                                       const ProgramSpec& spec,
                                       const std::vector<bool>& needed);
+
+// The variable a resource op (OpDef::resource_access) touches, for ordering
+// its accesses: the shared_name of its input 0's variable when set, else
+// that node's name.
+std::string ResourceKey(const Node& n);
 
 // The shard a node's memory is planned on: its IPU, 0 if unplaced.
 inline int ShardOf(const Node* n) { return n->ipu() < 0 ? 0 : n->ipu(); }
