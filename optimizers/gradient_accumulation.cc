@@ -230,6 +230,15 @@ Node* AccumulateGradient(const Scope& scope, Output acc, DType dtype,
     return ops::AssignAddScaled(scope.WithOpName("accumulate"), acc, g,
                                 scales.grad_scale);
   }
+  if (scales.grad_scale_at_most_one && scales.grad_scale.valid() &&
+      scales.accum_scale.valid() && dtype == DType::kFloat32 &&
+      scales.grad_scale.dtype() == DType::kFloat32 &&
+      scales.accum_scale.dtype() == DType::kFloat32) {
+    // A pipeline's accumulation (scales fed per micro-batch): one pass,
+    // bitwise the two Muls, Add and Assign below.
+    return ops::AssignScaledAddScaled(scope.WithOpName("accumulate"), acc, g,
+                                      scales.accum_scale, scales.grad_scale);
+  }
   if (scales.grad_scale.valid()) {
     g = ops::Mul(
         scope.WithOpName("scaled_grad"), g,

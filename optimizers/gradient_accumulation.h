@@ -166,11 +166,12 @@ class AccumulationDType {
 struct AccumulationScales {
   Output accum_scale;
   Output grad_scale;
-  // The caller guarantees 0 < |grad_scale| <= 1 (the mean's 1/N): the
-  // scaled gradient cannot overflow or become NaN where the gradient did
-  // not, so a float32 accumulation without accum_scale may skip the scaled
-  // gradient's tensor (and its floating-point trap check) and run as one
-  // AssignAddScaled, bitwise the same.
+  // The caller guarantees 0 < |grad_scale| <= 1 (the mean's 1/N) and, if
+  // set, 0 <= accum_scale <= 1: the scaled values cannot overflow or
+  // become NaN where their inputs did not, so a float32 accumulation may
+  // skip the scaled tensors (and their floating-point trap checks) and run
+  // as one AssignAddScaled or AssignScaledAddScaled, bitwise the same. Like
+  // AssignAdd's, the accumulated sum itself is not trap-checked.
   bool grad_scale_at_most_one = false;
 };
 Node* AccumulateGradient(const Scope& scope, Output acc, DType dtype,

@@ -486,10 +486,12 @@ void Builder::BuildBackward(PartDef& part, int begin, int end) {
       part.grad_scale = ops::Placeholder(as.WithOpName("grad_scale"), dt, {});
     }
     Scope vs = as.NewSubScope(var->name());
-    // The optimizer wrapper's step, with the scales fed per micro-batch.
+    // The optimizer wrapper's step, with the scales fed per micro-batch
+    // (PipelineRuntime::Backward: both in [0, 1] for every reduction).
     part.accumulate.push_back(optimizers::AccumulateGradient(
         vs, Output(acc), dt, AddTerms(vs, it->second),
-        {part.accum_scale, part.grad_scale}));
+        {part.accum_scale, part.grad_scale,
+         /*grad_scale_at_most_one=*/true}));
   }
   // The stash: forward values some backward node consumes.
   std::set<Output> stash, stash_rc;

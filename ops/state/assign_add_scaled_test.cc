@@ -6,8 +6,10 @@
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"
+#include "ops/math/add.h"
 #include "ops/math/mul.h"
 #include "ops/state/assign.h"
+#include "ops/state/read_variable.h"
 #include "ops/state/variable.h"
 
 namespace ipuflow::ops {
@@ -93,6 +95,50 @@ TEST(AssignAddScaledTest, BitwiseMulThenAssignAdd) {
     EXPECT_TRUE(SameBits(got, want)) << "scale " << scale;
     EXPECT_FALSE(SameBits(got, init));
   }
+}
+
+// The pipeline's per-micro-batch scales: the first micro-batch overwrites
+// (0, and a negative accumulator times 0 is -0), the mean's (1, 1/N) and
+// RUNNING_MEAN's (m / (m + 1), 1 / (m + 1)).
+TEST(AssignAddScaledTest, ScaledAddIsBitwiseMulMulAddAssign) {
+  const float third = 1.0f / 3;
+  for (const auto& [a, b] : std::vector<std::pair<float, float>>{
+           {0.0f, 0.1f}, {1.0f, 0.1f}, {2 * third, third}, {1.0f, 1.0f}}) {
+    const TensorShape shape({301, 17});
+    const Tensor init = testing::RandomTensor(shape, -3, 3, 9);
+    const Tensor delta = testing::RandomTensor(shape, -5, 5, 10);
+    Scope scope = Scope::NewRootScope();
+    VariableHandle fused = Variable(scope.WithOpName("fused"),
+                                    Const(scope, init));
+    VariableHandle unfused = Variable(scope.WithOpName("unfused"),
+                                      Const(scope, init));
+    Output d = Const(scope, delta);
+    Output va = Const(scope, a), db = Const(scope, b);
+    Node* f = AssignScaledAddScaled(scope, fused.handle, d, va, db);
+    Node* u = Assign(scope, unfused.handle,
+                     Add(scope, Mul(scope, ReadVariable(scope, unfused.handle), va),
+                         Mul(scope, d, db)));
+    const Tensor got = RunThenRead(scope, {f}, 3, fused.value);
+    const Tensor want = RunThenRead(scope, {u}, 3, unfused.value);
+    EXPECT_TRUE(SameBits(got, want)) << "scales " << a << ", " << b;
+    EXPECT_FALSE(SameBits(got, init));
+  }
+}
+
+TEST(AssignAddScaledTest, ScaledAddNamesItselfForOtherDTypes) {
+  Scope scope = Scope::NewRootScope();
+  Tensor h0(DType::kFloat16, {2});
+  VariableHandle h = Variable(scope.WithOpName("h"), Const(scope.WithOpName("h0"), h0));
+  AssignScaledAddScaled(scope.WithOpName("acc"), h.handle,
+                        Const(scope.WithOpName("d"), h0), Const(scope, 1.0f),
+                        Const(scope, 0.5f));
+  ASSERT_TRUE(scope.ok()) << scope.status();
+  Session session(scope.graph());
+  ASSERT_TRUE(session.Initialize().ok());
+  const absl::Status s = session.Run({}, {}, {scope.graph()->FindNode("acc")}, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("AssignScaledAddScaled takes float32"),
+            std::string::npos) << s;
 }
 
 TEST(AssignAddScaledTest, RefusesOtherDTypesAndShapes) {
