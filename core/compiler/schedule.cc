@@ -21,6 +21,27 @@ std::string ResourceKey(const Node& n) {
   return src->name();
 }
 
+void VariableOrderEdges(const std::vector<const Node*>& nodes,
+                        const std::function<void(int, int)>& edge) {
+  // Per variable: its last write and the reads since.
+  std::map<std::string, std::pair<int, std::vector<int>>> last_access;
+  for (int to = 0; to < static_cast<int>(nodes.size()); ++to) {
+    const ResourceAccess access = nodes[to]->op_def().resource_access();
+    if (access == ResourceAccess::kNone) continue;
+    auto& [last_write, reads] =
+        last_access.try_emplace(ResourceKey(*nodes[to]), -1, std::vector<int>())
+            .first->second;
+    if (last_write >= 0) edge(last_write, to);
+    if (access == ResourceAccess::kWrite) {
+      for (int r : reads) edge(r, to);
+      reads.clear();
+      last_write = to;
+    } else {
+      reads.push_back(to);
+    }
+  }
+}
+
 namespace {
 
 // The needed nodes (ids, ascending) in an order that keeps every data and
@@ -33,32 +54,23 @@ std::vector<int> ShardAffineOrder(const Graph& graph,
   for (size_t i = 0; i < ids.size(); ++i) index[ids[i]] = static_cast<int>(i);
   std::vector<std::vector<int>> succs(ids.size());
   std::vector<int> waiting(ids.size(), 0);
-  auto edge = [&](int from_id, int to) {
-    const int from = from_id >= 0 ? index[from_id] : -1;
-    if (from < 0 || from == to) return;
+  auto edge = [&](int from, int to) {
     succs[from].push_back(to);
     ++waiting[to];
   };
-  std::map<std::string, std::pair<int, std::vector<int>>> last_access;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    const int to = static_cast<int>(i);
-    const Node* n = graph.node(ids[i]);
-    for (int k = 0; k < n->num_inputs(); ++k) edge(n->input(k).node->id(), to);
-    for (const Node* c : n->control_inputs()) edge(c->id(), to);
-    const ResourceAccess access = n->op_def().resource_access();
-    if (access == ResourceAccess::kNone) continue;
-    auto& [last_write, reads] =
-        last_access.try_emplace(ResourceKey(*n), -1, std::vector<int>())
-            .first->second;
-    if (last_write >= 0) edge(ids[last_write], to);
-    if (access == ResourceAccess::kWrite) {
-      for (int r : reads) edge(ids[r], to);
-      reads.clear();
-      last_write = to;
-    } else {
-      reads.push_back(to);
+  std::vector<const Node*> nodes;
+  for (int id : ids) nodes.push_back(graph.node(id));
+  for (int to = 0; to < static_cast<int>(nodes.size()); ++to) {
+    const Node* n = nodes[to];
+    for (int k = 0; k < n->num_inputs(); ++k) {
+      const int from = index[n->input(k).node->id()];
+      if (from >= 0) edge(from, to);  // -1: fed, its producer not needed.
+    }
+    for (const Node* c : n->control_inputs()) {
+      if (index[c->id()] >= 0) edge(index[c->id()], to);
     }
   }
+  VariableOrderEdges(nodes, edge);
   // Ready nodes per shard, lowest index first.
   using MinHeap = std::priority_queue<int, std::vector<int>, std::greater<int>>;
   std::map<int, MinHeap> ready;

@@ -20,6 +20,7 @@
 #ifndef IPUFLOW_CORE_COMPILER_SCHEDULE_H_
 #define IPUFLOW_CORE_COMPILER_SCHEDULE_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,13 @@ absl::StatusOr<Schedule> MakeSchedule(const Graph& graph,
 // its accesses: the shared_name of its input 0's variable when set, else
 // that node's name.
 std::string ResourceKey(const Node& n);
+
+// Calls edge(from, to) (indices into `nodes`, taken as the order built)
+// for the order of each variable's accesses, TF2's automatic control
+// dependencies: an access after the last write before it, a write after
+// every read since that write.
+void VariableOrderEdges(const std::vector<const Node*>& nodes,
+                        const std::function<void(int, int)>& edge);
 
 // The shard a node's memory is planned on: its IPU, 0 if unplaced.
 inline int ShardOf(const Node* n) { return n->ipu() < 0 ? 0 : n->ipu(); }
