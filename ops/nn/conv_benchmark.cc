@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
+#include "core/cpu_isa.h"
 #include "core/gradients.h"
 #include "core/machine_info.h"
 #include "core/program.h"
@@ -32,6 +33,7 @@
 #include "ops/nn/bias_add.h"
 #include "ops/nn/conv2d.h"
 #include "ops/nn/conv2d_backprop.h"
+#include "ops/nn/conv_sparse_grad.h"
 #include "ops/nn/max_pool_2d.h"
 #include "ops/nn/relu.h"
 #include "ops/onednn/onednn.h"
@@ -165,6 +167,42 @@ void ConvBackpropPooledDy(benchmark::State& state, ConvShape c, bool filter) {
       },
       c.macs(), "MAC");
 }
+
+// conv_sparse_grad.h's kernels called directly (no graph) on B2 with the
+// pooled dy, one thread, with the AVX2 (isa:0) or AVX-512 (isa:1) inner
+// loops: an A/B in one process (isa:1 is skipped where UsedIsa() is AVX2).
+void BM_B2_SparseConvGradPooledDy(benchmark::State& state) {
+  const bool filter = state.range(0) != 0;
+  const CpuIsa isa = state.range(1) != 0 ? CpuIsa::kAvx512 : CpuIsa::kAvx2;
+  if (isa == CpuIsa::kAvx512 && UsedIsa() != CpuIsa::kAvx512) {
+    state.SkipWithError("AVX-512 not in use (CPU or IPUFLOW_MAX_ISA)");
+    return;
+  }
+  const ConvShape c = kB2;
+  const int64_t o = c.hw - c.k + 1;
+  const Window2D g{kBatch, c.hw, c.hw, c.c, c.k, c.k, 1, 1, o, o, 0, 0};
+  const Tensor x = Uniform(c.x(), 1), w = Uniform(c.w(), 2);
+  const Tensor dy = PooledDy(c.y(), 5);
+  Tensor out(DType::kFloat32, filter ? c.w() : c.x());
+  ThreadPool pool("bench-sparse", 0);
+  for (auto _ : state) {
+    if (filter) {
+      SparseConvBackpropFilter(pool, isa, x.data<float>(), dy.data<float>(),
+                               out.data<float>(), g, c.oc);
+    } else {
+      SparseConvBackpropInput(pool, isa, dy.data<float>(), w.data<float>(),
+                              out.data<float>(), g, c.oc);
+    }
+    benchmark::ClobberMemory();
+  }
+  state.counters["MAC"] = benchmark::Counter(c.macs() * state.iterations(),
+                                             benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_B2_SparseConvGradPooledDy)
+    ->ArgNames({"filter", "isa"})
+    ->ArgsProduct({{0, 1}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 enum class ConvPass { kForward, kBackpropInput, kBackpropFilter };
 

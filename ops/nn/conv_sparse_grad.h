@@ -31,13 +31,26 @@
 // 40): filter gradient 157 us vs 321 (direct kernel), input gradient 245 us
 // vs 367 (oneDNN), on a loaded machine.
 //
+// AVX-512 (conv_sparse_grad_avx512.h; the same sums in the same order, so
+// bitwise equal results): taken by the input gradient, not by the filter
+// gradient. This EPYC (cpuid family 25 model 17, Zen 4) executes a 512-bit
+// FMA at the lane rate of two 256-bit ones and an unaligned 512-bit load
+// always spans two cache lines; the loops here do one load per FMA, so
+// AVX-512 gains only instructions. BM_B2_SparseConvGradPooledDy (the
+// kernels called directly, isa:0/1 interleaved, medians of 7, CPU time,
+// loaded machine): input gradient 159 us vs 181 with AVX2, filter gradient
+// 153 us vs 148 (not taken). The dense alternatives use AVX-512 too but
+// gain as little from it, so the density threshold stays.
+//
 // Thread safety: pure functions; outputs are written by one shard each.
 #ifndef IPUFLOW_OPS_NN_CONV_SPARSE_GRAD_H_
 #define IPUFLOW_OPS_NN_CONV_SPARSE_GRAD_H_
 
 #include <cstdint>
 
+#include "core/cpu_isa.h"
 #include "core/kernel.h"
+#include "core/thread_pool.h"
 #include "ops/nn/window_2d.h"
 
 namespace ipuflow::ops {
@@ -64,6 +77,16 @@ void SparseConvBackpropInput(const KernelContext& ctx, const float* dy,
 void SparseConvBackpropFilter(const KernelContext& ctx, const float* x,
                               const float* dy, float* dw, const Window2D& g,
                               int64_t oc);
+
+// The same on `pool` with the inner loops of `isa` (the functions above
+// pass ctx's intra-op pool and UsedIsa()); for tests and benchmarks that
+// compare the two. REQUIRES: isa <= DetectedIsa().
+void SparseConvBackpropInput(const ThreadPool& pool, CpuIsa isa,
+                             const float* dy, const float* w, float* dx,
+                             const Window2D& g, int64_t oc);
+void SparseConvBackpropFilter(const ThreadPool& pool, CpuIsa isa,
+                              const float* x, const float* dy, float* dw,
+                              const Window2D& g, int64_t oc);
 
 }  // namespace ipuflow::ops
 

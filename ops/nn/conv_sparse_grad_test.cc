@@ -1,12 +1,15 @@
 #include "ops/nn/conv_sparse_grad.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "core/cpu_isa.h"
 #include "core/testing/op_test.h"
+#include "core/thread_pool.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"
 #include "ops/nn/conv2d_backprop.h"
@@ -115,6 +118,116 @@ INSTANTIATE_TEST_SUITE_P(
         // More than 64 channels: the scalar scan.
         Case{1, 6, 6, 16, 3, 70, 1}));
 
+// The kernels called directly, on each ISA this process may use (AVX2,
+// and AVX-512 unless IPUFLOW_MAX_ISA caps it): row lengths around the
+// vector widths and their multiples, window heights that split into
+// several register blocks, channel counts around the mask widths, and a
+// NaN gradient in the last image's last channel.
+struct DirectCase {
+  Case p;
+  const char* what;
+};
+
+class SparseConvGradDirectTest : public ::testing::TestWithParam<DirectCase> {
+};
+
+// Output plus kGuard floats past it, which no kernel may write.
+constexpr int kGuard = 33;
+constexpr float kGuardValue = 1234.5f;
+
+struct Outputs {
+  std::vector<float> dx, dw;
+};
+
+Outputs RunDirect(const ThreadPool& pool, CpuIsa isa, const Case& p,
+                  const Tensor& x, const Tensor& w, const Tensor& dy) {
+  Outputs out;
+  out.dx.assign(x.NumElements() + kGuard, kGuardValue);
+  out.dw.assign(w.NumElements() + kGuard, kGuardValue);
+  SparseConvBackpropInput(pool, isa, dy.data<float>(), w.data<float>(),
+                          out.dx.data(), WindowOf(p), p.oc);
+  SparseConvBackpropFilter(pool, isa, x.data<float>(), dy.data<float>(),
+                           out.dw.data(), WindowOf(p), p.oc);
+  return out;
+}
+
+// got[i] within 1e-4 (absolute and relative) of want[i], NaN where it is
+// NaN; the guard after it untouched.
+void ExpectNear(const std::vector<float>& got, const Tensor& want,
+                const std::string& what) {
+  const int64_t n = want.NumElements();
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float a = got[i], b = want.data<float>()[i];
+    const bool ok = std::isnan(b) ? std::isnan(a)
+                                  : std::abs(a - b) <= 1e-4f + 1e-4f * std::abs(b);
+    if (!ok && ++bad <= 5) {
+      ADD_FAILURE() << what << "[" << i << "] = " << a << ", want " << b;
+    }
+  }
+  EXPECT_EQ(bad, 0) << what;
+  for (int i = 0; i < kGuard; ++i) {
+    EXPECT_EQ(got[n + i], kGuardValue) << what << " guard " << i;
+  }
+}
+
+// Bitwise equal, NaNs equal to NaNs.
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return false;
+  }
+  return true;
+}
+
+TEST_P(SparseConvGradDirectTest, MatchesTheDefinitionOnEveryIsa) {
+  const Case& p = GetParam().p;
+  const Tensor x = RandomTensor(TensorShape({p.n, p.h, p.w, p.c}), -1, 1, 11);
+  const Tensor w = RandomTensor(TensorShape({p.k, p.k, p.c, p.oc}), -1, 1, 12);
+  Tensor dy = PooledDy(p, 13);
+  // A NaN gradient mid-way through the last image, last channel.
+  const int64_t oh = Out(p.h, p.k, p.stride), ow = Out(p.w, p.k, p.stride);
+  const int64_t nan_at =
+      (((p.n - 1) * oh + oh / 2) * ow + ow / 2) * p.oc + p.oc - 1;
+  dy.data<float>()[nan_at] = std::numeric_limits<float>::quiet_NaN();
+  Tensor want_dx, want_dw;
+  Reference(p, x, w, dy, &want_dx, &want_dw);
+  ASSERT_TRUE(std::isnan(want_dw.data<float>()[p.oc - 1]));
+
+  ThreadPool pool("sparse-grad-test", 1);
+  const Outputs avx2 = RunDirect(pool, CpuIsa::kAvx2, p, x, w, dy);
+  ExpectNear(avx2.dx, want_dx, "avx2 dx");
+  ExpectNear(avx2.dw, want_dw, "avx2 dw");
+  if (UsedIsa() == CpuIsa::kAvx512) {
+    const Outputs avx512 = RunDirect(pool, CpuIsa::kAvx512, p, x, w, dy);
+    ExpectNear(avx512.dx, want_dx, "avx512 dx");
+    ExpectNear(avx512.dw, want_dw, "avx512 dw");
+    // The same fused multiply-adds in the same order per output element.
+    EXPECT_TRUE(SameBits(avx2.dx, avx512.dx));
+    EXPECT_TRUE(SameBits(avx2.dw, avx512.dw));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, SparseConvGradDirectTest,
+    ::testing::Values(
+        DirectCase{{3, 12, 12, 10, 5, 20, 1}, "convnet_row50"},
+        DirectCase{{2, 9, 20, 1, 5, 7, 1}, "c1_row5"},
+        DirectCase{{2, 18, 18, 1, 16, 3, 1}, "c1_row16"},
+        DirectCase{{2, 19, 19, 1, 17, 5, 1}, "c1_row17"},
+        DirectCase{{2, 10, 11, 2, 9, 17, 1}, "c2_row18_oc17"},
+        DirectCase{{2, 11, 9, 3, 7, 16, 2}, "c3_row21_stride2"},
+        DirectCase{{2, 12, 12, 4, 7, 33, 1}, "c4_row28_kh7"},
+        DirectCase{{2, 9, 9, 5, 4, 64, 1}, "c5_row20_oc64"},
+        DirectCase{{2, 7, 8, 24, 3, 1, 1}, "c24_row72_oc1"},
+        DirectCase{{2, 11, 11, 16, 9, 6, 1}, "c16_row144"},
+        DirectCase{{1, 12, 12, 13, 11, 9, 1}, "c13_row143"},
+        DirectCase{{1, 6, 6, 16, 3, 70, 1}, "oc70_scalar_scan"}),
+    [](const ::testing::TestParamInfo<DirectCase>& info) {
+      return std::string(info.param.what);
+    });
+
 TEST(SparseConvGradTest, ChoosesTheDenseKernelsWhereTheyWin) {
   const Case b2{2, 12, 12, 10, 5, 20, 1};
   const Tensor sparse = PooledDy(b2, 4);
@@ -138,6 +251,11 @@ TEST(SparseConvGradTest, NonzeroFractionCountsNaNs) {
   v[18] = std::numeric_limits<float>::quiet_NaN();  // In the scalar tail.
   v[3] = std::numeric_limits<float>::quiet_NaN();   // In a packet.
   EXPECT_DOUBLE_EQ(NonzeroFraction(v.data(), 19), 4.0 / 19);
+  // Past 32 (two AVX-512 vectors per step), NaNs in either half.
+  std::vector<float> u(70, 0.0f);
+  u[1] = u[17] = u[40] = std::numeric_limits<float>::quiet_NaN();
+  u[69] = 3;
+  EXPECT_DOUBLE_EQ(NonzeroFraction(u.data(), 70), 4.0 / 70);
   EXPECT_DOUBLE_EQ(NonzeroFraction(v.data(), 0), 0.0);
 }
 

@@ -1,0 +1,271 @@
+#include "ops/nn/conv_sparse_grad_avx512.h"
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+// Only intrinsics inside (no std templates): an inline function compiled
+// here for AVX-512 and emitted out of line could be picked by the linker
+// for AVX2 callers. The helpers have internal linkage.
+#define IPUFLOW_AVX512 \
+  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
+
+namespace ipuflow::ops {
+namespace {
+
+constexpr int kLanes = 16;
+// A block: up to kMaxRows window rows of up to kMaxVectors vectors each,
+// at most kMaxAccumulators zmm accumulators (of 32 registers; the rest
+// hold the broadcast gradient and loads).
+constexpr int kMaxVectors = 8;
+constexpr int kMaxRows = 6;
+constexpr int kMaxAccumulators = 24;
+constexpr bool kInputOverlap = false;
+constexpr bool kFilterOverlap = true;
+
+// dst[g * dst_stride + (0, 16 (P - 1)) and + last + (0, 16)] +=
+// sum over t < count of value[t] * src[t][at + g * src_stride + the
+// same], for g < G, t in order, one fused multiply-add per term: P - 1
+// vectors and a last one at `last` (16 (P - 1), or less to end the row
+// with a whole vector that overlaps its predecessor: the overlapped
+// elements get the same terms in the same order, so both stores write the
+// same values). kMasked: the last vector only on the lanes of `tail`.
+template <int P, int G, bool kMasked>
+IPUFLOW_AVX512 void Block(float* dst, int64_t dst_stride,
+                          const float* const* src, int64_t at,
+                          int64_t src_stride, const float* value,
+                          int64_t count, int64_t last, __mmask16 tail) {
+  __m512 acc[G][P];
+#pragma GCC unroll 8
+  for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 8
+    for (int i = 0; i + 1 < P; ++i) {
+      acc[g][i] = _mm512_loadu_ps(dst + g * dst_stride + i * kLanes);
+    }
+    const float* d = dst + g * dst_stride + last;
+    acc[g][P - 1] =
+        kMasked ? _mm512_maskz_loadu_ps(tail, d) : _mm512_loadu_ps(d);
+  }
+  for (int64_t t = 0; t < count; ++t) {
+    const __m512 v = _mm512_set1_ps(value[t]);
+    const float* p = src[t] + at;
+#pragma GCC unroll 8
+    for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 8
+      for (int i = 0; i + 1 < P; ++i) {
+        acc[g][i] = _mm512_fmadd_ps(
+            v, _mm512_loadu_ps(p + g * src_stride + i * kLanes), acc[g][i]);
+      }
+      const float* q = p + g * src_stride + last;
+      acc[g][P - 1] = _mm512_fmadd_ps(
+          v, kMasked ? _mm512_maskz_loadu_ps(tail, q) : _mm512_loadu_ps(q),
+          acc[g][P - 1]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int g = 0; g < G; ++g) {
+    float* d = dst + g * dst_stride;
+    // The last vector first: where it overlaps its predecessor, the
+    // predecessor's store is the younger one, whole for the next loads.
+    if (kMasked) {
+      _mm512_mask_storeu_ps(d + last, tail, acc[g][P - 1]);
+    } else {
+      _mm512_storeu_ps(d + last, acc[g][P - 1]);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i + 1 < P; ++i) {
+      _mm512_storeu_ps(d + i * kLanes, acc[g][i]);
+    }
+  }
+}
+
+using BlockFn = void (*)(float*, int64_t, const float* const*, int64_t,
+                         int64_t, const float*, int64_t, int64_t, __mmask16);
+#define IPUFLOW_BLOCKS_OF(P, M)                                        \
+  {                                                                    \
+    &Block<P, 1, M>, &Block<P, 2, M>, &Block<P, 3, M>, &Block<P, 4, M>, \
+        &Block<P, 5, M>, &Block<P, 6, M>                               \
+  }
+// kBlocks[masked][P - 1][G - 1] = Block<P, G, masked>.
+constexpr BlockFn kBlocks[2][kMaxVectors][kMaxRows] = {
+    {IPUFLOW_BLOCKS_OF(1, false), IPUFLOW_BLOCKS_OF(2, false),
+     IPUFLOW_BLOCKS_OF(3, false), IPUFLOW_BLOCKS_OF(4, false),
+     IPUFLOW_BLOCKS_OF(5, false), IPUFLOW_BLOCKS_OF(6, false),
+     IPUFLOW_BLOCKS_OF(7, false), IPUFLOW_BLOCKS_OF(8, false)},
+    {IPUFLOW_BLOCKS_OF(1, true), IPUFLOW_BLOCKS_OF(2, true),
+     IPUFLOW_BLOCKS_OF(3, true), IPUFLOW_BLOCKS_OF(4, true),
+     IPUFLOW_BLOCKS_OF(5, true), IPUFLOW_BLOCKS_OF(6, true),
+     IPUFLOW_BLOCKS_OF(7, true), IPUFLOW_BLOCKS_OF(8, true)}};
+#undef IPUFLOW_BLOCKS_OF
+
+// dst[k * dst_stride + (0, row)] += sum over t < count of
+// value[t] * src[t][k * src_stride + (0, row)] for k < rows: blocks of up
+// to 8 vectors along the row and as many rows as fit in 24 accumulators
+// (split evenly: 5 rows of 4 vectors are one block, not 4 + 1). A row's
+// tail: with `overlap` and row >= 16, a whole vector ending the row;
+// else a masked one.
+IPUFLOW_AVX512 void AddRows(float* dst, int64_t dst_stride,
+                            const float* const* src, int64_t src_stride,
+                            const float* value, int64_t count, int64_t row,
+                            int64_t rows, bool overlap) {
+  constexpr int64_t kMost = kMaxVectors * kLanes;
+  for (int64_t j = 0, r = 0; j < row; j += r) {
+    // Blocks of kMost floats, but leaving at least a vector for the last
+    // (an overlapping vector must not reach into a block already stored).
+    r = row - j <= kMost ? row - j
+        : row - j - kMost < kLanes ? kMost - kLanes : kMost;
+    const int64_t vectors = (r + kLanes - 1) / kLanes;
+    int64_t last = (vectors - 1) * kLanes;
+    __mmask16 tail = static_cast<__mmask16>(0xffff);
+    bool masked = false;
+    if (r % kLanes != 0) {
+      if (overlap && row >= kLanes) {
+        last = r - kLanes;  // r >= 16 (see above) or row == r >= 16.
+      } else {
+        tail = static_cast<__mmask16>((1u << (r - last)) - 1);
+        masked = true;
+      }
+    }
+    int64_t most = kMaxAccumulators / vectors;
+    most = most > kMaxRows ? kMaxRows : most;
+    for (int64_t k = 0; k < rows;) {
+      const int64_t left = rows - k, blocks = (left + most - 1) / most;
+      const int64_t g = (left + blocks - 1) / blocks;
+      kBlocks[masked][vectors - 1][g - 1](dst + k * dst_stride + j,
+                                          dst_stride, src,
+                                          k * src_stride + j, src_stride,
+                                          value, count, last, tail);
+      k += g;
+    }
+  }
+}
+
+// The nonzero (or NaN) channels of one pixel's gradient, in channel order:
+// their count. Up to 64 channels a mask compare per 16 and a walk over the
+// set bits, more a branch-free scalar scan (as the AVX2 version).
+IPUFLOW_AVX512 inline int NonzeroChannels(const float* d, int64_t oc,
+                                          int* channel, float* value) {
+  int m = 0;
+  if (oc > 64) {
+    for (int64_t o = 0; o < oc; ++o) {
+      const float v = d[o];
+      channel[m] = static_cast<int>(o);
+      value[m] = v;
+      m += v != 0.0f;
+    }
+    return m;
+  }
+  const __m512 zero = _mm512_setzero_ps();
+  uint64_t bits = 0;
+  for (int64_t o = 0; o < oc; o += kLanes) {
+    const int64_t r = oc - o;
+    const __mmask16 lanes =
+        r >= kLanes ? static_cast<__mmask16>(0xffff)
+                    : static_cast<__mmask16>((1u << r) - 1);
+    const __mmask16 ne = _mm512_mask_cmp_ps_mask(
+        lanes, _mm512_maskz_loadu_ps(lanes, d + o), zero, _CMP_NEQ_UQ);
+    bits |= static_cast<uint64_t>(ne) << o;
+  }
+  for (; bits != 0; bits &= bits - 1) {
+    const int c = __builtin_ctzll(bits);
+    channel[m] = c;
+    value[m] = d[c];
+    ++m;
+  }
+  return m;
+}
+
+}  // namespace
+
+IPUFLOW_AVX512 void SparseConvBackpropInputImageAvx512(
+    const SparseConvGradShape& s, const float* dy_image, const float* wt,
+    float* dx_image, int* channel, float* value, const float** rows) {
+  const int64_t line = s.w * s.c;
+  // Down the columns, as the AVX2 loop (conv_sparse_grad.cc says why).
+  for (int64_t ox = 0; ox < s.ow; ++ox) {
+    for (int64_t oy = 0; oy < s.oh; ++oy) {
+      const int m = NonzeroChannels(dy_image + (oy * s.ow + ox) * s.oc, s.oc,
+                                    channel, value);
+      if (m == 0) continue;
+      for (int i = 0; i < m; ++i) rows[i] = wt + channel[i] * s.size;
+      AddRows(dx_image + (oy * s.sh * s.w + ox * s.sw) * s.c, line, rows,
+              s.row_pad, value, m, s.row, s.kh, kInputOverlap);
+    }
+  }
+}
+
+IPUFLOW_AVX512 void SparseConvBackpropFilterImageAvx512(
+    const SparseConvGradShape& s, const float* x_image, const float* dy_image,
+    float* sum, const float** window, const float** src, float* value,
+    int64_t* count) {
+  const int64_t pixels = s.oh * s.ow, line = s.w * s.c;
+  for (int64_t oy = 0; oy < s.oh; ++oy) {
+    for (int64_t ox = 0; ox < s.ow; ++ox) {
+      window[oy * s.ow + ox] = x_image + (oy * s.sh * s.w + ox * s.sw) * s.c;
+    }
+  }
+  // Per channel, its nonzero pixels in order: 16 pixels' gradients
+  // gathered (stride oc), compared, and their values and windows
+  // compressed to the end of the channel's lists (whole vectors, hence
+  // the 16 entries of slack).
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512i step = _mm512_mullo_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+      _mm512_set1_epi32(static_cast<int32_t>(s.oc)));
+  for (int64_t o = 0; o < s.oc; ++o) {
+    float* v = value + o * pixels;
+    const float** w = src + o * pixels;
+    int64_t k = 0;
+    for (int64_t p = 0; p < pixels; p += kLanes) {
+      const int64_t r = pixels - p;
+      const __mmask16 lanes =
+          r >= kLanes ? static_cast<__mmask16>(0xffff)
+                      : static_cast<__mmask16>((1u << r) - 1);
+      const __m512 d = _mm512_mask_i32gather_ps(
+          zero, lanes, step, dy_image + p * s.oc + o, 4);
+      const __mmask16 ne = _mm512_mask_cmp_ps_mask(lanes, d, zero, _CMP_NEQ_UQ);
+      if (ne == 0) continue;
+      _mm512_storeu_ps(v + k, _mm512_maskz_compress_ps(ne, d));
+      const __mmask8 lo = static_cast<__mmask8>(ne & 0xff);
+      const __mmask8 hi = static_cast<__mmask8>(ne >> 8);
+      const int64_t n_lo = __builtin_popcount(lo);
+      // Masked-off lanes of the window table are not read.
+      const __m512i w_lo = _mm512_maskz_loadu_epi64(lo, window + p);
+      const __m512i w_hi = _mm512_maskz_loadu_epi64(hi, window + p + 8);
+      _mm512_storeu_si512(w + k, _mm512_maskz_compress_epi64(lo, w_lo));
+      _mm512_storeu_si512(w + k + n_lo, _mm512_maskz_compress_epi64(hi, w_hi));
+      k += n_lo + __builtin_popcount(hi);
+    }
+    count[o] = k;
+  }
+  for (int64_t o = 0; o < s.oc; ++o) {
+    if (count[o] == 0) continue;
+    AddRows(sum + o * s.size, s.row_pad, src + o * pixels, line,
+            value + o * pixels, count[o], s.row, s.kh, kFilterOverlap);
+  }
+}
+
+IPUFLOW_AVX512 double NonzeroFractionAvx512(const float* dy, int64_t n) {
+  if (n <= 0) return 0;
+  const __m512 zero = _mm512_setzero_ps();
+  int64_t count = 0, i = 0;
+  for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
+    // NaN != 0 too: a NaN gradient is never skipped.
+    const __mmask16 a = _mm512_cmp_ps_mask(_mm512_loadu_ps(dy + i), zero,
+                                           _CMP_NEQ_UQ);
+    const __mmask16 b = _mm512_cmp_ps_mask(_mm512_loadu_ps(dy + i + kLanes),
+                                           zero, _CMP_NEQ_UQ);
+    count += __builtin_popcount((static_cast<uint32_t>(b) << 16) | a);
+  }
+  for (; i < n; i += kLanes) {
+    const int64_t r = n - i;
+    const __mmask16 lanes =
+        r >= kLanes ? static_cast<__mmask16>(0xffff)
+                    : static_cast<__mmask16>((1u << r) - 1);
+    count += __builtin_popcount(_mm512_mask_cmp_ps_mask(
+        lanes, _mm512_maskz_loadu_ps(lanes, dy + i), zero, _CMP_NEQ_UQ));
+  }
+  return static_cast<double>(count) / n;
+}
+
+}  // namespace ipuflow::ops
