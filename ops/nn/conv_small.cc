@@ -45,11 +45,25 @@ constexpr int FilterEntries(int v) { return v == 1 ? 12 : v == 2 ? 6 : 3; }
 // Set by SetSmallConvIsaForTesting: -1 (none) or a CpuIsa.
 std::atomic<int> isa_for_testing{-1};
 
-// See SmallConvIsa.
+// See SmallConvIsa. On this project's 2-vCPU Zen 5 a 512-bit FMA issues at
+// about the rate of two 256-bit ones, so the AVX-512 loops win only where
+// they run fewer instructions for the same lanes: 9-16 and 25-32 channels
+// in whole zmm registers (conv_benchmark, one thread, alternated with
+// IPUFLOW_MAX_ISA=avx2: Conv2D 1->10 1.1x, 3->16 1.08x, 1->32 1.4x, 3->32
+// and 8->32 0.95x; filter gradient ->32 1.2-1.9x). With a ymm in the
+// layout (up to 8, 17-24 channels) they tied or lost (10->20: Conv2D 0.98x,
+// filter 0.94x) and the AVX2 loops stay; the testing override forces them.
 CpuIsa ChosenIsa(int64_t oc) {
   const int forced = isa_for_testing.load(std::memory_order_relaxed);
-  const CpuIsa isa = forced >= 0 ? static_cast<CpuIsa>(forced) : UsedIsa();
-  return isa == CpuIsa::kAvx512 && oc <= avx512::kSmallConvMaxChannels
+  if (forced >= 0) {
+    return forced == static_cast<int>(CpuIsa::kAvx512) &&
+                   oc <= avx512::kSmallConvMaxChannels
+               ? CpuIsa::kAvx512
+               : CpuIsa::kAvx2;
+  }
+  return UsedIsa() == CpuIsa::kAvx512 &&
+                 oc <= avx512::kSmallConvMaxChannels &&
+                 avx512::SmallConvPackedWidth(oc) % 16 == 0
              ? CpuIsa::kAvx512
              : CpuIsa::kAvx2;
 }
@@ -61,12 +75,13 @@ struct Plan {
   Window2D g;
   int64_t oc, k;  // Output channels, patch length.
   // The AVX-512 inner loops (conv_small_avx512.h), chosen once per call
-  // from UsedIsa(): 16-lane registers, the last one masked.
+  // from UsedIsa(): zmm registers and a ymm, the last one masked.
   bool avx512;
-  int lanes;    // Floats per packet: kLanes, or 16 with avx512.
+  int lanes;    // Floats per packet: kLanes, or 8 with avx512.
   int packets;  // ceil(oc / lanes).
   // Packet v holds output channels [start[v], start[v] + lanes). With
-  // avx512, start[v] = 16 * v and the last packet is masked. Otherwise,
+  // avx512, start[v] = 8 * v, ending at SmallConvPackedWidth(oc), the
+  // layout of conv_small_avx512.h's packed filter and sums. Otherwise,
   // when oc is not a multiple of kLanes the last packet overlaps the one
   // before (the shared channels are computed twice, identically), so loads
   // and stores stay inside a pixel's channels; with oc < kLanes there is
@@ -84,8 +99,8 @@ Plan::Plan(const Window2D& geometry, int64_t out_channels)
     : g(geometry), oc(out_channels), k(PatchSize(geometry)) {
   avx512 = ChosenIsa(oc) == CpuIsa::kAvx512;
   if (avx512) {
-    lanes = avx512::kSmallConvLanes;
-    packets = avx512::SmallConvRegisters(oc);
+    lanes = 8;
+    packets = static_cast<int>(avx512::SmallConvPackedWidth(oc) / 8);
     padded = false;
     for (int v = 0; v < packets; ++v) start[v] = int64_t{v} * lanes;
   } else {

@@ -11,10 +11,10 @@
 // Both kernels read the input in place (a window that covers padding reads
 // a zero-filled copy of its patch) and vectorise over the output channels,
 // so they keep the general path's results up to float rounding. Their inner
-// loops come in two variants, chosen per call by ipuflow::UsedIsa()
-// (core/cpu_isa.h): AVX2 (Eigen packets of 8 floats) and AVX-512
-// (conv_small_avx512.h: 16 floats, channel tails masked), which sum each
-// output in the same order and give bitwise equal results.
+// loops come in two variants, chosen per call from ipuflow::UsedIsa()
+// (core/cpu_isa.h) and oc (SmallConvIsa): AVX2 (Eigen packets of 8 floats)
+// and AVX-512 (conv_small_avx512.h: zmm registers, channel tails masked),
+// which sum each output in the same order and give bitwise equal results.
 //
 // Thread safety: pure functions over the kernel's intra-op pool; outputs
 // are written by one shard each.
@@ -60,7 +60,9 @@ void SmallConvBackpropFilter(const KernelContext& ctx, const float* x,
                              int64_t oc);
 
 // The inner loops SmallConv* use for `oc` output channels: kAvx512 when
-// UsedIsa() is (or the testing override says so), else kAvx2.
+// UsedIsa() is and oc is 9-16 or 25-32 (whole zmm registers, where they
+// measured faster; conv_small.cc), or when the testing override says so
+// (any oc up to 32); else kAvx2.
 CpuIsa SmallConvIsa(int64_t oc);
 
 // For tests: makes SmallConv* use `isa`'s inner loops (nullopt: UsedIsa()'s

@@ -8,69 +8,112 @@ namespace {
 #define IPUFLOW_AVX512 \
   __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
 
-constexpr int kLanes = kSmallConvLanes;
+// A pixel's channels: Z zmm registers (channels [16 v, 16 v + 16)), then,
+// with kY, one ymm (channels [16 Z, 16 Z + 8)). The last register is
+// masked to the oc channels.
+//
+// Register blocking (AVX-512 has 32 registers): forward, P pixels per pass
+// over the patch, each weight register loaded once for all P; filter, G
+// patch entries per pass over the pixels, each dy register loaded once for
+// all G. From conv_benchmark on the 2-vCPU Zen 5 (one thread): forward
+// P = 6 beat 8 and 12 (12 pointers no longer fit the general registers)
+// for 10 channels and tied for 20; filter G = 6 beat 8 and 12 for 20.
+constexpr int ForwardPixels(int registers) { return 6; }
+constexpr int FilterEntries(int registers) { return registers == 1 ? 12 : 6; }
 
-// Register blocking over AVX-512's 32 registers (conv_benchmark, Zen 5):
-// forward, P pixels of V-register outputs per pass over the patch, each
-// weight register loaded once for all P; filter, G patch entries of
-// V-register sums per pass over the pixels, each dy register loaded once
-// for all G.
-constexpr int ForwardPixels(int v) { return v == 1 ? 8 : 6; }
-constexpr int FilterEntries(int v) { return v == 1 ? 12 : 8; }
+// The masks of the last zmm (lanes [16 (Z - 1), oc)) and of the ymm (lanes
+// [16 Z, oc)).
+struct Masks {
+  __mmask16 z;
+  __mmask8 y;
+};
 
-// Lanes [0, oc - 16 * (V - 1)) of the last register.
-IPUFLOW_AVX512 inline __mmask16 TailMask(int64_t oc, int v) {
-  const int64_t n = oc - kLanes * (v - 1);
-  return static_cast<__mmask16>(n >= kLanes ? 0xffff : (1u << n) - 1);
+template <int Z, bool kY>
+Masks MasksFor(int64_t oc) {
+  const int64_t last = kY ? oc - 16 * Z : oc - 16 * (Z - 1);
+  const unsigned bits = last >= 16 ? 0xffffu : (1u << last) - 1;
+  return kY ? Masks{0xffff, static_cast<__mmask8>(bits)}
+            : Masks{static_cast<__mmask16>(bits), 0};
 }
 
-template <int V, int P>
+template <int Z, bool kY, int P>
 IPUFLOW_AVX512 void ForwardBlock(const float* const* src,
                                  const int64_t* pixel, const ptrdiff_t* off,
                                  int64_t k, const float* w, int64_t oc,
-                                 __mmask16 tail, float* y) {
-  __m512 acc[P][V];
-#pragma GCC unroll 8
+                                 Masks m, float* y) {
+  constexpr int L = 16 * Z + (kY ? 8 : 0);
+  constexpr int ZA = Z > 0 ? Z : 1;  // No zero-length arrays.
+  __m512 acc[P][ZA];
+  __m256 acy[P];
+#pragma GCC unroll 16
   for (int i = 0; i < P; ++i) {
 #pragma GCC unroll 2
-    for (int v = 0; v < V; ++v) acc[i][v] = _mm512_setzero_ps();
+    for (int v = 0; v < Z; ++v) acc[i][v] = _mm512_setzero_ps();
+    acy[i] = _mm256_setzero_ps();
   }
-  for (int64_t j = 0; j < k; ++j, w += V * kLanes) {
-    __m512 wj[V];
+  for (int64_t j = 0; j < k; ++j, w += L) {
+    __m512 wz[ZA];
 #pragma GCC unroll 2
-    for (int v = 0; v < V; ++v) wj[v] = _mm512_loadu_ps(w + v * kLanes);
+    for (int v = 0; v < Z; ++v) wz[v] = _mm512_loadu_ps(w + 16 * v);
+    const __m256 wy = kY ? _mm256_loadu_ps(w + 16 * Z) : _mm256_setzero_ps();
     const ptrdiff_t o = off[j];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int i = 0; i < P; ++i) {
-      const __m512 xi = _mm512_set1_ps(src[i][o]);
+      if constexpr (Z > 0) {
+        const __m512 xi = _mm512_set1_ps(src[i][o]);
 #pragma GCC unroll 2
-      for (int v = 0; v < V; ++v) {
-        acc[i][v] = _mm512_fmadd_ps(xi, wj[v], acc[i][v]);
+        for (int v = 0; v < Z; ++v) {
+          acc[i][v] = _mm512_fmadd_ps(xi, wz[v], acc[i][v]);
+        }
+        if constexpr (kY) {
+          acy[i] = _mm256_fmadd_ps(_mm512_castps512_ps256(xi), wy, acy[i]);
+        }
+      } else {
+        acy[i] = _mm256_fmadd_ps(_mm256_set1_ps(src[i][o]), wy, acy[i]);
       }
     }
   }
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int i = 0; i < P; ++i) {
     float* yi = y + pixel[i] * oc;
 #pragma GCC unroll 2
-    for (int v = 0; v + 1 < V; ++v) _mm512_storeu_ps(yi + v * kLanes, acc[i][v]);
-    _mm512_mask_storeu_ps(yi + (V - 1) * kLanes, tail, acc[i][V - 1]);
+    for (int v = 0; v < Z; ++v) {
+      if (!kY && v == Z - 1) {
+        _mm512_mask_storeu_ps(yi + 16 * v, m.z, acc[i][v]);
+      } else {
+        _mm512_storeu_ps(yi + 16 * v, acc[i][v]);
+      }
+    }
+    if constexpr (kY) _mm256_mask_storeu_ps(yi + 16 * Z, m.y, acy[i]);
   }
 }
 
-template <int V>
+// The last `left` (< P) pixels of a set.
+template <int Z, bool kY, int P>
+IPUFLOW_AVX512 void ForwardTail(int64_t left, const float* const* src,
+                                const int64_t* pixel, const ptrdiff_t* off,
+                                int64_t k, const float* w, int64_t oc, Masks m,
+                                float* y) {
+  if constexpr (P > 0) {
+    if (left == P) {
+      return ForwardBlock<Z, kY, P>(src, pixel, off, k, w, oc, m, y);
+    }
+    ForwardTail<Z, kY, P - 1>(left, src, pixel, off, k, w, oc, m, y);
+  }
+}
+
+template <int Z, bool kY>
 IPUFLOW_AVX512 void ForwardSet(const float* const* src, const int64_t* pixel,
                                int64_t count, const ptrdiff_t* off, int64_t k,
                                const float* w, int64_t oc, float* y) {
-  constexpr int P = ForwardPixels(V);
-  const __mmask16 tail = TailMask(oc, V);
+  constexpr int P = ForwardPixels(Z + (kY ? 1 : 0));
+  const Masks m = MasksFor<Z, kY>(oc);
   int64_t i = 0;
   for (; i + P <= count; i += P) {
-    ForwardBlock<V, P>(src + i, pixel + i, off, k, w, oc, tail, y);
+    ForwardBlock<Z, kY, P>(src + i, pixel + i, off, k, w, oc, m, y);
   }
-  for (; i < count; ++i) {
-    ForwardBlock<V, 1>(src + i, pixel + i, off, k, w, oc, tail, y);
-  }
+  ForwardTail<Z, kY, P - 1>(count - i, src + i, pixel + i, off, k, w, oc, m,
+                            y);
 }
 
 // The dy rows of a set: pixel p's at dy + (p - pixel0) * stride.
@@ -79,71 +122,83 @@ struct DyRows {
   int64_t stride, pixel0;
 };
 
-template <int V, int G>
+template <int Z, bool kY, int G>
 IPUFLOW_AVX512 void FilterBlock(const float* const* src, const int64_t* pixel,
                                 int64_t count, const ptrdiff_t* off,
-                                const DyRows& d, __mmask16 tail, float* sum) {
-  __m512 acc[G][V];
+                                const DyRows& d, Masks m, float* sum) {
+  constexpr int L = 16 * Z + (kY ? 8 : 0);
+  constexpr int ZA = Z > 0 ? Z : 1;
+  __m512 acc[G][ZA];
+  __m256 acy[G];
 #pragma GCC unroll 16
   for (int j = 0; j < G; ++j) {
 #pragma GCC unroll 2
-    for (int v = 0; v < V; ++v) {
-      acc[j][v] = _mm512_loadu_ps(sum + (j * V + v) * kLanes);
-    }
+    for (int v = 0; v < Z; ++v) acc[j][v] = _mm512_loadu_ps(sum + j * L + 16 * v);
+    acy[j] = kY ? _mm256_loadu_ps(sum + j * L + 16 * Z) : _mm256_setzero_ps();
   }
   for (int64_t i = 0; i < count; ++i) {
     const float* dy = d.dy + (pixel[i] - d.pixel0) * d.stride;
-    __m512 dv[V];
-#pragma GCC unroll 2
-    for (int v = 0; v + 1 < V; ++v) dv[v] = _mm512_loadu_ps(dy + v * kLanes);
     // Masked: the lanes past oc read nothing (no fault past dy's end).
-    dv[V - 1] = _mm512_maskz_loadu_ps(tail, dy + (V - 1) * kLanes);
+    __m512 dz[ZA];
+#pragma GCC unroll 2
+    for (int v = 0; v < Z; ++v) {
+      dz[v] = !kY && v == Z - 1 ? _mm512_maskz_loadu_ps(m.z, dy + 16 * v)
+                                : _mm512_loadu_ps(dy + 16 * v);
+    }
+    const __m256 dyy =
+        kY ? _mm256_maskz_loadu_ps(m.y, dy + 16 * Z) : _mm256_setzero_ps();
     const float* s = src[i];
 #pragma GCC unroll 16
     for (int j = 0; j < G; ++j) {
-      const __m512 xj = _mm512_set1_ps(s[off[j]]);
+      if constexpr (Z > 0) {
+        const __m512 xj = _mm512_set1_ps(s[off[j]]);
 #pragma GCC unroll 2
-      for (int v = 0; v < V; ++v) {
-        acc[j][v] = _mm512_fmadd_ps(xj, dv[v], acc[j][v]);
+        for (int v = 0; v < Z; ++v) {
+          acc[j][v] = _mm512_fmadd_ps(xj, dz[v], acc[j][v]);
+        }
+        if constexpr (kY) {
+          acy[j] = _mm256_fmadd_ps(_mm512_castps512_ps256(xj), dyy, acy[j]);
+        }
+      } else {
+        acy[j] = _mm256_fmadd_ps(_mm256_set1_ps(s[off[j]]), dyy, acy[j]);
       }
     }
   }
 #pragma GCC unroll 16
   for (int j = 0; j < G; ++j) {
 #pragma GCC unroll 2
-    for (int v = 0; v < V; ++v) {
-      _mm512_storeu_ps(sum + (j * V + v) * kLanes, acc[j][v]);
-    }
+    for (int v = 0; v < Z; ++v) _mm512_storeu_ps(sum + j * L + 16 * v, acc[j][v]);
+    if constexpr (kY) _mm256_storeu_ps(sum + j * L + 16 * Z, acy[j]);
   }
 }
 
 // The last `left` (< G) patch entries.
-template <int V, int G>
+template <int Z, bool kY, int G>
 IPUFLOW_AVX512 void FilterTail(int64_t left, const float* const* src,
                                const int64_t* pixel, int64_t count,
-                               const ptrdiff_t* off, const DyRows& d,
-                               __mmask16 tail, float* sum) {
+                               const ptrdiff_t* off, const DyRows& d, Masks m,
+                               float* sum) {
   if constexpr (G > 0) {
     if (left == G) {
-      return FilterBlock<V, G>(src, pixel, count, off, d, tail, sum);
+      return FilterBlock<Z, kY, G>(src, pixel, count, off, d, m, sum);
     }
-    FilterTail<V, G - 1>(left, src, pixel, count, off, d, tail, sum);
+    FilterTail<Z, kY, G - 1>(left, src, pixel, count, off, d, m, sum);
   }
 }
 
-template <int V>
+template <int Z, bool kY>
 IPUFLOW_AVX512 void FilterSet(const float* const* src, const int64_t* pixel,
                               int64_t count, const ptrdiff_t* off, int64_t k,
                               const DyRows& d, int64_t oc, float* sum) {
-  constexpr int G = FilterEntries(V);
-  const __mmask16 tail = TailMask(oc, V);
+  constexpr int L = 16 * Z + (kY ? 8 : 0);
+  constexpr int G = FilterEntries(Z + (kY ? 1 : 0));
+  const Masks m = MasksFor<Z, kY>(oc);
   int64_t j = 0;
   for (; j + G <= k; j += G) {
-    FilterBlock<V, G>(src, pixel, count, off + j, d, tail,
-                      sum + j * V * kLanes);
+    FilterBlock<Z, kY, G>(src, pixel, count, off + j, d, m, sum + j * L);
   }
-  FilterTail<V, G - 1>(k - j, src, pixel, count, off + j, d, tail,
-                       sum + j * V * kLanes);
+  FilterTail<Z, kY, G - 1>(k - j, src, pixel, count, off + j, d, m,
+                           sum + j * L);
 }
 
 #undef IPUFLOW_AVX512
@@ -153,10 +208,15 @@ IPUFLOW_AVX512 void FilterSet(const float* const* src, const int64_t* pixel,
 void SmallConvForwardSet(const float* const* src, const int64_t* pixel,
                          int64_t count, const ptrdiff_t* off, int64_t k,
                          const float* w, int64_t oc, float* y) {
-  if (SmallConvRegisters(oc) == 1) {
-    ForwardSet<1>(src, pixel, count, off, k, w, oc, y);
-  } else {
-    ForwardSet<2>(src, pixel, count, off, k, w, oc, y);
+  switch (SmallConvPackedWidth(oc)) {
+    case 8:
+      return ForwardSet<0, true>(src, pixel, count, off, k, w, oc, y);
+    case 16:
+      return ForwardSet<1, false>(src, pixel, count, off, k, w, oc, y);
+    case 24:
+      return ForwardSet<1, true>(src, pixel, count, off, k, w, oc, y);
+    default:
+      return ForwardSet<2, false>(src, pixel, count, off, k, w, oc, y);
   }
 }
 
@@ -166,10 +226,15 @@ void SmallConvFilterSet(const float* const* src, const int64_t* pixel,
                         int64_t oc, float* sum) {
   if (count == 0) return;
   const DyRows d{dy, dy_stride, pixel0};
-  if (SmallConvRegisters(oc) == 1) {
-    FilterSet<1>(src, pixel, count, off, k, d, oc, sum);
-  } else {
-    FilterSet<2>(src, pixel, count, off, k, d, oc, sum);
+  switch (SmallConvPackedWidth(oc)) {
+    case 8:
+      return FilterSet<0, true>(src, pixel, count, off, k, d, oc, sum);
+    case 16:
+      return FilterSet<1, false>(src, pixel, count, off, k, d, oc, sum);
+    case 24:
+      return FilterSet<1, true>(src, pixel, count, off, k, d, oc, sum);
+    default:
+      return FilterSet<2, false>(src, pixel, count, off, k, d, oc, sum);
   }
 }
 

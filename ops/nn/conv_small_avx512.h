@@ -1,8 +1,11 @@
 // AVX-512 inner loops of the direct small-channel convolution kernels
-// (ops/nn/conv_small.h): 16 output channels per register, the last register
-// masked, so 10 channels take one register and 20 take two (with AVX2's 8
-// lanes: two and three, overlapping). conv_small.cc gathers the pixels and
-// picks these loops when ipuflow::UsedIsa() is kAvx512 (core/cpu_isa.h).
+// (ops/nn/conv_small.h). A pixel's oc output channels, rounded up to a
+// multiple of 8, sit in 16-lane zmm registers plus, for an odd multiple of
+// 8, one 8-lane ymm; the last register is masked, so no store or dy load
+// leaves the pixel's channels: 10 channels take one zmm, 20 a zmm and a
+// ymm, 32 two zmm (with AVX2: two, three and four overlapping ymm).
+// conv_small.cc gathers the pixels and picks these loops when
+// ipuflow::UsedIsa() is kAvx512 (core/cpu_isa.h).
 //
 // Each output sums its terms in the same order as the AVX2 loops (patch
 // entries ascending for Conv2D, pixels in set order for the filter), with
@@ -18,19 +21,17 @@
 
 namespace ipuflow::ops::avx512 {
 
-// Floats per register, and the widest output the loops take (two registers).
-constexpr int kSmallConvLanes = 16;
-constexpr int64_t kSmallConvMaxChannels = 2 * kSmallConvLanes;
+// The widest output the loops take.
+constexpr int64_t kSmallConvMaxChannels = 32;
 
-// Registers per output pixel: ceil(oc / 16).
-constexpr int SmallConvRegisters(int64_t oc) {
-  return static_cast<int>((oc + kSmallConvLanes - 1) / kSmallConvLanes);
-}
+// Floats per patch entry of the packed filter and of the filter sums: oc
+// rounded up to a multiple of 8.
+constexpr int64_t SmallConvPackedWidth(int64_t oc) { return (oc + 7) / 8 * 8; }
 
 // For i < count and o < oc:
 //   y[pixel[i] * oc + o] = sum over j < k of src[i][off[j]] * w[j * L + o]
-// with L = 16 * SmallConvRegisters(oc): w is the filter packed to L floats
-// per patch entry, zeros beyond oc. Writes only those oc floats per pixel.
+// with L = SmallConvPackedWidth(oc): w is the filter packed to L floats per
+// patch entry, zeros beyond oc. Writes only those oc floats per pixel.
 void SmallConvForwardSet(const float* const* src, const int64_t* pixel,
                          int64_t count, const ptrdiff_t* off, int64_t k,
                          const float* w, int64_t oc, float* y);

@@ -182,7 +182,8 @@ TEST(SmallConvTest, RandomShapesMatchDirectSummationNchw) {
 
 TEST(SmallConvTest, OutputChannelsAroundPacketSizes) {
   // AVX2: 1 and 3 (padded), 8 (one packet), 10, 17 and 20 (overlapping), 32
-  // (four packets). AVX-512: one register, masked up to 15, two from 17.
+  // (four packets). AVX-512: a masked ymm up to 8, a zmm up to 16, a zmm
+  // and a masked ymm up to 24, two zmm up to 32.
   for (int64_t oc : {1, 3, 7, 8, 9, 10, 16, 17, 20, 31, 32}) {
     ExpectMatchesDirect({2, 9, 8, 1, 5, 5, oc, 1, 1, false}, "NHWC");
     ExpectMatchesDirect({2, 9, 8, 2, 3, 3, oc, 2, 1, true}, "NHWC");
@@ -222,10 +223,13 @@ TEST(SmallConvTest, UsesTheExpectedVariant) {
   if (cap != nullptr && std::strcmp(cap, "avx2") == 0) {
     EXPECT_EQ(UsedIsa(), CpuIsa::kAvx2);
   }
-  for (int64_t oc : {1, 10, 16, 20, 32}) {
+  // AVX-512 where the channels fill whole zmm registers (9-16, 25-32).
+  for (int64_t oc : {9, 10, 16, 25, 32}) {
     EXPECT_EQ(SmallConvIsa(oc), UsedIsa()) << oc;
   }
-  EXPECT_EQ(SmallConvIsa(33), CpuIsa::kAvx2);  // Wider than two registers.
+  for (int64_t oc : {1, 8, 17, 20, 24, 33}) {
+    EXPECT_EQ(SmallConvIsa(oc), CpuIsa::kAvx2) << oc;
+  }
 }
 
 // y = relu(conv(x, w) + b) by the fused Conv2D -> BiasAdd -> Relu kernel
@@ -262,7 +266,8 @@ bool BitwiseEqual(const Tensor& a, const Tensor& b) {
                      a.NumElements() * sizeof(float)) == 0;
 }
 
-// Both variants on the same inputs, the fused epilogue included: the
+// Both variants on the same inputs (the override forces the AVX-512 loops
+// for every width), the fused epilogue included: the
 // AVX-512 loops sum each output in the AVX2 loops' order, so the results
 // are bitwise equal; both also match the double reference.
 TEST(SmallConvTest, BothVariantsAgreeBitwiseWithAFusedEpilogue) {
@@ -308,8 +313,7 @@ TEST(SmallConvTest, Avx512LoopsStayInsideTheirChannels) {
   for (int64_t oc : {1, 3, 10, 16, 17, 20, 32}) {
     SCOPED_TRACE(oc);
     const int64_t k = 7, pixels = 11;
-    const int64_t lanes = avx512::kSmallConvLanes *
-                          avx512::SmallConvRegisters(oc);
+    const int64_t lanes = avx512::SmallConvPackedWidth(oc);
     std::mt19937 gen(oc);
     std::uniform_real_distribution<float> u(-1, 1);
     std::vector<float> x(pixels * k + 3), w(k * lanes, 0.0f);
