@@ -19,8 +19,6 @@ namespace {
 // conv_sparse_grad_avx512.cc.
 constexpr int64_t kLanes = 8;
 
-int64_t RoundUp(int64_t v) { return (v + kLanes - 1) / kLanes * kLanes; }
-
 // Lanes [0, r) set, for the tail of a row.
 __m256i TailMask(int64_t r) {
   alignas(32) static const int32_t kTable[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
@@ -283,25 +281,16 @@ bool UseSparseConvGrad(const float* dy, const Window2D& g, int64_t oc) {
   return n > 0 && NonzeroFraction(dy, n) <= kSparseConvGradMaxDensity;
 }
 
-// Whether each kernel takes its AVX-512 loops where UsedIsa() allows: only
-// where they measured faster (conv_sparse_grad.h gives the numbers).
-constexpr bool kAvx512InputFaster = true;
-constexpr bool kAvx512FilterFaster = false;
-
 void SparseConvBackpropInput(const KernelContext& ctx, const float* dy,
                              const float* w, float* dx, const Window2D& g,
                              int64_t oc) {
-  SparseConvBackpropInput(ctx.intra_op(),
-                          kAvx512InputFaster ? UsedIsa() : CpuIsa::kAvx2, dy,
-                          w, dx, g, oc);
+  SparseConvBackpropInput(ctx.intra_op(), UsedIsa(), dy, w, dx, g, oc);
 }
 
 void SparseConvBackpropFilter(const KernelContext& ctx, const float* x,
                               const float* dy, float* dw, const Window2D& g,
                               int64_t oc) {
-  SparseConvBackpropFilter(ctx.intra_op(),
-                           kAvx512FilterFaster ? UsedIsa() : CpuIsa::kAvx2, x,
-                           dy, dw, g, oc);
+  SparseConvBackpropFilter(ctx.intra_op(), UsedIsa(), x, dy, dw, g, oc);
 }
 
 void SparseConvBackpropInput(const ThreadPool& pool, CpuIsa isa,
@@ -327,9 +316,10 @@ void SparseConvBackpropInput(const ThreadPool& pool, CpuIsa isa,
                          : &InputImageAvx2;
   const int64_t in_image = g.h * g.w * g.c, out_image = g.oh * g.ow * oc;
   pool.ParallelFor(g.n, CyclesPerImage(g, oc), [&](int64_t b, int64_t e) {
+    // 16 entries of slack for the AVX-512 lists' whole-vector stores.
     std::vector<int> channel(oc);
-    std::vector<float> value(oc);
-    std::vector<const float*> rows(oc);
+    std::vector<float> value(oc + 16);
+    std::vector<const float*> rows(oc + 16);
     for (int64_t n = b; n < e; ++n) {
       float* dxi = dx + n * in_image;
       std::fill(dxi, dxi + in_image, 0.0f);

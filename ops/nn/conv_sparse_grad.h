@@ -32,15 +32,16 @@
 // vs 367 (oneDNN), on a loaded machine.
 //
 // AVX-512 (conv_sparse_grad_avx512.h; the same sums in the same order, so
-// bitwise equal results): taken by the input gradient, not by the filter
-// gradient. This EPYC (cpuid family 25 model 17, Zen 4) executes a 512-bit
-// FMA at the lane rate of two 256-bit ones and an unaligned 512-bit load
-// always spans two cache lines; the loops here do one load per FMA, so
-// AVX-512 gains only instructions. BM_B2_SparseConvGradPooledDy (the
-// kernels called directly, isa:0/1 interleaved, medians of 7, CPU time,
-// loaded machine): input gradient 159 us vs 181 with AVX2, filter gradient
-// 153 us vs 148 (not taken). The dense alternatives use AVX-512 too but
-// gain as little from it, so the density threshold stays.
+// bitwise equal results) where UsedIsa() allows. This EPYC (cpuid family
+// 25 model 17, Zen 4) executes a 512-bit FMA at the lane rate of two
+// 256-bit ones (116 GFLOP/s per thread either way in a register-only
+// loop) and an unaligned 512-bit load always spans two cache lines, so
+// the gains come from more accumulators, masks and compressed lists, not
+// width. BM_B2_SparseConvGradPooledDy (the kernels called directly,
+// isa:0/1 interleaved, medians of 7, CPU time, loaded machine): input
+// gradient 138 us vs 181 with AVX2, filter gradient 116 us vs 129. The
+// dense alternatives (oneDNN, conv_small.h) use AVX-512 too; the density
+// threshold was not re-measured.
 //
 // Thread safety: pure functions; outputs are written by one shard each.
 #ifndef IPUFLOW_OPS_NN_CONV_SPARSE_GRAD_H_

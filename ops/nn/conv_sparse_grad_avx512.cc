@@ -20,8 +20,15 @@ constexpr int kLanes = 16;
 constexpr int kMaxVectors = 8;
 constexpr int kMaxRows = 6;
 constexpr int kMaxAccumulators = 24;
+// Row tails (conv_benchmark's BM_B2_SparseConvGradPooledDy decided):
+// the input gradient masks its last vector (an overlapping whole one
+// measured the same), the filter gradient overlaps. The filter gradient
+// runs on 8-float vectors: its loads of x are unaligned, and on this
+// EPYC (Zen 4) a 512-bit one always spans two cache lines: 16-float
+// vectors measured 140-151 us against 116.
 constexpr bool kInputOverlap = false;
 constexpr bool kFilterOverlap = true;
+constexpr bool kFilterWide = false;
 
 // dst[g * dst_stride + (0, 16 (P - 1)) and + last + (0, 16)] +=
 // sum over t < count of value[t] * src[t][at + g * src_stride + the
@@ -79,6 +86,58 @@ IPUFLOW_AVX512 void Block(float* dst, int64_t dst_stride,
   }
 }
 
+// Block with 8-float vectors (AVX-512VL's masks and 32 ymm registers):
+// the filter gradient's loads of x are unaligned, and a 512-bit one always
+// spans two cache lines.
+template <int P, int G, bool kMasked>
+IPUFLOW_AVX512 void Block8(float* dst, int64_t dst_stride,
+                           const float* const* src, int64_t at,
+                           int64_t src_stride, const float* value,
+                           int64_t count, int64_t last, __mmask16 tail16) {
+  constexpr int kLanes8 = 8;
+  const __mmask8 tail = static_cast<__mmask8>(tail16);
+  __m256 acc[G][P];
+#pragma GCC unroll 8
+  for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 8
+    for (int i = 0; i + 1 < P; ++i) {
+      acc[g][i] = _mm256_loadu_ps(dst + g * dst_stride + i * kLanes8);
+    }
+    const float* d = dst + g * dst_stride + last;
+    acc[g][P - 1] =
+        kMasked ? _mm256_maskz_loadu_ps(tail, d) : _mm256_loadu_ps(d);
+  }
+  for (int64_t t = 0; t < count; ++t) {
+    const __m256 v = _mm256_set1_ps(value[t]);
+    const float* p = src[t] + at;
+#pragma GCC unroll 8
+    for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 8
+      for (int i = 0; i + 1 < P; ++i) {
+        acc[g][i] = _mm256_fmadd_ps(
+            v, _mm256_loadu_ps(p + g * src_stride + i * kLanes8), acc[g][i]);
+      }
+      const float* q = p + g * src_stride + last;
+      acc[g][P - 1] = _mm256_fmadd_ps(
+          v, kMasked ? _mm256_maskz_loadu_ps(tail, q) : _mm256_loadu_ps(q),
+          acc[g][P - 1]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int g = 0; g < G; ++g) {
+    float* d = dst + g * dst_stride;
+    if (kMasked) {
+      _mm256_mask_storeu_ps(d + last, tail, acc[g][P - 1]);
+    } else {
+      _mm256_storeu_ps(d + last, acc[g][P - 1]);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i + 1 < P; ++i) {
+      _mm256_storeu_ps(d + i * kLanes8, acc[g][i]);
+    }
+  }
+}
+
 using BlockFn = void (*)(float*, int64_t, const float* const*, int64_t,
                          int64_t, const float*, int64_t, int64_t, __mmask16);
 #define IPUFLOW_BLOCKS_OF(P, M)                                        \
@@ -96,31 +155,59 @@ constexpr BlockFn kBlocks[2][kMaxVectors][kMaxRows] = {
      IPUFLOW_BLOCKS_OF(3, true), IPUFLOW_BLOCKS_OF(4, true),
      IPUFLOW_BLOCKS_OF(5, true), IPUFLOW_BLOCKS_OF(6, true),
      IPUFLOW_BLOCKS_OF(7, true), IPUFLOW_BLOCKS_OF(8, true)}};
+// kBlocks8[masked][P - 1][G - 1] = Block8<P, G, masked>.
+#define IPUFLOW_BLOCKS8_OF(P, M)                                           \
+  {                                                                        \
+    &Block8<P, 1, M>, &Block8<P, 2, M>, &Block8<P, 3, M>, &Block8<P, 4, M>, \
+        &Block8<P, 5, M>, &Block8<P, 6, M>                                 \
+  }
+constexpr BlockFn kBlocks8[2][kMaxVectors][kMaxRows] = {
+    {IPUFLOW_BLOCKS8_OF(1, false), IPUFLOW_BLOCKS8_OF(2, false),
+     IPUFLOW_BLOCKS8_OF(3, false), IPUFLOW_BLOCKS8_OF(4, false),
+     IPUFLOW_BLOCKS8_OF(5, false), IPUFLOW_BLOCKS8_OF(6, false),
+     IPUFLOW_BLOCKS8_OF(7, false), IPUFLOW_BLOCKS8_OF(8, false)},
+    {IPUFLOW_BLOCKS8_OF(1, true), IPUFLOW_BLOCKS8_OF(2, true),
+     IPUFLOW_BLOCKS8_OF(3, true), IPUFLOW_BLOCKS8_OF(4, true),
+     IPUFLOW_BLOCKS8_OF(5, true), IPUFLOW_BLOCKS8_OF(6, true),
+     IPUFLOW_BLOCKS8_OF(7, true), IPUFLOW_BLOCKS8_OF(8, true)}};
+#undef IPUFLOW_BLOCKS8_OF
 #undef IPUFLOW_BLOCKS_OF
 
-// dst[k * dst_stride + (0, row)] += sum over t < count of
-// value[t] * src[t][k * src_stride + (0, row)] for k < rows: blocks of up
-// to 8 vectors along the row and as many rows as fit in 24 accumulators
-// (split evenly: 5 rows of 4 vectors are one block, not 4 + 1). A row's
-// tail: with `overlap` and row >= 16, a whole vector ending the row;
-// else a masked one.
-IPUFLOW_AVX512 void AddRows(float* dst, int64_t dst_stride,
-                            const float* const* src, int64_t src_stride,
-                            const float* value, int64_t count, int64_t row,
-                            int64_t rows, bool overlap) {
-  constexpr int64_t kMost = kMaxVectors * kLanes;
+// One block of a window's rows: Block<P, G, masked> at dst + dst_at and
+// src[t] + src_at.
+struct BlockCall {
+  BlockFn fn;
+  int64_t dst_at, src_at, last;
+  __mmask16 tail;
+};
+
+// The blocks that compute dst[k * dst_stride + (0, row)] += sum over
+// t < count of value[t] * src[t][k * src_stride + (0, row)] for k < rows:
+// with a plan, stored there (at most `capacity`; the count, or -1 if more
+// are needed); without, run at once on dst, src, value and count.
+// Blocks of up to 8 vectors along the row and as many rows as fit in 24
+// accumulators (split evenly: 5 rows of 4 vectors are one block, not
+// 4 + 1). A row's tail: with `overlap` and row >= 16, a whole vector
+// ending the row; else a masked one.
+IPUFLOW_AVX512 int Blocks(int64_t dst_stride, int64_t src_stride, int64_t row,
+                          int64_t rows, bool overlap, bool wide,
+                          BlockCall* plan, int capacity, float* dst,
+                          const float* const* src, const float* value,
+                          int64_t count) {
+  const int64_t lanes = wide ? kLanes : 8, most_floats = kMaxVectors * lanes;
+  int n = 0;
   for (int64_t j = 0, r = 0; j < row; j += r) {
     // Blocks of kMost floats, but leaving at least a vector for the last
     // (an overlapping vector must not reach into a block already stored).
-    r = row - j <= kMost ? row - j
-        : row - j - kMost < kLanes ? kMost - kLanes : kMost;
-    const int64_t vectors = (r + kLanes - 1) / kLanes;
-    int64_t last = (vectors - 1) * kLanes;
+    r = row - j <= most_floats ? row - j
+        : row - j - most_floats < lanes ? most_floats - lanes : most_floats;
+    const int64_t vectors = (r + lanes - 1) / lanes;
+    int64_t last = (vectors - 1) * lanes;
     __mmask16 tail = static_cast<__mmask16>(0xffff);
     bool masked = false;
-    if (r % kLanes != 0) {
-      if (overlap && row >= kLanes) {
-        last = r - kLanes;  // r >= 16 (see above) or row == r >= 16.
+    if (r % lanes != 0) {
+      if (overlap && row >= lanes) {
+        last = r - lanes;  // r >= lanes (see above) or row == r >= lanes.
       } else {
         tail = static_cast<__mmask16>((1u << (r - last)) - 1);
         masked = true;
@@ -131,13 +218,28 @@ IPUFLOW_AVX512 void AddRows(float* dst, int64_t dst_stride,
     for (int64_t k = 0; k < rows;) {
       const int64_t left = rows - k, blocks = (left + most - 1) / most;
       const int64_t g = (left + blocks - 1) / blocks;
-      kBlocks[masked][vectors - 1][g - 1](dst + k * dst_stride + j,
-                                          dst_stride, src,
-                                          k * src_stride + j, src_stride,
-                                          value, count, last, tail);
+      const BlockCall b{(wide ? kBlocks : kBlocks8)[masked][vectors - 1][g - 1],
+                        k * dst_stride + j, k * src_stride + j, last, tail};
+      if (plan == nullptr) {
+        b.fn(dst + b.dst_at, dst_stride, src, b.src_at, src_stride, value,
+             count, b.last, b.tail);
+      } else {
+        if (n == capacity) return -1;
+        plan[n] = b;
+      }
+      ++n;
       k += g;
     }
   }
+  return n;
+}
+
+IPUFLOW_AVX512 void AddRows(float* dst, int64_t dst_stride,
+                            const float* const* src, int64_t src_stride,
+                            const float* value, int64_t count, int64_t row,
+                            int64_t rows, bool overlap, bool wide) {
+  Blocks(dst_stride, src_stride, row, rows, overlap, wide, nullptr, 0, dst,
+         src, value, count);
 }
 
 // The nonzero (or NaN) channels of one pixel's gradient, in channel order:
@@ -177,19 +279,78 @@ IPUFLOW_AVX512 inline int NonzeroChannels(const float* d, int64_t oc,
 
 }  // namespace
 
+// A pixel's nonzero (or NaN) channels in channel order, for oc <= 64:
+// their gradients to value and their filter rows wt + channel * size to
+// rows (compressed 16 channels at a time, whole vectors stored: 16
+// entries of slack); their count.
+IPUFLOW_AVX512 inline int64_t CompressNonzero(const float* d, int64_t oc,
+                                              const float* wt, int64_t size,
+                                              float* value,
+                                              const float** rows) {
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512i iota = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m512i stride = _mm512_set1_epi64(size * 4);  // Bytes per row.
+  const __m512i step_lo = _mm512_mullo_epi64(iota, stride);
+  const __m512i step_hi = _mm512_add_epi64(
+      step_lo, _mm512_slli_epi64(stride, 3));  // + 8 rows.
+  int64_t m = 0;
+  for (int64_t o = 0; o < oc; o += kLanes) {
+    const int64_t r = oc - o;
+    const __mmask16 lanes =
+        r >= kLanes ? static_cast<__mmask16>(0xffff)
+                    : static_cast<__mmask16>((1u << r) - 1);
+    const __m512 x = _mm512_maskz_loadu_ps(lanes, d + o);
+    const __mmask16 ne = _mm512_mask_cmp_ps_mask(lanes, x, zero, _CMP_NEQ_UQ);
+    if (ne == 0) continue;
+    _mm512_storeu_ps(value + m, _mm512_maskz_compress_ps(ne, x));
+    const __m512i base =
+        _mm512_set1_epi64(reinterpret_cast<int64_t>(wt + o * size));
+    const __mmask8 lo = static_cast<__mmask8>(ne & 0xff);
+    const __mmask8 hi = static_cast<__mmask8>(ne >> 8);
+    const int64_t n_lo = __builtin_popcount(lo);
+    _mm512_storeu_si512(rows + m, _mm512_maskz_compress_epi64(
+                                      lo, _mm512_add_epi64(base, step_lo)));
+    _mm512_storeu_si512(rows + m + n_lo,
+                        _mm512_maskz_compress_epi64(
+                            hi, _mm512_add_epi64(base, step_hi)));
+    m += n_lo + __builtin_popcount(hi);
+  }
+  return m;
+}
+
 IPUFLOW_AVX512 void SparseConvBackpropInputImageAvx512(
     const SparseConvGradShape& s, const float* dy_image, const float* wt,
     float* dx_image, int* channel, float* value, const float** rows) {
   const int64_t line = s.w * s.c;
+  // The blocks of a pixel's window, the same for every pixel.
+  constexpr int kPlan = 32;
+  BlockCall plan[kPlan];
+  const int blocks = Blocks(line, s.row_pad, s.row, s.kh, kInputOverlap,
+                            /*wide=*/true, plan, kPlan, nullptr, nullptr,
+                            nullptr, 0);
   // Down the columns, as the AVX2 loop (conv_sparse_grad.cc says why).
   for (int64_t ox = 0; ox < s.ow; ++ox) {
     for (int64_t oy = 0; oy < s.oh; ++oy) {
-      const int m = NonzeroChannels(dy_image + (oy * s.ow + ox) * s.oc, s.oc,
-                                    channel, value);
+      const float* d = dy_image + (oy * s.ow + ox) * s.oc;
+      int64_t m;
+      if (s.oc <= 64) {
+        m = CompressNonzero(d, s.oc, wt, s.size, value, rows);
+      } else {
+        m = NonzeroChannels(d, s.oc, channel, value);
+        for (int64_t i = 0; i < m; ++i) rows[i] = wt + channel[i] * s.size;
+      }
       if (m == 0) continue;
-      for (int i = 0; i < m; ++i) rows[i] = wt + channel[i] * s.size;
-      AddRows(dx_image + (oy * s.sh * s.w + ox * s.sw) * s.c, line, rows,
-              s.row_pad, value, m, s.row, s.kh, kInputOverlap);
+      float* base = dx_image + (oy * s.sh * s.w + ox * s.sw) * s.c;
+      if (blocks < 0) {
+        AddRows(base, line, rows, s.row_pad, value, m, s.row, s.kh,
+                kInputOverlap, /*wide=*/true);
+        continue;
+      }
+      for (int i = 0; i < blocks; ++i) {
+        const BlockCall& b = plan[i];
+        b.fn(base + b.dst_at, line, rows, b.src_at, s.row_pad, value, m,
+             b.last, b.tail);
+      }
     }
   }
 }
@@ -204,44 +365,46 @@ IPUFLOW_AVX512 void SparseConvBackpropFilterImageAvx512(
       window[oy * s.ow + ox] = x_image + (oy * s.sh * s.w + ox * s.sw) * s.c;
     }
   }
-  // Per channel, its nonzero pixels in order: 16 pixels' gradients
-  // gathered (stride oc), compared, and their values and windows
-  // compressed to the end of the channel's lists (whole vectors, hence
-  // the 16 entries of slack).
+  // Per channel, its nonzero pixels in order: each pixel's nonzero
+  // channels (a mask compare) appended to their channels' lists.
+  for (int64_t o = 0; o < s.oc; ++o) count[o] = 0;
   const __m512 zero = _mm512_setzero_ps();
-  const __m512i step = _mm512_mullo_epi32(
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-      _mm512_set1_epi32(static_cast<int32_t>(s.oc)));
-  for (int64_t o = 0; o < s.oc; ++o) {
-    float* v = value + o * pixels;
-    const float** w = src + o * pixels;
-    int64_t k = 0;
-    for (int64_t p = 0; p < pixels; p += kLanes) {
-      const int64_t r = pixels - p;
+  for (int64_t p = 0; p < pixels; ++p) {
+    const float* d = dy_image + p * s.oc;
+    for (int64_t o0 = 0; o0 < s.oc; o0 += kLanes) {
+      const int64_t r = s.oc - o0;
       const __mmask16 lanes =
           r >= kLanes ? static_cast<__mmask16>(0xffff)
                       : static_cast<__mmask16>((1u << r) - 1);
-      const __m512 d = _mm512_mask_i32gather_ps(
-          zero, lanes, step, dy_image + p * s.oc + o, 4);
-      const __mmask16 ne = _mm512_mask_cmp_ps_mask(lanes, d, zero, _CMP_NEQ_UQ);
-      if (ne == 0) continue;
-      _mm512_storeu_ps(v + k, _mm512_maskz_compress_ps(ne, d));
-      const __mmask8 lo = static_cast<__mmask8>(ne & 0xff);
-      const __mmask8 hi = static_cast<__mmask8>(ne >> 8);
-      const int64_t n_lo = __builtin_popcount(lo);
-      // Masked-off lanes of the window table are not read.
-      const __m512i w_lo = _mm512_maskz_loadu_epi64(lo, window + p);
-      const __m512i w_hi = _mm512_maskz_loadu_epi64(hi, window + p + 8);
-      _mm512_storeu_si512(w + k, _mm512_maskz_compress_epi64(lo, w_lo));
-      _mm512_storeu_si512(w + k + n_lo, _mm512_maskz_compress_epi64(hi, w_hi));
-      k += n_lo + __builtin_popcount(hi);
+      uint32_t bits = _mm512_mask_cmp_ps_mask(
+          lanes, _mm512_maskz_loadu_ps(lanes, d + o0), zero, _CMP_NEQ_UQ);
+      for (; bits != 0; bits &= bits - 1) {
+        const int64_t o = o0 + __builtin_ctz(bits), k = o * pixels + count[o]++;
+        src[k] = window[p];
+        value[k] = d[o];
+      }
     }
-    count[o] = k;
   }
+  // The blocks of a channel's window, the same for every channel.
+  constexpr int kPlan = 32;
+  BlockCall plan[kPlan];
+  const int blocks =
+      Blocks(s.row_pad, line, s.row, s.kh, kFilterOverlap, kFilterWide, plan,
+             kPlan, nullptr, nullptr, nullptr, 0);
   for (int64_t o = 0; o < s.oc; ++o) {
     if (count[o] == 0) continue;
-    AddRows(sum + o * s.size, s.row_pad, src + o * pixels, line,
-            value + o * pixels, count[o], s.row, s.kh, kFilterOverlap);
+    float* dst = sum + o * s.size;
+    const float* const* list = src + o * pixels;
+    if (blocks < 0) {
+      AddRows(dst, s.row_pad, list, line, value + o * pixels, count[o], s.row,
+              s.kh, kFilterOverlap, kFilterWide);
+      continue;
+    }
+    for (int i = 0; i < blocks; ++i) {
+      const BlockCall& b = plan[i];
+      b.fn(dst + b.dst_at, s.row_pad, list, b.src_at, line, value + o * pixels,
+           count[o], b.last, b.tail);
+    }
   }
 }
 

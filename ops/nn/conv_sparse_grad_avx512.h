@@ -6,17 +6,19 @@
 //   std::fill(dx_image, dx_image + s.h * s.w * s.c, 0.0f);
 //   SparseConvBackpropInputImageAvx512(s, dy_image, wt, dx_image, ...);
 //
-// A window row of kw * c floats is ceil(row / 16) vectors, the last one
-// masked (masked-off lanes are neither read nor written) or, in the filter
-// gradient, a whole vector ending the row and overlapping its predecessor
-// (both compute the overlap alike). Every output
+// The input gradient: a window row of kw * c floats is ceil(row / 16)
+// zmm vectors, the last one masked (masked-off lanes are neither read nor
+// written); a pixel's nonzero channels and their filter rows are
+// compressed 16 channels at a time. The filter gradient: 8-float vectors
+// (AVX-512VL, 32 registers), the row ending with a whole vector that
+// overlaps its predecessor (both compute the overlap alike). Every output
 // element gets the same fused multiply-adds in the same order as in the
 // AVX2 loops of conv_sparse_grad.cc, so both give bitwise equal results.
-// More accumulators than vectors per row: a block holds up to six window
-// rows (different outputs, so no order changes) to hide the FMA latency
-// of the short sums (a dozen nonzeros per channel and image). The filter
-// gradient's per-channel lists are gathered 16 pixels at a time and
-// compressed. Which kernel takes these loops: conv_sparse_grad.h.
+// More accumulators than AVX2's: a block holds up to six window rows
+// (different outputs, so no order changes) to hide the FMA latency of the
+// short sums (a dozen nonzeros per channel and image), and its layout is
+// planned once per image. Which kernel takes these loops and what they
+// measured: conv_sparse_grad.h.
 //
 // Thread safety: pure functions; each writes only its output and scratch.
 #ifndef IPUFLOW_OPS_NN_CONV_SPARSE_GRAD_AVX512_H_
@@ -39,8 +41,8 @@ struct SparseConvGradShape {
 
 // dx_image += conv^T(dy_image [oh, ow, oc], wt [oc][patch layout]), the
 // pixels column by column (ox outer, oy inner), each pixel's nonzero
-// channels in channel order. Scratch: channel, value and rows hold oc
-// entries each.
+// channels in channel order. Scratch: channel holds oc entries, value
+// and rows oc + 16.
 void SparseConvBackpropInputImageAvx512(const SparseConvGradShape& s,
                                         const float* dy_image, const float* wt,
                                         float* dx_image, int* channel,
