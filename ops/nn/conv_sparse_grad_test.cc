@@ -223,7 +223,11 @@ INSTANTIATE_TEST_SUITE_P(
         DirectCase{{2, 7, 8, 24, 3, 1, 1}, "c24_row72_oc1"},
         DirectCase{{2, 11, 11, 16, 9, 6, 1}, "c16_row144"},
         DirectCase{{1, 12, 12, 13, 11, 9, 1}, "c13_row143"},
-        DirectCase{{1, 6, 6, 16, 3, 70, 1}, "oc70_scalar_scan"}),
+        DirectCase{{1, 6, 6, 16, 3, 70, 1}, "oc70_scalar_scan"},
+        // More register blocks per window than the AVX-512 loops plan
+        // ahead (the filter gradient's, then both).
+        DirectCase{{1, 12, 11, 60, 10, 3, 1}, "c60_row600_kh10"},
+        DirectCase{{1, 18, 17, 50, 16, 2, 1}, "c50_row800_kh16"}),
     [](const ::testing::TestParamInfo<DirectCase>& info) {
       return std::string(info.param.what);
     });
