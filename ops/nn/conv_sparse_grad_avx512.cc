@@ -173,8 +173,8 @@ constexpr BlockFn kBlocks8[2][kMaxVectors][kMaxRows] = {
 #undef IPUFLOW_BLOCKS8_OF
 #undef IPUFLOW_BLOCKS_OF
 
-// One block of a window's rows: Block<P, G, masked> at dst + dst_at and
-// src[t] + src_at.
+// One block of a window's rows: Block or Block8<P, G, masked> at
+// dst + dst_at and src[t] + src_at.
 struct BlockCall {
   BlockFn fn;
   int64_t dst_at, src_at, last;
@@ -185,10 +185,11 @@ struct BlockCall {
 // t < count of value[t] * src[t][k * src_stride + (0, row)] for k < rows:
 // with a plan, stored there (at most `capacity`; the count, or -1 if more
 // are needed); without, run at once on dst, src, value and count.
-// Blocks of up to 8 vectors along the row and as many rows as fit in 24
-// accumulators (split evenly: 5 rows of 4 vectors are one block, not
-// 4 + 1). A row's tail: with `overlap` and row >= 16, a whole vector
-// ending the row; else a masked one.
+// Vectors of 16 floats (`wide`, Block) or 8 (Block8); blocks of up to 8
+// vectors along the row and as many rows as fit in 24 accumulators (split
+// evenly: 5 rows of 4 vectors are one block, not 4 + 1). A row's tail:
+// with `overlap` and a row of at least a vector, a whole vector ending
+// the row; else a masked one.
 IPUFLOW_AVX512 int Blocks(int64_t dst_stride, int64_t src_stride, int64_t row,
                           int64_t rows, bool overlap, bool wide,
                           BlockCall* plan, int capacity, float* dst,
@@ -197,7 +198,7 @@ IPUFLOW_AVX512 int Blocks(int64_t dst_stride, int64_t src_stride, int64_t row,
   const int64_t lanes = wide ? kLanes : 8, most_floats = kMaxVectors * lanes;
   int n = 0;
   for (int64_t j = 0, r = 0; j < row; j += r) {
-    // Blocks of kMost floats, but leaving at least a vector for the last
+    // Blocks of most_floats, but leaving at least a vector for the last
     // (an overlapping vector must not reach into a block already stored).
     r = row - j <= most_floats ? row - j
         : row - j - most_floats < lanes ? most_floats - lanes : most_floats;
