@@ -74,8 +74,8 @@ struct Plan {
 
   Window2D g;
   int64_t oc, k;  // Output channels, patch length.
-  // The AVX-512 inner loops (conv_small_avx512.h), chosen once per call
-  // from UsedIsa(): zmm registers and a ymm, the last one masked.
+  // The AVX-512 inner loops (conv_small_avx512.h: zmm registers and a
+  // ymm, the last one masked), chosen once per call by SmallConvIsa(oc).
   bool avx512;
   int lanes;    // Floats per packet: kLanes, or 8 with avx512.
   int packets;  // ceil(oc / lanes).
@@ -241,6 +241,18 @@ void ForwardBlock(const Plan& p, const float* const* src, const int64_t* pixel,
   for (int i = 0; i < P; ++i) StoreChannels<V>(p, acc[i], y + pixel[i] * p.oc);
 }
 
+// The last `left` (< P) pixels of a set as one block, not `left` blocks of
+// one pixel, whose V accumulator chains leave the FMA units waiting.
+template <int V, int P>
+void ForwardTail(int64_t left, const Plan& p, const float* const* src,
+                 const int64_t* pixel, const ptrdiff_t* off, const float* w,
+                 float* y) {
+  if constexpr (P > 0) {
+    if (left == P) return ForwardBlock<V, P>(p, src, pixel, off, w, y);
+    ForwardTail<V, P - 1>(left, p, src, pixel, off, w, y);
+  }
+}
+
 template <int V>
 void ForwardSet(const Plan& p, const PixelSet& s, const ptrdiff_t* off,
                 const float* w, float* y) {
@@ -249,9 +261,8 @@ void ForwardSet(const Plan& p, const PixelSet& s, const ptrdiff_t* off,
   for (; i + P <= s.size(); i += P) {
     ForwardBlock<V, P>(p, &s.src[i], &s.pixel[i], off, w, y);
   }
-  for (; i < s.size(); ++i) {
-    ForwardBlock<V, 1>(p, &s.src[i], &s.pixel[i], off, w, y);
-  }
+  ForwardTail<V, P - 1>(s.size() - i, p, s.src.data() + i,
+                        s.pixel.data() + i, off, w, y);
 }
 
 // The set's outputs with the plan's inner loops.

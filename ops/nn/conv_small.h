@@ -36,8 +36,8 @@ namespace ipuflow::ops {
 // SIMD packets of output channels (24 floats with AVX) with patches of up to
 // 1024 floats (kh * kw * c), or four packets (32) with up to 64. Wider
 // outputs keep the GEMM path, which Eigen runs well there. The limits are
-// AVX2's (measured there) and kept with AVX-512, which takes the same
-// shapes in one or two 16-lane registers.
+// AVX2's (measured there) and kept with AVX-512, whose loops take the same
+// shapes (up to 32 channels).
 bool UseSmallConv(const Window2D& g, int64_t oc);
 
 // Runs on output rows [r0, r1) (a row: one image's output row, ow * oc
