@@ -33,6 +33,7 @@ constexpr int64_t kMaxPatchFourPackets = 64;
 // floats of border patch copies per pixel chunk.
 constexpr int64_t kChunkPixels = 256;
 constexpr int64_t kChunkFloats = 16384;
+constexpr int64_t kMinRun = 16;
 
 // Register blocking, at most 12 accumulators (16 SIMD registers with AVX).
 // Forward: pixels per block of V-packet outputs, each weight packet loaded
@@ -93,6 +94,11 @@ struct Plan {
   std::vector<ptrdiff_t> window, identity;
   int64_t chunk_rows;
   bool may_pad;  // Some window covers padding.
+  // Interior pixels as runs of a row (PixelRuns) rather than listed: with
+  // output rows of at least kMinRun pixels. With short rows (8 pixels,
+  // conv_benchmark's B2) the per-row block tails cost more than the
+  // listing saves.
+  bool runs;
 };
 
 Plan::Plan(const Window2D& geometry, int64_t out_channels)
@@ -125,6 +131,7 @@ Plan::Plan(const Window2D& geometry, int64_t out_channels)
   may_pad = g.pad_top > 0 || g.pad_left > 0 ||
             (g.oh - 1) * g.sh + g.kh > g.h + g.pad_top ||
             (g.ow - 1) * g.sw + g.kw > g.w + g.pad_left;
+  runs = g.ow >= kMinRun;
 }
 
 // Output pixels (flat index (n * oh + oh) * ow + ow) and where their
@@ -135,22 +142,56 @@ struct PixelSet {
   int64_t size() const { return static_cast<int64_t>(pixel.size()); }
 };
 
+// Runs of consecutive interior pixels of one output row: run r's pixel i
+// (< count[r]) is pixel[r] + i, its patch at src[r] + i * step. Computing
+// these per pixel costs less than gathering a pointer per pixel.
+struct PixelRuns {
+  std::vector<const float*> src;
+  std::vector<int64_t> pixel, count;
+  ptrdiff_t step = 0;
+  int64_t size() const { return static_cast<int64_t>(pixel.size()); }
+};
+
+// How the block loops find P pixels: listed one by one (border patches),
+// or as a run of one row (interior).
+struct ListedPixels {
+  const float* const* src;
+  const int64_t* pixel;
+  const float* Src(int64_t i) const { return src[i]; }
+  int64_t Pixel(int64_t i) const { return pixel[i]; }
+  ListedPixels From(int64_t i) const { return {src + i, pixel + i}; }
+};
+struct RunPixels {
+  const float* src;
+  ptrdiff_t step;
+  int64_t pixel;
+  const float* Src(int64_t i) const { return src + i * step; }
+  int64_t Pixel(int64_t i) const { return pixel + i; }
+  RunPixels From(int64_t i) const { return {src + i * step, step, pixel + i}; }
+};
+
 // One shard's view of a chunk of output rows: the pixels whose window lies
 // inside the image read x in place; the others read a zero-padded copy.
 class Patches {
  public:
   explicit Patches(const Plan& p)
       : p_(p), copies_(p.may_pad ? p.chunk_rows * p.g.ow * p.k : 0) {
-    for (PixelSet* s : {&interior_, &border_}) {
+    for (PixelSet* s : {&listed_, &border_}) {
       s->src.reserve(p.chunk_rows * p.g.ow);
       s->pixel.reserve(p.chunk_rows * p.g.ow);
     }
+    interior_.src.reserve(p.chunk_rows);
+    interior_.pixel.reserve(p.chunk_rows);
+    interior_.count.reserve(p.chunk_rows);
+    interior_.step = p.g.sw * p.g.c;
   }
 
-  // Sorts the pixels of output rows [r0, r1) into interior() and border().
-  // REQUIRES: r1 - r0 <= p.chunk_rows.
+  // Sorts the pixels of output rows [r0, r1) into interior() (a run per
+  // row) and border(). REQUIRES: r1 - r0 <= p.chunk_rows.
   void Gather(const float* x, int64_t r0, int64_t r1);
-  const PixelSet& interior() const { return interior_; }
+  const PixelRuns& interior() const { return interior_; }
+  // Interior pixels when !p.runs (then interior() is empty).
+  const PixelSet& listed() const { return listed_; }
   const PixelSet& border() const { return border_; }
 
  private:
@@ -158,13 +199,17 @@ class Patches {
 
   const Plan& p_;
   std::vector<float> copies_;  // Border patches, k floats each.
-  PixelSet interior_, border_;
+  PixelRuns interior_;
+  PixelSet listed_, border_;
 };
 
 void Patches::Gather(const float* x, int64_t r0, int64_t r1) {
   const Window2D& g = p_.g;
   interior_.src.clear();
   interior_.pixel.clear();
+  interior_.count.clear();
+  listed_.src.clear();
+  listed_.pixel.clear();
   border_.src.clear();
   border_.pixel.clear();
   float* copy = copies_.data();
@@ -172,13 +217,33 @@ void Patches::Gather(const float* x, int64_t r0, int64_t r1) {
     const float* img = x + (r / g.oh) * g.h * g.w * g.c;
     const int64_t ih0 = (r % g.oh) * g.sh - g.pad_top;
     const bool rows_inside = ih0 >= 0 && ih0 + g.kh <= g.h;
+    // Interior columns: [ow0, ow1), iw0 = ow * sw - pad_left >= 0 and
+    // iw0 + kw <= w.
+    int64_t ow0 = 0, ow1 = 0;
+    if (rows_inside) {
+      ow0 = std::min(g.ow, (g.pad_left + g.sw - 1) / g.sw);
+      const int64_t last = g.w - g.kw + g.pad_left;  // Largest ow * sw.
+      ow1 = last < 0 ? 0 : std::min(g.ow, last / g.sw + 1);
+      ow1 = std::max(ow0, ow1);
+    }
+    const float* run =
+        ow1 > ow0 ? img + (ih0 * g.w + ow0 * g.sw - g.pad_left) * g.c : img;
+    if (ow1 > ow0 && p_.runs) {
+      interior_.src.push_back(run);
+      interior_.pixel.push_back(r * g.ow + ow0);
+      interior_.count.push_back(ow1 - ow0);
+    } else {
+      for (int64_t ow = ow0; ow < ow1; ++ow) {
+        listed_.src.push_back(run + (ow - ow0) * interior_.step);
+        listed_.pixel.push_back(r * g.ow + ow);
+      }
+    }
     for (int64_t ow = 0; ow < g.ow; ++ow) {
-      const int64_t iw0 = ow * g.sw - g.pad_left;
-      if (rows_inside && iw0 >= 0 && iw0 + g.kw <= g.w) {
-        interior_.src.push_back(img + (ih0 * g.w + iw0) * g.c);
-        interior_.pixel.push_back(r * g.ow + ow);
+      if (ow == ow0 && ow1 > ow0) {
+        ow = ow1 - 1;
         continue;
       }
+      const int64_t iw0 = ow * g.sw - g.pad_left;
       CopyPatch(img, ih0, iw0, copy);
       border_.src.push_back(copy);
       border_.pixel.push_back(r * g.ow + ow);
@@ -216,9 +281,9 @@ inline void StoreChannels(const Plan& p, const Packet* acc, float* y) {
 
 // y of P pixels = sum over patch entries j of patch[j] * w[j, :], with the
 // packed weights w ([k, V * kLanes]) loaded once per entry for all P.
-template <int V, int P>
-void ForwardBlock(const Plan& p, const float* const* src, const int64_t* pixel,
-                  const ptrdiff_t* off, const float* w, float* y) {
+template <int V, int P, typename S>
+void ForwardBlock(const Plan& p, S s, const ptrdiff_t* off, const float* w,
+                  float* y) {
   Packet acc[P][V];
 #pragma GCC unroll 8
   for (int i = 0; i < P; ++i) {
@@ -232,37 +297,52 @@ void ForwardBlock(const Plan& p, const float* const* src, const int64_t* pixel,
     const ptrdiff_t o = off[j];
 #pragma GCC unroll 8
     for (int i = 0; i < P; ++i) {
-      const Packet xi = pk::pset1<Packet>(src[i][o]);
+      const Packet xi = pk::pset1<Packet>(s.Src(i)[o]);
 #pragma GCC unroll 4
       for (int v = 0; v < V; ++v) acc[i][v] = pk::pmadd(xi, wj[v], acc[i][v]);
     }
   }
 #pragma GCC unroll 8
-  for (int i = 0; i < P; ++i) StoreChannels<V>(p, acc[i], y + pixel[i] * p.oc);
+  for (int i = 0; i < P; ++i) {
+    StoreChannels<V>(p, acc[i], y + s.Pixel(i) * p.oc);
+  }
 }
 
 // The last `left` (< P) pixels of a set as one block, not `left` blocks of
 // one pixel, whose V accumulator chains leave the FMA units waiting.
-template <int V, int P>
-void ForwardTail(int64_t left, const Plan& p, const float* const* src,
-                 const int64_t* pixel, const ptrdiff_t* off, const float* w,
-                 float* y) {
+template <int V, int P, typename S>
+void ForwardTail(int64_t left, const Plan& p, S s, const ptrdiff_t* off,
+                 const float* w, float* y) {
   if constexpr (P > 0) {
-    if (left == P) return ForwardBlock<V, P>(p, src, pixel, off, w, y);
-    ForwardTail<V, P - 1>(left, p, src, pixel, off, w, y);
+    if (left == P) return ForwardBlock<V, P>(p, s, off, w, y);
+    ForwardTail<V, P - 1>(left, p, s, off, w, y);
   }
 }
 
-template <int V>
-void ForwardSet(const Plan& p, const PixelSet& s, const ptrdiff_t* off,
+template <int V, typename S>
+void ForwardSet(const Plan& p, S s, int64_t count, const ptrdiff_t* off,
                 const float* w, float* y) {
   constexpr int P = ForwardPixels(V);
   int64_t i = 0;
-  for (; i + P <= s.size(); i += P) {
-    ForwardBlock<V, P>(p, &s.src[i], &s.pixel[i], off, w, y);
+  for (; i + P <= count; i += P) {
+    ForwardBlock<V, P>(p, s.From(i), off, w, y);
   }
-  ForwardTail<V, P - 1>(s.size() - i, p, s.src.data() + i,
-                        s.pixel.data() + i, off, w, y);
+  ForwardTail<V, P - 1>(count - i, p, s.From(i), off, w, y);
+}
+
+template <typename S>
+void RunForwardAvx2(const Plan& p, S s, int64_t count, const ptrdiff_t* off,
+                    const float* w, float* y) {
+  switch (p.packets) {
+    case 1:
+      return ForwardSet<1>(p, s, count, off, w, y);
+    case 2:
+      return ForwardSet<2>(p, s, count, off, w, y);
+    case 3:
+      return ForwardSet<3>(p, s, count, off, w, y);
+    default:
+      return ForwardSet<4>(p, s, count, off, w, y);
+  }
 }
 
 // The set's outputs with the plan's inner loops.
@@ -272,15 +352,22 @@ void RunForwardSet(const Plan& p, const PixelSet& s, const ptrdiff_t* off,
     return avx512::SmallConvForwardSet(s.src.data(), s.pixel.data(), s.size(),
                                        off, p.k, w, p.oc, y);
   }
-  switch (p.packets) {
-    case 1:
-      return ForwardSet<1>(p, s, off, w, y);
-    case 2:
-      return ForwardSet<2>(p, s, off, w, y);
-    case 3:
-      return ForwardSet<3>(p, s, off, w, y);
-    default:
-      return ForwardSet<4>(p, s, off, w, y);
+  RunForwardAvx2(p, ListedPixels{s.src.data(), s.pixel.data()}, s.size(), off,
+                 w, y);
+}
+
+// The runs' outputs, a run at a time (each output's sum does not depend on
+// which pixels share its block).
+void RunForwardRuns(const Plan& p, const PixelRuns& s, const ptrdiff_t* off,
+                    const float* w, float* y) {
+  for (int64_t r = 0; r < s.size(); ++r) {
+    if (p.avx512) {
+      avx512::SmallConvForwardRun(s.src[r], s.step, s.pixel[r], s.count[r],
+                                  off, p.k, w, p.oc, y);
+    } else {
+      RunForwardAvx2(p, RunPixels{s.src[r], s.step, s.pixel[r]}, s.count[r],
+                     off, w, y);
+    }
   }
 }
 
@@ -306,7 +393,8 @@ void Forward(const KernelContext& ctx, const Plan& p, const float* x,
     Patches patches(p);
     for (int64_t r0 = b; r0 < e; r0 += p.chunk_rows) {
       patches.Gather(x, r0, std::min(e, r0 + p.chunk_rows));
-      RunForwardSet(p, patches.interior(), p.window.data(), packed.data(), y);
+      RunForwardRuns(p, patches.interior(), p.window.data(), packed.data(), y);
+      RunForwardSet(p, patches.listed(), p.window.data(), packed.data(), y);
       RunForwardSet(p, patches.border(), p.identity.data(), packed.data(), y);
       if (epilogue) epilogue(r0, std::min(e, r0 + p.chunk_rows));
     }
@@ -320,11 +408,14 @@ struct DyRows {
   int64_t stride, pixel0;
 };
 
-// sum[j, :] += sum over the set's pixels of patch[j] * dy[pixel, :] for G
+// sum[j, :] += sum over the pixels of patch[j] * dy[pixel, :] for G
 // patch entries j (sum and off start at the first), G * V accumulators.
-template <int V, int G>
-void FilterBlock(const Plan& p, const PixelSet& s, const ptrdiff_t* off,
-                 const DyRows& d, float* sum) {
+// The pixels: those of segments [0, segments) in order, count[q] of
+// seg[q] each.
+template <int V, int G, typename S>
+void FilterBlock(const Plan& p, const S* seg, const int64_t* count,
+                 int64_t segments, const ptrdiff_t* off, const DyRows& d,
+                 float* sum) {
   Packet acc[G][V];
 #pragma GCC unroll 12
   for (int j = 0; j < G; ++j) {
@@ -333,17 +424,22 @@ void FilterBlock(const Plan& p, const PixelSet& s, const ptrdiff_t* off,
       acc[j][v] = pk::ploadu<Packet>(sum + (j * V + v) * kLanes);
     }
   }
-  for (int64_t i = 0; i < s.size(); ++i) {
-    const float* dy = d.dy + (s.pixel[i] - d.pixel0) * d.stride;
-    Packet dv[V];
+  for (int64_t q = 0; q < segments; ++q) {
+    const S s = seg[q];
+    for (int64_t i = 0; i < count[q]; ++i) {
+      const float* dy = d.dy + (s.Pixel(i) - d.pixel0) * d.stride;
+      Packet dv[V];
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) dv[v] = pk::ploadu<Packet>(dy + p.start[v]);
-    const float* src = s.src[i];
+      for (int v = 0; v < V; ++v) dv[v] = pk::ploadu<Packet>(dy + p.start[v]);
+      const float* src = s.Src(i);
 #pragma GCC unroll 12
-    for (int j = 0; j < G; ++j) {
-      const Packet xj = pk::pset1<Packet>(src[off[j]]);
+      for (int j = 0; j < G; ++j) {
+        const Packet xj = pk::pset1<Packet>(src[off[j]]);
 #pragma GCC unroll 4
-      for (int v = 0; v < V; ++v) acc[j][v] = pk::pmadd(xj, dv[v], acc[j][v]);
+        for (int v = 0; v < V; ++v) {
+          acc[j][v] = pk::pmadd(xj, dv[v], acc[j][v]);
+        }
+      }
     }
   }
 #pragma GCC unroll 12
@@ -356,45 +452,79 @@ void FilterBlock(const Plan& p, const PixelSet& s, const ptrdiff_t* off,
 }
 
 // The last `left` (< G) patch entries.
-template <int V, int G>
-void FilterTail(int64_t left, const Plan& p, const PixelSet& s,
-                const ptrdiff_t* off, const DyRows& d, float* sum) {
+template <int V, int G, typename S>
+void FilterTail(int64_t left, const Plan& p, const S* seg,
+                const int64_t* count, int64_t segments, const ptrdiff_t* off,
+                const DyRows& d, float* sum) {
   if constexpr (G > 0) {
-    if (left == G) return FilterBlock<V, G>(p, s, off, d, sum);
-    FilterTail<V, G - 1>(left, p, s, off, d, sum);
+    if (left == G) {
+      return FilterBlock<V, G>(p, seg, count, segments, off, d, sum);
+    }
+    FilterTail<V, G - 1>(left, p, seg, count, segments, off, d, sum);
   }
 }
 
-template <int V>
-void FilterSet(const Plan& p, const PixelSet& s, const ptrdiff_t* off,
-               const DyRows& d, float* sum) {
-  if (s.size() == 0) return;
+template <int V, typename S>
+void FilterSet(const Plan& p, const S* seg, const int64_t* count,
+               int64_t segments, const ptrdiff_t* off, const DyRows& d,
+               float* sum) {
+  if (segments == 0) return;
   constexpr int G = FilterEntries(V);
   int64_t j = 0;
   for (; j + G <= p.k; j += G) {
-    FilterBlock<V, G>(p, s, off + j, d, sum + j * V * kLanes);
+    FilterBlock<V, G>(p, seg, count, segments, off + j, d,
+                      sum + j * V * kLanes);
   }
-  FilterTail<V, G - 1>(p.k - j, p, s, off + j, d, sum + j * V * kLanes);
+  FilterTail<V, G - 1>(p.k - j, p, seg, count, segments, off + j, d,
+                       sum + j * V * kLanes);
+}
+
+template <typename S>
+void RunFilterAvx2(const Plan& p, const S* seg, const int64_t* count,
+                   int64_t segments, const ptrdiff_t* off, const DyRows& d,
+                   float* sum) {
+  switch (p.packets) {
+    case 1:
+      return FilterSet<1>(p, seg, count, segments, off, d, sum);
+    case 2:
+      return FilterSet<2>(p, seg, count, segments, off, d, sum);
+    case 3:
+      return FilterSet<3>(p, seg, count, segments, off, d, sum);
+    default:
+      return FilterSet<4>(p, seg, count, segments, off, d, sum);
+  }
 }
 
 // sum [k, packets * lanes] += the set's terms, with the plan's inner loops.
 void RunFilterSet(const Plan& p, const PixelSet& s, const ptrdiff_t* off,
                   const DyRows& d, float* sum) {
+  if (s.size() == 0) return;
   if (p.avx512) {
     return avx512::SmallConvFilterSet(s.src.data(), s.pixel.data(), s.size(),
                                       off, p.k, d.dy, d.stride, d.pixel0,
                                       p.oc, sum);
   }
-  switch (p.packets) {
-    case 1:
-      return FilterSet<1>(p, s, off, d, sum);
-    case 2:
-      return FilterSet<2>(p, s, off, d, sum);
-    case 3:
-      return FilterSet<3>(p, s, off, d, sum);
-    default:
-      return FilterSet<4>(p, s, off, d, sum);
+  const ListedPixels all{s.src.data(), s.pixel.data()};
+  const int64_t count = s.size();
+  RunFilterAvx2(p, &all, &count, 1, off, d, sum);
+}
+
+// The same for interior runs, in order (the sums' order of pixels is the
+// listed sets').
+void RunFilterRuns(const Plan& p, const PixelRuns& s, const ptrdiff_t* off,
+                   const DyRows& d, std::vector<RunPixels>& scratch,
+                   float* sum) {
+  if (s.size() == 0) return;
+  if (p.avx512) {
+    return avx512::SmallConvFilterRuns(s.src.data(), s.step, s.pixel.data(),
+                                       s.count.data(), s.size(), off, p.k,
+                                       d.dy, d.stride, d.pixel0, p.oc, sum);
   }
+  scratch.clear();
+  for (int64_t r = 0; r < s.size(); ++r) {
+    scratch.push_back(RunPixels{s.src[r], s.step, s.pixel[r]});
+  }
+  RunFilterAvx2(p, scratch.data(), s.count.data(), s.size(), off, d, sum);
 }
 
 // One shard's sum [k, packets * lanes] over output rows [b, e).
@@ -405,6 +535,7 @@ Eigen::ArrayXf FilterRows(const Plan& p, const float* x, const float* dy,
   // With oc < kLanes (AVX2), dy rows are copied zero-padded to kLanes
   // floats; the AVX-512 loops mask their loads instead.
   std::vector<float> padded(p.padded ? p.chunk_rows * p.g.ow * kLanes : 0);
+  std::vector<RunPixels> runs;
   for (int64_t r0 = b; r0 < e; r0 += p.chunk_rows) {
     const int64_t r1 = std::min(e, r0 + p.chunk_rows);
     patches.Gather(x, r0, r1);
@@ -418,7 +549,9 @@ Eigen::ArrayXf FilterRows(const Plan& p, const float* x, const float* dy,
       }
       d = DyRows{padded.data(), kLanes, r0 * p.g.ow};
     }
-    RunFilterSet(p, patches.interior(), p.window.data(), d, sum.data());
+    RunFilterRuns(p, patches.interior(), p.window.data(), d, runs,
+                  sum.data());
+    RunFilterSet(p, patches.listed(), p.window.data(), d, sum.data());
     RunFilterSet(p, patches.border(), p.identity.data(), d, sum.data());
   }
   return sum;

@@ -4,8 +4,8 @@
 // 8, one 8-lane ymm; the last register is masked, so no store or dy load
 // leaves the pixel's channels: 10 channels take one zmm, 20 a zmm and a
 // ymm, 32 two zmm (with AVX2: two, three and four overlapping ymm).
-// conv_small.cc gathers the pixels and picks these loops when
-// ipuflow::UsedIsa() is kAvx512 (core/cpu_isa.h).
+// conv_small.cc lists the pixels (interior ones as runs of a row) and
+// picks these loops when ipuflow::UsedIsa() is kAvx512 (core/cpu_isa.h).
 //
 // Each output sums its terms in the same order as the AVX2 loops (patch
 // entries ascending for Conv2D, pixels in set order for the filter), with
@@ -36,6 +36,12 @@ void SmallConvForwardSet(const float* const* src, const int64_t* pixel,
                          int64_t count, const ptrdiff_t* off, int64_t k,
                          const float* w, int64_t oc, float* y);
 
+// SmallConvForwardSet for the run of pixels pixel0 + i, i < count, whose
+// patches start at src + i * step (one output row's interior pixels).
+void SmallConvForwardRun(const float* src, ptrdiff_t step, int64_t pixel0,
+                         int64_t count, const ptrdiff_t* off, int64_t k,
+                         const float* w, int64_t oc, float* y);
+
 // For j < k and o < oc, over i < count in order:
 //   sum[j * L + o] += src[i][off[j]] * dy[(pixel[i] - pixel0) * dy_stride + o]
 // (L as above). Reads only oc floats of each dy row; sum's lanes beyond oc
@@ -44,6 +50,14 @@ void SmallConvFilterSet(const float* const* src, const int64_t* pixel,
                         int64_t count, const ptrdiff_t* off, int64_t k,
                         const float* dy, int64_t dy_stride, int64_t pixel0,
                         int64_t oc, float* sum);
+
+// SmallConvFilterSet over runs r < runs in order, each the pixels
+// run_pixel[r] + i, i < run_count[r], with patches at run_src[r] + i * step.
+void SmallConvFilterRuns(const float* const* run_src, ptrdiff_t step,
+                         const int64_t* run_pixel, const int64_t* run_count,
+                         int64_t runs, const ptrdiff_t* off, int64_t k,
+                         const float* dy, int64_t dy_stride, int64_t pixel0,
+                         int64_t oc, float* sum);
 
 }  // namespace ipuflow::ops::avx512
 

@@ -197,6 +197,15 @@ TEST(SmallConvTest, TutorialFirstLayerOverSeveralShards) {
   ExpectMatchesDirect({3, 28, 28, 1, 5, 5, 10, 2, 2, true}, "NHWC");
 }
 
+TEST(SmallConvTest, LongRowsWithPaddingRunInteriorPixels) {
+  // Output rows of 16 pixels or more read interior patches as runs of a
+  // row, beside the padded border ones; one zmm, two, and three AVX packets.
+  for (int64_t oc : {10, 20, 32}) {
+    ExpectMatchesDirect({2, 9, 20, 2, 3, 5, oc, 1, 1, true}, "NHWC");
+    ExpectMatchesDirect({1, 7, 37, 1, 3, 4, oc, 2, 2, true}, "NHWC");
+  }
+}
+
 TEST(SmallConvTest, ShapesOnEitherSideOfTheLimits) {
   const Case oc24_k1024{1, 4, 4, 256, 2, 2, 24, 1, 1, true};
   const Case oc24_k1028{1, 4, 4, 257, 2, 2, 24, 1, 1, true};
