@@ -151,7 +151,7 @@ class BoundedQueue {
   // it shares our core (2-core machines under load).
   static constexpr int kYieldIterations = 8;
   // ... and during a spin, a yield this often (spin_wait.h; the clock is
-  // read every 32 pauses, about 2 us on Zen 5, so there it is every
+  // read every 32 pauses, about 2 us on this EPYC, so there it is every
   // check). A 3-thread round trip on 2 busy vCPUs: 68 us without, 33 us
   // with (medians of 5, alternated).
   static constexpr std::chrono::nanoseconds kSpinYieldEvery =

@@ -46,7 +46,7 @@ constexpr int FilterEntries(int v) { return v == 1 ? 12 : v == 2 ? 6 : 3; }
 // Set by SetSmallConvIsaForTesting: -1 (none) or a CpuIsa.
 std::atomic<int> isa_for_testing{-1};
 
-// See SmallConvIsa. On this project's 2-vCPU Zen 5 a 512-bit FMA issues at
+// See SmallConvIsa. On the 2-vCPU EPYC (a Zen 4) a 512-bit FMA issues at
 // about the rate of two 256-bit ones, so the AVX-512 loops win only where
 // they run fewer instructions for the same lanes: 9-16 and 25-32 channels
 // in whole zmm registers (conv_benchmark, one thread, alternated with

@@ -15,7 +15,7 @@ namespace {
 // Register blocking (AVX-512 has 32 registers): forward, P pixels per pass
 // over the patch, each weight register loaded once for all P; filter, G
 // patch entries per pass over the pixels, each dy register loaded once for
-// all G. From conv_benchmark on the 2-vCPU Zen 5 (one thread): forward
+// all G. From conv_benchmark on the 2-vCPU EPYC, a Zen 4 (one thread): forward
 // P = 6 beat 8 and 12 (12 pointers no longer fit the general registers)
 // for 10 channels and tied for 20; filter G = 6 beat 8 and 12 for 20.
 constexpr int ForwardPixels(int registers) { return 6; }
