@@ -30,43 +30,74 @@ constexpr bool kInputOverlap = false;
 constexpr bool kFilterOverlap = true;
 constexpr bool kFilterWide = false;
 
-// dst[g * dst_stride + (0, 16 (P - 1)) and + last + (0, 16)] +=
+// The two vector widths Block runs on: 16 floats (zmm) and 8 (ymm, with
+// AVX-512VL's masks and 32 registers: the filter gradient's loads of x are
+// unaligned, and a 512-bit one always spans two cache lines).
+struct Zmm {
+  using V = __m512;
+  static constexpr int kWidth = 16;
+  IPUFLOW_AVX512 static V Load(const float* p) { return _mm512_loadu_ps(p); }
+  IPUFLOW_AVX512 static V MaskLoad(__mmask16 m, const float* p) {
+    return _mm512_maskz_loadu_ps(m, p);
+  }
+  IPUFLOW_AVX512 static V Set1(float v) { return _mm512_set1_ps(v); }
+  IPUFLOW_AVX512 static V Fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  IPUFLOW_AVX512 static void Store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  IPUFLOW_AVX512 static void MaskStore(float* p, __mmask16 m, V v) {
+    _mm512_mask_storeu_ps(p, m, v);
+  }
+};
+struct Ymm {
+  using V = __m256;
+  static constexpr int kWidth = 8;
+  IPUFLOW_AVX512 static V Load(const float* p) { return _mm256_loadu_ps(p); }
+  IPUFLOW_AVX512 static V MaskLoad(__mmask16 m, const float* p) {
+    return _mm256_maskz_loadu_ps(static_cast<__mmask8>(m), p);
+  }
+  IPUFLOW_AVX512 static V Set1(float v) { return _mm256_set1_ps(v); }
+  IPUFLOW_AVX512 static V Fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  IPUFLOW_AVX512 static void Store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  IPUFLOW_AVX512 static void MaskStore(float* p, __mmask16 m, V v) {
+    _mm256_mask_storeu_ps(p, static_cast<__mmask8>(m), v);
+  }
+};
+
+// dst[g * dst_stride + (0, W (P - 1)) and + last + (0, W)] +=
 // sum over t < count of value[t] * src[t][at + g * src_stride + the
-// same], for g < G, t in order, one fused multiply-add per term: P - 1
-// vectors and a last one at `last` (16 (P - 1), or less to end the row
-// with a whole vector that overlaps its predecessor: the overlapped
-// elements get the same terms in the same order, so both stores write the
-// same values). kMasked: the last vector only on the lanes of `tail`.
-template <int P, int G, bool kMasked>
+// same], for g < G, t in order, one fused multiply-add per term, W =
+// Vec::kWidth: P - 1 vectors and a last one at `last` (W (P - 1), or less
+// to end the row with a whole vector that overlaps its predecessor: the
+// overlapped elements get the same terms in the same order, so both
+// stores write the same values). kMasked: the last vector only on the
+// lanes of `tail`.
+template <typename Vec, int P, int G, bool kMasked>
 IPUFLOW_AVX512 void Block(float* dst, int64_t dst_stride,
                           const float* const* src, int64_t at,
                           int64_t src_stride, const float* value,
                           int64_t count, int64_t last, __mmask16 tail) {
-  __m512 acc[G][P];
+  constexpr int W = Vec::kWidth;
+  typename Vec::V acc[G][P];
 #pragma GCC unroll 8
   for (int g = 0; g < G; ++g) {
 #pragma GCC unroll 8
     for (int i = 0; i + 1 < P; ++i) {
-      acc[g][i] = _mm512_loadu_ps(dst + g * dst_stride + i * kLanes);
+      acc[g][i] = Vec::Load(dst + g * dst_stride + i * W);
     }
     const float* d = dst + g * dst_stride + last;
-    acc[g][P - 1] =
-        kMasked ? _mm512_maskz_loadu_ps(tail, d) : _mm512_loadu_ps(d);
+    acc[g][P - 1] = kMasked ? Vec::MaskLoad(tail, d) : Vec::Load(d);
   }
   for (int64_t t = 0; t < count; ++t) {
-    const __m512 v = _mm512_set1_ps(value[t]);
+    const typename Vec::V v = Vec::Set1(value[t]);
     const float* p = src[t] + at;
 #pragma GCC unroll 8
     for (int g = 0; g < G; ++g) {
 #pragma GCC unroll 8
       for (int i = 0; i + 1 < P; ++i) {
-        acc[g][i] = _mm512_fmadd_ps(
-            v, _mm512_loadu_ps(p + g * src_stride + i * kLanes), acc[g][i]);
+        acc[g][i] = Vec::Fma(v, Vec::Load(p + g * src_stride + i * W), acc[g][i]);
       }
       const float* q = p + g * src_stride + last;
-      acc[g][P - 1] = _mm512_fmadd_ps(
-          v, kMasked ? _mm512_maskz_loadu_ps(tail, q) : _mm512_loadu_ps(q),
-          acc[g][P - 1]);
+      acc[g][P - 1] = Vec::Fma(
+          v, kMasked ? Vec::MaskLoad(tail, q) : Vec::Load(q), acc[g][P - 1]);
     }
   }
 #pragma GCC unroll 8
@@ -75,105 +106,38 @@ IPUFLOW_AVX512 void Block(float* dst, int64_t dst_stride,
     // The last vector first: where it overlaps its predecessor, the
     // predecessor's store is the younger one, whole for the next loads.
     if (kMasked) {
-      _mm512_mask_storeu_ps(d + last, tail, acc[g][P - 1]);
+      Vec::MaskStore(d + last, tail, acc[g][P - 1]);
     } else {
-      _mm512_storeu_ps(d + last, acc[g][P - 1]);
+      Vec::Store(d + last, acc[g][P - 1]);
     }
 #pragma GCC unroll 8
-    for (int i = 0; i + 1 < P; ++i) {
-      _mm512_storeu_ps(d + i * kLanes, acc[g][i]);
-    }
-  }
-}
-
-// Block with 8-float vectors (AVX-512VL's masks and 32 ymm registers):
-// the filter gradient's loads of x are unaligned, and a 512-bit one always
-// spans two cache lines.
-template <int P, int G, bool kMasked>
-IPUFLOW_AVX512 void Block8(float* dst, int64_t dst_stride,
-                           const float* const* src, int64_t at,
-                           int64_t src_stride, const float* value,
-                           int64_t count, int64_t last, __mmask16 tail16) {
-  constexpr int kLanes8 = 8;
-  const __mmask8 tail = static_cast<__mmask8>(tail16);
-  __m256 acc[G][P];
-#pragma GCC unroll 8
-  for (int g = 0; g < G; ++g) {
-#pragma GCC unroll 8
-    for (int i = 0; i + 1 < P; ++i) {
-      acc[g][i] = _mm256_loadu_ps(dst + g * dst_stride + i * kLanes8);
-    }
-    const float* d = dst + g * dst_stride + last;
-    acc[g][P - 1] =
-        kMasked ? _mm256_maskz_loadu_ps(tail, d) : _mm256_loadu_ps(d);
-  }
-  for (int64_t t = 0; t < count; ++t) {
-    const __m256 v = _mm256_set1_ps(value[t]);
-    const float* p = src[t] + at;
-#pragma GCC unroll 8
-    for (int g = 0; g < G; ++g) {
-#pragma GCC unroll 8
-      for (int i = 0; i + 1 < P; ++i) {
-        acc[g][i] = _mm256_fmadd_ps(
-            v, _mm256_loadu_ps(p + g * src_stride + i * kLanes8), acc[g][i]);
-      }
-      const float* q = p + g * src_stride + last;
-      acc[g][P - 1] = _mm256_fmadd_ps(
-          v, kMasked ? _mm256_maskz_loadu_ps(tail, q) : _mm256_loadu_ps(q),
-          acc[g][P - 1]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int g = 0; g < G; ++g) {
-    float* d = dst + g * dst_stride;
-    if (kMasked) {
-      _mm256_mask_storeu_ps(d + last, tail, acc[g][P - 1]);
-    } else {
-      _mm256_storeu_ps(d + last, acc[g][P - 1]);
-    }
-#pragma GCC unroll 8
-    for (int i = 0; i + 1 < P; ++i) {
-      _mm256_storeu_ps(d + i * kLanes8, acc[g][i]);
-    }
+    for (int i = 0; i + 1 < P; ++i) Vec::Store(d + i * W, acc[g][i]);
   }
 }
 
 using BlockFn = void (*)(float*, int64_t, const float* const*, int64_t,
                          int64_t, const float*, int64_t, int64_t, __mmask16);
-#define IPUFLOW_BLOCKS_OF(P, M)                                        \
-  {                                                                    \
-    &Block<P, 1, M>, &Block<P, 2, M>, &Block<P, 3, M>, &Block<P, 4, M>, \
-        &Block<P, 5, M>, &Block<P, 6, M>                               \
+#define IPUFLOW_BLOCKS_OF(V, P, M)                                  \
+  {                                                                 \
+    &Block<V, P, 1, M>, &Block<V, P, 2, M>, &Block<V, P, 3, M>,     \
+        &Block<V, P, 4, M>, &Block<V, P, 5, M>, &Block<V, P, 6, M>  \
   }
-// kBlocks[masked][P - 1][G - 1] = Block<P, G, masked>.
-constexpr BlockFn kBlocks[2][kMaxVectors][kMaxRows] = {
-    {IPUFLOW_BLOCKS_OF(1, false), IPUFLOW_BLOCKS_OF(2, false),
-     IPUFLOW_BLOCKS_OF(3, false), IPUFLOW_BLOCKS_OF(4, false),
-     IPUFLOW_BLOCKS_OF(5, false), IPUFLOW_BLOCKS_OF(6, false),
-     IPUFLOW_BLOCKS_OF(7, false), IPUFLOW_BLOCKS_OF(8, false)},
-    {IPUFLOW_BLOCKS_OF(1, true), IPUFLOW_BLOCKS_OF(2, true),
-     IPUFLOW_BLOCKS_OF(3, true), IPUFLOW_BLOCKS_OF(4, true),
-     IPUFLOW_BLOCKS_OF(5, true), IPUFLOW_BLOCKS_OF(6, true),
-     IPUFLOW_BLOCKS_OF(7, true), IPUFLOW_BLOCKS_OF(8, true)}};
-// kBlocks8[masked][P - 1][G - 1] = Block8<P, G, masked>.
-#define IPUFLOW_BLOCKS8_OF(P, M)                                           \
-  {                                                                        \
-    &Block8<P, 1, M>, &Block8<P, 2, M>, &Block8<P, 3, M>, &Block8<P, 4, M>, \
-        &Block8<P, 5, M>, &Block8<P, 6, M>                                 \
+#define IPUFLOW_BLOCKS(V, M)                                                \
+  {                                                                         \
+    IPUFLOW_BLOCKS_OF(V, 1, M), IPUFLOW_BLOCKS_OF(V, 2, M),                 \
+        IPUFLOW_BLOCKS_OF(V, 3, M), IPUFLOW_BLOCKS_OF(V, 4, M),             \
+        IPUFLOW_BLOCKS_OF(V, 5, M), IPUFLOW_BLOCKS_OF(V, 6, M),             \
+        IPUFLOW_BLOCKS_OF(V, 7, M), IPUFLOW_BLOCKS_OF(V, 8, M)              \
   }
-constexpr BlockFn kBlocks8[2][kMaxVectors][kMaxRows] = {
-    {IPUFLOW_BLOCKS8_OF(1, false), IPUFLOW_BLOCKS8_OF(2, false),
-     IPUFLOW_BLOCKS8_OF(3, false), IPUFLOW_BLOCKS8_OF(4, false),
-     IPUFLOW_BLOCKS8_OF(5, false), IPUFLOW_BLOCKS8_OF(6, false),
-     IPUFLOW_BLOCKS8_OF(7, false), IPUFLOW_BLOCKS8_OF(8, false)},
-    {IPUFLOW_BLOCKS8_OF(1, true), IPUFLOW_BLOCKS8_OF(2, true),
-     IPUFLOW_BLOCKS8_OF(3, true), IPUFLOW_BLOCKS8_OF(4, true),
-     IPUFLOW_BLOCKS8_OF(5, true), IPUFLOW_BLOCKS8_OF(6, true),
-     IPUFLOW_BLOCKS8_OF(7, true), IPUFLOW_BLOCKS8_OF(8, true)}};
-#undef IPUFLOW_BLOCKS8_OF
+// kBlocks[wide][masked][P - 1][G - 1] = Block<wide ? Zmm : Ymm, P, G,
+// masked>.
+constexpr BlockFn kBlocks[2][2][kMaxVectors][kMaxRows] = {
+    {IPUFLOW_BLOCKS(Ymm, false), IPUFLOW_BLOCKS(Ymm, true)},
+    {IPUFLOW_BLOCKS(Zmm, false), IPUFLOW_BLOCKS(Zmm, true)}};
+#undef IPUFLOW_BLOCKS
 #undef IPUFLOW_BLOCKS_OF
 
-// One block of a window's rows: Block or Block8<P, G, masked> at
+// One block of a window's rows: Block<Zmm or Ymm, P, G, masked> at
 // dst + dst_at and src[t] + src_at.
 struct BlockCall {
   BlockFn fn;
@@ -185,7 +149,7 @@ struct BlockCall {
 // t < count of value[t] * src[t][k * src_stride + (0, row)] for k < rows:
 // with a plan, stored there (at most `capacity`; the count, or -1 if more
 // are needed); without, run at once on dst, src, value and count.
-// Vectors of 16 floats (`wide`, Block) or 8 (Block8); blocks of up to 8
+// Vectors of 16 floats (`wide`, Zmm) or 8 (Ymm); blocks of up to 8
 // vectors along the row and as many rows as fit in 24 accumulators (split
 // evenly: 5 rows of 4 vectors are one block, not 4 + 1). A row's tail:
 // with `overlap` and a row of at least a vector, a whole vector ending
@@ -219,7 +183,7 @@ IPUFLOW_AVX512 int Blocks(int64_t dst_stride, int64_t src_stride, int64_t row,
     for (int64_t k = 0; k < rows;) {
       const int64_t left = rows - k, blocks = (left + most - 1) / most;
       const int64_t g = (left + blocks - 1) / blocks;
-      const BlockCall b{(wide ? kBlocks : kBlocks8)[masked][vectors - 1][g - 1],
+      const BlockCall b{kBlocks[wide][masked][vectors - 1][g - 1],
                         k * dst_stride + j, k * src_stride + j, last, tail};
       if (plan == nullptr) {
         b.fn(dst + b.dst_at, dst_stride, src, b.src_at, src_stride, value,

@@ -35,6 +35,21 @@ bool SameBits(const Tensor& a, const Tensor& b) {
          std::memcmp(a.raw_data(), b.raw_data(), a.TotalBytes()) == 0;
 }
 
+// Two float32 variables with the same random [301, 17] values, one for the
+// fused op and one for the ops it replaces, and a random delta.
+struct FusedAndUnfused {
+  explicit FusedAndUnfused(int seed)
+      : init(testing::RandomTensor(TensorShape({301, 17}), -3, 3, seed)),
+        fused(Variable(scope.WithOpName("fused"), Const(scope, init))),
+        unfused(Variable(scope.WithOpName("unfused"), Const(scope, init))),
+        delta(Const(scope, testing::RandomTensor(TensorShape({301, 17}), -5,
+                                                 5, seed + 1))) {}
+  Scope scope = Scope::NewRootScope();
+  Tensor init;
+  VariableHandle fused, unfused;
+  Output delta;
+};
+
 TEST(AssignAddScaledTest, AddsTheScaledDelta) {
   Scope scope = Scope::NewRootScope();
   VariableHandle w =
@@ -78,22 +93,15 @@ TEST(AssignAddScaledTest, RoundsTheProductFirstAsMulThenAssignAdd) {
 // (the graph the gradient-accumulation builder used to emit).
 TEST(AssignAddScaledTest, BitwiseMulThenAssignAdd) {
   for (const float scale : {0.125f, 1.0f / 3, 0.7f}) {
-    const TensorShape shape({301, 17});
-    const Tensor init = testing::RandomTensor(shape, -3, 3, 7);
-    const Tensor delta = testing::RandomTensor(shape, -5, 5, 8);
-    Scope scope = Scope::NewRootScope();
-    VariableHandle fused = Variable(scope.WithOpName("fused"),
-                                    Const(scope, init));
-    VariableHandle unfused = Variable(scope.WithOpName("unfused"),
-                                      Const(scope, init));
-    Output d = Const(scope, delta);
+    FusedAndUnfused v(7);
+    const Scope& scope = v.scope;
     Output s = Const(scope, scale);
-    Node* a = AssignAddScaled(scope, fused.handle, d, s);
-    Node* b = AssignAdd(scope, unfused.handle, Mul(scope, d, s));
-    const Tensor got = RunThenRead(scope, {a}, 5, fused.value);
-    const Tensor want = RunThenRead(scope, {b}, 5, unfused.value);
+    Node* a = AssignAddScaled(scope, v.fused.handle, v.delta, s);
+    Node* b = AssignAdd(scope, v.unfused.handle, Mul(scope, v.delta, s));
+    const Tensor got = RunThenRead(scope, {a}, 5, v.fused.value);
+    const Tensor want = RunThenRead(scope, {b}, 5, v.unfused.value);
     EXPECT_TRUE(SameBits(got, want)) << "scale " << scale;
-    EXPECT_FALSE(SameBits(got, init));
+    EXPECT_FALSE(SameBits(got, v.init));
   }
 }
 
@@ -104,24 +112,18 @@ TEST(AssignAddScaledTest, ScaledAddIsBitwiseMulMulAddAssign) {
   const float third = 1.0f / 3;
   for (const auto& [a, b] : std::vector<std::pair<float, float>>{
            {0.0f, 0.1f}, {1.0f, 0.1f}, {2 * third, third}, {1.0f, 1.0f}}) {
-    const TensorShape shape({301, 17});
-    const Tensor init = testing::RandomTensor(shape, -3, 3, 9);
-    const Tensor delta = testing::RandomTensor(shape, -5, 5, 10);
-    Scope scope = Scope::NewRootScope();
-    VariableHandle fused = Variable(scope.WithOpName("fused"),
-                                    Const(scope, init));
-    VariableHandle unfused = Variable(scope.WithOpName("unfused"),
-                                      Const(scope, init));
-    Output d = Const(scope, delta);
+    FusedAndUnfused v(9);
+    const Scope& scope = v.scope;
     Output va = Const(scope, a), db = Const(scope, b);
-    Node* f = AssignScaledAddScaled(scope, fused.handle, d, va, db);
-    Node* u = Assign(scope, unfused.handle,
-                     Add(scope, Mul(scope, ReadVariable(scope, unfused.handle), va),
-                         Mul(scope, d, db)));
-    const Tensor got = RunThenRead(scope, {f}, 3, fused.value);
-    const Tensor want = RunThenRead(scope, {u}, 3, unfused.value);
+    Node* f = AssignScaledAddScaled(scope, v.fused.handle, v.delta, va, db);
+    Node* u = Assign(
+        scope, v.unfused.handle,
+        Add(scope, Mul(scope, ReadVariable(scope, v.unfused.handle), va),
+            Mul(scope, v.delta, db)));
+    const Tensor got = RunThenRead(scope, {f}, 3, v.fused.value);
+    const Tensor want = RunThenRead(scope, {u}, 3, v.unfused.value);
     EXPECT_TRUE(SameBits(got, want)) << "scales " << a << ", " << b;
-    EXPECT_FALSE(SameBits(got, init));
+    EXPECT_FALSE(SameBits(got, v.init));
   }
 }
 
