@@ -67,6 +67,16 @@ struct RunEnv {
   // runs on the calling thread.
   std::function<void(int shard, const std::function<void(RunEnv&)>& work)>
       on_shard;
+  // Set instead of on_shard when the shards are IPUs that may work at the
+  // same time (a pipeline's weight update: each IPU updates its own
+  // variables, TensorFlow IPU guide 6.5 "Pipelining"): queues `work` on
+  // shard k's IPU thread, after what was queued there before, then `done`
+  // on that thread, and returns (both inline when called on that thread).
+  // The executor starts each run of one shard's nodes once the runs it
+  // depends on have finished, and waits for all of them.
+  std::function<void(int shard, std::function<void(RunEnv&)> work,
+                     std::function<void()> done)>
+      post_to_shard;
 };
 
 // Where the compiler placed one output of a node: `offset` into the

@@ -373,6 +373,25 @@ void Program::BuildExecNodes(const compiler::Schedule& schedule,
     if (en.num_predecessors == 0) initial_ready_.push_back(pos);
   }
   for (auto& en : nodes_) std::sort(en->successors.begin(), en->successors.end());
+  std::vector<int> run_of(num_nodes);
+  for (int pos = 0; pos < num_nodes; ++pos) {
+    const int shard = nodes_[pos]->shard;
+    if (shard_runs_.empty() || shard_runs_.back().shard != shard) {
+      shard_runs_.push_back({shard, pos, pos, {}});
+    }
+    shard_runs_.back().end = pos + 1;
+    run_of[pos] = static_cast<int>(shard_runs_.size()) - 1;
+  }
+  for (int pos = 0; pos < num_nodes; ++pos) {
+    std::vector<int>& after = shard_runs_[run_of[pos]].after;
+    for (int pred : preds[pos]) {
+      if (run_of[pred] != run_of[pos]) after.push_back(run_of[pred]);
+    }
+  }
+  for (ShardRun& r : shard_runs_) {
+    std::sort(r.after.begin(), r.after.end());
+    r.after.erase(std::unique(r.after.begin(), r.after.end()), r.after.end());
+  }
   // Parallel execution pays off only when some node has two successors.
   has_branches_ = initial_ready_.size() > 1;
   for (const auto& en : nodes_) has_branches_ |= en->successors.size() > 1;
@@ -446,6 +465,60 @@ class Program::Executor {
       pos = end;
     }
     return absl::OkStatus();
+  }
+
+  // With env.post_to_shard: each of the program's shard runs on its IPU
+  // (shard 0 on the calling thread) as soon as the runs it waits for are
+  // done, so IPUs with independent work run at once. Runs start in
+  // schedule order; after an error no further run starts, and the error of
+  // the earliest failing run is returned once every started run has ended.
+  absl::Status RunShards() {
+    const std::vector<ShardRun>& runs = p_->shard_runs_;
+    std::vector<char> done(runs.size(), 0);
+    int in_flight = 0;
+    int failed = -1;
+    absl::Status status;
+    for (int r = 0; r < static_cast<int>(runs.size()); ++r) {
+      {
+        MutexLock l(&mu_);
+        done_cv_.Await(&mu_, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          if (failed >= 0) return true;
+          for (int a : runs[r].after) {
+            if (!done[a]) return false;
+          }
+          return true;
+        });
+        if (failed >= 0) break;
+        ++in_flight;
+      }
+      auto s = std::make_shared<absl::Status>();
+      auto work = [this, r, s, &runs](RunEnv& env) {
+        for (int i = runs[r].begin; i < runs[r].end && s->ok(); ++i) {
+          *s = RunNode(i, &env);
+        }
+      };
+      auto finish = [this, r, s, &done, &in_flight, &failed, &status] {
+        MutexLock l(&mu_);
+        if (!s->ok() && (failed < 0 || r < failed)) {
+          failed = r;
+          status = *s;
+        }
+        done[r] = 1;
+        --in_flight;
+        done_cv_.SignalAll();
+      };
+      if (runs[r].shard == 0) {
+        work(*env_);
+        finish();
+      } else {
+        env_->post_to_shard(runs[r].shard, work, finish);
+      }
+    }
+    MutexLock l(&mu_);
+    done_cv_.Await(&mu_, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return in_flight == 0;
+    });
+    return status;
   }
 
   absl::Status RunParallel() {
@@ -605,10 +678,15 @@ absl::Status Program::Run(RunEnv& env, absl::Span<const Tensor> feeds,
     }
     exec.values()[feed_values_[i]] = feeds[i];
   }
-  absl::Status s = (env.inter_op != nullptr && has_branches_ &&
-                    !env.on_shard && !profiling_)
-                       ? exec.RunParallel()
-                       : exec.RunSequential();
+  absl::Status s;
+  if (env.post_to_shard) {
+    s = exec.RunShards();
+  } else if (env.inter_op != nullptr && has_branches_ && !env.on_shard &&
+             !profiling_) {
+    s = exec.RunParallel();
+  } else {
+    s = exec.RunSequential();
+  }
   if (!s.ok()) {
     for (Tensor& t : run_values_) t = Tensor();
     return s;

@@ -177,6 +177,16 @@ class Program {
   std::vector<DType> value_dtypes_;
   std::vector<TensorShape> value_shapes_;
   std::vector<int> initial_ready_;
+  // The schedule cut into runs of consecutive nodes of one shard, each with
+  // the earlier runs it waits for (RunEnv::post_to_shard): those holding a
+  // predecessor of one of its nodes (data, control, variable order and
+  // arena reuse edges, core/compiler/ordering.h).
+  struct ShardRun {
+    int shard = 0;
+    int begin = 0, end = 0;  // Positions [begin, end).
+    std::vector<int> after;
+  };
+  std::vector<ShardRun> shard_runs_;
   // Allocates the arena (arena_bytes_) if not yet done; ResourceExhausted
   // when the machine cannot hold it.
   absl::Status AllocateArena();

@@ -2,8 +2,12 @@
 // compile caching, and the errors a user meets at Session::Run.
 #include "core/program.h"
 
+#include <chrono>
+#include <memory>
 #include <thread>
 
+#include "core/mutex.h"
+#include "core/op_registry.h"
 #include "core/session.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
@@ -22,6 +26,82 @@ namespace ipuflow {
 namespace {
 
 using ::ipuflow::testing::TensorNear;
+
+// IPUs for RunEnv::post_to_shard: a worker thread and a ResourceMgr per
+// shard; shard 0 is the caller's.
+class ShardThreads {
+ public:
+  explicit ShardThreads(int shards) : intra_("intra", 0), resources_(shards) {
+    for (int k = 0; k < shards; ++k) {
+      workers_.push_back(
+          std::make_unique<ThreadPool>("shard" + std::to_string(k), 1));
+      envs_.emplace_back();
+      envs_[k].intra_op = &intra_;
+      envs_[k].resources = &resources_[k];
+      envs_[k].ipu = k;
+    }
+  }
+  // The env to run programs with; `posted`: shard runs go to the workers.
+  RunEnv& env(bool posted) {
+    RunEnv& e = envs_[0];
+    e.post_to_shard = nullptr;
+    e.on_shard = nullptr;
+    if (posted) {
+      e.post_to_shard = [this](int shard, std::function<void(RunEnv&)> work,
+                               std::function<void()> done) {
+        workers_[shard]->Schedule([this, shard, work, done] {
+          work(envs_[shard]);
+          done();
+        });
+      };
+    } else {
+      e.on_shard = [this](int shard, const std::function<void(RunEnv&)>& work) {
+        work(envs_[shard]);
+      };
+    }
+    return e;
+  }
+
+ private:
+  ThreadPool intra_;
+  std::vector<ResourceMgr> resources_;
+  std::vector<RunEnv> envs_;
+  std::vector<std::unique_ptr<ThreadPool>> workers_;
+};
+
+// Test kernels: "ShardRunsTestSignal" (y = x) notifies `started`;
+// "ShardRunsTestWait" (y = x) returns once it has, or fails after a minute:
+// on the emulated IPUs of posted shard runs, two independent runs overlap.
+Notification* started = nullptr;
+
+REGISTER_OP("ShardRunsTestSignal")
+    .Input("x")
+    .SetShapeFn([](ShapeContext& c) {
+      c.set_output(0, c.input_dtype(0), c.input_shape(0));
+      return absl::OkStatus();
+    })
+    .SetKernel([](KernelContext& ctx) {
+      started->Notify();
+      ctx.set_output(0, ctx.input(0));
+      return absl::OkStatus();
+    });
+
+REGISTER_OP("ShardRunsTestWait")
+    .Input("x")
+    .SetShapeFn([](ShapeContext& c) {
+      c.set_output(0, c.input_dtype(0), c.input_shape(0));
+      return absl::OkStatus();
+    })
+    .SetKernel([](KernelContext& ctx) {
+      for (int i = 0; i < 600 && !started->HasBeenNotified(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      if (!started->HasBeenNotified()) {
+        return absl::DeadlineExceededError("the other shard's run never started");
+      }
+      ctx.set_output(0, ctx.input(0));
+      return absl::OkStatus();
+    });
 
 TEST(ProgramTest, PrunesWhatFetchesDoNotNeed) {
   Scope s = Scope::NewRootScope();
@@ -107,6 +187,111 @@ TEST(ProgramTest, ParallelExecutionMatchesSequential) {
     ASSERT_TRUE(par.Run({{x, xv}}, {y}, &b).ok());
     ASSERT_TRUE(TensorNear(b[0], a[0], 0, 0)) << "run " << run;
   }
+}
+
+// Posted shard runs (a pipeline's weight update): IPUs whose runs do not
+// depend on each other work at once. The waiting node comes first in the
+// schedule, so running the shards one at a time could not finish.
+TEST(ProgramTest, PostedShardRunsOfIndependentIpusOverlap) {
+  Notification note;
+  started = &note;
+  Scope s = Scope::NewRootScope();
+  Output x = ops::Placeholder(s.WithOpName("x"), DType::kFloat32, {2});
+  Output w = s.WithIpu(1).AddNode("ShardRunsTestWait", {x});
+  Output g = s.WithIpu(2).AddNode("ShardRunsTestSignal", {x});
+  Output y = ops::Add(s.WithOpName("y"), w, g);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ProgramSpec spec;
+  spec.feeds = {x};
+  spec.feed_shapes = {TensorShape({2})};
+  spec.fetches = {y};
+  auto p = Program::Compile(*s.graph(), spec);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ShardThreads ipus(3);
+  std::vector<Tensor> out;
+  ASSERT_TRUE((*p)->Run(ipus.env(/*posted=*/true),
+                        {Tensor::FromVector<float>({1, 2})}, &out)
+                  .ok());
+  EXPECT_TRUE(TensorNear(out[0], {2, 4}, {2}));
+  started = nullptr;
+}
+
+// Posted shard runs give what one run after another gives: values crossing
+// IPUs, variables read and updated on their IPUs, arena bytes reused.
+TEST(ProgramTest, PostedShardRunsMatchSequentialRuns) {
+  Scope s = Scope::NewRootScope();
+  Output x = ops::Placeholder(s.WithOpName("x"), DType::kFloat32, {64});
+  std::vector<ops::VariableHandle> vars;
+  std::vector<Node*> updates;
+  std::vector<Output> reads;
+  Output carry = x;
+  for (int k = 0; k < 4; ++k) {
+    const Scope ipu = s.WithIpu(k);
+    vars.push_back(ops::Variable(ipu.WithOpName("v" + std::to_string(k)),
+                                 ops::Fill(ipu, {64}, 0.5f * (k + 1))));
+    // Intermediates whose arena bytes later nodes of the IPU reuse.
+    Output a = ops::Add(ipu, carry, vars[k].value);
+    Output b = ops::Add(ipu, a, a);
+    Output c = ops::AddN(ipu, {b, a, carry});
+    updates.push_back(ops::AssignAdd(ipu, vars[k].handle, c));
+    reads.push_back(ops::ReduceSum(ipu, c, {0}));
+    carry = b;
+  }
+  Output total = ops::AddN(s.WithOpName("total"), reads);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ProgramSpec init_spec, spec;
+  for (const auto& v : vars) init_spec.targets.push_back(v.initializer);
+  spec.feeds = {x};
+  spec.feed_shapes = {TensorShape({64})};
+  spec.fetches = {total, carry};
+  spec.targets = updates;
+  auto init = Program::Compile(*s.graph(), init_spec);
+  auto p = Program::Compile(*s.graph(), spec);
+  ASSERT_TRUE(init.ok()) << init.status();
+  ASSERT_TRUE(p.ok()) << p.status();
+  const Tensor xv = ::ipuflow::testing::RandomTensor({64}, -1, 1, 5);
+  std::vector<std::vector<Tensor>> results;
+  for (bool posted : {false, true}) {
+    ShardThreads ipus(4);
+    ASSERT_TRUE((*init)->Run(ipus.env(posted), {}, nullptr).ok());
+    std::vector<Tensor> out;
+    for (int run = 0; run < 20; ++run) {
+      ASSERT_TRUE((*p)->Run(ipus.env(posted), {xv}, &out).ok()) << run;
+      results.push_back(out);
+    }
+  }
+  for (int run = 0; run < 20; ++run) {
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_TRUE(TensorNear(results[20 + run][i], results[run][i], 0, 0))
+          << "run " << run << " fetch " << i;
+    }
+  }
+}
+
+// An error in a posted run stops the run: the earliest failing run's error,
+// and the program runs again.
+TEST(ProgramTest, PostedShardRunErrorIsReturnedAndTheProgramRunsAgain) {
+  Scope s = Scope::NewRootScope();
+  Output idx = ops::Placeholder(s.WithOpName("idx"), DType::kInt32, {});
+  Output g = ops::Gather(s.WithOpName("pick").WithIpu(1),
+                         ops::Const<float>(s.WithIpu(1), {1, 2, 3}, {3}), idx);
+  Output h = ops::Add(s.WithOpName("h").WithIpu(2), g, g);
+  Output y = ops::Add(s.WithOpName("y"), h, g);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ProgramSpec spec;
+  spec.feeds = {idx};
+  spec.feed_shapes = {TensorShape()};
+  spec.fetches = {y};
+  auto p = Program::Compile(*s.graph(), spec);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ShardThreads ipus(3);
+  std::vector<Tensor> out;
+  absl::Status st =
+      (*p)->Run(ipus.env(true), {Tensor::Scalar<int32_t>(7)}, &out);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("pick"), std::string::npos) << st;
+  ASSERT_TRUE((*p)->Run(ipus.env(true), {Tensor::Scalar<int32_t>(2)}, &out).ok());
+  EXPECT_TRUE(TensorNear(out[0], {9}, {}));
 }
 
 TEST(ProgramTest, KernelErrorStopsTheRunInBothModes) {

@@ -189,23 +189,25 @@ absl::Status PipelineRuntime::Compile() {
     env.memory_budget = device.memory_budget_bytes();
     env.floating_point = &system_->floating_point();
     env.cancellation = system_->cancellation();
-    env.on_shard = [this](int shard,
-                          const std::function<void(RunEnv&)>& work) {
+    // Only the weight update spans IPUs (a stage's nodes are all on its
+    // IPU); each IPU updates its own variables, at the same time as the
+    // others where the update's edges allow. Its per-IPU CPU time feeds the
+    // virtual clocks.
+    env.post_to_shard = [this](int shard, std::function<void(RunEnv&)> work,
+                               std::function<void()> done) {
       RunEnv& target = envs_[shard];
-      if (IPUDevice::Current() == target.device) {
-        work(target);
-        return;
-      }
-      Notification done;
-      target.device->Submit([&] {
+      auto run = [this, shard, &target, work = std::move(work),
+                  done = std::move(done)] {
         const double c0 = ThreadCpuSeconds();
         work(target);
-        // Only the weight update hops between IPUs (a stage's nodes are
-        // all on its IPU): its per-IPU time feeds the virtual clocks.
         update_hop_cpu_[shard] += ThreadCpuSeconds() - c0;
-        done.Notify();
-      });
-      done.WaitForNotification();
+        done();
+      };
+      if (IPUDevice::Current() == target.device) {
+        run();
+      } else {
+        target.device->Submit(std::move(run));
+      }
     };
   }
   update_hop_cpu_.assign(num_ipus_, 0);
