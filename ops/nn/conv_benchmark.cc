@@ -309,7 +309,27 @@ void ConvArgs(benchmark::internal::Benchmark* b) {
 ConvShape ShapeArgs(const benchmark::State& s) {
   return {s.range(1), s.range(2), s.range(3), s.range(4)};
 }
+// Conv2D around B2's 20 output channels, where conv_small.cc chooses
+// between the AVX2 channel packets and, on AVX-512, conv_rows_avx512.h's
+// pixel-row loop (17-24 channels): rows of 8 output pixels (as B2), of 24
+// with 1 to 6 input channels, and of 14 and 12 (a partial last block of 8).
+constexpr std::array<std::array<int64_t, 4>, 8> kPixelRowShapes = {{
+    {12, 10, 17, 5},
+    {12, 10, 24, 5},
+    {28, 1, 20, 5},
+    {28, 3, 20, 5},
+    {28, 6, 20, 5},
+    {16, 8, 20, 3},
+    {16, 16, 24, 5},
+    {16, 32, 24, 3},
+}};
+void PixelRowArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"workers", "hw", "c", "oc", "k"});
+  for (const auto& [hw, c, oc, k] : kPixelRowShapes) b->Args({0, hw, c, oc, k});
+  b->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
 void BM_Conv2D(benchmark::State& s) { ConvForward(s, ShapeArgs(s)); }
+void BM_Conv2DPixelRows(benchmark::State& s) { ConvForward(s, ShapeArgs(s)); }
 void BM_Conv2DBackpropFilter(benchmark::State& s) {
   ConvBackpropFilter(s, ShapeArgs(s));
 }
@@ -458,6 +478,7 @@ BENCHMARK(BM_B2_Conv2DBackpropInput)->Apply(ConvPassArgs);
 BENCHMARK(BM_B2_OnednnConv2DBackpropInput)->Apply(ConvPassArgs);
 BENCHMARK(BM_B2_ForwardBackward)->Apply(Args);
 BENCHMARK(BM_Conv2D)->Apply(ConvArgs);
+BENCHMARK(BM_Conv2DPixelRows)->Apply(PixelRowArgs);
 BENCHMARK(BM_OnednnConv2D)->Apply(ConvArgs);
 BENCHMARK(BM_Conv2DBackpropFilter)->Apply(ConvArgs);
 BENCHMARK(BM_OnednnConv2DBackpropFilter)->Apply(ConvArgs);

@@ -9,6 +9,7 @@
 
 #include "Eigen/Core"
 #include "core/mutex.h"
+#include "ops/nn/conv_rows_avx512.h"
 #include "ops/nn/conv_small_avx512.h"
 #include "ops/nn/conv_util.h"
 
@@ -67,6 +68,23 @@ CpuIsa ChosenIsa(int64_t oc) {
                  avx512::SmallConvPackedWidth(oc) % 16 == 0
              ? CpuIsa::kAvx512
              : CpuIsa::kAvx2;
+}
+
+// Conv2D with 17-24 channels on AVX-512 runs the pixel-row loop of
+// conv_rows_avx512.h instead where it measured faster than the AVX2
+// channel packets (conv_benchmark BM_B2_Conv2D and BM_Conv2DPixelRows,
+// one thread, CPU time, alternated with IPUFLOW_MAX_ISA=avx2): where rows
+// of ow pixels fill more of their 8-lane blocks than oc channels fill 24
+// lanes, with input channels enough to keep its inner loop long (B2's
+// 10->20, ow 8: 1.18x; 10->17: 1.37x; 6->20, ow 24: 1.08x; 10->24, ow 8:
+// 1.02x, a tie; 16->24, ow 12: 0.75x; 32->24, ow 14: 0.87x; 1->20, ow 24:
+// 0.82x). The testing override forces it for any shape.
+bool ForwardByRows(const Window2D& g, int64_t oc) {
+  if (!avx512::ConvRowsTakes(oc)) return false;
+  const int forced = isa_for_testing.load(std::memory_order_relaxed);
+  if (forced >= 0) return forced == static_cast<int>(CpuIsa::kAvx512);
+  const int64_t lanes = (g.ow + 7) / 8 * 8;
+  return UsedIsa() == CpuIsa::kAvx512 && g.c >= 6 && g.ow * 24 > oc * lanes;
 }
 
 // The geometry every shard shares (read-only).
@@ -385,8 +403,38 @@ std::vector<float> PackFilter(const Plan& p, const float* w) {
   return packed;
 }
 
+// Forward by conv_rows_avx512.h's loop: each shard relays out the images
+// of its rows once, into a buffer whose padding stays zero.
+void ForwardRows(const KernelContext& ctx, const Plan& p, const float* x,
+                 const float* w, float* y, const ConvRowEpilogue& epilogue) {
+  const Window2D& g = p.g;
+  const avx512::ConvRowsShape s{g.h,  g.w,  g.c,  g.kh,       g.kw,        g.sh,
+                                g.sw, g.oh, g.ow, g.pad_top, g.pad_left, p.oc};
+  const double cost = 2.0 * g.ow * p.k * p.oc;
+  ctx.ParallelFor(g.n * g.oh, cost, [&](int64_t b, int64_t e) {
+    std::vector<float> xp(avx512::ConvRowsImageFloats(s), 0.0f);
+    int64_t image = -1;
+    for (int64_t r0 = b; r0 < e; r0 += p.chunk_rows) {
+      const int64_t r1 = std::min(e, r0 + p.chunk_rows);
+      for (int64_t r = r0; r < r1;) {
+        const int64_t n = r / g.oh;
+        const int64_t end = std::min(r1, (n + 1) * g.oh);
+        if (n != image) {
+          avx512::ConvRowsRelayout(s, x + n * g.h * g.w * g.c, xp.data());
+          image = n;
+        }
+        avx512::ConvRowsForward(s, xp.data(), w, r - n * g.oh, end - n * g.oh,
+                                y + n * g.oh * g.ow * p.oc);
+        r = end;
+      }
+      if (epilogue) epilogue(r0, r1);
+    }
+  });
+}
+
 void Forward(const KernelContext& ctx, const Plan& p, const float* x,
              const float* w, float* y, const ConvRowEpilogue& epilogue) {
+  if (ForwardByRows(p.g, p.oc)) return ForwardRows(ctx, p, x, w, y, epilogue);
   const std::vector<float> packed = PackFilter(p, w);
   const double cost = 2.0 * p.g.ow * p.k * p.oc;
   ctx.ParallelFor(p.g.n * p.g.oh, cost, [&](int64_t b, int64_t e) {
@@ -608,5 +656,9 @@ void SetSmallConvIsaForTesting(std::optional<CpuIsa> isa) {
 }
 
 CpuIsa SmallConvIsa(int64_t oc) { return ChosenIsa(oc); }
+
+bool SmallConvForwardByRows(const Window2D& g, int64_t oc) {
+  return ForwardByRows(g, oc);
+}
 
 }  // namespace ipuflow::ops

@@ -13,8 +13,10 @@
 // so they keep the general path's results up to float rounding. Their inner
 // loops come in two variants, chosen per call from ipuflow::UsedIsa()
 // (core/cpu_isa.h) and oc (SmallConvIsa): AVX2 (Eigen packets of 8 floats)
-// and AVX-512 (conv_small_avx512.h: zmm registers, channel tails masked),
-// which sum each output in the same order and give bitwise equal results.
+// and AVX-512 (conv_small_avx512.h: zmm registers, channel tails masked);
+// on AVX-512, Conv2D with 17-24 channels vectorises over output pixels
+// instead (conv_rows_avx512.h). All sum each output in the same order and
+// give bitwise equal results.
 //
 // Thread safety: pure functions over the kernel's intra-op pool; outputs
 // are written by one shard each.
@@ -59,11 +61,20 @@ void SmallConvBackpropFilter(const KernelContext& ctx, const float* x,
                              const float* dy, float* dw, const Window2D& g,
                              int64_t oc);
 
-// The inner loops SmallConv* use for `oc` output channels: kAvx512 when
+// The channel-packet inner loops SmallConv* use for `oc` output channels
+// (but see SmallConvForwardByRows): kAvx512 when
 // UsedIsa() is and oc is 9-16 or 25-32 (whole zmm registers, where they
 // measured faster; conv_small.cc), or when the testing override says so
 // (any oc up to 32); else kAvx2.
 CpuIsa SmallConvIsa(int64_t oc);
+
+// True when SmallConvForward runs the pixel-row loop of
+// conv_rows_avx512.h (a ymm of 8 output pixels per channel) instead of
+// SmallConvIsa(oc)'s: with 17-24 channels when UsedIsa() is kAvx512 and
+// the shape is one where it measured faster (conv_small.cc), or for any
+// shape when the testing override forces kAvx512. Bitwise equal results
+// either way.
+bool SmallConvForwardByRows(const Window2D& g, int64_t oc);
 
 // For tests: makes SmallConv* use `isa`'s inner loops (nullopt: UsedIsa()'s
 // again), so one process can compare both variants.

@@ -239,6 +239,22 @@ TEST(SmallConvTest, UsesTheExpectedVariant) {
   for (int64_t oc : {1, 8, 17, 20, 24, 33}) {
     EXPECT_EQ(SmallConvIsa(oc), CpuIsa::kAvx2) << oc;
   }
+  // Conv2D with 17-23 channels on the tutorial ConvNet's conv2 (rows of 8
+  // pixels): AVX-512's pixel-row loop. Not with one input channel, nor
+  // where rows fill their 8-pixel blocks less than the channels fill 24
+  // lanes (24 channels, or rows of 12 pixels).
+  const Window2D conv2 = WindowOf({40, 12, 12, 10, 5, 5, 20, 1, 1, false});
+  for (int64_t oc : {17, 20, 23}) {
+    EXPECT_EQ(SmallConvForwardByRows(conv2, oc), UsedIsa() == CpuIsa::kAvx512)
+        << oc;
+  }
+  for (int64_t oc : {1, 10, 16, 24, 25, 32}) {
+    EXPECT_FALSE(SmallConvForwardByRows(conv2, oc)) << oc;
+  }
+  EXPECT_FALSE(SmallConvForwardByRows(
+      WindowOf({40, 28, 28, 1, 5, 5, 20, 1, 1, false}), 20));
+  EXPECT_FALSE(SmallConvForwardByRows(
+      WindowOf({40, 16, 16, 16, 5, 5, 20, 1, 1, false}), 20));
 }
 
 // y = relu(conv(x, w) + b) by the fused Conv2D -> BiasAdd -> Relu kernel
@@ -308,6 +324,48 @@ TEST(SmallConvTest, BothVariantsAgreeBitwiseWithAFusedEpilogue) {
           << "Conv2DBackpropFilter";
       if (HasFailure()) return;
     }
+  }
+}
+
+// Conv2D by AVX-512's pixel-row loop (17-24 channels) against the AVX2
+// channel-packet loops, bitwise, and both against the double reference:
+// the tutorial ConvNet's conv2 at batch 40, SAME padding, strides 2 and 3,
+// rows of 9, 19 and 20 pixels (a partial last block of 8), one image.
+TEST(SmallConvTest, PixelRowLoopAgreesBitwiseWithAvx2) {
+  if (DetectedIsa() != CpuIsa::kAvx512) GTEST_SKIP() << "no AVX-512";
+  const std::vector<Case> cases = {
+      {40, 12, 12, 10, 5, 5, 20, 1, 1, false},  // conv2.
+      {2, 12, 12, 10, 5, 5, 20, 1, 1, true},    {3, 11, 9, 2, 5, 5, 17, 2, 2, true},
+      {2, 13, 15, 3, 3, 3, 23, 2, 2, false},    {2, 10, 26, 4, 3, 4, 24, 1, 3, true},
+      {1, 13, 13, 10, 5, 5, 20, 1, 1, false},   {2, 9, 20, 2, 3, 5, 17, 1, 1, true},
+      {1, 7, 37, 1, 3, 4, 23, 2, 2, true},      {1, 12, 12, 10, 5, 5, 24, 1, 1, false},
+      {1, 6, 5, 3, 2, 2, 18, 1, 1, true},       {1, 12, 12, 10, 5, 5, 21, 2, 1, true},
+  };
+  for (const Case& p : cases) {
+    SCOPED_TRACE(p.DebugString());
+    ASSERT_TRUE(UseSmallConv(WindowOf(p), p.oc));
+    const Tensor xv = RandomTensor({p.n, p.h, p.w, p.c}, -1, 1, 8);
+    const Tensor wv = RandomTensor({p.kh, p.kw, p.c, p.oc}, -1, 1, 9);
+    const Tensor dyv = RandomTensor(OutputShape(p), -1, 1, 10);
+    const Reference ref = Direct(p, xv, wv, dyv);
+    auto run = [&](CpuIsa isa) {
+      SetSmallConvIsaForTesting(isa);
+      Scope s = Scope::NewRootScope();
+      Output x = Placeholder(s, DType::kFloat32, xv.shape());
+      Output w = Placeholder(s, DType::kFloat32, wv.shape());
+      Output y = Conv2D(s, x, w, {p.sh, p.sw}, p.same ? "SAME" : "VALID");
+      auto out = RunGraph(s, {{x, xv}, {w, wv}}, {y});
+      SetSmallConvIsaForTesting(std::nullopt);
+      IPU_CHECK_OK(out.status());
+      return (*out)[0];
+    };
+    const Tensor avx2 = run(CpuIsa::kAvx2);
+    SetSmallConvIsaForTesting(CpuIsa::kAvx512);
+    EXPECT_TRUE(SmallConvForwardByRows(WindowOf(p), p.oc));
+    const Tensor rows = run(CpuIsa::kAvx512);
+    EXPECT_TRUE(BitwiseEqual(avx2, rows));
+    EXPECT_TRUE(TensorNear(rows, ref.y, 1e-4, 1e-4));
+    if (HasFailure()) return;
   }
 }
 

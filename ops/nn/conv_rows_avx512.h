@@ -1,0 +1,61 @@
+// AVX-512 (VL) Conv2D loop of the direct small-channel kernels
+// (ops/nn/conv_small.h) that vectorises over output pixels rather than
+// output channels: a ymm holds 8 consecutive output pixels of one row for
+// one channel, one accumulator per channel, each multiplied by the filter
+// entry broadcast from memory ({1to8}). With 17-24 channels the
+// channel-packet loops fill 24 lanes per pixel (3 ymm, or a zmm and a ymm)
+// for 20 useful ones; here every lane of a row of 8 pixels is useful, and
+// AVX-512VL's 32 registers hold the 24 accumulators.
+//
+//   ConvRowsShape s = ...;  // The convolution, per image.
+//   std::vector<float> xp(ConvRowsImageFloats(s), 0.0f);  // Zeros once.
+//   ConvRowsRelayout(s, x + image * h * w * c, xp.data());
+//   ConvRowsForward(s, xp.data(), w, oh0, oh1, y + image * oh * ow * oc);
+//
+// The loop reads a copy of one image relaid as zero-padded rows per input
+// channel, each row split into sw column phases so a strided row of output
+// pixels reads consecutive floats:
+//
+//   xp[((ci * hp + ih) * sw + ph) * wq + q] = x[ih - pad_top,
+//                                               q * sw + ph - pad_left, ci]
+//
+// (zero outside the image). Each output sums its kh * kw * c terms in the
+// channel-packet loops' order (kh, kw, c ascending, fused multiply-adds from
+// zero, padding as zero terms), so the results are bitwise equal to theirs.
+//
+// REQUIRES (every function): DetectedIsa() == kAvx512,
+// ConvRowsTakes(s.oc). Thread safety: pure functions; callers give each
+// thread its own xp and output rows.
+#ifndef IPUFLOW_OPS_NN_CONV_ROWS_AVX512_H_
+#define IPUFLOW_OPS_NN_CONV_ROWS_AVX512_H_
+
+#include <cstdint>
+
+namespace ipuflow::ops::avx512 {
+
+// One image's convolution, NHWC: x [h, w, c], filter [kh, kw, c, oc],
+// y [oh, ow, oc], zero padding pad_top, pad_left (and whatever the bottom
+// and right windows cover).
+struct ConvRowsShape {
+  int64_t h, w, c, kh, kw, sh, sw, oh, ow, pad_top, pad_left, oc;
+};
+
+// The output channel counts the loop takes.
+constexpr bool ConvRowsTakes(int64_t oc) { return oc >= 17 && oc <= 24; }
+
+// The floats of the relaid image xp.
+int64_t ConvRowsImageFloats(const ConvRowsShape& s);
+
+// Writes the image's floats into xp; its padding entries keep what they
+// hold (zeros from the caller, once per buffer).
+void ConvRowsRelayout(const ConvRowsShape& s, const float* image, float* xp);
+
+// y[(oh * ow + ow) * oc + o] = sum over kh, kw, c of
+// x[oh * sh + kh - pad_top, ow * sw + kw - pad_left, c] * w[kh, kw, c, o]
+// for output rows oh0 <= oh < oh1 of the image, from its relaid xp.
+void ConvRowsForward(const ConvRowsShape& s, const float* xp, const float* w,
+                     int64_t oh0, int64_t oh1, float* y);
+
+}  // namespace ipuflow::ops::avx512
+
+#endif  // IPUFLOW_OPS_NN_CONV_ROWS_AVX512_H_
