@@ -21,8 +21,9 @@
 //    thread, as an InfeedDequeue kernel, and hands it to the stage's other
 //    parts), run its program, push its outputs (the last stage's values to
 //    the outfeed);
-//  - after the last backward, the weight update runs (from IPU 0's thread,
-//    hopping to each IPU for its variables), with offloaded optimizer state
+//  - after the last backward, the weight update runs (from IPU 0's thread;
+//    each IPU updates its own variables on its own thread, at the same time
+//    as the others where the update's edges allow), with offloaded optimizer state
 //    streamed in before and out after (with replicated optimizer-state
 //    sharding, a sharded weight's state as this replica's chunk: its update
 //    is fed the shard {r, R}, pipeline_internal.h's weight_shards).
@@ -167,8 +168,9 @@ class PipelineRuntime {
   std::vector<Entry> entries_;  // By WorkListItem::tag.
   std::unique_ptr<WorkLists> lists_;
   std::vector<RunEnv> envs_;  // Per IPU.
-  // CPU seconds each IPU spent in the current weight update (hops run one
-  // at a time, so no two threads write at once).
+  // CPU seconds each IPU spent in the current weight update; element k is
+  // written only by IPU k's thread (RunEnv::post_to_shard), read after the
+  // update's program returned.
   std::vector<double> update_hop_cpu_;
   std::unique_ptr<Program> weight_update_;
   // Offloaded optimizer state: per IPU, variable names; values between
