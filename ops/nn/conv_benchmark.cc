@@ -33,6 +33,7 @@
 #include "ops/nn/bias_add.h"
 #include "ops/nn/conv2d.h"
 #include "ops/nn/conv2d_backprop.h"
+#include "ops/nn/conv_small.h"
 #include "ops/nn/conv_sparse_grad.h"
 #include "ops/nn/max_pool_2d.h"
 #include "ops/nn/relu.h"
@@ -311,9 +312,10 @@ ConvShape ShapeArgs(const benchmark::State& s) {
 }
 // Conv2D around B2's 20 output channels, where conv_small.cc chooses
 // between the AVX2 channel packets and, on AVX-512, conv_rows_avx512.h's
-// pixel-row loop (17-24 channels): rows of 8 output pixels (as B2), of 24
-// with 1 to 6 input channels, and of 14 and 12 (a partial last block of 8).
-constexpr std::array<std::array<int64_t, 4>, 8> kPixelRowShapes = {{
+// pixel-row loop (17-24 channels): rows of 8 output pixels (as B2) with
+// patches of 75 to 250 floats, rows of 24 with 1 to 6 input channels, and
+// of 14, 12 and 10 (a partial last block of 8).
+constexpr std::array<std::array<int64_t, 4>, 11> kPixelRowShapes = {{
     {12, 10, 17, 5},
     {12, 10, 24, 5},
     {28, 1, 20, 5},
@@ -322,6 +324,9 @@ constexpr std::array<std::array<int64_t, 4>, 8> kPixelRowShapes = {{
     {16, 8, 20, 3},
     {16, 16, 24, 5},
     {16, 32, 24, 3},
+    {12, 6, 20, 5},
+    {12, 3, 20, 5},
+    {12, 10, 20, 3},
 }};
 void PixelRowArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"workers", "hw", "c", "oc", "k"});
@@ -330,6 +335,27 @@ void PixelRowArgs(benchmark::internal::Benchmark* b) {
 }
 void BM_Conv2D(benchmark::State& s) { ConvForward(s, ShapeArgs(s)); }
 void BM_Conv2DPixelRows(benchmark::State& s) { ConvForward(s, ShapeArgs(s)); }
+// The same with conv_small.cc's choice overridden, whatever the shape:
+// the AVX2 channel packets (rows:0) or the pixel-row loop (rows:1), an A/B
+// in one process for its selection rule (rows:1 is skipped without
+// AVX-512).
+void BM_Conv2DPixelRowsForced(benchmark::State& s) {
+  const bool rows = s.range(5) != 0;
+  if (rows && UsedIsa() != CpuIsa::kAvx512) {
+    s.SkipWithError("AVX-512 not in use (CPU or IPUFLOW_MAX_ISA)");
+    return;
+  }
+  SetSmallConvIsaForTesting(rows ? CpuIsa::kAvx512 : CpuIsa::kAvx2);
+  ConvForward(s, ShapeArgs(s));
+  SetSmallConvIsaForTesting(std::nullopt);
+}
+void PixelRowForcedArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"workers", "hw", "c", "oc", "k", "rows"});
+  for (const auto& [hw, c, oc, k] : kPixelRowShapes) {
+    for (int rows : {0, 1}) b->Args({0, hw, c, oc, k, rows});
+  }
+  b->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
 void BM_Conv2DBackpropFilter(benchmark::State& s) {
   ConvBackpropFilter(s, ShapeArgs(s));
 }
@@ -479,6 +505,7 @@ BENCHMARK(BM_B2_OnednnConv2DBackpropInput)->Apply(ConvPassArgs);
 BENCHMARK(BM_B2_ForwardBackward)->Apply(Args);
 BENCHMARK(BM_Conv2D)->Apply(ConvArgs);
 BENCHMARK(BM_Conv2DPixelRows)->Apply(PixelRowArgs);
+BENCHMARK(BM_Conv2DPixelRowsForced)->Apply(PixelRowForcedArgs);
 BENCHMARK(BM_OnednnConv2D)->Apply(ConvArgs);
 BENCHMARK(BM_Conv2DBackpropFilter)->Apply(ConvArgs);
 BENCHMARK(BM_OnednnConv2DBackpropFilter)->Apply(ConvArgs);

@@ -98,16 +98,72 @@ IPUFLOW_AVX512 void Block(const ConvRowsShape& s, const Layout& l,
   StorePixels<O>(acc, valid, O, y);
 }
 
+// Block for two blocks of 8 pixels at once, A (from xa) in the low and B
+// (from xa + b) in the high half of zmm accumulators: the same FMAs per
+// lane at half the instructions. Zen 4 runs the ymm loop with broadcast
+// operands at 90% of its FMA peak, the zmm one at 99.6% (a loop of 20
+// accumulators alone, 105 vs 116 GFLOP/s).
+template <int O>
+IPUFLOW_AVX512 void BlockPair(const ConvRowsShape& s, const Layout& l,
+                              const float* xa, ptrdiff_t b, const float* w,
+                              int64_t valid_a, int64_t valid_b, float* ya,
+                              float* yb) {
+  __m512 acc[O];
+#pragma GCC unroll 32
+  for (int o = 0; o < O; ++o) acc[o] = _mm512_setzero_ps();
+  for (int64_t kh = 0; kh < s.kh; ++kh) {
+    const float* xr = xa + kh * l.row;
+    int64_t phase = 0, q = 0;
+    for (int64_t kw = 0; kw < s.kw; ++kw) {
+      const float* xc = xr + phase * l.wq + q;
+      if (++phase == s.sw) phase = 0, ++q;
+      for (int64_t c = 0; c < s.c; ++c, xc += l.plane, w += O) {
+        const __m512 xv = _mm512_insertf32x8(
+            _mm512_castps256_ps512(_mm256_loadu_ps(xc)),
+            _mm256_loadu_ps(xc + b), 1);
+#pragma GCC unroll 32
+        for (int o = 0; o < O; ++o) {
+          acc[o] = _mm512_fmadd_ps(xv, _mm512_set1_ps(w[o]), acc[o]);
+        }
+      }
+    }
+  }
+  __m256 half[O];
+#pragma GCC unroll 32
+  for (int o = 0; o < O; ++o) half[o] = _mm512_castps512_ps256(acc[o]);
+  StorePixels<O>(half, valid_a, O, ya);
+#pragma GCC unroll 32
+  for (int o = 0; o < O; ++o) half[o] = _mm512_extractf32x8_ps(acc[o], 1);
+  StorePixels<O>(half, valid_b, O, yb);
+}
+
+// The rows' blocks of 8 pixels in pairs (across rows too), the last one
+// alone if their number is odd.
 template <int O>
 IPUFLOW_AVX512 void Rows(const ConvRowsShape& s, const float* xp,
                          const float* w, int64_t oh0, int64_t oh1, float* y) {
   const Layout l(s);
+  const float* pending = nullptr;  // Block A of the next pair, if any.
+  int64_t pending_valid = 0;
+  float* pending_y = nullptr;
   for (int64_t oh = oh0; oh < oh1; ++oh) {
     const float* xr = xp + oh * s.sh * l.row;
     for (int64_t ow0 = 0; ow0 < s.ow; ow0 += kPixels) {
       const int64_t valid = s.ow - ow0 < kPixels ? s.ow - ow0 : kPixels;
-      Block<O>(s, l, xr + ow0, w, valid, y + (oh * s.ow + ow0) * O);
+      float* yb = y + (oh * s.ow + ow0) * O;
+      if (pending == nullptr) {
+        pending = xr + ow0;
+        pending_valid = valid;
+        pending_y = yb;
+        continue;
+      }
+      BlockPair<O>(s, l, pending, xr + ow0 - pending, w, pending_valid, valid,
+                   pending_y, yb);
+      pending = nullptr;
     }
+  }
+  if (pending != nullptr) {
+    Block<O>(s, l, pending, w, pending_valid, pending_y);
   }
 }
 

@@ -72,19 +72,24 @@ CpuIsa ChosenIsa(int64_t oc) {
 
 // Conv2D with 17-24 channels on AVX-512 runs the pixel-row loop of
 // conv_rows_avx512.h instead where it measured faster than the AVX2
-// channel packets (conv_benchmark BM_B2_Conv2D and BM_Conv2DPixelRows,
-// one thread, CPU time, alternated with IPUFLOW_MAX_ISA=avx2): where rows
-// of ow pixels fill more of their 8-lane blocks than oc channels fill 24
-// lanes, with input channels enough to keep its inner loop long (B2's
-// 10->20, ow 8: 1.18x; 10->17: 1.37x; 6->20, ow 24: 1.08x; 10->24, ow 8:
-// 1.02x, a tie; 16->24, ow 12: 0.75x; 32->24, ow 14: 0.87x; 1->20, ow 24:
-// 0.82x). The testing override forces it for any shape.
+// channel packets: where rows of ow pixels fill as much of their 8-lane
+// blocks as oc channels fill 24 lanes, or more, with patches long enough
+// (64 floats) to pay for each block's transposes. conv_benchmark, one
+// thread, CPU time, BM_Conv2DPixelRowsForced (both loops in one process,
+// medians of 3): B2's 10->20 (ow 8, k 250) 1.25x (BM_B2_Conv2D alternated
+// with IPUFLOW_MAX_ISA=avx2: 247 vs 310 us); 10->17 1.44x; 10->24 1.06x;
+// 6->20 1.19x; 3->20 (k 75) 1.13x, ow 24: 1.08x; 8->20, ow 14: 1.04x;
+// not taken: 1->20 (k 25) 0.90x; 10->20, ow 10: 0.76x; 16->24, ow 12:
+// 0.80x; 32->24, ow 14: 0.91x. The testing override forces it for any
+// shape.
 bool ForwardByRows(const Window2D& g, int64_t oc) {
+  constexpr int64_t kMinRowsPatch = 64;
   if (!avx512::ConvRowsTakes(oc)) return false;
   const int forced = isa_for_testing.load(std::memory_order_relaxed);
   if (forced >= 0) return forced == static_cast<int>(CpuIsa::kAvx512);
   const int64_t lanes = (g.ow + 7) / 8 * 8;
-  return UsedIsa() == CpuIsa::kAvx512 && g.c >= 6 && g.ow * 24 > oc * lanes;
+  return UsedIsa() == CpuIsa::kAvx512 && PatchSize(g) >= kMinRowsPatch &&
+         g.ow * 24 >= oc * lanes;
 }
 
 // The geometry every shard shares (read-only).
