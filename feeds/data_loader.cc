@@ -4,6 +4,9 @@
 #include "feeds/data_loader.h"
 
 #include <algorithm>
+#include <cstring>
+#include <deque>
+#include <memory>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -41,7 +44,10 @@ class SampleStore {
  public:
   explicit SampleStore(DatasetPtr ds) : ds_(std::move(ds)) {}
 
-  absl::StatusOr<Element> Get(int64_t i) {
+  // The reference stays valid and unchanged as long as the store: samples
+  // are only appended once Create has returned, and a deque keeps them in
+  // place (so callers read them without the lock and without a copy).
+  const absl::StatusOr<Element>& Get(int64_t i) {
     MutexLock l(&mu_);
     ReadUpTo(i);
     return samples_[i];
@@ -80,7 +86,7 @@ class SampleStore {
   const DatasetPtr ds_;
   Mutex mu_;
   std::unique_ptr<Iterator> it_ ABSL_GUARDED_BY(mu_);
-  std::vector<absl::StatusOr<Element>> samples_ ABSL_GUARDED_BY(mu_);
+  std::deque<absl::StatusOr<Element>> samples_ ABSL_GUARDED_BY(mu_);
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   int64_t read_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t expected_ ABSL_GUARDED_BY(mu_) = 0;
@@ -92,6 +98,95 @@ void CopyRows(const Element& src, int64_t from, const Element& dst,
   for (size_t c = 0; c < src.size(); ++c) {
     dst[c].Slice(begin, end).CopyFrom(src[c].Slice(from, from + end - begin));
   }
+}
+
+// The memory of the batches the loader assembles, kept for later batches
+// once nothing references it: a 12.5 MB batch allocated afresh per host
+// call is mmap'ed, faulted in page by page and cleared by the kernel each
+// time. A tensor from Get views a pooled buffer through its own handle
+// (a shared_ptr with a deleter); every Tensor, slice or view made from it
+// copies that handle, so the buffer comes back (Put) only when the last of
+// them is gone, on whichever thread drops it. Thread-safe.
+class BufferPool : public std::enable_shared_from_this<BufferPool> {
+ public:
+  // An uninitialised tensor whose buffer nothing else references: a kept
+  // buffer of the same size, else a new one (aborting as Tensor(dtype,
+  // shape) does, like Stack). Invalid and resource tensors are not pooled.
+  Tensor Get(DType dtype, const TensorShape& shape) {
+    if (dtype == DType::kInvalid || dtype == DType::kResource) {
+      return Tensor(dtype, shape);
+    }
+    const size_t bytes = shape.num_elements() * DTypeSize(dtype);
+    std::shared_ptr<TensorBuffer> owner;
+    {
+      MutexLock l(&mu_);
+      for (auto it = free_.rbegin(); it != free_.rend(); ++it) {
+        if ((*it)->size() == bytes) {
+          owner = std::move(*it);
+          free_.erase(std::next(it).base());
+          break;
+        }
+      }
+    }
+    if (owner == nullptr) {
+      owner = Tensor(dtype, shape).buffer();
+    } else {
+      IPU_CHECK(ValidateShape(shape).ok());
+    }
+    TensorBuffer* raw = owner.get();
+    std::shared_ptr<TensorBuffer> handle(
+        raw, [pool = weak_from_this(),
+              owner = std::move(owner)](TensorBuffer*) mutable {
+          // A loader gone before its batches: the buffer is freed.
+          if (std::shared_ptr<BufferPool> p = pool.lock()) {
+            p->Put(std::move(owner));
+          }
+          owner.reset();
+        });
+    return Tensor(dtype, shape, std::move(handle));
+  }
+
+  // Keeps at most `n` unused buffers (at least: the largest n asked for).
+  void KeepAtLeast(size_t n) {
+    MutexLock l(&mu_);
+    max_free_ = std::max(max_free_, n);
+  }
+
+ private:
+  void Put(std::shared_ptr<TensorBuffer> owner) {
+    MutexLock l(&mu_);
+    // The oldest goes first: sizes no longer asked for (a short last
+    // batch) age out.
+    if (free_.size() >= max_free_ && !free_.empty()) free_.pop_front();
+    if (max_free_ > 0) free_.push_back(std::move(owner));
+  }
+
+  Mutex mu_;
+  std::deque<std::shared_ptr<TensorBuffer>> free_ ABSL_GUARDED_BY(mu_);
+  size_t max_free_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// True if `s` has `first`'s components, dtypes and shapes.
+bool SameLayout(const Element& s, const Element& first) {
+  if (s.size() != first.size()) return false;
+  for (size_t c = 0; c < s.size(); ++c) {
+    if (s[c].dtype() != first[c].dtype() || s[c].shape() != first[c].shape()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Components the one-pass copy handles: plain bytes (no resources, no
+// invalid tensors); any other sample goes through Stack.
+bool Copyable(const Element& s) {
+  if (s.empty()) return false;
+  for (const Tensor& t : s) {
+    if (t.dtype() == DType::kInvalid || t.dtype() == DType::kResource) {
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -120,6 +215,10 @@ class DataLoader::Impl : public std::enable_shared_from_this<Impl> {
                        : c;
     units_per_epoch_ = (per_process_ + unit_ - 1) / unit_;
     capacity_ = o.buffer_size * ((c + unit_ - 1) / unit_);
+    // Batches alive at once: the ring's, those being loaded, the consumer's
+    // current and previous one (and, rebatched, two stitched ones).
+    units_alive_ = (IsAsync(o.mode) ? capacity_ + o.num_workers : 0) + 2 +
+                   (rebatched_ ? 2 : 0);
     planner_ = std::make_unique<Planner>(n, o, o.drop_last ? per_process_ : 0);
     MutexLock l(&mu_);
     ring_.resize(capacity_);
@@ -200,6 +299,7 @@ class DataLoader::Impl : public std::enable_shared_from_this<Impl> {
   const int64_t n_, c_;
   const bool rebatched_;
   int64_t per_process_, steps_, unit_, units_per_epoch_, capacity_;
+  int64_t units_alive_;
   // Consumer state (one consumer thread at a time).
   int64_t epoch_ = 0, step_ = 0;
   int64_t next_take_ = 0;  // Async: the next unit the consumer takes.
@@ -259,35 +359,75 @@ class DataLoader::Impl : public std::enable_shared_from_this<Impl> {
     return unit;
   }
 
-  // Samples [u * unit_, ...) of `block`, stacked.
+  // Samples [u * unit_, ...) of `block`, stacked: each sample's components
+  // are copied straight into the rows of the output (one pass; pooled
+  // buffers). A sample that does not match the first one's layout sends
+  // the unit to StackUnit, which reports it as it always has.
   absl::StatusOr<Element> LoadUnit(const std::vector<int64_t>& block,
                                    int64_t u) {
     const int64_t begin = u * unit_;
     const int64_t end =
         std::min<int64_t>(begin + unit_, static_cast<int64_t>(block.size()));
-    std::vector<Element> rows;
+    const Element* first = nullptr;
+    Element out;
+    std::vector<char*> dst;
+    std::vector<size_t> bytes;
+    for (int64_t i = begin; i < end; ++i) {
+      const absl::StatusOr<Element>& s = store_->Get(block[i]);
+      if (!s.ok()) return SampleError(block[i], s.status());
+      if (first == nullptr) {
+        if (!Copyable(*s)) return StackUnit(block, begin, end);
+        first = &*s;
+        pool_->KeepAtLeast(units_alive_ * s->size());
+        for (const Tensor& t : *s) {
+          TensorShape shape = t.shape();
+          shape.InsertDim(0, end - begin);
+          out.push_back(pool_->Get(t.dtype(), shape));
+          dst.push_back(static_cast<char*>(out.back().raw_data()));
+          bytes.push_back(t.TotalBytes());
+        }
+      } else if (!SameLayout(*s, *first)) {
+        return StackUnit(block, begin, end);
+      }
+      for (size_t c = 0; c < bytes.size(); ++c) {
+        if (bytes[c] == 0) continue;
+        std::memcpy(dst[c] + (i - begin) * bytes[c], (*s)[c].raw_data(),
+                    bytes[c]);
+      }
+    }
+    return out;
+  }
+
+  static absl::Status SampleError(int64_t id, const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrCat("DataLoader: sample ", id, ": ",
+                                               s.message()));
+  }
+
+  // LoadUnit by Stack, column by column: the checks (and their order: every
+  // sample's read error, then component counts, then each component's
+  // dtypes and shapes as Stack names them) for units that fail them, and
+  // samples the one-pass copy does not handle.
+  absl::StatusOr<Element> StackUnit(const std::vector<int64_t>& block,
+                                    int64_t begin, int64_t end) {
+    std::vector<const Element*> rows;
     rows.reserve(end - begin);
     for (int64_t i = begin; i < end; ++i) {
-      absl::StatusOr<Element> s = store_->Get(block[i]);
-      if (!s.ok()) {
-        return absl::Status(s.status().code(),
-                            absl::StrCat("DataLoader: sample ", block[i], ": ",
-                                         s.status().message()));
-      }
-      rows.push_back(*std::move(s));
+      const absl::StatusOr<Element>& s = store_->Get(block[i]);
+      if (!s.ok()) return SampleError(block[i], s.status());
+      rows.push_back(&*s);
     }
     Element out;
-    for (size_t c = 0; c < rows[0].size(); ++c) {
+    for (size_t c = 0; c < rows[0]->size(); ++c) {
       std::vector<Tensor> column;
       column.reserve(rows.size());
       for (size_t i = 0; i < rows.size(); ++i) {
-        if (rows[i].size() != rows[0].size()) {
+        if (rows[i]->size() != rows[0]->size()) {
           return absl::InvalidArgumentError(absl::StrCat(
               "DataLoader: sample ", block[begin + i], " has ",
-              rows[i].size(), " components, sample ", block[begin], " has ",
-              rows[0].size()));
+              rows[i]->size(), " components, sample ", block[begin], " has ",
+              rows[0]->size()));
         }
-        column.push_back(rows[i][c]);
+        column.push_back((*rows[i])[c]);
       }
       absl::StatusOr<Tensor> stacked = Stack(column);
       if (!stacked.ok()) {
@@ -324,7 +464,7 @@ class DataLoader::Impl : public std::enable_shared_from_this<Impl> {
           for (const Tensor& t : src) {
             TensorShape shape = t.shape();
             shape.set_dim(0, end - begin);
-            out.emplace_back(t.dtype(), shape);
+            out.push_back(pool_->Get(t.dtype(), shape));
           }
         }
         CopyRows(src, pos - u * unit_, out, pos - begin, stop - begin);
@@ -336,6 +476,7 @@ class DataLoader::Impl : public std::enable_shared_from_this<Impl> {
   }
 
   std::unique_ptr<SampleStore> store_;
+  const std::shared_ptr<BufferPool> pool_ = std::make_shared<BufferPool>();
   mutable Mutex mu_;
   CondVar cv_;
   std::unique_ptr<Planner> planner_ ABSL_PT_GUARDED_BY(mu_);

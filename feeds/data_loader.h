@@ -87,8 +87,11 @@
 // The destructor stops and joins the workers, whatever ring slot they wait
 // for (once no ToInfeedDataset dataset shares them); a worker inside the
 // samples dataset (a blocked generator) delays it.
-// A returned batch is a fresh tensor the caller owns (no aliasing of a ring
-// slot, unlike PopTorch's shared memory).
+// A returned batch is a tensor the caller owns (no aliasing of a ring slot,
+// unlike PopTorch's shared memory). Its memory may be that of an earlier
+// batch: the loader keeps the buffers of batches once nothing references
+// them any more (no Tensor, slice or view of them is left) and fills later
+// batches into them, sparing a fresh allocation's page faults per step.
 #ifndef IPUFLOW_FEEDS_DATA_LOADER_H_
 #define IPUFLOW_FEEDS_DATA_LOADER_H_
 

@@ -3,12 +3,17 @@
 // shuffle for P = 1..5 and the leftover rotation, kSync == kAsync ==
 // kAsyncRebatched element for element, the infeed layout per replica with
 // and without replica grouping, workers blocked at destruction, errors in
-// order, and every error text. No sleeps: tests wait on observable counts.
+// order, every error text (samples that do not stack included), and batch
+// memory reused only once no batch or slice of it is held. No sleeps: tests
+// wait on observable counts.
 #include "feeds/data_loader.h"
 
 #include <algorithm>
+#include <functional>
+#include <iterator>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <thread>
 #include <tuple>
@@ -21,6 +26,7 @@ namespace ipuflow::feeds {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::StartsWith;
 
 // Sample i = {float32[2] {i, -i}, int64 i}.
 DatasetPtr Samples(int64_t n) {
@@ -604,6 +610,219 @@ TEST(DataLoaderTest, ErrorTexts) {
   o.process_count = 2;
   EXPECT_THAT(CreateError(Samples(100), o).message(),
               HasSubstr("process_index(2) must be in [0, process_count(2))"));
+}
+
+// Samples(n), but sample i is what `odd(i)` returns if that is not empty
+// (an unknown spec: the loader alone checks the samples).
+DatasetPtr SamplesWith(int64_t n,
+                       std::function<std::optional<Element>(int64_t)> odd) {
+  return Range(0, n)->Map([odd](Element e) -> absl::StatusOr<Element> {
+    const int64_t i = e[0].scalar<int64_t>();
+    if (std::optional<Element> o = odd(i)) return *o;
+    if (i == 13) return absl::DataLossError("bad record 13");
+    return Element{Tensor::FromVector<float>(
+                       {static_cast<float>(i), static_cast<float>(-i)}),
+                   e[0]};
+  });
+}
+
+// Samples that do not stack, in the middle of a unit (batch 4..7), in every
+// mode: the exact texts, which check comes first (a later sample's read
+// error, then a component count, then the lowest component), and the other
+// batches intact.
+TEST(DataLoaderTest, SamplesThatDoNotStackNameTheirBatch) {
+  const Tensor i32 = Tensor::FromVector<int32_t>({5, -5});
+  const Tensor f3 = Tensor::FromVector<float>({6, -6, 0});
+  const Tensor f_scalar = Tensor::Scalar<float>(1);
+  struct Case {
+    std::function<std::optional<Element>(int64_t)> odd;
+    int64_t n;
+    absl::StatusCode code;
+    std::string message;
+  };
+  const Case cases[] = {
+      {[&](int64_t i) -> std::optional<Element> {
+         if (i == 6) return Element{i32, Tensor::Scalar<int64_t>(i)};
+         return std::nullopt;
+       },
+       12, absl::StatusCode::kInvalidArgument,
+       "DataLoader: batching samples 4..7, component 0: Stack: element 2 is "
+       "int32[2] but element 0 is float32[2]"},
+      {[&](int64_t i) -> std::optional<Element> {
+         if (i == 5) return Element{f3, Tensor::Scalar<int64_t>(i)};
+         return std::nullopt;
+       },
+       12, absl::StatusCode::kInvalidArgument,
+       "DataLoader: batching samples 4..7, component 0: Stack: element 1 is "
+       "float32[3] but element 0 is float32[2]"},
+      // Component 1 of sample 5 and component 0 of sample 7: component 0.
+      {[&](int64_t i) -> std::optional<Element> {
+         if (i == 5) {
+           return Element{Tensor::FromVector<float>({5, -5}), f_scalar};
+         }
+         if (i == 7) return Element{f3, Tensor::Scalar<int64_t>(i)};
+         return std::nullopt;
+       },
+       12, absl::StatusCode::kInvalidArgument,
+       "DataLoader: batching samples 4..7, component 0: Stack: element 3 is "
+       "float32[3] but element 0 is float32[2]"},
+      // The first sample of the batch is the odd one: the others are named.
+      {[&](int64_t i) -> std::optional<Element> {
+         if (i == 4) return Element{i32, Tensor::Scalar<int64_t>(i)};
+         return std::nullopt;
+       },
+       12, absl::StatusCode::kInvalidArgument,
+       "DataLoader: batching samples 4..7, component 0: Stack: element 1 is "
+       "float32[2] but element 0 is int32[2]"},
+      // A shape mismatch of sample 5, then a component count at sample 6:
+      // the count.
+      {[&](int64_t i) -> std::optional<Element> {
+         if (i == 5) return Element{f3, Tensor::Scalar<int64_t>(i)};
+         if (i == 6) return Element{Tensor::FromVector<float>({6, -6})};
+         return std::nullopt;
+       },
+       12, absl::StatusCode::kInvalidArgument,
+       "DataLoader: sample 6 has 1 components, sample 4 has 2"},
+      {[&](int64_t i) -> std::optional<Element> {
+         if (i == 7) {
+           return Element{Tensor::FromVector<float>({7, -7}),
+                          Tensor::Scalar<int64_t>(i), f_scalar};
+         }
+         return std::nullopt;
+       },
+       12, absl::StatusCode::kInvalidArgument,
+       "DataLoader: sample 7 has 3 components, sample 4 has 2"},
+      // A mismatch at sample 9, a read error at sample 13 of the same batch
+      // (8..15: n = 16, batch 8): the read error.
+      {[&](int64_t i) -> std::optional<Element> {
+         if (i == 9) return Element{f3, Tensor::Scalar<int64_t>(i)};
+         return std::nullopt;
+       },
+       16, absl::StatusCode::kDataLoss, "DataLoader: sample 13: "},
+  };
+  for (size_t k = 0; k < std::size(cases); ++k) {
+    const Case& c = cases[k];
+    const int64_t b = c.n == 16 ? 8 : 4;
+    for (auto mode : {DataLoaderMode::kSync, DataLoaderMode::kAsync,
+                      DataLoaderMode::kAsyncRebatched}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "case " << k << " " << DataLoaderModeName(mode));
+      DataLoaderOptions o;
+      o.batch_size = b;
+      o.mode = mode;
+      o.num_workers = 2;
+      auto l = Make(SamplesWith(c.n, c.odd), o);
+      ASSERT_NE(l, nullptr);
+      for (int64_t step = 0; step < c.n / b; ++step) {
+        absl::StatusOr<Element> batch = l->Next();
+        if (step == 1) {
+          EXPECT_EQ(batch.status().code(), c.code);
+          if (c.code == absl::StatusCode::kDataLoss) {  // Map adds context.
+            EXPECT_THAT(std::string(batch.status().message()),
+                        StartsWith(c.message));
+            EXPECT_THAT(batch.status().message(), HasSubstr("bad record 13"));
+          } else {
+            EXPECT_EQ(batch.status().message(), c.message);
+          }
+        } else {
+          ASSERT_TRUE(batch.ok()) << batch.status();
+          std::vector<int64_t> want(b);
+          std::iota(want.begin(), want.end(), step * b);
+          EXPECT_EQ(Ids(*batch), want);
+        }
+      }
+    }
+  }
+}
+
+// The loader reuses the memory of batches nobody holds any more, never that
+// of one still held, whole or as a slice (the infeed's micro-batches): the
+// held batches keep their values while later ones are loaded, in every mode.
+TEST(DataLoaderTest, HeldBatchesAndSlicesKeepTheirValues) {
+  for (auto mode : {DataLoaderMode::kSync, DataLoaderMode::kAsync,
+                    DataLoaderMode::kAsyncRebatched}) {
+    for (bool drop_last : {true, false}) {
+      if (mode == DataLoaderMode::kAsync && !drop_last) continue;
+      SCOPED_TRACE(::testing::Message() << DataLoaderModeName(mode)
+                                        << " drop_last=" << drop_last);
+      DataLoaderOptions o;
+      o.batch_size = 3;
+      o.device_iterations = 2;  // C = 6.
+      o.shuffle = true;
+      o.seed = 11;
+      o.drop_last = drop_last;
+      o.mode = mode;
+      o.num_workers = 2;
+      o.rebatched_worker_size = 4;
+      auto l = Make(Samples(40), o);
+      ASSERT_NE(l, nullptr);
+      // Batch k: held whole if k % 3 == 0, as rows 1..3 if k % 3 == 1,
+      // dropped otherwise.
+      struct Held {
+        std::vector<int64_t> ids;
+        Element tensors;
+      };
+      std::vector<Held> held;
+      for (int epoch = 0; epoch < 3; ++epoch) {
+        if (epoch > 0) l->StartNextEpoch();
+        for (int64_t k = 0;; ++k) {
+          absl::StatusOr<Element> b = l->Next();
+          if (b.status().code() == absl::StatusCode::kOutOfRange) break;
+          ASSERT_TRUE(b.ok()) << b.status();
+          std::vector<int64_t> ids = Ids(*b);
+          for (const Held& h : held) {
+            for (size_t c = 0; c < b->size(); ++c) {
+              EXPECT_FALSE((*b)[c].SharesBufferWith(h.tensors[c]));
+            }
+          }
+          if (k % 3 == 0) {
+            held.push_back({ids, *b});
+          } else if (k % 3 == 1 && ids.size() >= 4) {
+            held.push_back({std::vector<int64_t>(ids.begin() + 1,
+                                                 ids.begin() + 4),
+                            {(*b)[0].Slice(1, 4), (*b)[1].Slice(1, 4)}});
+          }
+        }
+      }
+      ASSERT_GT(held.size(), 6u);
+      for (const Held& h : held) {
+        EXPECT_EQ(Ids(h.tensors), h.ids);
+        const std::vector<float> v = h.tensors[0].ToVector<float>();
+        for (size_t i = 0; i < h.ids.size(); ++i) {
+          EXPECT_EQ(v[2 * i], static_cast<float>(h.ids[i]));
+          EXPECT_EQ(v[2 * i + 1], -static_cast<float>(h.ids[i]));
+        }
+      }
+    }
+  }
+}
+
+// kSync: the memory of a batch dropped (with its slices) is used again for a
+// later one; while a slice of it is held, it is not.
+TEST(DataLoaderTest, ADroppedBatchsMemoryIsReused) {
+  DataLoaderOptions o;
+  o.batch_size = 4;
+  auto l = Make(Samples(40), o);
+  ASSERT_NE(l, nullptr);
+  absl::StatusOr<Element> b0 = l->Next();
+  ASSERT_TRUE(b0.ok()) << b0.status();
+  const void* first = (*b0)[0].raw_data();
+  Tensor slice = (*b0)[0].Slice(2, 3);
+  b0 = absl::UnknownError("dropped");
+  absl::StatusOr<Element> b1 = l->Next();
+  ASSERT_TRUE(b1.ok()) << b1.status();
+  EXPECT_NE((*b1)[0].raw_data(), first);
+  EXPECT_EQ(slice.ToVector<float>(), std::vector<float>({2, -2}));
+  slice = Tensor();
+  absl::StatusOr<Element> b2 = l->Next();
+  ASSERT_TRUE(b2.ok()) << b2.status();
+  EXPECT_EQ((*b2)[0].raw_data(), first);
+  EXPECT_EQ(Ids(*b2), std::vector<int64_t>({8, 9, 10, 11}));
+  EXPECT_EQ((*b1)[0].ToVector<float>(),
+            std::vector<float>({4, -4, 5, -5, 6, -6, 7, -7}));
+  // A batch outlives its loader.
+  l.reset();
+  EXPECT_EQ(Ids(*b2), std::vector<int64_t>({8, 9, 10, 11}));
 }
 
 // Where PopTorch yields 0 steps silently (one process) or divides by zero
