@@ -202,7 +202,9 @@ IPUFLOW_AVX512 void ConvRowsRelayout(const ConvRowsShape& s,
           Transpose8(t);
 #pragma GCC unroll 8
           for (int j = 0; j < 8; ++j) {
-            if (j < nc) _mm256_mask_storeu_ps(dst + (c + j) * l.plane + iw, pm, t[j]);
+            if (j < nc) {
+              _mm256_mask_storeu_ps(dst + (c + j) * l.plane + iw, pm, t[j]);
+            }
           }
         }
       }

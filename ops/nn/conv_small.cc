@@ -413,7 +413,7 @@ std::vector<float> PackFilter(const Plan& p, const float* w) {
 void ForwardRows(const KernelContext& ctx, const Plan& p, const float* x,
                  const float* w, float* y, const ConvRowEpilogue& epilogue) {
   const Window2D& g = p.g;
-  const avx512::ConvRowsShape s{g.h,  g.w,  g.c,  g.kh,       g.kw,        g.sh,
+  const avx512::ConvRowsShape s{g.h,  g.w,  g.c,  g.kh,      g.kw,       g.sh,
                                 g.sw, g.oh, g.ow, g.pad_top, g.pad_left, p.oc};
   const double cost = 2.0 * g.ow * p.k * p.oc;
   ctx.ParallelFor(g.n * g.oh, cost, [&](int64_t b, int64_t e) {

@@ -328,18 +328,24 @@ TEST(SmallConvTest, BothVariantsAgreeBitwiseWithAFusedEpilogue) {
 }
 
 // Conv2D by AVX-512's pixel-row loop (17-24 channels) against the AVX2
-// channel-packet loops, bitwise, and both against the double reference:
-// the tutorial ConvNet's conv2 at batch 40, SAME padding, strides 2 and 3,
-// rows of 9, 19 and 20 pixels (a partial last block of 8), one image.
+// channel packets, bitwise, and both against the double reference: the
+// tutorial ConvNet's conv2 at batch 40, SAME padding, strides 2 and 3,
+// rows of 5, 9, 19 and 20 pixels (a partial block of 8), odd numbers of
+// blocks (the last one without a zmm pair), one image.
 TEST(SmallConvTest, PixelRowLoopAgreesBitwiseWithAvx2) {
   if (DetectedIsa() != CpuIsa::kAvx512) GTEST_SKIP() << "no AVX-512";
   const std::vector<Case> cases = {
       {40, 12, 12, 10, 5, 5, 20, 1, 1, false},  // conv2.
-      {2, 12, 12, 10, 5, 5, 20, 1, 1, true},    {3, 11, 9, 2, 5, 5, 17, 2, 2, true},
-      {2, 13, 15, 3, 3, 3, 23, 2, 2, false},    {2, 10, 26, 4, 3, 4, 24, 1, 3, true},
-      {1, 13, 13, 10, 5, 5, 20, 1, 1, false},   {2, 9, 20, 2, 3, 5, 17, 1, 1, true},
-      {1, 7, 37, 1, 3, 4, 23, 2, 2, true},      {1, 12, 12, 10, 5, 5, 24, 1, 1, false},
-      {1, 6, 5, 3, 2, 2, 18, 1, 1, true},       {1, 12, 12, 10, 5, 5, 21, 2, 1, true},
+      {2, 12, 12, 10, 5, 5, 20, 1, 1, true},
+      {3, 11, 9, 2, 5, 5, 17, 2, 2, true},
+      {2, 13, 15, 3, 3, 3, 23, 2, 2, false},
+      {2, 10, 26, 4, 3, 4, 24, 1, 3, true},
+      {1, 13, 13, 10, 5, 5, 20, 1, 1, false},
+      {2, 9, 20, 2, 3, 5, 17, 1, 1, true},
+      {1, 7, 37, 1, 3, 4, 23, 2, 2, true},
+      {1, 12, 12, 10, 5, 5, 24, 1, 1, false},
+      {1, 6, 5, 3, 2, 2, 18, 1, 1, true},
+      {1, 12, 12, 10, 5, 5, 21, 2, 1, true},
   };
   for (const Case& p : cases) {
     SCOPED_TRACE(p.DebugString());
