@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "core/mutex.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
@@ -51,6 +52,18 @@ class SampleStore {
     MutexLock l(&mu_);
     ReadUpTo(i);
     return samples_[i];
+  }
+  // Get(ids[0]), Get(ids[1]), ... under one lock, up to and including the
+  // first sample that failed (so exactly the samples Get would read).
+  void GetMany(absl::Span<const int64_t> ids,
+               std::vector<const absl::StatusOr<Element>*>* out) {
+    out->clear();
+    MutexLock l(&mu_);
+    for (int64_t i : ids) {
+      ReadUpTo(i);
+      out->push_back(&samples_[i]);
+      if (!out->back()->ok()) return;
+    }
   }
   // Reads everything: the sample count of a dataset of unknown cardinality.
   int64_t Count() {
@@ -368,31 +381,45 @@ class DataLoader::Impl : public std::enable_shared_from_this<Impl> {
     const int64_t begin = u * unit_;
     const int64_t end =
         std::min<int64_t>(begin + unit_, static_cast<int64_t>(block.size()));
-    const Element* first = nullptr;
+    const int64_t n = end - begin;
+    std::vector<const absl::StatusOr<Element>*> rows;
+    store_->GetMany(absl::MakeConstSpan(block).subspan(begin, n), &rows);
+    // Every read error comes before any check (they always have).
+    if (!rows.back()->ok()) {
+      return SampleError(block[begin + rows.size() - 1], rows.back()->status());
+    }
+    const Element& first = **rows[0];
+    if (!Copyable(first)) return StackUnit(block, begin, end);
+    pool_->KeepAtLeast(units_alive_ * first.size());
     Element out;
     std::vector<char*> dst;
     std::vector<size_t> bytes;
-    for (int64_t i = begin; i < end; ++i) {
-      const absl::StatusOr<Element>& s = store_->Get(block[i]);
-      if (!s.ok()) return SampleError(block[i], s.status());
-      if (first == nullptr) {
-        if (!Copyable(*s)) return StackUnit(block, begin, end);
-        first = &*s;
-        pool_->KeepAtLeast(units_alive_ * s->size());
-        for (const Tensor& t : *s) {
-          TensorShape shape = t.shape();
-          shape.InsertDim(0, end - begin);
-          out.push_back(pool_->Get(t.dtype(), shape));
-          dst.push_back(static_cast<char*>(out.back().raw_data()));
-          bytes.push_back(t.TotalBytes());
-        }
-      } else if (!SameLayout(*s, *first)) {
-        return StackUnit(block, begin, end);
+    for (const Tensor& t : first) {
+      TensorShape shape = t.shape();
+      shape.InsertDim(0, n);
+      out.push_back(pool_->Get(t.dtype(), shape));
+      dst.push_back(static_cast<char*>(out.back().raw_data()));
+      bytes.push_back(t.TotalBytes());
+    }
+    // Samples are scattered over the heap (and a shuffled order visits them
+    // at random): each is reached through a chain of pointers (store entry,
+    // its Element's tensors, their data), fetched ahead in stages.
+    constexpr int64_t kEntryAhead = 12, kTensorsAhead = 6, kDataAhead = 3;
+    for (int64_t i = 0; i < n; ++i) {
+      if (i + kEntryAhead < n) __builtin_prefetch(rows[i + kEntryAhead]);
+      if (i + kTensorsAhead < n) {
+        __builtin_prefetch((*rows[i + kTensorsAhead])->data());
       }
+      if (i + kDataAhead < n) {
+        for (const Tensor& t : **rows[i + kDataAhead]) {
+          __builtin_prefetch(t.raw_data());
+        }
+      }
+      const Element& s = **rows[i];
+      if (i > 0 && !SameLayout(s, first)) return StackUnit(block, begin, end);
       for (size_t c = 0; c < bytes.size(); ++c) {
         if (bytes[c] == 0) continue;
-        std::memcpy(dst[c] + (i - begin) * bytes[c], (*s)[c].raw_data(),
-                    bytes[c]);
+        std::memcpy(dst[c] + i * bytes[c], s[c].raw_data(), bytes[c]);
       }
     }
     return out;
