@@ -98,29 +98,77 @@ IPUFLOW_AVX512 void Block(const ConvRowsShape& s, const Layout& l,
   StorePixels<O>(acc, valid, O, y);
 }
 
-// Block for two blocks of 8 pixels at once, A (from xa) in the low and B
-// (from xa + b) in the high half of zmm accumulators: the same FMAs per
-// lane at half the instructions. Zen 4 runs the ymm loop with broadcast
-// operands at 90% of its FMA peak, the zmm one at 99.6% (a loop of 20
-// accumulators alone, 105 vs 116 GFLOP/s).
-template <int O>
+// A block of 8 output pixels, consecutive in y from y: lanes `first`
+// read x (+ the patch entry's offset), lanes `second` x + next (the next
+// output row's first pixels when the block spans two rows), from the
+// relaid image; lanes from `valid` on are not stored. `plain`: every lane
+// from x, the loads need no masks.
+struct BlockAt {
+  const float* x;
+  ptrdiff_t next;
+  __mmask8 first, second;
+  int64_t valid;
+  float* y;
+  bool plain;
+};
+
+// Output row oh, shorter than 8 pixels, as a block.
+inline BlockAt RowBlock(const ConvRowsShape& s, const Layout& l,
+                        const float* xp, int64_t oh, int64_t oc, float* y) {
+  return {xp + oh * s.sh * l.row, 0, 0xff, 0, s.ow, y + oh * s.ow * oc, true};
+}
+
+// The block of pixels i0 to i0 + 7 of the image (flat index oh * ow + ow,
+// up to end), rows of at least 8 pixels: the rest of row i0 / ow, then the
+// start of the next one.
+inline BlockAt FlatBlock(const ConvRowsShape& s, const Layout& l,
+                         const float* xp, int64_t i0, int64_t end, int64_t oc,
+                         float* y) {
+  const int64_t oh = i0 / s.ow, ow = i0 % s.ow;
+  const int64_t first = s.ow - ow < kPixels ? s.ow - ow : kPixels;
+  const int64_t valid = end - i0 < kPixels ? end - i0 : kPixels;
+  const __mmask8 m = static_cast<__mmask8>((1u << first) - 1);
+  return {xp + oh * s.sh * l.row + ow,
+          s.sh * l.row - first - ow,
+          m,
+          static_cast<__mmask8>(valid > first ? ~m : 0),
+          valid,
+          y + i0 * oc,
+          first == kPixels};
+}
+
+// Two blocks at once, A in the low and B in the high half of zmm
+// accumulators: the same FMAs per lane at half the instructions. Zen 4
+// runs the ymm loop with broadcast operands at 90% of its FMA peak, the
+// zmm one at 99.6% (a loop of 20 accumulators alone, 105 vs 116 GFLOP/s).
+// kSpan: some lanes read the next row (masked loads).
+template <int O, bool kSpan>
 IPUFLOW_AVX512 void BlockPair(const ConvRowsShape& s, const Layout& l,
-                              const float* xa, ptrdiff_t b, const float* w,
-                              int64_t valid_a, int64_t valid_b, float* ya,
-                              float* yb) {
+                              const BlockAt& a, const BlockAt& b,
+                              const float* w) {
+  const ptrdiff_t db = b.x - a.x, da2 = a.next, db2 = db + b.next;
   __m512 acc[O];
 #pragma GCC unroll 32
   for (int o = 0; o < O; ++o) acc[o] = _mm512_setzero_ps();
   for (int64_t kh = 0; kh < s.kh; ++kh) {
-    const float* xr = xa + kh * l.row;
+    const float* xr = a.x + kh * l.row;
     int64_t phase = 0, q = 0;
     for (int64_t kw = 0; kw < s.kw; ++kw) {
       const float* xc = xr + phase * l.wq + q;
       if (++phase == s.sw) phase = 0, ++q;
       for (int64_t c = 0; c < s.c; ++c, xc += l.plane, w += O) {
-        const __m512 xv = _mm512_insertf32x8(
-            _mm512_castps256_ps512(_mm256_loadu_ps(xc)),
-            _mm256_loadu_ps(xc + b), 1);
+        __m256 lo, hi;
+        if constexpr (kSpan) {
+          lo = _mm256_mask_loadu_ps(_mm256_maskz_loadu_ps(a.first, xc),
+                                    a.second, xc + da2);
+          hi = _mm256_mask_loadu_ps(_mm256_maskz_loadu_ps(b.first, xc + db),
+                                    b.second, xc + db2);
+        } else {
+          lo = _mm256_loadu_ps(xc);
+          hi = _mm256_loadu_ps(xc + db);
+        }
+        const __m512 xv =
+            _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
 #pragma GCC unroll 32
         for (int o = 0; o < O; ++o) {
           acc[o] = _mm512_fmadd_ps(xv, _mm512_set1_ps(w[o]), acc[o]);
@@ -131,40 +179,45 @@ IPUFLOW_AVX512 void BlockPair(const ConvRowsShape& s, const Layout& l,
   __m256 half[O];
 #pragma GCC unroll 32
   for (int o = 0; o < O; ++o) half[o] = _mm512_castps512_ps256(acc[o]);
-  StorePixels<O>(half, valid_a, O, ya);
+  StorePixels<O>(half, a.valid, O, a.y);
 #pragma GCC unroll 32
   for (int o = 0; o < O; ++o) half[o] = _mm512_extractf32x8_ps(acc[o], 1);
-  StorePixels<O>(half, valid_b, O, yb);
+  StorePixels<O>(half, b.valid, O, b.y);
 }
 
-// The rows' blocks of 8 pixels in pairs (across rows too), the last one
-// alone if their number is odd.
+// Output rows [oh0, oh1) in blocks of 8 pixels: a block per row if rows are
+// shorter, else over the rows' pixels in order, so that only the last
+// block can have idle lanes. Blocks go in pairs; an odd last one alone.
 template <int O>
 IPUFLOW_AVX512 void Rows(const ConvRowsShape& s, const float* xp,
                          const float* w, int64_t oh0, int64_t oh1, float* y) {
   const Layout l(s);
-  const float* pending = nullptr;  // Block A of the next pair, if any.
-  int64_t pending_valid = 0;
-  float* pending_y = nullptr;
-  for (int64_t oh = oh0; oh < oh1; ++oh) {
-    const float* xr = xp + oh * s.sh * l.row;
-    for (int64_t ow0 = 0; ow0 < s.ow; ow0 += kPixels) {
-      const int64_t valid = s.ow - ow0 < kPixels ? s.ow - ow0 : kPixels;
-      float* yb = y + (oh * s.ow + ow0) * O;
-      if (pending == nullptr) {
-        pending = xr + ow0;
-        pending_valid = valid;
-        pending_y = yb;
-        continue;
-      }
-      BlockPair<O>(s, l, pending, xr + ow0 - pending, w, pending_valid, valid,
-                   pending_y, yb);
-      pending = nullptr;
+  const bool per_row = s.ow < kPixels;
+  const int64_t begin = oh0 * s.ow, end = oh1 * s.ow;
+  const int64_t blocks =
+      per_row ? oh1 - oh0 : (end - begin + kPixels - 1) / kPixels;
+  BlockAt pending{};
+  bool has_pending = false;
+  for (int64_t i = 0; i < blocks; ++i) {
+    const BlockAt at =
+        per_row ? RowBlock(s, l, xp, oh0 + i, O, y)
+                : FlatBlock(s, l, xp, begin + i * kPixels, end, O, y);
+    if (!has_pending) {
+      pending = at;
+      has_pending = true;
+    } else if (pending.plain && at.plain) {
+      BlockPair<O, false>(s, l, pending, at, w);
+      has_pending = false;
+    } else {
+      BlockPair<O, true>(s, l, pending, at, w);
+      has_pending = false;
     }
   }
-  if (pending != nullptr) {
-    Block<O>(s, l, pending, w, pending_valid, pending_y);
-  }
+  if (!has_pending) return;
+  if (pending.plain) return Block<O>(s, l, pending.x, w, pending.valid, pending.y);
+  BlockAt none = pending;
+  none.valid = 0;
+  BlockPair<O, true>(s, l, pending, none, w);
 }
 
 }  // namespace

@@ -71,25 +71,25 @@ CpuIsa ChosenIsa(int64_t oc) {
 }
 
 // Conv2D with 17-24 channels on AVX-512 runs the pixel-row loop of
-// conv_rows_avx512.h instead where it measured faster than the AVX2
-// channel packets: where rows of ow pixels fill as much of their 8-lane
-// blocks as oc channels fill 24 lanes, or more, with patches long enough
-// (64 floats) to pay for each block's transposes. conv_benchmark, one
-// thread, CPU time, BM_Conv2DPixelRowsForced (both loops in one process,
-// medians of 3): B2's 10->20 (ow 8, k 250) 1.25x (BM_B2_Conv2D alternated
-// with IPUFLOW_MAX_ISA=avx2: 247 vs 310 us); 10->17 1.44x; 10->24 1.06x;
-// 6->20 1.19x; 3->20 (k 75) 1.13x, ow 24: 1.08x; 8->20, ow 14: 1.04x;
-// not taken: 1->20 (k 25) 0.90x; 10->20, ow 10: 0.76x; 16->24, ow 12:
-// 0.80x; 32->24, ow 14: 0.91x. The testing override forces it for any
-// shape.
+// conv_rows_avx512.h instead where it measured as fast as the AVX2 channel
+// packets or faster: patches of 64 floats or more (to pay for each block's
+// transposes), and where its lanes are busier: rows of 8 pixels or more
+// (blocks then span rows), unless 24 channels fill the packets and blocks
+// span rows (masked loads); shorter rows where they fill their block as
+// much as oc fills 24 lanes. conv_benchmark, one thread, CPU time,
+// BM_Conv2DPixelRowsForced (both loops in one process, medians of 5,
+// interleaved): B2's 10->20 (ow 8, k 250) 1.25x (BM_B2_Conv2D alternated
+// with IPUFLOW_MAX_ISA=avx2: 244 vs 306 us); 10->17 1.44x; 10->24 1.05x;
+// 6->20 1.20x; 3->20 (k 75) 1.13x, ow 24: 1.07x; 8->20, ow 14: 1.04x;
+// 10->20, ow 10: 0.99x; 16->24, ow 12: 1.01x; 32->24, ow 14: 0.98x;
+// 1->20 (k 25): 0.89x. The testing override forces it for any shape.
 bool ForwardByRows(const Window2D& g, int64_t oc) {
-  constexpr int64_t kMinRowsPatch = 64;
   if (!avx512::ConvRowsTakes(oc)) return false;
   const int forced = isa_for_testing.load(std::memory_order_relaxed);
   if (forced >= 0) return forced == static_cast<int>(CpuIsa::kAvx512);
-  const int64_t lanes = (g.ow + 7) / 8 * 8;
-  return UsedIsa() == CpuIsa::kAvx512 && PatchSize(g) >= kMinRowsPatch &&
-         g.ow * 24 >= oc * lanes;
+  if (UsedIsa() != CpuIsa::kAvx512 || PatchSize(g) < 64) return false;
+  if (g.ow < 8) return g.ow * 24 >= oc * 8;
+  return g.ow % 8 == 0 || oc < 24;
 }
 
 // The geometry every shard shares (read-only).
@@ -416,11 +416,16 @@ void ForwardRows(const KernelContext& ctx, const Plan& p, const float* x,
   const avx512::ConvRowsShape s{g.h,  g.w,  g.c,  g.kh,      g.kw,       g.sh,
                                 g.sw, g.oh, g.ow, g.pad_top, g.pad_left, p.oc};
   const double cost = 2.0 * g.ow * p.k * p.oc;
+  // Chunks of whole pairs of 8-pixel blocks where the image's rows allow:
+  // the loop leaves idle lanes only in a call's last block.
+  const int64_t pair_rows = 16 / std::gcd<int64_t>(g.ow, 16);
+  const int64_t chunk_rows =
+      (p.chunk_rows + pair_rows - 1) / pair_rows * pair_rows;
   ctx.ParallelFor(g.n * g.oh, cost, [&](int64_t b, int64_t e) {
     std::vector<float> xp(avx512::ConvRowsImageFloats(s), 0.0f);
     int64_t image = -1;
-    for (int64_t r0 = b; r0 < e; r0 += p.chunk_rows) {
-      const int64_t r1 = std::min(e, r0 + p.chunk_rows);
+    for (int64_t r0 = b; r0 < e; r0 += chunk_rows) {
+      const int64_t r1 = std::min(e, r0 + chunk_rows);
       for (int64_t r = r0; r < r1;) {
         const int64_t n = r / g.oh;
         const int64_t end = std::min(r1, (n + 1) * g.oh);

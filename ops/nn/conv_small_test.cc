@@ -240,21 +240,23 @@ TEST(SmallConvTest, UsesTheExpectedVariant) {
     EXPECT_EQ(SmallConvIsa(oc), CpuIsa::kAvx2) << oc;
   }
   // Conv2D with 17-24 channels on the tutorial ConvNet's conv2 (rows of 8
-  // pixels): AVX-512's pixel-row loop. Not with a short patch (25), nor
-  // where rows fill their 8-pixel blocks less than the channels fill 24
-  // lanes (rows of 12 pixels).
+  // pixels) and with 20 on rows of 12: AVX-512's pixel-row loop. Not with
+  // a short patch (25), with 24 channels on rows of 12, nor on rows of 6.
+  const bool avx512 = UsedIsa() == CpuIsa::kAvx512;
   const Window2D conv2 = WindowOf({40, 12, 12, 10, 5, 5, 20, 1, 1, false});
   for (int64_t oc : {17, 20, 24}) {
-    EXPECT_EQ(SmallConvForwardByRows(conv2, oc), UsedIsa() == CpuIsa::kAvx512)
-        << oc;
+    EXPECT_EQ(SmallConvForwardByRows(conv2, oc), avx512) << oc;
   }
   for (int64_t oc : {1, 10, 16, 25, 32}) {
     EXPECT_FALSE(SmallConvForwardByRows(conv2, oc)) << oc;
   }
+  const Window2D rows12 = WindowOf({40, 16, 16, 16, 5, 5, 20, 1, 1, false});
+  EXPECT_EQ(SmallConvForwardByRows(rows12, 20), avx512);
+  EXPECT_FALSE(SmallConvForwardByRows(rows12, 24));
   EXPECT_FALSE(SmallConvForwardByRows(
       WindowOf({40, 28, 28, 1, 5, 5, 20, 1, 1, false}), 20));
   EXPECT_FALSE(SmallConvForwardByRows(
-      WindowOf({40, 16, 16, 16, 5, 5, 20, 1, 1, false}), 20));
+      WindowOf({40, 10, 10, 16, 5, 5, 20, 1, 1, false}), 20));
 }
 
 // y = relu(conv(x, w) + b) by the fused Conv2D -> BiasAdd -> Relu kernel
@@ -330,8 +332,9 @@ TEST(SmallConvTest, BothVariantsAgreeBitwiseWithAFusedEpilogue) {
 // Conv2D by AVX-512's pixel-row loop (17-24 channels) against the AVX2
 // channel packets, bitwise, and both against the double reference: the
 // tutorial ConvNet's conv2 at batch 40, SAME padding, strides 2 and 3,
-// rows of 5, 9, 19 and 20 pixels (a partial block of 8), odd numbers of
-// blocks (the last one without a zmm pair), one image.
+// rows of 5 and 7 pixels (a block each), of 9, 12, 19 and 20 (blocks
+// spanning two rows), odd numbers of blocks (the last one without a zmm
+// pair), one image.
 TEST(SmallConvTest, PixelRowLoopAgreesBitwiseWithAvx2) {
   if (DetectedIsa() != CpuIsa::kAvx512) GTEST_SKIP() << "no AVX-512";
   const std::vector<Case> cases = {
@@ -346,6 +349,7 @@ TEST(SmallConvTest, PixelRowLoopAgreesBitwiseWithAvx2) {
       {1, 12, 12, 10, 5, 5, 24, 1, 1, false},
       {1, 6, 5, 3, 2, 2, 18, 1, 1, true},
       {1, 12, 12, 10, 5, 5, 21, 2, 1, true},
+      {2, 16, 16, 16, 5, 5, 20, 1, 1, false},
   };
   for (const Case& p : cases) {
     SCOPED_TRACE(p.DebugString());
