@@ -314,7 +314,7 @@ ConvShape ShapeArgs(const benchmark::State& s) {
 // between the AVX2 channel packets and, on AVX-512, conv_rows_avx512.h's
 // pixel-row loop (17-24 channels): rows of 8 output pixels (as B2) with
 // patches of 75 to 250 floats, rows of 24 with 1 to 6 input channels, and
-// of 14, 12 and 10 (a partial last block of 8).
+// of 14, 12 and 10 (blocks of 8 spanning two rows).
 constexpr std::array<std::array<int64_t, 4>, 11> kPixelRowShapes = {{
     {12, 10, 17, 5},
     {12, 10, 24, 5},

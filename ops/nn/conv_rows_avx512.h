@@ -2,8 +2,9 @@
 // (ops/nn/conv_small.h) that vectorises over output pixels rather than
 // output channels: one accumulator per channel, each lane an output pixel,
 // multiplied by the filter entry broadcast from memory. A block is 8
-// consecutive output pixels of one row; two blocks share a zmm (Zen 4 runs
-// such zmm loops at its FMA peak, ymm ones at 90%), an odd one takes a ymm.
+// consecutive output pixels (of one row, or the end of one and the start
+// of the next); two blocks share a zmm (Zen 4 runs such zmm loops at its
+// FMA peak, ymm ones at 90%), an odd one takes a ymm.
 // With 17-24 channels the channel-packet loops fill 24 lanes per pixel (3
 // ymm, or a zmm and a ymm) for 20 useful ones; here every lane of a row of
 // 8 pixels is useful, and the 32 registers hold the 24 accumulators.
