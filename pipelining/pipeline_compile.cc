@@ -196,18 +196,18 @@ absl::Status PipelineRuntime::Compile() {
     env.post_to_shard = [this](int shard, std::function<void(RunEnv&)> work,
                                std::function<void()> done) {
       RunEnv& target = envs_[shard];
-      auto run = [this, shard, &target, work = std::move(work),
-                  done = std::move(done)] {
+      if (IPUDevice::Current() == target.device) {  // A stage's own program.
+        work(target);
+        done();
+        return;
+      }
+      target.device->Submit([this, shard, &target, work = std::move(work),
+                             done = std::move(done)] {
         const double c0 = ThreadCpuSeconds();
         work(target);
         update_hop_cpu_[shard] += ThreadCpuSeconds() - c0;
         done();
-      };
-      if (IPUDevice::Current() == target.device) {
-        run();
-      } else {
-        target.device->Submit(std::move(run));
-      }
+      });
     };
   }
   update_hop_cpu_.assign(num_ipus_, 0);
