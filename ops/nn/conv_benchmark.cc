@@ -311,11 +311,12 @@ ConvShape ShapeArgs(const benchmark::State& s) {
   return {s.range(1), s.range(2), s.range(3), s.range(4)};
 }
 // Conv2D around B2's 20 output channels, where conv_small.cc chooses
-// between the AVX2 channel packets and, on AVX-512, conv_rows_avx512.h's
-// pixel-row loop (17-24 channels): rows of 8 output pixels (as B2) with
-// patches of 75 to 250 floats, rows of 24 with 1 to 6 input channels, and
-// of 14, 12 and 10 (blocks of 8 spanning two rows).
-constexpr std::array<std::array<int64_t, 4>, 11> kPixelRowShapes = {{
+// between the channel packets (AVX2's, or AVX-512's zmm for 9-16) and, on
+// AVX-512, conv_rows_avx512.h's pixel-row loop (9-12, 17-24 channels):
+// rows of 8 output pixels (as B2) with patches of 75 to 250 floats, rows
+// of 24 with 1 to 6 input channels, and of 14, 12 and 10 (blocks of 8
+// spanning two rows); 10 and 12 channels as B2, and B1 (1->10).
+constexpr std::array<std::array<int64_t, 4>, 14> kPixelRowShapes = {{
     {12, 10, 17, 5},
     {12, 10, 24, 5},
     {28, 1, 20, 5},
@@ -327,6 +328,9 @@ constexpr std::array<std::array<int64_t, 4>, 11> kPixelRowShapes = {{
     {12, 6, 20, 5},
     {12, 3, 20, 5},
     {12, 10, 20, 3},
+    {12, 10, 10, 5},
+    {12, 10, 12, 5},
+    {28, 1, 10, 5},
 }};
 void PixelRowArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"workers", "hw", "c", "oc", "k"});
@@ -336,23 +340,26 @@ void PixelRowArgs(benchmark::internal::Benchmark* b) {
 void BM_Conv2D(benchmark::State& s) { ConvForward(s, ShapeArgs(s)); }
 void BM_Conv2DPixelRows(benchmark::State& s) { ConvForward(s, ShapeArgs(s)); }
 // The same with conv_small.cc's choice overridden, whatever the shape:
-// the AVX2 channel packets (rows:0) or the pixel-row loop (rows:1), an A/B
-// in one process for its selection rule (rows:1 is skipped without
+// loop:0 the AVX2 channel packets, 1 the AVX-512 ones (zmm, channel tails
+// masked), 2 the pixel-row loop (where it takes oc; else as 1): an A/B/C
+// in one process for its selection rule (1 and 2 are skipped without
 // AVX-512).
 void BM_Conv2DPixelRowsForced(benchmark::State& s) {
-  const bool rows = s.range(5) != 0;
-  if (rows && UsedIsa() != CpuIsa::kAvx512) {
+  const int loop = static_cast<int>(s.range(5));
+  if (loop > 0 && UsedIsa() != CpuIsa::kAvx512) {
     s.SkipWithError("AVX-512 not in use (CPU or IPUFLOW_MAX_ISA)");
     return;
   }
-  SetSmallConvIsaForTesting(rows ? CpuIsa::kAvx512 : CpuIsa::kAvx2);
+  SetSmallConvIsaForTesting(loop > 0 ? CpuIsa::kAvx512 : CpuIsa::kAvx2);
+  SetSmallConvRowsForTesting(loop == 2);
   ConvForward(s, ShapeArgs(s));
+  SetSmallConvRowsForTesting(std::nullopt);
   SetSmallConvIsaForTesting(std::nullopt);
 }
 void PixelRowForcedArgs(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"workers", "hw", "c", "oc", "k", "rows"});
+  b->ArgNames({"workers", "hw", "c", "oc", "k", "loop"});
   for (const auto& [hw, c, oc, k] : kPixelRowShapes) {
-    for (int rows : {0, 1}) b->Args({0, hw, c, oc, k, rows});
+    for (int loop : {0, 1, 2}) b->Args({0, hw, c, oc, k, loop});
   }
   b->Unit(benchmark::kMicrosecond)->UseRealTime();
 }

@@ -277,6 +277,14 @@ IPUFLOW_AVX512 void ConvRowsRelayout(const ConvRowsShape& s,
 void ConvRowsForward(const ConvRowsShape& s, const float* xp, const float* w,
                      int64_t oh0, int64_t oh1, float* y) {
   switch (s.oc) {
+    case 9:
+      return Rows<9>(s, xp, w, oh0, oh1, y);
+    case 10:
+      return Rows<10>(s, xp, w, oh0, oh1, y);
+    case 11:
+      return Rows<11>(s, xp, w, oh0, oh1, y);
+    case 12:
+      return Rows<12>(s, xp, w, oh0, oh1, y);
     case 17:
       return Rows<17>(s, xp, w, oh0, oh1, y);
     case 18:

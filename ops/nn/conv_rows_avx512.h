@@ -5,9 +5,10 @@
 // consecutive output pixels (of one row, or the end of one and the start
 // of the next); two blocks share a zmm (Zen 4 runs such zmm loops at its
 // FMA peak, ymm ones at 90%), an odd one takes a ymm.
-// With 17-24 channels the channel-packet loops fill 24 lanes per pixel (3
-// ymm, or a zmm and a ymm) for 20 useful ones; here every lane of a row of
-// 8 pixels is useful, and the 32 registers hold the 24 accumulators.
+// The channel-packet loops fill 16 lanes per pixel for 9-16 channels (a
+// zmm) and 24 for 17-24 (3 ymm, or a zmm and a ymm): 10 or 20 useful ones
+// for the tutorial ConvNet's layers; here every lane of a block is useful,
+// and the 32 registers hold up to 24 accumulators.
 //
 //   ConvRowsShape s = ...;  // The convolution, per image.
 //   std::vector<float> xp(ConvRowsImageFloats(s), 0.0f);  // Zeros once.
@@ -43,7 +44,9 @@ struct ConvRowsShape {
 };
 
 // The output channel counts the loop takes.
-constexpr bool ConvRowsTakes(int64_t oc) { return oc >= 17 && oc <= 24; }
+constexpr bool ConvRowsTakes(int64_t oc) {
+  return (oc >= 9 && oc <= 12) || (oc >= 17 && oc <= 24);
+}
 
 // The floats of the relaid image xp.
 int64_t ConvRowsImageFloats(const ConvRowsShape& s);

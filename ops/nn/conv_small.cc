@@ -46,6 +46,8 @@ constexpr int FilterEntries(int v) { return v == 1 ? 12 : v == 2 ? 6 : 3; }
 
 // Set by SetSmallConvIsaForTesting: -1 (none) or a CpuIsa.
 std::atomic<int> isa_for_testing{-1};
+// Set by SetSmallConvRowsForTesting: -1 (none), 0 or 1.
+std::atomic<int> rows_for_testing{-1};
 
 // See SmallConvIsa. On the 2-vCPU EPYC (a Zen 4) a 512-bit FMA issues at
 // about the rate of two 256-bit ones, so the AVX-512 loops win only where
@@ -70,24 +72,31 @@ CpuIsa ChosenIsa(int64_t oc) {
              : CpuIsa::kAvx2;
 }
 
-// Conv2D with 17-24 channels on AVX-512 runs the pixel-row loop of
-// conv_rows_avx512.h instead where it measured as fast as the AVX2 channel
-// packets or faster: patches of 64 floats or more (to pay for each block's
-// transposes), and where its lanes are busier: rows of 8 pixels or more
-// (blocks then span rows), unless 24 channels fill the packets and blocks
-// span rows (masked loads); shorter rows where they fill their block as
-// much as oc fills 24 lanes. conv_benchmark, one thread, CPU time,
-// BM_Conv2DPixelRowsForced (both loops in one process, medians of 5,
-// interleaved): B2's 10->20 (ow 8, k 250) 1.25x (BM_B2_Conv2D alternated
-// with IPUFLOW_MAX_ISA=avx2: 244 vs 306 us); 10->17 1.44x; 10->24 1.05x;
-// 6->20 1.20x; 3->20 (k 75) 1.13x, ow 24: 1.07x; 8->20, ow 14: 1.04x;
-// 10->20, ow 10: 0.99x; 16->24, ow 12: 1.01x; 32->24, ow 14: 0.98x;
-// 1->20 (k 25): 0.89x. The testing override forces it for any shape.
+// Conv2D with 9-12 or 17-24 channels on AVX-512 runs the pixel-row loop of
+// conv_rows_avx512.h instead where it measured as fast as the channel
+// packets (AVX-512's zmm for 9-16, AVX2's for 17-24) or faster: patches of
+// 64 floats or more (to pay for each block's transposes), and where its
+// lanes are busier: rows of 8 pixels or more (blocks then span rows),
+// except with 24 channels, which fill the packets, on rows whose blocks
+// span rows (masked loads); rows shorter than 8 with 17-24 channels where
+// they fill their block as much as oc fills 24 lanes. conv_benchmark, one
+// thread, CPU time, BM_Conv2DPixelRowsForced (the loops in one process,
+// medians of 5, interleaved): B2's 10->20 (ow 8, k 250) 1.25x
+// (BM_B2_Conv2D alternated with IPUFLOW_MAX_ISA=avx2: 244 vs 306 us);
+// 10->17 1.44x; 10->24 1.05x; 6->20 1.20x; 3->20 (k 75) 1.13x, ow 24:
+// 1.07x; 8->20, ow 14: 1.04x; 10->20, ow 10: 0.99x; 16->24, ow 12: 1.01x;
+// 32->24, ow 14: 0.98x; 1->20 (k 25): 0.89x. Against the zmm loops:
+// 10->10 (ow 8, k 250) 1.32x, 10->12 1.11x, 10->16 0.89x, 1->10 (k 25)
+// 0.96x.
 bool ForwardByRows(const Window2D& g, int64_t oc) {
   if (!avx512::ConvRowsTakes(oc)) return false;
   const int forced = isa_for_testing.load(std::memory_order_relaxed);
-  if (forced >= 0) return forced == static_cast<int>(CpuIsa::kAvx512);
-  if (UsedIsa() != CpuIsa::kAvx512 || PatchSize(g) < 64) return false;
+  const CpuIsa isa = forced >= 0 ? static_cast<CpuIsa>(forced) : UsedIsa();
+  if (isa != CpuIsa::kAvx512) return false;
+  const int rows = rows_for_testing.load(std::memory_order_relaxed);
+  if (rows >= 0) return rows == 1;
+  if (PatchSize(g) < 64) return false;
+  if (oc <= 16) return g.ow >= 8;
   if (g.ow < 8) return g.ow * 24 >= oc * 8;
   return g.ow % 8 == 0 || oc < 24;
 }
@@ -658,6 +667,10 @@ void SmallConvBackpropFilter(const KernelContext& ctx, const float* x,
                              const float* dy, float* dw, const Window2D& g,
                              int64_t oc) {
   BackpropFilter(ctx, Plan(g, oc), x, dy, dw);
+}
+
+void SetSmallConvRowsForTesting(std::optional<bool> rows) {
+  rows_for_testing.store(rows ? int{*rows} : -1, std::memory_order_relaxed);
 }
 
 void SetSmallConvIsaForTesting(std::optional<CpuIsa> isa) {

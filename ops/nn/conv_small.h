@@ -14,8 +14,8 @@
 // loops come in two variants, chosen per call from ipuflow::UsedIsa()
 // (core/cpu_isa.h) and oc (SmallConvIsa): AVX2 (Eigen packets of 8 floats)
 // and AVX-512 (conv_small_avx512.h: zmm registers, channel tails masked);
-// on AVX-512, Conv2D with 17-24 channels vectorises over output pixels
-// instead (conv_rows_avx512.h). All sum each output in the same order and
+// on AVX-512, Conv2D with 9-12 or 17-24 channels vectorises over output
+// pixels instead where that is faster (conv_rows_avx512.h). All sum each output in the same order and
 // give bitwise equal results.
 //
 // Thread safety: pure functions over the kernel's intra-op pool; outputs
@@ -69,12 +69,17 @@ void SmallConvBackpropFilter(const KernelContext& ctx, const float* x,
 CpuIsa SmallConvIsa(int64_t oc);
 
 // True when SmallConvForward runs the pixel-row loop of
-// conv_rows_avx512.h (a ymm of 8 output pixels per channel) instead of
-// SmallConvIsa(oc)'s: with 17-24 channels when UsedIsa() is kAvx512 and
-// the shape is one where it measured faster (conv_small.cc), or for any
-// shape when the testing override forces kAvx512. Bitwise equal results
-// either way.
+// conv_rows_avx512.h (a lane per output pixel, a register per channel)
+// instead of SmallConvIsa(oc)'s: with 9-12 or 17-24 channels when UsedIsa()
+// (or the testing override) is kAvx512 and the shape is one where it
+// measured as fast or faster (conv_small.cc). Bitwise equal results either
+// way.
 bool SmallConvForwardByRows(const Window2D& g, int64_t oc);
+
+// For tests and benchmarks, when AVX-512 is in use: makes SmallConvForward
+// take the pixel-row loop for every shape it can (true), for none (false),
+// or where SmallConvForwardByRows's rule says (nullopt).
+void SetSmallConvRowsForTesting(std::optional<bool> rows);
 
 // For tests: makes SmallConv* use `isa`'s inner loops (nullopt: UsedIsa()'s
 // again), so one process can compare both variants.

@@ -239,24 +239,30 @@ TEST(SmallConvTest, UsesTheExpectedVariant) {
   for (int64_t oc : {1, 8, 17, 20, 24, 33}) {
     EXPECT_EQ(SmallConvIsa(oc), CpuIsa::kAvx2) << oc;
   }
-  // Conv2D with 17-24 channels on the tutorial ConvNet's conv2 (rows of 8
-  // pixels) and with 20 on rows of 12: AVX-512's pixel-row loop. Not with
-  // a short patch (25), with 24 channels on rows of 12, nor on rows of 6.
+  // Conv2D with 9-12 or 17-24 channels on the tutorial ConvNet's conv2
+  // (rows of 8 pixels) and with 20 on rows of 12: AVX-512's pixel-row
+  // loop. Not with a short patch (conv1's 25), with 24 channels on rows of
+  // 12, nor on rows of 6 (but for 17-24 channels on rows of 7).
   const bool avx512 = UsedIsa() == CpuIsa::kAvx512;
   const Window2D conv2 = WindowOf({40, 12, 12, 10, 5, 5, 20, 1, 1, false});
-  for (int64_t oc : {17, 20, 24}) {
+  for (int64_t oc : {9, 10, 12, 17, 20, 24}) {
     EXPECT_EQ(SmallConvForwardByRows(conv2, oc), avx512) << oc;
   }
-  for (int64_t oc : {1, 10, 16, 25, 32}) {
+  for (int64_t oc : {1, 8, 13, 16, 25, 32}) {
     EXPECT_FALSE(SmallConvForwardByRows(conv2, oc)) << oc;
   }
   const Window2D rows12 = WindowOf({40, 16, 16, 16, 5, 5, 20, 1, 1, false});
   EXPECT_EQ(SmallConvForwardByRows(rows12, 20), avx512);
   EXPECT_FALSE(SmallConvForwardByRows(rows12, 24));
-  EXPECT_FALSE(SmallConvForwardByRows(
-      WindowOf({40, 28, 28, 1, 5, 5, 20, 1, 1, false}), 20));
-  EXPECT_FALSE(SmallConvForwardByRows(
-      WindowOf({40, 10, 10, 16, 5, 5, 20, 1, 1, false}), 20));
+  const Window2D conv1 = WindowOf({40, 28, 28, 1, 5, 5, 10, 1, 1, false});
+  EXPECT_FALSE(SmallConvForwardByRows(conv1, 10));
+  EXPECT_FALSE(SmallConvForwardByRows(conv1, 20));
+  const Window2D rows6 = WindowOf({40, 10, 10, 16, 5, 5, 20, 1, 1, false});
+  EXPECT_FALSE(SmallConvForwardByRows(rows6, 10));
+  EXPECT_FALSE(SmallConvForwardByRows(rows6, 20));
+  EXPECT_EQ(SmallConvForwardByRows(
+                WindowOf({40, 11, 11, 16, 5, 5, 20, 1, 1, false}), 20),
+            avx512);
 }
 
 // y = relu(conv(x, w) + b) by the fused Conv2D -> BiasAdd -> Relu kernel
@@ -329,12 +335,12 @@ TEST(SmallConvTest, BothVariantsAgreeBitwiseWithAFusedEpilogue) {
   }
 }
 
-// Conv2D by AVX-512's pixel-row loop (17-24 channels) against the AVX2
-// channel packets, bitwise, and both against the double reference: the
-// tutorial ConvNet's conv2 at batch 40, SAME padding, strides 2 and 3,
-// rows of 5 and 7 pixels (a block each), of 9, 12, 19 and 20 (blocks
-// spanning two rows), odd numbers of blocks (the last one without a zmm
-// pair), one image.
+// Conv2D by AVX-512's pixel-row loop (9-12, 17-24 channels; forced for
+// every shape) against the AVX2 channel packets, bitwise, and both against
+// the double reference: the tutorial ConvNet's conv2 at batch 40, SAME
+// padding, strides 2 and 3, rows of 5 and 7 pixels (a block each), of 9,
+// 12, 19 and 20 (blocks spanning two rows), odd numbers of blocks (the
+// last one without a zmm pair), one image.
 TEST(SmallConvTest, PixelRowLoopAgreesBitwiseWithAvx2) {
   if (DetectedIsa() != CpuIsa::kAvx512) GTEST_SKIP() << "no AVX-512";
   const std::vector<Case> cases = {
@@ -350,6 +356,10 @@ TEST(SmallConvTest, PixelRowLoopAgreesBitwiseWithAvx2) {
       {1, 6, 5, 3, 2, 2, 18, 1, 1, true},
       {1, 12, 12, 10, 5, 5, 21, 2, 1, true},
       {2, 16, 16, 16, 5, 5, 20, 1, 1, false},
+      {2, 12, 12, 10, 5, 5, 10, 1, 1, false},
+      {1, 7, 37, 1, 3, 4, 12, 2, 2, true},
+      {2, 13, 15, 3, 3, 3, 9, 2, 2, false},
+      {1, 13, 13, 10, 5, 5, 11, 1, 1, false},
   };
   for (const Case& p : cases) {
     SCOPED_TRACE(p.DebugString());
@@ -370,9 +380,11 @@ TEST(SmallConvTest, PixelRowLoopAgreesBitwiseWithAvx2) {
       return (*out)[0];
     };
     const Tensor avx2 = run(CpuIsa::kAvx2);
+    SetSmallConvRowsForTesting(true);
     SetSmallConvIsaForTesting(CpuIsa::kAvx512);
     EXPECT_TRUE(SmallConvForwardByRows(WindowOf(p), p.oc));
     const Tensor rows = run(CpuIsa::kAvx512);
+    SetSmallConvRowsForTesting(std::nullopt);
     EXPECT_TRUE(BitwiseEqual(avx2, rows));
     EXPECT_TRUE(TensorNear(rows, ref.y, 1e-4, 1e-4));
     if (HasFailure()) return;
