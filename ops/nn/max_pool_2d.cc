@@ -11,6 +11,7 @@
 #include "Eigen/Core"
 #include "absl/strings/str_cat.h"
 #include "core/op_registry.h"
+#include "core/prefetch.h"
 #include "ops/cwise.h"
 #include "ops/nn/window_2d.h"
 
@@ -155,12 +156,6 @@ void MaxPoolGrad2x2Row(const T* a, const T* b, const T* y, const T* dy, T* da,
     }
     a += 2 * c, b += 2 * c, da += 2 * c, db += 2 * c, y += c, dy += c;
   }
-}
-
-// Prefetches [p, p + bytes) into the caches, a cache line at a time.
-inline void PrefetchBytes(const void* p, int64_t bytes) {
-  const char* c = static_cast<const char*>(p);
-  for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(c + b);
 }
 
 // y[n, oh, ow, :] = max over the window's valid pixels (vectorised over
