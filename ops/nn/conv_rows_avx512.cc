@@ -214,7 +214,9 @@ IPUFLOW_AVX512 void Rows(const ConvRowsShape& s, const float* xp,
     }
   }
   if (!has_pending) return;
-  if (pending.plain) return Block<O>(s, l, pending.x, w, pending.valid, pending.y);
+  if (pending.plain) {
+    return Block<O>(s, l, pending.x, w, pending.valid, pending.y);
+  }
   BlockAt none = pending;
   none.valid = 0;
   BlockPair<O, true>(s, l, pending, none, w);

@@ -439,8 +439,19 @@ void ForwardRows(const KernelContext& ctx, const Plan& p, const float* x,
         const int64_t n = r / g.oh;
         const int64_t end = std::min(r1, (n + 1) * g.oh);
         if (n != image) {
-          avx512::ConvRowsRelayout(s, x + n * g.h * g.w * g.c, xp.data());
+          const int64_t floats = g.h * g.w * g.c;
+          avx512::ConvRowsRelayout(s, x + n * floats, xp.data());
           image = n;
+          // The next image's input, on its way to the cache while this
+          // one computes: in the pipelined example another core wrote it,
+          // and the relayout waited for it (8% of conv2's time).
+          if (n + 1 < g.n) {
+            const char* next =
+                reinterpret_cast<const char*>(x + (n + 1) * floats);
+            for (size_t i = 0; i < floats * sizeof(float); i += 64) {
+              __builtin_prefetch(next + i, 0, 3);
+            }
+          }
         }
         avx512::ConvRowsForward(s, xp.data(), w, r - n * g.oh, end - n * g.oh,
                                 y + n * g.oh * g.ow * p.oc);

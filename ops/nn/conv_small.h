@@ -15,8 +15,8 @@
 // (core/cpu_isa.h) and oc (SmallConvIsa): AVX2 (Eigen packets of 8 floats)
 // and AVX-512 (conv_small_avx512.h: zmm registers, channel tails masked);
 // on AVX-512, Conv2D with 9-12 or 17-24 channels vectorises over output
-// pixels instead where that is faster (conv_rows_avx512.h). All sum each output in the same order and
-// give bitwise equal results.
+// pixels instead where that is faster (conv_rows_avx512.h). All sum each
+// output in the same order and give bitwise equal results.
 //
 // Thread safety: pure functions over the kernel's intra-op pool; outputs
 // are written by one shard each.
