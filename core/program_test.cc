@@ -19,6 +19,7 @@
 #include "ops/math/add.h"
 #include "ops/math/add_n.h"
 #include "ops/math/reduce_sum.h"
+#include "ops/shape_fns.h"
 #include "ops/state/assign.h"
 #include "ops/state/variable.h"
 
@@ -76,10 +77,7 @@ Notification* started = nullptr;
 
 REGISTER_OP("ShardRunsTestSignal")
     .Input("x")
-    .SetShapeFn([](ShapeContext& c) {
-      c.set_output(0, c.input_dtype(0), c.input_shape(0));
-      return absl::OkStatus();
-    })
+    .SetShapeFn(ops::shape_fns::Unchanged)
     .SetKernel([](KernelContext& ctx) {
       started->Notify();
       ctx.set_output(0, ctx.input(0));
@@ -88,10 +86,7 @@ REGISTER_OP("ShardRunsTestSignal")
 
 REGISTER_OP("ShardRunsTestWait")
     .Input("x")
-    .SetShapeFn([](ShapeContext& c) {
-      c.set_output(0, c.input_dtype(0), c.input_shape(0));
-      return absl::OkStatus();
-    })
+    .SetShapeFn(ops::shape_fns::Unchanged)
     .SetKernel([](KernelContext& ctx) {
       for (int i = 0; i < 600 && !started->HasBeenNotified(); ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
