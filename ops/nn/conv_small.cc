@@ -9,6 +9,7 @@
 
 #include "Eigen/Core"
 #include "core/mutex.h"
+#include "core/prefetch.h"
 #include "ops/nn/conv_rows_avx512.h"
 #include "ops/nn/conv_small_avx512.h"
 #include "ops/nn/conv_util.h"
@@ -446,11 +447,7 @@ void ForwardRows(const KernelContext& ctx, const Plan& p, const float* x,
           // one computes: in the pipelined example another core wrote it,
           // and the relayout waited for it (8% of conv2's time).
           if (n + 1 < g.n) {
-            const char* next =
-                reinterpret_cast<const char*>(x + (n + 1) * floats);
-            for (size_t i = 0; i < floats * sizeof(float); i += 64) {
-              __builtin_prefetch(next + i, 0, 3);
-            }
+            PrefetchBytes(x + (n + 1) * floats, floats * sizeof(float));
           }
         }
         avx512::ConvRowsForward(s, xp.data(), w, r - n * g.oh, end - n * g.oh,
