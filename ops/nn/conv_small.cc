@@ -58,6 +58,8 @@ std::atomic<int> rows_for_testing{-1};
 // and 8->32 0.95x; filter gradient ->32 1.2-1.9x). With a ymm in the
 // layout (up to 8, 17-24 channels) they tied or lost (10->20: Conv2D 0.98x,
 // filter 0.94x) and the AVX2 loops stay; the testing override forces them.
+// (Conv2D with 9-12 and 17-24 channels may take the pixel-row loop
+// instead: ForwardByRows.)
 CpuIsa ChosenIsa(int64_t oc) {
   const int forced = isa_for_testing.load(std::memory_order_relaxed);
   if (forced >= 0) {
@@ -79,16 +81,16 @@ CpuIsa ChosenIsa(int64_t oc) {
 // 64 floats or more (to pay for each block's transposes), and where its
 // lanes are busier: rows of 8 pixels or more (blocks then span rows),
 // except with 24 channels, which fill the packets, on rows whose blocks
-// span rows (masked loads); rows shorter than 8 with 17-24 channels where
-// they fill their block as much as oc fills 24 lanes. conv_benchmark, one
-// thread, CPU time, BM_Conv2DPixelRowsForced (the loops in one process,
-// medians of 5, interleaved): B2's 10->20 (ow 8, k 250) 1.25x
-// (BM_B2_Conv2D alternated with IPUFLOW_MAX_ISA=avx2: 244 vs 306 us);
-// 10->17 1.44x; 10->24 1.05x; 6->20 1.20x; 3->20 (k 75) 1.13x, ow 24:
-// 1.07x; 8->20, ow 14: 1.04x; 10->20, ow 10: 0.99x; 16->24, ow 12: 1.01x;
-// 32->24, ow 14: 0.98x; 1->20 (k 25): 0.89x. Against the zmm loops:
-// 10->10 (ow 8, k 250) 1.32x, 10->12 1.11x, 10->16 0.89x, 1->10 (k 25)
-// 0.96x.
+// span rows (masked loads: a tie); rows shorter than 8 with 17-24
+// channels where they fill their block as much as oc fills 24 lanes.
+// conv_benchmark, one thread, CPU time, BM_Conv2DPixelRowsForced (the
+// loops in one process, medians of 5, interleaved), rows against AVX2:
+// B2's 10->20 (ow 8, k 250) 1.25x (BM_B2_Conv2D alternated with
+// IPUFLOW_MAX_ISA=avx2: 247 vs 312 us); 10->17 1.45x; 10->24 1.05x; 6->20
+// 1.23x; 3->20 (k 75) 1.13x, ow 24: 1.07x; 8->20, ow 14: 1.07x; 10->20,
+// ow 10: 1.01x; 16->24, ow 12: 1.02x; 32->24, ow 14: 1.01x; 1->20 (k 25):
+// 0.88x. Against the zmm loops: 10->10 (ow 8, k 250) 1.44x, 10->12 1.22x,
+// 10->16 0.89x, B1's 1->10 (k 25) 0.97x.
 bool ForwardByRows(const Window2D& g, int64_t oc) {
   if (!avx512::ConvRowsTakes(oc)) return false;
   const int forced = isa_for_testing.load(std::memory_order_relaxed);

@@ -26,6 +26,7 @@
 #include "ops/nn/bias_add.h"
 #include "ops/nn/conv2d.h"
 #include "ops/nn/conv2d_backprop.h"
+#include "ops/nn/conv_rows_avx512.h"
 #include "ops/nn/conv_small_avx512.h"
 #include "ops/nn/relu.h"
 
@@ -387,6 +388,45 @@ TEST(SmallConvTest, PixelRowLoopAgreesBitwiseWithAvx2) {
     SetSmallConvRowsForTesting(std::nullopt);
     EXPECT_TRUE(BitwiseEqual(avx2, rows));
     EXPECT_TRUE(TensorNear(rows, ref.y, 1e-4, 1e-4));
+    if (HasFailure()) return;
+  }
+}
+
+// The pixel-row loop called directly on rows [1, 3) of an image of 5 rows
+// of 11 pixels (blocks spanning rows, a partial last one): it writes
+// those rows' oc floats per pixel and nothing else (guard values around).
+TEST(SmallConvTest, PixelRowLoopWritesOnlyItsRows) {
+  if (DetectedIsa() != CpuIsa::kAvx512) GTEST_SKIP() << "no AVX-512";
+  constexpr float kGuard = -12345.0f;
+  for (int64_t oc : {9, 12, 17, 20, 24}) {
+    SCOPED_TRACE(oc);
+    const avx512::ConvRowsShape s{7, 13, 3, 3, 3, 1, 1, 5, 11, 0, 0, oc};
+    std::mt19937 gen(oc);
+    std::uniform_real_distribution<float> u(-1, 1);
+    std::vector<float> x(s.h * s.w * s.c), w(s.kh * s.kw * s.c * oc);
+    for (float& v : x) v = u(gen);
+    for (float& v : w) v = u(gen);
+    std::vector<float> xp(avx512::ConvRowsImageFloats(s), 0.0f);
+    avx512::ConvRowsRelayout(s, x.data(), xp.data());
+    const int64_t row = s.ow * oc, pad = 64;
+    std::vector<float> y(pad + s.oh * row + pad, kGuard);
+    avx512::ConvRowsForward(s, xp.data(), w.data(), 1, 3, y.data() + pad);
+    for (int64_t i = 0; i < static_cast<int64_t>(y.size()); ++i) {
+      const int64_t at = i - pad, oh = at / row;
+      if (at < 0 || at >= s.oh * row || oh < 1 || oh >= 3) {
+        EXPECT_EQ(y[i], kGuard) << at;
+        continue;
+      }
+      const int64_t ow = at % row / oc, o = at % oc;
+      double want = 0;
+      for (int64_t kh = 0; kh < s.kh; ++kh)
+        for (int64_t kw = 0; kw < s.kw; ++kw)
+          for (int64_t c = 0; c < s.c; ++c) {
+            want += double(x[((oh + kh) * s.w + ow + kw) * s.c + c]) *
+                    w[((kh * s.kw + kw) * s.c + c) * oc + o];
+          }
+      EXPECT_NEAR(y[i], want, 1e-5) << oh << " " << ow << " " << o;
+    }
     if (HasFailure()) return;
   }
 }
