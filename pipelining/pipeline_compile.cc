@@ -189,27 +189,29 @@ absl::Status PipelineRuntime::Compile() {
     env.memory_budget = device.memory_budget_bytes();
     env.floating_point = &system_->floating_point();
     env.cancellation = system_->cancellation();
-    // Only the weight update spans IPUs (a stage's nodes are all on its
-    // IPU); each IPU updates its own variables, at the same time as the
-    // others where the update's edges allow. Its per-IPU CPU time feeds the
-    // virtual clocks.
-    env.post_to_shard = [this](int shard, std::function<void(RunEnv&)> work,
-                               std::function<void()> done) {
-      RunEnv& target = envs_[shard];
-      if (IPUDevice::Current() == target.device) {  // A stage's own program.
-        work(target);
-        done();
-        return;
-      }
-      target.device->Submit([this, shard, &target, work = std::move(work),
-                             done = std::move(done)] {
-        const double c0 = ThreadCpuSeconds();
-        work(target);
-        update_hop_cpu_[shard] += ThreadCpuSeconds() - c0;
-        done();
-      });
-    };
   }
+  // Only the weight update spans IPUs (a stage's nodes are all on its IPU:
+  // its env needs no hook): each IPU updates its own variables, at the same
+  // time as the others where the update's edges allow. Its per-IPU CPU
+  // time feeds the virtual clocks.
+  update_env_ = envs_[0];
+  update_env_.post_to_shard = [this](int shard,
+                                     std::function<void(RunEnv&)> work,
+                                     std::function<void()> done) {
+    RunEnv& target = envs_[shard];
+    if (IPUDevice::Current() == target.device) {
+      work(target);
+      done();
+      return;
+    }
+    target.device->Submit([this, shard, &target, work = std::move(work),
+                           done = std::move(done)] {
+      const double c0 = ThreadCpuSeconds();
+      work(target);
+      update_hop_cpu_[shard] += ThreadCpuSeconds() - c0;
+      done();
+    });
+  };
   update_hop_cpu_.assign(num_ipus_, 0);
   parts_.resize(b_->stages.size());
   for (size_t s = 0; s < b_->stages.size(); ++s) {

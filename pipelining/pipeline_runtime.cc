@@ -378,7 +378,7 @@ absl::Status PipelineRuntime::WeightUpdate(RunState& rs) {
   RunOnDevice(Device(0), [&] {
     const double c0 = ThreadCpuSeconds();
     std::vector<Tensor> none;
-    status = weight_update_->Run(envs_[0], weight_shards_, &none);
+    status = weight_update_->Run(update_env_, weight_shards_, &none);
     cpu0 = ThreadCpuSeconds() - c0;
   });
   RETURN_IF_ERROR(status);

@@ -168,6 +168,7 @@ class PipelineRuntime {
   std::vector<Entry> entries_;  // By WorkListItem::tag.
   std::unique_ptr<WorkLists> lists_;
   std::vector<RunEnv> envs_;  // Per IPU.
+  RunEnv update_env_;  // IPU 0's, posting each IPU's part of the update.
   // CPU seconds each IPU spent in the current weight update; element k is
   // written only by IPU k's thread (RunEnv::post_to_shard), read after the
   // update's program returned.

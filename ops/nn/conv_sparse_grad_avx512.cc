@@ -14,6 +14,12 @@ namespace ipuflow::ops {
 namespace {
 
 constexpr int kLanes = 16;
+
+// The first min(n, 16) lanes.
+inline __mmask16 FirstLanes(int64_t n) {
+  return n >= kLanes ? static_cast<__mmask16>(0xffff)
+                     : static_cast<__mmask16>((1u << n) - 1);
+}
 // A block: up to kMaxRows window rows of up to kMaxVectors vectors each,
 // at most kMaxAccumulators zmm accumulators (of 32 registers; the rest
 // hold the broadcast gradient and loads).
@@ -226,9 +232,7 @@ IPUFLOW_AVX512 inline int NonzeroChannels(const float* d, int64_t oc,
   uint64_t bits = 0;
   for (int64_t o = 0; o < oc; o += kLanes) {
     const int64_t r = oc - o;
-    const __mmask16 lanes =
-        r >= kLanes ? static_cast<__mmask16>(0xffff)
-                    : static_cast<__mmask16>((1u << r) - 1);
+    const __mmask16 lanes = FirstLanes(r);
     const __mmask16 ne = _mm512_mask_cmp_ps_mask(
         lanes, _mm512_maskz_loadu_ps(lanes, d + o), zero, _CMP_NEQ_UQ);
     bits |= static_cast<uint64_t>(ne) << o;
@@ -261,9 +265,7 @@ IPUFLOW_AVX512 inline int64_t CompressNonzero(const float* d, int64_t oc,
   int64_t m = 0;
   for (int64_t o = 0; o < oc; o += kLanes) {
     const int64_t r = oc - o;
-    const __mmask16 lanes =
-        r >= kLanes ? static_cast<__mmask16>(0xffff)
-                    : static_cast<__mmask16>((1u << r) - 1);
+    const __mmask16 lanes = FirstLanes(r);
     const __m512 x = _mm512_maskz_loadu_ps(lanes, d + o);
     const __mmask16 ne = _mm512_mask_cmp_ps_mask(lanes, x, zero, _CMP_NEQ_UQ);
     if (ne == 0) continue;
@@ -338,9 +340,7 @@ IPUFLOW_AVX512 void SparseConvBackpropFilterImageAvx512(
     const float* d = dy_image + p * s.oc;
     for (int64_t o0 = 0; o0 < s.oc; o0 += kLanes) {
       const int64_t r = s.oc - o0;
-      const __mmask16 lanes =
-          r >= kLanes ? static_cast<__mmask16>(0xffff)
-                      : static_cast<__mmask16>((1u << r) - 1);
+      const __mmask16 lanes = FirstLanes(r);
       uint32_t bits = _mm512_mask_cmp_ps_mask(
           lanes, _mm512_maskz_loadu_ps(lanes, d + o0), zero, _CMP_NEQ_UQ);
       for (; bits != 0; bits &= bits - 1) {
@@ -387,9 +387,7 @@ IPUFLOW_AVX512 double NonzeroFractionAvx512(const float* dy, int64_t n) {
   }
   for (; i < n; i += kLanes) {
     const int64_t r = n - i;
-    const __mmask16 lanes =
-        r >= kLanes ? static_cast<__mmask16>(0xffff)
-                    : static_cast<__mmask16>((1u << r) - 1);
+    const __mmask16 lanes = FirstLanes(r);
     count += __builtin_popcount(_mm512_mask_cmp_ps_mask(
         lanes, _mm512_maskz_loadu_ps(lanes, dy + i), zero, _CMP_NEQ_UQ));
   }
