@@ -25,8 +25,18 @@ namespace ipuflow {
 // An attribute's type as an op declares it (core/op_registry.h); the values
 // are the indices of AttrValue::Value's alternatives.
 enum class AttrType {
-  kInt = 1, kFloat, kBool, kString, kDType, kShape, kTensor,
-  kIntList, kFloatList, kDTypeList, kShapeList, kStringList,
+  kInt = 1,
+  kFloat,
+  kBool,
+  kString,
+  kDType,
+  kShape,
+  kTensor,
+  kIntList,
+  kFloatList,
+  kDTypeList,
+  kShapeList,
+  kStringList,
 };
 // "int", "list(shape)", ... as in OpDef signatures.
 const char* AttrTypeName(AttrType type);

@@ -32,7 +32,7 @@ CpuFeatures Detect() {
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     xcr0 = (static_cast<uint64_t>(hi) << 32) | lo;
   }
-  const bool os_avx = (xcr0 & 0x6) == 0x6;          // XMM and YMM state.
+  const bool os_avx = (xcr0 & 0x6) == 0x6;                 // XMM and YMM state.
   const bool os_avx512 = os_avx && (xcr0 & 0xe0) == 0xe0;  // opmask, ZMM.
   if (__get_cpuid_max(0, nullptr) < 7) return f;
   __cpuid_count(7, 0, a, b, c, d);

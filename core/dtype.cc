@@ -6,26 +6,40 @@ namespace ipuflow {
 
 size_t DTypeSize(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return 4;
-    case DType::kFloat16: return 2;
-    case DType::kInt32: return 4;
-    case DType::kInt64: return 8;
-    case DType::kBool: return 1;
-    case DType::kResource: return 0;
-    case DType::kInvalid: return 0;
+    case DType::kFloat32:
+      return 4;
+    case DType::kFloat16:
+      return 2;
+    case DType::kInt32:
+      return 4;
+    case DType::kInt64:
+      return 8;
+    case DType::kBool:
+      return 1;
+    case DType::kResource:
+      return 0;
+    case DType::kInvalid:
+      return 0;
   }
   return 0;
 }
 
 absl::string_view DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return "float32";
-    case DType::kFloat16: return "float16";
-    case DType::kInt32: return "int32";
-    case DType::kInt64: return "int64";
-    case DType::kBool: return "bool";
-    case DType::kResource: return "resource";
-    case DType::kInvalid: return "invalid";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kFloat16:
+      return "float16";
+    case DType::kInt32:
+      return "int32";
+    case DType::kInt64:
+      return "int64";
+    case DType::kBool:
+      return "bool";
+    case DType::kResource:
+      return "resource";
+    case DType::kInvalid:
+      return "invalid";
   }
   return "invalid";
 }
@@ -35,9 +49,10 @@ absl::StatusOr<DType> DTypeFromName(absl::string_view name) {
                   DType::kInt64, DType::kBool, DType::kResource}) {
     if (DTypeName(d) == name) return d;
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown dtype '", name,
-                                                 "'; expected one of float32, "
-                                                 "float16, int32, int64, bool"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown dtype '", name,
+                   "'; expected one of float32, "
+                   "float16, int32, int64, bool"));
 }
 
 }  // namespace ipuflow

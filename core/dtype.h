@@ -79,34 +79,34 @@ struct DTypeOf<bool> {
     __VA_ARGS__;                     \
     break;                           \
   }
-#define IPUFLOW_SWITCH_FLOAT(dtype, STMT, ON_ERROR)            \
-  switch (dtype) {                                             \
-    IPUFLOW_CASE_(::ipuflow::DType::kFloat32, float, STMT)     \
+#define IPUFLOW_SWITCH_FLOAT(dtype, STMT, ON_ERROR)                  \
+  switch (dtype) {                                                   \
+    IPUFLOW_CASE_(::ipuflow::DType::kFloat32, float, STMT)           \
     IPUFLOW_CASE_(::ipuflow::DType::kFloat16, ::ipuflow::half, STMT) \
-    default: {                                                 \
-      ON_ERROR;                                                \
-    }                                                          \
+    default: {                                                       \
+      ON_ERROR;                                                      \
+    }                                                                \
   }
-#define IPUFLOW_SWITCH_NUMERIC(dtype, STMT, ON_ERROR)          \
-  switch (dtype) {                                             \
-    IPUFLOW_CASE_(::ipuflow::DType::kFloat32, float, STMT)     \
+#define IPUFLOW_SWITCH_NUMERIC(dtype, STMT, ON_ERROR)                \
+  switch (dtype) {                                                   \
+    IPUFLOW_CASE_(::ipuflow::DType::kFloat32, float, STMT)           \
     IPUFLOW_CASE_(::ipuflow::DType::kFloat16, ::ipuflow::half, STMT) \
-    IPUFLOW_CASE_(::ipuflow::DType::kInt32, int32_t, STMT)     \
-    IPUFLOW_CASE_(::ipuflow::DType::kInt64, int64_t, STMT)     \
-    default: {                                                 \
-      ON_ERROR;                                                \
-    }                                                          \
+    IPUFLOW_CASE_(::ipuflow::DType::kInt32, int32_t, STMT)           \
+    IPUFLOW_CASE_(::ipuflow::DType::kInt64, int64_t, STMT)           \
+    default: {                                                       \
+      ON_ERROR;                                                      \
+    }                                                                \
   }
-#define IPUFLOW_SWITCH_ALL(dtype, STMT, ON_ERROR)               \
-  switch (dtype) {                                             \
-    IPUFLOW_CASE_(::ipuflow::DType::kFloat32, float, STMT)     \
+#define IPUFLOW_SWITCH_ALL(dtype, STMT, ON_ERROR)                    \
+  switch (dtype) {                                                   \
+    IPUFLOW_CASE_(::ipuflow::DType::kFloat32, float, STMT)           \
     IPUFLOW_CASE_(::ipuflow::DType::kFloat16, ::ipuflow::half, STMT) \
-    IPUFLOW_CASE_(::ipuflow::DType::kInt32, int32_t, STMT)     \
-    IPUFLOW_CASE_(::ipuflow::DType::kInt64, int64_t, STMT)     \
-    IPUFLOW_CASE_(::ipuflow::DType::kBool, bool, STMT)         \
-    default: {                                                 \
-      ON_ERROR;                                                \
-    }                                                          \
+    IPUFLOW_CASE_(::ipuflow::DType::kInt32, int32_t, STMT)           \
+    IPUFLOW_CASE_(::ipuflow::DType::kInt64, int64_t, STMT)           \
+    IPUFLOW_CASE_(::ipuflow::DType::kBool, bool, STMT)               \
+    default: {                                                       \
+      ON_ERROR;                                                      \
+    }                                                                \
   }
 
 #endif  // IPUFLOW_CORE_DTYPE_H_

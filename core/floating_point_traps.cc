@@ -78,9 +78,11 @@ bool HasFloatInput(const KernelContext& ctx) {
 bool HasZero(const Tensor& t) {
   if (!t.valid()) return false;
   if (t.dtype() == DType::kFloat32) {
-    for (float v : t.span<float>()) if (v == 0) return true;
+    for (float v : t.span<float>())
+      if (v == 0) return true;
   } else if (t.dtype() == DType::kFloat16) {
-    for (half v : t.span<half>()) if (static_cast<float>(v) == 0) return true;
+    for (half v : t.span<half>())
+      if (static_cast<float>(v) == 0) return true;
   }
   return false;
 }
@@ -101,7 +103,8 @@ const char* Classify(const FloatingPointBehaviour& fp, const KernelContext& ctx,
   }
   if (!in.all_finite) return nullptr;  // inf in, inf out.
   const int divisor = ctx.node().op_def().divisor_input();
-  if (divisor >= 0 && divisor < ctx.num_inputs() && HasZero(ctx.input(divisor))) {
+  if (divisor >= 0 && divisor < ctx.num_inputs() &&
+      HasZero(ctx.input(divisor))) {
     *why = "from a division by zero";
     return fp.div0 ? "div0" : nullptr;
   }
@@ -129,8 +132,8 @@ absl::Status CheckValues(const FloatingPointBehaviour& fp,
     const char* trap = Classify(fp, ctx, *in, overflowed, v, &why);
     if (trap == nullptr) continue;
     return absl::InvalidArgumentError(absl::StrCat(
-        "floating-point exception (", trap, "): ", ctx.node().DebugName(),
-        " ", what, " element ", i, " is ",
+        "floating-point exception (", trap, "): ", ctx.node().DebugName(), " ",
+        what, " element ", i, " is ",
         std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf"), " ", why));
   }
   return absl::OkStatus();

@@ -28,8 +28,10 @@ REGISTER_OP("_Divide")
       return absl::OkStatus();
     })
     .SetKernel([](KernelContext& ctx) -> absl::Status {
-      ASSIGN_OR_RETURN(Tensor* z, ctx.allocate_output(0, ctx.input(0).shape()));
-      z->flat<float>() = ctx.input(0).flat<float>() / ctx.input(1).flat<float>();
+      ASSIGN_OR_RETURN(Tensor * z,
+                       ctx.allocate_output(0, ctx.input(0).shape()));
+      z->flat<float>() =
+          ctx.input(0).flat<float>() / ctx.input(1).flat<float>();
       return absl::OkStatus();
     })
     .NotDifferentiable("a test op");
@@ -85,15 +87,16 @@ TEST(FloatingPointTrapsTest, InvalidOperationOnlyFromNonNaNInputs) {
 
 TEST(FloatingPointTrapsTest, DivisionByZeroFromADividingOp) {
   Scope s = Scope::NewRootScope();
-  Output y = s.WithOpName("ratio").AddNode("_Divide", {Vec(s, {1, -3, 0}),
-                                                       Vec(s, {2, 0, 1})});
+  Output y = s.WithOpName("ratio").AddNode(
+      "_Divide", {Vec(s, {1, -3, 0}), Vec(s, {2, 0, 1})});
   EXPECT_EQ(RunWith(Traps(true, true, true), s, y).message(),
             "floating-point exception (div0): _Divide 'ratio' output 0 element "
             "1 is -inf from a division by zero");
   EXPECT_TRUE(RunWith(Traps(true, false, true), s, y).ok());
   // 0 / 0 is invalid, not a division by zero.
   Scope s2 = Scope::NewRootScope();
-  Output z = s2.WithOpName("q").AddNode("_Divide", {Vec(s2, {0}), Vec(s2, {0})});
+  Output z =
+      s2.WithOpName("q").AddNode("_Divide", {Vec(s2, {0}), Vec(s2, {0})});
   EXPECT_EQ(RunWith(Traps(true, true, true), s2, z).message(),
             "floating-point exception (inv): _Divide 'q' output 0 element 0 is "
             "nan from non-NaN inputs");
@@ -123,9 +126,9 @@ TEST(FloatingPointTrapsTest, HalfOverflowWithNanooIsOverflow) {
 
 TEST(FloatingPointTrapsTest, OverflowWrittenIntoAVariable) {
   Scope s = Scope::NewRootScope();
-  ops::VariableHandle w =
-      ops::Variable(s.WithOpName("w"), Vec(s, {1, 3e38f}));
-  Node* add = ops::AssignAdd(s.WithOpName("w_add"), w.handle, Vec(s, {1, 3e38f}));
+  ops::VariableHandle w = ops::Variable(s.WithOpName("w"), Vec(s, {1, 3e38f}));
+  Node* add =
+      ops::AssignAdd(s.WithOpName("w_add"), w.handle, Vec(s, {1, 3e38f}));
   IPU_CHECK_OK(s.status());
   Session session(s.graph());
   const FloatingPointBehaviour fp = Traps(false, false, true);
@@ -141,21 +144,24 @@ TEST(FloatingPointTrapsTest, OverflowWrittenIntoAVariable) {
 TEST(FloatingPointTrapsTest, StopsADeviceLoop) {
   Scope s = Scope::NewRootScope();
   // x doubles every iteration: 2^128 overflows at iteration 28 from 2^100.
-  absl::StatusOr<loops::Loop> loop = loops::Repeat(
-      s, 40,
-      [](const Scope& b, const std::vector<Output>& args) {
-        return std::vector<Output>{
-            ops::Mul(b.WithOpName("double"), args[0], ops::Const(b, 2.f))};
-      },
-      {ops::Const(s, 0x1p100f)});
+  absl::StatusOr<loops::Loop> loop =
+      loops::Repeat(s, 40,
+                    [](const Scope& b, const std::vector<Output>& args) {
+                      return std::vector<Output>{ops::Mul(
+                          b.WithOpName("double"), args[0], ops::Const(b, 2.f))};
+                    },
+                    {ops::Const(s, 0x1p100f)});
   ASSERT_TRUE(loop.ok()) << loop.status();
-  const absl::Status st = RunWith(Traps(false, false, true), s, loop->outputs[0]);
+  const absl::Status st =
+      RunWith(Traps(false, false, true), s, loop->outputs[0]);
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("floating-point exception (oflo): Mul '"),
-            std::string::npos) << st;
+            std::string::npos)
+      << st;
   EXPECT_NE(st.message().find("double' output 0 element 0 is inf from finite "
                               "inputs"),
-            std::string::npos) << st;
+            std::string::npos)
+      << st;
   EXPECT_TRUE(RunWith(FloatingPointBehaviour(), s, loop->outputs[0]).ok());
 }
 

@@ -25,10 +25,12 @@ absl::Status AddGradients(const Scope& scope, const std::vector<Output>& ys,
         "AddGradients: ", ys.size(), " ys but ", grad_ys.size(), " grad_ys"));
   }
   for (const Output& o : ys) {
-    if (!o.valid()) return absl::InvalidArgumentError("AddGradients: a y is invalid");
+    if (!o.valid())
+      return absl::InvalidArgumentError("AddGradients: a y is invalid");
   }
   for (const Output& o : xs) {
-    if (!o.valid()) return absl::InvalidArgumentError("AddGradients: an x is invalid");
+    if (!o.valid())
+      return absl::InvalidArgumentError("AddGradients: an x is invalid");
     if (!IsDifferentiable(o.dtype())) {
       return absl::InvalidArgumentError(absl::StrCat(
           "AddGradients: x '", o.name(), "' is ", DTypeName(o.dtype()),
@@ -53,10 +55,11 @@ absl::Status AddGradients(const Scope& scope, const std::vector<Output>& ys,
   absl::flat_hash_map<Output, std::vector<Output>> pending;
   Scope gs = scope.NewSubScope("gradients");
   for (size_t i = 0; i < ys.size(); ++i) {
-    Output seed = grad_ys.empty()
-                      ? Output(gs.WithIpu(ys[i].node->ipu())
-                                   .AddNode("OnesLike", {ys[i]}, {}, "OnesLike"))
-                      : grad_ys[i];
+    Output seed =
+        grad_ys.empty()
+            ? Output(gs.WithIpu(ys[i].node->ipu())
+                         .AddNode("OnesLike", {ys[i]}, {}, "OnesLike"))
+            : grad_ys[i];
     pending[ys[i]].push_back(seed);
   }
   for (int id = n - 1; id >= 0; --id) {
@@ -64,10 +67,13 @@ absl::Status AddGradients(const Scope& scope, const std::vector<Output>& ys,
     Node* node = g->node(id);
     std::vector<Output> dy(node->num_outputs());
     bool any = false;
-    Scope ns = gs.NewSubScope(node->name()).WithIpu(node->ipu()).WithBlock(node->block());
+    Scope ns = gs.NewSubScope(node->name())
+                   .WithIpu(node->ipu())
+                   .WithBlock(node->block());
     for (int k = 0; k < node->num_outputs(); ++k) {
       auto it = pending.find(Output(node, k));
-      if (it == pending.end() || !IsDifferentiable(node->output_dtype(k))) continue;
+      if (it == pending.end() || !IsDifferentiable(node->output_dtype(k)))
+        continue;
       dy[k] = AddTerms(ns, it->second);
       any = true;
     }
@@ -75,9 +81,9 @@ absl::Status AddGradients(const Scope& scope, const std::vector<Output>& ys,
     const OpDef& def = node->op_def();
     if (!def.has_gradient()) {
       if (!def.not_differentiable_reason().empty()) continue;
-      return absl::UnimplementedError(absl::StrCat(
-          "no gradient is defined for ", node->DebugName(),
-          " (on the path from the xs to the ys)"));
+      return absl::UnimplementedError(
+          absl::StrCat("no gradient is defined for ", node->DebugName(),
+                       " (on the path from the xs to the ys)"));
     }
     std::vector<Output> dx;
     RETURN_IF_ERROR(def.gradient()(ns, *node, dy, &dx));
@@ -90,15 +96,17 @@ absl::Status AddGradients(const Scope& scope, const std::vector<Output>& ys,
     for (int i = 0; i < node->num_inputs(); ++i) {
       const Output& in = node->input(i);
       if (!dx[i].valid() || !IsDifferentiable(in.dtype())) continue;
-      if (from_x[in.node->id()] || x_set.count(in)) pending[in].push_back(dx[i]);
+      if (from_x[in.node->id()] || x_set.count(in))
+        pending[in].push_back(dx[i]);
     }
   }
   grad_xs->clear();
   for (const Output& x : xs) {
     auto it = pending.find(x);
     if (it == pending.end()) {
-      grad_xs->push_back(Output(gs.WithIpu(x.node->ipu())
-                                    .AddNode("ZerosLike", {x}, {}, "ZerosLike")));
+      grad_xs->push_back(
+          Output(gs.WithIpu(x.node->ipu())
+                     .AddNode("ZerosLike", {x}, {}, "ZerosLike")));
     } else {
       // Summed where the contributions were computed (x may be unplaced).
       grad_xs->push_back(

@@ -41,7 +41,9 @@ TEST(GradientsTest, GradYsScaleTheSeed) {
   Output x = ops::Placeholder(s, DType::kFloat32, {2});
   Output y = ops::Reshape(s, ops::Add(s, x, x), {2, 1});
   std::vector<Output> g;
-  ASSERT_TRUE(AddGradients(s, {y}, {x}, {ops::Const<float>(s, {5, 7}, {2, 1})}, &g).ok());
+  ASSERT_TRUE(
+      AddGradients(s, {y}, {x}, {ops::Const<float>(s, {5, 7}, {2, 1})}, &g)
+          .ok());
   auto out = RunGraph(s, {{x, Tensor::FromVector<float>({1, 2})}}, g);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_TRUE(TensorNear((*out)[0], {10, 14}, {2}));
@@ -87,7 +89,8 @@ TEST(GradientsTest, BackwardNodesFollowForwardPlacement) {
   Output x = ops::Placeholder(s, DType::kFloat32, {2});
   Output b = ops::Const<float>(s, {1}, {1});
   Output h = ops::Add(s.WithIpu(0).WithBlock("B1").WithOpName("h"), x, b);
-  Output y = ops::Reshape(s.WithIpu(1).WithBlock("B2").WithOpName("y"), h, {1, 2});
+  Output y =
+      ops::Reshape(s.WithIpu(1).WithBlock("B2").WithOpName("y"), h, {1, 2});
   std::vector<Output> g;
   ASSERT_TRUE(AddGradients(s, {y}, {x}, {}, &g).ok());
   int checked = 0;

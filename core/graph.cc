@@ -21,11 +21,12 @@ bool Output::operator<(const Output& o) const {
 
 void Node::AttrTypeError(const std::string& name, const char* type) const {
   auto it = attrs_.find(name);
-  std::fprintf(stderr,
-               "%s: attribute '%s' read as %s but it is %s (the op's "
-               "registration must declare every attribute its code reads)\n",
-               DebugName().c_str(), name.c_str(), type,
-               it == attrs_.end() ? "absent" : it->second.DebugString().c_str());
+  std::fprintf(
+      stderr,
+      "%s: attribute '%s' read as %s but it is %s (the op's "
+      "registration must declare every attribute its code reads)\n",
+      DebugName().c_str(), name.c_str(), type,
+      it == attrs_.end() ? "absent" : it->second.DebugString().c_str());
   std::abort();
 }
 
@@ -58,11 +59,13 @@ std::string Graph::UniqueName(const std::string& base) {
 }
 
 absl::StatusOr<Node*> Graph::AddNode(NodeSpec spec) {
-  auto prefix = [&spec]() { return absl::StrCat(spec.op, " '", spec.name, "': "); };
+  auto prefix = [&spec]() {
+    return absl::StrCat(spec.op, " '", spec.name, "': ");
+  };
   absl::StatusOr<const OpDef*> def_or = OpRegistry::Global()->Find(spec.op);
   if (!def_or.ok()) {
-    return absl::NotFoundError(absl::StrCat(
-        "cannot add node '", spec.name, "': ", def_or.status().message()));
+    return absl::NotFoundError(absl::StrCat("cannot add node '", spec.name,
+                                            "': ", def_or.status().message()));
   }
   const OpDef* def = *def_or;
   if (spec.name.empty()) spec.name = UniqueName(spec.op);
@@ -88,8 +91,8 @@ absl::StatusOr<Node*> Graph::AddNode(NodeSpec spec) {
   std::vector<const Tensor*> in_constants;
   for (int i = 0; i < given; ++i) {
     const Output& in = spec.inputs[i];
-    if (in.node == nullptr || in.node->graph() != this ||
-        in.index < 0 || in.index >= in.node->num_outputs()) {
+    if (in.node == nullptr || in.node->graph() != this || in.index < 0 ||
+        in.index >= in.node->num_outputs()) {
       return absl::InvalidArgumentError(absl::StrCat(
           prefix(), "input ", i, " is not an output of a node of this graph"));
     }
@@ -100,8 +103,8 @@ absl::StatusOr<Node*> Graph::AddNode(NodeSpec spec) {
   }
   for (Node* c : spec.control_inputs) {
     if (c == nullptr || c->graph() != this) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(prefix(), "a control input is not a node of this graph"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          prefix(), "a control input is not a node of this graph"));
     }
   }
   if (absl::Status s = def->CheckAttrs(&spec.attrs); !s.ok()) {
@@ -180,8 +183,10 @@ std::string Graph::Fingerprint() const {
   std::string fp;
   for (const auto& n : nodes_) {
     absl::StrAppend(&fp, n->name_, "=", n->op_, "(");
-    for (const Output& in : n->inputs_) absl::StrAppend(&fp, in.node->id_, ":", in.index, ",");
-    for (const Node* c : n->control_inputs_) absl::StrAppend(&fp, "^", c->id_, ",");
+    for (const Output& in : n->inputs_)
+      absl::StrAppend(&fp, in.node->id_, ":", in.index, ",");
+    for (const Node* c : n->control_inputs_)
+      absl::StrAppend(&fp, "^", c->id_, ",");
     absl::StrAppend(&fp, ")@", n->ipu_, "{");
     for (const auto& [k, v] : n->attrs_) {
       absl::StrAppend(&fp, k, "=");

@@ -92,8 +92,8 @@ struct NodeSpec {
   std::vector<Output> inputs;
   AttrMap attrs;
   std::vector<Node*> control_inputs;
-  int ipu = -1;         // Shard (IPU index within a replica); -1: unplaced.
-  std::string block;    // PopTorch-style block name; empty: none.
+  int ipu = -1;       // Shard (IPU index within a replica); -1: unplaced.
+  std::string block;  // PopTorch-style block name; empty: none.
 };
 
 class Node {

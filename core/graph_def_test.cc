@@ -484,16 +484,15 @@ TEST(GraphDefErrorTest, AbsurdIpuIsRefused) {
 }
 
 TEST(GraphDefErrorTest, UnknownAttributeIsRefused) {
-  absl::Status s = Import(absl::StrCat(
-      kPlaceholder, R"pb(node {
-                           name: "y"
-                           op: "Identity"
-                           input: "x"
-                           attr {
-                             key: "colour"
-                             value { i: 3 }
-                           }
-                         })pb"));
+  absl::Status s = Import(absl::StrCat(kPlaceholder, R"pb(node {
+                                                            name: "y"
+                                                            op: "Identity"
+                                                            input: "x"
+                                                            attr {
+                                                              key: "colour"
+                                                              value { i: 3 }
+                                                            }
+                                                          })pb"));
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("Identity 'y'"));
   EXPECT_THAT(s.message(), HasSubstr("unknown attribute 'colour' = 3"));
@@ -506,7 +505,12 @@ TEST(GraphDefErrorTest, ConstOfResourceDtypeIsRefused) {
       op: "Const"
       attr {
         key: "value"
-        value { tensor { dtype: DT_RESOURCE shape {} } }
+        value {
+          tensor {
+            dtype: DT_RESOURCE
+            shape {}
+          }
+        }
       }
     }
   )pb");
@@ -519,38 +523,36 @@ TEST(GraphDefErrorTest, ConstOfResourceDtypeIsRefused) {
 // "a:0"), with `extra` appended to the loop node's attributes.
 std::string RepeatGraph(const std::string& loop_attrs) {
   return absl::StrCat(kPlaceholder, R"pb(
-    node {
-      name: "a"
-      op: "_Arg"
-      attr {
-        key: "dtype"
-        value { type: DT_FLOAT }
-      }
-      attr {
-        key: "shape"
-        value { shape { dim: 2 } }
-      }
-      attr {
-        key: "index"
-        value { i: 0 }
-      }
-    }
-    node {
-      name: "loop"
-      op: "Repeat"
-      input: "x"
-  )pb", loop_attrs, "}");
+                        node {
+                          name: "a"
+                          op: "_Arg"
+                          attr {
+                            key: "dtype"
+                            value { type: DT_FLOAT }
+                          }
+                          attr {
+                            key: "shape"
+                            value { shape { dim: 2 } }
+                          }
+                          attr {
+                            key: "index"
+                            value { i: 0 }
+                          }
+                        }
+                        node { name: "loop" op: "Repeat" input: "x"
+                      )pb",
+                      loop_attrs, "}");
 }
 
 std::string LoopAttrs(const std::string& n, const std::string& nv,
                       const std::string& args, const std::string& results,
                       const std::string& targets) {
-  return absl::StrCat(
-      "attr { key: \"n\" value { ", n, " } }\n",
-      "attr { key: \"num_loop_vars\" value { ", nv, " } }\n",
-      "attr { key: \"body_args\" value { ", args, " } }\n",
-      "attr { key: \"body_results\" value { ", results, " } }\n",
-      "attr { key: \"body_targets\" value { ", targets, " } }\n");
+  return absl::StrCat("attr { key: \"n\" value { ", n, " } }\n",
+                      "attr { key: \"num_loop_vars\" value { ", nv, " } }\n",
+                      "attr { key: \"body_args\" value { ", args, " } }\n",
+                      "attr { key: \"body_results\" value { ", results,
+                      " } }\n", "attr { key: \"body_targets\" value { ",
+                      targets, " } }\n");
 }
 
 TEST(GraphDefErrorTest, MalformedLoopAttributesAreRefused) {
@@ -558,7 +560,8 @@ TEST(GraphDefErrorTest, MalformedLoopAttributesAreRefused) {
   const std::string results = "string_list { value: \"a:0\" }";
   const std::string none = "string_list { }";
   // The well-formed loop imports.
-  absl::Status ok = Import(RepeatGraph(LoopAttrs("i: 3", "i: 1", args, results, none)));
+  absl::Status ok =
+      Import(RepeatGraph(LoopAttrs("i: 3", "i: 1", args, results, none)));
   EXPECT_TRUE(ok.ok()) << ok;
   struct Case {
     std::string attrs, want;
@@ -571,7 +574,8 @@ TEST(GraphDefErrorTest, MalformedLoopAttributesAreRefused) {
        "attribute 'n' is -1; it must be >= 0"},
       {LoopAttrs("i: 3", "i: 1", "i: 7", results, none),
        "attribute 'body_args' is int 7, expected list(string)"},
-      {LoopAttrs("i: 3", "i: 1", args, results, "string_list { value: \"loop\" }"),
+      {LoopAttrs("i: 3", "i: 1", args, results,
+                 "string_list { value: \"loop\" }"),
        "attribute 'body_targets'[0] = \"loop\" names no node defined before"},
       {LoopAttrs("i: 3", "i: 1", "string_list { value: \"x\" }", results, none),
        "attribute 'body_args'[0] = \"x\" must name an _Arg node"},
@@ -585,7 +589,8 @@ TEST(GraphDefErrorTest, MalformedLoopAttributesAreRefused) {
   };
   for (const Case& c : cases) {
     absl::Status s = Import(RepeatGraph(c.attrs));
-    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.want << ": " << s;
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument)
+        << c.want << ": " << s;
     EXPECT_THAT(s.message(), HasSubstr("Repeat 'loop'")) << c.want;
     EXPECT_THAT(s.message(), HasSubstr(c.want));
   }
@@ -648,9 +653,10 @@ TEST(GraphDefErrorTest, ResourceTensorCannotBeSaved) {
   EXPECT_THAT(n.status().message(), HasSubstr("resource"));
   // An annotation holding one still cannot be saved.
   NodeSpec p{"Placeholder", "p"};
-  p.attrs = {{"dtype", DType::kFloat32},
-             {"shape", TensorShape({2})},
-             {"_handle", Tensor::ForResource(std::make_shared<FakeResource>())}};
+  p.attrs = {
+      {"dtype", DType::kFloat32},
+      {"shape", TensorShape({2})},
+      {"_handle", Tensor::ForResource(std::make_shared<FakeResource>())}};
   ASSERT_TRUE(g.AddNode(p).ok());
   absl::StatusOr<GraphDef> def = ToGraphDef(g);
   EXPECT_EQ(def.status().code(), absl::StatusCode::kInvalidArgument);

@@ -5,8 +5,7 @@
 #include "core/testing/fuzz.h"
 
 IPUFLOW_FUZZ_TARGET(graph_def_text) {
-  const std::string path =
-      ipuflow::fuzzing::WriteInput(data, size, ".pbtxt");
+  const std::string path = ipuflow::fuzzing::WriteInput(data, size, ".pbtxt");
   absl::StatusOr<std::unique_ptr<ipuflow::Graph>> graph =
       ipuflow::LoadGraph(path);
   if (graph.ok()) IPU_CHECK(ipuflow::ToGraphDef(**graph).ok());

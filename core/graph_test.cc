@@ -36,8 +36,9 @@ TEST(ScopeTest, PlacementAndBlocks) {
 
 TEST(ScopeTest, FirstErrorIsKeptAndLaterBuildersAreNoOps) {
   Scope root = Scope::NewRootScope();
-  Output bad = ops::Add(root.WithOpName("bad"), ops::Const<float>(root, {1, 2}, {2}),
-                        ops::Const<float>(root, {1, 2, 3}, {3}));
+  Output bad =
+      ops::Add(root.WithOpName("bad"), ops::Const<float>(root, {1, 2}, {2}),
+               ops::Const<float>(root, {1, 2, 3}, {3}));
   EXPECT_FALSE(bad.valid());
   Output later = ops::Add(root, bad, ops::Const(root, 1.0f));
   EXPECT_FALSE(later.valid());
@@ -48,7 +49,8 @@ TEST(ScopeTest, FirstErrorIsKeptAndLaterBuildersAreNoOps) {
 TEST(GraphTest, ShapesInferredWithUnknownDims) {
   Scope root = Scope::NewRootScope();
   Output x = ops::Placeholder(root, DType::kFloat32, {-1, 10});
-  Output y = ops::Add(root, x, ops::Const<float>(root, std::vector<float>(10, 1), {10}));
+  Output y = ops::Add(root, x,
+                      ops::Const<float>(root, std::vector<float>(10, 1), {10}));
   EXPECT_EQ(y.shape().DebugString(), "[?,10]");
   EXPECT_EQ(y.dtype(), DType::kFloat32);
 }
@@ -86,7 +88,8 @@ TEST(GraphTest, ShapesThatWrapAreRefusedByBuilders) {
   {
     Scope root = Scope::NewRootScope();
     Output f = ops::Fill(root.WithOpName("f"), TensorShape({big, 4}), 1.0);
-    Output g = ops::Gather(root, f, ops::Const(root, Tensor::Scalar<int32_t>(3)), 0);
+    Output g =
+        ops::Gather(root, f, ops::Const(root, Tensor::Scalar<int32_t>(3)), 0);
     EXPECT_FALSE(g.valid());
     EXPECT_EQ(root.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(root.status().message().find("Fill 'f'"), std::string::npos)

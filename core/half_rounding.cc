@@ -65,8 +65,10 @@ inline uint32_t ElementBits(uint32_t k0, uint32_t k1, int64_t i) {
 //  - |x| < 2^-24: 2^-24 with probability |x| / 2^-24, else 0.
 //  - inf and NaN pass through.
 // Branch-free, so the loop vectorises (32-bit multiplies and shifts).
-IPUFLOW_VECTORISE void StochasticBlock(const float* __restrict src, float* __restrict dst,
-                     int64_t n, uint32_t k0, uint32_t k1, int64_t first) {
+IPUFLOW_VECTORISE void StochasticBlock(const float* __restrict src,
+                                       float* __restrict dst, int64_t n,
+                                       uint32_t k0, uint32_t k1,
+                                       int64_t first) {
   for (int64_t j = 0; j < n; ++j) {
     const uint32_t r = ElementBits(k0, k1, first + j);
     const uint32_t b = Bits(src[j]);
@@ -103,12 +105,13 @@ void NarrowToHalf(const float* src, half* dst, int64_t n) {
   int64_t j = 0;
 #if defined(__F16C__) && defined(__AVX__)
   for (; j + 8 <= n; j += 8) {
-    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + j),
-                                      _MM_FROUND_TO_NEAREST_INT);
+    const __m128i h =
+        _mm256_cvtps_ph(_mm256_loadu_ps(src + j), _MM_FROUND_TO_NEAREST_INT);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + j), h);
   }
 #endif
-  if (j < n) HalfArray(dst + j, n - j) = FloatArray(src + j, n - j).cast<half>();
+  if (j < n)
+    HalfArray(dst + j, n - j) = FloatArray(src + j, n - j).cast<half>();
 }
 
 // The key of one kernel run's output: seed, run, node, output and (unless
@@ -120,7 +123,8 @@ uint64_t RoundingKey(const KernelContext& ctx, const FloatingPointBehaviour& fp,
   k = Mix64(k + (static_cast<uint64_t>(ctx.node().id()) << 16 |
                  static_cast<uint64_t>(output)));
   if (keyed_by_replica) {
-    k = Mix64(k + (static_cast<uint64_t>(ctx.env().replica) + 1) * kGoldenGamma);
+    k = Mix64(k +
+              (static_cast<uint64_t>(ctx.env().replica) + 1) * kGoldenGamma);
   }
   return k;
 }
@@ -140,8 +144,8 @@ void RoundToHalf(const KernelContext& ctx, int output, const float* src,
        ctx.replica_identical());
   uint32_t k0 = 0, k1 = 0;
   if (stochastic) {
-    const uint64_t key = RoundingKey(ctx, *fp, output,
-                                     fp->esr == StochasticRounding::kOn);
+    const uint64_t key =
+        RoundingKey(ctx, *fp, output, fp->esr == StochasticRounding::kOn);
     k0 = static_cast<uint32_t>(key);
     k1 = static_cast<uint32_t>(key >> 32);
   }

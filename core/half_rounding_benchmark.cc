@@ -30,7 +30,7 @@ REGISTER_OP("_RoundRepeatedly")
     })
     .SetKernel([](KernelContext& ctx) -> absl::Status {
       const Tensor& x = ctx.input(0);
-      ASSIGN_OR_RETURN(Tensor* y, ctx.allocate_output(0, x.shape()));
+      ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.shape()));
       for (int i = 0; i < kRoundsPerRun; ++i) {
         RoundToHalf(ctx, 0, x.data<float>(), y->data<half>(), x.NumElements(),
                     i * x.NumElements());
@@ -43,7 +43,8 @@ void Run(benchmark::State& state, const FloatingPointBehaviour* fp) {
   std::vector<float> x(kN);
   for (int64_t i = 0; i < kN; ++i) x[i] = 1.25f + 0.74f * std::sin(0.01f * i);
   Scope s = Scope::NewRootScope();
-  Output h = s.AddNode("_RoundRepeatedly", {ops::Const(s, x, TensorShape({kN}))});
+  Output h =
+      s.AddNode("_RoundRepeatedly", {ops::Const(s, x, TensorShape({kN}))});
   Session session(s.graph());
   session.env()->floating_point = fp;
   std::vector<Tensor> out;
@@ -51,7 +52,8 @@ void Run(benchmark::State& state, const FloatingPointBehaviour* fp) {
     IPU_CHECK_OK(session.Run({}, {h}, &out));
     benchmark::DoNotOptimize(out[0].raw_data());
   }
-  const double elements = static_cast<double>(state.iterations()) * kN * kRoundsPerRun;
+  const double elements =
+      static_cast<double>(state.iterations()) * kN * kRoundsPerRun;
   state.SetItemsProcessed(static_cast<int64_t>(elements));
   state.counters["ns_per_element"] = benchmark::Counter(
       elements, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);

@@ -27,7 +27,7 @@ REGISTER_OP("_RoundInChunks")
     })
     .SetKernel([](KernelContext& ctx) -> absl::Status {
       const Tensor& x = ctx.input(0);
-      ASSIGN_OR_RETURN(Tensor* y, ctx.allocate_output(0, x.shape()));
+      ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.shape()));
       const int64_t n = x.NumElements();
       const int64_t chunk = ctx.attr<int64_t>("chunk");
       for (int64_t b = 0; b < n; b += chunk) {
@@ -76,18 +76,18 @@ struct Case {
 
 TEST(HalfRoundingTest, StochasticRoundingIsUnbiasedWithProbabilityByDistance) {
   const Case cases[] = {
-      {1.0f + 0x1p-10f / 3, 1.0f},        // Normal, P(hi) = 1/3.
-      {-(1000.0f + 0.2f), -1000.0f},      // Negative, spacing 0.5.
-      {3.3e-7f, 5 * 0x1p-24f},            // float16 subnormal.
-      {1e-8f, 0.0f},                      // Below the smallest subnormal.
-      {60000.7f, 60000.0f},               // Near the top, spacing 32.
+      {1.0f + 0x1p-10f / 3, 1.0f},    // Normal, P(hi) = 1/3.
+      {-(1000.0f + 0.2f), -1000.0f},  // Negative, spacing 0.5.
+      {3.3e-7f, 5 * 0x1p-24f},        // float16 subnormal.
+      {1e-8f, 0.0f},                  // Below the smallest subnormal.
+      {60000.7f, 60000.0f},           // Near the top, spacing 32.
   };
   const FloatingPointBehaviour fp = Stochastic(7);
   constexpr int64_t kN = 200000;
   for (const Case& c : cases) {
     const float hi = c.lo == 0 ? 0x1p-24f : NextHalfUp(c.lo);
-    const double p = (std::fabs(c.x) - std::fabs(c.lo)) /
-                     (std::fabs(hi) - std::fabs(c.lo));
+    const double p =
+        (std::fabs(c.x) - std::fabs(c.lo)) / (std::fabs(hi) - std::fabs(c.lo));
     ASSERT_GT(p, 0.0);
     ASSERT_LT(p, 1.0);
     const std::vector<float> v = Round(&fp, c.x, kN);
@@ -140,12 +140,12 @@ TEST(HalfRoundingTest, ReproducibleBySeedRunAndWhateverTheChunking) {
     return Bits(out[0]);
   };
   const std::vector<uint16_t> base = run(5, kN, 1);
-  EXPECT_EQ(run(5, kN, 1), base);      // Same seed: bitwise the same.
+  EXPECT_EQ(run(5, kN, 1), base);  // Same seed: bitwise the same.
   for (int64_t chunk : {1, 7, 512, 1000}) {
     EXPECT_EQ(run(5, chunk, 1), base) << "chunk " << chunk;
   }
-  EXPECT_NE(run(6, kN, 1), base);      // Another seed.
-  EXPECT_NE(run(5, kN, 2), base);      // The program's second run.
+  EXPECT_NE(run(6, kN, 1), base);  // Another seed.
+  EXPECT_NE(run(5, kN, 2), base);  // The program's second run.
   EXPECT_EQ(run(5, 7, 2), run(5, kN, 2));
 }
 
@@ -156,7 +156,8 @@ TEST(HalfRoundingTest, OffRoundsToNearestEven) {
   for (float r : Round(nullptr, x, 16)) EXPECT_EQ(r, 1.0f);
 }
 
-TEST(HalfRoundingTest, ReplicaIdenticalOnlyRoundsIdenticalValuesStochastically) {
+TEST(HalfRoundingTest,
+     ReplicaIdenticalOnlyRoundsIdenticalValuesStochastically) {
   // A constant is replica-identical; a fed value is not.
   FloatingPointBehaviour fp = Stochastic(3);
   fp.esr = StochasticRounding::kReplicaIdenticalOnly;
@@ -262,7 +263,8 @@ TEST(HalfRoundingTest, WidenHalfIsExactForEveryValue) {
       ASSERT_TRUE(std::isnan(f[i])) << i;
     } else {
       ASSERT_EQ(Eigen::numext::bit_cast<uint32_t>(f[i]),
-                Eigen::numext::bit_cast<uint32_t>(want)) << i;
+                Eigen::numext::bit_cast<uint32_t>(want))
+          << i;
     }
   }
 }

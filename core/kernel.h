@@ -120,8 +120,8 @@ class KernelContext {
   // memory, or fresh memory for a shape known only now (data-dependent).
   // ResourceExhausted if the shape is larger than the IPU's memory or the
   // host cannot allocate it.
-  [[nodiscard]] absl::StatusOr<Tensor*> allocate_output(int i,
-                                                        const TensorShape& shape);
+  [[nodiscard]] absl::StatusOr<Tensor*> allocate_output(
+      int i, const TensorShape& shape);
   // Hands over an existing tensor (a view of an input, a constant, ...).
   void set_output(int i, Tensor t);
   Tensor* mutable_output(int i) { return &outputs_[i]; }
@@ -170,7 +170,8 @@ class KernelContext {
                             std::memory_order_relaxed);
   }
   bool half_overflowed(int output) const {
-    return (half_overflow_.load(std::memory_order_relaxed) >> (output & 63)) & 1;
+    return (half_overflow_.load(std::memory_order_relaxed) >> (output & 63)) &
+           1;
   }
   bool half_overflowed_any() const {
     return half_overflow_.load(std::memory_order_relaxed) != 0;
@@ -190,20 +191,24 @@ class KernelContext {
  private:
   friend class Program;
   using Inputs = absl::InlinedVector<const Tensor*, 6>;
-  KernelContext(const Node* node, Inputs inputs,
-                Tensor* outputs, RunEnv* env,
+  KernelContext(const Node* node, Inputs inputs, Tensor* outputs, RunEnv* env,
                 std::unique_ptr<KernelState>* state,
                 const std::vector<OutputPlan>* plans,
                 const std::shared_ptr<TensorBuffer>* arena)
-      : node_(node), inputs_(std::move(inputs)), outputs_(outputs),
-        env_(env), state_(state), plans_(plans), arena_(arena) {}
+      : node_(node),
+        inputs_(std::move(inputs)),
+        outputs_(outputs),
+        env_(env),
+        state_(state),
+        plans_(plans),
+        arena_(arena) {}
 
   const Node* node_;
   Inputs inputs_;
   Tensor* outputs_;  // num_outputs() slots.
   RunEnv* env_;
   std::unique_ptr<KernelState>* state_;
-  const std::vector<OutputPlan>* plans_;       // One per output.
+  const std::vector<OutputPlan>* plans_;        // One per output.
   const std::shared_ptr<TensorBuffer>* arena_;  // The program's arena.
   bool replica_identical_ = false;
   uint64_t run_stream_ = 0;

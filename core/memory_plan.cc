@@ -13,9 +13,9 @@ std::string MemoryPlan::DebugString() const {
       always_live_bytes, constant_bytes, variable_bytes, peak_bytes,
       num_planned_values, unplanned_bytes, fetch_bytes);
   if (!largest_loop_body.empty()) {
-    absl::StrAppendFormat(&out, "; loop bodies %d B peak ('%s'), %d B always-live",
-                          loop_body_peak_bytes, largest_loop_body,
-                          loop_body_always_live_bytes);
+    absl::StrAppendFormat(
+        &out, "; loop bodies %d B peak ('%s'), %d B always-live",
+        loop_body_peak_bytes, largest_loop_body, loop_body_always_live_bytes);
   }
   return out;
 }
@@ -39,12 +39,14 @@ IpuMemory IpuMemory::FromPlan(const MemoryPlan& plan) {
     const bool is_accumulator =
         std::find(accumulators.begin(), accumulators.end(), node) !=
         accumulators.end();
-    (is_weight ? m.weights
-               : is_accumulator ? m.accumulators : m.optimizer_state) += bytes;
+    (is_weight        ? m.weights
+     : is_accumulator ? m.accumulators
+                      : m.optimizer_state) += bytes;
   }
   // Bytes no listed variable accounts for (none today) stay counted.
   int64_t listed = m.weights + m.accumulators + m.optimizer_state;
-  if (plan.variable_bytes > listed) m.optimizer_state += plan.variable_bytes - listed;
+  if (plan.variable_bytes > listed)
+    m.optimizer_state += plan.variable_bytes - listed;
   m.arena = plan.peak_bytes;
   m.num_planned_values = plan.num_planned_values;
   m.unplanned_bytes = plan.unplanned_bytes;

@@ -22,12 +22,12 @@ inline constexpr char kGradientAccumulatorsCollection[] =
     "gradient_accumulators";
 
 struct MemoryPlan {
-  int64_t always_live_bytes = 0;   // Constants and variables.
+  int64_t always_live_bytes = 0;  // Constants and variables.
   int64_t constant_bytes = 0;
   int64_t variable_bytes = 0;
-  int64_t peak_bytes = 0;          // Arena: intermediates, by liveness.
-  int64_t unplanned_bytes = 0;     // Sum of all intermediates without reuse.
-  int64_t fetch_bytes = 0;         // Results handed back to the caller.
+  int64_t peak_bytes = 0;       // Arena: intermediates, by liveness.
+  int64_t unplanned_bytes = 0;  // Sum of all intermediates without reuse.
+  int64_t fetch_bytes = 0;      // Results handed back to the caller.
   int num_planned_values = 0;
   // Device loops: their bodies' constants and variables (included in the
   // always-live bytes above) and the highest body arena peak (its loop's
@@ -35,7 +35,7 @@ struct MemoryPlan {
   // count in their outer body.
   int64_t loop_body_always_live_bytes = 0;
   int64_t loop_body_peak_bytes = 0;
-  std::string largest_loop_body;   // The loop node whose body peaks highest.
+  std::string largest_loop_body;  // The loop node whose body peaks highest.
   // Every variable counted above (loop bodies' included) and its bytes.
   std::vector<std::pair<const Node*, int64_t>> variables;
   std::string DebugString() const;
@@ -101,8 +101,8 @@ struct IpuMemory {
 struct StatePlacement {
   bool remote = false;
   bool sharded = false;
-  int64_t bytes = 0;             // The whole variable.
-  int64_t replica_bytes = 0;     // What one replica's remote memory keeps.
+  int64_t bytes = 0;          // The whole variable.
+  int64_t replica_bytes = 0;  // What one replica's remote memory keeps.
 };
 StatePlacement PlaceOptimizerState(int64_t num_elements, DType dtype,
                                    bool offload, bool shard, int replicas,

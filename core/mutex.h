@@ -91,7 +91,8 @@ class Notification {
   }
   void WaitForNotification() {
     MutexLock l(&mu_);
-    cv_.Await(&mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return notified_; });
+    cv_.Await(&mu_,
+              [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return notified_; });
   }
   bool HasBeenNotified() {
     MutexLock l(&mu_);

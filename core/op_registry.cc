@@ -165,8 +165,10 @@ std::vector<const FusionDef*> OpRegistry::fusions() const {
 FusionRegistration& FusionRegistration::Chain(std::vector<std::string> ops,
                                               std::vector<int> chain_inputs) {
   if (ops.size() < 2 || chain_inputs.size() + 1 != ops.size()) {
-    std::fprintf(stderr, "fusion '%s': a chain needs >= 2 ops and one chain "
-                 "input per op after the first\n", def_->name.c_str());
+    std::fprintf(stderr,
+                 "fusion '%s': a chain needs >= 2 ops and one chain "
+                 "input per op after the first\n",
+                 def_->name.c_str());
     std::abort();
   }
   def_->ops = std::move(ops);
@@ -217,9 +219,9 @@ absl::Status OpDef::CheckAttrs(AttrMap* attrs) const {
     if ((dtype != nullptr && *dtype == DType::kInvalid) ||
         (dtypes != nullptr &&
          std::count(dtypes->begin(), dtypes->end(), DType::kInvalid) > 0)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "attribute '", key, "' is ", value.DebugString(),
-          ": 'invalid' is not a dtype"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("attribute '", key, "' is ", value.DebugString(),
+                       ": 'invalid' is not a dtype"));
     }
     if (const TensorShape* shape = value.get<TensorShape>()) {
       absl::Status s = ValidateShape(*shape);
@@ -232,8 +234,8 @@ absl::Status OpDef::CheckAttrs(AttrMap* attrs) const {
       for (size_t i = 0; i < shapes->size(); ++i) {
         absl::Status s = ValidateShape((*shapes)[i]);
         if (!s.ok()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "attribute '", key, "'[", i, "]: ", s.message()));
+          return absl::InvalidArgumentError(
+              absl::StrCat("attribute '", key, "'[", i, "]: ", s.message()));
         }
       }
     }
@@ -241,9 +243,9 @@ absl::Status OpDef::CheckAttrs(AttrMap* attrs) const {
   for (const auto& [key, a] : attrs_) {
     if (attrs->count(key)) continue;
     if (a.required) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "missing required attribute '", key, "' (", AttrTypeName(a.type),
-          ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("missing required attribute '", key, "' (",
+                       AttrTypeName(a.type), ")"));
     }
     if (!a.default_value.empty()) (*attrs)[key] = a.default_value;
   }
@@ -274,18 +276,18 @@ std::string ShapeContext::InputName(int i) const {
 
 absl::Status ShapeContext::ExpectRank(int input, int rank) const {
   if (input_shape(input).rank() != rank) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        InputName(input), " must have rank ", rank, ", got shape ",
-        input_shape(input).DebugString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(InputName(input), " must have rank ", rank, ", got shape ",
+                     input_shape(input).DebugString()));
   }
   return absl::OkStatus();
 }
 
 absl::Status ShapeContext::ExpectFloat(int input) const {
   if (!IsFloating(input_dtype(input))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        InputName(input), " must be float32 or float16, got ",
-        DTypeName(input_dtype(input))));
+    return absl::InvalidArgumentError(
+        absl::StrCat(InputName(input), " must be float32 or float16, got ",
+                     DTypeName(input_dtype(input))));
   }
   return absl::OkStatus();
 }
@@ -302,9 +304,8 @@ absl::Status ShapeContext::ExpectDType(int input, DType dtype) const {
 absl::Status ShapeContext::ExpectSameDType(int a, int b) const {
   if (input_dtype(a) != input_dtype(b)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        InputName(a), " is ", DTypeName(input_dtype(a)), " but ",
-        InputName(b), " is ", DTypeName(input_dtype(b)),
-        "; they must match (use Cast)"));
+        InputName(a), " is ", DTypeName(input_dtype(a)), " but ", InputName(b),
+        " is ", DTypeName(input_dtype(b)), "; they must match (use Cast)"));
   }
   return absl::OkStatus();
 }

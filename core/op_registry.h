@@ -52,10 +52,9 @@ using KernelFn = std::function<absl::Status(KernelContext&)>;
 // Builds the gradients of `op`'s inputs from the gradients of its outputs.
 // `dy[i]` is invalid (Output{}) when output i received no gradient. Pushes one
 // entry per input; an invalid Output means "no gradient for this input".
-using GradFn =
-    std::function<absl::Status(const Scope& scope, const Node& op,
-                               absl::Span<const Output> dy,
-                               std::vector<Output>* dx)>;
+using GradFn = std::function<absl::Status(const Scope& scope, const Node& op,
+                                          absl::Span<const Output> dy,
+                                          std::vector<Output>* dx)>;
 
 // How a stateful op touches the resource (variable) given as its input 0.
 enum class ResourceAccess { kNone, kRead, kWrite };
@@ -88,8 +87,8 @@ using ReplicaIdentityFn = std::function<ReplicaIdentity(const Node& node)>;
 struct AttrDef {
   std::string name;
   AttrType type;
-  bool required = false;      // Must be given (no default).
-  AttrValue default_value;    // Empty for required and optional attributes.
+  bool required = false;    // Must be given (no default).
+  AttrValue default_value;  // Empty for required and optional attributes.
 };
 
 class OpDef {
@@ -119,7 +118,9 @@ class OpDef {
   const std::map<int, int>& forwards() const { return forwards_; }
   AlwaysLive always_live() const { return always_live_; }
   // Bytes a node of this op holds; set iff always_live() != kNone.
-  const AlwaysLiveBytesFn& always_live_bytes() const { return always_live_bytes_; }
+  const AlwaysLiveBytesFn& always_live_bytes() const {
+    return always_live_bytes_;
+  }
   // Set for ops whose kernel runs sub-programs (device loops).
   const SubProgramsFn& sub_programs() const { return sub_programs_; }
   // Set for ops whose output is known while building (Const).
@@ -129,7 +130,8 @@ class OpDef {
   bool needs_feed() const { return needs_feed_; }
   // What the op says of `node`'s replica identity (see ReplicaIdentity).
   ReplicaIdentity replica_identity(const Node& node) const {
-    return replica_identity_fn_ ? replica_identity_fn_(node) : replica_identity_;
+    return replica_identity_fn_ ? replica_identity_fn_(node)
+                                : replica_identity_;
   }
   // The input holding the divisor of an op that divides (for the div0
   // floating-point trap: an infinity from finite inputs where the divisor
@@ -255,9 +257,13 @@ class ShapeContext {
                const std::vector<TensorShape>* in_shapes,
                const std::vector<const Tensor*>* in_constants,
                const AttrMap* attrs, const Graph* graph)
-      : def_(def), name_(std::move(name)),
-        in_dtypes_(in_dtypes), in_shapes_(in_shapes),
-        in_constants_(in_constants), attrs_(attrs), graph_(graph) {}
+      : def_(def),
+        name_(std::move(name)),
+        in_dtypes_(in_dtypes),
+        in_shapes_(in_shapes),
+        in_constants_(in_constants),
+        attrs_(attrs),
+        graph_(graph) {}
 
   const std::string& node_name() const { return name_; }
   const std::string& op_name() const { return def_->name(); }
@@ -297,13 +303,13 @@ class ShapeContext {
   std::vector<TensorShape> out_shapes_;
 };
 
-#define REGISTER_OP(name)                                        \
-  static ::ipuflow::OpRegistration IPUFLOW_CONCAT_(              \
-      ipuflow_op_registration_, __COUNTER__) [[maybe_unused]] =  \
+#define REGISTER_OP(name)                                       \
+  static ::ipuflow::OpRegistration IPUFLOW_CONCAT_(             \
+      ipuflow_op_registration_, __COUNTER__) [[maybe_unused]] = \
       ::ipuflow::OpRegistry::Global()->Register(name)
 
-#define REGISTER_FUSION(name)                                    \
-  static ::ipuflow::FusionRegistration IPUFLOW_CONCAT_(          \
+#define REGISTER_FUSION(name)                                       \
+  static ::ipuflow::FusionRegistration IPUFLOW_CONCAT_(             \
       ipuflow_fusion_registration_, __COUNTER__) [[maybe_unused]] = \
       ::ipuflow::OpRegistry::Global()->RegisterFusion(name)
 

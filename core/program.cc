@@ -66,7 +66,8 @@ void KernelContext::set_output(int i, Tensor t) { outputs_[i] = std::move(t); }
 
 absl::StatusOr<Tensor*> KernelContext::RunChainKernel(
     int i, absl::Span<const Tensor* const> inputs) {
-  const int size = fused_ == nullptr ? 0 : static_cast<int>(fused_->nodes.size());
+  const int size =
+      fused_ == nullptr ? 0 : static_cast<int>(fused_->nodes.size());
   if (i < 0 || i >= size) {
     return Error(absl::StatusCode::kInternal, "RunChainKernel(", i,
                  ") outside the fused chain");
@@ -110,7 +111,8 @@ absl::StatusOr<ProgramSpec> MakeProgramSpec(const FeedList& feeds,
   ProgramSpec spec;
   std::string key;
   for (const auto& [out, value] : feeds) {
-    if (!out.valid()) return absl::InvalidArgumentError("a feed key is an invalid Output");
+    if (!out.valid())
+      return absl::InvalidArgumentError("a feed key is an invalid Output");
     if (value.dtype() != out.dtype()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "value fed to '", out.name(), "' is ", DTypeName(value.dtype()),
@@ -131,7 +133,8 @@ absl::StatusOr<ProgramSpec> MakeProgramSpec(const FeedList& feeds,
   absl::StrAppend(&key, "|");
   for (Node* t : targets) {
     if (t == nullptr) {
-      return absl::InvalidArgumentError("a target is null (built from a failed op?)");
+      return absl::InvalidArgumentError(
+          "a target is null (built from a failed op?)");
     }
     absl::StrAppend(&key, t->name(), ";");
   }
@@ -145,13 +148,13 @@ struct Program::ExecNode {
   const Node* node = nullptr;
   const KernelFn* kernel = nullptr;
   int shard = 0;
-  std::vector<int> inputs;   // Value ids.
-  int first_output = 0;      // Outputs are values [first_output, +n).
+  std::vector<int> inputs;  // Value ids.
+  int first_output = 0;     // Outputs are values [first_output, +n).
   std::vector<OutputPlan> plans;
   std::vector<int> successors;  // Positions in nodes_.
   int num_predecessors = 0;
   std::unique_ptr<KernelState> state;
-  bool replica_identical = false;  // compiler/replica_identical.h
+  bool replica_identical = false;     // compiler/replica_identical.h
   std::unique_ptr<FusedChain> fused;  // compiler/fusion.h; null if unfused.
 };
 
@@ -218,7 +221,8 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Compile(
   const std::vector<bool> needed = Prune(graph, spec, feeds);
   ASSIGN_OR_RETURN(Schedule schedule, MakeSchedule(graph, spec, needed));
   Values values = AssignValues(schedule, spec, feeds);
-  ASSIGN_OR_RETURN(ValueTypes types, InferShapes(graph, spec, schedule, values));
+  ASSIGN_OR_RETURN(ValueTypes types,
+                   InferShapes(graph, spec, schedule, values));
   Fusion fusion = FuseChains(spec, types, &schedule, &values);
   Dependencies deps = FindDependencies(schedule, values);
   std::vector<MemoryPlan> always_live = CountAlwaysLive(schedule);
@@ -246,9 +250,10 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Compile(
   const int num_shards = static_cast<int>(always_live.size());
   Liveness live = ComputeLiveness(schedule, values, types, num_shards);
   const ArenaLayout layout = AssignOffsets(num_shards, &live.intervals);
-  MemoryReport memory =
-      ReportMemory(schedule, std::move(always_live), sub_programs, live, layout);
-  for (const auto& [from, to] : ReuseEdges(live, values)) deps.preds[to].insert(from);
+  MemoryReport memory = ReportMemory(schedule, std::move(always_live),
+                                     sub_programs, live, layout);
+  for (const auto& [from, to] : ReuseEdges(live, values))
+    deps.preds[to].insert(from);
 
   std::unique_ptr<Program> p(new Program());
   p->spec_ = spec;
@@ -296,9 +301,9 @@ absl::Status Program::AllocateArena() {
   void* data = nullptr;
   if (arena_bytes_ <= limit) {
     // aligned_alloc needs a multiple of the alignment.
-    const size_t rounded = (static_cast<size_t>(arena_bytes_) +
-                            kTensorAlignment - 1) /
-                           kTensorAlignment * kTensorAlignment;
+    const size_t rounded =
+        (static_cast<size_t>(arena_bytes_) + kTensorAlignment - 1) /
+        kTensorAlignment * kTensorAlignment;
     data = std::aligned_alloc(kTensorAlignment, rounded);
   }
   if (data == nullptr) {
@@ -372,7 +377,8 @@ void Program::BuildExecNodes(const compiler::Schedule& schedule,
     for (int pred : preds[pos]) nodes_[pred]->successors.push_back(pos);
     if (en.num_predecessors == 0) initial_ready_.push_back(pos);
   }
-  for (auto& en : nodes_) std::sort(en->successors.begin(), en->successors.end());
+  for (auto& en : nodes_)
+    std::sort(en->successors.begin(), en->successors.end());
   std::vector<int> run_of(num_nodes);
   for (int pos = 0; pos < num_nodes; ++pos) {
     const int shard = nodes_[pos]->shard;
@@ -431,13 +437,18 @@ class Program::Executor {
   // Uses the program's run buffers: runs are never concurrent, and reusing
   // them keeps a run (a loop iteration) free of allocations.
   Executor(Program* p, RunEnv* env, uint64_t run_stream)
-      : p_(p), env_(env), run_stream_(run_stream), values_(p->run_values_),
-        uses_(p->run_uses_.get()), pending_(p->run_pending_.get()) {
+      : p_(p),
+        env_(env),
+        run_stream_(run_stream),
+        values_(p->run_values_),
+        uses_(p->run_uses_.get()),
+        pending_(p->run_pending_.get()) {
     for (int v = 0; v < p->num_values_; ++v) {
       uses_[v].store(p->value_uses_[v], std::memory_order_relaxed);
     }
     for (size_t i = 0; i < p->nodes_.size(); ++i) {
-      pending_[i].store(p->nodes_[i]->num_predecessors, std::memory_order_relaxed);
+      pending_[i].store(p->nodes_[i]->num_predecessors,
+                        std::memory_order_relaxed);
     }
   }
 
@@ -515,9 +526,8 @@ class Program::Executor {
       }
     }
     MutexLock l(&mu_);
-    done_cv_.Await(&mu_, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      return in_flight == 0;
-    });
+    done_cv_.Await(
+        &mu_, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return in_flight == 0; });
     return status;
   }
 
@@ -531,9 +541,8 @@ class Program::Executor {
     }
     Process(ready[0]);
     MutexLock l(&mu_);
-    done_cv_.Await(&mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      return finished_;
-    });
+    done_cv_.Await(
+        &mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return finished_; });
     return status_;
   }
 
@@ -576,14 +585,15 @@ class Program::Executor {
       s = CheckFloatingPointTraps(*fp, ctx);
     }
     for (int v : en.inputs) {
-      if (uses_[v].fetch_sub(1, std::memory_order_acq_rel) == 1) values_[v] = Tensor();
+      if (uses_[v].fetch_sub(1, std::memory_order_acq_rel) == 1)
+        values_[v] = Tensor();
     }
     if (!s.ok()) {
       // Errors name the node that failed (kernels that report through
       // ctx.InvalidArgument already do).
       if (absl::StrContains(s.message(), en.node->name())) return s;
-      return absl::Status(s.code(), absl::StrCat(en.node->DebugName(), ": ",
-                                                 s.message()));
+      return absl::Status(
+          s.code(), absl::StrCat(en.node->DebugName(), ": ", s.message()));
     }
     for (int k = 0; k < en.node->num_outputs(); ++k) {
       if (!values_[en.first_output + k].valid()) {

@@ -1,10 +1,10 @@
 // Program: a graph compiled for one set of feeds and fetches. Compiling
 // prunes what the fetches do not need, fuses chains of ops that have a
-// fused kernel (core/compiler/fusion.h; ProgramSpec::fuse), orders accesses to each variable as
-// they were built (reads before a later write, as TF2's automatic control
-// dependencies do), infers every shape from the feed shapes, and plans
-// memory: each intermediate value gets an offset in one arena chosen by
-// liveness, so peak memory is known before the first run and no run
+// fused kernel (core/compiler/fusion.h; ProgramSpec::fuse), orders accesses to
+// each variable as they were built (reads before a later write, as TF2's
+// automatic control dependencies do), infers every shape from the feed shapes,
+// and plans memory: each intermediate value gets an offset in one arena chosen
+// by liveness, so peak memory is known before the first run and no run
 // allocates for planned values. Running it again does not re-plan. Each
 // compiler phase has its own file in core/compiler/. Compiling allocates
 // nothing: the first Run allocates the arena (ResourceExhausted if the
@@ -150,7 +150,7 @@ class Program {
   struct NodeTime {
     std::string name, op;  // A fused node: its ops joined by '+'.
     int64_t runs = 0;
-    double seconds = 0;    // Summed over runs.
+    double seconds = 0;          // Summed over runs.
     std::vector<float> samples;  // Seconds per run (for medians).
   };
   void set_profiling(bool on);
@@ -163,8 +163,7 @@ class Program {
   // The executor's nodes and edges from the compiler phases' results; needs
   // value_shapes_ and num_values_ set.
   void BuildExecNodes(const compiler::Schedule& schedule,
-                      const compiler::Values& values,
-                      compiler::Fusion& fusion,
+                      const compiler::Values& values, compiler::Fusion& fusion,
                       const std::vector<std::set<int>>& preds,
                       const std::vector<compiler::Interval>& planned);
 

@@ -92,7 +92,8 @@ REGISTER_OP("ShardRunsTestWait")
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
       if (!started->HasBeenNotified()) {
-        return absl::DeadlineExceededError("the other shard's run never started");
+        return absl::DeadlineExceededError(
+            "the other shard's run never started");
       }
       ctx.set_output(0, ctx.input(0));
       return absl::OkStatus();
@@ -118,9 +119,11 @@ TEST(ProgramTest, FeedCutsTheGraph) {
   Session session(s.graph());
   std::vector<Tensor> out;
   // Feeding y makes x unnecessary for z... except z reads x too.
-  ASSERT_TRUE(session.Run({{y, Tensor::FromVector<float>({10, 20})},
-                           {x, Tensor::FromVector<float>({1, 2})}},
-                          {z}, &out).ok());
+  ASSERT_TRUE(session
+                  .Run({{y, Tensor::FromVector<float>({10, 20})},
+                        {x, Tensor::FromVector<float>({1, 2})}},
+                       {z}, &out)
+                  .ok());
   EXPECT_TRUE(TensorNear(out[0], {11, 22}, {2}));
 }
 
@@ -149,8 +152,10 @@ TEST(ProgramTest, FetchesSurviveTheNextRun) {
   Output z = ops::Reshape(s, y, {2, 1});  // Aliases y.
   Session session(s.graph());
   std::vector<Tensor> first, second;
-  ASSERT_TRUE(session.Run({{x, Tensor::FromVector<float>({1, 2})}}, {z}, &first).ok());
-  ASSERT_TRUE(session.Run({{x, Tensor::FromVector<float>({5, 6})}}, {z}, &second).ok());
+  ASSERT_TRUE(
+      session.Run({{x, Tensor::FromVector<float>({1, 2})}}, {z}, &first).ok());
+  ASSERT_TRUE(
+      session.Run({{x, Tensor::FromVector<float>({5, 6})}}, {z}, &second).ok());
   EXPECT_TRUE(TensorNear(first[0], {3, 6}, {2, 1}));
   EXPECT_TRUE(TensorNear(second[0], {15, 18}, {2, 1}));
 }
@@ -285,7 +290,8 @@ TEST(ProgramTest, PostedShardRunErrorIsReturnedAndTheProgramRunsAgain) {
       (*p)->Run(ipus.env(true), {Tensor::Scalar<int32_t>(7)}, &out);
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
   EXPECT_NE(st.message().find("pick"), std::string::npos) << st;
-  ASSERT_TRUE((*p)->Run(ipus.env(true), {Tensor::Scalar<int32_t>(2)}, &out).ok());
+  ASSERT_TRUE(
+      (*p)->Run(ipus.env(true), {Tensor::Scalar<int32_t>(2)}, &out).ok());
   EXPECT_TRUE(TensorNear(out[0], {9}, {}));
 }
 
@@ -327,14 +333,16 @@ TEST(SessionTest, WrongDTypeAndShapeAreNamed) {
   Output y = ops::Add(s, x, x);
   Session session(s.graph());
   std::vector<Tensor> out;
-  absl::Status st =
-      session.Run({{x, Tensor::FromVector<int32_t>({1, 2, 3, 4}, {1, 4})}}, {y}, &out);
+  absl::Status st = session.Run(
+      {{x, Tensor::FromVector<int32_t>({1, 2, 3, 4}, {1, 4})}}, {y}, &out);
   EXPECT_NE(st.message().find("is int32 but Placeholder 'x' is float32"),
             std::string::npos)
       << st;
-  st = session.Run({{x, Tensor::FromVector<float>({1, 2, 3}, {1, 3})}}, {y}, &out);
-  EXPECT_NE(st.message().find("has shape [1,3] but Placeholder 'x' expects [?,4]"),
-            std::string::npos)
+  st = session.Run({{x, Tensor::FromVector<float>({1, 2, 3}, {1, 3})}}, {y},
+                   &out);
+  EXPECT_NE(
+      st.message().find("has shape [1,3] but Placeholder 'x' expects [?,4]"),
+      std::string::npos)
       << st;
 }
 
@@ -345,10 +353,12 @@ TEST(SessionTest, CompilesOncePerSignature) {
   Session session(s.graph());
   std::vector<Tensor> out;
   for (int i = 0; i < 5; ++i) {
-    ASSERT_TRUE(session.Run({{x, Tensor::FromVector<float>({1, 2})}}, {y}, &out).ok());
+    ASSERT_TRUE(
+        session.Run({{x, Tensor::FromVector<float>({1, 2})}}, {y}, &out).ok());
   }
   EXPECT_EQ(session.num_compiles(), 1);
-  ASSERT_TRUE(session.Run({{x, Tensor::FromVector<float>({1, 2, 3})}}, {y}, &out).ok());
+  ASSERT_TRUE(
+      session.Run({{x, Tensor::FromVector<float>({1, 2, 3})}}, {y}, &out).ok());
   EXPECT_EQ(session.num_compiles(), 2);
   EXPECT_TRUE(TensorNear(out[0], {2, 4, 6}, {3}));
 }
@@ -384,7 +394,8 @@ TEST(SessionTest, ConcurrentRunsFromManyThreads) {
 // one larger than the machine is ResourceExhausted naming the node.
 TEST(ProgramTest, FetchTooLargeForTheMachineIsResourceExhausted) {
   Scope s = Scope::NewRootScope();
-  Output big = ops::Fill(s.WithOpName("big"), TensorShape({int64_t{1} << 45}), 1.0);
+  Output big =
+      ops::Fill(s.WithOpName("big"), TensorShape({int64_t{1} << 45}), 1.0);
   Session session(s.graph());
   std::vector<Tensor> out;
   absl::Status st = session.Run({}, {big}, &out);
@@ -417,7 +428,8 @@ TEST(SessionTest, ThreadPoolThatCouldNotStartIsAnErrorOnRun) {
 TEST(ProgramTest, ArenaTooLargeForTheMachineIsResourceExhausted) {
   Scope s = Scope::NewRootScope();
   // 2^45 floats = 128 TiB of intermediates (a valid shape, no machine).
-  Output big = ops::Fill(s.WithOpName("big"), TensorShape({int64_t{1} << 45}), 1.0);
+  Output big =
+      ops::Fill(s.WithOpName("big"), TensorShape({int64_t{1} << 45}), 1.0);
   Output sum = ops::ReduceSum(s.WithOpName("sum"), big);
   ProgramSpec spec;
   spec.fetches = {sum};
@@ -428,7 +440,8 @@ TEST(ProgramTest, ArenaTooLargeForTheMachineIsResourceExhausted) {
   std::vector<Tensor> out;
   absl::Status st = session.Run({}, {sum}, &out);
   EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
-  EXPECT_NE(st.message().find("140737488355328 bytes"), std::string::npos) << st;
+  EXPECT_NE(st.message().find("140737488355328 bytes"), std::string::npos)
+      << st;
   // The session still runs what fits.
   Output small = ops::ReduceSum(s, ops::Fill(s, TensorShape({4}), 2.0));
   ASSERT_TRUE(session.Run({}, {small}, &out).ok());
@@ -466,7 +479,8 @@ TEST(ProgramTest, NodesWithoutOutputsRunEveryTime) {
   EXPECT_NE(st.message().find("'v"), std::string::npos) << st;
   ASSERT_TRUE(session.Initialize().ok());
   ASSERT_TRUE(session.Initialize().ok());  // Initialising again resets.
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(session.Run({}, {}, {inc}, nullptr).ok());
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(session.Run({}, {}, {inc}, nullptr).ok());
   ASSERT_TRUE(session.Run({}, {v.value}, &out).ok());
   EXPECT_TRUE(TensorNear(out[0], {3}, {}));
 }

@@ -65,11 +65,10 @@ absl::Status VariableResource::AssignAdd(const Tensor& delta, float sign) {
   }
   if (value_.buffer().use_count() > 1) value_ = value_.Copy();
   IPUFLOW_SWITCH_NUMERIC(
-      dtype_,
-      if (sign > 0) value_.flat<T>() += delta.flat<T>();
+      dtype_, if (sign > 0) value_.flat<T>() += delta.flat<T>();
       else value_.flat<T>() -= delta.flat<T>(),
-      return absl::InvalidArgumentError(absl::StrCat(
-          "AssignAdd: unsupported dtype ", DTypeName(dtype_))));
+      return absl::InvalidArgumentError(
+          absl::StrCat("AssignAdd: unsupported dtype ", DTypeName(dtype_))));
   return absl::OkStatus();
 }
 
@@ -104,9 +103,8 @@ ResourceMgr::LookupOrCreateVariable(const std::string& name, DType dtype,
   if (it != variables_.end()) {
     if (it->second->dtype() != dtype || it->second->shape() != shape) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "variable '", name, "' already exists as ",
-          it->second->DebugString(), "; requested ", DTypeName(dtype),
-          shape.DebugString()));
+          "variable '", name, "' already exists as ", it->second->DebugString(),
+          "; requested ", DTypeName(dtype), shape.DebugString()));
     }
     return it->second;
   }

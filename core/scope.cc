@@ -14,7 +14,8 @@ Scope Scope::NewSubScope(const std::string& name) const {
   Scope s = *this;
   s.op_name_.clear();
   if (!name.empty()) {
-    std::string full = prefix_.empty() ? name : absl::StrCat(prefix_, "/", name);
+    std::string full =
+        prefix_.empty() ? name : absl::StrCat(prefix_, "/", name);
     s.prefix_ = graph()->UniqueName(full);
   }
   return s;
@@ -66,9 +67,8 @@ Node* Scope::AddNode(const std::string& op, std::vector<Output> inputs,
       return nullptr;
     }
   }
-  std::string base = op_name_.empty()
-                         ? (default_name.empty() ? op : default_name)
-                         : op_name_;
+  std::string base =
+      op_name_.empty() ? (default_name.empty() ? op : default_name) : op_name_;
   if (!prefix_.empty()) base = absl::StrCat(prefix_, "/", base);
   NodeSpec spec;
   spec.op = op;

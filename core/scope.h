@@ -51,8 +51,7 @@ class Scope {
   // scope's placement and control dependencies. On error records it and
   // returns nullptr; an invalid input (from an earlier error) is nullptr too.
   Node* AddNode(const std::string& op, std::vector<Output> inputs,
-                AttrMap attrs = {},
-                const std::string& default_name = "") const;
+                AttrMap attrs = {}, const std::string& default_name = "") const;
 
  private:
   struct Shared {

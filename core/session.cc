@@ -10,7 +10,9 @@ namespace {
 // Workers besides the calling thread, which takes part in ParallelFor.
 int DefaultThreads(int n) {
   return n > 0 ? n
-               : static_cast<int>(std::max(2u, std::thread::hardware_concurrency())) - 1;
+               : static_cast<int>(
+                     std::max(2u, std::thread::hardware_concurrency())) -
+                     1;
 }
 }  // namespace
 
@@ -29,9 +31,9 @@ Session::Session(const Graph* graph, SessionOptions options)
 
 Session::~Session() = default;
 
-absl::StatusOr<Program*> Session::GetProgram(const FeedList& feeds,
-                                             const std::vector<Output>& fetches,
-                                             const std::vector<Node*>& targets) {
+absl::StatusOr<Program*> Session::GetProgram(
+    const FeedList& feeds, const std::vector<Output>& fetches,
+    const std::vector<Node*>& targets) {
   ASSIGN_OR_RETURN(Entry * entry, GetEntry(feeds, fetches, targets));
   return entry->program.get();
 }

@@ -34,7 +34,7 @@ namespace ipuflow {
 struct SessionOptions {
   int intra_op_threads = 0;  // Workers besides the caller; 0: cores - 1.
   int inter_op_threads = 1;  // 0: run nodes one at a time, in order.
-  bool fuse = true;  // ProgramSpec::fuse of every program it compiles.
+  bool fuse = true;          // ProgramSpec::fuse of every program it compiles.
 };
 
 class Session {

@@ -23,10 +23,10 @@
 #define IPUFLOW_CONCAT_(a, b) IPUFLOW_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function if `expr` is not OK.
-#define RETURN_IF_ERROR(expr)                                   \
-  do {                                                          \
-    ::absl::Status ipuflow_status_ = (expr);                    \
-    if (!ipuflow_status_.ok()) return ipuflow_status_;          \
+#define RETURN_IF_ERROR(expr)                          \
+  do {                                                 \
+    ::absl::Status ipuflow_status_ = (expr);           \
+    if (!ipuflow_status_.ok()) return ipuflow_status_; \
   } while (false)
 
 // `ASSIGN_OR_RETURN(T x, StatusOrExpr)`: declares/assigns `x` or returns the
@@ -40,23 +40,23 @@
   lhs = std::move(statusor).value()
 
 // Aborts on a broken internal invariant. Not for user input.
-#define IPU_CHECK(cond)                                                     \
-  do {                                                                      \
-    if (!(cond)) {                                                          \
-      std::fprintf(stderr, "%s:%d: IPU_CHECK failed: %s\n", __FILE__,       \
-                   __LINE__, #cond);                                        \
-      std::abort();                                                         \
-    }                                                                       \
+#define IPU_CHECK(cond)                                               \
+  do {                                                                \
+    if (!(cond)) {                                                    \
+      std::fprintf(stderr, "%s:%d: IPU_CHECK failed: %s\n", __FILE__, \
+                   __LINE__, #cond);                                  \
+      std::abort();                                                   \
+    }                                                                 \
   } while (false)
 
-#define IPU_CHECK_OK(expr)                                                  \
-  do {                                                                      \
-    ::absl::Status ipuflow_check_status_ = (expr);                          \
-    if (!ipuflow_check_status_.ok()) {                                      \
-      std::fprintf(stderr, "%s:%d: IPU_CHECK_OK failed: %s\n", __FILE__,    \
-                   __LINE__, ipuflow_check_status_.ToString().c_str());     \
-      std::abort();                                                         \
-    }                                                                       \
+#define IPU_CHECK_OK(expr)                                               \
+  do {                                                                   \
+    ::absl::Status ipuflow_check_status_ = (expr);                       \
+    if (!ipuflow_check_status_.ok()) {                                   \
+      std::fprintf(stderr, "%s:%d: IPU_CHECK_OK failed: %s\n", __FILE__, \
+                   __LINE__, ipuflow_check_status_.ToString().c_str());  \
+      std::abort();                                                      \
+    }                                                                    \
   } while (false)
 
 #endif  // IPUFLOW_CORE_STATUS_H_

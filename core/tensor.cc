@@ -43,12 +43,12 @@ std::shared_ptr<TensorBuffer> TensorBuffer::TryAllocate(size_t bytes) {
 
 TensorBuffer::TensorBuffer(void* data, size_t bytes,
                            std::shared_ptr<void> keep_alive)
-    : data_(data), bytes_(bytes), owned_(nullptr),
+    : data_(data),
+      bytes_(bytes),
+      owned_(nullptr),
       keep_alive_(std::move(keep_alive)) {}
 
-TensorBuffer::~TensorBuffer() {
-  std::free(owned_);
-}
+TensorBuffer::~TensorBuffer() { std::free(owned_); }
 
 Tensor::Tensor(DType dtype, const TensorShape& shape)
     : dtype_(dtype), shape_(shape), num_elements_(shape.num_elements()) {
@@ -61,7 +61,9 @@ Tensor::Tensor(DType dtype, const TensorShape& shape)
 absl::StatusOr<Tensor> Tensor::Allocate(DType dtype, const TensorShape& shape) {
   // Built only for an error: callers allocate on hot paths (every run's
   // unplanned outputs).
-  auto what = [&] { return absl::StrCat(DTypeName(dtype), shape.DebugString()); };
+  auto what = [&] {
+    return absl::StrCat(DTypeName(dtype), shape.DebugString());
+  };
   if (dtype == DType::kInvalid || dtype == DType::kResource) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot allocate a tensor ", what()));
@@ -76,12 +78,14 @@ absl::StatusOr<Tensor> Tensor::Allocate(DType dtype, const TensorShape& shape) {
     return n.status();
   }
   absl::StatusOr<int64_t> bytes = CheckedByteSize(*n, DTypeSize(dtype), "");
-  if (!bytes.ok()) return CheckedByteSize(*n, DTypeSize(dtype), what()).status();
+  if (!bytes.ok())
+    return CheckedByteSize(*n, DTypeSize(dtype), what()).status();
   std::shared_ptr<TensorBuffer> buffer =
       TensorBuffer::TryAllocate(static_cast<size_t>(*bytes));
   if (buffer == nullptr) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "cannot allocate tensor ", what(), " (", *bytes, " bytes): out of memory"));
+    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate tensor ",
+                                                     what(), " (", *bytes,
+                                                     " bytes): out of memory"));
   }
   return Tensor(dtype, shape, std::move(buffer), 0);
 }
@@ -171,7 +175,8 @@ absl::StatusOr<Tensor> Stack(absl::Span<const Tensor> tensors) {
   }
   TensorShape shape = tensors[0].shape();
   for (size_t i = 1; i < tensors.size(); ++i) {
-    if (tensors[i].shape() != shape || tensors[i].dtype() != tensors[0].dtype()) {
+    if (tensors[i].shape() != shape ||
+        tensors[i].dtype() != tensors[0].dtype()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "Stack: element ", i, " is ", DTypeName(tensors[i].dtype()),
           tensors[i].shape().DebugString(), " but element 0 is ",
@@ -200,10 +205,9 @@ absl::Status AddInto(Tensor* acc, const Tensor& t) {
         "cannot add ", DTypeName(t.dtype()), t.shape().DebugString(), " to ",
         DTypeName(acc->dtype()), acc->shape().DebugString()));
   }
-  IPUFLOW_SWITCH_NUMERIC(
-      t.dtype(), acc->flat<T>() += t.flat<T>(),
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cannot sum ", DTypeName(t.dtype()), " values")));
+  IPUFLOW_SWITCH_NUMERIC(t.dtype(), acc->flat<T>() += t.flat<T>(),
+                         return absl::InvalidArgumentError(absl::StrCat(
+                             "cannot sum ", DTypeName(t.dtype()), " values")));
   return absl::OkStatus();
 }
 

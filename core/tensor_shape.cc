@@ -34,8 +34,8 @@ int64_t TensorShape::DimProduct(int begin, int end) const {
 
 absl::StatusOr<int64_t> TensorShape::CheckedNumElements() const {
   if (!IsFullyDefined()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "shape ", DebugString(), " is not fully defined"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("shape ", DebugString(), " is not fully defined"));
   }
   RETURN_IF_ERROR(ValidateShape(*this));
   return num_elements();
@@ -70,10 +70,10 @@ absl::StatusOr<int64_t> CheckedByteSize(int64_t num_elements,
   if (num_elements < 0 || element_size < 0 ||
       !CheckedMul(num_elements, element_size, &bytes) ||
       bytes > kMaxTensorBytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "tensor ", what, " needs ", num_elements, " x ", element_size,
-        " bytes, over ipuflow's limit of ", kMaxTensorBytes,
-        " bytes (2^48) for one tensor"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("tensor ", what, " needs ", num_elements, " x ",
+                     element_size, " bytes, over ipuflow's limit of ",
+                     kMaxTensorBytes, " bytes (2^48) for one tensor"));
   }
   return bytes;
 }
@@ -102,9 +102,9 @@ bool TensorShape::IsCompatibleWith(const TensorShape& other) const {
 absl::StatusOr<TensorShape> TensorShape::Merge(const TensorShape& a,
                                                const TensorShape& b) {
   if (!a.IsCompatibleWith(b)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "shapes ", a.DebugString(), " and ", b.DebugString(),
-        " are not compatible"));
+    return absl::InvalidArgumentError(absl::StrCat("shapes ", a.DebugString(),
+                                                   " and ", b.DebugString(),
+                                                   " are not compatible"));
   }
   TensorShape out = a;
   for (int i = 0; i < a.rank(); ++i) {
@@ -114,13 +114,13 @@ absl::StatusOr<TensorShape> TensorShape::Merge(const TensorShape& a,
 }
 
 std::string TensorShape::DebugString() const {
-  return absl::StrCat(
-      "[",
-      absl::StrJoin(dims_, ",",
-                    [](std::string* out, int64_t d) {
-                      absl::StrAppend(out, d < 0 ? "?" : absl::StrCat(d));
-                    }),
-      "]");
+  return absl::StrCat("[",
+                      absl::StrJoin(dims_, ",",
+                                    [](std::string* out, int64_t d) {
+                                      absl::StrAppend(
+                                          out, d < 0 ? "?" : absl::StrCat(d));
+                                    }),
+                      "]");
 }
 
 absl::StatusOr<TensorShape> BroadcastShapes(const TensorShape& a,
@@ -152,9 +152,9 @@ absl::StatusOr<TensorShape> BroadcastShapes(const TensorShape& a,
 
 absl::StatusOr<int> NormalizeAxis(int64_t axis, int rank) {
   if (axis < -rank || axis >= std::max(rank, 1)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "axis ", axis, " is out of range for rank ", rank, " (valid: [",
-        -rank, ", ", std::max(rank - 1, 0), "])"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("axis ", axis, " is out of range for rank ", rank,
+                     " (valid: [", -rank, ", ", std::max(rank - 1, 0), "])"));
   }
   return static_cast<int>(axis < 0 ? axis + rank : axis);
 }

@@ -46,7 +46,8 @@ TEST(TensorShapeTest, CheckedArithmetic) {
   EXPECT_TRUE(ValidateShape(TensorShape({big, big, 0})).ok());  // 0 elements.
   absl::Status s = ValidateShape(TensorShape({big, 4}));
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("[4611686018427387905,4]"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("[4611686018427387905,4]"), std::string::npos)
+      << s;
   EXPECT_EQ(ValidateShape(TensorShape({2, -5})).code(),
             absl::StatusCode::kInvalidArgument);
   // Just over the limit, without wrapping.
@@ -69,7 +70,8 @@ TEST(TensorShapeTest, CheckedArithmetic) {
 }
 
 TEST(TensorTest, AllocateRefusesWhatCannotExist) {
-  absl::StatusOr<Tensor> ok = Tensor::Allocate(DType::kInt32, TensorShape({2, 3}));
+  absl::StatusOr<Tensor> ok =
+      Tensor::Allocate(DType::kInt32, TensorShape({2, 3}));
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->NumElements(), 6);
   // 2^47 float32 elements are 2^49 bytes: over the limit, not allocated.
@@ -84,8 +86,9 @@ TEST(TensorTest, AllocateRefusesWhatCannotExist) {
                 .status()
                 .code(),
             absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(Tensor::Allocate(DType::kFloat32, TensorShape({-1, 2})).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      Tensor::Allocate(DType::kFloat32, TensorShape({-1, 2})).status().code(),
+      absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Tensor::Allocate(DType::kResource, TensorShape({})).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
@@ -134,13 +137,13 @@ TEST(TensorTest, HalfAndBool) {
 }
 
 TEST(TensorTest, StackAddsLeadingDimension) {
-  auto s = Stack({Tensor::FromVector<float>({1, 2}),
-                  Tensor::FromVector<float>({3, 4})});
+  auto s = Stack(
+      {Tensor::FromVector<float>({1, 2}), Tensor::FromVector<float>({3, 4})});
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->shape(), TensorShape({2, 2}));
   EXPECT_EQ(s->data<float>()[3], 4);
-  auto bad = Stack({Tensor::FromVector<float>({1}),
-                    Tensor::FromVector<float>({1, 2})});
+  auto bad = Stack(
+      {Tensor::FromVector<float>({1}), Tensor::FromVector<float>({1, 2})});
   EXPECT_FALSE(bad.ok());
 }
 

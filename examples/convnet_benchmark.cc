@@ -25,8 +25,8 @@
 
 #include "benchmark/benchmark.h"
 #include "core/gradients.h"
-#include "core/session.h"
 #include "core/machine_info.h"
+#include "core/session.h"
 #include "examples/models.h"
 #include "ops/array/const.h"
 #include "ops/nn/sparse_softmax_cross_entropy_with_logits.h"

@@ -61,9 +61,10 @@ CtcModel CreateCtcModel(const Scope& scope, uint64_t seed) {
   m.conv[0] = CreateConv(scope.NewSubScope("conv1"), 1, 16, s + 1);
   m.conv[1] = CreateConv(scope.NewSubScope("conv2"), 16, 32, s + 2);
   m.conv[2] = CreateConv(scope.NewSubScope("conv3"), 32, 32, s + 3);
-  m.hidden = models::CreateDense(scope.NewSubScope("hidden"), 3 * 32, 64, s + 4);
-  m.out = models::CreateDense(scope.NewSubScope("logits"), 64, kCtcClasses,
-                              s + 5);
+  m.hidden =
+      models::CreateDense(scope.NewSubScope("hidden"), 3 * 32, 64, s + 4);
+  m.out =
+      models::CreateDense(scope.NewSubScope("logits"), 64, kCtcClasses, s + 5);
   return m;
 }
 
@@ -82,7 +83,7 @@ Output LogProbsBatchMajor(const Scope& s, const CtcModel& m, Output strips) {
   x = ops::Transpose(s, x, {0, 2, 1, 3});             // [N,32,3,32]
   x = ops::Reshape(s, x, {-1, 3 * 32});               // [N*32, 96]
   x = models::Dense(s, m.hidden, x, /*relu=*/true);
-  x = models::Dense(s, m.out, x, /*relu=*/false);     // [N*32, 11]
+  x = models::Dense(s, m.out, x, /*relu=*/false);  // [N*32, 11]
   x = ops::LogSoftmax(s, x);
   return ops::Reshape(s, x, {-1, kCtcTimeSteps, kCtcClasses});
 }
@@ -93,8 +94,8 @@ absl::Status Validate(const CtcOptions& o, int num_ipus) {
         "the CTC example runs on one IPU; the system has ", num_ipus));
   }
   if (o.batch_size < 1 || o.device_iterations < 1 || o.steps < 1 ||
-      o.eval_batch_size < 1 || o.train_sequences < 1 ||
-      o.eval_sequences < 1 || o.train_images < 1 || o.test_images < 1) {
+      o.eval_batch_size < 1 || o.train_sequences < 1 || o.eval_sequences < 1 ||
+      o.train_images < 1 || o.test_images < 1) {
     return absl::InvalidArgumentError(
         "steps, device_iterations, batch_size, eval_batch_size, "
         "train_sequences, eval_sequences, train_images and test_images must "
@@ -189,8 +190,8 @@ int64_t EditDistance(const std::vector<int>& a, const std::vector<int>& b) {
     row[0] = i;
     for (size_t j = 1; j <= b.size(); ++j) {
       const int64_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1,
-                         diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      row[j] = std::min(
+          {row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
       diag = up;
     }
   }
@@ -232,11 +233,10 @@ absl::StatusOr<CtcReport> TrainCtcSequences(IPUSystem* system,
   ASSIGN_OR_RETURN(feeds::DatasetPtr micro_batches, loader->ToInfeedDataset());
   ASSIGN_OR_RETURN(auto train_feed,
                    feeds::IPUInfeedQueue::Create(micro_batches->Repeat()));
-  ASSIGN_OR_RETURN(
-      auto eval_feed,
-      feeds::IPUInfeedQueue::Create(
-          feeds::FromTensorSlices({eval.strips})
-              ->Batch(options.eval_batch_size, /*drop_remainder=*/true)));
+  ASSIGN_OR_RETURN(auto eval_feed, feeds::IPUInfeedQueue::Create(
+                                       feeds::FromTensorSlices({eval.strips})
+                                           ->Batch(options.eval_batch_size,
+                                                   /*drop_remainder=*/true)));
   ASSIGN_OR_RETURN(auto train_out, feeds::IPUOutfeedQueue::Create());
   ASSIGN_OR_RETURN(auto eval_out, feeds::IPUOutfeedQueue::Create());
 
@@ -257,17 +257,17 @@ absl::StatusOr<CtcReport> TrainCtcSequences(IPUSystem* system,
           },
           {}, train_feed.get()));
   const int64_t eval_steps = options.eval_sequences / options.eval_batch_size;
-  ASSIGN_OR_RETURN(
-      loops::Loop eval_loop,
-      loops::Repeat(
-          root.NewSubScope("eval"), eval_steps,
-          [&](const Scope& s, const std::vector<Output>& b) {
-            Output best = ops::ArgMax(s, LogProbsBatchMajor(s, model, b[0]),
-                                      2, DType::kInt32);  // [N, T]
-            eval_out->Enqueue(s, {{"best", best}});
-            return std::vector<Output>{};
-          },
-          {}, eval_feed.get()));
+  ASSIGN_OR_RETURN(loops::Loop eval_loop,
+                   loops::Repeat(
+                       root.NewSubScope("eval"), eval_steps,
+                       [&](const Scope& s, const std::vector<Output>& b) {
+                         Output best =
+                             ops::ArgMax(s, LogProbsBatchMajor(s, model, b[0]),
+                                         2, DType::kInt32);  // [N, T]
+                         eval_out->Enqueue(s, {{"best", best}});
+                         return std::vector<Output>{};
+                       },
+                       {}, eval_feed.get()));
   RETURN_IF_ERROR(root.status());
 
   CtcReport report;

@@ -67,16 +67,16 @@ inline constexpr int kCtcTimeSteps = 32;
 inline constexpr int kCtcClasses = 11;  // Blank (0) and classes 1..10.
 
 struct CtcOptions {
-  int64_t steps = 1000;           // Training steps (a multiple of the next).
-  int device_iterations = 50;     // Steps per device-loop run.
+  int64_t steps = 1000;        // Training steps (a multiple of the next).
+  int device_iterations = 50;  // Steps per device-loop run.
   int batch_size = 32;
-  float learning_rate = 4e-3f;    // Adam.
-  int64_t train_sequences = 8000; // Strips generated for training.
-  int64_t eval_sequences = 1000;  // Held-out strips (from test images).
-  int eval_batch_size = 50;       // Must divide eval_sequences.
-  int64_t train_images = 20000;   // Pool: first N Fashion-MNIST train images.
-  int64_t test_images = 5000;     // Pool: first N test images.
-  uint64_t seed = 1;              // Data, shuffling and initial weights.
+  float learning_rate = 4e-3f;     // Adam.
+  int64_t train_sequences = 8000;  // Strips generated for training.
+  int64_t eval_sequences = 1000;   // Held-out strips (from test images).
+  int eval_batch_size = 50;        // Must divide eval_sequences.
+  int64_t train_images = 20000;    // Pool: first N Fashion-MNIST train images.
+  int64_t test_images = 5000;      // Pool: first N test images.
+  uint64_t seed = 1;               // Data, shuffling and initial weights.
 };
 
 // Synthetic strips (see DATA in the file comment).
@@ -87,8 +87,8 @@ struct CtcData {
   Tensor input_lengths;   // int32 [M]: all kCtcTimeSteps
 };
 // `images` float32 [P, 28, 28, 1] in [0, 1], `labels` int32 [P].
-CtcData MakeCtcData(const Tensor& images, const Tensor& labels,
-                    int64_t count, uint64_t seed);
+CtcData MakeCtcData(const Tensor& images, const Tensor& labels, int64_t count,
+                    uint64_t seed);
 
 // Best-path decoding of one sample's per-step argmax: collapse repeats, drop
 // the blank (0). Returns labels 1..10.
@@ -97,10 +97,10 @@ int64_t EditDistance(const std::vector<int>& a, const std::vector<int>& b);
 
 struct CtcReport {
   int64_t steps = 0;
-  std::vector<float> losses;    // Every training step's loss, in order.
-  double initial_loss = 0;      // Mean of the first 20 steps' losses.
-  double final_loss = 0;        // Mean of the last 20 steps' losses.
-  double sequence_accuracy = 0; // Held-out strips decoded exactly.
+  std::vector<float> losses;     // Every training step's loss, in order.
+  double initial_loss = 0;       // Mean of the first 20 steps' losses.
+  double final_loss = 0;         // Mean of the last 20 steps' losses.
+  double sequence_accuracy = 0;  // Held-out strips decoded exactly.
   double character_accuracy = 0;
   int64_t eval_sequences = 0;
   double train_seconds = 0;

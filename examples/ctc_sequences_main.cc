@@ -15,7 +15,8 @@
 #include "core/command_line.h"
 #include "examples/ctc_sequences.h"
 
-ABSL_FLAG(int64_t, steps, 1000, "training steps (multiple of --device-iterations)");
+ABSL_FLAG(int64_t, steps, 1000,
+          "training steps (multiple of --device-iterations)");
 ABSL_FLAG(int, batch, 32, "strips per training step");
 ABSL_FLAG(int, device_iterations, 50, "training steps per device-loop run");
 ABSL_FLAG(double, learning_rate, 4e-3, "Adam learning rate");
@@ -48,11 +49,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", system.status().ToString().c_str());
     return 1;
   }
-  std::printf("CTC on strips of 1-4 Fashion-MNIST images (14x64, T=%d, "
-              "C=%d): %lld steps of %d, Adam lr %g, %lld training strips\n",
-              examples::kCtcTimeSteps, examples::kCtcClasses,
-              static_cast<long long>(o.steps), o.batch_size, o.learning_rate,
-              static_cast<long long>(o.train_sequences));
+  std::printf(
+      "CTC on strips of 1-4 Fashion-MNIST images (14x64, T=%d, "
+      "C=%d): %lld steps of %d, Adam lr %g, %lld training strips\n",
+      examples::kCtcTimeSteps, examples::kCtcClasses,
+      static_cast<long long>(o.steps), o.batch_size, o.learning_rate,
+      static_cast<long long>(o.train_sequences));
   std::fflush(stdout);
   absl::StatusOr<examples::CtcReport> report = examples::TrainCtcSequences(
       system->get(), o, [](int64_t step, int64_t steps, float loss) {
@@ -67,16 +69,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "\n%s\n", report.status().ToString().c_str());
     return 1;
   }
-  std::printf("Trained %lld steps in %.1f s; CTC loss (mean of 20 steps) "
-              "%.4f -> %.4f\n",
-              static_cast<long long>(report->steps), report->train_seconds,
-              report->initial_loss, report->final_loss);
+  std::printf(
+      "Trained %lld steps in %.1f s; CTC loss (mean of 20 steps) "
+      "%.4f -> %.4f\n",
+      static_cast<long long>(report->steps), report->train_seconds,
+      report->initial_loss, report->final_loss);
   std::printf("Held-out strips (truth -> greedy decoding):");
   for (const std::string& s : report->samples) std::printf("  %s", s.c_str());
-  std::printf("\nGreedy decoding on %lld held-out strips: sequence accuracy "
-              "%.2f%%, character accuracy %.2f%%\n",
-              static_cast<long long>(report->eval_sequences),
-              100 * report->sequence_accuracy,
-              100 * report->character_accuracy);
+  std::printf(
+      "\nGreedy decoding on %lld held-out strips: sequence accuracy "
+      "%.2f%%, character accuracy %.2f%%\n",
+      static_cast<long long>(report->eval_sequences),
+      100 * report->sequence_accuracy, 100 * report->character_accuracy);
   return 0;
 }

@@ -83,11 +83,11 @@ TEST(CtcSequencesTest, ShortRunLearnsToRead) {
   CtcOptions o;
   o.steps = 1000;
   int64_t last = 0;
-  auto report = TrainCtcSequences(system->get(), o,
-                                  [&](int64_t step, int64_t, float) {
-                                    EXPECT_EQ(step, last + 1);
-                                    last = step;
-                                  });
+  auto report =
+      TrainCtcSequences(system->get(), o, [&](int64_t step, int64_t, float) {
+        EXPECT_EQ(step, last + 1);
+        last = step;
+      });
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_EQ(last, 1000);
   ASSERT_EQ(report->losses.size(), 1000u);

@@ -53,10 +53,9 @@ TEST(OutfeedMonitorExampleTest, MonitorSeesEveryLossAndItFalls) {
   options.train_limit = 4000;
   options.test_limit = 1000;
   std::vector<float> losses;
-  auto report = TrainFashionMnist(system->get(), options,
-                                  [&](int64_t, int64_t, float loss, float) {
-                                    losses.push_back(loss);
-                                  });
+  auto report = TrainFashionMnist(
+      system->get(), options,
+      [&](int64_t, int64_t, float loss, float) { losses.push_back(loss); });
   ASSERT_TRUE(report.ok()) << report.status();
   ASSERT_EQ(losses.size(), 125u);
   const float first = (losses[0] + losses[1] + losses[2]) / 3;

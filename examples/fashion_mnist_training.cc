@@ -71,9 +71,8 @@ absl::StatusOr<TrainingReport> TrainFashionMnist(IPUSystem* system,
   ASSIGN_OR_RETURN(auto train_feed,
                    feeds::IPUInfeedQueue::Create(
                        TrainingDataset(data.train, options.batch_size, 0)));
-  ASSIGN_OR_RETURN(auto test_feed,
-                   feeds::IPUInfeedQueue::Create(
-                       TestDataset(data.test, options.test_batch_size)));
+  ASSIGN_OR_RETURN(auto test_feed, feeds::IPUInfeedQueue::Create(TestDataset(
+                                       data.test, options.test_batch_size)));
   ASSIGN_OR_RETURN(auto train_out, feeds::IPUOutfeedQueue::Create());
   ASSIGN_OR_RETURN(auto test_out, feeds::IPUOutfeedQueue::Create());
 
@@ -91,34 +90,37 @@ absl::StatusOr<TrainingReport> TrainFashionMnist(IPUSystem* system,
   optimizers::CrossReplicaOptimizer optimizer(&adamw);
   ASSIGN_OR_RETURN(
       loops::Loop train_loop,
-      loops::Repeat(root.NewSubScope("train"), options.device_iterations,
-                    [&](const Scope& s, const std::vector<Output>& batch) {
-                      Output logits = model.Logits(s, batch[0]);
-                      Output loss = ops::SoftmaxCrossEntropyLoss(s, logits, batch[1]);
-                      optimizer.Minimize(s, loss);
-                      train_out->Enqueue(
-                          s, {{"loss", loss},
-                              {"accuracy", models::Accuracy(s, logits, batch[1])}});
-                      return std::vector<Output>{};
-                    },
-                    {}, train_feed.get()));
+      loops::Repeat(
+          root.NewSubScope("train"), options.device_iterations,
+          [&](const Scope& s, const std::vector<Output>& batch) {
+            Output logits = model.Logits(s, batch[0]);
+            Output loss = ops::SoftmaxCrossEntropyLoss(s, logits, batch[1]);
+            optimizer.Minimize(s, loss);
+            train_out->Enqueue(
+                s, {{"loss", loss},
+                    {"accuracy", models::Accuracy(s, logits, batch[1])}});
+            return std::vector<Output>{};
+          },
+          {}, train_feed.get()));
   ASSIGN_OR_RETURN(
       loops::Loop test_loop,
-      loops::Repeat(root.NewSubScope("test"), test_steps,
-                    [&](const Scope& s, const std::vector<Output>& batch) {
-                      Output logits = model.Logits(s, batch[0]);
-                      test_out->Enqueue(
-                          s, {{"accuracy", models::Accuracy(s, logits, batch[1])}});
-                      return std::vector<Output>{};
-                    },
-                    {}, test_feed.get()));
+      loops::Repeat(
+          root.NewSubScope("test"), test_steps,
+          [&](const Scope& s, const std::vector<Output>& batch) {
+            Output logits = model.Logits(s, batch[0]);
+            test_out->Enqueue(
+                s, {{"accuracy", models::Accuracy(s, logits, batch[1])}});
+            return std::vector<Output>{};
+          },
+          {}, test_feed.get()));
   RETURN_IF_ERROR(root.status());
 
   // A monitoring thread sees every step's loss as it arrives.
   OutfeedMonitor monitor(train_out.get(), steps, replicas, "loss", "accuracy",
                          /*window=*/50,
                          [&](int64_t done, int64_t, float loss, float acc) {
-                           if (on_step) on_step(done / replicas, steps, loss, acc);
+                           if (on_step)
+                             on_step(done / replicas, steps, loss, acc);
                          });
   IPUStrategy strategy(system);
   absl::Status status = strategy.Initialize(*root.graph());

@@ -17,22 +17,22 @@
 namespace ipuflow::models {
 namespace {
 
-Layer CreateLayer(const Scope& scope, const TensorShape& w_shape,
-                  int64_t units, int64_t seed, DType dtype) {
+Layer CreateLayer(const Scope& scope, const TensorShape& w_shape, int64_t units,
+                  int64_t seed, DType dtype) {
   Layer layer;
   layer.w = ops::Variable(scope.WithOpName("w"),
                           ops::GlorotUniform(scope, w_shape, seed, dtype))
                 .handle;
-  layer.b = ops::Variable(scope.WithOpName("b"),
-                          ops::Zeros(scope, {units}, dtype))
-                .handle;
+  layer.b =
+      ops::Variable(scope.WithOpName("b"), ops::Zeros(scope, {units}, dtype))
+          .handle;
   return layer;
 }
 
 // Conv k5 VALID with bias, MaxPool 2, ReLU.
 Output ConvPoolRelu(const Scope& scope, const Layer& layer, Output x) {
-  Output y = ops::Conv2D(scope, x, ops::ReadVariable(scope, layer.w), {1, 1},
-                         "VALID");
+  Output y =
+      ops::Conv2D(scope, x, ops::ReadVariable(scope, layer.w), {1, 1}, "VALID");
   y = ops::BiasAdd(scope, y, ops::ReadVariable(scope, layer.b));
   y = ops::MaxPool2D(scope, y, {2, 2}, {2, 2}, "VALID");
   return ops::Relu(scope, y);
@@ -107,8 +107,8 @@ Output Mlp(const Scope& scope, const MlpParams& params, Output images) {
 
 Output Accuracy(const Scope& scope, Output logits, Output labels) {
   Output predicted = ops::ArgMax(scope, logits, 1, DType::kInt32);
-  Output correct = ops::Cast(scope, ops::Equal(scope, predicted, labels),
-                             DType::kFloat32);
+  Output correct =
+      ops::Cast(scope, ops::Equal(scope, predicted, labels), DType::kFloat32);
   return ops::ReduceMean(scope, correct);
 }
 

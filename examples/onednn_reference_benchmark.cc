@@ -35,13 +35,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <functional>
 #include <map>
-#include <string>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -138,8 +138,9 @@ double PrintProfile(const char* title, const Program& program, FILE* csv) {
     us += median;
     ++nodes;
     if (csv != nullptr) {
-      std::fprintf(csv, "%s,%s,%s,%.2f\n", program.spec().fuse ? "fused" : "unfused",
-                   t.name.c_str(), t.op.c_str(), median);
+      std::fprintf(csv, "%s,%s,%s,%.2f\n",
+                   program.spec().fuse ? "fused" : "unfused", t.name.c_str(),
+                   t.op.c_str(), median);
     }
   }
   std::vector<std::pair<double, std::string>> rows;
@@ -149,9 +150,10 @@ double PrintProfile(const char* title, const Program& program, FILE* csv) {
     total += v.first;
   }
   std::sort(rows.rbegin(), rows.rend());
-  std::printf("%s: %d nodes (%d graph nodes fused away), kernels %.1f us per "
-              "step\n", title, program.num_nodes(), program.num_fused_away(),
-              total);
+  std::printf(
+      "%s: %d nodes (%d graph nodes fused away), kernels %.1f us per "
+      "step\n",
+      title, program.num_nodes(), program.num_fused_away(), total);
   for (const auto& [us, op] : rows) {
     std::printf("  %-36s %8.1f us  (%d node%s)\n", op.c_str(), us,
                 by_op[op].second, by_op[op].second == 1 ? "" : "s");
@@ -164,8 +166,9 @@ int Main() {
   const int steps = absl::GetFlag(FLAGS_steps);
   const int rounds = absl::GetFlag(FLAGS_rounds);
   const int omp_threads =
-      threads > 0 ? threads
-                  : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+      threads > 0
+          ? threads
+          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
   // The same random batch for all: images in [0, 1), labels in [0, 10).
   std::mt19937 gen(42);
@@ -202,7 +205,8 @@ int Main() {
   const FeedList feeds = {{x, images}, {y, labels}};
   std::vector<Tensor> out;
   float fused_loss = 0, unfused_loss = 0;
-  auto run = [&](Session& session, float* l, const std::vector<Node*>& targets) {
+  auto run = [&](Session& session, float* l,
+                 const std::vector<Node*>& targets) {
     return [&, l, targets] {
       status.Update(session.Run(feeds, {loss}, targets, &out));
       if (status.ok()) *l = out[0].scalar<float>();
@@ -230,13 +234,13 @@ int Main() {
   }
 
   std::printf("machine: %s\n", MachineDescription().c_str());
-  std::printf("oneDNN %d.%d.%d, ISA %s; ipuflow intra_op_threads %d%s, "
-              "inter_op_threads %d; OMP_WAIT_POLICY=%s\n",
-              dnnl_version()->major, dnnl_version()->minor,
-              dnnl_version()->patch, ops::onednn::IsaName().c_str(), threads,
-              threads == 0 ? " (default pool)" : "",
-              absl::GetFlag(FLAGS_inter_op_threads),
-              std::getenv("OMP_WAIT_POLICY"));
+  std::printf(
+      "oneDNN %d.%d.%d, ISA %s; ipuflow intra_op_threads %d%s, "
+      "inter_op_threads %d; OMP_WAIT_POLICY=%s\n",
+      dnnl_version()->major, dnnl_version()->minor, dnnl_version()->patch,
+      ops::onednn::IsaName().c_str(), threads,
+      threads == 0 ? " (default pool)" : "",
+      absl::GetFlag(FLAGS_inter_op_threads), std::getenv("OMP_WAIT_POLICY"));
   std::printf("batch %lld, %d rounds of %d steps, medians (ms)\n",
               static_cast<long long>(kBatch), rounds, steps);
 
@@ -268,10 +272,10 @@ int Main() {
   row("forward (loss), wall", fwd, true);
   row("training step, process CPU", step, false);
   row("forward, process CPU", fwd, false);
-  std::printf("loss after %d steps on one batch: ipuflow %.4f, unfused %.4f, "
-              "oneDNN %.4f\n",
-              (rounds + 1) * steps, fused_trained, unfused_trained,
-              onednn_trained);
+  std::printf(
+      "loss after %d steps on one batch: ipuflow %.4f, unfused %.4f, "
+      "oneDNN %.4f\n",
+      (rounds + 1) * steps, fused_trained, unfused_trained, onednn_trained);
 
   if (absl::GetFlag(FLAGS_profile)) {
     FILE* csv = nullptr;
@@ -283,7 +287,8 @@ int Main() {
     // load weighs on both alike.
     std::vector<Program*> programs;
     for (Session* session : {&fused, &unfused}) {
-      absl::StatusOr<Program*> program = session->GetProgram(feeds, {loss}, {train});
+      absl::StatusOr<Program*> program =
+          session->GetProgram(feeds, {loss}, {train});
       if (!program.ok()) {
         std::fprintf(stderr, "%s\n", program.status().ToString().c_str());
         return 1;
@@ -291,17 +296,18 @@ int Main() {
       (*program)->set_profiling(true);
       programs.push_back(*program);
     }
-    const std::vector<Times> t = AlternatingMedians(
-        {run(fused, &fused_loss, {train}), run(unfused, &unfused_loss, {train})},
-        steps, rounds);
+    const std::vector<Times> t =
+        AlternatingMedians({run(fused, &fused_loss, {train}),
+                            run(unfused, &unfused_loss, {train})},
+                           steps, rounds);
     for (int i = 0; i < 2; ++i) {
       const double kernels = PrintProfile(
           i == 0 ? "\nipuflow step, fused" : "\nipuflow step, unfused",
           *programs[i], csv);
-      std::printf("  step %.1f us (median of %d rounds of %d); kernels %.1f us; "
-                  "outside kernels %.1f us\n",
-                  t[i].wall * 1e3, rounds, steps, kernels,
-                  t[i].wall * 1e3 - kernels);
+      std::printf(
+          "  step %.1f us (median of %d rounds of %d); kernels %.1f us; "
+          "outside kernels %.1f us\n",
+          t[i].wall * 1e3, rounds, steps, kernels, t[i].wall * 1e3 - kernels);
       programs[i]->set_profiling(false);
     }
     if (csv != nullptr) std::fclose(csv);

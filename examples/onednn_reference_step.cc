@@ -40,8 +40,8 @@ struct Reordered {
   memory mem;
   std::optional<dnnl::reorder> reorder;
   memory from;
-  Reordered(const dnnl::engine& e, const memory& user,
-            const memory::desc& want, bool to_user = false) {
+  Reordered(const dnnl::engine& e, const memory& user, const memory::desc& want,
+            bool to_user = false) {
     if (want == user.get_desc()) {
       mem = user;
       return;
@@ -176,8 +176,8 @@ struct OnednnConvNetStep::Impl {
     c2 = mem(c2_md), p2 = mem(p2_md), r2 = mem(p2_md);
     dc1 = mem(c1_md), dp1 = mem(p1_md), dr1 = mem(p1_md);
     dc2 = mem(c2_md), dp2 = mem(p2_md), dr2 = mem(p2_md);
-    const memory::desc flat = Md({n, 320}, Tag::ab), hid = Md({n, 256}, Tag::ab),
-                       out = Md({n, 10}, Tag::ab);
+    const memory::desc flat = Md({n, 320}, Tag::ab),
+                       hid = Md({n, 256}, Tag::ab), out = Md({n, 10}, Tag::ab);
     h1 = mem(hid), dh1 = mem(hid), dz1 = mem(hid);
     logits = mem(out), dlogits = mem(out);
     conv1.emplace(e, x_md, c1_md, w1, b1, /*backward_data=*/false);
@@ -189,20 +189,22 @@ struct OnednnConvNetStep::Impl {
     relu.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
     dnnl::primitive_attr fused;
     fused.set_post_ops(relu);
-    fc1 = dnnl::matmul({{flat, w3.value.get_desc(), b3.value.get_desc(), hid},
-                        fused, e});
-    fc2 = dnnl::matmul(
-        {{hid, w4.value.get_desc(), b4.value.get_desc(), out}, e});
+    fc1 = dnnl::matmul(
+        {{flat, w3.value.get_desc(), b3.value.get_desc(), hid}, fused, e});
+    fc2 =
+        dnnl::matmul({{hid, w4.value.get_desc(), b4.value.get_desc(), out}, e});
     // dw = x^T dy, dx = dy w^T (transposed views, no copies).
-    fc2_dw = dnnl::matmul({{Transposed(n, 256), out, Md({256, 10}, Tag::ab)}, e});
+    fc2_dw =
+        dnnl::matmul({{Transposed(n, 256), out, Md({256, 10}, Tag::ab)}, e});
     fc2_dx = dnnl::matmul({{out, Transposed(256, 10), hid}, e});
-    fc1_dw = dnnl::matmul(
-        {{Transposed(n, 320), hid, Md({320, 256}, Tag::ab)}, e});
+    fc1_dw =
+        dnnl::matmul({{Transposed(n, 320), hid, Md({320, 256}, Tag::ab)}, e});
     fc1_dx = dnnl::matmul({{hid, Transposed(320, 256), flat}, e});
     const auto relu_alg = dnnl::algorithm::eltwise_relu_use_dst_for_bwd;
     const dnnl::eltwise_forward::primitive_desc hint(
         {dnnl::prop_kind::forward_training, relu_alg, hid, 0.0f}, e);
-    fc1_relu_bwd = dnnl::eltwise_backward({{relu_alg, hid, hid, 0.0f}, e, hint});
+    fc1_relu_bwd =
+        dnnl::eltwise_backward({{relu_alg, hid, hid, 0.0f}, e, hint});
     Initialize(seed);
   }
 
@@ -287,10 +289,10 @@ struct OnednnConvNetStep::Impl {
   void Backward(const float* images) {
     memory x(x_md, e, const_cast<float*>(images));
     memory dflat(Md({n, 320}, Tag::ab), e, dr2.get_data_handle());
-    fc2_dw.execute(s, {{DNNL_ARG_SRC, memory(Transposed(n, 256), e,
-                                             h1.get_data_handle())},
-                       {DNNL_ARG_WEIGHTS, dlogits},
-                       {DNNL_ARG_DST, w4.grad}});
+    fc2_dw.execute(
+        s, {{DNNL_ARG_SRC, memory(Transposed(n, 256), e, h1.get_data_handle())},
+            {DNNL_ARG_WEIGHTS, dlogits},
+            {DNNL_ARG_DST, w4.grad}});
     fc2_dx.execute(s, {{DNNL_ARG_SRC, dlogits},
                        {DNNL_ARG_WEIGHTS, memory(Transposed(256, 10), e,
                                                  w4.value.get_data_handle())},
@@ -298,10 +300,10 @@ struct OnednnConvNetStep::Impl {
     fc1_relu_bwd.execute(s, {{DNNL_ARG_DST, h1},
                              {DNNL_ARG_DIFF_DST, dh1},
                              {DNNL_ARG_DIFF_SRC, dz1}});
-    fc1_dw.execute(s, {{DNNL_ARG_SRC, memory(Transposed(n, 320), e,
-                                             r2.get_data_handle())},
-                       {DNNL_ARG_WEIGHTS, dz1},
-                       {DNNL_ARG_DST, w3.grad}});
+    fc1_dw.execute(
+        s, {{DNNL_ARG_SRC, memory(Transposed(n, 320), e, r2.get_data_handle())},
+            {DNNL_ARG_WEIGHTS, dz1},
+            {DNNL_ARG_DST, w3.grad}});
     fc1_dx.execute(s, {{DNNL_ARG_SRC, dz1},
                        {DNNL_ARG_WEIGHTS, memory(Transposed(320, 256), e,
                                                  w3.value.get_data_handle())},

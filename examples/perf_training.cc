@@ -16,12 +16,13 @@ absl::StatusOr<PerfTrainingResult> RunPerfTraining(IPUSystem* system,
   // The dataset: one constant element [800], mapped to (x, x), forever.
   const Tensor x = Tensor::Filled(DType::kFloat32, {800}, 1.0);
   feeds::ElementSpec pair{{DType::kFloat32, DType::kFloat32}, {{800}, {800}}};
-  feeds::DatasetPtr dataset =
-      feeds::FromTensors({x})
-          ->Map([](Element e) -> absl::StatusOr<Element> {
-                  return Element{e[0], e[0]};
-                }, 1, pair)
-          ->Repeat();
+  feeds::DatasetPtr dataset = feeds::FromTensors({x})
+                                  ->Map(
+                                      [](Element e) -> absl::StatusOr<Element> {
+                                        return Element{e[0], e[0]};
+                                      },
+                                      1, pair)
+                                  ->Repeat();
   ASSIGN_OR_RETURN(auto infeed, feeds::IPUInfeedQueue::Create(dataset));
   ASSIGN_OR_RETURN(auto outfeed, feeds::IPUOutfeedQueue::Create());
 

@@ -113,9 +113,9 @@ ABSL_FLAG(std::string, loss_scaling, "automatic",
 namespace ipuflow {
 namespace {
 
-constexpr int kStages = 4;               // B1-B4, one per IPU.
+constexpr int kStages = 4;  // B1-B4, one per IPU.
 constexpr int kOneReplicaAccumulation = 10;
-constexpr int kMaxIpus = 64;             // An IPU-POD64.
+constexpr int kMaxIpus = 64;  // An IPU-POD64.
 // Automatic loss scaling's first scale; it halves or doubles after every
 // weight update (PopART's rule) from there.
 constexpr float kInitialLossScale = 128.f;
@@ -133,17 +133,17 @@ absl::StatusOr<int> GradientAccumulation(int replicas, int requested,
         " IPUs: use 1 to ", kMaxIpus / kStages, " replicas"));
   }
   const std::string layout =
-      absl::StrCat(replicas, " replicas x ", kStages, " stages = ",
-                   replicas * kStages, " IPUs");
+      absl::StrCat(replicas, " replicas x ", kStages,
+                   " stages = ", replicas * kStages, " IPUs");
   int accumulation = requested;
   if (accumulation < 0) {
     if (kOneReplicaAccumulation % replicas != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--replication-factor ", replicas, " (", layout,
           "): the default gradient accumulation keeps the combined batch of "
-          "one replica by accumulating ", kOneReplicaAccumulation,
-          " / replicas micro-batches on each, and ", kOneReplicaAccumulation,
-          " is not a multiple of ", replicas,
+          "one replica by accumulating ",
+          kOneReplicaAccumulation, " / replicas micro-batches on each, and ",
+          kOneReplicaAccumulation, " is not a multiple of ", replicas,
           "; use 1 or 2 replicas, or pass --gradient-accumulation"));
     }
     accumulation = kOneReplicaAccumulation / replicas;
@@ -153,11 +153,14 @@ absl::StatusOr<int> GradientAccumulation(int replicas, int requested,
     return absl::InvalidArgumentError(absl::StrCat(
         "gradient accumulation ", accumulation, " with --replication-factor ",
         replicas, " (", layout, "): each replica's pipeline needs at least ",
-        kStages, " micro-batches per weight update, one per stage; use fewer "
-        "replicas or pass --gradient-accumulation ", kStages, " or more"));
+        kStages,
+        " micro-batches per weight update, one per stage; use fewer "
+        "replicas or pass --gradient-accumulation ",
+        kStages, " or more"));
   }
   if (accumulation < 1) {
-    return absl::InvalidArgumentError("--gradient-accumulation must be positive");
+    return absl::InvalidArgumentError(
+        "--gradient-accumulation must be positive");
   }
   return accumulation;
 }
@@ -215,18 +218,20 @@ absl::Status CheckReplicasAgree(const Executable& exe) {
     for (size_t r = 1; r < per_replica.size(); ++r) {
       if (std::memcmp(per_replica[r].raw_data(), per_replica[0].raw_data(),
                       per_replica[0].TotalBytes()) != 0) {
-        return absl::InternalError(absl::StrCat(
-            "replica ", r, "'s '", name, "' differs from replica 0's"));
+        return absl::InternalError(absl::StrCat("replica ", r, "'s '", name,
+                                                "' differs from replica 0's"));
       }
     }
   }
-  std::printf("Replicas in step: %zu variables bitwise equal on all %d "
-              "replicas\n",
-              variables.size(), exe.num_replicas());
+  std::printf(
+      "Replicas in step: %zu variables bitwise equal on all %d "
+      "replicas\n",
+      variables.size(), exe.num_replicas());
   return absl::OkStatus();
 }
 
-void WriteProfile(const std::string& dir, const pipelining::PipelineReport& train,
+void WriteProfile(const std::string& dir,
+                  const pipelining::PipelineReport& train,
                   const pipelining::PipelineReport& test,
                   const std::string& memory) {
   using namespace pipelining;
@@ -252,9 +257,10 @@ void WriteProfile(const std::string& dir, const pipelining::PipelineReport& trai
             absl::StrCat("Training (last call)\n", train.Summary(),
                          "\nInference (last call)\n", test.Summary(),
                          "\nMemory\n", memory));
-  std::printf("%s profile to %s/ (train_trace.json, train_timeline.svg, "
-              "test_trace.json, test_timeline.svg, summary.txt)\n",
-              ok ? "Wrote the" : "Could not write the", dir.c_str());
+  std::printf(
+      "%s profile to %s/ (train_trace.json, train_timeline.svg, "
+      "test_trace.json, test_timeline.svg, summary.txt)\n",
+      ok ? "Wrote the" : "Could not write the", dir.c_str());
 }
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
@@ -299,7 +305,8 @@ absl::Status RunTutorial() {
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         "--stochastic-rounding must be replica_identical_only, on or off, "
-        "got '", sr, "'"));
+        "got '",
+        sr, "'"));
   }
   optimizers::LossScaling loss_scaling =
       optimizers::LossScaling::Automatic(kInitialLossScale);
@@ -311,15 +318,16 @@ absl::Status RunTutorial() {
     if (!absl::SimpleAtof(ls, &scale) || !(scale > 0)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--loss-scaling must be automatic, gradscaler or a positive number, "
-          "got '", ls, "'"));
+          "got '",
+          ls, "'"));
     }
     loss_scaling = optimizers::LossScaling::Static(scale);
   }
   const int replicas = absl::GetFlag(FLAGS_replication_factor);
-  ASSIGN_OR_RETURN(const int accumulation,
-                   GradientAccumulation(
-                       replicas, absl::GetFlag(FLAGS_gradient_accumulation),
-                       strategy_name == "pipelined"));
+  ASSIGN_OR_RETURN(
+      const int accumulation,
+      GradientAccumulation(replicas, absl::GetFlag(FLAGS_gradient_accumulation),
+                           strategy_name == "pipelined"));
 
   // Preparing the data (PopTorch's DataLoader): one host call trains
   // device_iterations weight updates of accumulation x replicas
@@ -352,37 +360,38 @@ absl::Status RunTutorial() {
   train_lo.gradient_accumulation = accumulation;
   train_lo.shuffle = true;
   train_lo.seed = 42 + static_cast<uint64_t>(seed);
-  ASSIGN_OR_RETURN(auto train_loader,
-                   feeds::DataLoader::Create(
-                       feeds::FromTensorSlices({data.train.images,
-                                                data.train.labels}),
-                       train_lo));
+  ASSIGN_OR_RETURN(
+      auto train_loader,
+      feeds::DataLoader::Create(
+          feeds::FromTensorSlices({data.train.images, data.train.labels}),
+          train_lo));
   feeds::DataLoaderOptions test_lo = lo;
   test_lo.batch_size = test_batch_size;
   test_lo.device_iterations = test_iterations;
-  ASSIGN_OR_RETURN(auto test_loader,
-                   feeds::DataLoader::Create(
-                       feeds::FromTensorSlices({data.test.images,
-                                                data.test.labels}),
-                       test_lo));
+  ASSIGN_OR_RETURN(
+      auto test_loader,
+      feeds::DataLoader::Create(
+          feeds::FromTensorSlices({data.test.images, data.test.labels}),
+          test_lo));
   const int64_t train_calls = epochs * train_loader->len();
   const int64_t test_calls = test_loader->len();
   ASSIGN_OR_RETURN(feeds::DatasetPtr train_micro,
                    train_loader->ToInfeedDataset());
-  ASSIGN_OR_RETURN(feeds::DatasetPtr test_micro, test_loader->ToInfeedDataset());
+  ASSIGN_OR_RETURN(feeds::DatasetPtr test_micro,
+                   test_loader->ToInfeedDataset());
   ASSIGN_OR_RETURN(auto train_feed,
                    feeds::IPUInfeedQueue::Create(train_micro->Repeat(epochs)));
   ASSIGN_OR_RETURN(auto test_feed, feeds::IPUInfeedQueue::Create(test_micro));
-  std::printf("DataLoader (%s, %d worker(s)): combined batch %d x %d device "
-              "iterations x %d replica(s) x %d gradient accumulation = %lld "
-              "images per host call, %lld calls per epoch (%lld images left "
-              "for the next epoch)\n",
-              feeds::DataLoaderModeName(lo.mode).c_str(),
-              static_cast<int>(lo.num_workers),
-              batch_size, device_iterations, replicas, accumulation,
-              static_cast<long long>(train_loader->combined_batch_size()),
-              static_cast<long long>(train_loader->len()),
-              static_cast<long long>(train_loader->unused_samples_per_epoch()));
+  std::printf(
+      "DataLoader (%s, %d worker(s)): combined batch %d x %d device "
+      "iterations x %d replica(s) x %d gradient accumulation = %lld "
+      "images per host call, %lld calls per epoch (%lld images left "
+      "for the next epoch)\n",
+      feeds::DataLoaderModeName(lo.mode).c_str(),
+      static_cast<int>(lo.num_workers), batch_size, device_iterations, replicas,
+      accumulation, static_cast<long long>(train_loader->combined_batch_size()),
+      static_cast<long long>(train_loader->len()),
+      static_cast<long long>(train_loader->unused_samples_per_epoch()));
   ASSIGN_OR_RETURN(auto train_out, feeds::IPUOutfeedQueue::Create());
   ASSIGN_OR_RETURN(auto test_out, feeds::IPUOutfeedQueue::Create());
 
@@ -397,7 +406,8 @@ absl::Status RunTutorial() {
     config.mutable_floating_point_behaviour()->set_esr(esr);
     config.set_seed(static_cast<uint64_t>(seed));
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<IPUSystem> system, IPUSystem::Create(config));
+  ASSIGN_OR_RETURN(std::unique_ptr<IPUSystem> system,
+                   IPUSystem::Create(config));
   IPUStrategy strategy(system.get());
 
   // Model definition: block b's variables on IPU b (of every replica); the
@@ -516,12 +526,12 @@ absl::Status RunTutorial() {
   }
   // Virtual clocks count each IPU's own CPU time: what R x 4 IPUs that do
   // not share the host's cores would take.
-  std::printf("Pipeline (replica 0, last call, virtual clocks): %.0f images/s "
-              "on %d IPUs, bubble %.1f%% (theory %.1f%%), utilisation",
-              last_run.micro_batches * replicas * batch_size /
-                  last_run.virtual_seconds,
-              replicas * kStages, 100 * last_run.bubble,
-              100 * last_run.theoretical_bubble);
+  std::printf(
+      "Pipeline (replica 0, last call, virtual clocks): %.0f images/s "
+      "on %d IPUs, bubble %.1f%% (theory %.1f%%), utilisation",
+      last_run.micro_batches * replicas * batch_size / last_run.virtual_seconds,
+      replicas * kStages, 100 * last_run.bubble,
+      100 * last_run.theoretical_bubble);
   for (double u : last_run.ipu_utilisation) std::printf(" %.0f%%", 100 * u);
   std::printf("\n");
 
@@ -545,11 +555,11 @@ absl::Status RunTutorial() {
   // The executable the training calls ran (the strategy's cache).
   ASSIGN_OR_RETURN(Executable * trained_exe, strategy.Compile(*training));
   if (absl::GetFlag(FLAGS_debug)) {
-    std::printf("\nTraining pipeline, last call:\n%s\nInference pipeline, last "
-                "call:\n%s\nMemory per IPU (one replica):\n%s%s",
-                last_run.Summary().c_str(), test_run.Summary().c_str(),
-                trained_exe->MemoryReport().c_str(),
-                system->TransferReport().c_str());
+    std::printf(
+        "\nTraining pipeline, last call:\n%s\nInference pipeline, last "
+        "call:\n%s\nMemory per IPU (one replica):\n%s%s",
+        last_run.Summary().c_str(), test_run.Summary().c_str(),
+        trained_exe->MemoryReport().c_str(), system->TransferReport().c_str());
   }
   if (absl::GetFlag(FLAGS_profile)) {
     WriteProfile(ResolveOutputPath(absl::GetFlag(FLAGS_profile_dir)), last_run,

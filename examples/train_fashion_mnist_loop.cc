@@ -4,7 +4,8 @@
 // monitoring thread reads each step's loss and accuracy from an outfeed and
 // draws the progress bar. The pipelined tutorial is train_fashion_mnist.
 //
-//   ./bazelw run //examples:train_fashion_mnist_loop -- --epochs=1 --batch-size=40
+//   ./bazelw run //examples:train_fashion_mnist_loop -- --epochs=1
+//   --batch-size=40
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -35,7 +36,8 @@ int main(int argc, char** argv) {
   options.device_iterations = absl::GetFlag(FLAGS_device_iterations);
   options.test_batch_size = absl::GetFlag(FLAGS_test_batch_size);
   options.epochs = absl::GetFlag(FLAGS_epochs);
-  options.learning_rate = static_cast<float>(absl::GetFlag(FLAGS_learning_rate));
+  options.learning_rate =
+      static_cast<float>(absl::GetFlag(FLAGS_learning_rate));
   options.train_limit = absl::GetFlag(FLAGS_train_limit);
 
   IPUConfig config;
@@ -45,22 +47,24 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", system.status().ToString().c_str());
     return 1;
   }
-  std::printf("Training %s on Fashion-MNIST: batch %d, %d device iterations, "
-              "%d epoch(s), AdamW lr %g\n",
-              options.model.c_str(), options.batch_size,
-              options.device_iterations, options.epochs, options.learning_rate);
+  std::printf(
+      "Training %s on Fashion-MNIST: batch %d, %d device iterations, "
+      "%d epoch(s), AdamW lr %g\n",
+      options.model.c_str(), options.batch_size, options.device_iterations,
+      options.epochs, options.learning_rate);
   std::fflush(stdout);
-  absl::StatusOr<examples::TrainingReport> report =
-      examples::TrainFashionMnist(system->get(), options, examples::DrawProgress);
+  absl::StatusOr<examples::TrainingReport> report = examples::TrainFashionMnist(
+      system->get(), options, examples::DrawProgress);
   if (!report.ok()) {
     std::fprintf(stderr, "\n%s\n", report.status().ToString().c_str());
     return 1;
   }
-  std::printf("Trained %lld steps in %.1f s (%.0f images/s); last 50 steps: "
-              "loss %.4f, accuracy %.2f%%\n",
-              static_cast<long long>(report->steps), report->train_seconds,
-              report->train_images_per_second, report->final_loss,
-              100 * report->train_accuracy);
+  std::printf(
+      "Trained %lld steps in %.1f s (%.0f images/s); last 50 steps: "
+      "loss %.4f, accuracy %.2f%%\n",
+      static_cast<long long>(report->steps), report->train_seconds,
+      report->train_images_per_second, report->final_loss,
+      100 * report->train_accuracy);
   std::printf("Test accuracy: %.2f%%\n", 100 * report->test_accuracy);
   std::printf("%s", (*system)->TransferReport().c_str());
   return 0;

@@ -115,8 +115,9 @@ TEST(TrainFashionMnistTest, TwoReplicasLearnAsOneAndStayInStep) {
 }
 
 TEST(TrainFashionMnistTest, ShardedAndOffloadedComputeTheSameModel) {
-  const std::string flags = "--train-limit 4000 --test-limit 1600 "
-                            "--device-iterations 2";
+  const std::string flags =
+      "--train-limit 4000 --test-limit 1600 "
+      "--device-iterations 2";
   Result a = RunExample(flags);
   Result b = RunExample(flags + " --strategy sharded --offload-optimiser");
   ASSERT_EQ(a.exit_code, 0) << a.out << a.err;
@@ -129,8 +130,9 @@ TEST(TrainFashionMnistTest, ShardedAndOffloadedComputeTheSameModel) {
   EXPECT_EQ(LineFrom(a.out, "last 50 micro-batches"),
             LineFrom(b.out, "last 50 micro-batches"));
   const std::string correct = LineFrom(a.out, "Test accuracy");
-  EXPECT_EQ(correct.substr(0, correct.find(" images")),
-            LineFrom(b.out, "Test accuracy").substr(0, correct.find(" images")));
+  EXPECT_EQ(
+      correct.substr(0, correct.find(" images")),
+      LineFrom(b.out, "Test accuracy").substr(0, correct.find(" images")));
 }
 
 // IPU k's total in the --debug memory report, in KiB (NaN if absent).
@@ -194,8 +196,8 @@ TEST(TrainFashionMnistTest, BadReplicationFactorsNameReplicasStagesAndIpus) {
     Result r = RunExample(absl::StrCat("--replication-factor ", bad));
     EXPECT_EQ(r.exit_code, 1) << bad;
     EXPECT_NE(r.err.find("INVALID_ARGUMENT"), std::string::npos) << r.err;
-    for (const char* word : {"--replication-factor", "replicas", "stages",
-                             "IPUs"}) {
+    for (const char* word :
+         {"--replication-factor", "replicas", "stages", "IPUs"}) {
       EXPECT_NE(r.err.find(word), std::string::npos)
           << bad << ": " << word << " missing from " << r.err;
     }

@@ -45,10 +45,10 @@ void DrawProgress(int64_t done, int64_t total, float loss, float accuracy) {
   const int width = 30;
   const int filled = static_cast<int>(width * done / total);
   std::fprintf(stderr, "%s[%.*s%*s] %lld/%lld  loss %.4f  accuracy %.2f%%%s",
-               tty ? "\r" : "", filled, "==============================",
-               width - filled, "", static_cast<long long>(done),
-               static_cast<long long>(total), loss, 100 * accuracy,
-               tty ? "" : "\n");
+               tty ? "\r" : "", filled,
+               "==============================", width - filled, "",
+               static_cast<long long>(done), static_cast<long long>(total),
+               loss, 100 * accuracy, tty ? "" : "\n");
   if (tty && done == total) std::fprintf(stderr, "\n");
 }
 

@@ -29,9 +29,12 @@ using internal::Planner;
 
 std::string DataLoaderModeName(DataLoaderMode mode) {
   switch (mode) {
-    case DataLoaderMode::kSync: return "kSync";
-    case DataLoaderMode::kAsync: return "kAsync";
-    case DataLoaderMode::kAsyncRebatched: return "kAsyncRebatched";
+    case DataLoaderMode::kSync:
+      return "kSync";
+    case DataLoaderMode::kAsync:
+      return "kAsync";
+    case DataLoaderMode::kAsyncRebatched:
+      return "kAsyncRebatched";
   }
   return "unknown";
 }
@@ -81,8 +84,8 @@ class SampleStore {
   void ReadUpTo(int64_t i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     while (static_cast<int64_t>(samples_.size()) <= i) {
       if (!it_) it_ = ds_->MakeIterator();
-      absl::StatusOr<Element> e = ended_ ? absl::OutOfRangeError("end")
-                                         : it_->GetNext();
+      absl::StatusOr<Element> e =
+          ended_ ? absl::OutOfRangeError("end") : it_->GetNext();
       if (e.status().code() == absl::StatusCode::kOutOfRange) {
         ended_ = true;
         // Not OutOfRange: that would read as the end of an epoch.
@@ -223,8 +226,7 @@ class DataLoader::Impl : public std::enable_shared_from_this<Impl> {
     per_process_ = o.drop_last ? n / (c * p) * c
                                : n / p + (o.process_index < n % p ? 1 : 0);
     steps_ = (per_process_ + c - 1) / c;
-    unit_ = rebatched_ ? (o.rebatched_worker_size ? o.rebatched_worker_size
-                                                  : c)
+    unit_ = rebatched_ ? (o.rebatched_worker_size ? o.rebatched_worker_size : c)
                        : c;
     units_per_epoch_ = (per_process_ + unit_ - 1) / unit_;
     capacity_ = o.buffer_size * ((c + unit_ - 1) / unit_);
@@ -261,9 +263,9 @@ class DataLoader::Impl : public std::enable_shared_from_this<Impl> {
 
   absl::StatusOr<Element> Next() {
     if (step_ >= steps_) {
-      return absl::OutOfRangeError(absl::StrCat(
-          "DataLoader: end of epoch ", epoch_, " (", steps_,
-          " steps); call StartNextEpoch() for the next one"));
+      return absl::OutOfRangeError(
+          absl::StrCat("DataLoader: end of epoch ", epoch_, " (", steps_,
+                       " steps); call StartNextEpoch() for the next one"));
     }
     absl::StatusOr<Element> out =
         rebatched_ ? Stitch() : GetUnit(epoch_ * units_per_epoch_ + step_);
@@ -316,7 +318,8 @@ class DataLoader::Impl : public std::enable_shared_from_this<Impl> {
   // Consumer state (one consumer thread at a time).
   int64_t epoch_ = 0, step_ = 0;
   int64_t next_take_ = 0;  // Async: the next unit the consumer takes.
-  std::optional<absl::StatusOr<Element>> carry_;  // Rebatched: unit carry_unit_.
+  std::optional<absl::StatusOr<Element>>
+      carry_;  // Rebatched: unit carry_unit_.
   int64_t carry_unit_ = -1;
 
  private:
@@ -426,8 +429,8 @@ class DataLoader::Impl : public std::enable_shared_from_this<Impl> {
   }
 
   static absl::Status SampleError(int64_t id, const absl::Status& s) {
-    return absl::Status(s.code(), absl::StrCat("DataLoader: sample ", id, ": ",
-                                               s.message()));
+    return absl::Status(
+        s.code(), absl::StrCat("DataLoader: sample ", id, ": ", s.message()));
   }
 
   // LoadUnit by Stack, column by column: the checks (and their order: every
@@ -450,18 +453,16 @@ class DataLoader::Impl : public std::enable_shared_from_this<Impl> {
       for (size_t i = 0; i < rows.size(); ++i) {
         if (rows[i]->size() != rows[0]->size()) {
           return absl::InvalidArgumentError(absl::StrCat(
-              "DataLoader: sample ", block[begin + i], " has ",
-              rows[i]->size(), " components, sample ", block[begin], " has ",
-              rows[0]->size()));
+              "DataLoader: sample ", block[begin + i], " has ", rows[i]->size(),
+              " components, sample ", block[begin], " has ", rows[0]->size()));
         }
         column.push_back((*rows[i])[c]);
       }
       absl::StatusOr<Tensor> stacked = Stack(column);
       if (!stacked.ok()) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "DataLoader: batching samples ", block[begin], "..",
-            block[end - 1], ", component ", c, ": ",
-            stacked.status().message()));
+            "DataLoader: batching samples ", block[begin], "..", block[end - 1],
+            ", component ", c, ": ", stacked.status().message()));
       }
       out.push_back(*std::move(stacked));
     }
@@ -524,10 +525,11 @@ absl::StatusOr<DatasetPtr> DataLoader::Impl::ToInfeedDataset() {
     return absl::InvalidArgumentError(absl::StrCat(
         "DataLoader::ToInfeedDataset: Invalid batch dimension: with "
         "drop_last = false the last batch of each epoch has ",
-        per_process_ % c_, " samples, but the batch dimension must be a "
-        "multiple of ", Factors(o), " = ", c_,
-        " for a device program compiled for batch_size(", o.batch_size,
-        "); use drop_last = true (drops ", per_process_ % c_,
+        per_process_ % c_,
+        " samples, but the batch dimension must be a "
+        "multiple of ",
+        Factors(o), " = ", c_, " for a device program compiled for batch_size(",
+        o.batch_size, "); use drop_last = true (drops ", per_process_ % c_,
         " samples per epoch) or a dataset of a multiple of ", c_,
         " samples per process"));
   }
@@ -572,7 +574,8 @@ absl::StatusOr<DatasetPtr> DataLoader::Impl::ToInfeedDataset() {
       const int64_t b = self->o_.batch_size;
       const int64_t row = ((m / r) * g + slice) * b;
       Element micro;
-      for (const Tensor& t : *state->batch) micro.push_back(t.Slice(row, row + b));
+      for (const Tensor& t : *state->batch)
+        micro.push_back(t.Slice(row, row + b));
       return micro;
     };
   };
@@ -582,7 +585,8 @@ absl::StatusOr<DatasetPtr> DataLoader::Impl::ToInfeedDataset() {
 absl::StatusOr<std::unique_ptr<DataLoader>> DataLoader::Create(
     DatasetPtr samples, const DataLoaderOptions& options) {
   if (samples == nullptr) {
-    return absl::InvalidArgumentError("DataLoader: the samples dataset is null");
+    return absl::InvalidArgumentError(
+        "DataLoader: the samples dataset is null");
   }
   RETURN_IF_ERROR(samples->status());
   RETURN_IF_ERROR(CheckOptions(options));
@@ -592,9 +596,9 @@ absl::StatusOr<std::unique_ptr<DataLoader>> DataLoader::Create(
   auto store = std::make_unique<SampleStore>(samples);
   int64_t n = samples->Cardinality();
   if (n == kInfiniteCardinality) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "DataLoader: the samples dataset ", samples->DebugString(),
-        " is infinite; an epoch needs a finite one (Take(n))"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("DataLoader: the samples dataset ", samples->DebugString(),
+                     " is infinite; an epoch needs a finite one (Take(n))"));
   }
   if (n == kUnknownCardinality) n = store->Count();
   store->SetExpected(n);
@@ -624,8 +628,8 @@ int64_t DataLoader::num_samples() const { return impl_->n_; }
 int64_t DataLoader::epoch() const { return impl_->epoch_; }
 DataLoaderPlanKey DataLoader::plan_key() const {
   const DataLoaderOptions& o = impl_->o_;
-  return {impl_->n_, o.seed, o.shuffle, o.drop_last, impl_->c_,
-          o.process_count};
+  return {impl_->n_,   o.seed,    o.shuffle,
+          o.drop_last, impl_->c_, o.process_count};
 }
 absl::StatusOr<Element> DataLoader::Next() { return impl_->Next(); }
 void DataLoader::StartNextEpoch() { impl_->StartNextEpoch(); }

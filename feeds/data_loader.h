@@ -114,9 +114,9 @@ enum class DataLoaderMode { kSync, kAsync, kAsyncRebatched };
 using ReplicaGroupType = ReplicaGroups::Type;
 
 struct DataLoaderOptions {
-  int64_t batch_size = 1;             // Micro-batch: what one replica sees.
+  int64_t batch_size = 1;  // Micro-batch: what one replica sees.
   int64_t device_iterations = 1;
-  int64_t replicas = 1;               // Local replicas of this process.
+  int64_t replicas = 1;  // Local replicas of this process.
   int64_t gradient_accumulation = 1;
   // Replicas per input group (poptorch inputReplicaGrouping).
   int64_t input_group_size = 1;
@@ -124,10 +124,10 @@ struct DataLoaderOptions {
   int64_t process_index = 0;
   int64_t process_count = 1;
   bool shuffle = false;
-  uint64_t seed = 0;                  // Must be equal on every process.
-  bool drop_last = true;              // PopTorch's default (torch: false).
+  uint64_t seed = 0;      // Must be equal on every process.
+  bool drop_last = true;  // PopTorch's default (torch: false).
   DataLoaderMode mode = DataLoaderMode::kSync;
-  int64_t buffer_size = 3;            // Ring slots, in combined batches.
+  int64_t buffer_size = 3;  // Ring slots, in combined batches.
   bool early_preload = false;
   bool load_indefinitely = true;
   int64_t rebatched_worker_size = 0;  // 0: the combined batch size.

@@ -17,13 +17,13 @@
 // 3,000).
 //
 //   ./bazelw run //feeds:data_loader_benchmark -- --rounds=5 --epochs=2
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
-
-#include <sys/resource.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -72,9 +72,9 @@ int64_t MinorFaults() {
 }
 
 struct Rates {
-  double all = 0;      // Images per second, every epoch.
-  double later = 0;    // Images per second, the epochs after the first.
-  double faults = 0;   // Minor page faults per Next(), every epoch.
+  double all = 0;     // Images per second, every epoch.
+  double later = 0;   // Images per second, the epochs after the first.
+  double faults = 0;  // Minor page faults per Next(), every epoch.
 };
 
 // Over `epochs` epochs of a fresh loader (the first epoch's caching of the
@@ -145,10 +145,11 @@ int Main() {
     const double per_pass = Seconds(t0) / 10;
     passes = std::max(1, static_cast<int>(4000 / sync->all / per_pass + 0.5));
   }
-  std::printf("Fashion-MNIST train, 60000 images, shuffled; combined batch "
-              "4000 (40 x 10 x 1 x 10); %d round(s) of %d epoch(s); consumer "
-              "%d pass(es) per batch\n",
-              rounds, epochs, passes);
+  std::printf(
+      "Fashion-MNIST train, 60000 images, shuffled; combined batch "
+      "4000 (40 x 10 x 1 x 10); %d round(s) of %d epoch(s); consumer "
+      "%d pass(es) per batch\n",
+      rounds, epochs, passes);
 
   for (int consumer : {0, 1}) {
     std::vector<std::vector<double>> rate(modes.size()), ratio(modes.size()),
@@ -177,10 +178,11 @@ int Main() {
       return v[v.size() / 2];
     };
     for (size_t i = 0; i < modes.size(); ++i) {
-      std::printf("  %-22s %9.0f images/s   x%.2f vs sync; epochs after the "
-                  "first %9.0f images/s; %6.0f page faults per Next()\n",
-                  modes[i].name, median(rate[i]), median(ratio[i]),
-                  median(later[i]), median(faults[i]));
+      std::printf(
+          "  %-22s %9.0f images/s   x%.2f vs sync; epochs after the "
+          "first %9.0f images/s; %6.0f page faults per Next()\n",
+          modes[i].name, median(rate[i]), median(ratio[i]), median(later[i]),
+          median(faults[i]));
     }
   }
   return sink == 12345.f ? 2 : 0;  // Keeps the consumer's work.

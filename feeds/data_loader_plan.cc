@@ -34,11 +34,13 @@ absl::Status CheckGrouping(const DataLoaderOptions& o) {
   }
   const std::string factors = absl::StrJoin(Divisors(r), ", ");
   if (k > r) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "DataLoader: input_group_size cannot be larger than "
-        "replication_factor: input_group_size(", k, ") > replicas(", r,
-        "); use input_group_size ", r, " (every replica reads the same "
-        "input) or another factor of ", r, ": ", factors));
+    return absl::InvalidArgumentError(
+        absl::StrCat("DataLoader: input_group_size cannot be larger than "
+                     "replication_factor: input_group_size(",
+                     k, ") > replicas(", r, "); use input_group_size ", r,
+                     " (every replica reads the same "
+                     "input) or another factor of ",
+                     r, ": ", factors));
   }
   if (r % k != 0) {
     int64_t below = 1, above = r;
@@ -46,11 +48,12 @@ absl::Status CheckGrouping(const DataLoaderOptions& o) {
       if (d < k) below = d;
       if (d > k && above == r) above = d;
     }
-    return absl::InvalidArgumentError(absl::StrCat(
-        "DataLoader: input_group_size must be a factor of "
-        "replication_factor: replicas(", r, ") / input_group_size(", k,
-        ") leaves ", r % k, "; use input_group_size ", below, " or ", above,
-        " (the factors of ", r, ": ", factors, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("DataLoader: input_group_size must be a factor of "
+                     "replication_factor: replicas(",
+                     r, ") / input_group_size(", k, ") leaves ", r % k,
+                     "; use input_group_size ", below, " or ", above,
+                     " (the factors of ", r, ": ", factors, ")"));
   }
   return absl::OkStatus();
 }
@@ -75,7 +78,6 @@ class Rng {
  private:
   uint64_t state_;
 };
-
 
 }  // namespace
 
@@ -114,22 +116,23 @@ absl::Status CheckOptions(const DataLoaderOptions& o) {
   if (o.rebatched_worker_size < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "DataLoader: rebatched_worker_size must be >= 1, or 0 for the "
-        "combined batch size; got ", o.rebatched_worker_size));
+        "combined batch size; got ",
+        o.rebatched_worker_size));
   }
   if (o.process_index < 0 || o.process_index >= o.process_count) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "DataLoader: process_index(", o.process_index,
-        ") must be in [0, process_count(", o.process_count, "))"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("DataLoader: process_index(", o.process_index,
+                     ") must be in [0, process_count(", o.process_count, "))"));
   }
   RETURN_IF_ERROR(CheckGrouping(o));
   int64_t c = 1;
-  for (int64_t f : {o.batch_size, o.device_iterations,
-                    o.replicas / o.input_group_size, o.gradient_accumulation,
-                    o.process_count}) {
+  for (int64_t f :
+       {o.batch_size, o.device_iterations, o.replicas / o.input_group_size,
+        o.gradient_accumulation, o.process_count}) {
     if (f > kMaxCombined / c) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "DataLoader: ", Factors(o), " x process_count(", o.process_count,
-          ") exceeds 2^40 samples per step"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("DataLoader: ", Factors(o), " x process_count(",
+                       o.process_count, ") exceeds 2^40 samples per step"));
     }
     c *= f;
   }
@@ -139,9 +142,9 @@ absl::Status CheckOptions(const DataLoaderOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "DataLoader: The 'drop_last=False' option from the DataLoader only "
         "works if 'rebatched_size' is specified too. Mode kAsync with "
-        "drop_last = false and combined batch ", c, " (", Factors(o),
-        "): use mode kAsyncRebatched (worker batches of ", c,
-        " by default), set rebatched_worker_size (1..", c,
+        "drop_last = false and combined batch ",
+        c, " (", Factors(o), "): use mode kAsyncRebatched (worker batches of ",
+        c, " by default), set rebatched_worker_size (1..", c,
         "), or drop_last = true"));
   }
   if (o.rebatched_worker_size > c) {
@@ -238,13 +241,11 @@ std::shared_ptr<const std::vector<int64_t>> Planner::Advance() {
     used_ = order;
   }
   return std::make_shared<const std::vector<int64_t>>(
-      order.begin() + p * per_process_,
-      order.begin() + (p + 1) * per_process_);
+      order.begin() + p * per_process_, order.begin() + (p + 1) * per_process_);
 }
 
 uint64_t Planner::Seed(int64_t e) const {
-  return Rng(o_.seed ^ (0x5DEECE66DULL * static_cast<uint64_t>(e + 1)))
-      .Next();
+  return Rng(o_.seed ^ (0x5DEECE66DULL * static_cast<uint64_t>(e + 1))).Next();
 }
 
 }  // namespace ipuflow::feeds::internal
@@ -257,10 +258,10 @@ absl::Status CheckProcessesAgree(absl::Span<const DataLoaderPlanKey> keys) {
         "DataLoader: CheckProcessesAgree got no keys (one per process)");
   }
   if (static_cast<int64_t>(keys.size()) != keys[0].process_count) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "DataLoader: CheckProcessesAgree got ", keys.size(),
-        " keys, but process 0 has process_count(", keys[0].process_count,
-        "): pass one key per process"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("DataLoader: CheckProcessesAgree got ", keys.size(),
+                     " keys, but process 0 has process_count(",
+                     keys[0].process_count, "): pass one key per process"));
   }
   const DataLoaderPlanKey& k0 = keys[0];
   for (size_t i = 1; i < keys.size(); ++i) {

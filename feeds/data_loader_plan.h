@@ -55,7 +55,7 @@ class Planner {
   const DataLoaderOptions o_;
   const int64_t per_process_;
   int64_t next_epoch_ = 0;
-  int64_t ring_start_ = 0;          // No shuffle: where the next epoch starts.
+  int64_t ring_start_ = 0;  // No shuffle: where the next epoch starts.
   std::vector<int64_t> used_, left_;  // Shuffle: the last epoch's split.
   std::map<int64_t, std::shared_ptr<const std::vector<int64_t>>> blocks_;
 };

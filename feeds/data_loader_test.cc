@@ -37,8 +37,7 @@ DatasetPtr Samples(int64_t n) {
                            {static_cast<float>(i), static_cast<float>(-i)}),
                        e[0]};
       },
-      1,
-      ElementSpec{{DType::kFloat32, DType::kInt64}, {TensorShape({2}), {}}});
+      1, ElementSpec{{DType::kFloat32, DType::kInt64}, {TensorShape({2}), {}}});
 }
 
 // The sample ids of a batch (its int64 component; Range yields only it).
@@ -86,12 +85,12 @@ absl::Status CreateError(DatasetPtr ds, const DataLoaderOptions& o) {
 // wave2_reference.md 3.1 and the seed's listings.
 TEST(DataLoaderTest, CombinedBatchMatchesTheReferenceTable) {
   const int64_t table[][6] = {
-      {1, 1, 1, 1, 1, 1},       // defaults
-      {2, 100, 1, 1, 1, 200},   // seed listing 5.2: deviceIterations(100)
-      {2, 1, 4, 1, 1, 8},       // seed listing 5.3: replicationFactor(4)
-      {4, 10, 2, 1, 8, 640},    // training: B x DI x R x GA
-      {4, 3, 8, 2, 5, 240},     // grouped: 8 / 2 = 4 slices
-      {1, 1, 8, 8, 1, 1},       // every replica reads the same input
+      {1, 1, 1, 1, 1, 1},      // defaults
+      {2, 100, 1, 1, 1, 200},  // seed listing 5.2: deviceIterations(100)
+      {2, 1, 4, 1, 1, 8},      // seed listing 5.3: replicationFactor(4)
+      {4, 10, 2, 1, 8, 640},   // training: B x DI x R x GA
+      {4, 3, 8, 2, 5, 240},    // grouped: 8 / 2 = 4 slices
+      {1, 1, 8, 8, 1, 1},      // every replica reads the same input
       {3, 2, 6, 3, 2, 24},
   };
   for (const auto& row : table) {
@@ -165,7 +164,7 @@ TEST(DataLoaderTest, SplitByProcessCoversEverySampleAndRotatesLeftovers) {
     for (int64_t procs = 1; procs <= 5; ++procs) {
       for (bool drop_last : {true, false}) {
         SCOPED_TRACE(::testing::Message() << "N=" << n << " P=" << procs
-                                        << " drop_last=" << drop_last);
+                                          << " drop_last=" << drop_last);
         std::vector<std::unique_ptr<DataLoader>> loaders;
         for (int64_t p = 0; p < procs; ++p) {
           DataLoaderOptions o;
@@ -178,8 +177,8 @@ TEST(DataLoaderTest, SplitByProcessCoversEverySampleAndRotatesLeftovers) {
           loaders.push_back(Make(Samples(n), o));
           ASSERT_NE(loaders.back(), nullptr);
         }
-        const int64_t used = drop_last ? n / (batch * procs) * batch * procs
-                                       : n;
+        const int64_t used =
+            drop_last ? n / (batch * procs) * batch * procs : n;
         EXPECT_EQ(loaders[0]->unused_samples_per_epoch(), n - used);
         std::set<int64_t> left_before;
         for (int epoch = 0; epoch < 4; ++epoch) {
@@ -188,8 +187,7 @@ TEST(DataLoaderTest, SplitByProcessCoversEverySampleAndRotatesLeftovers) {
             if (epoch > 0) l->StartNextEpoch();
             std::vector<int64_t> ids = Flat(Epoch(l.get()));
             EXPECT_EQ(ids, l->EpochSampleIndices(epoch));
-            EXPECT_EQ(static_cast<int64_t>(ids.size()),
-                      l->samples_per_epoch());
+            EXPECT_EQ(static_cast<int64_t>(ids.size()), l->samples_per_epoch());
             seen.insert(ids.begin(), ids.end());
           }
           EXPECT_EQ(static_cast<int64_t>(seen.size()), used);
@@ -258,7 +256,8 @@ TEST(DataLoaderTest, AsyncModesYieldSyncsOrder) {
     ASSERT_NE(sync, nullptr);
     const std::vector<std::vector<float>> expected = collect(sync.get());
     ASSERT_EQ(expected.size(), drop_last ? 3u * 13 : 3u * 14);
-    for (auto mode : {DataLoaderMode::kAsync, DataLoaderMode::kAsyncRebatched}) {
+    for (auto mode :
+         {DataLoaderMode::kAsync, DataLoaderMode::kAsyncRebatched}) {
       for (int64_t workers : {1, 2, 3}) {
         for (int64_t buffer : {1, 3}) {
           for (int64_t worker_size : {0, 1, 5, 12}) {
@@ -432,8 +431,8 @@ TEST(DataLoaderTest, InfeedLayoutPerReplicaWithGrouping) {
             ASSERT_TRUE(e.ok()) << e.status();
             got[r] = Ids(*e);
             const int64_t row = ((di * 3 + ga) * g + SliceOf(r, o)) * 2;
-            EXPECT_EQ(got[r], std::vector<int64_t>({s * c + row,
-                                                    s * c + row + 1}))
+            EXPECT_EQ(got[r],
+                      std::vector<int64_t>({s * c + row, s * c + row + 1}))
                 << "step " << s << " di " << di << " ga " << ga << " replica "
                 << r;
           }
@@ -515,9 +514,8 @@ TEST(DataLoaderTest, DestroyingWhileWorkersAreBlockedJoinsThem) {
       auto l = Make(Samples(40), o);
       ASSERT_NE(l, nullptr);
       if (preload) {
-        AwaitTrue([&] {
-          return l->ready_units() == 2 && l->waiting_workers() == 3;
-        });
+        AwaitTrue(
+            [&] { return l->ready_units() == 2 && l->waiting_workers() == 3; });
       } else {
         AwaitTrue([&] { return l->waiting_workers() == 3; });
         EXPECT_EQ(l->ready_units(), 0);  // Nothing loads before Next().
@@ -743,8 +741,8 @@ TEST(DataLoaderTest, HeldBatchesAndSlicesKeepTheirValues) {
                     DataLoaderMode::kAsyncRebatched}) {
     for (bool drop_last : {true, false}) {
       if (mode == DataLoaderMode::kAsync && !drop_last) continue;
-      SCOPED_TRACE(::testing::Message() << DataLoaderModeName(mode)
-                                        << " drop_last=" << drop_last);
+      SCOPED_TRACE(::testing::Message()
+                   << DataLoaderModeName(mode) << " drop_last=" << drop_last);
       DataLoaderOptions o;
       o.batch_size = 3;
       o.device_iterations = 2;  // C = 6.
@@ -778,9 +776,9 @@ TEST(DataLoaderTest, HeldBatchesAndSlicesKeepTheirValues) {
           if (k % 3 == 0) {
             held.push_back({ids, *b});
           } else if (k % 3 == 1 && ids.size() >= 4) {
-            held.push_back({std::vector<int64_t>(ids.begin() + 1,
-                                                 ids.begin() + 4),
-                            {(*b)[0].Slice(1, 4), (*b)[1].Slice(1, 4)}});
+            held.push_back(
+                {std::vector<int64_t>(ids.begin() + 1, ids.begin() + 4),
+                 {(*b)[0].Slice(1, 4), (*b)[1].Slice(1, 4)}});
           }
         }
       }

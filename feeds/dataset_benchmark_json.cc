@@ -14,9 +14,9 @@ absl::StatusOr<DatasetBenchmarkResult> ParseDatasetBenchmarkJson(
   // than any run's result and bounds the work.
   constexpr size_t kMaxJsonBytes = 1 << 20;
   if (json.size() > kMaxJsonBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "dataset benchmark JSON has ", json.size(), " bytes; the limit is ",
-        kMaxJsonBytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("dataset benchmark JSON has ", json.size(),
+                     " bytes; the limit is ", kMaxJsonBytes));
   }
   DatasetBenchmarkResult result;
   google::protobuf::util::JsonParseOptions options;
@@ -24,8 +24,8 @@ absl::StatusOr<DatasetBenchmarkResult> ParseDatasetBenchmarkJson(
   const auto status = google::protobuf::util::JsonStringToMessage(
       std::string(json), &result, options);
   if (!status.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "not a dataset benchmark result: ", status.ToString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("not a dataset benchmark result: ", status.ToString()));
   }
   for (int i = 0; i < result.epochs_size(); ++i) {
     const DatasetBenchmarkEpoch& e = result.epochs(i);
@@ -38,9 +38,9 @@ absl::StatusOr<DatasetBenchmarkResult> ParseDatasetBenchmarkJson(
     };
     for (const auto& [name, value] : fields) {
       if (!std::isfinite(value) || value < 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "dataset benchmark JSON: epochs[", i, "].", name, " is ", value,
-            "; it must be finite and >= 0"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("dataset benchmark JSON: epochs[", i, "].", name,
+                         " is ", value, "; it must be finite and >= 0"));
       }
     }
   }

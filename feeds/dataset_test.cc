@@ -161,9 +161,11 @@ TEST(DatasetTest, BufferSizesAreBoundedWithAnErrorNamingTheLimit) {
   EXPECT_EQ(Range(0, 10)->Prefetch(int64_t{1} << 40)->status().code(),
             absl::StatusCode::kInvalidArgument);
   // 2^24 elements of 2^30 floats: 2^56 bytes.
-  DatasetPtr huge = FromTensors({Tensor::Scalar(1.0f)})->Map(
-      [](Element e) -> absl::StatusOr<Element> { return e; }, 1,
-      ElementSpec{{DType::kFloat32}, {TensorShape({1 << 15, 1 << 15})}});
+  DatasetPtr huge =
+      FromTensors({Tensor::Scalar(1.0f)})
+          ->Map([](Element e) -> absl::StatusOr<Element> { return e; }, 1,
+                ElementSpec{{DType::kFloat32},
+                            {TensorShape({1 << 15, 1 << 15})}});
   DatasetPtr too_big = huge->Batch(int64_t{1} << 24);
   EXPECT_EQ(too_big->status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(too_big->status().message()),
@@ -179,7 +181,8 @@ TEST(DatasetTest, BufferSizesAreBoundedWithAnErrorNamingTheLimit) {
 TEST(DatasetTest, MapFunctionErrorsNameTheMapAndTheElement) {
   DatasetPtr ds = Range(0, 5)->Map([](Element e) -> absl::StatusOr<Element> {
     if (e[0].scalar<int64_t>() == 2) {
-      return absl::InvalidArgumentError("MatMul 'dense/MatMul': inner dimensions differ");
+      return absl::InvalidArgumentError(
+          "MatMul 'dense/MatMul': inner dimensions differ");
     }
     return e;
   });
@@ -188,10 +191,10 @@ TEST(DatasetTest, MapFunctionErrorsNameTheMapAndTheElement) {
   ASSERT_TRUE(it->GetNext().ok());
   absl::StatusOr<Element> bad = it->GetNext();
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(bad.status().message()),
-              ::testing::AllOf(HasSubstr("Range(0, 5).Map"),
-                               HasSubstr("element 2"),
-                               HasSubstr("MatMul 'dense/MatMul'")));
+  EXPECT_THAT(
+      std::string(bad.status().message()),
+      ::testing::AllOf(HasSubstr("Range(0, 5).Map"), HasSubstr("element 2"),
+                       HasSubstr("MatMul 'dense/MatMul'")));
   EXPECT_TRUE(it->GetNext().ok());  // The next element is still there.
 }
 

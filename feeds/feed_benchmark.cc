@@ -109,7 +109,8 @@ double MemcpyBytesPerSecond() {
     for (int round = 0; round < 3; ++round) {
       const auto start = Clock::now();
       const double bytes = CopyLoop(200000, kWorkingSetBuffers, src, dst);
-      const double s = std::chrono::duration<double>(Clock::now() - start).count();
+      const double s =
+          std::chrono::duration<double>(Clock::now() - start).count();
       best = std::max(best, bytes / s);
     }
     return best;
@@ -121,10 +122,11 @@ double MemcpyBytesPerSecond() {
 void ReportElements(benchmark::State& state, int64_t elements, double seconds,
                     bool vs_memcpy) {
   state.SetItemsProcessed(elements);
-  state.counters["elem/s"] =
-      benchmark::Counter(static_cast<double>(elements), benchmark::Counter::kIsRate);
-  state.counters["GB/s"] = benchmark::Counter(
-      static_cast<double>(elements) * kElementBytes / 1e9, benchmark::Counter::kIsRate);
+  state.counters["elem/s"] = benchmark::Counter(static_cast<double>(elements),
+                                                benchmark::Counter::kIsRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(elements) * kElementBytes / 1e9,
+                         benchmark::Counter::kIsRate);
   state.counters["ns/elem"] = benchmark::Counter(
       static_cast<double>(elements),
       benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
@@ -145,7 +147,8 @@ void RunInfeed(benchmark::State& state, DatasetPtr dataset, Body body,
   auto system = MakeSystem();
   std::unique_ptr<IPUInfeedQueue> infeed;
   if (with_infeed) {
-    infeed = OrDie(IPUInfeedQueue::Create(dataset, static_cast<int>(state.range(0))));
+    infeed = OrDie(
+        IPUInfeedQueue::Create(dataset, static_cast<int>(state.range(0))));
   }
   Scope s = Scope::NewRootScope();
   loops::Loop loop = OrDie(loops::Repeat(
@@ -164,8 +167,10 @@ void RunInfeed(benchmark::State& state, DatasetPtr dataset, Body body,
     if (!out.ok()) state.SkipWithError(out.status().ToString().c_str());
     benchmark::DoNotOptimize(out);
   }
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  ReportElements(state, state.iterations() * kLoopIterations, seconds, with_infeed);
+  const double seconds =
+      std::chrono::duration<double>(Clock::now() - start).count();
+  ReportElements(state, state.iterations() * kLoopIterations, seconds,
+                 with_infeed);
 }
 
 DatasetPtr Repeated() { return FromTensors({Element800()})->Repeat(); }
@@ -178,12 +183,20 @@ BENCHMARK(BM_RepeatNoInfeed)->Unit(benchmark::kMillisecond)->UseRealTime();
 void BM_Infeed(benchmark::State& state) {
   RunInfeed(state, Repeated(), Body::kCount);
 }
-BENCHMARK(BM_Infeed)->Arg(3)->Arg(32)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Infeed)
+    ->Arg(3)
+    ->Arg(32)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void BM_InfeedReduceSum(benchmark::State& state) {
   RunInfeed(state, Repeated(), Body::kReduceSum);
 }
-BENCHMARK(BM_InfeedReduceSum)->Arg(3)->Arg(32)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_InfeedReduceSum)
+    ->Arg(3)
+    ->Arg(32)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void BM_InfeedCopied(benchmark::State& state) {
   DatasetPtr copied = Repeated()->Map(
@@ -191,7 +204,11 @@ void BM_InfeedCopied(benchmark::State& state) {
       1, ElementSpec{{DType::kFloat32}, {{kElementFloats}}});
   RunInfeed(state, copied, Body::kCount);
 }
-BENCHMARK(BM_InfeedCopied)->Arg(3)->Arg(32)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_InfeedCopied)
+    ->Arg(3)
+    ->Arg(32)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 // ------------------------------------------------------------------ memcpy
 
@@ -214,9 +231,9 @@ void BM_Memcpy64MiB(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(kBytes));
-  state.counters["GB/s"] = benchmark::Counter(
-      static_cast<double>(kBytes) / 1e9 * state.iterations(),
-      benchmark::Counter::kIsRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(kBytes) / 1e9 * state.iterations(),
+                         benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Memcpy64MiB)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -226,8 +243,7 @@ BENCHMARK(BM_Memcpy64MiB)->Unit(benchmark::kMillisecond)->UseRealTime();
 loops::Loop OutfeedLoop(Scope& s, IPUOutfeedQueue* outfeed, int64_t n) {
   Output x = ops::Const(s, Element800());
   return OrDie(loops::Repeat(
-      s, n,
-      [outfeed, x](const Scope& b, const std::vector<Output>&) {
+      s, n, [outfeed, x](const Scope& b, const std::vector<Output>&) {
         outfeed->Enqueue(b, {x});
         return std::vector<Output>{};
       }));
@@ -264,8 +280,8 @@ class NextConsumer {
 void BM_OutfeedNext(benchmark::State& state) {
   MemcpyBytesPerSecond();
   auto system = MakeSystem();
-  auto outfeed = OrDie(IPUOutfeedQueue::Create(OutfeedMode::kAll,
-                                               static_cast<int>(state.range(0))));
+  auto outfeed = OrDie(IPUOutfeedQueue::Create(
+      OutfeedMode::kAll, static_cast<int>(state.range(0))));
   Scope s = Scope::NewRootScope();
   loops::Loop loop = OutfeedLoop(s, outfeed.get(), kLoopIterations);
   IPUStrategy strategy(system.get());
@@ -278,20 +294,26 @@ void BM_OutfeedNext(benchmark::State& state) {
     for (auto _ : state) {
       auto out = strategy.Run(*s.graph(), {}, {loop.op});
       if (!out.ok()) state.SkipWithError(out.status().ToString().c_str());
-      consumer.AwaitTaken(kLoopIterations * ++runs);  // Every step reached the host.
+      consumer.AwaitTaken(kLoopIterations *
+                          ++runs);  // Every step reached the host.
     }
-    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    const double seconds =
+        std::chrono::duration<double>(Clock::now() - start).count();
     ReportElements(state, state.iterations() * kLoopIterations, seconds, true);
     outfeed->Close();
   }
 }
-BENCHMARK(BM_OutfeedNext)->Arg(3)->Arg(32)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_OutfeedNext)
+    ->Arg(3)
+    ->Arg(32)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void BM_OutfeedDequeue(benchmark::State& state) {
   MemcpyBytesPerSecond();
   auto system = MakeSystem();
-  auto outfeed = OrDie(IPUOutfeedQueue::Create(OutfeedMode::kAll,
-                                               static_cast<int>(state.range(0))));
+  auto outfeed = OrDie(IPUOutfeedQueue::Create(
+      OutfeedMode::kAll, static_cast<int>(state.range(0))));
   Scope s = Scope::NewRootScope();
   loops::Loop loop = OutfeedLoop(s, outfeed.get(), kLoopIterations);
   IPUStrategy strategy(system.get());
@@ -304,10 +326,15 @@ void BM_OutfeedDequeue(benchmark::State& state) {
     OutfeedResult all = OrDie(outfeed->Dequeue());  // [kLoopIterations, 800]
     benchmark::DoNotOptimize(all);
   }
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const double seconds =
+      std::chrono::duration<double>(Clock::now() - start).count();
   ReportElements(state, state.iterations() * kLoopIterations, seconds, true);
 }
-BENCHMARK(BM_OutfeedDequeue)->Arg(3)->Arg(32)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_OutfeedDequeue)
+    ->Arg(3)
+    ->Arg(32)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 // -------------------------------------------------------------- round trip
 
@@ -380,9 +407,8 @@ void BM_RoundTrip(benchmark::State& state) {
   bool open = false;     // Stopping: no more limits.
   IPUOutfeedQueue* outfeed = nullptr;
   const Tensor x = Element800();
-  DatasetPtr echoed = FromGenerator(
-      ElementSpec{{DType::kFloat32}, {{kElementFloats}}},
-      [&, x] {
+  DatasetPtr echoed =
+      FromGenerator(ElementSpec{{DType::kFloat32}, {{kElementFloats}}}, [&, x] {
         return [&, x, sent = int64_t{0}]() mutable -> absl::StatusOr<Element> {
           bool stopping;
           {
@@ -487,7 +513,9 @@ void BM_RoundTripOtherThread(benchmark::State& state) {
       static_cast<double>(state.iterations()) / 1e6,
       benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_RoundTripOtherThread)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_RoundTripOtherThread)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 const bool kContext = [] {
   benchmark::AddCustomContext("machine", MachineDescription());

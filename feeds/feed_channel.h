@@ -6,7 +6,8 @@
 // still reported (FailedPrecondition) and never kept alive by a program.
 //
 //   ASSIGN_OR_RETURN(std::shared_ptr<InfeedChannel> queue,
-//                    FeedChannel<InfeedChannel>(ctx, "infeed", "IPUInfeedQueue"));
+//                    FeedChannel<InfeedChannel>(ctx, "infeed",
+//                    "IPUInfeedQueue"));
 //
 // The caller holds the returned pointer for the whole transfer: destroying
 // the queue meanwhile cancels the wait instead of freeing it under it.

@@ -56,22 +56,29 @@ loops::LoopBody Forward(IPUOutfeedQueue* outfeed) {
 TEST(FeedQueuesTest, PerfTrainingExampleShapes) {
   auto system = MakeSystem(1);
   Tensor x = Tensor::Filled(DType::kFloat32, {800}, 1.5);
-  DatasetPtr ds = FromTensors({x})
-                      ->Map([](Element e) -> absl::StatusOr<Element> {
-                              return Element{e[0], e[0]};
-                            }, 1, ElementSpec{{DType::kFloat32, DType::kFloat32}, {{800}, {800}}})
-                      ->Repeat();
+  DatasetPtr ds =
+      FromTensors({x})
+          ->Map(
+              [](Element e) -> absl::StatusOr<Element> {
+                return Element{e[0], e[0]};
+              },
+              1,
+              ElementSpec{{DType::kFloat32, DType::kFloat32}, {{800}, {800}}})
+          ->Repeat();
   auto infeed = IPUInfeedQueue::Create(ds);
   ASSERT_TRUE(infeed.ok()) << infeed.status();
   auto outfeed = IPUOutfeedQueue::Create();
   ASSERT_TRUE(outfeed.ok());
   Scope s = Scope::NewRootScope();
-  auto loop = loops::Repeat(s, 10, [&](const Scope& b, const std::vector<Output>& a) {
-    Output d1 = ops::Add(b, a[1], a[2]);
-    Output d2 = ops::Sub(b, a[1], a[2]);
-    (*outfeed)->Enqueue(b, {{"d1", d1}, {"d2", d2}});
-    return std::vector<Output>{ops::Add(b, a[0], ops::Const(b, 1.0f))};
-  }, {ops::Const(s, 0.0f)}, infeed->get());
+  auto loop = loops::Repeat(
+      s, 10,
+      [&](const Scope& b, const std::vector<Output>& a) {
+        Output d1 = ops::Add(b, a[1], a[2]);
+        Output d2 = ops::Sub(b, a[1], a[2]);
+        (*outfeed)->Enqueue(b, {{"d1", d1}, {"d2", d2}});
+        return std::vector<Output>{ops::Add(b, a[0], ops::Const(b, 1.0f))};
+      },
+      {ops::Const(s, 0.0f)}, infeed->get());
   ASSERT_TRUE(loop.ok()) << loop.status();
   IPUStrategy strategy(system.get());
   auto counter = strategy.Run(*s.graph(), loop->outputs);
@@ -195,10 +202,11 @@ TEST(OutputModeTest, FinalAndSumArePerRun) {
 TEST(OutputModeTest, EveryNMustDivideTheDeviceIterations) {
   auto four = RunWithMode(OutputMode::EveryN(4));
   EXPECT_EQ(four.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(four.status().message()),
-              ::testing::HasSubstr("(EveryN(4)): the run made 6 device iteration(s): "
-                                   "Return period must be a factor of the "
-                                   "number of batches per step"));
+  EXPECT_THAT(
+      std::string(four.status().message()),
+      ::testing::HasSubstr("(EveryN(4)): the run made 6 device iteration(s): "
+                           "Return period must be a factor of the "
+                           "number of batches per step"));
   auto eight = RunWithMode(OutputMode::EveryN(8));
   EXPECT_THAT(std::string(eight.status().message()),
               ::testing::HasSubstr("Return period must be <= to the number of "
@@ -227,7 +235,8 @@ TEST(FeedQueuesTest, ConcurrentConsumerSeesEveryStepOnceInOrder) {
   auto outfeed = IPUOutfeedQueue::Create(OutfeedMode::kAll, 1);
   ASSERT_TRUE(infeed.ok() && outfeed.ok());
   Scope s = Scope::NewRootScope();
-  auto loop = loops::Repeat(s, kSteps, Forward(outfeed->get()), {}, infeed->get());
+  auto loop =
+      loops::Repeat(s, kSteps, Forward(outfeed->get()), {}, infeed->get());
   ASSERT_TRUE(loop.ok());
   std::vector<float> seen;
   std::thread monitor([&] {
@@ -258,7 +267,8 @@ TEST(FeedQueuesTest, RoundTripOnTheInfeedsHostThreadLosesNothing) {
   std::atomic<int> returned{0};
   std::atomic<int> wrong{0};
   DatasetPtr echo = FromGenerator(
-      ElementSpec{{DType::kFloat32}, {TensorShape()}}, [out, &returned, &wrong] {
+      ElementSpec{{DType::kFloat32}, {TensorShape()}},
+      [out, &returned, &wrong] {
         return [out, &returned, &wrong,
                 sent = 0]() mutable -> absl::StatusOr<Element> {
           if (sent > 0) {
@@ -303,9 +313,11 @@ TEST(FeedQueuesTest, DatasetEndIsACleanOutOfRangeAndNothingIsSkipped) {
   absl::Status st = strategy.Run(*s.graph(), {}, {loop->op}).status();
   EXPECT_EQ(st.code(), absl::StatusCode::kOutOfRange) << st;
   EXPECT_NE(st.message().find("the dataset ended after 5 element(s)"),
-            std::string::npos) << st;
+            std::string::npos)
+      << st;
   std::vector<float> got;
-  for (const OutfeedElement& step : **outfeed) got.push_back(step["x"].scalar<float>());
+  for (const OutfeedElement& step : **outfeed)
+    got.push_back(step["x"].scalar<float>());
   EXPECT_EQ(got, (std::vector<float>{0, 1, 2, 3, 4}));
 }
 
@@ -326,7 +338,8 @@ TEST(FeedQueuesTest, SystemResetWakesABlockedDeviceWithCancelled) {
   ASSERT_TRUE(loop.ok());
   IPUStrategy strategy(system.get());
   absl::Status st;
-  std::thread runner([&] { st = strategy.Run(*s.graph(), {}, {loop->op}).status(); });
+  std::thread runner(
+      [&] { st = strategy.Run(*s.graph(), {}, {loop->op}).status(); });
   // Wait until the device has consumed the two elements before the stall.
   for (int i = 0; i < 2;) {
     auto step = (*outfeed)->Next();
@@ -355,27 +368,30 @@ TEST(FeedQueuesTest, RunAfterTheQueueIsDestroyedIsAFailedPrecondition) {
   IPUStrategy strategy(system.get());
   absl::Status st = strategy.Run(*s.graph(), {}, {loop->op}).status();
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
-  EXPECT_THAT(std::string(st.message()),
-              ::testing::AllOf(::testing::HasSubstr("InfeedDequeue '"),
-                               ::testing::HasSubstr("infeed '" + infeed_id + "'"),
-                               ::testing::HasSubstr("was destroyed")));
+  EXPECT_THAT(
+      std::string(st.message()),
+      ::testing::AllOf(::testing::HasSubstr("InfeedDequeue '"),
+                       ::testing::HasSubstr("infeed '" + infeed_id + "'"),
+                       ::testing::HasSubstr("was destroyed")));
 
   // The same for an outfeed (its body has no infeed).
   auto outfeed2 = IPUOutfeedQueue::Create();
   ASSERT_TRUE(outfeed2.ok());
   Scope s2 = Scope::NewRootScope();
-  auto loop2 = loops::Repeat(s2, 2, [&](const Scope& b, const std::vector<Output>&) {
-    (*outfeed2)->Enqueue(b, {ops::Const(b, 1.0f)});
-    return std::vector<Output>{};
-  });
+  auto loop2 =
+      loops::Repeat(s2, 2, [&](const Scope& b, const std::vector<Output>&) {
+        (*outfeed2)->Enqueue(b, {ops::Const(b, 1.0f)});
+        return std::vector<Output>{};
+      });
   ASSERT_TRUE(loop2.ok()) << loop2.status();
   const std::string outfeed_id = (*outfeed2)->id();
   outfeed2.value().reset();
   st = strategy.Run(*s2.graph(), {}, {loop2->op}).status();
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
-  EXPECT_THAT(std::string(st.message()),
-              ::testing::AllOf(::testing::HasSubstr("OutfeedEnqueue '"),
-                               ::testing::HasSubstr("outfeed '" + outfeed_id + "'")));
+  EXPECT_THAT(
+      std::string(st.message()),
+      ::testing::AllOf(::testing::HasSubstr("OutfeedEnqueue '"),
+                       ::testing::HasSubstr("outfeed '" + outfeed_id + "'")));
 }
 
 // The dequeue kernel keeps its channel weakly from the first run on: a queue
@@ -398,10 +414,11 @@ TEST(FeedQueuesTest, QueueDestroyedBetweenRunsIsAFailedPrecondition) {
   infeed.value().reset();
   absl::Status st = strategy.Run(*s.graph(), {}, {loop->op}).status();
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
-  EXPECT_THAT(std::string(st.message()),
-              ::testing::AllOf(::testing::HasSubstr("InfeedDequeue '"),
-                               ::testing::HasSubstr("infeed '" + infeed_id + "'"),
-                               ::testing::HasSubstr("was destroyed")));
+  EXPECT_THAT(
+      std::string(st.message()),
+      ::testing::AllOf(::testing::HasSubstr("InfeedDequeue '"),
+                       ::testing::HasSubstr("infeed '" + infeed_id + "'"),
+                       ::testing::HasSubstr("was destroyed")));
 }
 
 // The same for the outfeed: its kernel keeps the channel weakly after the
@@ -470,24 +487,27 @@ TEST(FeedQueuesTest, ConsumerBlockedInNextIsWokenByClose) {
 TEST(FeedQueuesTest, SimplifiedIteratorAndRangeFor) {
   auto system = MakeSystem(1);
   // Elements [i, i]: the sum of the first 10 is 2 * (0 + ... + 9) = 90.
-  auto it = IPUIterator::Create(
-      Range(0, 10)->Map([](Element e) -> absl::StatusOr<Element> {
+  auto it = IPUIterator::Create(Range(0, 10)->Map(
+      [](Element e) -> absl::StatusOr<Element> {
         const float v = static_cast<float>(e[0].scalar<int64_t>());
         return Element{Tensor::FromVector<float>({v, v})};
-      }, 1, ElementSpec{{DType::kFloat32}, {TensorShape({2})}}));
+      },
+      1, ElementSpec{{DType::kFloat32}, {TensorShape({2})}}));
   auto outfeed = IPUOutfeedQueue::Create();
   ASSERT_TRUE(it.ok() && outfeed.ok()) << it.status();
   Scope s = Scope::NewRootScope();
-  auto loop = loops::Repeat(s, 10, [&](const Scope& b, const std::vector<Output>&) {
-    std::vector<Output> x = (*it)->Next(b);
-    (*outfeed)->Enqueue(b, {ops::ReduceSum(b, x[0])});
-    return std::vector<Output>{};
-  });
+  auto loop =
+      loops::Repeat(s, 10, [&](const Scope& b, const std::vector<Output>&) {
+        std::vector<Output> x = (*it)->Next(b);
+        (*outfeed)->Enqueue(b, {ops::ReduceSum(b, x[0])});
+        return std::vector<Output>{};
+      });
   ASSERT_TRUE(loop.ok()) << loop.status();
   IPUStrategy strategy(system.get());
   ASSERT_TRUE(strategy.Run(*s.graph(), {}, {loop->op}).ok());
   std::vector<float> sums;
-  for (const OutfeedElement& e : **outfeed) sums.push_back(e.tensors[0].scalar<float>());
+  for (const OutfeedElement& e : **outfeed)
+    sums.push_back(e.tensors[0].scalar<float>());
   EXPECT_EQ(sums.size(), 10u);
   EXPECT_EQ(std::accumulate(sums.begin(), sums.end(), 0.0f), 90.0f);
 }
@@ -496,7 +516,8 @@ TEST(FeedQueuesTest, ValidationErrors) {
   auto ragged = IPUInfeedQueue::Create(Range(0, 10)->Batch(3));
   EXPECT_EQ(ragged.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(ragged.status().message().find("set drop_remainder = true"),
-            std::string::npos) << ragged.status();
+            std::string::npos)
+      << ragged.status();
   EXPECT_FALSE(IPUInfeedQueue::Create(Range(0, 10), 0).ok());
   EXPECT_FALSE(IPUInfeedQueue::Create(Range(0, 10), 256).ok());
   EXPECT_TRUE(IPUInfeedQueue::Create(Range(0, 10)->Batch(3, true), 255).ok());
@@ -508,9 +529,9 @@ TEST(FeedQueuesTest, ValidationErrors) {
   EXPECT_TRUE(s.ok());
   (*outfeed)->Enqueue(s, {ops::Const(s, 2.0f)});
   EXPECT_NE(s.status().message().find("can only be enqueued once"),
-            std::string::npos) << s.status();
+            std::string::npos)
+      << s.status();
 }
-
 
 // ------------------------------------------------------------ issue 9
 
@@ -527,7 +548,8 @@ DatasetPtr Gated(int64_t n, int64_t gate_at, Notification* gate) {
 
 std::vector<float> Values(const std::vector<OutfeedElement>& steps) {
   std::vector<float> out;
-  for (const OutfeedElement& e : steps) out.push_back(e.tensors[0].scalar<float>());
+  for (const OutfeedElement& e : steps)
+    out.push_back(e.tensors[0].scalar<float>());
   return out;
 }
 
@@ -575,7 +597,8 @@ TEST(FeedQueuesTest, DestroyingTheInfeedUnderARunningLoopIsSafe) {
   ASSERT_TRUE(loop.ok());
   IPUStrategy strategy(system.get());
   absl::Status st;
-  std::thread runner([&] { st = strategy.Run(*s.graph(), {}, {loop->op}).status(); });
+  std::thread runner(
+      [&] { st = strategy.Run(*s.graph(), {}, {loop->op}).status(); });
   // Three steps out first: a dequeue may also wait while the host thread is
   // still filling the ring, before any step ran.
   std::vector<OutfeedElement> before;
@@ -613,14 +636,16 @@ TEST(FeedQueuesTest, DestroyingTheOutfeedUnderBlockedCallersIsSafe) {
     AwaitTrue([&] { return q->waiting_readers() == 1; });
     outfeed->reset();
     monitor.join();
-    EXPECT_EQ(monitor_status.code(), absl::StatusCode::kCancelled) << monitor_status;
+    EXPECT_EQ(monitor_status.code(), absl::StatusCode::kCancelled)
+        << monitor_status;
     EXPECT_THAT(std::string(monitor_status.message()),
                 ::testing::HasSubstr("was destroyed"));
 
     // A producer (a pipeline's last stage pushes on the queue itself)
     // waiting on a full ring: the host list (1 step) and the ring (1) are
     // full, nobody reads.
-    auto outfeed2 = IPUOutfeedQueue::Create(OutfeedMode::kAll, 1, /*max_host_bytes=*/4);
+    auto outfeed2 =
+        IPUOutfeedQueue::Create(OutfeedMode::kAll, 1, /*max_host_bytes=*/4);
     ASSERT_TRUE(outfeed2.ok());
     IPUOutfeedQueue* q2 = outfeed2->get();
     Scope s = Scope::NewRootScope();
@@ -631,10 +656,12 @@ TEST(FeedQueuesTest, DestroyingTheOutfeedUnderBlockedCallersIsSafe) {
         producer_status = q2->Push(0, 1, {Tensor::Scalar(1.0f)}, nullptr);
       } while (producer_status.ok());
     });
-    AwaitTrue([&] { return q2->waiting_pushes() == 1 && q2->host_bytes() == 4; });
+    AwaitTrue(
+        [&] { return q2->waiting_pushes() == 1 && q2->host_bytes() == 4; });
     outfeed2->reset();
     producer.join();
-    EXPECT_EQ(producer_status.code(), absl::StatusCode::kCancelled) << producer_status;
+    EXPECT_EQ(producer_status.code(), absl::StatusCode::kCancelled)
+        << producer_status;
     EXPECT_THAT(std::string(producer_status.message()),
                 ::testing::HasSubstr("was destroyed"));
   }
@@ -648,7 +675,8 @@ TEST(FeedQueuesTest, AKernelErrorEndsOneRunNotTheQueues) {
   auto system = MakeSystem(1);
   DatasetPtr ds = Range(0, 100)->Map(
       [](Element e) -> absl::StatusOr<Element> {
-        if (e[0].scalar<int64_t>() == 3) return absl::DataLossError("bad record 3");
+        if (e[0].scalar<int64_t>() == 3)
+          return absl::DataLossError("bad record 3");
         return e;
       },
       1, ElementSpec{{DType::kInt64}, {TensorShape()}});
@@ -684,7 +712,8 @@ TEST(FeedQueuesTest, AKernelErrorEndsOneRunNotTheQueues) {
                                ::testing::HasSubstr("bad record 3")));
   // The next run continues both streams.
   ASSERT_TRUE(strategy.Run(*s.graph(), {}, {loop->op}).ok());
-  EXPECT_EQ(Values((*outfeed)->TakeAvailable()), (std::vector<float>{4, 5, 6, 7, 8}));
+  EXPECT_EQ(Values((*outfeed)->TakeAvailable()),
+            (std::vector<float>{4, 5, 6, 7, 8}));
 }
 
 // Cancelling and reconfiguring the system while a monitor waits: the
@@ -701,7 +730,8 @@ TEST(FeedQueuesTest, ReconfigureWakesTheMonitorAndTheStreamsContinue) {
   ASSERT_TRUE(loop.ok());
   IPUStrategy strategy(system.get());
   absl::Status st;
-  std::thread runner([&] { st = strategy.Run(*s.graph(), {}, {loop->op}).status(); });
+  std::thread runner(
+      [&] { st = strategy.Run(*s.graph(), {}, {loop->op}).status(); });
   std::vector<float> seen;
   std::atomic<int> seen_count{0};
   absl::Status stop;
@@ -746,16 +776,20 @@ TEST(FeedQueuesTest, MismatchedPushesAreStatusesNamingTheFeed) {
   Scope s = Scope::NewRootScope();
   ASSERT_NE(q->Enqueue(s, {{"loss", ops::Const(s, 1.0f)}}), nullptr);
   const std::string feed = "IPUOutfeedQueue '" + q->id() + "'";
-  absl::Status arity = q->Push(0, 1, {Tensor::Scalar(1.0f), Tensor::Scalar(2.0f)}, nullptr);
+  absl::Status arity =
+      q->Push(0, 1, {Tensor::Scalar(1.0f), Tensor::Scalar(2.0f)}, nullptr);
   EXPECT_EQ(arity.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(arity.message()),
-              ::testing::AllOf(::testing::HasSubstr(feed),
-                               ::testing::HasSubstr("carries 1 tensor(s) ('loss'); got 2")));
+              ::testing::AllOf(
+                  ::testing::HasSubstr(feed),
+                  ::testing::HasSubstr("carries 1 tensor(s) ('loss'); got 2")));
   absl::Status dtype = q->Push(0, 1, {Tensor::Scalar(int64_t{1})}, nullptr);
   EXPECT_EQ(dtype.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(dtype.message()),
-              ::testing::AllOf(::testing::HasSubstr(feed), ::testing::HasSubstr("'loss'")));
-  absl::Status shape = q->Push(0, 1, {Tensor::Filled(DType::kFloat32, {2}, 1.0)}, nullptr);
+              ::testing::AllOf(::testing::HasSubstr(feed),
+                               ::testing::HasSubstr("'loss'")));
+  absl::Status shape =
+      q->Push(0, 1, {Tensor::Filled(DType::kFloat32, {2}, 1.0)}, nullptr);
   EXPECT_EQ(shape.code(), absl::StatusCode::kInvalidArgument);
   // Nothing bad got in: a good push still works.
   ASSERT_TRUE(q->Push(0, 1, {Tensor::Scalar(3.0f)}, nullptr).ok());
@@ -777,15 +811,16 @@ TEST(FeedQueuesTest, StepsOfDifferentShapesAreAStatusNotAnAbort) {
   Scope s = Scope::NewRootScope();
   Output x = ops::Placeholder(s, DType::kFloat32, TensorShape({-1}));
   ASSERT_NE(q->Enqueue(s, {{"x", x}}), nullptr);
-  ASSERT_TRUE(q->Push(0, 1, {Tensor::Filled(DType::kFloat32, {2}, 1.0)}, nullptr).ok());
-  ASSERT_TRUE(q->Push(0, 1, {Tensor::Filled(DType::kFloat32, {3}, 2.0)}, nullptr).ok());
+  ASSERT_TRUE(
+      q->Push(0, 1, {Tensor::Filled(DType::kFloat32, {2}, 1.0)}, nullptr).ok());
+  ASSERT_TRUE(
+      q->Push(0, 1, {Tensor::Filled(DType::kFloat32, {3}, 2.0)}, nullptr).ok());
   absl::StatusOr<OutfeedResult> all = q->Dequeue();
   EXPECT_EQ(all.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(all.status().message()),
-              ::testing::AllOf(::testing::HasSubstr(q->id()),
-                               ::testing::HasSubstr("'x'"),
-                               ::testing::HasSubstr("[2]"),
-                               ::testing::HasSubstr("[3]")));
+              ::testing::AllOf(
+                  ::testing::HasSubstr(q->id()), ::testing::HasSubstr("'x'"),
+                  ::testing::HasSubstr("[2]"), ::testing::HasSubstr("[3]")));
   std::vector<OutfeedElement> steps = q->TakeAvailable();
   ASSERT_EQ(steps.size(), 2u);
   EXPECT_EQ(steps[0]["x"].shape(), TensorShape({2}));
@@ -802,7 +837,8 @@ TEST(FeedQueuesTest, ResultLookupsAreStatuses) {
   absl::StatusOr<Tensor> bad = r.at("los");
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(bad.status().message()),
-              ::testing::AllOf(::testing::HasSubstr("'los'"), ::testing::HasSubstr("'loss', 'acc'")));
+              ::testing::AllOf(::testing::HasSubstr("'los'"),
+                               ::testing::HasSubstr("'loss', 'acc'")));
   EXPECT_EQ(r.at(size_t{2}).status().code(), absl::StatusCode::kNotFound);
   // The convenient accessor never aborts: an unknown name is an invalid tensor.
   EXPECT_FALSE(r["los"].valid());
@@ -814,7 +850,8 @@ TEST(FeedQueuesTest, ResultLookupsAreStatuses) {
 // (back-pressure); each read lets exactly one more in, and the host never
 // holds more than the bound.
 TEST(FeedQueuesTest, TheHostSideListIsBoundedWithBackPressure) {
-  auto outfeed = IPUOutfeedQueue::Create(OutfeedMode::kAll, 1, /*max_host_bytes=*/4);
+  auto outfeed =
+      IPUOutfeedQueue::Create(OutfeedMode::kAll, 1, /*max_host_bytes=*/4);
   ASSERT_TRUE(outfeed.ok());
   IPUOutfeedQueue* q = outfeed->get();
   Scope s = Scope::NewRootScope();
@@ -823,14 +860,16 @@ TEST(FeedQueuesTest, TheHostSideListIsBoundedWithBackPressure) {
   constexpr int kSteps = 200;
   std::thread producer([&] {
     for (int i = 0; i < kSteps; ++i) {
-      ASSERT_TRUE(q->Push(0, 1, {Tensor::Scalar(static_cast<float>(i))}, nullptr).ok());
+      ASSERT_TRUE(
+          q->Push(0, 1, {Tensor::Scalar(static_cast<float>(i))}, nullptr).ok());
       pushed.fetch_add(1);
     }
   });
   // Settled: the third push waits (the second may wait a moment too, until
   // the host thread takes the first step from the ring).
   AwaitTrue([&] {
-    return (pushed.load() == 2 && q->waiting_pushes() == 1 && q->host_bytes() == 4) ||
+    return (pushed.load() == 2 && q->waiting_pushes() == 1 &&
+            q->host_bytes() == 4) ||
            pushed.load() == kSteps;
   });
   EXPECT_EQ(pushed.load(), 2);  // One held on the host, one in the ring.
@@ -895,8 +934,8 @@ TEST(InfeedBatchTest, EveryElementOnceInOrderAndAPartialLastBatch) {
       EXPECT_EQ(got[r], want) << "depth " << depth << " replica " << r;
       EXPECT_EQ(end[r].code(), absl::StatusCode::kOutOfRange) << end[r];
       EXPECT_THAT(std::string(end[r].message()),
-                  ::testing::HasSubstr(absl::StrCat(
-                      "its element ", want.size() + 1, ")")));
+                  ::testing::HasSubstr(
+                      absl::StrCat("its element ", want.size() + 1, ")")));
     }
     EXPECT_EQ(q->elements_produced(), kElements);
   }
@@ -925,7 +964,8 @@ TEST(InfeedBatchTest, CancelledRunAndGiveBackKeepTheOrder) {
     stopped.StartCancel(absl::AbortedError("stage 2 failed"));
     absl::Status s = take(&stopped);
     EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
-    EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("stage 2 failed"));
+    EXPECT_THAT(std::string(s.message()),
+                ::testing::HasSubstr("stage 2 failed"));
     ASSERT_TRUE(take(nullptr).ok());  // 2
     // A pipeline gives back what it took and did not process.
     std::vector<Element> back;
@@ -945,7 +985,8 @@ TEST(InfeedBatchTest, CancelledRunAndGiveBackKeepTheOrder) {
 TEST(InfeedBatchTest, ADatasetErrorMidBatchKeepsItsPlace) {
   DatasetPtr faulty = Range(0, 20)->Map(
       [](Element e) -> absl::StatusOr<Element> {
-        if (e[0].scalar<int64_t>() == 7) return absl::DataLossError("bad record 7");
+        if (e[0].scalar<int64_t>() == 7)
+          return absl::DataLossError("bad record 7");
         return e;
       },
       1, ElementSpec{{DType::kInt64}, {TensorShape()}});
@@ -993,7 +1034,8 @@ TEST(InfeedBatchTest, AnErrorInAnotherThreadTakesNoElement) {
   AwaitTrue([&] { return q->waiting_dequeues() == 1; });
   run.StartCancel(absl::AbortedError("stage 1 failed"));
   device.join();
-  EXPECT_EQ(waited.status().code(), absl::StatusCode::kAborted) << waited.status();
+  EXPECT_EQ(waited.status().code(), absl::StatusCode::kAborted)
+      << waited.status();
   gate.Notify();
   // Element 6 and more arrive; take one (the rest may sit in the cache),
   // then destroy the queue under a running loop of Dequeues.
@@ -1036,7 +1078,8 @@ TEST(InfeedBatchTest, DestroyedUnderARunningLoopWithElementsInFlight) {
       }
     });
     absl::Status st;
-    std::thread runner([&] { st = strategy.Run(*s.graph(), {}, {loop->op}).status(); });
+    std::thread runner(
+        [&] { st = strategy.Run(*s.graph(), {}, {loop->op}).status(); });
     AwaitTrue([&] { return seen.load() >= 50 * (round + 1); });
     infeed->reset();
     runner.join();

@@ -227,9 +227,11 @@ TEST(IdxReaderTest, HugeHeaderInTinyFileFailsBeforeAllocating) {
 // Five dimensions of 2^32-1 wrap int64 when multiplied: the header is
 // refused at the dimension that crosses the limit (before any clamping).
 TEST(IdxReaderTest, OverflowingDimensionsAreRefusedWithTheirOffset) {
-  const std::string path = WriteFile(
-      "wrap.idx", IdxBytes(0x0E, {0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu,
-                                  0xFFFFFFFFu, 0xFFFFFFFFu}, "xyz"));
+  const std::string path =
+      WriteFile("wrap.idx", IdxBytes(0x0E,
+                                     {0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu,
+                                      0xFFFFFFFFu, 0xFFFFFFFFu},
+                                     "xyz"));
   absl::StatusOr<IdxHeader> h = ReadIdxHeader(path);
   EXPECT_EQ(h.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(h.status().message(), HasSubstr(path));
@@ -240,8 +242,9 @@ TEST(IdxReaderTest, OverflowingDimensionsAreRefusedWithTheirOffset) {
 
 // A zero dimension makes the data empty, whatever the others say.
 TEST(IdxReaderTest, ZeroDimensionAfterHugeOnesIsEmpty) {
-  const std::string path = WriteFile(
-      "zero.idx", IdxBytes(0x08, {0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 0}, ""));
+  const std::string path =
+      WriteFile("zero.idx",
+                IdxBytes(0x08, {0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 0}, ""));
   absl::StatusOr<Tensor> t = ReadIdx(path);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->NumElements(), 0);

@@ -18,8 +18,10 @@ namespace ipuflow::feeds {
 namespace internal {
 
 // Bounds of the rings' adaptive spin (as the outfeed's, outfeed_queue.cc).
-constexpr std::chrono::nanoseconds kInfeedSpinFloor = std::chrono::microseconds(5);
-constexpr std::chrono::nanoseconds kInfeedSpinCeiling = std::chrono::microseconds(20);
+constexpr std::chrono::nanoseconds kInfeedSpinFloor =
+    std::chrono::microseconds(5);
+constexpr std::chrono::nanoseconds kInfeedSpinCeiling =
+    std::chrono::microseconds(20);
 
 // The device side of an infeed: one bounded queue per replica, filled
 // round-robin by a host thread. Shared: the IPUInfeedQueue owns it, the
@@ -117,8 +119,9 @@ class InfeedChannel : public HostResource {
   // is then not delivered, as a ring's would not be).
   std::atomic<int64_t> given_back_count_{0};
   std::atomic<bool> shut_down_hint_{false};
-  std::vector<std::unique_ptr<BoundedQueue<Slot>>> queues_;  // Fixed once started.
-  std::unique_ptr<ReplicaCache[]> caches_;                   // Fixed once started.
+  std::vector<std::unique_ptr<BoundedQueue<Slot>>>
+      queues_;                              // Fixed once started.
+  std::unique_ptr<ReplicaCache[]> caches_;  // Fixed once started.
   // Elements given back, per replica, read before its cache and ring.
   std::vector<std::deque<Element>> given_back_ ABSL_GUARDED_BY(mu_);
   std::thread host_thread_;
@@ -182,7 +185,8 @@ void InfeedChannel::HostLoop() {
     absl::StatusOr<Element> element = it->GetNext();
     if (absl::IsOutOfRange(element.status())) break;
     produced_.fetch_add(1, std::memory_order_relaxed);
-    if (!queues_[i % replicas]->Push(std::move(element)).ok()) return;  // Cancelled.
+    if (!queues_[i % replicas]->Push(std::move(element)).ok())
+      return;  // Cancelled.
   }
   for (auto& q : queues_) q->Close();
 }
@@ -235,11 +239,11 @@ absl::StatusOr<Element> InfeedChannel::Dequeue(
     cache.next = 0;
     absl::Status s = ring.PopBatch(&cache.items, depth, cancellation);
     if (absl::IsOutOfRange(s)) {
-      return absl::OutOfRangeError(absl::StrCat(
-          "IPUInfeedQueue '", id_, "': the dataset ended after ",
-          produced_.load(), " element(s); replica ", replica,
-          " asked for another (its element ", cache.consumed + 1,
-          "). Repeat() the dataset or run fewer iterations."));
+      return absl::OutOfRangeError(
+          absl::StrCat("IPUInfeedQueue '", id_, "': the dataset ended after ",
+                       produced_.load(), " element(s); replica ", replica,
+                       " asked for another (its element ", cache.consumed + 1,
+                       "). Repeat() the dataset or run fewer iterations."));
     }
     RETURN_IF_ERROR(s);
   }
@@ -258,8 +262,8 @@ absl::Status InfeedChannel::GiveBack(int replica, int num_replicas,
       static_cast<int64_t>(elements.size()) > caches_[replica].consumed) {
     return absl::InvalidArgumentError(absl::StrCat(
         "IPUInfeedQueue '", id_, "': cannot give back ", elements.size(),
-        " element(s) to replica ", replica, " of ", num_replicas,
-        " (it feeds ", num_replicas_, " replica(s))"));
+        " element(s) to replica ", replica, " of ", num_replicas, " (it feeds ",
+        num_replicas_, " replica(s))"));
   }
   std::deque<Element>& q = given_back_[replica];
   q.insert(q.begin(), std::make_move_iterator(elements.begin()),
@@ -278,7 +282,8 @@ std::atomic<int> next_id{0};
 
 absl::StatusOr<std::unique_ptr<IPUInfeedQueue>> IPUInfeedQueue::Create(
     DatasetPtr dataset, int prefetch_depth) {
-  if (dataset == nullptr) return absl::InvalidArgumentError("IPUInfeedQueue: null dataset");
+  if (dataset == nullptr)
+    return absl::InvalidArgumentError("IPUInfeedQueue: null dataset");
   RETURN_IF_ERROR(dataset->status());
   if (prefetch_depth < 1 || prefetch_depth > 255) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -293,10 +298,11 @@ absl::StatusOr<std::unique_ptr<IPUInfeedQueue>> IPUInfeedQueue::Create(
   }
   for (int i = 0; i < spec.size(); ++i) {
     if (!spec.shapes[i].IsFullyDefined()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "IPUInfeedQueue: output shape ", spec.shapes[i].DebugString(),
-          " of component ", i, " is not fully defined. If using "
-          "Dataset::Batch, set drop_remainder = true."));
+      return absl::InvalidArgumentError(
+          absl::StrCat("IPUInfeedQueue: output shape ",
+                       spec.shapes[i].DebugString(), " of component ", i,
+                       " is not fully defined. If using "
+                       "Dataset::Batch, set drop_remainder = true."));
     }
     if (spec.shapes[i].num_elements() == 0) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -341,10 +347,10 @@ const ElementSpec& IPUInfeedQueue::spec() const { return channel_->spec(); }
 absl::StatusOr<std::vector<Output>> IPUInfeedQueue::BuildDequeue(
     const Scope& scope) {
   const ElementSpec& s = spec();
-  Node* n = scope.AddNode("InfeedDequeue", {},
-                          {{"feed_id", id_}, {"dtypes", s.dtypes},
-                           {"shapes", s.shapes}},
-                          "InfeedDequeue");
+  Node* n = scope.AddNode(
+      "InfeedDequeue", {},
+      {{"feed_id", id_}, {"dtypes", s.dtypes}, {"shapes", s.shapes}},
+      "InfeedDequeue");
   RETURN_IF_ERROR(scope.status());
   scope.graph()->AddHostResource(id_, channel_, n);
   dequeued_ = true;
@@ -389,7 +395,8 @@ REGISTER_OP("InfeedDequeue")
       if (dtypes.size() != shapes.size() || dtypes.empty()) {
         return absl::InvalidArgumentError("dtypes and shapes must match");
       }
-      for (size_t i = 0; i < dtypes.size(); ++i) c.set_output(i, dtypes[i], shapes[i]);
+      for (size_t i = 0; i < dtypes.size(); ++i)
+        c.set_output(i, dtypes[i], shapes[i]);
       return absl::OkStatus();
     })
     .SetKernel([](KernelContext& ctx) -> absl::Status {
@@ -406,11 +413,13 @@ REGISTER_OP("InfeedDequeue")
       }
       for (int i = 0; i < ctx.num_outputs(); ++i) {
         const Tensor& t = (*element)[i];
-        if (t.dtype() != ctx.output_dtype(i) || t.shape() != ctx.planned_shape(i)) {
-          return ctx.InvalidArgument(
-              "infeed element component ", i, " is ", DTypeName(t.dtype()),
-              t.shape().DebugString(), ", expected ",
-              DTypeName(ctx.output_dtype(i)), ctx.planned_shape(i).DebugString());
+        if (t.dtype() != ctx.output_dtype(i) ||
+            t.shape() != ctx.planned_shape(i)) {
+          return ctx.InvalidArgument("infeed element component ", i, " is ",
+                                     DTypeName(t.dtype()),
+                                     t.shape().DebugString(), ", expected ",
+                                     DTypeName(ctx.output_dtype(i)),
+                                     ctx.planned_shape(i).DebugString());
         }
       }
       int64_t bytes = 0;

@@ -13,8 +13,9 @@
 // batches (one lock per batch, not per element), so the host thread may be
 // up to 2 x prefetch_depth elements ahead of a replica. When the dataset
 // ends, a device that asks for another element gets OutOfRange naming the
-// queue and the count (the original aborts the process instead). A dataset error reaches the device in place
-// of its element. The stream continues across runs of the program.
+// queue and the count (the original aborts the process instead). A dataset
+// error reaches the device in place of its element. The stream continues across
+// runs of the program.
 //
 // The queue reaches a device program only through its graph: BuildDequeue
 // registers it as a host resource of the graph (Graph::AddHostResource),

@@ -10,7 +10,8 @@
 //     return std::vector<Output>{};
 //   });
 //   float total = 0;
-//   for (const OutfeedElement& e : *outfeed) total += e.tensors[0].scalar<float>();
+//   for (const OutfeedElement& e : *outfeed) total +=
+//   e.tensors[0].scalar<float>();
 //
 // Thread safety: as IPUInfeedQueue.
 #ifndef IPUFLOW_FEEDS_IPU_ITERATOR_H_
@@ -27,8 +28,9 @@ class IPUIterator {
  public:
   static absl::StatusOr<std::unique_ptr<IPUIterator>> Create(
       DatasetPtr dataset, int prefetch_depth = kDefaultPrefetchDepth) {
-    ASSIGN_OR_RETURN(std::unique_ptr<IPUInfeedQueue> queue,
-                     IPUInfeedQueue::Create(std::move(dataset), prefetch_depth));
+    ASSIGN_OR_RETURN(
+        std::unique_ptr<IPUInfeedQueue> queue,
+        IPUInfeedQueue::Create(std::move(dataset), prefetch_depth));
     return std::unique_ptr<IPUIterator>(new IPUIterator(std::move(queue)));
   }
 

@@ -58,17 +58,18 @@ class MapDataset : public internal::UnaryDataset {
     try {
       out = fn_(std::move(in));
     } catch (const std::exception& e) {
-      return absl::InternalError(absl::StrCat(
-          DebugString(), ": the function threw on element ", index, ": ",
-          e.what()));
+      return absl::InternalError(
+          absl::StrCat(DebugString(), ": the function threw on element ", index,
+                       ": ", e.what()));
     }
 #else
     out = fn_(std::move(in));
 #endif
     if (!out.ok() && !IsEnd(out.status())) {
-      return absl::Status(out.status().code(),
-                          absl::StrCat(DebugString(), ": the function failed on element ",
-                                       index, ": ", out.status().message()));
+      return absl::Status(
+          out.status().code(),
+          absl::StrCat(DebugString(), ": the function failed on element ",
+                       index, ": ", out.status().message()));
     }
     if (IsEnd(out.status())) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/ipu/bounded_queue.h"
-#include "core/ipu/spin_wait.h"
 #include "core/ipu/ipu_device.h"
+#include "core/ipu/spin_wait.h"
 #include "core/kernel.h"
 #include "core/mutex.h"
 #include "core/op_registry.h"
@@ -35,7 +35,8 @@ Tensor StackOrEmpty(const std::vector<Tensor>& parts, DType dtype,
 namespace {
 std::string NameList(const std::vector<std::string>& names) {
   std::string out;
-  for (const std::string& n : names) absl::StrAppend(&out, out.empty() ? "" : ", ", "'", n, "'");
+  for (const std::string& n : names)
+    absl::StrAppend(&out, out.empty() ? "" : ", ", "'", n, "'");
   return out.empty() ? "none" : out;
 }
 }  // namespace
@@ -44,15 +45,15 @@ absl::StatusOr<Tensor> OutfeedResult::at(const std::string& name) const {
   for (size_t i = 0; i < names.size() && i < tensors.size(); ++i) {
     if (names[i] == name) return tensors[i];
   }
-  return absl::NotFoundError(absl::StrCat("outfeed result has no tensor '", name,
-                                          "'; it has ", NameList(names)));
+  return absl::NotFoundError(absl::StrCat("outfeed result has no tensor '",
+                                          name, "'; it has ", NameList(names)));
 }
 
 absl::StatusOr<Tensor> OutfeedResult::at(size_t index) const {
   if (index < tensors.size()) return tensors[index];
-  return absl::NotFoundError(absl::StrCat("outfeed result has no tensor ", index,
-                                          "; it has ", tensors.size(), " (",
-                                          NameList(names), ")"));
+  return absl::NotFoundError(absl::StrCat("outfeed result has no tensor ",
+                                          index, "; it has ", tensors.size(),
+                                          " (", NameList(names), ")"));
 }
 
 const Tensor& OutfeedResult::operator[](const std::string& name) const {
@@ -65,11 +66,16 @@ const Tensor& OutfeedResult::operator[](const std::string& name) const {
 
 std::string OutputMode::DebugString() const {
   switch (kind) {
-    case Kind::kAll: return "All";
-    case Kind::kFinal: return "Final";
-    case Kind::kSum: return "Sum";
-    case Kind::kEveryN: return absl::StrCat("EveryN(", period, ")");
-    case Kind::kDefault: return "Default";
+    case Kind::kAll:
+      return "All";
+    case Kind::kFinal:
+      return "Final";
+    case Kind::kSum:
+      return "Sum";
+    case Kind::kEveryN:
+      return absl::StrCat("EveryN(", period, ")");
+    case Kind::kDefault:
+      return "Default";
   }
   return "?";
 }
@@ -84,9 +90,12 @@ namespace internal {
 // A fixed 20 us spin doubled the round trip on a busy 2-vCPU machine (the
 // spinning reader kept the core the device needed); spins now also yield
 // every few microseconds (BoundedQueue::kSpinYieldEvery).
-constexpr std::chrono::nanoseconds kFeedSpinFloor = std::chrono::microseconds(5);
-constexpr std::chrono::nanoseconds kFeedSpinCeiling = std::chrono::microseconds(20);
-constexpr std::chrono::nanoseconds kNextYieldEvery = std::chrono::microseconds(1);
+constexpr std::chrono::nanoseconds kFeedSpinFloor =
+    std::chrono::microseconds(5);
+constexpr std::chrono::nanoseconds kFeedSpinCeiling =
+    std::chrono::microseconds(20);
+constexpr std::chrono::nanoseconds kNextYieldEvery =
+    std::chrono::microseconds(1);
 
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -241,7 +250,8 @@ class OutfeedChannel : public HostResource {
   int64_t host_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t peak_host_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // Stops waiting for `first` steps to be gathered.
-  std::deque<std::pair<int64_t, absl::Status>> pending_stops_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::pair<int64_t, absl::Status>> pending_stops_
+      ABSL_GUARDED_BY(mu_);
   std::atomic<bool> closed_{false};
   bool destroyed_ ABSL_GUARDED_BY(mu_) = false;
   // steps_.size() and destroyed_, for Next's spin (decided under mu_).
@@ -257,7 +267,7 @@ class OutfeedChannel : public HostResource {
   AdaptiveSpin next_spin_{kFeedSpinFloor, kFeedSpinCeiling};
   int64_t delivered_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t gathered_ ABSL_GUARDED_BY(mu_) = 0;  // Steps gathered so far.
-  std::vector<std::atomic<int64_t>> pushed_;    // Per replica; fixed at Start.
+  std::vector<std::atomic<int64_t>> pushed_;   // Per replica; fixed at Start.
   // num_replicas_ once queues_ is built (release): lets Push skip mu_.
   std::atomic<int> started_replicas_{0};
   std::vector<std::unique_ptr<BoundedQueue<std::vector<Tensor>>>> queues_;
@@ -277,9 +287,9 @@ Node* OutfeedChannel::Enqueue(
     names.push_back(name);
     inputs.push_back(out);
   }
-  Node* n = scope.AddNode("OutfeedEnqueue", inputs,
-                          {{"feed_id", id_}, {"names", names}},
-                          "OutfeedEnqueue");
+  Node* n =
+      scope.AddNode("OutfeedEnqueue", inputs,
+                    {{"feed_id", id_}, {"names", names}}, "OutfeedEnqueue");
   if (n == nullptr) return nullptr;
   enqueued_ = true;
   names_ = names;
@@ -322,15 +332,17 @@ absl::Status OutfeedChannel::Start(int num_replicas, bool training) {
 
 // The pushed values must be what Enqueue declared: the gatherer stacks
 // them, and a mismatch would corrupt every later step.
-absl::Status OutfeedChannel::CheckValues(const std::vector<Tensor>& values) const {
+absl::Status OutfeedChannel::CheckValues(
+    const std::vector<Tensor>& values) const {
   if (!enqueued_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "IPUOutfeedQueue '", id_, "': Push before Enqueue declared what it carries"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("IPUOutfeedQueue '", id_,
+                     "': Push before Enqueue declared what it carries"));
   }
   if (values.size() != names_.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "IPUOutfeedQueue '", id_, "' carries ", names_.size(),
-        " tensor(s) (", NameList(names_), "); got ", values.size()));
+        "IPUOutfeedQueue '", id_, "' carries ", names_.size(), " tensor(s) (",
+        NameList(names_), "); got ", values.size()));
   }
   for (size_t i = 0; i < values.size(); ++i) {
     const Tensor& t = values[i];
@@ -340,10 +352,11 @@ absl::Status OutfeedChannel::CheckValues(const std::vector<Tensor>& values) cons
       shape_ok = want.dim(d) < 0 || want.dim(d) == t.shape().dim(d);
     }
     if (t.dtype() != dtypes_[i] || !shape_ok) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "IPUOutfeedQueue '", id_, "': tensor '", names_[i], "' is ",
-          DTypeName(t.dtype()), t.shape().DebugString(), ", but the outfeed carries ",
-          DTypeName(dtypes_[i]), want.DebugString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("IPUOutfeedQueue '", id_, "': tensor '", names_[i],
+                       "' is ", DTypeName(t.dtype()), t.shape().DebugString(),
+                       ", but the outfeed carries ", DTypeName(dtypes_[i]),
+                       want.DebugString()));
     }
   }
   return absl::OkStatus();
@@ -355,9 +368,10 @@ absl::StatusOr<bool> OutfeedChannel::Push(int replica, int num_replicas,
                                           int64_t iteration,
                                           IPUDevice* device) {
   if (closed_.load(std::memory_order_acquire)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "IPUOutfeedQueue '", id_, "' is closed: nothing can be enqueued after "
-        "Close(); create a new outfeed for another stream"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("IPUOutfeedQueue '", id_,
+                     "' is closed: nothing can be enqueued after "
+                     "Close(); create a new outfeed for another stream"));
   }
   RETURN_IF_ERROR(CheckValues(values));
   // Per element: check without mu_ once started (Start rechecks under it).
@@ -365,8 +379,9 @@ absl::StatusOr<bool> OutfeedChannel::Push(int replica, int num_replicas,
     RETURN_IF_ERROR(Start(num_replicas));
   }
   if (replica < 0 || replica >= num_replicas) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "IPUOutfeedQueue '", id_, "': replica ", replica, " of ", num_replicas));
+    return absl::InvalidArgumentError(absl::StrCat("IPUOutfeedQueue '", id_,
+                                                   "': replica ", replica,
+                                                   " of ", num_replicas));
   }
   const OutputMode::Kind kind = kind_.load(std::memory_order_relaxed);
   if (kind == OutputMode::Kind::kAll) {
@@ -393,9 +408,9 @@ absl::StatusOr<bool> OutfeedChannel::Push(int replica, int num_replicas,
       for (size_t i = 0; i < values.size(); ++i) {
         absl::Status s = AddInto(&held.values[i], values[i]);
         if (!s.ok()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "IPUOutfeedQueue '", id_, "' (Sum) of '", names_[i],
-              "' over the iterations: ", s.message()));
+          return absl::InvalidArgumentError(
+              absl::StrCat("IPUOutfeedQueue '", id_, "' (Sum) of '", names_[i],
+                           "' over the iterations: ", s.message()));
         }
       }
       return false;
@@ -447,12 +462,14 @@ absl::Status OutfeedChannel::RunFinished() {
       if (n > h.iterations) {
         status = absl::InvalidArgumentError(absl::StrCat(
             "IPUOutfeedQueue '", id_, "' (", output_mode_.DebugString(),
-            "): the run made ", h.iterations, " device iteration(s): Return "
+            "): the run made ", h.iterations,
+            " device iteration(s): Return "
             "period must be <= to the number of batches per step"));
       } else if (h.iterations % n != 0) {
         status = absl::InvalidArgumentError(absl::StrCat(
             "IPUOutfeedQueue '", id_, "' (", output_mode_.DebugString(),
-            "): the run made ", h.iterations, " device iteration(s): Return "
+            "): the run made ", h.iterations,
+            " device iteration(s): Return "
             "period must be a factor of the number of batches per step"));
       }
     } else if ((kind == OutputMode::Kind::kFinal ||
@@ -478,9 +495,10 @@ absl::StatusOr<OutfeedElement> OutfeedChannel::MakeStep(
       for (auto& r : per_replica) parts.push_back(std::move(r[i]));
       absl::StatusOr<Tensor> stacked = Stack(parts);
       if (!stacked.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "IPUOutfeedQueue '", id_, "': replicas pushed '", names_[i],
-            "' with different shapes in one step: ", stacked.status().message()));
+        return absl::InvalidArgumentError(
+            absl::StrCat("IPUOutfeedQueue '", id_, "': replicas pushed '",
+                         names_[i], "' with different shapes in one step: ",
+                         stacked.status().message()));
       }
       step.tensors.push_back(*std::move(stacked));
     }
@@ -596,9 +614,10 @@ absl::StatusOr<OutfeedResult> OutfeedChannel::Dequeue() {
   if (mode_ == OutfeedMode::kLast) {
     std::vector<Entry> taken = TakeSteps();
     if (taken.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "IPUOutfeedQueue '", id_, "': trying to get the last value from an "
-          "outfeed queue before anything was enqueued"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("IPUOutfeedQueue '", id_,
+                       "': trying to get the last value from an "
+                       "outfeed queue before anything was enqueued"));
     }
     delivered_ -= static_cast<int64_t>(taken.size()) - 1;
     return std::move(taken.back().step);
@@ -663,8 +682,7 @@ absl::StatusOr<OutfeedElement> OutfeedChannel::Next() {
     cv_.Wait(&mu_);
   }
   --waiting_readers_;
-  if (slept && start > 0 && !steps_.empty() &&
-      readers_answered_ns_ >= start) {
+  if (slept && start > 0 && !steps_.empty() && readers_answered_ns_ >= start) {
     next_spin_.Record(std::chrono::nanoseconds(readers_answered_ns_ - start));
   }
   if (destroyed_) return Destroyed();
@@ -739,7 +757,8 @@ void OutfeedChannel::Leave() {
 
 void OutfeedChannel::AwaitCallersLeft() {
   MutexLock l(&mu_);
-  cv_.Await(&mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return callers_ == 0; });
+  cv_.Await(&mu_,
+            [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return callers_ == 0; });
 }
 
 }  // namespace internal
@@ -772,10 +791,11 @@ absl::StatusOr<std::unique_ptr<IPUOutfeedQueue>> IPUOutfeedQueue::Create(
   if (output_mode.kind == OutputMode::Kind::kEveryN && output_mode.period < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "IPUOutfeedQueue: EveryN anchor must have output_return_period set "
-        "to valid positive integer, got ", output_mode.period));
+        "to valid positive integer, got ",
+        output_mode.period));
   }
-  return std::unique_ptr<IPUOutfeedQueue>(new IPUOutfeedQueue(
-      output_mode, mode, buffer_depth, max_host_bytes));
+  return std::unique_ptr<IPUOutfeedQueue>(
+      new IPUOutfeedQueue(output_mode, mode, buffer_depth, max_host_bytes));
 }
 
 IPUOutfeedQueue::IPUOutfeedQueue(OutputMode output_mode, OutfeedMode mode,

@@ -12,8 +12,8 @@
 //   ...
 //   ASSIGN_OR_RETURN(OutfeedResult all, outfeed->Dequeue());
 //   all["loss"].shape();   // [steps] or [steps, replicas] with replication
-//   for (const OutfeedElement& step : *outfeed) { ... }     // what is there now
-//   absl::StatusOr<OutfeedElement> next = outfeed->Next();   // blocks
+//   for (const OutfeedElement& step : *outfeed) { ... }     // what is there
+//   now absl::StatusOr<OutfeedElement> next = outfeed->Next();   // blocks
 //
 // Modes: kAll keeps every step until it is dequeued; kLast keeps only the
 // latest. Dequeue before anything was enqueued: kAll returns empty tensors

@@ -57,7 +57,7 @@ inline std::pair<int64_t, int64_t> BroadcastRowOffsets(
 template <typename T, typename F>
 absl::Status UnaryKernel(KernelContext& ctx, F f) {
   const Tensor& x = ctx.input(0);
-  ASSIGN_OR_RETURN(Tensor* y, ctx.allocate_output(0, x.shape()));
+  ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.shape()));
   const T* px = x.data<T>();
   T* py = y->data<T>();
   if constexpr (std::is_same_v<T, half>) {
@@ -89,7 +89,7 @@ absl::Status BinaryKernel(KernelContext& ctx, F f) {
   const Tensor& y = ctx.input(1);
   absl::StatusOr<TensorShape> shape = BroadcastShapes(x.shape(), y.shape());
   if (!shape.ok()) return ctx.InvalidArgument(shape.status().message());
-  ASSIGN_OR_RETURN(Tensor* z, ctx.allocate_output(0, *shape));
+  ASSIGN_OR_RETURN(Tensor * z, ctx.allocate_output(0, *shape));
   const T* px = x.data<T>();
   const T* py = y.data<T>();
   Out* pz = z->data<Out>();
@@ -131,13 +131,17 @@ absl::Status BinaryKernel(KernelContext& ctx, F f) {
       ArrayMap<Out> zr(pz + r * inner, inner);
       const bool x_full = sx[rank - 1] != 0, y_full = sy[rank - 1] != 0;
       if (x_full && y_full) {
-        zr = f(ConstArrayMap<T>(px + ox, inner), ConstArrayMap<T>(py + oy, inner));
+        zr = f(ConstArrayMap<T>(px + ox, inner),
+               ConstArrayMap<T>(py + oy, inner));
       } else if (x_full) {
-        zr = f(ConstArrayMap<T>(px + ox, inner), ArrayX<T>::Constant(inner, py[oy]));
+        zr = f(ConstArrayMap<T>(px + ox, inner),
+               ArrayX<T>::Constant(inner, py[oy]));
       } else if (y_full) {
-        zr = f(ArrayX<T>::Constant(inner, px[ox]), ConstArrayMap<T>(py + oy, inner));
+        zr = f(ArrayX<T>::Constant(inner, px[ox]),
+               ConstArrayMap<T>(py + oy, inner));
       } else {
-        zr = f(ArrayX<T>::Constant(inner, px[ox]), ArrayX<T>::Constant(inner, py[oy]));
+        zr = f(ArrayX<T>::Constant(inner, px[ox]),
+               ArrayX<T>::Constant(inner, py[oy]));
       }
     }
   });

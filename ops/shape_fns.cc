@@ -16,9 +16,11 @@ absl::Status UnchangedFloat(ShapeContext& c) {
 
 absl::Status BroadcastBinary(ShapeContext& c) {
   RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
-  if (c.input_dtype(0) == DType::kBool || c.input_dtype(0) == DType::kResource) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "inputs are ", DTypeName(c.input_dtype(0)), "; expected a numeric type"));
+  if (c.input_dtype(0) == DType::kBool ||
+      c.input_dtype(0) == DType::kResource) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("inputs are ", DTypeName(c.input_dtype(0)),
+                     "; expected a numeric type"));
   }
   ASSIGN_OR_RETURN(TensorShape out,
                    BroadcastShapes(c.input_shape(0), c.input_shape(1)));

@@ -27,9 +27,10 @@ Node* CrossReplicaOptimizer::ApplyGradients(
     }
     // One collective per gradient; its node name is the rendezvous key, so
     // the replicas meet on the same tensor whatever order they reach it in.
-    const Scope vs = s.WithIpu(gv.variable->ipu())
-                         .WithOpName(absl::StrCat(gv.variable->name(), "/",
-                                                  ReplicaReductionName(reduction_)));
+    const Scope vs =
+        s.WithIpu(gv.variable->ipu())
+            .WithOpName(absl::StrCat(gv.variable->name(), "/",
+                                     ReplicaReductionName(reduction_)));
     const Output shard = UpdateShardOf(gv.variable);
     const bool mean = reduction_ == ReplicaReduction::kMean;
     if (shard.valid()) {
@@ -54,9 +55,9 @@ Node* CrossReplicaOptimizer::ApplyGradients(
 Node* CrossReplicaOptimizer::ApplyDense(const Scope& scope, Output,
                                         const ops::VariableInfo& var,
                                         const std::vector<Output>&) {
-  scope.UpdateStatus(absl::InternalError(absl::StrCat(
-      "CrossReplica optimizer: ApplyDense called for '", var.name,
-      "' (the wrapper applies through its inner optimizer)")));
+  scope.UpdateStatus(absl::InternalError(
+      absl::StrCat("CrossReplica optimizer: ApplyDense called for '", var.name,
+                   "' (the wrapper applies through its inner optimizer)")));
   return nullptr;
 }
 

@@ -48,8 +48,11 @@ class CrossReplicaOptimizer : public Optimizer {
  public:
   // `optimizer` is not owned and must outlive this.
   explicit CrossReplicaOptimizer(
-      Optimizer* optimizer, ReplicaReduction reduction = ReplicaReduction::kMean)
-      : Optimizer("CrossReplica"), optimizer_(optimizer), reduction_(reduction) {}
+      Optimizer* optimizer,
+      ReplicaReduction reduction = ReplicaReduction::kMean)
+      : Optimizer("CrossReplica"),
+        optimizer_(optimizer),
+        reduction_(reduction) {}
   // Owns `optimizer` (for pipelines' optimizer_function, which returns a
   // shared_ptr).
   explicit CrossReplicaOptimizer(

@@ -26,9 +26,9 @@ struct ReplicaLoss {
   explicit ReplicaLoss(const Scope& s) {
     w = ops::Variable(s.WithOpName("w"), ops::Const<float>(s, {1, 2}, {2}));
     c = ops::Placeholder(s.WithOpName("c"), DType::kFloat32, {2});
-    Output scale = ops::Add(
-        s, ops::Cast(s, ops::ReplicaIndex(s), DType::kFloat32),
-        ops::Const(s, 1.f));
+    Output scale =
+        ops::Add(s, ops::Cast(s, ops::ReplicaIndex(s), DType::kFloat32),
+                 ops::Const(s, 1.f));
     loss = ops::ReduceSum(s, ops::Mul(s, ops::Mul(s, w.value, c), scale));
   }
   ops::VariableHandle w;
@@ -66,8 +66,9 @@ TEST(CrossReplicaOptimizerTest, MeanOverFourReplicas) {
   EXPECT_EQ(opt.reduction(), ReplicaReduction::kMean);
   // Mean over r of c (r + 1) = 2.5 c: w = w0 - 0.5 * 2.5 * c.
   Tensor w = TrainReplicated(opt, 4, {{1, -2}});
-  EXPECT_TRUE(TensorNear(w, {-0.25f, 4.5f, -0.25f, 4.5f, -0.25f, 4.5f,
-                             -0.25f, 4.5f}, {4, 2}, 0, 0));
+  EXPECT_TRUE(
+      TensorNear(w, {-0.25f, 4.5f, -0.25f, 4.5f, -0.25f, 4.5f, -0.25f, 4.5f},
+                 {4, 2}, 0, 0));
 }
 
 TEST(CrossReplicaOptimizerTest, SumOverTwoReplicas) {
@@ -90,8 +91,7 @@ TEST(CrossReplicaOptimizerTest, NullInnerIsAnError) {
   ReplicaLoss l(s);
   CrossReplicaOptimizer opt(static_cast<Optimizer*>(nullptr));
   EXPECT_EQ(opt.Minimize(s, l.loss), nullptr);
-  EXPECT_NE(s.status().message().find("null"), std::string::npos)
-      << s.status();
+  EXPECT_NE(s.status().message().find("null"), std::string::npos) << s.status();
 }
 
 // Two reductions as two settings: the applied gradient after N = 2 steps
@@ -105,7 +105,7 @@ TEST(CrossReplicaGradientAccumulationTest, EffectiveGradientFormula) {
     float factor;  // G = factor * (c1 + c2)
   };
   for (const Case& k :
-       {Case{Method::kSum, ReplicaReduction::kMean, 1.5f},  // TensorFlow
+       {Case{Method::kSum, ReplicaReduction::kMean, 1.5f},    // TensorFlow
         Case{Method::kMean, ReplicaReduction::kMean, 0.75f},  // PopTorch
         Case{Method::kRunningMean, ReplicaReduction::kMean, 0.75f},
         Case{Method::kSum, ReplicaReduction::kSum, 3.f},
@@ -144,8 +144,9 @@ TEST(CrossReplicaGradientAccumulationTest, PerVariableDtype) {
   ReplicaLoss l(s);
   GradientDescentOptimizer sgd(0.5f);
   GradientAccumulationOptimizer opt(
-      &sgd, 2, Method::kSum,
-      AccumulationDType([](const ops::VariableInfo&) { return DType::kInt32; }));
+      &sgd, 2, Method::kSum, AccumulationDType([](const ops::VariableInfo&) {
+        return DType::kInt32;
+      }));
   EXPECT_EQ(opt.Minimize(s, l.loss), nullptr);
   EXPECT_NE(s.status().message().find("accumulation dtype of 'w'"),
             std::string::npos)
@@ -154,14 +155,14 @@ TEST(CrossReplicaGradientAccumulationTest, PerVariableDtype) {
   Scope s16 = Scope::NewRootScope();
   ReplicaLoss l16(s16);
   GradientAccumulationOptimizer opt16(
-      &sgd, 2, Method::kSum,
-      AccumulationDType([](const ops::VariableInfo& v) {
+      &sgd, 2, Method::kSum, AccumulationDType([](const ops::VariableInfo& v) {
         return v.name == "w" ? DType::kFloat16 : v.dtype;
       }));
   ASSERT_NE(opt16.Minimize(s16, l16.loss), nullptr) << s16.status();
   bool found = false;
   for (Node* n : s16.graph()->nodes()) {
-    if (n->op() == "Variable" && n->name().find("accumulator") != std::string::npos) {
+    if (n->op() == "Variable" &&
+        n->name().find("accumulator") != std::string::npos) {
       EXPECT_EQ(n->attr<DType>("dtype"), DType::kFloat16) << n->name();
       found = true;
     }

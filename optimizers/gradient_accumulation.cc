@@ -14,10 +14,10 @@
 #include "ops/state/assign.h"
 #include "ops/state/assign_add_scaled.h"
 #include "ops/state/assign_zeros.h"
+#include "ops/state/handle.h"
 #include "ops/state/initializers.h"
 #include "ops/state/no_op.h"
 #include "ops/state/read_variable.h"
-#include "ops/state/handle.h"
 #include "optimizers/offloaded_state.h"
 
 namespace ipuflow::optimizers {
@@ -263,12 +263,11 @@ Node* GradientAccumulationOptimizer::Accumulate(const Scope& scope, Output acc,
       return AccumulateGradient(scope, acc, dtype, grad, {});
     case Method::kMean:
       // Each gradient is scaled before it is added: no float16 overflow.
-      return AccumulateGradient(
-          scope, acc, dtype, grad,
-          {Output(),
-           ops::Const(scope.WithOpName("mean_scale"), 1.0 / num_mini_batches_,
-                      dtype),
-           /*grad_scale_at_most_one=*/true});
+      return AccumulateGradient(scope, acc, dtype, grad,
+                                {Output(),
+                                 ops::Const(scope.WithOpName("mean_scale"),
+                                            1.0 / num_mini_batches_, dtype),
+                                 /*grad_scale_at_most_one=*/true});
     case Method::kRunningMean:
       return AccumulateGradient(scope, acc, dtype, grad,
                                 {accum_scale_, grad_scale_});
@@ -288,7 +287,8 @@ Node* GradientAccumulationOptimizer::ApplyIf(
     total = CastTo(scope.WithOpName("accumulated/cast"), total,
                    optimizer_->GradientDType(var));
     optimizer_->set_update_shard(shard);
-    Node* applied = optimizer_->ApplyGradients(inner_scope, {{total, var.node}});
+    Node* applied =
+        optimizer_->ApplyGradients(inner_scope, {{total, var.node}});
     optimizer_->set_update_shard(Output());
     if (shard.valid() && applied != nullptr) {
       // Each replica updated its chunk: one all-gather makes the weight

@@ -83,8 +83,9 @@
 //   wu.offload_weight_update_variables = true;      // unset: automatic
 //   wu.replicated_optimizer_state_sharding = true;  // 1/R per replica
 //   CrossReplicaGradientAccumulationOptimizerV2 opt(
-//       &adam, /*num_mini_batches=*/4, GradientAccumulationReductionMethod::kMean,
-//       ReplicaReduction::kMean, /*dtype=*/{}, wu);
+//       &adam, /*num_mini_batches=*/4,
+//       GradientAccumulationReductionMethod::kMean, ReplicaReduction::kMean,
+//       /*dtype=*/{}, wu);
 //
 // The sharded update (ZeRO-1, the original's elementwise clustering of the
 // resource update). With sharding, an inner optimizer whose update is
@@ -133,9 +134,9 @@ enum class GradientAccumulationReductionMethod { kSum, kMean, kRunningMean };
 class AccumulationDType {
  public:
   AccumulationDType() = default;
-  AccumulationDType(std::nullopt_t) {}                    // NOLINT: implicit.
-  AccumulationDType(DType dtype) : fixed_(dtype) {}       // NOLINT: implicit.
-  AccumulationDType(std::optional<DType> dtype)           // NOLINT: implicit.
+  AccumulationDType(std::nullopt_t) {}               // NOLINT: implicit.
+  AccumulationDType(DType dtype) : fixed_(dtype) {}  // NOLINT: implicit.
+  AccumulationDType(std::optional<DType> dtype)      // NOLINT: implicit.
       : fixed_(dtype) {}
   using PerVariable = std::function<DType(const ops::VariableInfo&)>;
   AccumulationDType(PerVariable f) : per_variable_(std::move(f)) {}  // NOLINT
@@ -279,7 +280,7 @@ class GradientAccumulationOptimizer : public Optimizer {
   std::shared_ptr<RemoteState> remote_;
   std::string remote_id_;
   int next_update_ = 0;
-  Output is_last_;                   // n == N-1.
+  Output is_last_;  // n == N-1.
   ApplyGate gate_;
   Output accum_scale_, grad_scale_;  // float32 scalars, kRunningMean only.
 };
@@ -310,11 +311,10 @@ class CrossReplicaGradientAccumulationOptimizerV2
           GradientAccumulationReductionMethod::kSum,
       ReplicaReduction replica_reduction = ReplicaReduction::kMean,
       AccumulationDType dtype = {}, WeightUpdateOptions weight_update = {})
-      : GradientAccumulationOptimizer(
-            std::make_shared<CrossReplicaOptimizer>(optimizer,
-                                                    replica_reduction),
-            num_mini_batches, reduction_method, std::move(dtype),
-            weight_update) {}
+      : GradientAccumulationOptimizer(std::make_shared<CrossReplicaOptimizer>(
+                                          optimizer, replica_reduction),
+                                      num_mini_batches, reduction_method,
+                                      std::move(dtype), weight_update) {}
 };
 
 }  // namespace ipuflow::optimizers

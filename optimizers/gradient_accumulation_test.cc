@@ -215,9 +215,9 @@ TEST(GradientAccumulationTest, MeanFloat32AccumulatesInOnePass) {
     ASSERT_NE(acc, nullptr);
     const bool fused = dtype == DType::kFloat32;
     EXPECT_EQ(acc->op(), fused ? "AssignAddScaled" : "AssignAdd");
-    EXPECT_EQ(s.graph()->FindNode("GradientAccumulation/w/scaled_grad") !=
-                  nullptr,
-              !fused);
+    EXPECT_EQ(
+        s.graph()->FindNode("GradientAccumulation/w/scaled_grad") != nullptr,
+        !fused);
   }
 }
 
@@ -252,9 +252,9 @@ TEST(GradientAccumulationTest, FusedMeanStepIsBitwiseTheUnfusedOne) {
   std::vector<Tensor> out;
   ASSERT_TRUE(session.Run({}, accs, &out).ok());
   ASSERT_EQ(out.size(), 2u);
-  EXPECT_EQ(std::memcmp(out[0].raw_data(), out[1].raw_data(),
-                        out[0].TotalBytes()),
-            0);
+  EXPECT_EQ(
+      std::memcmp(out[0].raw_data(), out[1].raw_data(), out[0].TotalBytes()),
+      0);
 }
 
 TEST(GradientAccumulationTest, LossFetchedWithTheStepSeesTheOldWeights) {

@@ -56,8 +56,9 @@ struct TrainedRun {
 // `budget`: each IPU's memory in bytes (0: the default).
 // `float16_master`: w is float16 and Adam keeps a float32 master of it (the
 // master is optimizer state of w's size, sharded with m and v).
-TrainedRun Train(int replicas, WeightUpdateOptions wu, bool cross_replica = true,
-                 int64_t budget = 0, bool float16_master = false) {
+TrainedRun Train(int replicas, WeightUpdateOptions wu,
+                 bool cross_replica = true, int64_t budget = 0,
+                 bool float16_master = false) {
   TrainedRun out;
   IPUConfig config;
   config.set_auto_select_ipus(replicas);
@@ -93,15 +94,15 @@ TrainedRun Train(int replicas, WeightUpdateOptions wu, bool cross_replica = true
             ops::Cast(s, ops::Const<float>(s, w0, {kN}), w_dtype));
         auto b = ops::Variable(s.WithOpName("b"),
                                ops::Const<float>(s, {1, -2, 0.5f}, {3}));
-        Output scale = ops::Add(
-            s, ops::Cast(s, ops::ReplicaIndex(s), DType::kFloat32),
-            ops::Const(s, 1.f));
+        Output scale =
+            ops::Add(s, ops::Cast(s, ops::ReplicaIndex(s), DType::kFloat32),
+                     ops::Const(s, 1.f));
         Output lw = ops::Cast(
             s,
             ops::ReduceSum(
-                s, ops::Mul(s, ops::Mul(s, w.value, w.value),
-                            ops::Cast(s, ops::Const<float>(s, x, {kN}),
-                                      w_dtype))),
+                s,
+                ops::Mul(s, ops::Mul(s, w.value, w.value),
+                         ops::Cast(s, ops::Const<float>(s, x, {kN}), w_dtype))),
             DType::kFloat32);
         Output lb = ops::ReduceSum(
             s, ops::Mul(s, b.value, ops::Const<float>(s, {0.5f, 2, -1}, {3})));
@@ -140,7 +141,8 @@ TrainedRun Train(int replicas, WeightUpdateOptions wu, bool cross_replica = true
     out.collective_bytes.push_back(
         system->device(k).counters().ipu_to_ipu.load());
     for (const auto& [name, unused] : out.vars) {
-      const bool w_m = name.size() > 8 && name.find("/w/") != std::string::npos &&
+      const bool w_m = name.size() > 8 &&
+                       name.find("/w/") != std::string::npos &&
                        name.substr(name.size() - 7) == "/Adam/m";
       const bool b_m = name.find("/b/") != std::string::npos &&
                        name.substr(name.size() - 7) == "/Adam/m";
@@ -153,7 +155,8 @@ TrainedRun Train(int replicas, WeightUpdateOptions wu, bool cross_replica = true
   return out;
 }
 
-void ExpectBitwiseEqual(const TrainedRun& a, const TrainedRun& b, const std::string& what) {
+void ExpectBitwiseEqual(const TrainedRun& a, const TrainedRun& b,
+                        const std::string& what) {
   ASSERT_EQ(a.vars.size(), b.vars.size()) << what;
   for (const auto& [name, per_replica] : a.vars) {
     auto it = b.vars.find(name);
@@ -166,9 +169,9 @@ void ExpectBitwiseEqual(const TrainedRun& a, const TrainedRun& b, const std::str
       EXPECT_EQ(std::memcmp(x.raw_data(), y.raw_data(), x.TotalBytes()), 0)
           << what << ": " << name << " replica " << r;
       // Replicas hold the same weights and state.
-      EXPECT_EQ(std::memcmp(x.raw_data(), per_replica[0].raw_data(),
-                            x.TotalBytes()),
-                0)
+      EXPECT_EQ(
+          std::memcmp(x.raw_data(), per_replica[0].raw_data(), x.TotalBytes()),
+          0)
           << what << ": " << name << " replica " << r << " vs 0";
     }
   }
@@ -207,7 +210,8 @@ TEST_P(OffloadTest, RtsOnEqualsRtsOffEqualsOffloadOffBitwise) {
     const IpuMemory& m = run->memory[0];
     EXPECT_TRUE(m.offload);
     EXPECT_EQ(m.remote_state, 2 * kSlotBytes);
-    EXPECT_EQ(m.optimizer_state, off.memory[0].optimizer_state - 2 * kSlotBytes);
+    EXPECT_EQ(m.optimizer_state,
+              off.memory[0].optimizer_state - 2 * kSlotBytes);
     EXPECT_EQ(m.weights, off.memory[0].weights);
     EXPECT_EQ(m.accumulators, off.memory[0].accumulators);
   }
@@ -260,8 +264,8 @@ TEST_P(ShardedUpdateTest, ComputesOneChunkPerReplica) {
   const int64_t b_reduce = 2 * (r - 1) * 12 / r;  // b's all-reduce.
   int64_t total = 0;
   for (int k = 0; k < r; ++k) {
-    const int64_t chunk = std::min<int64_t>(kN, (k + 1) * c) -
-                          std::min<int64_t>(kN, k * c);
+    const int64_t chunk =
+        std::min<int64_t>(kN, (k + 1) * c) - std::min<int64_t>(kN, k * c);
     EXPECT_EQ(off.updated[k], kUpdates * (kN + 3)) << k;
     EXPECT_EQ(rts.updated[k], kUpdates * ((r > 1 ? chunk : kN) + 3)) << k;
     total += rts.updated[k] - kUpdates * 3;
@@ -290,10 +294,8 @@ TEST_P(ShardedUpdateTest, Float16WeightWithFloat32Master) {
   ExpectBitwiseEqual(off, rts, "float16 rts vs offload");
   const int64_t c = (kN + r - 1) / r;
   for (int k = 0; k < r; ++k) {
-    EXPECT_EQ(rts.updated[k], kUpdates * ((r > 1 ? std::min<int64_t>(
-                                                       c, kN - k * c)
-                                                 : kN) +
-                                          3))
+    EXPECT_EQ(rts.updated[k],
+              kUpdates * ((r > 1 ? std::min<int64_t>(c, kN - k * c) : kN) + 3))
         << k;
   }
 }
@@ -314,7 +316,8 @@ TEST(OffloadErrorsTest, ShardingWithOffloadExplicitlyOff) {
 }
 
 TEST(OffloadErrorsTest, ShardingNeedsReplicaIdenticalState) {
-  TrainedRun run = Train(2, {std::nullopt, /*rts=*/true}, /*cross_replica=*/false);
+  TrainedRun run =
+      Train(2, {std::nullopt, /*rts=*/true}, /*cross_replica=*/false);
   EXPECT_EQ(run.status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(run.status.message().find("replica-identical"), std::string::npos)
       << run.status;
@@ -325,7 +328,8 @@ TEST(OffloadTest, AutomaticOffloadsOnlyWhenSharding) {
   ASSERT_TRUE(fits.status.ok()) << fits.status;
   EXPECT_FALSE(fits.memory[0].offload);
   EXPECT_EQ(fits.remote_bytes[0], 0);
-  TrainedRun rts = Train(2, {std::nullopt, /*rts=*/true});  // Unset + RTS: offload.
+  TrainedRun rts =
+      Train(2, {std::nullopt, /*rts=*/true});  // Unset + RTS: offload.
   ASSERT_TRUE(rts.status.ok()) << rts.status;
   EXPECT_EQ(rts.memory[0].remote_shards, 2 * (kN / 2) * 4);
   ExpectBitwiseEqual(fits, rts, "automatic");

@@ -11,14 +11,14 @@ absl::Status Stream(KernelContext& ctx, bool load) {
   const Node& node = ctx.node();
   ctx.set_output(0, ctx.input(0));
   const std::string id = node.attr<std::string>("state");
-  auto state =
-      std::dynamic_pointer_cast<RemoteState>(node.graph()->FindHostResource(id));
+  auto state = std::dynamic_pointer_cast<RemoteState>(
+      node.graph()->FindHostResource(id));
   const int update = static_cast<int>(node.attr<int64_t>("update"));
   if (load) {
     // Gone state (below) updates whole variables.
-    const std::pair<int, int> shard = state == nullptr
-                                          ? std::pair<int, int>{0, 1}
-                                          : state->UpdateShardOf(ctx.env(), update);
+    const std::pair<int, int> shard =
+        state == nullptr ? std::pair<int, int>{0, 1}
+                         : state->UpdateShardOf(ctx.env(), update);
     ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(1, TensorShape({2})));
     out->data<int32_t>()[0] = shard.first;
     out->data<int32_t>()[1] = shard.second;
@@ -27,7 +27,8 @@ absl::Status Stream(KernelContext& ctx, bool load) {
   // Gone: its optimizer was destroyed and no device program planned it
   // (a program holds the state it planned), so nothing is offloaded.
   if (state == nullptr) return absl::OkStatus();
-  return load ? state->Load(ctx.env(), update) : state->Store(ctx.env(), update);
+  return load ? state->Load(ctx.env(), update)
+              : state->Store(ctx.env(), update);
 }
 
 REGISTER_OP("OffloadedStateLoad")
@@ -57,8 +58,8 @@ REGISTER_OP("OffloadedStateStore")
 Output Build(const char* op, const Scope& scope, const std::string& id,
              const std::shared_ptr<RemoteState>& state, int update,
              Output flag) {
-  Node* n = scope.AddNode(op, {flag},
-                          {{"state", id}, {"update", static_cast<int64_t>(update)}});
+  Node* n = scope.AddNode(
+      op, {flag}, {{"state", id}, {"update", static_cast<int64_t>(update)}});
   if (n == nullptr) return Output();
   scope.graph()->AddHostResource(id, state, n);
   return Output(n);
@@ -67,8 +68,8 @@ Output Build(const char* op, const Scope& scope, const std::string& id,
 }  // namespace
 
 Output OffloadedStateLoad(const Scope& scope, const std::string& id,
-                          const std::shared_ptr<RemoteState>& state,
-                          int update, Output flag) {
+                          const std::shared_ptr<RemoteState>& state, int update,
+                          Output flag) {
   return Build("OffloadedStateLoad", scope, id, state, update, flag);
 }
 

@@ -32,8 +32,8 @@ namespace ipuflow::optimizers {
 // the node built, and returns the flag passed through. `update`: which of
 // the state's updates (RemoteState::AddVariable) the node brackets.
 Output OffloadedStateLoad(const Scope& scope, const std::string& id,
-                          const std::shared_ptr<RemoteState>& state,
-                          int update, Output flag);
+                          const std::shared_ptr<RemoteState>& state, int update,
+                          Output flag);
 Output OffloadedStateStore(const Scope& scope, const std::string& id,
                            const std::shared_ptr<RemoteState>& state,
                            int update, Output flag);

@@ -17,6 +17,7 @@
 #include "ops/array/const.h"
 #include "ops/array/fill.h"
 #include "ops/collective/sharded_update.h"
+#include "ops/control/pipeline_frame.h"
 #include "ops/math/add.h"
 #include "ops/math/cast.h"
 #include "ops/math/mul.h"
@@ -24,10 +25,9 @@
 #include "ops/state/handle.h"
 #include "ops/state/read_variable.h"
 #include "ops/state/variable.h"
-#include "pipelining/pipeline_internal.h"
-#include "ops/control/pipeline_frame.h"
 #include "pipelining/pipeline_executable.h"
 #include "pipelining/pipeline_frame.h"
+#include "pipelining/pipeline_internal.h"
 #include "pipelining/pipeline_runtime.h"
 #include "pipelining/validation.h"
 
@@ -93,9 +93,9 @@ class Builder {
   std::vector<int> logical_mapping_;
   std::vector<std::vector<int>> part_ipus_;
   bool mapping_ok_ = true;
-  std::map<Node*, std::string> variable_owner_;   // Variable -> part name.
+  std::map<Node*, std::string> variable_owner_;  // Variable -> part name.
   std::optional<Scope> accumulators_scope_;
-  std::map<Node*, Node*> accumulator_of_;         // Variable -> accumulator.
+  std::map<Node*, Node*> accumulator_of_;  // Variable -> accumulator.
   std::map<Node*, std::vector<Output>> var_grads_;
 };
 
@@ -104,8 +104,8 @@ void Builder::CheckOptions() {
   // Resolve the mapping: identity puts every part of stage s on IPU s.
   if (o_.device_mapping.empty()) {
     for (int s = 0; s < n; ++s) {
-      part_ipus_.push_back(std::vector<int>(
-          o_.computational_stages[s].functions.size(), s));
+      part_ipus_.push_back(
+          std::vector<int>(o_.computational_stages[s].functions.size(), s));
       logical_mapping_.push_back(s);
     }
   } else {
@@ -147,19 +147,21 @@ void Builder::CheckOptions() {
         const int ipu = part_ipus_[s][p];
         auto [it, fresh] = stage_on.insert({ipu, s});
         bool clash = !fresh && it->second != s;
-        for (int t = 0; t < n; ++t) clash |= t != s && logical_mapping_[t] == ipu;
+        for (int t = 0; t < n; ++t)
+          clash |= t != s && logical_mapping_[t] == ipu;
         if (clash) {
           violations_.push_back(absl::StrCat(
               "the pipelining schedule 'Interleaved' does not support several "
-              "stages on one IPU for training: concurrent stage ", s, ".", p,
-              " shares IPU ", ipu, " with another stage; use Grouped"));
+              "stages on one IPU for training: concurrent stage ",
+              s, ".", p, " shares IPU ", ipu,
+              " with another stage; use Grouped"));
         }
       }
     }
   }
   if (o_.repeat_count < 1) {
-    violations_.push_back(absl::StrCat("repeat_count must be >= 1, got ",
-                                       o_.repeat_count));
+    violations_.push_back(
+        absl::StrCat("repeat_count must be >= 1, got ", o_.repeat_count));
   }
   if (o_.virtual_costs.has_value()) {
     const StageCosts& c = *o_.virtual_costs;
@@ -233,8 +235,8 @@ std::vector<ArgSpec> Builder::FirstStageArgs() {
       violations_.push_back(absl::StrCat("inputs[", i, "] is invalid"));
       continue;
     }
-    args.push_back({in.dtype(), in.shape(), absl::StrCat("inputs[", i, "] '",
-                                                         in.name(), "'")});
+    args.push_back({in.dtype(), in.shape(),
+                    absl::StrCat("inputs[", i, "] '", in.name(), "'")});
   }
   if (o_.infeed_queue != nullptr) {
     const feeds::ElementSpec& spec = o_.infeed_queue->spec();
@@ -276,8 +278,8 @@ void Builder::BuildStage(int s, const std::vector<ArgSpec>& args) {
                    .WithIpu(part.ipu);
     const int begin = scope_.graph()->num_nodes();
     for (size_t i = 0; i < args.size(); ++i) {
-      part.args.push_back(ops::Placeholder(ps.WithOpName(absl::StrCat("arg", i)),
-                                           args[i].dtype, args[i].shape));
+      part.args.push_back(ops::Placeholder(
+          ps.WithOpName(absl::StrCat("arg", i)), args[i].dtype, args[i].shape));
     }
     part.outputs = fn.body(ps, part.args);
     if (b_->training && last && scope_.ok()) {
@@ -287,9 +289,9 @@ void Builder::BuildStage(int s, const std::vector<ArgSpec>& args) {
     }
     const int end = scope_.graph()->num_nodes();
     if (!scope_.ok()) {
-      violations_.push_back(absl::StrCat(part.name, " (IPU ", part.ipu,
-                                         ") failed to build: ",
-                                         scope_.status().message()));
+      violations_.push_back(
+          absl::StrCat(part.name, " (IPU ", part.ipu,
+                       ") failed to build: ", scope_.status().message()));
       return;
     }
     for (size_t i = 0; i < part.outputs.size(); ++i) {
@@ -298,10 +300,10 @@ void Builder::BuildStage(int s, const std::vector<ArgSpec>& args) {
         violations_.push_back(
             absl::StrCat(part.name, " returned an invalid output ", i));
       } else if (!out.shape().IsFullyDefined()) {
-        violations_.push_back(absl::StrCat(
-            part.name, " output ", i, " '", out.name(), "' has shape ",
-            out.shape().DebugString(),
-            ": values crossing stages need static shapes"));
+        violations_.push_back(
+            absl::StrCat(part.name, " output ", i, " '", out.name(),
+                         "' has shape ", out.shape().DebugString(),
+                         ": values crossing stages need static shapes"));
       }
     }
     CheckCaptures(part, begin, end);
@@ -327,9 +329,11 @@ void Builder::CheckCaptures(const PartDef& part, int begin, int end) {
         if (ipu != part.ipu) {
           violations_.push_back(absl::StrCat(
               part.name, " (IPU ", part.ipu, ") uses variable '", src->name(),
-              "' placed on IPU ", ipu, ": a variable can only be used by "
+              "' placed on IPU ", ipu,
+              ": a variable can only be used by "
               "pipeline stages on its IPU; create it in the stage or in a "
-              "scope WithIpu(", part.ipu, ")"));
+              "scope WithIpu(",
+              part.ipu, ")"));
         }
         continue;
       }
@@ -383,10 +387,12 @@ bool Stashable(const Node* n) {
 void Builder::BuildBackward(PartDef& part, int begin, int end) {
   Graph* g = scope_.graph();
   const bool last = part.stage + 1 == num_stages();
-  Scope bs = scope_.NewSubScope(absl::StrCat("stage", part.stage,
-                                             part.part ? absl::StrCat("_", part.part) : "",
-                                             "_backward"))
-                 .WithIpu(part.ipu);
+  Scope bs =
+      scope_
+          .NewSubScope(absl::StrCat(
+              "stage", part.stage,
+              part.part ? absl::StrCat("_", part.part) : "", "_backward"))
+          .WithIpu(part.ipu);
   std::vector<Output> ys, grad_ys;
   part.grad_outputs.assign(part.outputs.size(), Output());
   if (last) {
@@ -404,7 +410,8 @@ void Builder::BuildBackward(PartDef& part, int begin, int end) {
     if (b_->optimizer->accumulates_gradients()) {
       violations_.push_back(absl::StrCat(
           "optimizer_function returned a gradient-accumulation optimizer ('",
-          b_->optimizer->name(), "'): a pipeline accumulates gradients "
+          b_->optimizer->name(),
+          "'): a pipeline accumulates gradients "
           "itself (gradient_accumulation_count); pass the inner optimizer"));
       return;
     }
@@ -469,7 +476,8 @@ void Builder::BuildBackward(PartDef& part, int begin, int end) {
     violations_.push_back(absl::StrCat(part.name, ": ", s.message()));
     return;
   }
-  for (size_t k = 0; k < num_arg_xs; ++k) part.grad_args[arg_of_x[k]] = grads[k];
+  for (size_t k = 0; k < num_arg_xs; ++k)
+    part.grad_args[arg_of_x[k]] = grads[k];
   for (size_t k = num_arg_xs; k < xs.size(); ++k) {
     var_grads_[x_var[k - num_arg_xs]].push_back(grads[k]);
   }
@@ -525,9 +533,9 @@ Node* Builder::Accumulator(Node* var) {
   if (!IsFloating(dt)) {
     // A fixed dtype is reported once by CheckOptions.
     if (!o_.gradient_accumulation_dtype.fixed().has_value()) {
-      violations_.push_back(absl::StrCat(
-          "gradient_accumulation_dtype of '", info->name,
-          "' must be float32 or float16, got ", DTypeName(dt)));
+      violations_.push_back(
+          absl::StrCat("gradient_accumulation_dtype of '", info->name,
+                       "' must be float32 or float16, got ", DTypeName(dt)));
     }
     return nullptr;
   }
@@ -578,11 +586,10 @@ void Builder::BuildWeightUpdate() {
       o_.offload_weight_update_variables &&
       b_->optimizer->UpdatesElementwise()) {
     for (const optimizers::GradAndVar& x : gv) {
-      Output shard = ops::Placeholder(
-          ws.NewSubScope(x.variable->name())
-              .WithIpu(x.variable->ipu())
-              .WithOpName("shard"),
-          DType::kInt32, TensorShape({2}));
+      Output shard = ops::Placeholder(ws.NewSubScope(x.variable->name())
+                                          .WithIpu(x.variable->ipu())
+                                          .WithOpName("shard"),
+                                      DType::kInt32, TensorShape({2}));
       shards[x.variable] = shard;
       b_->weight_shards.push_back({x.variable, shard});
     }
@@ -599,20 +606,20 @@ void Builder::BuildWeightUpdate() {
   // Each replica updated its chunk: one all-gather per weight makes it
   // whole again (the state stays chunked until it is stored).
   for (const BuiltPipeline::WeightShard& w : b_->weight_shards) {
-    b_->weight_update.push_back(ops::GatherVariableShards(
-        ws.NewSubScope(w.variable->name())
-            .WithIpu(w.variable->ipu())
-            .WithOpName("gather_shards")
-            .WithControlDependencies({apply}),
-        Output(w.variable), w.shard));
+    b_->weight_update.push_back(
+        ops::GatherVariableShards(ws.NewSubScope(w.variable->name())
+                                      .WithIpu(w.variable->ipu())
+                                      .WithOpName("gather_shards")
+                                      .WithControlDependencies({apply}),
+                                  Output(w.variable), w.shard));
   }
   Scope rs = ws.NewSubScope("reset").WithControlDependencies({apply});
   for (Node* acc : b_->accumulators) {
     Scope as = rs.WithIpu(acc->ipu());
-    b_->weight_update.push_back(ops::Assign(
-        as, Output(acc),
-        ops::Fill(as, acc->attr<TensorShape>("shape"), 0,
-                  acc->attr<DType>("dtype"))));
+    b_->weight_update.push_back(
+        ops::Assign(as, Output(acc),
+                    ops::Fill(as, acc->attr<TensorShape>("shape"), 0,
+                              acc->attr<DType>("dtype"))));
   }
 }
 
@@ -635,10 +642,11 @@ void Builder::BuildOutfeed() {
       if (!b_->outfeed_values.empty()) {
         std::vector<std::string> names;
         for (const Output& o : b_->outfeed_values) names.push_back(o.name());
-        violations_.push_back(absl::StrCat(
-            "the last computational stage has tensor outputs: ",
-            absl::StrJoin(names, ", "), ", but no outfeed_queue has been "
-            "provided"));
+        violations_.push_back(
+            absl::StrCat("the last computational stage has tensor outputs: ",
+                         absl::StrJoin(names, ", "),
+                         ", but no outfeed_queue has been "
+                         "provided"));
       }
       return;
     }
@@ -646,9 +654,8 @@ void Builder::BuildOutfeed() {
   if (b_->outfeed_values.empty()) return;
   Scope os = scope_.NewSubScope("outfeed").WithIpu(last.ipu);
   b_->outfeed_enqueue =
-      o_.outfeed_loss
-          ? o_.outfeed_queue->Enqueue(os, {{"loss", b_->loss}})
-          : o_.outfeed_queue->Enqueue(os, b_->outfeed_values);
+      o_.outfeed_loss ? o_.outfeed_queue->Enqueue(os, {{"loss", b_->loss}})
+                      : o_.outfeed_queue->Enqueue(os, b_->outfeed_values);
   if (!scope_.ok()) {
     violations_.push_back(std::string(scope_.status().message()));
   }

@@ -90,10 +90,10 @@ using StageBody = std::function<std::vector<Output>(
 // validation error instead of an out-of-range access.
 struct StageFunction {
   template <typename F,
-            std::enable_if_t<std::is_invocable_r_v<std::vector<Output>, F,
-                                                   const Scope&,
-                                                   const std::vector<Output>&>,
-                             int> = 0>
+            std::enable_if_t<
+                std::is_invocable_r_v<std::vector<Output>, F, const Scope&,
+                                      const std::vector<Output>&>,
+                int> = 0>
   StageFunction(F f, int num_inputs = -1)  // NOLINT: implicit from a lambda.
       : body(std::move(f)), num_inputs(num_inputs) {}
   StageBody body;
@@ -104,10 +104,10 @@ struct StageFunction {
 // list) that receive the same arguments and whose outputs are concatenated.
 struct ComputationalStage {
   template <typename F,
-            std::enable_if_t<std::is_invocable_r_v<std::vector<Output>, F,
-                                                   const Scope&,
-                                                   const std::vector<Output>&>,
-                             int> = 0>
+            std::enable_if_t<
+                std::is_invocable_r_v<std::vector<Output>, F, const Scope&,
+                                      const std::vector<Output>&>,
+                int> = 0>
   ComputationalStage(F f)  // NOLINT: implicit.
       : functions{StageFunction(std::move(f))} {}
   ComputationalStage(StageFunction f)  // NOLINT: implicit.
@@ -151,11 +151,11 @@ struct PipelineOptions {
   // updates, streaming it in for each update.
   bool offload_weight_update_variables = false;
   // Replicated optimizer-state sharding (TensorFlow IPU guide 6.9,
-  // "Replicated tensor sharding"): each of R replicas keeps 1/R of the offloaded
-  // optimizer state in its remote memory. With an elementwise optimizer
-  // (SGD, Momentum, Adam, AdamW in a CrossReplicaOptimizer) the update is
-  // sharded (ZeRO-1): the accumulated gradient is reduce-scattered, each
-  // replica updates its chunk of a weight and of its state, and the weight
+  // "Replicated tensor sharding"): each of R replicas keeps 1/R of the
+  // offloaded optimizer state in its remote memory. With an elementwise
+  // optimizer (SGD, Momentum, Adam, AdamW in a CrossReplicaOptimizer) the
+  // update is sharded (ZeRO-1): the accumulated gradient is reduce-scattered,
+  // each replica updates its chunk of a weight and of its state, and the weight
   // is all-gathered; otherwise the state is all-gathered for a whole
   // update. Each replica stores back its own shard. Requires offloading.
   bool replicated_optimizer_state_sharding = false;
@@ -208,13 +208,14 @@ class PipelineOp : public ExecutableSource {
 
   // Compiles (on the first call or for a new system) and runs repeat_count x
   // gradient_accumulation_count micro-batches on every replica; returns
-  // replica 0's report. `feeds` feed the graph values `inputs` depend on. Variables (and optimizer slots, accumulators) must
-  // have been initialised, e.g. by IPUStrategy::Initialize.
-  // Errors: FailedPrecondition if the system has fewer IPUs than the
-  // mapping uses; InvalidArgument if replicas x IPUs do not fit the system; ResourceExhausted (with a per-IPU report) if a stage does
-  // not fit its IPU; any error of a stage, naming the stage, micro-batch and
-  // op. An error on one IPU cancels the others: nothing is left blocked.
-  // To stop a run from another thread, cancel the system
+  // replica 0's report. `feeds` feed the graph values `inputs` depend on.
+  // Variables (and optimizer slots, accumulators) must have been initialised,
+  // e.g. by IPUStrategy::Initialize. Errors: FailedPrecondition if the system
+  // has fewer IPUs than the mapping uses; InvalidArgument if replicas x IPUs do
+  // not fit the system; ResourceExhausted (with a per-IPU report) if a stage
+  // does not fit its IPU; any error of a stage, naming the stage, micro-batch
+  // and op. An error on one IPU cancels the others: nothing is left blocked. To
+  // stop a run from another thread, cancel the system
   // (system->cancellation()->StartCancel(...)): Run returns Cancelled.
   // Configure() must not be called while a Run is in progress.
   absl::StatusOr<PipelineReport> Run(IPUSystem* system,

@@ -1,5 +1,5 @@
-// Measures (after one warm-up call) pipelined training of a balanced model (every stage the same
-// dense layers) on the emulated IPUs: per schedule and
+// Measures (after one warm-up call) pipelined training of a balanced model
+// (every stage the same dense layers) on the emulated IPUs: per schedule and
 // gradient_accumulation_count, the bubble measured on the virtual clocks
 // next to the dry-run planner's prediction from the measured stage costs and
 // the textbook (N-1)/(M+N-1), each IPU's utilisation, and the wall clock.
@@ -56,15 +56,17 @@ absl::StatusOr<PipelineReport> Measure(PipelineSchedule kind, int n, int m) {
   const int runs = absl::GetFlag(FLAGS_runs);
   IPUConfig config;
   config.set_auto_select_ipus(n);
-  ASSIGN_OR_RETURN(std::unique_ptr<IPUSystem> system, IPUSystem::Create(config));
+  ASSIGN_OR_RETURN(std::unique_ptr<IPUSystem> system,
+                   IPUSystem::Create(config));
   Scope scope = Scope::NewRootScope();
   Tensor x(DType::kFloat32, {static_cast<int64_t>(m) * runs * batch, width});
   for (int64_t i = 0; i < x.NumElements(); ++i) {
     x.data<float>()[i] = static_cast<float>((i * 7919) % 1000) / 1000 - 0.5f;
   }
-  ASSIGN_OR_RETURN(auto infeed,
-                   feeds::IPUInfeedQueue::Create(
-                       feeds::FromTensorSlices({x})->Batch(batch, true)->Repeat(), 8));
+  ASSIGN_OR_RETURN(
+      auto infeed,
+      feeds::IPUInfeedQueue::Create(
+          feeds::FromTensorSlices({x})->Batch(batch, true)->Repeat(), 8));
   PipelineOptions o;
   for (int s = 0; s < n; ++s) {
     o.computational_stages.push_back(DenseTanhStage(s, width, layers));
@@ -87,10 +89,12 @@ int Main() {
   std::vector<Row> rows;
   for (absl::string_view name :
        absl::StrSplit(absl::GetFlag(FLAGS_schedules), ',')) {
-    PipelineSchedule kind = name == "interleaved" ? PipelineSchedule::kInterleaved
-                            : name == "sequential" ? PipelineSchedule::kSequential
-                                                   : PipelineSchedule::kGrouped;
-    for (absl::string_view count : absl::StrSplit(absl::GetFlag(FLAGS_counts), ',')) {
+    PipelineSchedule kind =
+        name == "interleaved"  ? PipelineSchedule::kInterleaved
+        : name == "sequential" ? PipelineSchedule::kSequential
+                               : PipelineSchedule::kGrouped;
+    for (absl::string_view count :
+         absl::StrSplit(absl::GetFlag(FLAGS_counts), ',')) {
       int m = 0;
       if (!absl::SimpleAtoi(count, &m)) {
         std::fprintf(stderr, "--counts: '%s' is not a number\n",
@@ -112,8 +116,8 @@ int Main() {
             "clocks)",
             PipelineScheduleName(kind), n, m, r->repeats);
         const std::string path = absl::StrCat(
-            dir, "/", absl::AsciiStrToLower(PipelineScheduleName(kind)), "_",
-            m, ".svg");
+            dir, "/", absl::AsciiStrToLower(PipelineScheduleName(kind)), "_", m,
+            ".svg");
         std::ofstream(path) << ToSvgTimeline(r->items, svg);
       }
     }
@@ -123,13 +127,15 @@ int Main() {
       "each; virtual clocks (per-IPU thread CPU time)\n\n",
       n, absl::GetFlag(FLAGS_layers), absl::GetFlag(FLAGS_width),
       absl::GetFlag(FLAGS_batch), absl::GetFlag(FLAGS_runs));
-  std::printf("| schedule | M | bubble measured | planned | theory | IPU "
-              "utilisation | virtual s/run | wall s/run |\n|---|---|---|---|---|"
-              "---|---|---|\n");
+  std::printf(
+      "| schedule | M | bubble measured | planned | theory | IPU "
+      "utilisation | virtual s/run | wall s/run |\n|---|---|---|---|---|"
+      "---|---|---|\n");
   for (const Row& row : rows) {
     const PipelineReport& r = row.report;
     std::vector<std::string> util;
-    for (double u : r.ipu_utilisation) util.push_back(absl::StrFormat("%.0f%%", 100 * u));
+    for (double u : r.ipu_utilisation)
+      util.push_back(absl::StrFormat("%.0f%%", 100 * u));
     std::printf("| %s | %d | %.1f%% | %.1f%% | %.1f%% | %s | %.4f | %.4f |\n",
                 row.schedule.c_str(), row.m, 100 * r.bubble,
                 100 * r.planned_bubble, 100 * r.theoretical_bubble,

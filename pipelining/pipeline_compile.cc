@@ -110,9 +110,9 @@ absl::Status PipelineRuntime::CompilePart(Part& part) {
     if (last) fwd.fetches.push_back(b_->loss);
   }
   auto named = [&](const char* pass, absl::Status s) {
-    return absl::Status(s.code(), absl::StrCat("compiling ", d.name, " ",
-                                               pass, " (IPU ", d.ipu, "): ",
-                                               s.message()));
+    return absl::Status(
+        s.code(), absl::StrCat("compiling ", d.name, " ", pass, " (IPU ", d.ipu,
+                               "): ", s.message()));
   };
   auto f = Program::Compile(*b_->graph, fwd);
   if (!f.ok()) return named("forward", f.status());
@@ -171,8 +171,8 @@ absl::Status PipelineRuntime::Compile() {
         "pipeline '", b_->options.name,
         "': replicated_optimizer_state_sharding over ", replica_.count,
         " replicas needs replica-identical optimizer state: wrap the "
-        "optimizer '", b_->optimizer->name(),
-        "' in optimizers::CrossReplicaOptimizer"));
+        "optimizer '",
+        b_->optimizer->name(), "' in optimizers::CrossReplicaOptimizer"));
   }
   recompute_ = b_->training && system_->config().allow_recompute();
   envs_.resize(num_ipus_);
@@ -204,13 +204,13 @@ absl::Status PipelineRuntime::Compile() {
       done();
       return;
     }
-    target.device->Submit([this, shard, &target, work = std::move(work),
-                           done = std::move(done)] {
-      const double c0 = ThreadCpuSeconds();
-      work(target);
-      update_hop_cpu_[shard] += ThreadCpuSeconds() - c0;
-      done();
-    });
+    target.device->Submit(
+        [this, shard, &target, work = std::move(work), done = std::move(done)] {
+          const double c0 = ThreadCpuSeconds();
+          work(target);
+          update_hop_cpu_[shard] += ThreadCpuSeconds() - c0;
+          done();
+        });
   };
   update_hop_cpu_.assign(num_ipus_, 0);
   parts_.resize(b_->stages.size());
@@ -231,9 +231,9 @@ absl::Status PipelineRuntime::Compile() {
     }
     auto p = Program::Compile(*b_->graph, wu);
     if (!p.ok()) {
-      return absl::Status(p.status().code(),
-                          absl::StrCat("compiling the weight update: ",
-                                       p.status().message()));
+      return absl::Status(
+          p.status().code(),
+          absl::StrCat("compiling the weight update: ", p.status().message()));
     }
     weight_update_ = std::move(*p);
   }
@@ -324,12 +324,14 @@ void PipelineRuntime::LowerToWorkLists() {
 // Variables by kind and program arenas, per IPU; records the optimizer
 // state to offload.
 absl::Status PipelineRuntime::AccountPrograms(std::vector<IpuMemory>* mem) {
-  const bool offload = b_->training && b_->options.offload_weight_update_variables;
+  const bool offload =
+      b_->training && b_->options.offload_weight_update_variables;
   const int replicas = replica_.count;
   const bool rts = offload && replicas > 1 &&
                    b_->options.replicated_optimizer_state_sharding;
   const int64_t min_remote = system_->config().minimum_remote_tensor_size();
-  std::set<Node*> accumulators(b_->accumulators.begin(), b_->accumulators.end());
+  std::set<Node*> accumulators(b_->accumulators.begin(),
+                               b_->accumulators.end());
   std::set<Node*> weights;
   std::vector<std::pair<const Program*, std::string>> programs;
   for (const auto& stage : parts_) {
@@ -350,8 +352,9 @@ absl::Status PipelineRuntime::AccountPrograms(std::vector<IpuMemory>* mem) {
         continue;
       }
       Node* var = const_cast<Node*>(n);  // For the set lookups.
-      const int64_t bytes = n->attr<TensorShape>("shape").num_elements() *
-                            static_cast<int64_t>(DTypeSize(n->attr<DType>("dtype")));
+      const int64_t bytes =
+          n->attr<TensorShape>("shape").num_elements() *
+          static_cast<int64_t>(DTypeSize(n->attr<DType>("dtype")));
       (*mem)[k].variables.push_back({n, bytes});
       if (accumulators.count(var)) {
         (*mem)[k].accumulators += bytes;
@@ -396,14 +399,16 @@ void PipelineRuntime::AccountBuffers(std::vector<IpuMemory>* mem) const {
       IpuMemory& ipu = (*mem)[p->def->ipu];
       const int s = p->def->stage, q = p->def->part;
       if (b_->training) {
-        ipu.stash += static_cast<int64_t>(Fifo(Key("stash", s, q))->capacity()) *
-                     p->stash_bytes;
+        ipu.stash +=
+            static_cast<int64_t>(Fifo(Key("stash", s, q))->capacity()) *
+            p->stash_bytes;
       }
       for (size_t i = 0; s > 0 && i < parts_[s - 1].size(); ++i) {
         const Part& prev = *parts_[s - 1][i];
-        ipu.fifos += static_cast<int64_t>(
-                         Fifo(Key("act", s - 1, prev.def->part, q))->capacity()) *
-                     prev.output_bytes;
+        ipu.fifos +=
+            static_cast<int64_t>(
+                Fifo(Key("act", s - 1, prev.def->part, q))->capacity()) *
+            prev.output_bytes;
       }
       for (size_t i = 0; b_->training && s + 1 < n && i < parts_[s + 1].size();
            ++i) {
@@ -420,7 +425,8 @@ void PipelineRuntime::AccountBuffers(std::vector<IpuMemory>* mem) const {
 // device program that lowered the frame checks it against the budgets and
 // reports it with its own shards, in one format.
 absl::Status PipelineRuntime::AccountMemory() {
-  const bool offload = b_->training && b_->options.offload_weight_update_variables;
+  const bool offload =
+      b_->training && b_->options.offload_weight_update_variables;
   always_live_.assign(num_ipus_, 0);
   peak_arena_.assign(num_ipus_, 0);
   offloaded_bytes_.assign(num_ipus_, 0);

@@ -19,10 +19,10 @@ absl::StatusOr<std::unique_ptr<PipelineExecutable>> PipelineExecutable::Compile(
   e->generation_ = system->generation();
   const int ipus = frame->ipus_per_replica();
   if (system->num_ipus() < ipus) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "pipeline '", built->options.name, "' maps stages to ", ipus,
-        " IPUs but the system has ", system->num_ipus(),
-        ": configure auto_select_ipus >= ", ipus));
+    return absl::FailedPreconditionError(
+        absl::StrCat("pipeline '", built->options.name, "' maps stages to ",
+                     ipus, " IPUs but the system has ", system->num_ipus(),
+                     ": configure auto_select_ipus >= ", ipus));
   }
   // The frame with its inputs fed: Execute's arguments, or what
   // ComputeInputs computed.
@@ -44,7 +44,8 @@ std::optional<Tensor> PipelineExecutable::OffloadedValue(
 
 absl::StatusOr<std::vector<std::vector<Tensor>>>
 PipelineExecutable::ComputeInputs(const FeedList& feeds) {
-  if (built_->options.inputs.empty()) return std::vector<std::vector<Tensor>>{{}};
+  if (built_->options.inputs.empty())
+    return std::vector<std::vector<Tensor>>{{}};
   std::string sig;
   ASSIGN_OR_RETURN(ProgramSpec spec,
                    MakeProgramSpec(feeds, built_->options.inputs, {}, &sig));
@@ -68,7 +69,8 @@ PipelineExecutable::ComputeInputs(const FeedList& feeds) {
   if (static_cast<int>(values.size()) == replicas) return values;
   std::vector<std::vector<Tensor>> per_replica;
   for (int r = 0; r < replicas; ++r) {
-    const size_t i = std::min<size_t>(static_cast<size_t>(r) * s, values.size() - 1);
+    const size_t i =
+        std::min<size_t>(static_cast<size_t>(r) * s, values.size() - 1);
     per_replica.push_back(values[i]);
   }
   return per_replica;
@@ -76,7 +78,8 @@ PipelineExecutable::ComputeInputs(const FeedList& feeds) {
 
 absl::Status PipelineExecutable::RunWith(
     const std::vector<std::vector<Tensor>>& args) {
-  const std::string what = absl::StrCat("pipeline '", built_->options.name, "'");
+  const std::string what =
+      absl::StrCat("pipeline '", built_->options.name, "'");
   absl::StatusOr<std::shared_ptr<CancellationManager>> cancel = BeginRun(what);
   if (!cancel.ok()) return cancel.status();
   // Cancel() and the destructor reach the program's run.
@@ -108,7 +111,8 @@ absl::Status PipelineExecutable::Execute(
 }
 
 absl::StatusOr<PipelineReport> PipelineExecutable::Run(const FeedList& feeds) {
-  ASSIGN_OR_RETURN(std::vector<std::vector<Tensor>> inputs, ComputeInputs(feeds));
+  ASSIGN_OR_RETURN(std::vector<std::vector<Tensor>> inputs,
+                   ComputeInputs(feeds));
   RETURN_IF_ERROR(RunWith(inputs));
   return last_report_;
 }

@@ -47,9 +47,7 @@ class PipelineExecutable : public Executable {
 
   IPUSystem* system() const override { return system_; }
   int num_replicas() const override { return program_->num_replicas(); }
-  int ipus_per_replica() const override {
-    return program_->ipus_per_replica();
-  }
+  int ipus_per_replica() const override { return program_->ipus_per_replica(); }
   uint64_t generation() const { return generation_; }
   absl::Status Execute(const std::vector<std::vector<Tensor>>& args,
                        std::vector<std::vector<Tensor>>* results) override;

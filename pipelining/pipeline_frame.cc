@@ -28,9 +28,9 @@ absl::Status PipelineFrame::Lower(IPUSystem* system, int replicas,
   for (const StageDef& s : b_->stages) {
     for (const PartDef& p : s.parts) {
       if (p.ipu < 0 || p.ipu >= kMaxIpus) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            name(), ": ", p.name, " is placed on IPU ", p.ipu,
-            "; IPUs are numbered 0 to ", kMaxIpus - 1));
+        return absl::InvalidArgumentError(
+            absl::StrCat(name(), ": ", p.name, " is placed on IPU ", p.ipu,
+                         "; IPUs are numbered 0 to ", kMaxIpus - 1));
       }
     }
   }
@@ -67,9 +67,10 @@ absl::Status PipelineFrame::RunReplica(const RunEnv& env,
   }
   if (lowering == nullptr ||
       env.replica >= static_cast<int>(lowering->replicas.size())) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        name(), " was not lowered for this program (compile it with a "
-                "DeviceProgram / IPUStrategy)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(name(),
+                     " was not lowered for this program (compile it with a "
+                     "DeviceProgram / IPUStrategy)"));
   }
   // The run's cancellation is the program's (it outlives this call).
   std::shared_ptr<CancellationManager> cancel(env.cancellation,
@@ -104,7 +105,8 @@ std::optional<Tensor> PipelineFrame::OffloadedValue(
   }
   const auto& replicas = lowering->replicas;
   std::optional<TensorShape> full_shape;
-  std::optional<Tensor> value = replicas[replica]->RemoteValue(name, &full_shape);
+  std::optional<Tensor> value =
+      replicas[replica]->RemoteValue(name, &full_shape);
   if (!value.has_value() || !full_shape.has_value()) return value;
   // Sharded over the replicas: reassembled from every replica's shard.
   Tensor full(value->dtype(), *full_shape);
@@ -116,7 +118,8 @@ std::optional<Tensor> PipelineFrame::OffloadedValue(
     if (!shard.has_value()) return std::nullopt;
     const int64_t n = std::min<int64_t>(shard->TotalBytes(), bytes - offset);
     if (n <= 0) break;
-    std::memcpy(static_cast<char*>(full.raw_data()) + offset, shard->raw_data(), n);
+    std::memcpy(static_cast<char*>(full.raw_data()) + offset, shard->raw_data(),
+                n);
     offset += n;
   }
   return full;

@@ -75,9 +75,9 @@ TEST_P(InferenceTest, OutfeedGetsEveryMicroBatchInOrder) {
   const Tensor& logits = (*result)["0"];
   ASSERT_EQ(logits.shape(), TensorShape({12, 4, 3}));
   for (int m : {0, 5, 11}) {
-    EXPECT_TRUE(ipuflow::testing::TensorNear(logits.Slice(m, m + 1),
-                                             *HostLogits(12, m).Reshaped({1, 4, 3}),
-                                             1e-5, 1e-5))
+    EXPECT_TRUE(ipuflow::testing::TensorNear(
+        logits.Slice(m, m + 1), *HostLogits(12, m).Reshaped({1, 4, 3}), 1e-5,
+        1e-5))
         << "micro-batch " << m;
   }
   // The infeed was consumed exactly: the next run finds it empty.
@@ -107,20 +107,19 @@ std::vector<ComputationalStage> ConcurrentModel(
                    : std::vector<Output>{scaled, a[1]};
     };
   };
-  return {
-      [](const Scope& s, const std::vector<Output>& a) {
-        return std::vector<Output>{ops::Tanh(s, a[0]), a[1]};
-      },
-      {StageFunction(half(0)), StageFunction(half(1))},
-      [&init](const Scope& s, const std::vector<Output>& a) {
-        // a = {h_a, labels, h_b}.
-        Output h = ops::Concat(s, {a[0], a[2]}, 1);  // [4, 16]
-        Tensor w = ipuflow::testing::RandomTensor({16, 3}, -0.5, 0.5, 3);
-        ops::VariableHandle v =
-            ops::Variable(s.WithOpName("w_out"), ops::Const(s, w));
-        return std::vector<Output>{
-            ops::MatMul(s, h, ops::ReadVariable(s, v.handle)), a[1]};
-      }};
+  return {[](const Scope& s, const std::vector<Output>& a) {
+            return std::vector<Output>{ops::Tanh(s, a[0]), a[1]};
+          },
+          {StageFunction(half(0)), StageFunction(half(1))},
+          [&init](const Scope& s, const std::vector<Output>& a) {
+            // a = {h_a, labels, h_b}.
+            Output h = ops::Concat(s, {a[0], a[2]}, 1);  // [4, 16]
+            Tensor w = ipuflow::testing::RandomTensor({16, 3}, -0.5, 0.5, 3);
+            ops::VariableHandle v =
+                ops::Variable(s.WithOpName("w_out"), ops::Const(s, w));
+            return std::vector<Output>{
+                ops::MatMul(s, h, ops::ReadVariable(s, v.handle)), a[1]};
+          }};
 }
 
 TEST(ConcurrentStagesTest, TrainingMatchesTheSameGraphUnpipelined) {
@@ -171,8 +170,11 @@ TEST(ConcurrentStagesTest, TrainingMatchesTheSameGraphUnpipelined) {
     feeds::Element el = *it->GetNext();
     std::vector<Tensor> g;
     ASSERT_TRUE(session.Run({{x, el[0]}, {labels, el[1]}}, grads, &g).ok());
-    if (sum.empty()) sum = g;
-    else for (size_t i = 0; i < g.size(); ++i) sum[i].flat<float>() += g[i].flat<float>();
+    if (sum.empty())
+      sum = g;
+    else
+      for (size_t i = 0; i < g.size(); ++i)
+        sum[i].flat<float>() += g[i].flat<float>();
   }
   // Compare each variable: initial - 0.5 * summed gradient.
   int compared = 0;
@@ -184,14 +186,18 @@ TEST(ConcurrentStagesTest, TrainingMatchesTheSameGraphUnpipelined) {
     for (int k = 0; k < 4; ++k) {
       for (const auto& v : system->device(k).resources()->variables()) {
         if (v->name() == "pipeline/stage1_0/w0" && name == "a/w0") {
-          EXPECT_TRUE(ipuflow::testing::TensorNear(*v->Read(), expected, 1e-5, 1e-5));
+          EXPECT_TRUE(
+              ipuflow::testing::TensorNear(*v->Read(), expected, 1e-5, 1e-5));
           ++compared;
         } else if (v->name() == "pipeline/stage1_1/w0" && name == "b/w0") {
-          EXPECT_TRUE(ipuflow::testing::TensorNear(*v->Read(), expected, 1e-5, 1e-5));
+          EXPECT_TRUE(
+              ipuflow::testing::TensorNear(*v->Read(), expected, 1e-5, 1e-5));
           ++compared;
         } else if (v->name() == "pipeline/stage2/w_out" && name == "w_out") {
-          EXPECT_TRUE(ipuflow::testing::TensorNear(*v->Read(), expected, 1e-5, 1e-5));
-          EXPECT_FALSE(ipuflow::testing::TensorNear(*v->Read(), initial, 1e-3, 1e-3));
+          EXPECT_TRUE(
+              ipuflow::testing::TensorNear(*v->Read(), expected, 1e-5, 1e-5));
+          EXPECT_FALSE(
+              ipuflow::testing::TensorNear(*v->Read(), initial, 1e-3, 1e-3));
           ++compared;
         }
       }
@@ -277,7 +283,8 @@ TEST(PipelineRunTest, InputsAreGivenToTheFirstStageAndAccumulateOutfeedSums) {
   auto it = MicroBatches(4)->MakeIterator();
   Tensor expected(DType::kFloat32, {1, 4, 6});
   expected.flat<float>().setZero();
-  for (int m = 0; m < 4; ++m) expected.flat<float>() += 3.0f * (*it->GetNext())[0].flat<float>();
+  for (int m = 0; m < 4; ++m)
+    expected.flat<float>() += 3.0f * (*it->GetNext())[0].flat<float>();
   EXPECT_TRUE(ipuflow::testing::TensorNear(sum, expected, 1e-5, 1e-5));
 }
 
@@ -315,8 +322,8 @@ TEST(PipelineRunTest, KernelErrorInAStageNamesReplicaStageMicroBatchAndNode) {
   Scope scope = Scope::NewRootScope();
   // Element i goes to replica i % 2; element 3 (replica 1's micro-batch 1)
   // indexes past the 3-element table.
-  auto infeed = *feeds::IPUInfeedQueue::Create(feeds::FromTensorSlices(
-      {Tensor::FromVector<int32_t>({0, 1, 2, 9})}));
+  auto infeed = *feeds::IPUInfeedQueue::Create(
+      feeds::FromTensorSlices({Tensor::FromVector<int32_t>({0, 1, 2, 9})}));
   auto outfeed = *feeds::IPUOutfeedQueue::Create();
   PipelineOptions o;
   o.computational_stages = {
@@ -324,8 +331,9 @@ TEST(PipelineRunTest, KernelErrorInAStageNamesReplicaStageMicroBatchAndNode) {
         return std::vector<Output>{ops::Identity(s, a[0])};
       },
       [](const Scope& s, const std::vector<Output>& a) {
-        return std::vector<Output>{ops::Gather(
-            s.WithOpName("pick"), ops::Const<float>(s, {10, 20, 30}, {3}), a[0])};
+        return std::vector<Output>{
+            ops::Gather(s.WithOpName("pick"),
+                        ops::Const<float>(s, {10, 20, 30}, {3}), a[0])};
       }};
   o.gradient_accumulation_count = 2;
   o.infeed_queue = infeed.get();
@@ -341,8 +349,8 @@ TEST(PipelineRunTest, KernelErrorInAStageNamesReplicaStageMicroBatchAndNode) {
   // The system runs the next computation on every IPU.
   Scope s = Scope::NewRootScope();
   IPUStrategy strategy(system.get());
-  auto out = strategy.Run(*s.graph(), {ops::Add(s, ops::Const(s, 1.0f),
-                                                ops::Const(s, 1.0f))});
+  auto out = strategy.Run(
+      *s.graph(), {ops::Add(s, ops::Const(s, 1.0f), ops::Const(s, 1.0f))});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ((*out)[0].NumElements(), 4);
 }
@@ -355,8 +363,8 @@ TEST(PipelineRunTest, FloatingPointTrapStopsTheRun) {
   config.mutable_floating_point_behaviour()->set_oflo(true);
   auto system = std::move(IPUSystem::Create(config)).value();
   Scope scope = Scope::NewRootScope();
-  auto infeed = *feeds::IPUInfeedQueue::Create(feeds::FromTensorSlices(
-      {Tensor::FromVector<float>({1, 1e30f, 2, 3})}));
+  auto infeed = *feeds::IPUInfeedQueue::Create(
+      feeds::FromTensorSlices({Tensor::FromVector<float>({1, 1e30f, 2, 3})}));
   auto outfeed = *feeds::IPUOutfeedQueue::Create();
   PipelineOptions o;
   o.computational_stages = {
@@ -440,10 +448,11 @@ TEST(PipelineRunTest, OutputModesCountDeviceIterations) {
     feeds::OutputMode mode;
     std::vector<float> want;
   };
-  for (const Case& c : {Case{feeds::OutputMode::EveryN(2), {2, 3, 6, 7}},
-                        Case{feeds::OutputMode::Final(), {7}},
-                        Case{feeds::OutputMode::Sum(), {28}},
-                        Case{feeds::OutputMode::Default(), {0, 1, 2, 3, 4, 5, 6, 7}}}) {
+  for (const Case& c :
+       {Case{feeds::OutputMode::EveryN(2), {2, 3, 6, 7}},
+        Case{feeds::OutputMode::Final(), {7}},
+        Case{feeds::OutputMode::Sum(), {28}},
+        Case{feeds::OutputMode::Default(), {0, 1, 2, 3, 4, 5, 6, 7}}}) {
     SCOPED_TRACE(c.mode.DebugString());
     auto system = MakeSystem(2);
     Scope scope = Scope::NewRootScope();

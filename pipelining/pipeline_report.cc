@@ -13,17 +13,16 @@ std::string PipelineReport::Summary() const {
   const int n = table.num_stages;
   std::string s = absl::StrFormat(
       "%s %s pipeline: %d stages on %d IPUs, %d micro-batches x %d runs%s%s\n",
-      PipelineScheduleName(table.kind), table.training ? "training" : "inference",
-      n, table.num_ipus, table.micro_batches, repeats,
-      recompute ? ", recomputation" : "",
+      PipelineScheduleName(table.kind),
+      table.training ? "training" : "inference", n, table.num_ipus,
+      table.micro_batches, repeats, recompute ? ", recomputation" : "",
       replicas > 1 ? absl::StrFormat(" (replica 0 of %d; the others run the "
                                      "same table on their own IPUs)",
                                      replicas)
                    : std::string());
-  absl::StrAppend(
-      &s, "  virtual time ", HumanSeconds(virtual_seconds), " (weight updates ",
-      HumanSeconds(weight_update_seconds), "), wall time ",
-      HumanSeconds(wall_seconds), "\n");
+  absl::StrAppend(&s, "  virtual time ", HumanSeconds(virtual_seconds),
+                  " (weight updates ", HumanSeconds(weight_update_seconds),
+                  "), wall time ", HumanSeconds(wall_seconds), "\n");
   absl::StrAppend(
       &s, absl::StrFormat(
               "  bubble %.1f%% measured, %.1f%% planned from the measured "
@@ -46,8 +45,8 @@ std::string PipelineReport::Summary() const {
                     HumanSeconds(stage_costs.forward[st]));
     if (table.training) {
       absl::StrAppend(&s, ", backward ", HumanSeconds(stage_costs.backward[st]),
-                      "; stash ", stash_occupancy[st], " at step boundaries (FIFO ",
-                      stash_capacity[st], " x ",
+                      "; stash ", stash_occupancy[st],
+                      " at step boundaries (FIFO ", stash_capacity[st], " x ",
                       HumanBytes(stash_bytes_per_micro_batch[st]), ")");
     }
     if (st + 1 < n) {

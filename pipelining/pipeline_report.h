@@ -40,11 +40,11 @@ struct PipelineReport {
   std::vector<TimedItem> wall_items;  // The same items, wall clock.
   double virtual_seconds = 0;         // Makespan incl. weight updates.
   double wall_seconds = 0;
-  double weight_update_seconds = 0;   // Virtual, summed over repeats.
+  double weight_update_seconds = 0;      // Virtual, summed over repeats.
   std::vector<double> ipu_busy_seconds;  // Virtual F/B time per IPU.
   std::vector<double> ipu_utilisation;   // busy / F/B span, per IPU.
-  double bubble = 0;              // Idle fraction of the F/B spans.
-  double theoretical_bubble = 0;  // (N-1)/(M+N-1); Sequential (N-1)/N.
+  double bubble = 0;                     // Idle fraction of the F/B spans.
+  double theoretical_bubble = 0;         // (N-1)/(M+N-1); Sequential (N-1)/N.
   // Mean CPU seconds per micro-batch of each stage's forward / backward
   // (the slowest part for concurrent stages): the planner's input.
   StageCosts stage_costs;
@@ -74,7 +74,7 @@ struct PipelineReport {
   // Per IPU: offloaded optimizer state in this replica's remote memory
   // (1/R of it with replicated optimizer-state sharding).
   std::vector<int64_t> ipu_remote_bytes;
-  int64_t micro_batches = 0;             // repeats x M.
+  int64_t micro_batches = 0;  // repeats x M.
 
   // Multi-line: schedule, clocks, per-IPU utilisation and memory, bubble
   // (measured / planned / theory), stash and FIFO occupancy, the timeline.

@@ -39,8 +39,8 @@ struct PipelineRuntime::RunState : WorkListsRun {
       ABSL_GUARDED_BY(outfeed_mu);
   std::vector<Tensor> outfeed_sum ABSL_GUARDED_BY(outfeed_mu);
   // What a stopped repeat gives back (GiveBackUnprocessed): the infeed
-  // elements it took (stage 0's first part's, read after the lists ran), how many
-  // micro-batches reached the outfeed, which one failed, and whether the
+  // elements it took (stage 0's first part's, read after the lists ran), how
+  // many micro-batches reached the outfeed, which one failed, and whether the
   // weight update began.
   std::vector<feeds::Element> taken;
   std::atomic<int> delivered{0};
@@ -103,8 +103,8 @@ absl::Status PipelineRuntime::DeliverOutfeed(RunState& rs, int part,
 
 void PipelineRuntime::SentToIpu(RunState& rs, int from, int64_t bytes) {
   rs.ipu_to_ipu.fetch_add(bytes, std::memory_order_relaxed);
-  Device(from).counters().ipu_to_ipu.fetch_add(
-      bytes, std::memory_order_relaxed);
+  Device(from).counters().ipu_to_ipu.fetch_add(bytes,
+                                               std::memory_order_relaxed);
 }
 
 absl::Status PipelineRuntime::Forward(RunState& rs, const Entry& e, int repeat,
@@ -152,7 +152,8 @@ absl::Status PipelineRuntime::Forward(RunState& rs, const Entry& e, int repeat,
   std::vector<Tensor> outputs(out.begin(), out.begin() + num_out);
   if (s + 1 < n) {
     for (size_t q = 0; q < parts_[s + 1].size(); ++q) {
-      if (parts_[s + 1][q]->def->ipu != d.ipu) SentToIpu(rs, d.ipu, Bytes(outputs));
+      if (parts_[s + 1][q]->def->ipu != d.ipu)
+        SentToIpu(rs, d.ipu, Bytes(outputs));
       RETURN_IF_ERROR(Fifo(Key("act", s, e.part, q))->Push({outputs, vend}));
     }
   }
@@ -161,16 +162,16 @@ absl::Status PipelineRuntime::Forward(RunState& rs, const Entry& e, int repeat,
     for (int i : part.fed_args) stash.push_back(args[i]);
     stash.insert(stash.end(), out.begin() + num_out,
                  out.begin() + num_out + part.stash.size());
-    RETURN_IF_ERROR(Fifo(Key("stash", s, e.part))->Push({std::move(stash), vend}));
+    RETURN_IF_ERROR(
+        Fifo(Key("stash", s, e.part))->Push({std::move(stash), vend}));
   }
   if (s + 1 == n && b_->options.outfeed_queue != nullptr &&
       !b_->outfeed_values.empty()) {
-    std::vector<Tensor> values =
-        b_->training && b_->options.outfeed_loss
-            ? std::vector<Tensor>{out.back()}
-            : outputs;
-    RETURN_IF_ERROR(DeliverOutfeed(rs, e.part, repeat * b_->table.micro_batches + m,
-                                   std::move(values)));
+    std::vector<Tensor> values = b_->training && b_->options.outfeed_loss
+                                     ? std::vector<Tensor>{out.back()}
+                                     : outputs;
+    RETURN_IF_ERROR(DeliverOutfeed(
+        rs, e.part, repeat * b_->table.micro_batches + m, std::move(values)));
   }
   return absl::OkStatus();
 }
@@ -184,8 +185,7 @@ absl::Status PipelineRuntime::Backward(RunState& rs, const Entry& e,
   const int M = b_->table.micro_batches;
   const int m = e.item.micro_batch;
   ASSIGN_OR_RETURN(ChannelMessage stash, Fifo(Key("stash", s, e.part))->Pop());
-  clock->virtual_ready =
-      std::max(clock->virtual_ready, stash.virtual_time);
+  clock->virtual_ready = std::max(clock->virtual_ready, stash.virtual_time);
   std::vector<Tensor> dy(d.outputs.size());
   if (s + 1 < n) {
     for (size_t q = 0; q < parts_[s + 1].size(); ++q) {
@@ -193,7 +193,8 @@ absl::Status PipelineRuntime::Backward(RunState& rs, const Entry& e,
                        Fifo(Key("grad", s, q, e.part))->Pop());
       clock->virtual_ready = std::max(clock->virtual_ready, msg.virtual_time);
       for (size_t j = 0; j < dy.size(); ++j) {
-        if (msg.values[j].valid()) RETURN_IF_ERROR(AddInto(&dy[j], msg.values[j]));
+        if (msg.values[j].valid())
+          RETURN_IF_ERROR(AddInto(&dy[j], msg.values[j]));
       }
     }
   }
@@ -246,7 +247,8 @@ absl::Status PipelineRuntime::Backward(RunState& rs, const Entry& e,
       const int cnt = static_cast<int>(parts_[s - 1][q]->def->outputs.size());
       std::vector<Tensor> g(grads.begin() + off, grads.begin() + off + cnt);
       if (parts_[s - 1][q]->def->ipu != d.ipu) SentToIpu(rs, d.ipu, Bytes(g));
-      RETURN_IF_ERROR(Fifo(Key("grad", s - 1, e.part, q))->Push({std::move(g), vend}));
+      RETURN_IF_ERROR(
+          Fifo(Key("grad", s - 1, e.part, q))->Push({std::move(g), vend}));
     }
   }
   return absl::OkStatus();
@@ -256,9 +258,8 @@ absl::Status PipelineRuntime::RunItem(RunState& rs, int repeat,
                                       const WorkListItem& item,
                                       WorkItemClock* clock) {
   const Entry& e = entries_[item.tag];
-  absl::Status s = e.item.pass == Pass::kForward
-                       ? Forward(rs, e, repeat, clock)
-                       : Backward(rs, e, clock);
+  absl::Status s = e.item.pass == Pass::kForward ? Forward(rs, e, repeat, clock)
+                                                 : Backward(rs, e, clock);
   if (!s.ok()) {
     const PartDef& d = *parts_[e.item.stage][e.part]->def;
     s = absl::Status(
@@ -299,10 +300,10 @@ absl::StatusOr<std::vector<Tensor>> PipelineRuntime::Dequeue(RunState& rs,
   absl::StatusOr<feeds::Element> el = b_->options.infeed_queue->Dequeue(
       replica_.index, replica_.count, rs.cancel.get());
   if (!el.ok()) {
-    return absl::Status(
-        el.status().code(),
-        absl::StrCat("infeed of pipeline '", b_->options.name, "', micro-batch ",
-                     m, " of run ", repeat, ": ", el.status().message()));
+    return absl::Status(el.status().code(),
+                        absl::StrCat("infeed of pipeline '", b_->options.name,
+                                     "', micro-batch ", m, " of run ", repeat,
+                                     ": ", el.status().message()));
   }
   rs.taken.push_back(*el);
   const int64_t bytes = Bytes(*el);
@@ -319,7 +320,8 @@ absl::StatusOr<std::vector<Tensor>> PipelineRuntime::Dequeue(RunState& rs,
 absl::Status PipelineRuntime::StreamOptimizerState(bool in, RunState& rs) {
   for (int k = 0; k < num_ipus_; ++k) {
     for (const std::string& name : offloaded_[k]) {
-      std::shared_ptr<VariableResource> v = envs_[k].resources->FindVariable(name);
+      std::shared_ptr<VariableResource> v =
+          envs_[k].resources->FindVariable(name);
       if (v == nullptr) {
         return absl::FailedPreconditionError(absl::StrCat(
             "optimizer state '", name, "' does not exist on IPU ", k,
@@ -347,9 +349,9 @@ absl::Status PipelineRuntime::StreamOptimizerState(bool in, RunState& rs) {
       } else if (v->initialized()) {
         Tensor t = v->Release();
         if (sharded) {
-          ASSIGN_OR_RETURN(t, ShardToRemote(replica_.group, replica_.index,
-                                            replica_.count, "rts/store/" + name,
-                                            t));
+          ASSIGN_OR_RETURN(
+              t, ShardToRemote(replica_.group, replica_.index, replica_.count,
+                               "rts/store/" + name, t));
         }
         rs.streamed += t.TotalBytes();
         remote_[name] = std::move(t);
@@ -475,7 +477,8 @@ void PipelineRuntime::GiveBackUnprocessed(RunState& rs) {
   rs.taken.clear();
   if (back.empty()) return;
   // Fails only if the queue was destroyed: then there is no stream to keep.
-  infeed->GiveBack(replica_.index, replica_.count, std::move(back)).IgnoreError();
+  infeed->GiveBack(replica_.index, replica_.count, std::move(back))
+      .IgnoreError();
 }
 
 absl::StatusOr<PipelineReport> PipelineRuntime::Run(
@@ -508,8 +511,8 @@ absl::StatusOr<PipelineReport> PipelineRuntime::Run(
   // alive, and the system's manager, which outlives the registration.
   std::shared_ptr<CancellationManager> cancel = rs.cancel;
   CancellationManager* system_cancel = system_->cancellation();
-  const int token = system_cancel->Register(
-      [cancel, system_cancel, name = b_->options.name] {
+  const int token =
+      system_cancel->Register([cancel, system_cancel, name = b_->options.name] {
         const absl::Status why = system_cancel->reason();
         cancel->StartCancel(absl::CancelledError(absl::StrCat(
             "pipeline '", name, "' was cancelled: ", why.message())));
@@ -541,14 +544,17 @@ PipelineReport PipelineRuntime::MakeReport(RunState& rs) {
                         rs.wall_items[k].end());
   }
   for (double c : rs.vclock) r.virtual_seconds = std::max(r.virtual_seconds, c);
-  r.wall_seconds = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - rs.wall0).count();
+  r.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - rs.wall0)
+          .count();
   r.weight_update_seconds = rs.weight_update_seconds;
   double total_span = 0;
   for (const auto& [lo, hi] : rs.spans) total_span += hi - lo;
-  r.measured_seconds_per_run = rs.spans.empty() ? 0 : total_span / rs.spans.size();
+  r.measured_seconds_per_run =
+      rs.spans.empty() ? 0 : total_span / rs.spans.size();
   r.ipu_busy_seconds.assign(num_ipus_, 0);
-  for (const TimedItem& it : r.items) r.ipu_busy_seconds[it.ipu] += it.duration();
+  for (const TimedItem& it : r.items)
+    r.ipu_busy_seconds[it.ipu] += it.duration();
   int used = 0;
   double busy = 0;
   r.ipu_utilisation.assign(num_ipus_, 0);
@@ -556,7 +562,8 @@ PipelineReport PipelineRuntime::MakeReport(RunState& rs) {
     if (lists_->lists()[k].empty()) continue;
     ++used;
     busy += r.ipu_busy_seconds[k];
-    r.ipu_utilisation[k] = total_span > 0 ? r.ipu_busy_seconds[k] / total_span : 0;
+    r.ipu_utilisation[k] =
+        total_span > 0 ? r.ipu_busy_seconds[k] / total_span : 0;
   }
   r.bubble = total_span > 0 && used > 0 ? 1 - busy / (total_span * used) : 0;
   r.theoretical_bubble = b_->table.kind == PipelineSchedule::kSequential
@@ -595,17 +602,16 @@ PipelineReport PipelineRuntime::MakeReport(RunState& rs) {
         r.stash_capacity[s] =
             std::max(r.stash_capacity[s], static_cast<int>(st->capacity()));
         r.stash_bytes_per_micro_batch[s] += p->stash_bytes;
-        r.ipu_stash_bytes[k] += static_cast<int64_t>(st->peak()) * p->stash_bytes;
+        r.ipu_stash_bytes[k] +=
+            static_cast<int64_t>(st->peak()) * p->stash_bytes;
       }
       if (s + 1 < n) {
         for (const auto& next : parts_[s + 1]) {
           Channel* f = Fifo(Key("act", s, q, next->def->part));
-          r.activation_fifo_capacity[s] =
-              std::max(r.activation_fifo_capacity[s],
-                       static_cast<int>(f->capacity()));
-          r.activation_fifo_occupancy[s] =
-              std::max(r.activation_fifo_occupancy[s],
-                       static_cast<int>(f->peak()));
+          r.activation_fifo_capacity[s] = std::max(
+              r.activation_fifo_capacity[s], static_cast<int>(f->capacity()));
+          r.activation_fifo_occupancy[s] = std::max(
+              r.activation_fifo_occupancy[s], static_cast<int>(f->peak()));
           r.ipu_peak_bytes[next->def->ipu] +=
               static_cast<int64_t>(f->peak()) * p->output_bytes;
         }
@@ -617,7 +623,8 @@ PipelineReport PipelineRuntime::MakeReport(RunState& rs) {
     r.ipu_budget_bytes.push_back(Device(k).memory_budget_bytes());
   }
   // The dry-run planner on what was measured, for comparison.
-  if (b_->training && parts_.size() == static_cast<size_t>(b_->table.num_stages)) {
+  if (b_->training &&
+      parts_.size() == static_cast<size_t>(b_->table.num_stages)) {
     r.stage_costs.stash_bytes = r.stash_bytes_per_micro_batch;
   }
   absl::StatusOr<Plan> plan = PlanSchedule(b_->table, r.stage_costs);

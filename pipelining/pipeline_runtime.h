@@ -23,8 +23,8 @@
 //    the outfeed);
 //  - after the last backward, the weight update runs (from IPU 0's thread;
 //    each IPU updates its own variables on its own thread, at the same time
-//    as the others where the update's edges allow), with offloaded optimizer state
-//    streamed in before and out after (with replicated optimizer-state
+//    as the others where the update's edges allow), with offloaded optimizer
+//    state streamed in before and out after (with replicated optimizer-state
 //    sharding, a sharded weight's state as this replica's chunk: its update
 //    is fed the shard {r, R}, pipeline_internal.h's weight_shards).
 // The first error cancels every channel and queue wait of the run; Run
@@ -40,17 +40,17 @@
 #define IPUFLOW_PIPELINING_PIPELINE_RUNTIME_H_
 
 #include <map>
-#include <set>
-#include <optional>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/ipu/collective_group.h"
+#include "core/ipu/ipu_system.h"
 #include "core/ipu/work_lists.h"
 #include "core/memory_plan.h"
-#include "core/ipu/ipu_system.h"
 #include "core/program.h"
 #include "pipelining/pipeline_internal.h"
 #include "pipelining/pipeline_report.h"
@@ -88,8 +88,8 @@ class PipelineRuntime {
   IPUSystem* system() const { return system_; }
   // Offloaded optimizer state `name` as held in this replica's remote
   // memory (its shard, when sharded; `full_shape` then set), between runs.
-  std::optional<Tensor> RemoteValue(const std::string& name,
-                                    std::optional<TensorShape>* full_shape) const;
+  std::optional<Tensor> RemoteValue(
+      const std::string& name, std::optional<TensorShape>* full_shape) const;
   // The IPUs one replica uses (max device index + 1).
   int num_ipus() const { return num_ipus_; }
   uint64_t generation() const { return generation_; }
@@ -168,7 +168,7 @@ class PipelineRuntime {
   std::vector<Entry> entries_;  // By WorkListItem::tag.
   std::unique_ptr<WorkLists> lists_;
   std::vector<RunEnv> envs_;  // Per IPU.
-  RunEnv update_env_;  // IPU 0's, posting each IPU's part of the update.
+  RunEnv update_env_;         // IPU 0's, posting each IPU's part of the update.
   // CPU seconds each IPU spent in the current weight update; element k is
   // written only by IPU k's thread (RunEnv::post_to_shard), read after the
   // update's program returned.
@@ -185,9 +185,10 @@ class PipelineRuntime {
   // updates load as this replica's chunk only (RemoteState's rule).
   std::vector<Tensor> weight_shards_;
   std::set<std::string> chunked_;
-  std::vector<int64_t> always_live_;     // Per IPU, as run.
-  std::vector<int64_t> peak_arena_;      // Per IPU.
-  std::vector<int64_t> offloaded_bytes_; // Per IPU, in this replica's remote memory.
+  std::vector<int64_t> always_live_;  // Per IPU, as run.
+  std::vector<int64_t> peak_arena_;   // Per IPU.
+  std::vector<int64_t>
+      offloaded_bytes_;            // Per IPU, in this replica's remote memory.
   std::vector<IpuMemory> memory_;  // Per IPU of the replica.
 };
 

@@ -67,9 +67,9 @@ TEST(PipelineStressTest, InterruptedRunsReturnErrorsAndNeverHang) {
   std::mt19937 rng(99);
   const auto init = testing::InitialValues(1);
   for (int iter = 0; iter < 100; ++iter) {
-    Case c{iter % 2 ? PipelineSchedule::kGrouped
-                    : PipelineSchedule::kInterleaved,
-           8, 4, false};
+    Case c{
+        iter % 2 ? PipelineSchedule::kGrouped : PipelineSchedule::kInterleaved,
+        8, 4, false};
     auto system = testing::MakeSystem(4);
     Scope scope = Scope::NewRootScope();
     const bool short_infeed = rng() % 2 == 0;

@@ -116,8 +116,8 @@ std::map<std::string, Tensor> TrainReference(
   std::vector<optimizers::GradAndVar> fed;
   for (const auto& g : gv) {
     grads.push_back(g.grad);
-    fed.push_back({ops::Placeholder(s, g.grad.dtype(), g.grad.shape()),
-                   g.variable});
+    fed.push_back(
+        {ops::Placeholder(s, g.grad.dtype(), g.grad.shape()), g.variable});
   }
   Node* apply = opt->ApplyGradients(s, fed);
   EXPECT_TRUE(s.ok()) << s.status();
@@ -127,7 +127,8 @@ std::map<std::string, Tensor> TrainReference(
   for (int r = 0; r < runs; ++r) {
     std::vector<Tensor> sum;
     for (int m = 0; m < micro_batches; ++m) {
-      const int64_t row = (static_cast<int64_t>(r) * micro_batches + m) * kBatch;
+      const int64_t row =
+          (static_cast<int64_t>(r) * micro_batches + m) * kBatch;
       std::vector<Tensor> out;
       absl::Status st = session.Run({{x, xs.Slice(row, row + kBatch)},
                                      {labels, ls.Slice(row, row + kBatch)}},
@@ -165,7 +166,8 @@ std::map<std::string, Tensor> ReadPipelineVariables(IPUSystem* system,
       if (absl::StrContains(v->name(), "accumulators")) continue;
       std::vector<std::string> parts = absl::StrSplit(v->name(), '/');
       const std::string& last = parts.back();
-      if (parts.size() < 2 || !absl::StartsWith(parts[parts.size() - 2], "stage") ||
+      if (parts.size() < 2 ||
+          !absl::StartsWith(parts[parts.size() - 2], "stage") ||
           last.size() != 2 || (last[0] != 'w' && last[0] != 'b')) {
         continue;
       }

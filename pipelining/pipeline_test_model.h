@@ -47,7 +47,8 @@ std::map<std::string, Tensor> InitialValues(uint64_t seed);
 feeds::DatasetPtr MicroBatches(int n);
 
 // What a reference run needs to know about the optimizer and reduction.
-using OptimizerFactory = std::function<std::shared_ptr<optimizers::Optimizer>()>;
+using OptimizerFactory =
+    std::function<std::shared_ptr<optimizers::Optimizer>()>;
 
 // Trains the model without pipelining: for each of `runs` runs, the
 // gradients of `micro_batches` consecutive micro-batches are accumulated

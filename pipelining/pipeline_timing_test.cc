@@ -122,9 +122,8 @@ TEST(VirtualClockTest, ItemsFollowDependenciesAndNeverOverlapOnAnIpu) {
     // Sequential: one item at a time across all IPUs.
     if (kind == PipelineSchedule::kSequential) {
       std::vector<TimedItem> all = r->items;
-      std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
-        return a.start < b.start;
-      });
+      std::sort(all.begin(), all.end(),
+                [](const auto& a, const auto& b) { return a.start < b.start; });
       for (size_t i = 1; i < all.size(); ++i) {
         EXPECT_GE(all[i].start + eps, all[i - 1].end);
       }
@@ -158,8 +157,8 @@ void ExpectPlannersTimeline(const Config& c) {
   // Costs are small integers, so every time is exact: no tolerance.
   for (const TimedItem& it : r->items) {
     const int run = it.micro_batch / c.m;
-    TimedItem want = planned.at(
-        {it.stage, static_cast<int>(it.pass), it.micro_batch % c.m});
+    TimedItem want =
+        planned.at({it.stage, static_cast<int>(it.pass), it.micro_batch % c.m});
     const double shift = run * plan->makespan;
     EXPECT_EQ(it.ipu, want.ipu);
     EXPECT_EQ(it.start, want.start + shift)
@@ -237,7 +236,8 @@ TEST(VirtualClockTest, TwoStagesPerIpuShareItsClock) {
   auto system = testing::MakeSystem(2);
   Scope scope = Scope::NewRootScope();
   auto infeed = *feeds::IPUInfeedQueue::Create(
-      feeds::FromTensors({ipuflow::testing::RandomTensor({kBatch, 8}, -1, 1, 5)})
+      feeds::FromTensors(
+          {ipuflow::testing::RandomTensor({kBatch, 8}, -1, 1, 5)})
           ->Repeat(16));
   auto outfeed = *feeds::IPUOutfeedQueue::Create();
   PipelineOptions o;
@@ -271,9 +271,9 @@ TEST(VirtualClockTest, TwoStagesPerIpuShareItsClock) {
 }
 
 TEST(VirtualClockTest, VirtualCostsAreValidated) {
-  for (StageCosts bad : {StageCosts{{1, 1, 1}, {1, 1, 1, 1}},
-                         StageCosts{{1, 1, 1, 1}, {}},
-                         StageCosts{{1, -1, 1, 1}, {1, 1, 1, 1}}}) {
+  for (StageCosts bad :
+       {StageCosts{{1, 1, 1}, {1, 1, 1, 1}}, StageCosts{{1, 1, 1, 1}, {}},
+        StageCosts{{1, -1, 1, 1}, {1, 1, 1, 1}}}) {
     Scope scope = Scope::NewRootScope();
     auto infeed = *feeds::IPUInfeedQueue::Create(feeds::FromTensors(
         {ipuflow::testing::RandomTensor({kBatch, 8}, -1, 1, 5)}));

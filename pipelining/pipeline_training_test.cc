@@ -56,8 +56,8 @@ Trained TrainPipelined(const TrainingSetup& setup) {
   auto init = InitialValues(1);
   auto system = MakeSystem(4, setup.recompute);
   Scope scope = Scope::NewRootScope();
-  auto infeed =
-      *feeds::IPUInfeedQueue::Create(MicroBatches(setup.micro_batches * setup.runs));
+  auto infeed = *feeds::IPUInfeedQueue::Create(
+      MicroBatches(setup.micro_batches * setup.runs));
   auto outfeed = *feeds::IPUOutfeedQueue::Create();
   PipelineOptions o;
   o.computational_stages = ModelStages(init);
@@ -72,8 +72,8 @@ Trained TrainPipelined(const TrainingSetup& setup) {
   o.offload_weight_update_variables = setup.offload;
   o.gradient_accumulation_dtype = setup.accumulation_dtype;
   o.optimizer_function = [&](const Scope& sc, const std::vector<Output>& out) {
-    return OptimizerFunctionOutput{setup.optimizer(),
-                                   ops::SoftmaxCrossEntropyLoss(sc, out[0], out[1])};
+    return OptimizerFunctionOutput{
+        setup.optimizer(), ops::SoftmaxCrossEntropyLoss(sc, out[0], out[1])};
   };
   auto pipeline = Pipeline(scope, o);
   EXPECT_TRUE(pipeline.ok()) << pipeline.status();
@@ -250,7 +250,8 @@ TEST(PipelineTrainingTest, AccumulationDtypePerVariable) {
       continue;
     }
     const bool weight = n->name().find("/w") != std::string::npos;
-    EXPECT_EQ(n->attr<DType>("dtype"), weight ? DType::kFloat16 : DType::kFloat32)
+    EXPECT_EQ(n->attr<DType>("dtype"),
+              weight ? DType::kFloat16 : DType::kFloat32)
         << n->name();
     (weight ? half : full) += 1;
   }
@@ -333,9 +334,10 @@ TEST(PipelineTrainingTest, AStoppedStepIsRetriedWithoutTheFailingElement) {
     auto init = InitialValues(1);
     auto system = MakeSystem(4);
     Scope scope = Scope::NewRootScope();
-    auto infeed = *feeds::IPUInfeedQueue::Create(feeds::FromGenerator(
-        spec, [data] {
-          return [data, i = size_t{0}]() mutable -> absl::StatusOr<feeds::Element> {
+    auto infeed =
+        *feeds::IPUInfeedQueue::Create(feeds::FromGenerator(spec, [data] {
+          return [data,
+                  i = size_t{0}]() mutable -> absl::StatusOr<feeds::Element> {
             if (i == data.size()) return absl::OutOfRangeError("end");
             return data[i++];
           };
@@ -361,7 +363,8 @@ TEST(PipelineTrainingTest, AStoppedStepIsRetriedWithoutTheFailingElement) {
   auto reference = train(clean, 3, &plain);
   ASSERT_EQ(stopped.size(), 4u);
   EXPECT_TRUE(stopped[0].ok()) << stopped[0];
-  EXPECT_EQ(stopped[1].code(), absl::StatusCode::kInvalidArgument) << stopped[1];
+  EXPECT_EQ(stopped[1].code(), absl::StatusCode::kInvalidArgument)
+      << stopped[1];
   EXPECT_THAT(std::string(stopped[1].message()),
               ::testing::HasSubstr("micro-batch 6"));
   EXPECT_THAT(std::string(stopped[1].message()),

@@ -110,8 +110,7 @@ TEST(PipelineValidationTest, InterleavedTrainingWithTwoStagesOnOneIpu) {
 
 TEST(PipelineValidationTest, StageInputCountMismatch) {
   Fixture f;
-  f.options.computational_stages = {PassThrough,
-                                    StageFunction(PassThrough, 3)};
+  f.options.computational_stages = {PassThrough, StageFunction(PassThrough, 3)};
   EXPECT_THAT(f.Build().message(),
               HasSubstr("stage 1 takes 3 input(s) but receives 2 "
                         "(float32[4,6], int32[4]: the previous stage's "
@@ -125,17 +124,17 @@ TEST(PipelineValidationTest, CapturedNonVariable) {
       PassThrough, [&](const Scope& s, const std::vector<Output>& a) {
         return std::vector<Output>{ops::Add(s, a[0], outside), a[1]};
       }};
-  EXPECT_THAT(f.Build().message(),
-              AllOf(HasSubstr("stage 1 captures 'outside' (Const)"),
-                    HasSubstr("not a variable"),
-                    HasSubstr("inputs or infeed_queue")));
+  EXPECT_THAT(
+      f.Build().message(),
+      AllOf(HasSubstr("stage 1 captures 'outside' (Const)"),
+            HasSubstr("not a variable"), HasSubstr("inputs or infeed_queue")));
 }
 
 TEST(PipelineValidationTest, VariableOnAnotherIpu) {
   Fixture f;
-  ops::VariableHandle w =
-      ops::Variable(f.scope.WithIpu(0).WithOpName("w"),
-                    ops::Const(f.scope, Tensor::Filled(DType::kFloat32, {6, 6}, 1)));
+  ops::VariableHandle w = ops::Variable(
+      f.scope.WithIpu(0).WithOpName("w"),
+      ops::Const(f.scope, Tensor::Filled(DType::kFloat32, {6, 6}, 1)));
   f.options.computational_stages = {
       PassThrough, [&](const Scope& s, const std::vector<Output>& a) {
         Output y = ops::MatMul(s, a[0], ops::ReadVariable(s, w.handle));

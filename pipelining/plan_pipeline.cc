@@ -63,10 +63,8 @@ int main(int argc, char** argv) {
   options.stash_bytes = absl::GetFlag(FLAGS_stash_bytes);
   options.timing = absl::GetFlag(FLAGS_timing);
   options.force = absl::GetFlag(FLAGS_force);
-  options.svg_path =
-      ipuflow::ResolveOutputPath(absl::GetFlag(FLAGS_svg));
-  options.json_path =
-      ipuflow::ResolveOutputPath(absl::GetFlag(FLAGS_json));
+  options.svg_path = ipuflow::ResolveOutputPath(absl::GetFlag(FLAGS_svg));
+  options.json_path = ipuflow::ResolveOutputPath(absl::GetFlag(FLAGS_json));
 
   absl::StatusOr<std::string> report = RunPlanPipeline(options);
   if (!report.ok()) {

@@ -40,7 +40,7 @@ struct PlanPipelineOptions {
   // Bytes one micro-batch leaves in each stage's stash (one value for all,
   // or one per stage; empty: no memory prediction). Training only.
   std::string stash_bytes;
-  std::string timing = "dataflow";   // dataflow | lockstep (planner.h).
+  std::string timing = "dataflow";  // dataflow | lockstep (planner.h).
   bool force = false;     // Plan even if ValidatePipeline rejects the setting.
   std::string svg_path;   // Write the SVG timeline here if not empty.
   std::string json_path;  // Write the Chrome trace / Perfetto JSON here.

@@ -147,9 +147,9 @@ absl::StatusOr<Plan> PlanSchedule(const ScheduleTable& table,
   plan.stash_peak_entries = PeakStashEntries(table);
   if (!costs.stash_bytes.empty()) {
     if (static_cast<int>(costs.stash_bytes.size()) != table.num_stages) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "stash_bytes has ", costs.stash_bytes.size(), " entries for ",
-          table.num_stages, " stages"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("stash_bytes has ", costs.stash_bytes.size(),
+                       " entries for ", table.num_stages, " stages"));
     }
     plan.ipu_stash_bytes.assign(table.num_ipus, 0);
     for (int s = 0; s < table.num_stages; ++s) {

@@ -60,9 +60,9 @@ namespace ipuflow::pipelining {
 // REQUIRES: num_stages >= 1.
 int MinimumGradientAccumulationCount(PipelineSchedule schedule, int num_stages);
 
-// The overlap length L above (Graphcore's port needs a multiple of it). `device_mapping` empty = identity; a mapping of the wrong
-// length or with negative entries is treated as identity.
-// REQUIRES: num_stages >= 1.
+// The overlap length L above (Graphcore's port needs a multiple of it).
+// `device_mapping` empty = identity; a mapping of the wrong length or with
+// negative entries is treated as identity. REQUIRES: num_stages >= 1.
 int OverlapLength(PipelineSchedule schedule, int num_stages,
                   const std::vector<int>& device_mapping, bool training);
 

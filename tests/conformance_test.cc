@@ -20,11 +20,11 @@
 #include "absl/strings/str_cat.h"
 #include "core/ipu/ipu_strategy.h"
 #include "core/session.h"
+#include "core/testing/op_test.h"
+#include "feeds/dataset.h"
 #include "feeds/infeed_queue.h"
 #include "feeds/outfeed_queue.h"
 #include "gtest/gtest.h"
-#include "core/testing/op_test.h"
-#include "feeds/dataset.h"
 #include "ops/array/const.h"
 #include "ops/array/identity.h"
 #include "ops/control/loops.h"
@@ -83,10 +83,10 @@ std::map<std::string, Tensor> ReplicaZeroAndCheckEqual(const Executable& exe,
   for (const auto& [name, per_replica] : *vars) {
     EXPECT_EQ(static_cast<int>(per_replica.size()), replicas) << name;
     for (size_t r = 1; r < per_replica.size(); ++r) {
-      EXPECT_EQ(std::memcmp(per_replica[r].raw_data(),
-                            per_replica[0].raw_data(),
-                            per_replica[0].TotalBytes()),
-                0)
+      EXPECT_EQ(
+          std::memcmp(per_replica[r].raw_data(), per_replica[0].raw_data(),
+                      per_replica[0].TotalBytes()),
+          0)
           << name << " differs between replica 0 and " << r;
     }
     out[name.substr(name.rfind('/') + 1)] = per_replica[0];
@@ -195,9 +195,8 @@ TEST_P(PipelineConformanceTest, TrainsAsTheSingleDeviceReference) {
                      : TensorShape({kMicroBatches * kRuns});
   EXPECT_EQ((*losses)["loss"].shape(), want);
   // Sharding is reported with its per-replica saving.
-  EXPECT_EQ((*exe)->MemoryReport().find(absl::StrCat("sharded over ",
-                                                     c.replicas, " replicas")) !=
-                std::string::npos,
+  EXPECT_EQ((*exe)->MemoryReport().find(absl::StrCat(
+                "sharded over ", c.replicas, " replicas")) != std::string::npos,
             c.rts && c.replicas > 1)
       << (*exe)->MemoryReport();
 }
@@ -210,7 +209,8 @@ std::vector<Config> PipelineConfigs() {
                             pipelining::PipelineSchedule::kInterleaved,
                             pipelining::PipelineSchedule::kSequential}) {
         // Interleaved training needs one stage per IPU (validation.h).
-        if (ipus == 2 && schedule == pipelining::PipelineSchedule::kInterleaved) {
+        if (ipus == 2 &&
+            schedule == pipelining::PipelineSchedule::kInterleaved) {
           continue;
         }
         for (bool offload : {false, true}) {
@@ -257,19 +257,20 @@ TEST_P(InferenceConformanceTest, OutfeedEqualsTheHostForwardPass) {
   auto out = outfeed->Dequeue();
   ASSERT_TRUE(out.ok()) << out.status();
   const Tensor& logits = (*out)["0"];
-  const TensorShape per_step = TensorShape({pipelining::testing::kBatch,
-                                            pipelining::testing::kClasses});
-  ASSERT_EQ(logits.shape(), replicas > 1
-                                ? TensorShape({kSteps, replicas, per_step.dim(0),
-                                               per_step.dim(1)})
-                                : TensorShape({kSteps, per_step.dim(0),
-                                               per_step.dim(1)}));
+  const TensorShape per_step =
+      TensorShape({pipelining::testing::kBatch, pipelining::testing::kClasses});
+  ASSERT_EQ(
+      logits.shape(),
+      replicas > 1
+          ? TensorShape({kSteps, replicas, per_step.dim(0), per_step.dim(1)})
+          : TensorShape({kSteps, per_step.dim(0), per_step.dim(1)}));
   // The host reference, micro-batch by micro-batch, in dataset order.
   Scope host = Scope::NewRootScope();
-  Output x = ops::Placeholder(host, DType::kFloat32,
-                              {pipelining::testing::kBatch,
-                               pipelining::testing::kFeatures});
-  Output y = ops::Placeholder(host, DType::kInt32, {pipelining::testing::kBatch});
+  Output x = ops::Placeholder(
+      host, DType::kFloat32,
+      {pipelining::testing::kBatch, pipelining::testing::kFeatures});
+  Output y =
+      ops::Placeholder(host, DType::kInt32, {pipelining::testing::kBatch});
   std::vector<Output> h = {x, y};
   for (int st = 0; st < 4; ++st) h = ModelStage(st, host, h, init);
   Session session(host.graph());
@@ -280,8 +281,8 @@ TEST_P(InferenceConformanceTest, OutfeedEqualsTheHostForwardPass) {
     auto batch = it->GetNext();
     ASSERT_TRUE(batch.ok()) << batch.status();
     std::vector<Tensor> want;
-    ASSERT_TRUE(session.Run({{x, (*batch)[0]}, {y, (*batch)[1]}}, {h[0]}, &want)
-                    .ok());
+    ASSERT_TRUE(
+        session.Run({{x, (*batch)[0]}, {y, (*batch)[1]}}, {h[0]}, &want).ok());
     const int m = i / replicas, r = i % replicas;
     const float* got = logits.data<float>() + (m * replicas + r) * n;
     for (int64_t k = 0; k < n; ++k) {
@@ -476,13 +477,13 @@ TEST_P(PipelineShardingTest, SameWeightsAndStateOneChunkOfTheUpdate) {
   std::map<std::string, Tensor> weights[2], adam_m[2];
   int64_t remote[2] = {0, 0};
   std::vector<int64_t> updated[2], sent[2];  // Per IPU of the system.
-  std::map<std::string, int> ipu_of;  // Weight -> IPU within a replica.
+  std::map<std::string, int> ipu_of;         // Weight -> IPU within a replica.
   for (bool rts : {false, true}) {
     auto init = InitialValues(1);
     auto system = MakeSystem(kIpus * replicas, replicas);
     Scope scope = Scope::NewRootScope();
-    auto infeed = *feeds::IPUInfeedQueue::Create(
-        MicroBatches(4 * kUpdates * replicas));
+    auto infeed =
+        *feeds::IPUInfeedQueue::Create(MicroBatches(4 * kUpdates * replicas));
     pipelining::PipelineOptions o;
     o.computational_stages = ModelStagesWithFloat16W1(init, float16_w1);
     o.device_mapping = {0, 0, 1, 1};
@@ -527,8 +528,8 @@ TEST_P(PipelineShardingTest, SameWeightsAndStateOneChunkOfTheUpdate) {
     // Adam's moments (and w1's master) live in remote memory between runs
     // (sharded with RTS): ReadVariables reassembles them, equal on every
     // replica.
-    auto moments = (*exe)->ReadVariables(
-        ".*stage1/w1/Adam/(master|(master/Adam/)?[mv])");
+    auto moments =
+        (*exe)->ReadVariables(".*stage1/w1/Adam/(master|(master/Adam/)?[mv])");
     ASSERT_TRUE(moments.ok()) << moments.status();
     ASSERT_EQ(moments->size(), float16_w1 ? 3u : 2u);
     for (const auto& [name, per_replica] : *moments) {
@@ -545,9 +546,9 @@ TEST_P(PipelineShardingTest, SameWeightsAndStateOneChunkOfTheUpdate) {
   }
   ASSERT_EQ(weights[0].size(), 7u);
   for (const auto& [name, t] : weights[0]) {
-    EXPECT_EQ(std::memcmp(t.raw_data(), weights[1][name].raw_data(),
-                          t.TotalBytes()),
-              0)
+    EXPECT_EQ(
+        std::memcmp(t.raw_data(), weights[1][name].raw_data(), t.TotalBytes()),
+        0)
         << name;
   }
   // Adam's m and v of every variable (48+8+64+8+64+24+3 floats) and its
@@ -766,8 +767,8 @@ TEST(FrameLifetimeTest, ProgramsOfOneFrameCoexistAndOutliveItSafely) {
   auto init = InitialValues(1);
   auto system = MakeSystem(4, 1);
   Scope scope = Scope::NewRootScope();
-  auto infeed = *feeds::IPUInfeedQueue::Create(
-      MicroBatches(2 * kMicroBatches)->Repeat());
+  auto infeed =
+      *feeds::IPUInfeedQueue::Create(MicroBatches(2 * kMicroBatches)->Repeat());
   auto pipeline = SgdPipeline(scope, init, infeed.get());
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   IPUStrategy strategy(system.get());

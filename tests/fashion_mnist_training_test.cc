@@ -22,7 +22,8 @@ namespace ipuflow {
 namespace {
 
 double Mean(const std::vector<float>& v, size_t begin, size_t end) {
-  return std::accumulate(v.begin() + begin, v.begin() + end, 0.0) / (end - begin);
+  return std::accumulate(v.begin() + begin, v.begin() + end, 0.0) /
+         (end - begin);
 }
 
 TEST(FashionMnistTrainingTest, MlpLossFallsOnTheHost) {
@@ -44,9 +45,11 @@ TEST(FashionMnistTrainingTest, MlpLossFallsOnTheHost) {
   for (int epoch = 0; epoch < 3; ++epoch) {
     for (int b = 0; b < 16; ++b) {
       std::vector<Tensor> out;
-      ASSERT_TRUE(session.Run({{images, data->images.Slice(32 * b, 32 * b + 32)},
-                               {labels, data->labels.Slice(32 * b, 32 * b + 32)}},
-                              {loss}, {train}, &out).ok());
+      ASSERT_TRUE(session
+                      .Run({{images, data->images.Slice(32 * b, 32 * b + 32)},
+                            {labels, data->labels.Slice(32 * b, 32 * b + 32)}},
+                           {loss}, {train}, &out)
+                      .ok());
       losses.push_back(out[0].scalar<float>());
     }
   }
@@ -68,13 +71,16 @@ TEST(FashionMnistTrainingTest, ConvNetLossFallsInADeviceLoop) {
   Scope s = Scope::NewRootScope();
   optimizers::AdamOptimizer adam(2e-3f);
   models::ConvNetParams params = models::CreateConvNetParams(s);
-  auto loop = loops::Repeat(s, 20, [&](const Scope& b, const std::vector<Output>& a) {
-    Output logits = models::ConvNet(b, params, a[0]);
-    Output loss = ops::SoftmaxCrossEntropyLoss(b, logits, a[1]);
-    adam.Minimize(b, loss);
-    (*outfeed)->Enqueue(b, {{"loss", loss}});
-    return std::vector<Output>{};
-  }, {}, infeed->get());
+  auto loop = loops::Repeat(
+      s, 20,
+      [&](const Scope& b, const std::vector<Output>& a) {
+        Output logits = models::ConvNet(b, params, a[0]);
+        Output loss = ops::SoftmaxCrossEntropyLoss(b, logits, a[1]);
+        adam.Minimize(b, loss);
+        (*outfeed)->Enqueue(b, {{"loss", loss}});
+        return std::vector<Output>{};
+      },
+      {}, infeed->get());
   ASSERT_TRUE(loop.ok()) << loop.status();
   auto system = IPUSystem::Create(IPUConfig());
   ASSERT_TRUE(system.ok());
@@ -116,8 +122,9 @@ std::unique_ptr<AdamWStep> BuildAdamWStep(bool in_loop) {
   Scope& s = step->scope;
   step->images = ops::Placeholder(s, DType::kFloat32, {32, 28, 28, 1});
   step->labels = ops::Placeholder(s, DType::kInt32, {32});
-  step->feeds = {{step->images, Tensor::Filled(DType::kFloat32, {32, 28, 28, 1}, 0.0)},
-                 {step->labels, Tensor::Filled(DType::kInt32, {32}, 0.0)}};
+  step->feeds = {
+      {step->images, Tensor::Filled(DType::kFloat32, {32, 28, 28, 1}, 0.0)},
+      {step->labels, Tensor::Filled(DType::kInt32, {32}, 0.0)}};
   models::ConvNetParams params = models::CreateConvNetParams(s);
   optimizers::AdamWOptimizer adamw(1e-3f);
   auto body = [&](const Scope& b) {
@@ -128,10 +135,11 @@ std::unique_ptr<AdamWStep> BuildAdamWStep(bool in_loop) {
   if (!in_loop) {
     step->train = body(s);
   } else {
-    auto loop = loops::Repeat(s, 10, [&](const Scope& b, const std::vector<Output>&) {
-      body(b);
-      return std::vector<Output>{};
-    });
+    auto loop =
+        loops::Repeat(s, 10, [&](const Scope& b, const std::vector<Output>&) {
+          body(b);
+          return std::vector<Output>{};
+        });
     EXPECT_TRUE(loop.ok()) << loop.status();
     step->train = loop->op;
   }
@@ -148,16 +156,19 @@ TEST(FashionMnistTrainingTest, ConvNetAdamWStepInALoopIsRefusedLikeTheStep) {
   IPUStrategy strategy(system->get());
 
   auto step = BuildAdamWStep(/*in_loop=*/false);
-  absl::Status st = strategy.Compile(*step->scope.graph(), {step->loss},
-                                     {step->train}, step->feeds).status();
+  absl::Status st = strategy
+                        .Compile(*step->scope.graph(), {step->loss},
+                                 {step->train}, step->feeds)
+                        .status();
   EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
   const std::string step_total = ReportedTotal(st);
 
   // In a loop the slots (built in the body) and the step's intermediates
   // are the loop body's.
   auto looped = BuildAdamWStep(/*in_loop=*/true);
-  st = strategy.Compile(*looped->scope.graph(), {}, {looped->train},
-                        looped->feeds).status();
+  st = strategy
+           .Compile(*looped->scope.graph(), {}, {looped->train}, looped->feeds)
+           .status();
   EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
   EXPECT_NE(st.message().find("loop bodies:"), std::string::npos) << st;
   EXPECT_NE(st.message().find("(largest: 'Repeat')"), std::string::npos) << st;

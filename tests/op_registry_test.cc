@@ -2,6 +2,7 @@
 // gradient or a declared reason for having none. Linking //ops brings in
 // every op family, so a new op is checked without being listed here.
 #include "core/op_registry.h"
+
 #include "gtest/gtest.h"
 
 namespace ipuflow {

@@ -93,14 +93,18 @@ absl::StatusOr<std::unique_ptr<Setup>> Build(int replicas, int accumulate,
   for (int i = 0; i < kDistinctBatches * kBatch; ++i) {
     labels.data<int32_t>()[i] = i % kClasses;
   }
-  ASSIGN_OR_RETURN(
-      s->infeed,
-      feeds::IPUInfeedQueue::Create(feeds::FromTensorSlices({x, labels})->Repeat()));
+  ASSIGN_OR_RETURN(s->infeed,
+                   feeds::IPUInfeedQueue::Create(
+                       feeds::FromTensorSlices({x, labels})->Repeat()));
   const Scope& root = s->scope;
-  auto w1 = ops::Variable(root.WithOpName("w1"),
-                          ops::Const(root, testing::RandomTensor({kIn, kHidden}, -0.05f, 0.05f, 2)));
-  auto w2 = ops::Variable(root.WithOpName("w2"),
-                          ops::Const(root, testing::RandomTensor({kHidden, kClasses}, -0.05f, 0.05f, 3)));
+  auto w1 = ops::Variable(
+      root.WithOpName("w1"),
+      ops::Const(root,
+                 testing::RandomTensor({kIn, kHidden}, -0.05f, 0.05f, 2)));
+  auto w2 = ops::Variable(
+      root.WithOpName("w2"),
+      ops::Const(root,
+                 testing::RandomTensor({kHidden, kClasses}, -0.05f, 0.05f, 3)));
   s->sgd = std::make_unique<optimizers::GradientDescentOptimizer>(0.01f);
   if (accumulate == 1) {
     s->opt = std::make_unique<optimizers::CrossReplicaOptimizer>(s->sgd.get());
@@ -118,7 +122,8 @@ absl::StatusOr<std::unique_ptr<Setup>> Build(int replicas, int accumulate,
           [&](const Scope& b, const std::vector<Output>& batch) {
             Output h = ops::Relu(b, ops::MatMul(b, batch[0], w1.value));
             Output logits = ops::MatMul(b, h, w2.value);
-            raw->opt->Minimize(b, ops::SoftmaxCrossEntropyLoss(b, logits, batch[1]));
+            raw->opt->Minimize(
+                b, ops::SoftmaxCrossEntropyLoss(b, logits, batch[1]));
             return std::vector<Output>{};
           },
           {}, s->infeed.get()));
@@ -194,22 +199,21 @@ void PrintThreadTimes(const ProcessTimes& sum, double wall_s, int64_t steps) {
   for (size_t i = 0; i < v.size() && i < 4; ++i) {
     const ThreadTimes& t = v[i].second;
     if (t.run_ns < 0.01 * wall_ns) break;
-    std::printf("    thread %d: %6.1f us CPU/step; running %5.1f%%, waiting "
-                "for a core %5.1f%%, asleep %5.1f%%, %.2f sleeps/step\n",
-                static_cast<int>(i), 1e-3 * t.run_ns / steps,
-                100 * t.run_ns / wall_ns,
-                100 * t.wait_ns / wall_ns,
-                100 * std::max(0.0, 1 - (t.run_ns + t.wait_ns) / wall_ns),
-                static_cast<double>(t.sleeps) / steps);
+    std::printf(
+        "    thread %d: %6.1f us CPU/step; running %5.1f%%, waiting "
+        "for a core %5.1f%%, asleep %5.1f%%, %.2f sleeps/step\n",
+        static_cast<int>(i), 1e-3 * t.run_ns / steps, 100 * t.run_ns / wall_ns,
+        100 * t.wait_ns / wall_ns,
+        100 * std::max(0.0, 1 - (t.run_ns + t.wait_ns) / wall_ns),
+        static_cast<double>(t.sleeps) / steps);
   }
 }
 
 // The `top` kernels of a profiled body by time, in microseconds per run.
 void PrintProfile(const Program& body, int top) {
   std::vector<Program::NodeTime> times = body.profile();
-  std::sort(times.begin(), times.end(), [](const auto& a, const auto& b) {
-    return a.seconds > b.seconds;
-  });
+  std::sort(times.begin(), times.end(),
+            [](const auto& a, const auto& b) { return a.seconds > b.seconds; });
   double total = 0;
   for (const auto& t : times) total += t.seconds;
   const int64_t runs = times.empty() ? 0 : times[0].runs;
@@ -231,15 +235,16 @@ int Main() {
   const int rounds = absl::GetFlag(FLAGS_rounds);
   const int steps = absl::GetFlag(FLAGS_steps);
   std::printf("%s\n", MachineDescription().c_str());
-  std::printf("MLP %d-%d-%d, batch %d, SGD, %d steps per call; each IPU "
-              "one thread\n",
-              kIn, kHidden, kClasses, kBatch, steps);
+  std::printf(
+      "MLP %d-%d-%d, batch %d, SGD, %d steps per call; each IPU "
+      "one thread\n",
+      kIn, kHidden, kClasses, kBatch, steps);
   std::vector<std::unique_ptr<Setup>> setups;
   const std::string configs = absl::GetFlag(FLAGS_configs);
   for (int accumulate : {1, 8}) {
     for (int r : {1, 2}) {
-      const std::string name = (accumulate == 1 ? "cr" : "ga") +
-                               std::to_string(r);
+      const std::string name =
+          (accumulate == 1 ? "cr" : "ga") + std::to_string(r);
       if (configs.find(name) == std::string::npos) continue;
       auto s = Build(r, accumulate, steps);
       if (!s.ok()) {
@@ -275,14 +280,14 @@ int Main() {
   }
   for (size_t i = 0; i < setups.size(); ++i) {
     const Setup& s = *setups[i];
-    std::printf("%-48s %d replica(s): %6.0f samples/s (median of %d; min "
-                "%.0f, max %.0f)\n",
-                s.accumulate == 1
-                    ? "CrossReplicaOptimizer (all-reduce every step)"
-                    : "CrossReplicaGradientAccumulationOptimizerV2(8)",
-                s.replicas, Median(rate[i]), rounds,
-                *std::min_element(rate[i].begin(), rate[i].end()),
-                *std::max_element(rate[i].begin(), rate[i].end()));
+    std::printf(
+        "%-48s %d replica(s): %6.0f samples/s (median of %d; min "
+        "%.0f, max %.0f)\n",
+        s.accumulate == 1 ? "CrossReplicaOptimizer (all-reduce every step)"
+                          : "CrossReplicaGradientAccumulationOptimizerV2(8)",
+        s.replicas, Median(rate[i]), rounds,
+        *std::min_element(rate[i].begin(), rate[i].end()),
+        *std::max_element(rate[i].begin(), rate[i].end()));
     if (profile && s.body != nullptr) {
       PrintProfile(*s.body, absl::GetFlag(FLAGS_profile_top));
     }

@@ -7,7 +7,8 @@ namespace ipuflow::compiler {
 std::vector<MemoryPlan> CountAlwaysLive(const Schedule& schedule) {
   std::vector<MemoryPlan> shards(1);
   for (const Node* n : schedule.nodes) {
-    if (static_cast<int>(shards.size()) <= ShardOf(n)) shards.resize(ShardOf(n) + 1);
+    if (static_cast<int>(shards.size()) <= ShardOf(n))
+      shards.resize(ShardOf(n) + 1);
     MemoryPlan& shard = shards[ShardOf(n)];
     const AlwaysLive kind = n->op_def().always_live();
     if (kind == AlwaysLive::kVariable) {

@@ -14,9 +14,11 @@ namespace {
 
 TEST(AlwaysLiveTest, ConstantsAndVariablesPerShard) {
   Scope s = Scope::NewRootScope();
-  Output c = ops::Const<float>(s, {1, 2, 3}, {3});                         // 12 B
-  Output v = ops::Variable(s.WithIpu(2).WithOpName("v"), DType::kFloat32, {2, 3});  // 24 B
-  Output w = ops::Variable(s.WithIpu(2).WithOpName("w"), DType::kInt32, {5});       // 20 B
+  Output c = ops::Const<float>(s, {1, 2, 3}, {3});  // 12 B
+  Output v = ops::Variable(s.WithIpu(2).WithOpName("v"), DType::kFloat32,
+                           {2, 3});  // 24 B
+  Output w =
+      ops::Variable(s.WithIpu(2).WithOpName("w"), DType::kInt32, {5});  // 20 B
   Output sum = ops::Add(s.WithIpu(2), ops::ReadVariable(s.WithIpu(2), w),
                         ops::Const<int32_t>(s.WithIpu(2), {1}, {1}));  // 4 B
   Output out = ops::Add(s, c, ops::ReadVariable(s, v));
@@ -30,7 +32,8 @@ TEST(AlwaysLiveTest, ConstantsAndVariablesPerShard) {
   EXPECT_EQ(shards[2].constant_bytes, 4);
   EXPECT_EQ(shards[2].variable_bytes, 44);
   using Var = std::pair<const Node*, int64_t>;
-  EXPECT_EQ(shards[2].variables, (std::vector<Var>{{v.node, 24}, {w.node, 20}}));
+  EXPECT_EQ(shards[2].variables,
+            (std::vector<Var>{{v.node, 24}, {w.node, 20}}));
   // Only the always-live categories are filled in.
   EXPECT_EQ(shards[0].always_live_bytes, 0);
   EXPECT_EQ(shards[0].peak_bytes, 0);

@@ -18,7 +18,8 @@ Dependencies FindDependencies(const Schedule& schedule, const Values& values) {
     for (int v : values.inputs[pos]) {
       if (values.producer[v] >= 0) preds.insert(values.producer[v]);
     }
-    for (const Node* c : n->control_inputs()) preds.insert(schedule.position[c->id()]);
+    for (const Node* c : n->control_inputs())
+      preds.insert(schedule.position[c->id()]);
     if (n->op_def().resource_access() != ResourceAccess::kNone) {
       variables.insert(ResourceKey(*n));
     }

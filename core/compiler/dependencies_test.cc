@@ -28,11 +28,13 @@ TEST(DependenciesTest, DataControlAndVariableAccessOrder) {
   // Two nodes of one shared variable are ordered as one variable.
   ops::VariableOptions shared;
   shared.shared_name = "shared";
-  Output u1 = ops::Variable(s.WithOpName("u1"), DType::kFloat32, {}, shared);  // 8
-  Output u2 = ops::Variable(s.WithOpName("u2"), DType::kFloat32, {}, shared);  // 9
-  Node* wu = ops::Assign(s, u1, c);                                  // 10
-  Output ru = ops::ReadVariable(s, u2);                              // 11
-  Node* done = ops::NoOp(s.WithControlDependencies({w2, wu}));       // 12
+  Output u1 =
+      ops::Variable(s.WithOpName("u1"), DType::kFloat32, {}, shared);  // 8
+  Output u2 =
+      ops::Variable(s.WithOpName("u2"), DType::kFloat32, {}, shared);  // 9
+  Node* wu = ops::Assign(s, u1, c);                                    // 10
+  Output ru = ops::ReadVariable(s, u2);                                // 11
+  Node* done = ops::NoOp(s.WithControlDependencies({w2, wu}));         // 12
   ASSERT_EQ(done->id(), 12);
   const FrontPhases f =
       RunFrontPhases(*s.graph(), Spec({}, {}, {r1, r3, r4, ru}, {w1, done}));

@@ -102,7 +102,8 @@ Fusion FuseChains(const ProgramSpec& spec, const ValueTypes& types,
         }
       }
       values->inputs[pos] = std::move(inputs);
-      for (size_t i = 1; i < positions.size(); ++i) absorbed[positions[i]] = true;
+      for (size_t i = 1; i < positions.size(); ++i)
+        absorbed[positions[i]] = true;
       fusion.chains[pos] = std::move(chain);
       fusion.defs[pos] = def;
       fusion.chain_values[pos] = std::move(chain_values);

@@ -1,10 +1,10 @@
-// Compiler phase, fusion (after shapes, before dependencies): runs chains of ops as one node where the op
-// registry has a fused kernel for them (FusionDef, REGISTER_FUSION in
-// core/op_registry.h; the kernels live with their ops, e.g. ops/nn/fused_*).
-// A step spends part of its time between kernels: writing an intermediate
-// (a convolution's output before its bias) to memory and reading it back,
-// and the executor's per-node work. Fusing a producer into its consumer
-// removes both, as XLA's and TensorFlow's grappler remapper fusions do
+// Compiler phase, fusion (after shapes, before dependencies): runs chains of
+// ops as one node where the op registry has a fused kernel for them (FusionDef,
+// REGISTER_FUSION in core/op_registry.h; the kernels live with their ops, e.g.
+// ops/nn/fused_*). A step spends part of its time between kernels: writing an
+// intermediate (a convolution's output before its bias) to memory and reading
+// it back, and the executor's per-node work. Fusing a producer into its
+// consumer removes both, as XLA's and TensorFlow's grappler remapper fusions do
 // (Conv2D + BiasAdd + Relu -> _FusedConv2D).
 //
 // A chain fuses when each intermediate is output 0 of its producer, its
@@ -21,9 +21,9 @@
 // dtype and shape is written into that output (no value of its own: not
 // planned); another one becomes a value of the fused node that nothing
 // reads, planned in the arena for that node's step only, so the fused
-// kernel needs no allocation per run (KernelContext::RunChainKernel). `spec.fuse == false`, or
-// IPUFLOW_FUSION=0 in the environment, keeps the unfused graph: the
-// reference in tests.
+// kernel needs no allocation per run (KernelContext::RunChainKernel).
+// `spec.fuse == false`, or IPUFLOW_FUSION=0 in the environment, keeps the
+// unfused graph: the reference in tests.
 //
 // Input: the spec, the value types, the schedule and its values (after
 // shapes: each node's shape function ran on its own inputs).

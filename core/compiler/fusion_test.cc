@@ -6,12 +6,12 @@
 #include <string>
 
 #include "core/compiler/liveness.h"
-#include "core/kernel.h"
-#include "core/program.h"
-#include "core/thread_pool.h"
-#include "core/op_registry.h"
 #include "core/compiler/test_graph.h"
+#include "core/kernel.h"
+#include "core/op_registry.h"
+#include "core/program.h"
 #include "core/scope.h"
+#include "core/thread_pool.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"
 #include "ops/math/add.h"
@@ -64,8 +64,8 @@ TEST(FusionTest, ConvBiasReluBecomesOneNodeWithTheChainsInputs) {
   const int x = f.values.feed_values[0], w = f.values.feed_values[1],
             b = f.values.feed_values[2];
   const int conv_value = f.values.first_output[0];
-  const Fusion fusion = FuseChains(g.SpecFor({g.relu}), f.types, &f.schedule,
-                                   &f.values);
+  const Fusion fusion =
+      FuseChains(g.SpecFor({g.relu}), f.types, &f.schedule, &f.values);
   EXPECT_EQ(fusion.absorbed, 2);
   ASSERT_EQ(f.schedule.size(), 1);
   EXPECT_EQ(f.schedule.nodes[0], g.relu.node);
@@ -137,9 +137,8 @@ TEST(FusionTest, AnIntermediateOfAnotherShapeIsPlannedForTheFusedStep) {
   Output r = ops::Relu(s, pool);
   Output masked = ops::ReluGrad(s, dy, r);
   Output dx = ops::MaxPoolGrad(s, x, pool, masked, {2, 2}, {2, 2}, "VALID");
-  const ProgramSpec spec =
-      Spec({x, dy}, {TensorShape({2, 4, 4, 3}), TensorShape({2, 2, 2, 3})},
-           {dx, r});
+  const ProgramSpec spec = Spec(
+      {x, dy}, {TensorShape({2, 4, 4, 3}), TensorShape({2, 2, 2, 3})}, {dx, r});
   FrontPhases f = RunFrontPhases(*s.graph(), spec);
   const int masked_value =
       f.values.first_output[f.schedule.position[masked.node->id()]];
@@ -179,12 +178,14 @@ TEST(FusionTest, AnIntermediateOfAnotherShapeIsPlannedForTheFusedStep) {
   for (bool fuse : {true, false}) {
     ProgramSpec run_spec = spec;
     run_spec.fuse = fuse;
-    absl::StatusOr<std::unique_ptr<Program>> p = Program::Compile(*s.graph(), run_spec);
+    absl::StatusOr<std::unique_ptr<Program>> p =
+        Program::Compile(*s.graph(), run_spec);
     ASSERT_TRUE(p.ok()) << p.status();
     EXPECT_EQ((*p)->num_fused_away(), fuse ? 1 : 0);
     std::vector<Tensor> out;
     ASSERT_TRUE((*p)->Run(env, {xv, dyv}, &out).ok());
-    ASSERT_TRUE((*p)->Run(env, {xv, dyv}, &out).ok());  // Planned memory reused.
+    ASSERT_TRUE(
+        (*p)->Run(env, {xv, dyv}, &out).ok());  // Planned memory reused.
     dxs.emplace_back(out[0].span<float>().begin(), out[0].span<float>().end());
   }
   EXPECT_EQ(dxs[0], dxs[1]);

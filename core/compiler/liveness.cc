@@ -50,7 +50,8 @@ Liveness ComputeLiveness(const Schedule& schedule, const Values& values,
     fetched[live.root[v]] = true;
     live.fetch_bytes += bytes_of(v);
     if (values.producer[v] >= 0) {
-      live.shard_fetch_bytes[ShardOf(schedule.nodes[values.producer[v]])] += bytes_of(v);
+      live.shard_fetch_bytes[ShardOf(schedule.nodes[values.producer[v]])] +=
+          bytes_of(v);
     }
   }
   for (int v = 0; v < num_values; ++v) {
@@ -58,7 +59,8 @@ Liveness ComputeLiveness(const Schedule& schedule, const Values& values,
     if (live.root[v] != v || def < 0 || fetched[v]) continue;
     const Node* n = schedule.nodes[def];
     if (n->op_def().always_live() != AlwaysLive::kNone ||
-        types.dtypes[v] == DType::kResource || !types.shapes[v].IsFullyDefined()) {
+        types.dtypes[v] == DType::kResource ||
+        !types.shapes[v].IsFullyDefined()) {
       continue;
     }
     if (n->op_def().forwards().count(v - values.first_output[def])) {

@@ -33,13 +33,13 @@ struct Interval {
 };
 
 struct Liveness {
-  std::vector<int> uses;   // By value: consuming inputs, +1 per fetch.
-  std::vector<int> root;   // By value: the value whose buffer it is.
+  std::vector<int> uses;  // By value: consuming inputs, +1 per fetch.
+  std::vector<int> root;  // By value: the value whose buffer it is.
   std::vector<std::vector<int>> consumers;  // By root value: positions.
   std::vector<Interval> intervals;          // By value id.
   int64_t fetch_bytes = 0;                  // All fetches.
   std::vector<int64_t> shard_fetch_bytes;   // Fetches produced per shard.
-  int64_t cross_shard_bytes = 0;  // Values consumed on another shard.
+  int64_t cross_shard_bytes = 0;            // Values consumed on another shard.
 };
 
 Liveness ComputeLiveness(const Schedule& schedule, const Values& values,

@@ -25,7 +25,8 @@ MemoryReport ReportMemory(const Schedule& schedule,
       if (!need.uses[k]) continue;
       int64_t top = 0;  // The highest byte in use while the node runs.
       for (const Interval& iv : liveness.intervals) {
-        if (iv.shard == static_cast<int>(k) && iv.def <= need.pos && need.pos <= iv.last) {
+        if (iv.shard == static_cast<int>(k) && iv.def <= need.pos &&
+            need.pos <= iv.last) {
           top = std::max(top, iv.shard_offset + iv.bytes);
         }
       }

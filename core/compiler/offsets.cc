@@ -5,7 +5,8 @@
 
 namespace ipuflow::compiler {
 
-ArenaLayout AssignOffsets(int num_shards, std::vector<Interval>* intervals_ptr) {
+ArenaLayout AssignOffsets(int num_shards,
+                          std::vector<Interval>* intervals_ptr) {
   std::vector<Interval>& intervals = *intervals_ptr;
   ArenaLayout layout;
   layout.shard_bytes.assign(num_shards, 0);
@@ -13,7 +14,8 @@ ArenaLayout AssignOffsets(int num_shards, std::vector<Interval>* intervals_ptr) 
   std::vector<int> order(intervals.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
   std::sort(order.begin(), order.end(), [&](int a, int b) {
-    if (intervals[a].bytes != intervals[b].bytes) return intervals[a].bytes > intervals[b].bytes;
+    if (intervals[a].bytes != intervals[b].bytes)
+      return intervals[a].bytes > intervals[b].bytes;
     return intervals[a].def < intervals[b].def;
   });
   std::vector<std::vector<int>> placed(num_shards);
@@ -33,14 +35,16 @@ ArenaLayout AssignOffsets(int num_shards, std::vector<Interval>* intervals_ptr) 
       offset = std::max(offset, e);
     }
     iv.shard_offset = offset;
-    layout.shard_bytes[iv.shard] = std::max(layout.shard_bytes[iv.shard], offset + iv.bytes);
+    layout.shard_bytes[iv.shard] =
+        std::max(layout.shard_bytes[iv.shard], offset + iv.bytes);
     placed[iv.shard].push_back(i);
   }
   for (int k = 0; k < num_shards; ++k) {
     layout.shard_base[k] = layout.arena_bytes;
     layout.arena_bytes += layout.shard_bytes[k];
   }
-  for (Interval& iv : intervals) iv.offset = layout.shard_base[iv.shard] + iv.shard_offset;
+  for (Interval& iv : intervals)
+    iv.offset = layout.shard_base[iv.shard] + iv.shard_offset;
   return layout;
 }
 

@@ -15,7 +15,8 @@ void ExpectNoOverlapWhileLive(const std::vector<Interval>& ivs) {
   for (const Interval& a : ivs) {
     for (const Interval& b : ivs) {
       if (a.value == b.value || a.last < b.def || b.last < a.def) continue;
-      EXPECT_TRUE(a.offset + a.bytes <= b.offset || b.offset + b.bytes <= a.offset)
+      EXPECT_TRUE(a.offset + a.bytes <= b.offset ||
+                  b.offset + b.bytes <= a.offset)
           << "values " << a.value << " and " << b.value << " overlap";
     }
   }

@@ -8,7 +8,8 @@ std::set<std::pair<int, int>> ReuseEdges(const Liveness& liveness,
   for (const Interval& a : liveness.intervals) {
     for (const Interval& b : liveness.intervals) {
       if (a.last >= b.def) continue;
-      if (a.offset >= b.offset + b.bytes || b.offset >= a.offset + a.bytes) continue;
+      if (a.offset >= b.offset + b.bytes || b.offset >= a.offset + a.bytes)
+        continue;
       const int dst = values.producer[b.value];
       for (int c : liveness.consumers[a.value]) {
         if (c < dst) edges.insert({c, dst});

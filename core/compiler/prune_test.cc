@@ -20,12 +20,12 @@ std::vector<bool> PruneFor(const Graph& g, const ProgramSpec& spec) {
 
 TEST(PruneTest, KeepsAncestorsOfFetchesAndTheirControlInputs) {
   Scope s = Scope::NewRootScope();
-  Output a = ops::Const(s, 1.f);                           // 0
-  Output unused = ops::Add(s, a, a);                       // 1
-  Node* before = ops::NoOp(s);                             // 2
+  Output a = ops::Const(s, 1.f);                                    // 0
+  Output unused = ops::Add(s, a, a);                                // 1
+  Node* before = ops::NoOp(s);                                      // 2
   Output c = ops::Const(s.WithControlDependencies({before}), 2.f);  // 3
-  Output b = ops::Add(s, a, c);                            // 4
-  ops::Add(s, b, unused);                                  // 5: after b.
+  Output b = ops::Add(s, a, c);                                     // 4
+  ops::Add(s, b, unused);  // 5: after b.
   ASSERT_EQ(b.node->id(), 4);
   EXPECT_EQ(PruneFor(*s.graph(), Spec({}, {}, {b})),
             (std::vector<bool>{true, false, true, true, true, false}));
@@ -33,10 +33,10 @@ TEST(PruneTest, KeepsAncestorsOfFetchesAndTheirControlInputs) {
 
 TEST(PruneTest, TargetsAreNeededToo) {
   Scope s = Scope::NewRootScope();
-  Output a = ops::Const(s, 1.f);                      // 0
-  Output b = ops::Add(s, a, a);                       // 1
+  Output a = ops::Const(s, 1.f);                                 // 0
+  Output b = ops::Add(s, a, a);                                  // 1
   Node* group = ops::NoOp(s.WithControlDependencies({b.node}));  // 2
-  Output c = ops::Const(s, 3.f);                      // 3
+  Output c = ops::Const(s, 3.f);                                 // 3
   EXPECT_EQ(PruneFor(*s.graph(), Spec({}, {}, {c}, {group})),
             (std::vector<bool>{true, true, true, true}));
   EXPECT_EQ(PruneFor(*s.graph(), Spec({}, {}, {c})),

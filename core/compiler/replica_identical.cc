@@ -22,7 +22,8 @@ void Propagate(const Graph& graph, int end, const std::vector<bool>& variables,
           break;
         case ReplicaIdentity::kFollowsInputs:
           same = variables[id];
-          for (const Output& in : n.inputs()) same = same && (*identical)[in.node->id()];
+          for (const Output& in : n.inputs())
+            same = same && (*identical)[in.node->id()];
           break;
       }
     }

@@ -30,13 +30,14 @@ TEST(ReplicaIdenticalTest, FollowsInputsFromSources) {
   Output c = ops::Const(s, 2.f);
   Output x = ops::Placeholder(s, DType::kFloat32, {});
   Output r = ops::Cast(s, ops::ReplicaIndex(s), DType::kFloat32);
-  Output cc = ops::Mul(s, c, c);        // Identical.
-  Output cx = ops::Add(s, c, x);        // A feed may differ per replica.
-  Output cr = ops::Add(s, cc, r);       // The replica index differs.
+  Output cc = ops::Mul(s, c, c);             // Identical.
+  Output cx = ops::Add(s, c, x);             // A feed may differ per replica.
+  Output cr = ops::Add(s, cc, r);            // The replica index differs.
   Output all = ops::CrossReplicaSum(s, cr);  // All replicas: identical again.
   Output grouped = ops::CrossReplicaSum(s, cr, ReplicaGroups::Consecutive(2));
   ASSERT_TRUE(s.ok()) << s.status();
-  const ProgramSpec spec = Spec({x}, {TensorShape()}, {cc, cx, cr, all, grouped});
+  const ProgramSpec spec =
+      Spec({x}, {TensorShape()}, {cc, cx, cr, all, grouped});
   const Graph& g = *s.graph();
   EXPECT_TRUE(IdenticalIn(g, spec, c));
   EXPECT_TRUE(IdenticalIn(g, spec, cc));
@@ -50,7 +51,8 @@ TEST(ReplicaIdenticalTest, FollowsInputsFromSources) {
 TEST(ReplicaIdenticalTest, VariablesStayIdenticalOnlyIfWrittenSo) {
   Scope s = Scope::NewRootScope();
   ops::VariableHandle w = ops::Variable(s.WithOpName("w"), ops::Const(s, 1.f));
-  ops::VariableHandle acc = ops::Variable(s.WithOpName("acc"), ops::Const(s, 0.f));
+  ops::VariableHandle acc =
+      ops::Variable(s.WithOpName("acc"), ops::Const(s, 0.f));
   Output r = ops::Cast(s, ops::ReplicaIndex(s), DType::kFloat32);
   // acc <- acc + replica: per replica. w <- w + allreduce(acc): identical.
   ops::Assign(s, acc.handle, ops::Add(s, acc.value, r));

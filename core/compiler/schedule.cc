@@ -76,7 +76,8 @@ std::vector<int> ShardAffineOrder(const Graph& graph,
   std::map<int, MinHeap> ready;
   auto shard = [&](int i) { return ShardOf(graph.node(ids[i])); };
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (waiting[i] == 0) ready[shard(static_cast<int>(i))].push(static_cast<int>(i));
+    if (waiting[i] == 0)
+      ready[shard(static_cast<int>(i))].push(static_cast<int>(i));
   }
   std::vector<int> order;
   order.reserve(ids.size());
@@ -117,15 +118,16 @@ absl::StatusOr<Schedule> MakeSchedule(const Graph& graph,
     const Node* n = graph.node(id);
     if (n->op_def().needs_feed()) {
       std::string fetch_names;
-      for (const Output& f : spec.fetches) absl::StrAppend(&fetch_names, " '", f.name(), "'");
-      return absl::InvalidArgumentError(absl::StrCat(
-          n->DebugName(), " needs a value: feed it (fetching", fetch_names,
-          ")"));
+      for (const Output& f : spec.fetches)
+        absl::StrAppend(&fetch_names, " '", f.name(), "'");
+      return absl::InvalidArgumentError(
+          absl::StrCat(n->DebugName(), " needs a value: feed it (fetching",
+                       fetch_names, ")"));
     }
     if (n->ipu() < -1 || n->ipu() >= kMaxShards) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          n->DebugName(), " is placed on IPU ", n->ipu(),
-          ": IPUs are numbered 0 to ", kMaxShards - 1));
+      return absl::InvalidArgumentError(
+          absl::StrCat(n->DebugName(), " is placed on IPU ", n->ipu(),
+                       ": IPUs are numbered 0 to ", kMaxShards - 1));
     }
     if (!n->op_def().kernel()) {
       return absl::UnimplementedError(

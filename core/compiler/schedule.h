@@ -8,9 +8,9 @@
 // variable interleaves them (the tutorial pipeline's weight update: 24
 // runs of nodes on alternating IPUs in id order, 8 in this one; the
 // main example's gap between pipeline runs went from ~0.9 to ~0.4 ms).
-// With one shard the schedule is id order. Every ordering edge the compiler adds later (dependencies.h,
-// ordering.h) goes from a lower position to a higher one, so this order
-// stays valid.
+// With one shard the schedule is id order. Every ordering edge the compiler
+// adds later (dependencies.h, ordering.h) goes from a lower position to a
+// higher one, so this order stays valid.
 //
 // Input: the pruned nodes (prune.h).
 // Output: the nodes in schedule order and each node's position. Errors: a

@@ -45,8 +45,8 @@ TEST(ScheduleTest, IndependentNodesOfOneShardRunTogether) {
   Output a1 = ops::Const(ipu1.WithOpName("a1"), 1.f);
   Output b0 = ops::Add(ipu0.WithOpName("b0"), a0, a0);
   Output b1 = ops::Add(ipu1.WithOpName("b1"), a1, a1);
-  absl::StatusOr<Schedule> schedule =
-      MakeSchedule(*s.graph(), Spec({}, {}, {b0, b1}), {true, true, true, true});
+  absl::StatusOr<Schedule> schedule = MakeSchedule(
+      *s.graph(), Spec({}, {}, {b0, b1}), {true, true, true, true});
   ASSERT_TRUE(schedule.ok()) << schedule.status();
   EXPECT_EQ(Names(*schedule),
             (std::vector<std::string>{"a0", "b0", "a1", "b1"}));
@@ -58,22 +58,22 @@ TEST(ScheduleTest, IndependentNodesOfOneShardRunTogether) {
 TEST(ScheduleTest, EdgesAndVariableAccessesKeepTheirOrderAcrossShards) {
   Scope s = Scope::NewRootScope();
   Scope ipu0 = s.WithIpu(0), ipu1 = s.WithIpu(1);
-  Output v = ops::Variable(ipu0.WithOpName("v"), DType::kFloat32, {});   // 0
-  Output c1 = ops::Const(ipu1.WithOpName("c1"), 2.f);                    // 1
-  Node* w = ops::Assign(ipu1.WithOpName("w"), v, c1);                    // 2
-  Output r = ops::ReadVariable(ipu0.WithOpName("r"), v);                 // 3
-  Output d0 = ops::Add(ipu0.WithOpName("d0"), r, r);                     // 4
-  Output e1 = ops::Add(ipu1.WithOpName("e1"), d0, d0);                   // 5
+  Output v = ops::Variable(ipu0.WithOpName("v"), DType::kFloat32, {});  // 0
+  Output c1 = ops::Const(ipu1.WithOpName("c1"), 2.f);                   // 1
+  Node* w = ops::Assign(ipu1.WithOpName("w"), v, c1);                   // 2
+  Output r = ops::ReadVariable(ipu0.WithOpName("r"), v);                // 3
+  Output d0 = ops::Add(ipu0.WithOpName("d0"), r, r);                    // 4
+  Output e1 = ops::Add(ipu1.WithOpName("e1"), d0, d0);                  // 5
   Output f0 = ops::Const(
-      ipu0.WithOpName("f0").WithControlDependencies({e1.node}), 3.f);    // 6
+      ipu0.WithOpName("f0").WithControlDependencies({e1.node}), 3.f);  // 6
   ASSERT_EQ(f0.node->id(), 6);
   absl::StatusOr<Schedule> schedule = MakeSchedule(
       *s.graph(), Spec({}, {}, {e1, f0}, {w}), std::vector<bool>(7, true));
   ASSERT_TRUE(schedule.ok()) << schedule.status();
   // r is on IPU 0 but reads v after w (IPU 1) wrote it; e1 needs d0; f0
   // waits for e1 through its control edge.
-  EXPECT_EQ(Names(*schedule), (std::vector<std::string>{
-                                  "v", "c1", "w", "r", "d0", "e1", "f0"}));
+  EXPECT_EQ(Names(*schedule),
+            (std::vector<std::string>{"v", "c1", "w", "r", "d0", "e1", "f0"}));
 }
 
 TEST(ScheduleTest, AnUnfedPlaceholderNamesItselfAndTheFetches) {

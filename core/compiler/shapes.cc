@@ -45,8 +45,8 @@ absl::StatusOr<ValueTypes> InferShapes(const Graph& graph,
     for (int k = 0; k < n->num_outputs(); ++k) {
       // Concrete feed shapes can make sizes that no tensor may have.
       if (absl::Status s = ValidateShape(ctx.output_shapes()[k]); !s.ok()) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            n->DebugName(), ": output ", k, ": ", s.message()));
+        return absl::ResourceExhaustedError(
+            absl::StrCat(n->DebugName(), ": output ", k, ": ", s.message()));
       }
       t.dtypes[values.first_output[pos] + k] = ctx.output_dtypes()[k];
       t.shapes[values.first_output[pos] + k] = ctx.output_shapes()[k];

@@ -22,8 +22,9 @@ TEST(ShapesTest, UnknownDimensionsBecomeTheFedOnes) {
   const FrontPhases f = RunFrontPhases(*s.graph(), spec);
   // Values: b 0, y 1, x 2.
   const ValueTypes& t = f.types;
-  EXPECT_EQ(t.shapes, (std::vector<TensorShape>{
-                          TensorShape({3}), TensorShape({5, 3}), TensorShape({5, 3})}));
+  EXPECT_EQ(t.shapes,
+            (std::vector<TensorShape>{TensorShape({3}), TensorShape({5, 3}),
+                                      TensorShape({5, 3})}));
   EXPECT_EQ(t.dtypes, (std::vector<DType>{DType::kFloat32, DType::kFloat32,
                                           DType::kFloat32}));
 }
@@ -40,7 +41,8 @@ TEST(ShapesTest, AShapeFunctionErrorNamesTheNode) {
       MakeSchedule(*s.graph(), spec, Prune(*s.graph(), spec, *feeds));
   ASSERT_TRUE(schedule.ok());
   const Values values = AssignValues(*schedule, spec, *feeds);
-  absl::StatusOr<ValueTypes> types = InferShapes(*s.graph(), spec, *schedule, values);
+  absl::StatusOr<ValueTypes> types =
+      InferShapes(*s.graph(), spec, *schedule, values);
   EXPECT_EQ(types.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(types.status().message().rfind("Add 'sum': ", 0), 0u)
       << types.status();

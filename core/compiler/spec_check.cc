@@ -4,7 +4,8 @@
 
 namespace ipuflow::compiler {
 
-absl::StatusOr<FeedIndex> CheckSpec(const Graph& graph, const ProgramSpec& spec) {
+absl::StatusOr<FeedIndex> CheckSpec(const Graph& graph,
+                                    const ProgramSpec& spec) {
   if (spec.feed_shapes.size() != spec.feeds.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("ProgramSpec has ", spec.feeds.size(), " feeds but ",

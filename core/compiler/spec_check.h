@@ -16,7 +16,8 @@ namespace ipuflow::compiler {
 
 using FeedIndex = absl::flat_hash_map<Output, int>;
 
-absl::StatusOr<FeedIndex> CheckSpec(const Graph& graph, const ProgramSpec& spec);
+absl::StatusOr<FeedIndex> CheckSpec(const Graph& graph,
+                                    const ProgramSpec& spec);
 
 }  // namespace ipuflow::compiler
 

@@ -23,18 +23,21 @@ absl::StatusOr<std::vector<SubProgramNeed>> PlanSubPrograms(
       known &= types.shapes[v].IsFullyDefined();
     }
     if (!known) continue;
-    absl::StatusOr<std::vector<SubProgramSpec>> subs = sub_programs(*n, in_shapes);
+    absl::StatusOr<std::vector<SubProgramSpec>> subs =
+        sub_programs(*n, in_shapes);
     if (!subs.ok()) {
-      return absl::Status(subs.status().code(), absl::StrCat(
-          n->DebugName(), ": ", subs.status().message()));
+      return absl::Status(
+          subs.status().code(),
+          absl::StrCat(n->DebugName(), ": ", subs.status().message()));
     }
     SubProgramNeed need{pos, std::vector<int64_t>(num_shards, 0),
                         std::vector<bool>(num_shards, false)};
     for (const SubProgramSpec& sub : *subs) {
       absl::StatusOr<std::vector<MemoryPlan>> sub_shards = compile(pos, sub);
       if (!sub_shards.ok()) {
-        return absl::Status(sub_shards.status().code(), absl::StrCat(
-            n->DebugName(), " ", sub.role, ": ", sub_shards.status().message()));
+        return absl::Status(sub_shards.status().code(),
+                            absl::StrCat(n->DebugName(), " ", sub.role, ": ",
+                                         sub_shards.status().message()));
       }
       for (int j = 0; j < static_cast<int>(sub_shards->size()); ++j) {
         // A sub-program shard this program does not use counts on its node's.

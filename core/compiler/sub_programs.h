@@ -38,8 +38,9 @@ struct SubProgramNeed {
 
 // Compiles the sub-program `sub` of the node at schedule position `pos`;
 // called once per sub-program, in schedule order then role order.
-using CompileSubProgramFn = std::function<absl::StatusOr<std::vector<MemoryPlan>>(
-    int pos, const SubProgramSpec& sub)>;
+using CompileSubProgramFn =
+    std::function<absl::StatusOr<std::vector<MemoryPlan>>(
+        int pos, const SubProgramSpec& sub)>;
 
 absl::StatusOr<std::vector<SubProgramNeed>> PlanSubPrograms(
     const Schedule& schedule, const Values& values, const ValueTypes& types,

@@ -51,8 +51,9 @@ TEST(SubProgramsTest, BodiesAddTheirAlwaysLiveBytesAndKeepTheirPeak) {
   // The body uses v (already counted) and u, and two shards; this program
   // has one, so the body's shard 1 counts on the loop's shard (0).
   std::vector<std::pair<int, std::string>> compiled;
-  CompileSubProgramFn plan = [&](int pos, const SubProgramSpec& sp)
-      -> absl::StatusOr<std::vector<MemoryPlan>> {
+  CompileSubProgramFn plan =
+      [&](int pos,
+          const SubProgramSpec& sp) -> absl::StatusOr<std::vector<MemoryPlan>> {
     compiled.push_back({pos, sp.role});
     const ProgramSpec& sub = sp.spec;
     std::vector<MemoryPlan> m(sub.fetches.empty() ? 1 : 2);
@@ -78,7 +79,8 @@ TEST(SubProgramsTest, BodiesAddTheirAlwaysLiveBytesAndKeepTheirPeak) {
   // Each sub-program compiled once, for its node, in role order.
   using Compiled = std::vector<std::pair<int, std::string>>;
   EXPECT_EQ(compiled, (Compiled{{pos, "body"}, {pos, "cond"}}));
-  EXPECT_EQ((*needs)[0].peak, (std::vector<int64_t>{150}));  // max(100, 40, 150)
+  EXPECT_EQ((*needs)[0].peak,
+            (std::vector<int64_t>{150}));  // max(100, 40, 150)
   EXPECT_EQ((*needs)[0].uses, (std::vector<bool>{true}));
   EXPECT_EQ(shards[0].constant_bytes, 8 + 4);
   EXPECT_EQ(shards[0].variable_bytes, 24 + 8);
@@ -94,15 +96,18 @@ TEST(SubProgramsTest, ABodyErrorNamesTheNodeAndTheRole) {
   const FrontPhases f =
       RunFrontPhases(*s.graph(), Spec({x}, {TensorShape({4})}, {loop}));
   std::vector<MemoryPlan> shards = CountAlwaysLive(f.schedule);
-  CompileSubProgramFn plan = [](int, const SubProgramSpec& sub)
-      -> absl::StatusOr<std::vector<MemoryPlan>> {
-    if (sub.spec.fetches.empty()) return absl::ResourceExhaustedError("too big");
+  CompileSubProgramFn plan =
+      [](int,
+         const SubProgramSpec& sub) -> absl::StatusOr<std::vector<MemoryPlan>> {
+    if (sub.spec.fetches.empty())
+      return absl::ResourceExhaustedError("too big");
     return std::vector<MemoryPlan>(1);
   };
   absl::StatusOr<std::vector<SubProgramNeed>> needs =
       PlanSubPrograms(f.schedule, f.values, f.types, plan, &shards);
   EXPECT_EQ(needs.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(needs.status().message(), "_SubProgramsTestLoop 'loop' cond: too big");
+  EXPECT_EQ(needs.status().message(),
+            "_SubProgramsTestLoop 'loop' cond: too big");
 }
 
 }  // namespace

@@ -34,7 +34,8 @@ inline FrontPhases RunFrontPhases(const Graph& graph, const ProgramSpec& spec) {
   IPU_CHECK_OK(schedule.status());
   f.schedule = *std::move(schedule);
   f.values = AssignValues(f.schedule, spec, f.feeds);
-  absl::StatusOr<ValueTypes> types = InferShapes(graph, spec, f.schedule, f.values);
+  absl::StatusOr<ValueTypes> types =
+      InferShapes(graph, spec, f.schedule, f.values);
   IPU_CHECK_OK(types.status());
   f.types = *std::move(types);
   return f;

@@ -10,7 +10,8 @@ Values AssignValues(const Schedule& schedule, const ProgramSpec& spec,
     v.first_output.push_back(next);
     next += n->num_outputs();
   }
-  for (size_t i = 0; i < spec.feeds.size(); ++i) v.feed_values.push_back(next++);
+  for (size_t i = 0; i < spec.feeds.size(); ++i)
+    v.feed_values.push_back(next++);
   v.num_values = next;
   v.producer.assign(v.num_values, -1);
   for (int pos = 0; pos < schedule.size(); ++pos) {

@@ -134,8 +134,12 @@ class BoundedQueue {
     pop_spin_.set_limits(floor, ceiling);
   }
   // Current spin budgets (tests of the adaptation).
-  std::chrono::nanoseconds push_spin_budget() const { return push_spin_.budget(); }
-  std::chrono::nanoseconds pop_spin_budget() const { return pop_spin_.budget(); }
+  std::chrono::nanoseconds push_spin_budget() const {
+    return push_spin_.budget();
+  }
+  std::chrono::nanoseconds pop_spin_budget() const {
+    return pop_spin_.budget();
+  }
   static constexpr std::chrono::nanoseconds kDefaultSpinBudget =
       std::chrono::microseconds(5);
   const std::string& name() const { return name_; }
@@ -214,9 +218,8 @@ class BoundedQueue {
   // The slow path of Push/Pop: registers the wake-up with `cm`, sleeps on
   // `cv` until `can()` is not kBlocked or `cm` is cancelled, then `done`.
   template <typename CanFn, typename DoneFn>
-  auto SleepThen(CondVar* cv, int* sleepers, CancellationManager* cm,
-                 CanFn can, DoneFn done)
-      -> decltype(done(Ready::kYes));
+  auto SleepThen(CondVar* cv, int* sleepers, CancellationManager* cm, CanFn can,
+                 DoneFn done) -> decltype(done(Ready::kYes));
 
   const size_t capacity_;
   const std::string name_;
@@ -283,7 +286,8 @@ typename BoundedQueue<T>::Ready BoundedQueue<T>::CanPop() const {
 template <typename T>
 absl::Status BoundedQueue<T>::PushEnd() const {
   if (state_ == kCancelled) return reason_;
-  return absl::CancelledError(absl::StrCat("Push on ", name_, " after Close()"));
+  return absl::CancelledError(
+      absl::StrCat("Push on ", name_, " after Close()"));
 }
 
 template <typename T>
@@ -348,8 +352,8 @@ absl::Status BoundedQueue<T>::CancelledBy(CancellationManager* cm) const {
 template <typename T>
 template <typename CanFn, typename DoneFn>
 auto BoundedQueue<T>::SleepThen(CondVar* cv, int* sleepers,
-                                CancellationManager* cm, CanFn can,
-                                DoneFn done) -> decltype(done(Ready::kYes)) {
+                                CancellationManager* cm, CanFn can, DoneFn done)
+    -> decltype(done(Ready::kYes)) {
   // Registered without mu_ held: Register runs the callback at once when
   // already cancelled, and the callback takes mu_.
   int token = -1;
@@ -398,13 +402,13 @@ absl::Status BoundedQueue<T>::Push(T value, CancellationManager* cm) {
   absl::Status s = SleepThen(
       &not_full_, &sleeping_producers_, cm,
       [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return CanPush(); },
-      [this, &value, &wake,
-       start](Ready r) ABSL_NO_THREAD_SAFETY_ANALYSIS -> absl::Status {
-        if (r == Ready::kEnded) return PushEnd();
-        RecordSleep(&push_spin_, start, take_answered_ns_);
-        PutLocked(std::move(value), &wake);
-        return absl::OkStatus();
-      });
+      [this, &value, &wake, start](Ready r)
+          ABSL_NO_THREAD_SAFETY_ANALYSIS -> absl::Status {
+            if (r == Ready::kEnded) return PushEnd();
+            RecordSleep(&push_spin_, start, take_answered_ns_);
+            PutLocked(std::move(value), &wake);
+            return absl::OkStatus();
+          });
   if (wake) not_empty_.Signal();
   return s;
 }
@@ -444,12 +448,12 @@ absl::StatusOr<T> BoundedQueue<T>::Pop(CancellationManager* cm) {
   absl::StatusOr<T> result = SleepThen(
       &not_empty_, &sleeping_consumers_, cm,
       [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return CanPop(); },
-      [this, &wake,
-       start](Ready r) ABSL_NO_THREAD_SAFETY_ANALYSIS -> absl::StatusOr<T> {
-        if (r == Ready::kEnded) return PopEnd();
-        RecordSleep(&pop_spin_, start, put_answered_ns_);
-        return TakeLocked(&wake);
-      });
+      [this, &wake, start](Ready r)
+          ABSL_NO_THREAD_SAFETY_ANALYSIS -> absl::StatusOr<T> {
+            if (r == Ready::kEnded) return PopEnd();
+            RecordSleep(&pop_spin_, start, put_answered_ns_);
+            return TakeLocked(&wake);
+          });
   if (wake) not_full_.Signal();
   return result;
 }
@@ -492,13 +496,13 @@ absl::Status BoundedQueue<T>::PopBatch(std::vector<T>* out, size_t max,
     s = SleepThen(
         &not_empty_, &sleeping_consumers_, cm,
         [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return CanPop(); },
-        [this, out, max, &wake, &wake_all,
-         start](Ready r) ABSL_NO_THREAD_SAFETY_ANALYSIS -> absl::Status {
-          if (r == Ready::kEnded) return PopEnd();
-          RecordSleep(&pop_spin_, start, put_answered_ns_);
-          TakeManyLocked(out, max, &wake, &wake_all);
-          return absl::OkStatus();
-        });
+        [this, out, max, &wake, &wake_all, start](Ready r)
+            ABSL_NO_THREAD_SAFETY_ANALYSIS -> absl::Status {
+              if (r == Ready::kEnded) return PopEnd();
+              RecordSleep(&pop_spin_, start, put_answered_ns_);
+              TakeManyLocked(out, max, &wake, &wake_all);
+              return absl::OkStatus();
+            });
   }
   WakeProducers(wake, wake_all);
   return s;

@@ -239,7 +239,8 @@ TEST_P(BoundedQueueTransferTest, PayloadVisibleWithSlowConsumerOrProducer) {
 TEST_P(BoundedQueueTransferTest, InOrderWithAdaptiveSpin) {
   constexpr int64_t kCount = 200000;
   BoundedQueue<int64_t> q(GetParam());
-  q.set_adaptive_spin(std::chrono::microseconds(1), std::chrono::microseconds(20));
+  q.set_adaptive_spin(std::chrono::microseconds(1),
+                      std::chrono::microseconds(20));
   std::thread producer([&] {
     for (int64_t i = 0; i < kCount; ++i) {
       if (i % 1000 == 0) Work(20000);  // The consumer waits now and then.
@@ -413,7 +414,7 @@ TEST(AdaptiveSpinTest, FollowsThePartnersAnswerTime) {
   for (int i = 0; i < 40; ++i) spin.Record(microseconds(3));
   // ... then twice 3 us (integer averaging stops within a few ns).
   EXPECT_NEAR(spin.budget().count(), 6000, 10);
-  spin.Record(microseconds(-5));              // Clock skew: counted as 0.
+  spin.Record(microseconds(-5));  // Clock skew: counted as 0.
   EXPECT_LT(spin.budget(), microseconds(6));
 }
 
@@ -641,7 +642,8 @@ TEST_P(BoundedQueueTransferTest, PopBatchInOrderWithSlowConsumerOrProducer) {
   constexpr int kCount = 20000;
   for (bool slow_consumer : {true, false}) {
     BoundedQueue<std::unique_ptr<int>> q(GetParam());
-    q.set_adaptive_spin(std::chrono::microseconds(1), std::chrono::microseconds(20));
+    q.set_adaptive_spin(std::chrono::microseconds(1),
+                        std::chrono::microseconds(20));
     std::thread producer([&] {
       for (int i = 0; i < kCount; ++i) {
         if (!slow_consumer && i % 64 == 0) Work(20000);

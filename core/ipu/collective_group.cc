@@ -12,36 +12,44 @@ namespace ipuflow {
 absl::StatusOr<int> ReplicaGroups::GroupSize(int num_replicas) const {
   if (type == Type::kAll) return num_replicas;
   if (size < 1 || num_replicas % size != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "replica group size ", size, " (", DebugString(),
-        ") must be at least 1 and divide the number of replicas, ",
-        num_replicas));
+    return absl::InvalidArgumentError(
+        absl::StrCat("replica group size ", size, " (", DebugString(),
+                     ") must be at least 1 and divide the number of replicas, ",
+                     num_replicas));
   }
   return size;
 }
 
 int ReplicaGroups::Rank(int replica, int num_replicas) const {
   switch (type) {
-    case Type::kAll: return replica;
-    case Type::kConsecutive: return replica % size;
-    case Type::kOrthogonal: return replica / (num_replicas / size);
+    case Type::kAll:
+      return replica;
+    case Type::kConsecutive:
+      return replica % size;
+    case Type::kOrthogonal:
+      return replica / (num_replicas / size);
   }
   return 0;
 }
 
 int ReplicaGroups::GroupIndex(int replica, int num_replicas) const {
   switch (type) {
-    case Type::kAll: return 0;
-    case Type::kConsecutive: return replica / size;
-    case Type::kOrthogonal: return replica % (num_replicas / size);
+    case Type::kAll:
+      return 0;
+    case Type::kConsecutive:
+      return replica / size;
+    case Type::kOrthogonal:
+      return replica % (num_replicas / size);
   }
   return 0;
 }
 
 int ReplicaGroups::Member(int replica, int rank, int num_replicas) const {
   switch (type) {
-    case Type::kAll: return rank;
-    case Type::kConsecutive: return (replica / size) * size + rank;
+    case Type::kAll:
+      return rank;
+    case Type::kConsecutive:
+      return (replica / size) * size + rank;
     case Type::kOrthogonal: {
       const int stride = num_replicas / size;  // The number of groups.
       return replica % stride + rank * stride;
@@ -52,9 +60,12 @@ int ReplicaGroups::Member(int replica, int rank, int num_replicas) const {
 
 std::string ReplicaGroups::DebugString() const {
   switch (type) {
-    case Type::kAll: return "all";
-    case Type::kConsecutive: return absl::StrCat("consecutive(", size, ")");
-    case Type::kOrthogonal: return absl::StrCat("orthogonal(", size, ")");
+    case Type::kAll:
+      return "all";
+    case Type::kConsecutive:
+      return absl::StrCat("consecutive(", size, ")");
+    case Type::kOrthogonal:
+      return absl::StrCat("orthogonal(", size, ")");
   }
   return "?";
 }
@@ -173,15 +184,15 @@ absl::Status CollectiveGroup::Run(Kind kind, int replica,
                      : kind == Kind::kReduceScatter ? "ReduceScatter"
                                                     : "AllGather";
   if (replica < 0 || replica >= num_replicas_) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, ": replica ", replica, " of ", num_replicas_));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": replica ", replica, " of ", num_replicas_));
   }
   ASSIGN_OR_RETURN(const int g, groups.GroupSize(num_replicas_));
   if (in.dtype() != DType::kFloat32 && in.dtype() != DType::kFloat16 &&
       in.dtype() != DType::kInt32 && in.dtype() != DType::kInt64) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cross-replica ", name, " of ", DTypeName(in.dtype()),
-        " is not supported"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cross-replica ", name, " of ", DTypeName(in.dtype()),
+                     " is not supported"));
   }
   if (op == ReduceOp::kLocal && kind != Kind::kReduceScatter) {
     return absl::InvalidArgumentError(
@@ -209,8 +220,9 @@ absl::Status CollectiveGroup::Run(Kind kind, int replica,
   if (g == 1 || op == ReduceOp::kLocal) {
     // Nothing to exchange: the result depends on this member's input only.
     if (kind == Kind::kReduceScatter) {
-      std::memmove(out_bytes, static_cast<const char*>(in.raw_data()) +
-                                  begin * esize, (end - begin) * esize);
+      std::memmove(out_bytes,
+                   static_cast<const char*>(in.raw_data()) + begin * esize,
+                   (end - begin) * esize);
       std::memset(out_bytes + (end - begin) * esize, 0,
                   (chunk - (end - begin)) * esize);
     } else if (out.raw_data() != in.raw_data()) {
@@ -233,9 +245,9 @@ absl::Status CollectiveGroup::Run(Kind kind, int replica,
   {
     MutexLock l(&mu_);
     // One rendezvous per group: the groups of one collective run apart.
-    auto& slot = rendezvous_[absl::StrCat(
-        key, "@", groups.DebugString(), "#",
-        groups.GroupIndex(replica, num_replicas_))];
+    auto& slot =
+        rendezvous_[absl::StrCat(key, "@", groups.DebugString(), "#",
+                                 groups.GroupIndex(replica, num_replicas_))];
     if (!slot) slot = std::make_unique<Rendezvous>(g);
     r = slot.get();
     r->inputs[rank] = published;
@@ -295,7 +307,8 @@ absl::Status CollectiveGroup::Run(Kind kind, int replica,
 void CollectiveGroup::Cancel(absl::Status reason) {
   MutexLock l(&mu_);
   if (cancelled_.ok()) cancelled_ = std::move(reason);
-  if (cancelled_.ok()) cancelled_ = absl::CancelledError("collectives cancelled");
+  if (cancelled_.ok())
+    cancelled_ = absl::CancelledError("collectives cancelled");
   cancelled_hint_.store(true, std::memory_order_release);
   for (auto& [key, r] : rendezvous_) r->cv.SignalAll();
 }

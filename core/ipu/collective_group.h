@@ -100,9 +100,9 @@ class CollectiveGroup {
   // `in` (any shape, n elements, read flat) is reduced over the group; `out`
   // has ceil(n/G) elements and gets chunk `rank` of the reduction, with
   // zeros past element n (the padding).
-  absl::Status ReduceScatter(int replica, const std::string& key,
-                             const Tensor& in, const Tensor& out, ReduceOp op,
-                             const ReplicaGroups& groups = ReplicaGroups::All());
+  absl::Status ReduceScatter(
+      int replica, const std::string& key, const Tensor& in, const Tensor& out,
+      ReduceOp op, const ReplicaGroups& groups = ReplicaGroups::All());
   // `out` has G x n elements: member k's `in` (flat) at [k n, (k+1) n).
   absl::Status AllGather(int replica, const std::string& key, const Tensor& in,
                          const Tensor& out,

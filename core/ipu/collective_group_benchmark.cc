@@ -8,9 +8,9 @@
 //   bazel run //core/ipu:collective_group_benchmark
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <string>
-#include <cmath>
 #include <thread>
 #include <vector>
 

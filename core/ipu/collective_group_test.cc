@@ -17,8 +17,8 @@ namespace {
 using Op = CollectiveGroup::ReduceOp;
 
 // Runs fn(r) on R threads, one per replica; returns their statuses.
-std::vector<absl::Status> OnReplicas(int R,
-                                     const std::function<absl::Status(int)>& fn) {
+std::vector<absl::Status> OnReplicas(
+    int R, const std::function<absl::Status(int)>& fn) {
   std::vector<absl::Status> st(R);
   std::vector<std::thread> threads;
   for (int r = 0; r < R; ++r) {
@@ -71,14 +71,15 @@ TEST(ReplicaGroupsTest, ConsecutiveAndOrthogonalAsPoplar) {
 }
 
 TEST(ReplicaGroupsTest, InvalidSizesNameSizeAndReplicaCount) {
-  for (ReplicaGroups g : {ReplicaGroups::Consecutive(3),
-                          ReplicaGroups::Orthogonal(0),
-                          ReplicaGroups::Consecutive(-2)}) {
+  for (ReplicaGroups g :
+       {ReplicaGroups::Consecutive(3), ReplicaGroups::Orthogonal(0),
+        ReplicaGroups::Consecutive(-2)}) {
     absl::StatusOr<int> s = g.GroupSize(8);
     ASSERT_FALSE(s.ok());
     EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(s.status().message().find(absl::StrCat("size ", g.size)),
-              std::string::npos) << s.status();
+              std::string::npos)
+        << s.status();
     EXPECT_NE(s.status().message().find("replicas, 8"), std::string::npos)
         << s.status();
   }
@@ -89,7 +90,8 @@ TEST(ReplicaGroupsTest, InvalidSizesNameSizeAndReplicaCount) {
     return group.AllReduce(r, "k", in, out, Op::kSum,
                            ReplicaGroups::Orthogonal(3));
   });
-  for (const auto& s : st) EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  for (const auto& s : st)
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(CollectiveGroupTest, AllReduceOverAllReplicas) {
@@ -145,7 +147,8 @@ TEST(CollectiveGroupTest, ReduceScatterPadsToTheGroupSize) {
   ExpectAllOk(OnReplicas(4, [&](int r) -> absl::Status {
     out[r] = Tensor(DType::kFloat32, {2});
     mean[r] = Tensor(DType::kFloat32, {2});
-    RETURN_IF_ERROR(group.ReduceScatter(r, "rs", Input(r, 5), out[r], Op::kSum));
+    RETURN_IF_ERROR(
+        group.ReduceScatter(r, "rs", Input(r, 5), out[r], Op::kSum));
     return group.ReduceScatter(r, "rm", Input(r, 5), mean[r], Op::kMean);
   }));
   EXPECT_EQ(Values(out[0]), (std::vector<float>{10, 20}));
@@ -175,10 +178,9 @@ TEST(CollectiveGroupTest, ReduceScatterWithinGroups) {
         float s = 0;
         for (int k = 0; k < G; ++k) s += groups.Member(r, k, R) + 1;
         const int rank = groups.Rank(r, R);
-        std::vector<float> want =
-            G == 1 ? std::vector<float>{s, 2 * s, 3 * s}
-                   : rank == 0 ? std::vector<float>{s, 2 * s}
-                               : std::vector<float>{3 * s, 0};
+        std::vector<float> want = G == 1 ? std::vector<float>{s, 2 * s, 3 * s}
+                                  : rank == 0 ? std::vector<float>{s, 2 * s}
+                                              : std::vector<float>{3 * s, 0};
         EXPECT_EQ(Values(out[r]), want)
             << "R=" << R << " " << groups.DebugString() << " replica " << r;
       }
@@ -244,7 +246,8 @@ TEST(CollectiveGroupTest, BitwiseIdenticalAndEqualToScatterThenGather) {
   for (int r = 0; r < R; ++r) {
     std::vector<float> v(n);
     // Values whose float sum depends on the order of addition.
-    for (int j = 0; j < n; ++j) v[j] = 1.0f / (3 + r * 7 + j) * (r % 2 ? 1e4f : 1);
+    for (int j = 0; j < n; ++j)
+      v[j] = 1.0f / (3 + r * 7 + j) * (r % 2 ? 1e4f : 1);
     in[r] = Tensor::FromVector<float>(v, {n});
   }
   const int chunk = (n + R - 1) / R;
@@ -258,9 +261,12 @@ TEST(CollectiveGroupTest, BitwiseIdenticalAndEqualToScatterThenGather) {
     return group.AllGather(r, "ag", shard, gathered[r]);
   }));
   for (int r = 0; r < R; ++r) {
-    EXPECT_EQ(std::memcmp(reduced[r].raw_data(), reduced[0].raw_data(), n * 4), 0);
-    EXPECT_EQ(std::memcmp(gathered[r].raw_data(), reduced[0].raw_data(), n * 4), 0);
-    for (int j = n; j < R * chunk; ++j) EXPECT_EQ(gathered[r].data<float>()[j], 0);
+    EXPECT_EQ(std::memcmp(reduced[r].raw_data(), reduced[0].raw_data(), n * 4),
+              0);
+    EXPECT_EQ(std::memcmp(gathered[r].raw_data(), reduced[0].raw_data(), n * 4),
+              0);
+    for (int j = n; j < R * chunk; ++j)
+      EXPECT_EQ(gathered[r].data<float>()[j], 0);
   }
 }
 
@@ -307,7 +313,8 @@ TEST(CollectiveGroupTest, PairsReduceInRankOrderBitwise) {
             ASSERT_EQ(std::memcmp(&want, out[r].data<float>() + j, 4), 0)
                 << "float32 r=" << r << " j=" << j;
           } else if (dtype == DType::kFloat16) {
-            Eigen::half want = a.data<Eigen::half>()[j] + b.data<Eigen::half>()[j];
+            Eigen::half want =
+                a.data<Eigen::half>()[j] + b.data<Eigen::half>()[j];
             if (op == Op::kMean) want = want / Eigen::half(2);
             ASSERT_EQ(std::memcmp(&want, out[r].data<Eigen::half>() + j, 2), 0)
                 << "float16 r=" << r << " j=" << j;

@@ -16,8 +16,9 @@ namespace {
 // out-of-memory report.
 std::string LargestVariables(
     std::vector<std::pair<const Node*, int64_t>> vars) {
-  std::stable_sort(vars.begin(), vars.end(),
-                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::stable_sort(vars.begin(), vars.end(), [](const auto& a, const auto& b) {
+    return a.second > b.second;
+  });
   std::string out;
   for (size_t i = 0; i < vars.size() && i < 3; ++i) {
     const Node& n = *vars[i].first;
@@ -35,10 +36,11 @@ std::string LargestVariables(
 // What device loops' bodies add (already in the totals), if any.
 std::string LoopBodies(const IpuMemory& m) {
   if (m.largest_loop_body.empty()) return "";
-  return absl::StrCat("\n    loop bodies:     ", HumanBytes(m.loop_body_peak_bytes),
-                      " peak (largest: '", m.largest_loop_body, "'), ",
-                      HumanBytes(m.loop_body_always_live_bytes),
-                      " always-live (constants and variables built in bodies)");
+  return absl::StrCat(
+      "\n    loop bodies:     ", HumanBytes(m.loop_body_peak_bytes),
+      " peak (largest: '", m.largest_loop_body, "'), ",
+      HumanBytes(m.loop_body_always_live_bytes),
+      " always-live (constants and variables built in bodies)");
 }
 
 }  // namespace
@@ -85,9 +87,9 @@ absl::Status CheckIpuMemory(IPUSystem& system, const std::string& what,
   for (size_t k = 0; k < ipus.size(); ++k) {
     const int64_t budget = system.device(k).memory_budget_bytes();
     oom |= ipus[k].total() > budget;
-    absl::StrAppend(report, IpuMemoryReport(static_cast<int>(k),
-                                            static_cast<int>(k), ipus[k],
-                                            budget));
+    absl::StrAppend(report,
+                    IpuMemoryReport(static_cast<int>(k), static_cast<int>(k),
+                                    ipus[k], budget));
   }
   if (!oom) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrCat(
@@ -196,7 +198,8 @@ absl::StatusOr<std::unique_ptr<DeviceProgram>> DeviceProgram::Compile(
   std::unique_ptr<DeviceProgram> dp(new DeviceProgram());
   dp->system_ = system;
   dp->generation_ = system->generation();
-  ASSIGN_OR_RETURN(std::unique_ptr<Program> first, Program::Compile(graph, spec));
+  ASSIGN_OR_RETURN(std::unique_ptr<Program> first,
+                   Program::Compile(graph, spec));
   dp->num_shards_ = first->num_shards();
   // A device frame (a pipeline) keeps several IPUs of each replica busy:
   // the replica spans the frame's IPUs and the program's shards.
@@ -224,7 +227,8 @@ absl::StatusOr<std::unique_ptr<DeviceProgram>> DeviceProgram::Compile(
     std::vector<IpuMemory> frame_memory;
     // Lowered now, on the host: compile errors and budgets are reported
     // here, not by the first run.
-    RETURN_IF_ERROR(f->Lower(system, replicas, dp->group_.get(), &frame_memory));
+    RETURN_IF_ERROR(
+        f->Lower(system, replicas, dp->group_.get(), &frame_memory));
     dp->frames_.push_back(f);
     for (size_t k = 0; k < frame_memory.size() && k < ipus.size(); ++k) {
       ipus[k].Add(frame_memory[k]);
@@ -278,12 +282,14 @@ std::optional<Tensor> DeviceProgram::OffloadedValue(
   for (const auto& weak : frames_) {
     std::shared_ptr<DeviceFrame> f = weak.lock();
     if (f == nullptr) continue;
-    if (std::optional<Tensor> v = f->OffloadedValue(group_.get(), replica, name)) {
+    if (std::optional<Tensor> v =
+            f->OffloadedValue(group_.get(), replica, name)) {
       return v;
     }
   }
   for (const auto& r : remote_states_) {
-    if (std::optional<Tensor> v = r->OffloadedValue(group_.get(), replica, name)) {
+    if (std::optional<Tensor> v =
+            r->OffloadedValue(group_.get(), replica, name)) {
       return v;
     }
   }
@@ -323,12 +329,14 @@ absl::Status DeviceProgram::Execute(
   {
     absl::StatusOr<IPUSystem::RunLease> lease =
         system_->StartRun(generation_, "Execute of the program");
-    result = lease.ok() ? ExecuteReplicas(args, fetches, *cancel) : lease.status();
+    result =
+        lease.ok() ? ExecuteReplicas(args, fetches, *cancel) : lease.status();
   }
   // Output modes that hold values until the run's end send them now.
   for (const auto& weak : host_resources_) {
     if (!result.ok()) break;
-    if (std::shared_ptr<HostResource> r = weak.lock()) result = r->RunFinished();
+    if (std::shared_ptr<HostResource> r = weak.lock())
+      result = r->RunFinished();
   }
   // The run ended, not the queues: their readers learn why (issue 9).
   if (!result.ok()) {
@@ -348,9 +356,12 @@ absl::Status DeviceProgram::ExecuteReplicas(
   group_->Reset();
   CollectiveGroup* group = group_.get();
   CancellationManager* run = cancel.get();
-  const int group_token = run->Register([group, run] { group->Cancel(run->reason()); });
-  const int system_token = system_->cancellation()->Register(
-      [run, system = system_] { run->StartCancel(system->cancellation()->reason()); });
+  const int group_token =
+      run->Register([group, run] { group->Cancel(run->reason()); });
+  const int system_token =
+      system_->cancellation()->Register([run, system = system_] {
+        run->StartCancel(system->cancellation()->reason());
+      });
   for (auto& shards : envs_) {
     for (RunEnv& env : shards) env.cancellation = run;
   }
@@ -365,25 +376,25 @@ absl::Status DeviceProgram::ExecuteReplicas(
     device.Submit([&, r, feeds] {
       int64_t feed_bytes = 0;
       for (const Tensor& t : *feeds) feed_bytes += t.TotalBytes();
-      absl::Status s = run->cancelled()
-                           ? run->reason()
-                           : replicas_[r]->Run(envs_[r][0], *feeds, &(*fetches)[r]);
+      absl::Status s = run->cancelled() ? run->reason()
+                                        : replicas_[r]->Run(envs_[r][0], *feeds,
+                                                            &(*fetches)[r]);
       if (!s.ok() && !absl::IsCancelled(s)) {
         // The others stop at their next wait, saying why.
         run->StartCancel(absl::CancelledError(absl::StrCat(
             "run cancelled: replica ", r, " failed: ", s.message())));
-        s = absl::Status(s.code(), absl::StrCat("replica ", r, " (IPU ",
-                                                ipu_of_replica(r), "): ",
-                                                s.message()));
+        s = absl::Status(
+            s.code(), absl::StrCat("replica ", r, " (IPU ", ipu_of_replica(r),
+                                   "): ", s.message()));
       }
       TransferCounters& c = envs_[r][0].device->counters();
       c.host_to_device.fetch_add(feed_bytes, std::memory_order_relaxed);
       int64_t out_bytes = 0;
       for (const Tensor& t : (*fetches)[r]) out_bytes += t.TotalBytes();
       c.device_to_host.fetch_add(out_bytes, std::memory_order_relaxed);
-      c.ipu_to_ipu.fetch_add(replicas_[r]->cross_shard_bytes() +
-                                 group_->bytes_sent(r),
-                             std::memory_order_relaxed);
+      c.ipu_to_ipu.fetch_add(
+          replicas_[r]->cross_shard_bytes() + group_->bytes_sent(r),
+          std::memory_order_relaxed);
       MutexLock l(&mu);
       status[r] = std::move(s);
       ++done;
@@ -392,9 +403,8 @@ absl::Status DeviceProgram::ExecuteReplicas(
   }
   {
     MutexLock l(&mu);
-    done_cv.Await(&mu, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      return done == replicas;
-    });
+    done_cv.Await(
+        &mu, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return done == replicas; });
   }
   system_->cancellation()->Unregister(system_token);
   run->Unregister(group_token);

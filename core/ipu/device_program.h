@@ -17,8 +17,8 @@
 // resource, core/ipu/remote_state.h) counts as remote memory, 1/R per
 // replica with replicated optimizer-state sharding.
 //
-//   ASSIGN_OR_RETURN(auto program, DeviceProgram::Compile(&system, graph, spec));
-//   std::vector<std::vector<Tensor>> results;   // [replica][fetch]
+//   ASSIGN_OR_RETURN(auto program, DeviceProgram::Compile(&system, graph,
+//   spec)); std::vector<std::vector<Tensor>> results;   // [replica][fetch]
 //   RETURN_IF_ERROR(program->Execute({feeds}, &results));
 //
 // Errors: a replica's error is returned as "replica r (IPU k): <node>:
@@ -101,9 +101,10 @@ class DeviceProgram : public Executable {
  private:
   DeviceProgram() = default;
   // Execute's work, with this run's cancellation.
-  absl::Status ExecuteReplicas(const std::vector<std::vector<Tensor>>& args,
-                               std::vector<std::vector<Tensor>>* fetches,
-                               const std::shared_ptr<CancellationManager>& cancel);
+  absl::Status ExecuteReplicas(
+      const std::vector<std::vector<Tensor>>& args,
+      std::vector<std::vector<Tensor>>* fetches,
+      const std::shared_ptr<CancellationManager>& cancel);
   // Runs `work` on the thread of replica `replica`'s IPU for `shard`.
   void RunOnShard(int replica, int shard,
                   const std::function<void(RunEnv&)>& work);

@@ -28,8 +28,9 @@ absl::StatusOr<std::shared_ptr<CancellationManager>> Executable::BeginRun(
   if (closed_) return absl::CancelledError("executable destroyed");
   if (executing_) {
     return absl::FailedPreconditionError(absl::StrCat(
-        what, " is already running on another thread (an executable runs "
-              "one Execute at a time)"));
+        what,
+        " is already running on another thread (an executable runs "
+        "one Execute at a time)"));
   }
   executing_ = true;
   run_cancel_ = std::make_shared<CancellationManager>();
@@ -86,9 +87,9 @@ Executable::ReadVariables(const std::string& pattern) const {
     }
   }
   if (out.empty()) {
-    return absl::NotFoundError(absl::StrCat(
-        "ReadVariables: no variable matches '", pattern, "' on the ",
-        replicas, " replica(s) of this executable"));
+    return absl::NotFoundError(
+        absl::StrCat("ReadVariables: no variable matches '", pattern,
+                     "' on the ", replicas, " replica(s) of this executable"));
   }
   return out;
 }
@@ -98,9 +99,9 @@ absl::StatusOr<int> ReplicationFactor(const IPUSystem& system,
                                       const std::string& what) {
   const int k = system.num_ipus();
   if (k == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        what, ": the IPU system has no IPUs (", system.status().message(),
-        "); Configure it again"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, ": the IPU system has no IPUs (",
+                     system.status().message(), "); Configure it again"));
   }
   const int s = std::max(1, ipus_per_replica);
   const int r = system.config().replication_factor();
@@ -119,8 +120,8 @@ absl::StatusOr<int> ReplicationFactor(const IPUSystem& system,
     return absl::InvalidArgumentError(absl::StrCat(
         what, " uses ", s, " IPUs per replica but the system has ", k,
         "; the number of IPUs must be a multiple of the IPUs per replica "
-        "(for example auto_select_ipus = ", s, " or ", 2 * s,
-        "), or set replication_factor"));
+        "(for example auto_select_ipus = ",
+        s, " or ", 2 * s, "), or set replication_factor"));
   }
   return k / s;
 }

@@ -25,7 +25,8 @@ namespace {
 
 using Esr = FloatingPointBehaviourConfig;
 
-std::unique_ptr<IPUSystem> MakeSystem(int ipus, Esr::StochasticRoundingBehaviour esr,
+std::unique_ptr<IPUSystem> MakeSystem(int ipus,
+                                      Esr::StochasticRoundingBehaviour esr,
                                       uint64_t seed) {
   IPUConfig config;
   config.set_auto_select_ipus(ipus);
@@ -59,7 +60,7 @@ constexpr int64_t kN = 2048;
 const float kX = 1.0f + 0x1p-10f / 2;  // Halfway: P(hi) = 1/2.
 
 struct Rounded {
-  Tensor identical;  // [2, kN] float16: a constant, rounded.
+  Tensor identical;    // [2, kN] float16: a constant, rounded.
   Tensor per_replica;  // The same values, through the replica index.
 };
 
@@ -87,7 +88,8 @@ int64_t CountUp(const Tensor& row) {
   return std::count_if(v.begin(), v.end(), [](float f) { return f > 1.0f; });
 }
 
-TEST(FloatingPointConfigTest, ReplicaIdenticalOnlyKeepsIdenticalTensorsIdentical) {
+TEST(FloatingPointConfigTest,
+     ReplicaIdenticalOnlyKeepsIdenticalTensorsIdentical) {
   auto system = MakeSystem(2, Esr::REPLICA_IDENTICAL_ONLY, 11);
   const Rounded r = RunOn(system.get());
   ASSERT_EQ(r.identical.shape(), TensorShape({2, kN}));
@@ -131,8 +133,9 @@ Tensor TrainInALoop(Esr::StochasticRoundingBehaviour esr) {
             b, ops::Mul(b, ops::Add(b, r, ops::Const(b, 1.f)),
                         ops::Const(b, 0x1p-12f)));  // 1.5 * 2^-12.
         Output next = ops::Cast(
-            b, ops::Cast(b, ops::Add(b, ops::ReadVariable(b, w.handle), g),
-                         DType::kFloat16),
+            b,
+            ops::Cast(b, ops::Add(b, ops::ReadVariable(b, w.handle), g),
+                      DType::kFloat16),
             DType::kFloat32);
         ops::Assign(b, w.handle, next);
         return std::vector<Output>{ops::Add(b, args[0], ops::Const(b, 1.f))};
@@ -167,9 +170,9 @@ TEST(FloatingPointConfigTest, ReplicaIdenticalWeightsStayIdenticalInALoop) {
 TEST(FloatingPointConfigTest, ResetSeedRepeatsTheRoundingOfTheRunsAfterIt) {
   auto system = MakeSystem(2, Esr::ON, 5);
   Scope s = Scope::NewRootScope();
-  Output h = ops::Cast(
-      s, ops::Const(s, std::vector<float>(kN, kX), TensorShape({kN})),
-      DType::kFloat16);
+  Output h =
+      ops::Cast(s, ops::Const(s, std::vector<float>(kN, kX), TensorShape({kN})),
+                DType::kFloat16);
   IPUStrategy strategy(system.get());
   auto bits = [&] {
     auto out = strategy.Run(*s.graph(), {h});
@@ -196,9 +199,10 @@ TEST(FloatingPointConfigTest, TrapStopsEveryReplica) {
   auto system = IPUSystem::Create(config);
   ASSERT_TRUE(system.ok());
   Scope s = Scope::NewRootScope();
-  Output y = ops::Mul(s.WithOpName("m"),
-                      ops::Const(s, std::vector<float>{1, 1e20f}, TensorShape({2})),
-                      ops::Const(s, 1e20f));
+  Output y =
+      ops::Mul(s.WithOpName("m"),
+               ops::Const(s, std::vector<float>{1, 1e20f}, TensorShape({2})),
+               ops::Const(s, 1e20f));
   IPUStrategy strategy(system->get());
   auto out = strategy.Run(*s.graph(), {y});
   ASSERT_FALSE(out.ok());

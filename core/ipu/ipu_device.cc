@@ -20,12 +20,12 @@ absl::StatusOr<std::unique_ptr<IPUDevice>> IPUDevice::Create(
   std::unique_ptr<IPUDevice> d(
       new IPUDevice(id, memory_budget_bytes, intra_op_threads));
   if (!d->intra_op_.status().ok()) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        d->name(), ": ", d->intra_op_.status().message()));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(d->name(), ": ", d->intra_op_.status().message()));
   }
   if (!d->worker_.status().ok()) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        d->name(), ": ", d->worker_.status().message()));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(d->name(), ": ", d->worker_.status().message()));
   }
   return d;
 }

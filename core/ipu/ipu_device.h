@@ -4,7 +4,8 @@
 // and counters of the bytes it moved.
 //
 //   IPUDevice& ipu = system.device(0);
-//   ipu.Submit([&] { status = program->Run(env, feeds, &out); done.Notify(); });
+//   ipu.Submit([&] { status = program->Run(env, feeds, &out); done.Notify();
+//   });
 //
 // Thread safety: Submit and the counters may be used from any thread. The
 // destructor runs the tasks already submitted, then joins the worker (the

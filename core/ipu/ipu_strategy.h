@@ -3,10 +3,10 @@
 // system: a graph's fetches and targets become a DeviceProgram, whatever
 // the graph holds (steps, device loops, sharded models, a pipeline's frame
 // node: device_frame.h); an ExecutableSource compiles itself (a PipelineOp:
-// a thin wrapper over the DeviceProgram of its frame). Compiled programs are cached by the graph's
-// fingerprint, the fetches, targets and feed shapes (or the source) and the
-// system's configuration, so running the same step again does not
-// recompile.
+// a thin wrapper over the DeviceProgram of its frame). Compiled programs are
+// cached by the graph's fingerprint, the fetches, targets and feed shapes (or
+// the source) and the system's configuration, so running the same step again
+// does not recompile.
 //
 //   IPUStrategy strategy(system.get());
 //   RETURN_IF_ERROR(strategy.Initialize(*scope.graph()));   // every replica
@@ -61,10 +61,9 @@ class IPUStrategy {
   // Executes a source's executable once; `args` go to every replica.
   absl::Status Run(const ExecutableSource& source,
                    const std::vector<Tensor>& args = {});
-  absl::StatusOr<std::vector<Tensor>> Run(const Graph& graph,
-                                          const std::vector<Output>& fetches,
-                                          const std::vector<Node*>& targets = {},
-                                          const FeedList& feeds = {});
+  absl::StatusOr<std::vector<Tensor>> Run(
+      const Graph& graph, const std::vector<Output>& fetches,
+      const std::vector<Node*>& targets = {}, const FeedList& feeds = {});
   // Runs the graph's "initializers" on every replica.
   absl::Status Initialize(const Graph& graph);
   int num_compiles() const;
@@ -78,18 +77,19 @@ class IPUStrategy {
       const Graph& graph, const std::vector<Output>& fetches,
       const std::vector<Node*>& targets, const FeedList& feeds)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<Executable*> CompileSourceLocked(const ExecutableSource& source)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Executable*> CompileSourceLocked(
+      const ExecutableSource& source) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   IPUSystem* system_;
   mutable Mutex mu_;
   CondVar idle_cv_;
   int active_ ABSL_GUARDED_BY(mu_) = 0;
   bool destroying_ ABSL_GUARDED_BY(mu_) = false;
-  std::map<std::string, std::unique_ptr<DeviceProgram>> cache_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<DeviceProgram>> cache_
+      ABSL_GUARDED_BY(mu_);
   // By (source_id, system generation).
-  std::map<std::pair<uint64_t, uint64_t>, std::unique_ptr<Executable>>
-      sources_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<uint64_t, uint64_t>, std::unique_ptr<Executable>> sources_
+      ABSL_GUARDED_BY(mu_);
   int num_compiles_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

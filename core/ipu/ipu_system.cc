@@ -24,7 +24,8 @@ std::string HumanBytes(int64_t bytes) {
     v /= 1024;
     ++u;
   }
-  return u == 0 ? absl::StrCat(bytes, " B") : absl::StrFormat("%.2f %s", v, units[u]);
+  return u == 0 ? absl::StrCat(bytes, " B")
+                : absl::StrFormat("%.2f %s", v, units[u]);
 }
 
 namespace {
@@ -33,9 +34,9 @@ namespace {
 absl::Status CheckRange(const char* field, int64_t v, int64_t lo, int64_t hi,
                         const char* why) {
   if (v >= lo && v <= hi) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "IPUConfig: ", field, " is ", v, "; it must be between ", lo, " and ",
-      hi, why));
+  return absl::InvalidArgumentError(absl::StrCat("IPUConfig: ", field, " is ",
+                                                 v, "; it must be between ", lo,
+                                                 " and ", hi, why));
 }
 
 }  // namespace
@@ -47,13 +48,13 @@ absl::StatusOr<IPUConfig> ResolveIPUConfig(const IPUConfig& config) {
                              kMaxIpus, " (the largest IPU-POD)"));
   RETURN_IF_ERROR(CheckRange("replication_factor", c.replication_factor(), 0,
                              kMaxIpus, " (the largest IPU-POD)"));
-  RETURN_IF_ERROR(CheckRange("tiles_per_ipu", c.tiles_per_ipu(), 0,
-                             kMaxTilesPerIpu, ""));
+  RETURN_IF_ERROR(
+      CheckRange("tiles_per_ipu", c.tiles_per_ipu(), 0, kMaxTilesPerIpu, ""));
   RETURN_IF_ERROR(CheckRange("intra_op_threads_per_ipu",
                              c.intra_op_threads_per_ipu(), 0,
                              kMaxIntraOpThreadsPerIpu, ""));
-  RETURN_IF_ERROR(CheckRange("memory_per_tile", c.memory_per_tile(), 0,
-                             kInt64Max, ""));
+  RETURN_IF_ERROR(
+      CheckRange("memory_per_tile", c.memory_per_tile(), 0, kInt64Max, ""));
   RETURN_IF_ERROR(CheckRange("minimum_remote_tensor_size",
                              c.minimum_remote_tensor_size(), 0, kInt64Max, ""));
   if (c.floating_point_behaviour().set_all()) {
@@ -65,12 +66,15 @@ absl::StatusOr<IPUConfig> ResolveIPUConfig(const IPUConfig& config) {
     fp->set_esr(FloatingPointBehaviourConfig::ON);
   }
   if (c.auto_select_ipus() == 0) c.set_auto_select_ipus(1);
-  if (c.minimum_remote_tensor_size() == 0) c.set_minimum_remote_tensor_size(128);
+  if (c.minimum_remote_tensor_size() == 0)
+    c.set_minimum_remote_tensor_size(128);
   if (c.tiles_per_ipu() == 0) c.set_tiles_per_ipu(kDefaultTilesPerIpu);
   if (c.memory_per_tile() == 0) c.set_memory_per_tile(kDefaultMemoryPerTile);
   if (c.intra_op_threads_per_ipu() == 0) {
-    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    c.set_intra_op_threads_per_ipu(std::max(0, cores / c.auto_select_ipus() - 1));
+    const int cores =
+        static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    c.set_intra_op_threads_per_ipu(
+        std::max(0, cores / c.auto_select_ipus() - 1));
   }
   // Every IPU's memory must be addressable and fit in the host's: programs
   // within the budget allocate it.
@@ -124,21 +128,24 @@ absl::StatusOr<IPUConfig> LoadIPUConfig(const std::string& path) {
                                             "': ", std::strerror(errno)));
   }
   if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "IPU config '", path, "' is not a regular file",
-        S_ISDIR(st.st_mode) ? " (it is a directory)" : ""));
+    return absl::InvalidArgumentError(
+        absl::StrCat("IPU config '", path, "' is not a regular file",
+                     S_ISDIR(st.st_mode) ? " (it is a directory)" : ""));
   }
   if (st.st_size > kMaxConfigBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "IPU config '", path, "' has ", st.st_size,
-        " bytes; the limit is ", kMaxConfigBytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("IPU config '", path, "' has ", st.st_size,
+                     " bytes; the limit is ", kMaxConfigBytes));
   }
   std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open IPU config '", path, "'"));
+  if (!in)
+    return absl::NotFoundError(
+        absl::StrCat("cannot open IPU config '", path, "'"));
   std::stringstream text;
   text << in.rdbuf();
   if (in.bad()) {
-    return absl::DataLossError(absl::StrCat("cannot read IPU config '", path, "'"));
+    return absl::DataLossError(
+        absl::StrCat("cannot read IPU config '", path, "'"));
   }
   IPUConfig config;
   if (!google::protobuf::TextFormat::ParseFromString(text.str(), &config)) {
@@ -186,17 +193,18 @@ absl::Status IPUSystem::Configure(const IPUConfig& config) {
   floating_point_ = FloatingPointFromConfig(config_);
   ++generation_;
   cancellation_ = std::make_unique<CancellationManager>();
-  const int64_t budget = static_cast<int64_t>(config_.tiles_per_ipu()) *
-                         config_.memory_per_tile();
+  const int64_t budget =
+      static_cast<int64_t>(config_.tiles_per_ipu()) * config_.memory_per_tile();
   std::vector<std::unique_ptr<IPUDevice>> devices;
   for (int i = 0; i < config_.auto_select_ipus(); ++i) {
     absl::StatusOr<std::unique_ptr<IPUDevice>> d =
         IPUDevice::Create(i, budget, config_.intra_op_threads_per_ipu());
     if (!d.ok()) {
       devices.clear();  // Joins the IPUs already started.
-      const absl::Status s(d.status().code(),
-                           absl::StrCat("IPU system of ", config_.auto_select_ipus(),
-                                        " IPUs: ", d.status().message()));
+      const absl::Status s(
+          d.status().code(),
+          absl::StrCat("IPU system of ", config_.auto_select_ipus(),
+                       " IPUs: ", d.status().message()));
       MutexLock l(&mu_);
       status_ = s;
       closed_ = absl::FailedPreconditionError(absl::StrCat(
@@ -221,9 +229,10 @@ absl::Status IPUSystem::status() const {
 absl::Status IPUSystem::ResetSeed(uint64_t seed) {
   MutexLock l(&mu_);
   if (runs_ > 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "ResetSeed: ", runs_, " run(s) in progress; reset the seed between "
-        "runs"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("ResetSeed: ", runs_,
+                     " run(s) in progress; reset the seed between "
+                     "runs"));
   }
   // Runs start under mu_ (StartRun), so they see the new seed.
   config_.set_seed(seed);
@@ -245,9 +254,10 @@ absl::StatusOr<IPUSystem::RunLease> IPUSystem::StartRun(
                         absl::StrCat(what, ": ", closed_.message()));
   }
   if (generation != generation_.load()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        what, " was compiled before the IPU system was reconfigured; "
-              "compile it again"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(what,
+                     " was compiled before the IPU system was reconfigured; "
+                     "compile it again"));
   }
   ++runs_;
   return RunLease(this);

@@ -4,8 +4,9 @@
 //
 //   IPUConfig config;
 //   config.set_auto_select_ipus(4);
-//   ASSIGN_OR_RETURN(std::unique_ptr<IPUSystem> system, IPUSystem::Create(config));
-//   system->device(2).memory_budget_bytes();   // 1472 tiles x 624 KiB
+//   ASSIGN_OR_RETURN(std::unique_ptr<IPUSystem> system,
+//   IPUSystem::Create(config)); system->device(2).memory_budget_bytes();   //
+//   1472 tiles x 624 KiB
 //
 // Thread safety: accessors may be used from any thread while the system is
 // configured. Executables hold a RunLease while they run; Configure() and
@@ -28,9 +29,9 @@
 #include "absl/status/statusor.h"
 #include "core/cancellation.h"
 #include "core/floating_point.h"
-#include "core/mutex.h"
 #include "core/ipu/ipu_config.pb.h"
 #include "core/ipu/ipu_device.h"
+#include "core/mutex.h"
 
 namespace ipuflow {
 
@@ -77,7 +78,9 @@ class IPUSystem {
   const IPUConfig& config() const { return config_; }
   // config().floating_point_behaviour and seed, as every program run on the
   // system sees it (RunEnv::floating_point). Valid until the next Configure.
-  const FloatingPointBehaviour& floating_point() const { return floating_point_; }
+  const FloatingPointBehaviour& floating_point() const {
+    return floating_point_;
+  }
   // TensorFlow's ipu.utils.reset_ipu_seed: sets the seed of stochastic
   // rounding without reconfiguring (variables and programs stay), and
   // restarts every program's run count, so the runs that follow round
@@ -95,7 +98,9 @@ class IPUSystem {
   class RunLease {
    public:
     RunLease() = default;
-    RunLease(RunLease&& o) noexcept : system_(o.system_) { o.system_ = nullptr; }
+    RunLease(RunLease&& o) noexcept : system_(o.system_) {
+      o.system_ = nullptr;
+    }
     RunLease& operator=(RunLease&& o) noexcept;
     ~RunLease();
 

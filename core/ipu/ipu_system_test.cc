@@ -7,15 +7,15 @@
 
 #include "core/ipu/ipu_strategy.h"
 #include "core/testing/op_test.h"
-#include "gtest/gtest.h"
 #include "core/thread_pool.h"
+#include "gtest/gtest.h"
 #include "ops/array/const.h"
 #include "ops/array/fill.h"
 #include "ops/array/gather.h"
 #include "ops/array/identity.h"
-#include "ops/control/loops.h"
 #include "ops/collective/cross_replica.h"
 #include "ops/collective/replica_index.h"
+#include "ops/control/loops.h"
 #include "ops/math/add.h"
 #include "ops/math/cast.h"
 #include "ops/math/mul.h"
@@ -47,7 +47,8 @@ TEST(IPUSystemTest, DefaultsAndBudget) {
 }
 
 TEST(IPUSystemTest, LoadsTextConfig) {
-  const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/ipu.pbtxt";
+  const std::string path =
+      std::string(std::getenv("TEST_TMPDIR")) + "/ipu.pbtxt";
   std::ofstream(path) << "auto_select_ipus: 4 tiles_per_ipu: 10";
   auto config = LoadIPUConfig(path);
   ASSERT_TRUE(config.ok()) << config.status();
@@ -105,7 +106,8 @@ TEST(IPUStrategyTest, ProgramTooBigIsResourceExhaustedWithReport) {
   absl::Status st = strategy.Initialize(*s.graph());
   EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
   EXPECT_NE(st.message().find("'big_weights' float32[128,256] 128.00 KiB"),
-            std::string::npos) << st;
+            std::string::npos)
+      << st;
   EXPECT_NE(st.message().find("always-live"), std::string::npos);
   EXPECT_NE(st.message().find("not-always-live"), std::string::npos);
   EXPECT_NE(st.message().find("4 tiles x 16.00 KiB"), std::string::npos) << st;
@@ -119,8 +121,11 @@ TEST(IPUStrategyTest, ShardsMustDivideTheIpus) {
   IPUStrategy strategy(system.get());
   absl::Status st = strategy.Run(*s.graph(), {b}).status();
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(st.message().find("sharded over 2 IPUs) uses 2 IPUs per replica but the system has 3"),
-            std::string::npos) << st;
+  EXPECT_NE(
+      st.message().find(
+          "sharded over 2 IPUs) uses 2 IPUs per replica but the system has 3"),
+      std::string::npos)
+      << st;
 }
 
 TEST(IPUStrategyTest, ShardsRunOnTheirOwnIpusInEveryReplica) {
@@ -166,8 +171,9 @@ TEST(IPUStrategyTest, CrossReplicaMeanKeepsReplicasBitwiseIdentical) {
   ops::VariableHandle w = ops::Variable(
       s.WithOpName("w"), ops::Const<float>(s, {1.0f, 2.0f, 3.0f}, {3}));
   // A different "gradient" on every replica: (r + 1) * 0.1 * w.
-  Output scale = ops::Mul(s, ops::Cast(s, ops::ReplicaIndex(s), DType::kFloat32),
-                          ops::Const(s, 0.1f));
+  Output scale =
+      ops::Mul(s, ops::Cast(s, ops::ReplicaIndex(s), DType::kFloat32),
+               ops::Const(s, 0.1f));
   Output grad = ops::Mul(s, w.value, ops::Add(s, scale, ops::Const(s, 0.1f)));
   Output mean = ops::CrossReplicaMean(s, grad);
   Node* update = ops::AssignSub(s, w.handle, mean);
@@ -182,7 +188,9 @@ TEST(IPUStrategyTest, CrossReplicaMeanKeepsReplicasBitwiseIdentical) {
   ASSERT_EQ(all.shape(), TensorShape({4, 3}));
   for (int r = 1; r < 4; ++r) {
     EXPECT_EQ(std::memcmp(all.Slice(r, r + 1).raw_data(),
-                          all.Slice(0, 1).raw_data(), 12), 0) << "replica " << r;
+                          all.Slice(0, 1).raw_data(), 12),
+              0)
+        << "replica " << r;
   }
   // Mean factor (0.1+0.2+0.3+0.4)/4 = 0.25: w *= 0.75 per step.
   const float f = 0.75f * 0.75f * 0.75f;
@@ -197,13 +205,15 @@ TEST(IPUStrategyTest, CountsHostTransfers) {
   Output x = ops::Placeholder(s, DType::kFloat32, {256});
   Output y = ops::Add(s, x, x);
   IPUStrategy strategy(system.get());
-  ASSERT_TRUE(strategy.Run(*s.graph(), {y}, {},
-                           {{x, Tensor::Filled(DType::kFloat32, {256}, 1)}})
+  ASSERT_TRUE(strategy
+                  .Run(*s.graph(), {y}, {},
+                       {{x, Tensor::Filled(DType::kFloat32, {256}, 1)}})
                   .ok());
   EXPECT_EQ(system->device(0).counters().host_to_device.load(), 1024);
   EXPECT_EQ(system->device(0).counters().device_to_host.load(), 1024);
   EXPECT_NE(system->TransferReport().find("IPU 0: host->device 1.00 KiB"),
-            std::string::npos) << system->TransferReport();
+            std::string::npos)
+      << system->TransferReport();
 }
 
 TEST(IPUStrategyTest, ReconfigureResetsVariables) {
@@ -233,7 +243,8 @@ TEST(ExecutableTest, PerReplicaArgumentsAndVariables) {
   auto system = std::move(IPUSystem::Create(config)).value();
   Scope s = Scope::NewRootScope();
   Output x = ops::Placeholder(s, DType::kFloat32, {2});
-  auto v = ops::Variable(s.WithOpName("acc"), ops::Const<float>(s, {0, 0}, {2}));
+  auto v =
+      ops::Variable(s.WithOpName("acc"), ops::Const<float>(s, {0, 0}, {2}));
   Node* add = ops::AssignAdd(s, v.handle, x);
   IPUStrategy strategy(system.get());
   ASSERT_TRUE(strategy.Initialize(*s.graph()).ok());
@@ -279,9 +290,12 @@ TEST(DeviceLayerErrorsTest, ConfigSizesAreBoundedNamingFieldAndLimit) {
     std::string field, limit;
   };
   const std::vector<Case> cases = {
-      {[](IPUConfig& c) { c.set_auto_select_ipus(100000); }, "auto_select_ipus", "1024"},
-      {[](IPUConfig& c) { c.set_replication_factor(5000); }, "replication_factor", "1024"},
-      {[](IPUConfig& c) { c.set_tiles_per_ipu(2147483647); }, "tiles_per_ipu", "65536"},
+      {[](IPUConfig& c) { c.set_auto_select_ipus(100000); }, "auto_select_ipus",
+       "1024"},
+      {[](IPUConfig& c) { c.set_replication_factor(5000); },
+       "replication_factor", "1024"},
+      {[](IPUConfig& c) { c.set_tiles_per_ipu(2147483647); }, "tiles_per_ipu",
+       "65536"},
       {[](IPUConfig& c) { c.set_intra_op_threads_per_ipu(100000); },
        "intra_op_threads_per_ipu", "256"},
       {[](IPUConfig& c) { c.set_memory_per_tile(int64_t{1} << 62); },
@@ -289,8 +303,10 @@ TEST(DeviceLayerErrorsTest, ConfigSizesAreBoundedNamingFieldAndLimit) {
       {[](IPUConfig& c) {
          c.set_auto_select_ipus(1024);
          c.set_intra_op_threads_per_ipu(8);
-       }, "auto_select_ipus x (1 + intra_op_threads_per_ipu)", "4096"},
-      {[](IPUConfig& c) { c.set_memory_per_tile(-1); }, "memory_per_tile", "between 0"},
+       },
+       "auto_select_ipus x (1 + intra_op_threads_per_ipu)", "4096"},
+      {[](IPUConfig& c) { c.set_memory_per_tile(-1); }, "memory_per_tile",
+       "between 0"},
   };
   auto system = MakeSystem(2);
   for (const Case& c : cases) {
@@ -300,7 +316,8 @@ TEST(DeviceLayerErrorsTest, ConfigSizesAreBoundedNamingFieldAndLimit) {
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << c.field;
     EXPECT_TRUE(Contains(st, c.field) && Contains(st, c.limit)) << st;
     // A bad config leaves a configured system as it was.
-    EXPECT_EQ(system->Configure(config).code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(system->Configure(config).code(),
+              absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(system->num_ipus(), 2);
   }
 }
@@ -319,7 +336,7 @@ TEST(DeviceLayerErrorsTest, ThreadCreationFailureIsResourceExhausted) {
   IPUConfig config;
   config.set_auto_select_ipus(4);
   config.set_intra_op_threads_per_ipu(1);  // 2 threads per IPU.
-  SetThreadLimitForTesting(3);  // IPU 0, then IPU 1's pool only.
+  SetThreadLimitForTesting(3);             // IPU 0, then IPU 1's pool only.
   absl::Status st = IPUSystem::Create(config).status();
   SetThreadLimitForTesting(-1);
   EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
@@ -372,7 +389,8 @@ TEST(DeviceLayerErrorsTest, OverBudgetProgramIsRefusedBeforeAllocating) {
 TEST(DeviceLayerErrorsTest, FetchLargerThanTheIpuIsResourceExhausted) {
   auto system = MakeSystem(1);
   Scope s = Scope::NewRootScope();
-  Output big = ops::Fill(s.WithOpName("big"), TensorShape({int64_t{1} << 31}), 1.0);
+  Output big =
+      ops::Fill(s.WithOpName("big"), TensorShape({int64_t{1} << 31}), 1.0);
   IPUStrategy strategy(system.get());
   absl::Status st = strategy.Run(*s.graph(), {big}).status();
   EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
@@ -417,16 +435,18 @@ TEST(DeviceLayerErrorsTest, ReplicaErrorWakesTheOthersInACollective) {
   Scope s = Scope::NewRootScope();
   Output k = ops::Placeholder(s.WithOpName("k"), DType::kInt32, {});
   Output idx = ops::Mul(s, ops::ReplicaIndex(s), k);  // Replica 1: k.
-  Output picked = ops::Gather(s.WithOpName("pick"),
-                              ops::Const<float>(s, {1, 2}, {2}), idx);
+  Output picked =
+      ops::Gather(s.WithOpName("pick"), ops::Const<float>(s, {1, 2}, {2}), idx);
   Output sum = ops::CrossReplicaSum(s, picked);
   IPUStrategy strategy(system.get());
-  absl::Status st = strategy.Run(*s.graph(), {sum}, {},
-                                 {{k, Tensor::Scalar<int32_t>(5)}}).status();
+  absl::Status st =
+      strategy.Run(*s.graph(), {sum}, {}, {{k, Tensor::Scalar<int32_t>(5)}})
+          .status();
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
   EXPECT_TRUE(Contains(st, "replica 1 (IPU 1)")) << st;
   EXPECT_TRUE(Contains(st, "pick'")) << st;
-  auto out = strategy.Run(*s.graph(), {sum}, {}, {{k, Tensor::Scalar<int32_t>(1)}});
+  auto out =
+      strategy.Run(*s.graph(), {sum}, {}, {{k, Tensor::Scalar<int32_t>(1)}});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_TRUE(TensorNear((*out)[0], {3, 3}, {2}));
 }
@@ -461,7 +481,8 @@ struct BlockedRun {
   BlockedRun() {
     ProgramSpec spec;
     spec.fetches = {sum};
-    program = std::move(DeviceProgram::Compile(system.get(), *s.graph(), spec)).value();
+    program = std::move(DeviceProgram::Compile(system.get(), *s.graph(), spec))
+                  .value();
   }
   void Start() {
     system->device(1).Submit([this] { release.WaitForNotification(); });

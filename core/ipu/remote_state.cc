@@ -201,10 +201,9 @@ absl::Status RemoteState::Load(const RunEnv& env, int update) {
       continue;
     }
     if (p.sharded) {
-      ASSIGN_OR_RETURN(stored, GatherFromRemote(env.collectives, env.replica,
-                                                lw->replicas,
-                                                "rts/load/" + p.name, stored,
-                                                p.shape));
+      ASSIGN_OR_RETURN(
+          stored, GatherFromRemote(env.collectives, env.replica, lw->replicas,
+                                   "rts/load/" + p.name, stored, p.shape));
     }
     // Assigned since the store (initialised again): the IPU's is newer.
     if (v->initialized()) continue;
@@ -215,8 +214,7 @@ absl::Status RemoteState::Load(const RunEnv& env, int update) {
 
 bool RemoteState::Chunked(const Lowering& lw, int update, const Placed& p) {
   auto it = lw.sharded_updates.find(update);
-  return it != lw.sharded_updates.end() &&
-         it->second == p.shape.num_elements();
+  return it != lw.sharded_updates.end() && it->second == p.shape.num_elements();
 }
 
 std::pair<int, int> RemoteState::UpdateShardOf(const RunEnv& env,
@@ -235,9 +233,9 @@ absl::Status RemoteState::Store(const RunEnv& env, int update) {
     if (v == nullptr || !v->initialized()) continue;
     Tensor t = v->Release();
     if (p.sharded) {
-      ASSIGN_OR_RETURN(t, ShardToRemote(env.collectives, env.replica,
-                                        lw->replicas, "rts/store/" + p.name,
-                                        t));
+      ASSIGN_OR_RETURN(t,
+                       ShardToRemote(env.collectives, env.replica, lw->replicas,
+                                     "rts/store/" + p.name, t));
     }
     CountRemote(env, t.TotalBytes());
     MutexLock l(&remote_mu_);

@@ -25,9 +25,9 @@
 //
 // A plan belongs to one device program, keyed by its CollectiveGroup (as a
 // device frame's lowering); Release drops it. The remote buffers are the
-// IPUs': programs of one graph on one system share them. Outside a device program
-// (no plan for env.collectives) Load and Store do nothing: the state stays
-// on the IPU.
+// IPUs': programs of one graph on one system share them. Outside a device
+// program (no plan for env.collectives) Load and Store do nothing: the state
+// stays on the IPU.
 //
 // Thread safety: Plan and Release on host threads; Load / Store from the
 // replicas' IPU threads concurrently (each replica its own buffers).
@@ -151,8 +151,8 @@ class RemoteState : public HostResource {
   std::shared_ptr<Lowering> Find(CollectiveGroup* group) const;
   // The state `update` streams in the run `env` belongs to (null: none), and
   // its lowering (kept alive by `*lowering` while the caller uses it).
-  const std::vector<Placed>* PlacedFor(const RunEnv& env, int update,
-                                       std::shared_ptr<Lowering>* lowering) const;
+  const std::vector<Placed>* PlacedFor(
+      const RunEnv& env, int update, std::shared_ptr<Lowering>* lowering) const;
   // Whether `p` of `update` is loaded as this replica's chunk only (the
   // update runs sharded).
   static bool Chunked(const Lowering& lw, int update, const Placed& p);

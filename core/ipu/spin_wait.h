@@ -51,9 +51,9 @@ inline void CpuRelax() {
 
 // Returns true as soon as `ready()` does; false once the budget is spent.
 template <typename Fn>
-bool SpinUntil(Fn ready, std::chrono::nanoseconds budget, int yields = 4,
-               std::chrono::nanoseconds yield_every =
-                   std::chrono::nanoseconds::zero()) {
+bool SpinUntil(
+    Fn ready, std::chrono::nanoseconds budget, int yields = 4,
+    std::chrono::nanoseconds yield_every = std::chrono::nanoseconds::zero()) {
   if (ready()) return true;
   auto now = std::chrono::steady_clock::now();
   const auto deadline = now + budget;
@@ -95,7 +95,8 @@ class AdaptiveSpin {
   void set_limits(ns floor, ns ceiling) {
     floor_ns_.store(floor.count(), std::memory_order_relaxed);
     ceiling_ns_.store(ceiling.count(), std::memory_order_relaxed);
-    average_ns_.store(floor.count() / 2, std::memory_order_relaxed);  // Budget: floor.
+    average_ns_.store(floor.count() / 2,
+                      std::memory_order_relaxed);  // Budget: floor.
   }
   ns budget() const {
     const int64_t floor = floor_ns_.load(std::memory_order_relaxed);
@@ -107,9 +108,8 @@ class AdaptiveSpin {
   void Record(ns answered_after) {
     const int64_t ceiling = ceiling_ns_.load(std::memory_order_relaxed);
     // Capped, so one long idle spell is forgotten after a few quick answers.
-    const int64_t sample =
-        std::min<int64_t>(std::max<int64_t>(answered_after.count(), 0),
-                          4 * ceiling);
+    const int64_t sample = std::min<int64_t>(
+        std::max<int64_t>(answered_after.count(), 0), 4 * ceiling);
     const int64_t average = average_ns_.load(std::memory_order_relaxed);
     average_ns_.store(average + (sample - average) / 4,
                       std::memory_order_relaxed);

@@ -29,8 +29,7 @@ void RunOnDevice(IPUDevice& device, const std::function<void()>& work) {
   done.WaitForNotification();
 }
 
-WorkListsRun::WorkListsRun(std::shared_ptr<CancellationManager> c,
-                           int num_ipus)
+WorkListsRun::WorkListsRun(std::shared_ptr<CancellationManager> c, int num_ipus)
     : cancel(c != nullptr ? std::move(c)
                           : std::make_shared<CancellationManager>()),
       wall0(std::chrono::steady_clock::now()),
@@ -42,8 +41,8 @@ double WorkListsRun::WallSeconds() const {
       .count();
 }
 
-void WorkListsRun::Abort(const absl::Status& s, const std::string& who,
-                         int ipu, int index) {
+void WorkListsRun::Abort(const absl::Status& s, const std::string& who, int ipu,
+                         int index) {
   {
     MutexLock l(&mu);
     if (status.ok() || (absl::IsCancelled(status) && !absl::IsCancelled(s))) {
@@ -55,11 +54,10 @@ void WorkListsRun::Abort(const absl::Status& s, const std::string& who,
   }
   // Wakes every channel, queue and collective wait of the run (every
   // replica's, when they share `cancel`), saying why.
-  cancel->StartCancel(
-      absl::IsCancelled(s)
-          ? s
-          : absl::CancelledError(absl::StrCat("run cancelled: ", who,
-                                              " failed: ", s.message())));
+  cancel->StartCancel(absl::IsCancelled(s) ? s
+                                           : absl::CancelledError(absl::StrCat(
+                                                 "run cancelled: ", who,
+                                                 " failed: ", s.message())));
 }
 
 absl::Status WorkListsRun::Status() {
@@ -70,7 +68,8 @@ absl::Status WorkListsRun::Status() {
 WorkLists::WorkLists(std::vector<IPUDevice*> devices,
                      std::vector<std::vector<WorkListItem>> lists,
                      bool lockstep)
-    : devices_(std::move(devices)), lists_(std::move(lists)),
+    : devices_(std::move(devices)),
+      lists_(std::move(lists)),
       lockstep_(lockstep) {
   for (const auto& list : lists_) {
     for (const WorkListItem& it : list) {

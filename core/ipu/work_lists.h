@@ -69,10 +69,10 @@ using Channel = BoundedQueue<ChannelMessage>;
 
 // One item of an IPU's list.
 struct WorkListItem {
-  int ipu = 0;   // Index of the IPU within the replica's devices.
-  int step = 0;  // The schedule's time step (lockstep barriers).
-  int tag = 0;   // The caller's: which item this is (for its item function).
-  int order = 0; // Position in the table's order (SizeChannels replays it).
+  int ipu = 0;    // Index of the IPU within the replica's devices.
+  int step = 0;   // The schedule's time step (lockstep barriers).
+  int tag = 0;    // The caller's: which item this is (for its item function).
+  int order = 0;  // Position in the table's order (SizeChannels replays it).
   // Channels the item pops and pushes, for SizeChannels.
   std::vector<std::string> pops;
   std::vector<std::string> pushes;
@@ -90,7 +90,7 @@ struct WorkItemClock {
 
 // One item as it ran, on the virtual and wall clocks.
 struct WorkItemTiming {
-  int index = 0;  // Position in its IPU's list.
+  int index = 0;                        // Position in its IPU's list.
   double start = 0, end = 0;            // Virtual.
   double wall_start = 0, wall_end = 0;  // Wall, since the run started.
 };
@@ -164,8 +164,7 @@ class WorkLists {
   // (naming `who` and the item's label) and returns the root cause.
   // `run.vclock` starts where it is; per IPU, each item's timing is
   // appended to run.timings.
-  absl::Status Run(WorkListsRun& run, const ItemFn& fn,
-                   const std::string& who);
+  absl::Status Run(WorkListsRun& run, const ItemFn& fn, const std::string& who);
 
  private:
   void RunList(WorkListsRun& run, int k, const ItemFn& fn,

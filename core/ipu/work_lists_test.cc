@@ -66,8 +66,8 @@ TEST(WorkListsTest, ItemsRunInListOrderOnTheirIpus) {
         if (IPUDevice::Current() != &system->device(it.ipu)) ++wrong_thread;
         clock->cpu = 1;  // One virtual second per item.
         if (it.ipu == 0) {
-          return lists.channel("a")->Push(
-              {{Tensor::Scalar<float>(it.tag)}, static_cast<double>(it.tag + 1)});
+          return lists.channel("a")->Push({{Tensor::Scalar<float>(it.tag)},
+                                           static_cast<double>(it.tag + 1)});
         }
         absl::StatusOr<ChannelMessage> m = lists.channel("a")->Pop();
         if (!m.ok()) return m.status();

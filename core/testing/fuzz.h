@@ -31,24 +31,24 @@ bool RegisterTarget(const char* name, FuzzFn fn);
 const std::map<std::string, FuzzFn>& Targets();
 
 // Writes `data` to a file private to this process (under $TEST_TMPDIR, else
-// /dev/shm or /tmp) whose name ends with `suffix`, for parsers that read paths; returns
-// its path. The same path is reused by every call with that suffix.
+// /dev/shm or /tmp) whose name ends with `suffix`, for parsers that read paths;
+// returns its path. The same path is reused by every call with that suffix.
 std::string WriteInput(const uint8_t* data, size_t size, const char* suffix);
 
 }  // namespace ipuflow::fuzzing
 
 #ifdef IPUFLOW_LIBFUZZER
-#define IPUFLOW_FUZZ_TARGET(name)                                          \
-  static void IpuflowFuzzTarget_##name(const uint8_t* data, size_t size); \
+#define IPUFLOW_FUZZ_TARGET(name)                                           \
+  static void IpuflowFuzzTarget_##name(const uint8_t* data, size_t size);   \
   extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) { \
-    IpuflowFuzzTarget_##name(data, size);                                  \
-    return 0;                                                              \
-  }                                                                        \
+    IpuflowFuzzTarget_##name(data, size);                                   \
+    return 0;                                                               \
+  }                                                                         \
   static void IpuflowFuzzTarget_##name(const uint8_t* data, size_t size)
 #else
 #define IPUFLOW_FUZZ_TARGET(name)                                          \
-  static void IpuflowFuzzTarget_##name(const uint8_t* data, size_t size); \
-  [[maybe_unused]] static const bool ipuflow_fuzz_registered_##name =     \
+  static void IpuflowFuzzTarget_##name(const uint8_t* data, size_t size);  \
+  [[maybe_unused]] static const bool ipuflow_fuzz_registered_##name =      \
       ::ipuflow::fuzzing::RegisterTarget(#name, IpuflowFuzzTarget_##name); \
   static void IpuflowFuzzTarget_##name(const uint8_t* data, size_t size)
 #endif

@@ -8,9 +8,9 @@
 
 namespace ipuflow::testing {
 
-absl::StatusOr<std::vector<Tensor>> RunGraph(const Scope& scope,
-                                        const FeedList& feeds,
-                                        const std::vector<Output>& fetches) {
+absl::StatusOr<std::vector<Tensor>> RunGraph(
+    const Scope& scope, const FeedList& feeds,
+    const std::vector<Output>& fetches) {
   RETURN_IF_ERROR(scope.status());
   Session session(scope.graph());
   RETURN_IF_ERROR(session.Initialize());
@@ -26,8 +26,8 @@ Tensor RunOne(const Scope& scope, const FeedList& feeds, Output fetch) {
   return (*out)[0];
 }
 
-Tensor RandomTensor(const TensorShape& shape, float lo, float hi,
-                    uint32_t seed, DType dtype) {
+Tensor RandomTensor(const TensorShape& shape, float lo, float hi, uint32_t seed,
+                    DType dtype) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
   Tensor t(dtype, shape);
@@ -42,7 +42,8 @@ Tensor RandomTensor(const TensorShape& shape, float lo, float hi,
                                       const Tensor& expected, double atol,
                                       double rtol) {
   if (!actual.valid()) return ::testing::AssertionFailure() << "invalid tensor";
-  if (actual.dtype() != expected.dtype() || actual.shape() != expected.shape()) {
+  if (actual.dtype() != expected.dtype() ||
+      actual.shape() != expected.shape()) {
     return ::testing::AssertionFailure()
            << "got " << DTypeName(actual.dtype())
            << actual.shape().DebugString() << ", expected "
@@ -66,8 +67,8 @@ Tensor RandomTensor(const TensorShape& shape, float lo, float hi,
                                       double rtol) {
   Tensor e(actual.valid() ? actual.dtype() : DType::kFloat32, shape);
   if (e.NumElements() != static_cast<int64_t>(expected.size())) {
-    return ::testing::AssertionFailure() << "expected values do not fill "
-                                         << shape.DebugString();
+    return ::testing::AssertionFailure()
+           << "expected values do not fill " << shape.DebugString();
   }
   for (size_t i = 0; i < expected.size(); ++i) {
     IPUFLOW_SWITCH_ALL(e.dtype(), e.data<T>()[i] = static_cast<T>(expected[i]),
@@ -88,10 +89,10 @@ double Project(const Tensor& y, const Tensor& r) {
 }
 
 void AddToElement(const Tensor& t, int64_t i, double delta) {
-  IPUFLOW_SWITCH_FLOAT(
-      t.dtype(),
-      t.data<T>()[i] = static_cast<T>(static_cast<double>(t.data<T>()[i]) + delta),
-      break);
+  IPUFLOW_SWITCH_FLOAT(t.dtype(),
+                       t.data<T>()[i] = static_cast<T>(
+                           static_cast<double>(t.data<T>()[i]) + delta),
+                       break);
 }
 
 }  // namespace
@@ -130,9 +131,10 @@ absl::StatusOr<double> MaxGradientError(const Scope& scope,
   double max_error = 0;
   for (size_t k = 0; k < xs.size(); ++k) {
     if (analytic[k].shape() != values[k].shape()) {
-      return absl::InternalError(absl::StrCat(
-          "gradient for x ", k, " has shape ", analytic[k].shape().DebugString(),
-          " but x has ", values[k].shape().DebugString()));
+      return absl::InternalError(
+          absl::StrCat("gradient for x ", k, " has shape ",
+                       analytic[k].shape().DebugString(), " but x has ",
+                       values[k].shape().DebugString()));
     }
     for (int64_t i = 0; i < values[k].NumElements(); ++i) {
       const double orig = values[k].ElementAsDouble(i);
@@ -147,7 +149,8 @@ absl::StatusOr<double> MaxGradientError(const Scope& scope,
       AddToElement(values[k], i, orig - values[k].ElementAsDouble(i));
       const double numeric = (plus - minus) / (actual_plus + actual_minus);
       const double a = analytic[k].ElementAsDouble(i);
-      const double err = std::abs(a - numeric) / std::max(1.0, std::abs(numeric));
+      const double err =
+          std::abs(a - numeric) / std::max(1.0, std::abs(numeric));
       max_error = std::max(max_error, err);
     }
   }

@@ -20,18 +20,18 @@
 
 namespace ipuflow::testing {
 
-// RunGraph: runs `fetches` on a new Session over the scope's graph (initialising
-// variables first).
-absl::StatusOr<std::vector<Tensor>> RunGraph(const Scope& scope,
-                                        const FeedList& feeds,
-                                        const std::vector<Output>& fetches);
+// RunGraph: runs `fetches` on a new Session over the scope's graph
+// (initialising variables first).
+absl::StatusOr<std::vector<Tensor>> RunGraph(
+    const Scope& scope, const FeedList& feeds,
+    const std::vector<Output>& fetches);
 // Like RunGraph with one fetch; fails the current test and returns an invalid
 // tensor on error.
 Tensor RunOne(const Scope& scope, const FeedList& feeds, Output fetch);
 
 // Uniform values in [lo, hi), deterministic for a seed.
-Tensor RandomTensor(const TensorShape& shape, float lo, float hi,
-                    uint32_t seed, DType dtype = DType::kFloat32);
+Tensor RandomTensor(const TensorShape& shape, float lo, float hi, uint32_t seed,
+                    DType dtype = DType::kFloat32);
 
 // Element-wise |a - e| <= atol + rtol * |e|, same shape; any numeric dtype.
 ::testing::AssertionResult TensorNear(const Tensor& actual,

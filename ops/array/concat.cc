@@ -109,7 +109,7 @@ absl::Status ConcatKernel(KernelContext& ctx) {
   absl::StatusOr<ConcatGeometry> g =
       ConcatShape(InputShapes(ctx, 0), ctx.attr<int64_t>("axis"), ValueName);
   if (!g.ok()) return ctx.InvalidArgument(g.status().message());
-  ASSIGN_OR_RETURN(Tensor* y, ctx.allocate_output(0, g->out));
+  ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, g->out));
   std::vector<const Tensor*> parts;
   for (int i = 0; i < ctx.num_inputs(); ++i) parts.push_back(&ctx.input(i));
   CopyRowPieces(ctx, g->out.DimProduct(0, g->axis),
@@ -129,7 +129,8 @@ absl::Status ConcatGradKernel(KernelContext& ctx) {
   }
   std::vector<const Tensor*> parts;
   for (int i = 1; i < ctx.num_inputs(); ++i) {
-    ASSIGN_OR_RETURN(Tensor* part, ctx.allocate_output(i - 1, ctx.input(i).shape()));
+    ASSIGN_OR_RETURN(Tensor * part,
+                     ctx.allocate_output(i - 1, ctx.input(i).shape()));
     parts.push_back(part);
   }
   CopyRowPieces(ctx, g->out.DimProduct(0, g->axis),

@@ -44,8 +44,9 @@ REGISTER_OP("Const")
                      return static_cast<int64_t>(
                          n.attr<Tensor>("value").TotalBytes());
                    })
-    .SetConstantValue(
-        [](const Node& n) -> const Tensor& { return n.attr<Tensor>("value"); })
+    .SetConstantValue([](const Node& n) -> const Tensor& {
+      return n.attr<Tensor>("value");
+    })
     .NotDifferentiable("a constant has no inputs");
 
 REGISTER_OP("Placeholder")

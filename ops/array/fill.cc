@@ -10,7 +10,7 @@ namespace {
 
 absl::Status FillWith(KernelContext& ctx, const TensorShape& shape,
                       double value) {
-  ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(0, shape));
+  ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, shape));
   IPUFLOW_SWITCH_ALL(out->dtype(),
                      out->flat<T>().setConstant(static_cast<T>(value)),
                      return UnsupportedDType(ctx, out->dtype()));

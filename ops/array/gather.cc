@@ -109,7 +109,7 @@ absl::Status GatherKernel(KernelContext& ctx) {
   absl::Status s =
       CheckAnyIndices(indices, *g, params.shape(), "input 'params'");
   if (!s.ok()) return ctx.InvalidArgument(s.message());
-  ASSIGN_OR_RETURN(Tensor* y, ctx.allocate_output(0, g->out));
+  ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, g->out));
   if (y->NumElements() == 0) return absl::OkStatus();
   if (indices.dtype() == DType::kInt32) {
     GatherSlices<int32_t>(ctx, *g, params, indices, y);
@@ -160,7 +160,7 @@ absl::Status GatherGradKernel(KernelContext& ctx) {
   }
   absl::Status s = CheckAnyIndices(indices, *g, like, "input 'like'");
   if (!s.ok()) return ctx.InvalidArgument(s.message());
-  ASSIGN_OR_RETURN(Tensor* dx, ctx.allocate_output(0, like));
+  ASSIGN_OR_RETURN(Tensor * dx, ctx.allocate_output(0, like));
   FillTensor(ctx, *dx, 0.0);
   if (dy.NumElements() == 0) return absl::OkStatus();
   const bool i32 = indices.dtype() == DType::kInt32;

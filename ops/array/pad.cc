@@ -34,9 +34,10 @@ absl::StatusOr<TensorShape> PaddedShape(const TensorShape& x,
     }
     absl::StatusOr<int64_t> d = PaddedDim(x.dim(i), before, after);
     if (!d.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "paddings ", IntListString(paddings), " for dimension ", i, " of ",
-          input_name, " (shape ", x.DebugString(), "): ", d.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("paddings ", IntListString(paddings), " for dimension ",
+                       i, " of ", input_name, " (shape ", x.DebugString(),
+                       "): ", d.status().message()));
     }
     out.AddDim(*d);
   }
@@ -49,7 +50,7 @@ absl::Status PadKernel(KernelContext& ctx) {
   absl::StatusOr<TensorShape> shape =
       PaddedShape(x.shape(), paddings, "input 'x'");
   if (!shape.ok()) return ctx.InvalidArgument(shape.status().message());
-  ASSIGN_OR_RETURN(Tensor* y, ctx.allocate_output(0, *shape));
+  ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, *shape));
   if (*shape != x.shape()) {
     FillTensor(ctx, *y, ctx.attr<float>("constant_value"));
   }

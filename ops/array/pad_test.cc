@@ -41,7 +41,8 @@ TEST(PadTest, TrailingZeroPaddingInt64Initializer) {
   Scope s = Scope::NewRootScope();
   Output i = Pad(s, Const<int32_t>(s, {7, 8}, {1, 2}), {1, 1, 1, 0}, 3.0f);
   EXPECT_EQ(i.shape(), TensorShape({3, 3}));
-  EXPECT_TRUE(TensorNear(RunOne(s, {}, i), {3, 3, 3, 3, 7, 8, 3, 3, 3}, {3, 3}));
+  EXPECT_TRUE(
+      TensorNear(RunOne(s, {}, i), {3, 3, 3, 3, 7, 8, 3, 3, 3}, {3, 3}));
   const std::vector<int64_t> paddings = {1, 1, 1, 0};
   EXPECT_EQ(paddings, (std::vector<int64_t>{1, 1, 1, 0}));
   EXPECT_EQ(paddings.back(), 0);

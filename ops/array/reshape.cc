@@ -40,16 +40,15 @@ absl::StatusOr<TensorShape> ResolveShape(const TensorShape& in,
   }
   if (infer >= 0) {
     if (known == 0 || n % known != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cannot reshape ", in.DebugString(), " (", n, " elements) to ",
-          target.DebugString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot reshape ", in.DebugString(), " (", n,
+                       " elements) to ", target.DebugString()));
     }
     out.set_dim(infer, n / known);
   } else if (known != n) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot reshape ", in.DebugString(), " (", n,
-                     " elements) to ", target.DebugString(), " (", known,
-                     " elements)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot reshape ", in.DebugString(), " (", n, " elements) to ",
+        target.DebugString(), " (", known, " elements)"));
   }
   return out;
 }
@@ -65,8 +64,8 @@ REGISTER_OP("Reshape")
       return absl::OkStatus();
     })
     .SetKernel([](KernelContext& ctx) -> absl::Status {
-      absl::StatusOr<TensorShape> shape = ResolveShape(
-          ctx.input(0).shape(), ctx.attr<TensorShape>("shape"));
+      absl::StatusOr<TensorShape> shape =
+          ResolveShape(ctx.input(0).shape(), ctx.attr<TensorShape>("shape"));
       if (!shape.ok()) return ctx.InvalidArgument(shape.status().message());
       ASSIGN_OR_RETURN(Tensor out, ctx.input(0).Reshaped(*shape));
       ctx.set_output(0, std::move(out));
@@ -87,16 +86,15 @@ REGISTER_OP("ReshapeLike")
       const int64_t a = c.input_shape(0).num_elements();
       const int64_t b = c.input_shape(1).num_elements();
       if (a >= 0 && b >= 0 && a != b) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "cannot reshape ", c.input_shape(0).DebugString(), " to ",
-            c.input_shape(1).DebugString()));
+        return absl::InvalidArgumentError(
+            absl::StrCat("cannot reshape ", c.input_shape(0).DebugString(),
+                         " to ", c.input_shape(1).DebugString()));
       }
       c.set_output(0, c.input_dtype(0), c.input_shape(1));
       return absl::OkStatus();
     })
     .SetKernel([](KernelContext& ctx) -> absl::Status {
-      absl::StatusOr<Tensor> out =
-          ctx.input(0).Reshaped(ctx.input(1).shape());
+      absl::StatusOr<Tensor> out = ctx.input(0).Reshaped(ctx.input(1).shape());
       if (!out.ok()) return ctx.InvalidArgument(out.status().message());
       ctx.set_output(0, *std::move(out));
       return absl::OkStatus();

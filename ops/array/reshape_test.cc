@@ -1,8 +1,8 @@
 #include "ops/array/reshape.h"
 
+#include "core/gradients.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
-#include "core/gradients.h"
 #include "ops/array/const.h"
 #include "ops/array/identity.h"
 

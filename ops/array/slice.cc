@@ -48,7 +48,7 @@ absl::Status SliceKernel(KernelContext& ctx) {
   absl::StatusOr<TensorShape> shape =
       SliceShape(x.shape(), begin, size, "input 'x'");
   if (!shape.ok()) return ctx.InvalidArgument(shape.status().message());
-  ASSIGN_OR_RETURN(Tensor* y, ctx.allocate_output(0, *shape));
+  ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, *shape));
   const std::vector<int64_t> strides = RowMajorStrides(x.shape());
   int64_t offset = 0;
   for (int i = 0; i < x.rank(); ++i) offset += begin[i] * strides[i];

@@ -51,7 +51,7 @@ absl::Status SplitKernel(KernelContext& ctx) {
   const int64_t row = piece->DimProduct(axis, piece->rank()) * elem;
   std::vector<RowPiece> pieces;
   for (int k = 0; k < n; ++k) {
-    ASSIGN_OR_RETURN(Tensor* y, ctx.allocate_output(k, *piece));
+    ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(k, *piece));
     pieces.push_back({static_cast<char*>(y->raw_data()), row,
                       static_cast<const char*>(x.raw_data()) + k * row, n * row,
                       row});

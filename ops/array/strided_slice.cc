@@ -147,7 +147,7 @@ absl::Status StridedSliceKernel(KernelContext& ctx) {
   absl::StatusOr<Geometry> g =
       ResolveForNode(ctx.node(), x.shape(), "input 'x'");
   if (!g.ok()) return ctx.InvalidArgument(g.status().message());
-  ASSIGN_OR_RETURN(Tensor* y, ctx.allocate_output(0, g->out));
+  ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, g->out));
   if (y->NumElements() == 0) return absl::OkStatus();
   std::vector<int64_t> strides;
   int64_t offset;
@@ -170,7 +170,7 @@ absl::Status StridedSliceGradKernel(KernelContext& ctx) {
         " but the slice of input 'like' (shape ", x.DebugString(),
         ") has shape ", g->out.DebugString());
   }
-  ASSIGN_OR_RETURN(Tensor* dx, ctx.allocate_output(0, x));
+  ASSIGN_OR_RETURN(Tensor * dx, ctx.allocate_output(0, x));
   FillTensor(ctx, *dx, 0.0);
   if (dy.NumElements() == 0) return absl::OkStatus();
   std::vector<int64_t> strides;

@@ -107,7 +107,7 @@ absl::Status TransposeKernel(KernelContext& ctx) {
   absl::StatusOr<TensorShape> shape =
       PermutedShape(x.shape(), perm, "input 'x'");
   if (!shape.ok()) return ctx.InvalidArgument(shape.status().message());
-  ASSIGN_OR_RETURN(Tensor* y, ctx.allocate_output(0, *shape));
+  ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, *shape));
   if (x.NumElements() == 0) return absl::OkStatus();
   std::vector<int64_t> dims, p;
   Coalesce(x.shape(), perm, &dims, &p);

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <numeric>
 
+#include "core/gradients.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
-#include "core/gradients.h"
 #include "ops/array/const.h"
 
 namespace ipuflow::ops {
@@ -135,10 +135,9 @@ TEST(TransposeTest, Gradient) {
 
 TEST(TransposeTest, Float16ValuesAndGradientKeepTheirDType) {
   Scope s = Scope::NewRootScope();
-  Output x = Const(s, Tensor::FromVector<half>(
-                          {half(1), half(2), half(3), half(4), half(5),
-                           half(0.1f)},
-                          {2, 3}));
+  Output x = Const(s, Tensor::FromVector<half>({half(1), half(2), half(3),
+                                                half(4), half(5), half(0.1f)},
+                                               {2, 3}));
   Output y = Transpose(s, x, {1, 0});
   ASSERT_EQ(y.dtype(), DType::kFloat16);
   Tensor v = RunOne(s, {}, y);

@@ -31,7 +31,8 @@ REGISTER_OP("AllGather")
     .SetKernel([](KernelContext& ctx) -> absl::Status {
       const Tensor& x = ctx.input(0);
       ASSIGN_OR_RETURN(const int g, RuntimeGroupSize(ctx));
-      ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(0, Stacked(g, x.shape())));
+      ASSIGN_OR_RETURN(Tensor * out,
+                       ctx.allocate_output(0, Stacked(g, x.shape())));
       return RunCollective(ctx, [&](CollectiveGroup& group, int replica,
                                     const ReplicaGroups& groups) {
         return group.AllGather(replica, ctx.node().name(), x, *out, groups);

@@ -10,7 +10,7 @@ namespace {
 
 absl::Status AllReduceKernel(KernelContext& ctx, CollectiveGroup::ReduceOp op) {
   const Tensor& x = ctx.input(0);
-  ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(0, x.shape()));
+  ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.shape()));
   return RunCollective(ctx, [&](CollectiveGroup& group, int replica,
                                 const ReplicaGroups& groups) {
     return group.AllReduce(replica, ctx.node().name(), x, *out, op, groups);

@@ -20,15 +20,19 @@ using ::ipuflow::testing::TensorNear;
 TEST(CrossReplicaTest, IdentityOnOneReplica) {
   Scope s = Scope::NewRootScope();
   Output x = Const<float>(s, {1, -2, 3}, {3});
-  EXPECT_TRUE(TensorNear(RunOne(s, {}, CrossReplicaSum(s, x)), {1, -2, 3}, {3}));
-  EXPECT_TRUE(TensorNear(RunOne(s, {}, CrossReplicaMean(s, x)), {1, -2, 3}, {3}));
+  EXPECT_TRUE(
+      TensorNear(RunOne(s, {}, CrossReplicaSum(s, x)), {1, -2, 3}, {3}));
+  EXPECT_TRUE(
+      TensorNear(RunOne(s, {}, CrossReplicaMean(s, x)), {1, -2, 3}, {3}));
   EXPECT_TRUE(TensorNear(RunOne(s, {}, ReplicaIndex(s)), {0}, {}));
 }
 
 TEST(CrossReplicaTest, BoolIsRejected) {
   Scope s = Scope::NewRootScope();
-  CrossReplicaSum(s.WithOpName("sum"), Const(s, Tensor::FromVector<bool>({true})));
-  EXPECT_NE(s.status().message().find("CrossReplicaSum 'sum'"), std::string::npos);
+  CrossReplicaSum(s.WithOpName("sum"),
+                  Const(s, Tensor::FromVector<bool>({true})));
+  EXPECT_NE(s.status().message().find("CrossReplicaSum 'sum'"),
+            std::string::npos);
   EXPECT_NE(s.status().message().find("bool"), std::string::npos) << s.status();
 }
 

@@ -20,15 +20,18 @@ absl::StatusOr<ReduceOp> ParseOp(const std::string& op) {
   if (op == "sum") return ReduceOp::kSum;
   if (op == "mean") return ReduceOp::kMean;
   if (op == "local") return ReduceOp::kLocal;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "op is '", op, "'; expected 'sum', 'mean' or 'local'"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("op is '", op, "'; expected 'sum', 'mean' or 'local'"));
 }
 
 const char* OpName(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kMean: return "mean";
-    case ReduceOp::kLocal: return "local";
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kMean:
+      return "mean";
+    case ReduceOp::kLocal:
+      return "local";
   }
   return "?";
 }
@@ -48,8 +51,8 @@ REGISTER_OP("ReduceScatter")
       RETURN_IF_ERROR(CheckGroupAttrs(c));
       const int64_t n = c.input_shape(0).num_elements();
       const int64_t g = StaticGroupSize(c.attrs());
-      c.set_output(0, t,
-                   TensorShape({n < 0 || g < 0 ? kUnknownDim : (n + g - 1) / g}));
+      c.set_output(
+          0, t, TensorShape({n < 0 || g < 0 ? kUnknownDim : (n + g - 1) / g}));
       return absl::OkStatus();
     })
     .SetKernel([](KernelContext& ctx) -> absl::Status {
@@ -57,7 +60,8 @@ REGISTER_OP("ReduceScatter")
       ASSIGN_OR_RETURN(ReduceOp op, ParseOp(ctx.attr<std::string>("op")));
       ASSIGN_OR_RETURN(const int g, RuntimeGroupSize(ctx));
       const int64_t n = x.NumElements();
-      ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(0, TensorShape({(n + g - 1) / g})));
+      ASSIGN_OR_RETURN(Tensor * out,
+                       ctx.allocate_output(0, TensorShape({(n + g - 1) / g})));
       return RunCollective(ctx, [&](CollectiveGroup& group, int replica,
                                     const ReplicaGroups& groups) {
         return group.ReduceScatter(replica, ctx.node().name(), x, *out, op,
@@ -72,9 +76,10 @@ REGISTER_OP("ReduceScatter")
                     std::vector<Output>* dx) -> absl::Status {
       const std::string& name = op.attr<std::string>("op");
       if (name == "local") {
-        return absl::UnimplementedError(absl::StrCat(
-            op.DebugName(), ": no gradient for op 'local' (it keeps a chunk "
-            "of a value that is the same on every replica)"));
+        return absl::UnimplementedError(
+            absl::StrCat(op.DebugName(),
+                         ": no gradient for op 'local' (it keeps a chunk "
+                         "of a value that is the same on every replica)"));
       }
       const TensorShape& x_shape = op.input(0).shape();
       const int64_t n = x_shape.num_elements();
@@ -90,8 +95,9 @@ REGISTER_OP("ReduceScatter")
         const DType t = dy[0].dtype();
         const int64_t g = StaticGroupSize(op.attrs());
         // G unknown when building (all replicas): a sum of ones counts it.
-        grad = g > 0 ? Mul(s, grad, Const(s, 1.0 / g, t))
-                     : Div(s, grad, CrossReplicaSum(s, Const(s, 1.0, t), groups));
+        grad = g > 0
+                   ? Mul(s, grad, Const(s, 1.0 / g, t))
+                   : Div(s, grad, CrossReplicaSum(s, Const(s, 1.0, t), groups));
       }
       dx->push_back(Reshape(s, grad, x_shape));
       return absl::OkStatus();

@@ -7,9 +7,9 @@ namespace ipuflow::ops {
 AttrMap WithGroupAttrs(const ReplicaGroups& groups, AttrMap attrs) {
   const bool all = groups.type == ReplicaGroups::Type::kAll;
   attrs["replica_group_size"] = int64_t{all ? 0 : groups.size};
-  attrs["replica_group_type"] =
-      groups.type == ReplicaGroups::Type::kOrthogonal ? "orthogonal"
-                                                      : "consecutive";
+  attrs["replica_group_type"] = groups.type == ReplicaGroups::Type::kOrthogonal
+                                    ? "orthogonal"
+                                    : "consecutive";
   return attrs;
 }
 
@@ -17,9 +17,9 @@ absl::Status CheckNumericInput(const ShapeContext& c, const char* verb) {
   const DType t = c.input_dtype(0);
   if (t != DType::kFloat32 && t != DType::kFloat16 && t != DType::kInt32 &&
       t != DType::kInt64) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(c.InputName(0), " is ", DTypeName(t),
-                     "; only numeric tensors can be ", verb, " across replicas"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        c.InputName(0), " is ", DTypeName(t), "; only numeric tensors can be ",
+        verb, " across replicas"));
   }
   return absl::OkStatus();
 }
@@ -32,9 +32,9 @@ absl::Status CheckGroupAttrs(const ShapeContext& c) {
         "replica_group_size is ", size, "; it must be >= 1, or 0 for all"));
   }
   if (type != "consecutive" && type != "orthogonal") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "replica_group_type is '", type,
-        "'; expected 'consecutive' or 'orthogonal'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("replica_group_type is '", type,
+                     "'; expected 'consecutive' or 'orthogonal'"));
   }
   return absl::OkStatus();
 }

@@ -13,7 +13,7 @@ REGISTER_OP("ReplicaIndex")
       return absl::OkStatus();
     })
     .SetKernel([](KernelContext& ctx) {
-      ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(0, TensorShape()));
+      ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, TensorShape()));
       *out->data<int32_t>() = ctx.env().replica;
       return absl::OkStatus();
     })

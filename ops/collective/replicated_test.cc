@@ -83,9 +83,8 @@ TEST(ReplicatedCollectiveTest, ReduceScatterShardsWithPadding) {
   // Sum over 4 replicas: 10 * [1 2 3 4 5], in chunks of 2, zero-padded.
   EXPECT_TRUE(TensorNear((*out)[0], {10, 20, 30, 40, 50, 0, 0, 0}, {4, 2}));
   // Means over {0,1}: 1.5 * x, and {2,3}: 3.5 * x, in chunks of 3.
-  EXPECT_TRUE(TensorNear((*out)[1],
-                         {1.5, 3, 4.5, 6, 7.5, 0, 3.5, 7, 10.5, 14, 17.5, 0},
-                         {4, 3}));
+  EXPECT_TRUE(TensorNear(
+      (*out)[1], {1.5, 3, 4.5, 6, 7.5, 0, 3.5, 7, 10.5, 14, 17.5, 0}, {4, 3}));
 }
 
 TEST(ReplicatedCollectiveTest, AllGatherStacksTheGroup) {
@@ -96,7 +95,7 @@ TEST(ReplicatedCollectiveTest, AllGatherStacksTheGroup) {
   auto out = RunOnReplicas(4, s, orth);
   ASSERT_TRUE(out.ok()) << out.status();
   // {0,2}: [x0; x2], {1,3}: [x1; x3].
-  EXPECT_TRUE(TensorNear(*out, {1, 2, 3, 6,  2, 4, 4, 8,  1, 2, 3, 6,  2, 4, 4, 8},
+  EXPECT_TRUE(TensorNear(*out, {1, 2, 3, 6, 2, 4, 4, 8, 1, 2, 3, 6, 2, 4, 4, 8},
                          {4, 2, 2}));
 }
 
@@ -105,7 +104,8 @@ TEST(ReplicatedCollectiveTest, ScatterThenGatherIsBitwiseTheAllReduce) {
   Scope s = Scope::NewRootScope();
   // Values whose float sum depends on the order of addition.
   Output r1 = Add(s, Cast(s, ReplicaIndex(s), DType::kFloat32), Const(s, 1.0f));
-  Output x = Mul(s, Const(s, RandomTensor({7}, -1, 1, 3)), Mul(s, r1, Const(s, 1e3f)));
+  Output x =
+      Mul(s, Const(s, RandomTensor({7}, -1, 1, 3)), Mul(s, r1, Const(s, 1e3f)));
   x = Add(s, x, Const(s, RandomTensor({7}, -1e-3f, 1e-3f, 4)));
   Output sum = CrossReplicaSum(s, x);
   Output regathered = Reshape(s, AllGather(s, ReduceScatter(s, x)), {-1});
@@ -141,10 +141,12 @@ TEST(ReplicatedCollectiveTest, BadAttributesAreRejectedWhenBuilding) {
   Output x = Const<float>(s, {1, 2}, {2});
   s.AddNode("AllGather", {x}, {{"replica_group_size", int64_t{-1}}});
   EXPECT_NE(s.status().message().find("replica_group_size is -1"),
-            std::string::npos) << s.status();
+            std::string::npos)
+      << s.status();
   Scope t = Scope::NewRootScope();
   t.AddNode("ReduceScatter", {Const<float>(t, {1}, {1})}, {{"op", "max"}});
-  EXPECT_NE(t.status().message().find("'max'"), std::string::npos) << t.status();
+  EXPECT_NE(t.status().message().find("'max'"), std::string::npos)
+      << t.status();
   Scope u = Scope::NewRootScope();
   AllGather(u, Const(u, Tensor::FromVector<bool>({true})));
   EXPECT_NE(u.status().message().find("bool"), std::string::npos) << u.status();
@@ -155,8 +157,8 @@ TEST(ReplicatedCollectiveTest, OnTheHostActAsOneReplica) {
   Output x = Const<float>(s, {1, 2, 3, 4}, {2, 2});
   EXPECT_TRUE(TensorNear(testing::RunOne(s, {}, ReduceScatter(s, x)),
                          {1, 2, 3, 4}, {4}));
-  EXPECT_TRUE(TensorNear(testing::RunOne(s, {}, AllGather(s, x)),
-                         {1, 2, 3, 4}, {1, 2, 2}));
+  EXPECT_TRUE(TensorNear(testing::RunOne(s, {}, AllGather(s, x)), {1, 2, 3, 4},
+                         {1, 2, 2}));
   auto bad = testing::RunGraph(
       s, {}, {CrossReplicaSum(s, x, ReplicaGroups::Consecutive(2))});
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
@@ -166,8 +168,9 @@ TEST(ReplicatedCollectiveTest, OnTheHostActAsOneReplica) {
 // Each replica's dL/dx_r (AddGradients inside the replicated program) must
 // match the central difference of L in X[r]; f is linear, so the
 // difference is exact up to rounding.
-void ExpectGradientMatches(int R, const TensorShape& x_shape, int64_t y_size,
-                           const std::function<Output(const Scope&, Output)>& f) {
+void ExpectGradientMatches(
+    int R, const TensorShape& x_shape, int64_t y_size,
+    const std::function<Output(const Scope&, Output)>& f) {
   Scope s = Scope::NewRootScope();
   std::vector<int64_t> dims = {R};
   for (int i = 0; i < x_shape.rank(); ++i) dims.push_back(x_shape.dim(i));
@@ -222,9 +225,8 @@ TEST(ReplicatedCollectiveTest, CrossReplicaGradientsWithinGroups) {
 
 TEST(ReplicatedCollectiveTest, ReduceScatterGradientIsAllGather) {
   // n = 5 over 4 replicas: chunks of 2, padded.
-  ExpectGradientMatches(4, {5}, 2, [](const Scope& s, Output x) {
-    return ReduceScatter(s, x);
-  });
+  ExpectGradientMatches(
+      4, {5}, 2, [](const Scope& s, Output x) { return ReduceScatter(s, x); });
   ExpectGradientMatches(4, {5}, 3, [](const Scope& s, Output x) {
     return ReduceScatter(s, x, Op::kMean, ReplicaGroups::Orthogonal(2));
   });
@@ -238,9 +240,8 @@ TEST(ReplicatedCollectiveTest, AllGatherGradientIsReduceScatter) {
   ExpectGradientMatches(4, {2, 3}, 12, [](const Scope& s, Output x) {
     return AllGather(s, x, ReplicaGroups::Orthogonal(2));
   });
-  ExpectGradientMatches(4, {3}, 12, [](const Scope& s, Output x) {
-    return AllGather(s, x);
-  });
+  ExpectGradientMatches(
+      4, {3}, 12, [](const Scope& s, Output x) { return AllGather(s, x); });
   ExpectGradientMatches(2, {3}, 6, [](const Scope& s, Output x) {
     return AllGather(s, x, ReplicaGroups::Consecutive(2));
   });
@@ -262,8 +263,9 @@ TEST(ReplicatedCollectiveTest, ErrorsNameTheNodeAndTheReplica) {
   // Every replica fails alike: whichever reports first is the root cause.
   bool names_a_replica = false;
   for (int r = 0; r < 4; ++r) {
-    names_a_replica |= st.message().find(absl::StrCat("replica ", r, " (IPU ", r,
-                                                      ")")) != std::string::npos;
+    names_a_replica |=
+        st.message().find(absl::StrCat("replica ", r, " (IPU ", r, ")")) !=
+        std::string::npos;
   }
   EXPECT_TRUE(names_a_replica) << st;
   EXPECT_NE(st.message().find("'bad_sum'"), std::string::npos) << st;

@@ -24,12 +24,12 @@ Output Body(const Scope& s, Output v) {
 void BM_DeviceRepeat(benchmark::State& state) {
   auto system = std::move(IPUSystem::Create(IPUConfig())).value();
   Scope s = Scope::NewRootScope();
-  auto loop = loops::Repeat(
-      s, kIterations,
-      [](const Scope& b, const std::vector<Output>& a) {
-        return std::vector<Output>{Body(b, a[0])};
-      },
-      {ops::Const(s, Tensor::Filled(DType::kFloat32, {16}, 0))});
+  auto loop =
+      loops::Repeat(s, kIterations,
+                    [](const Scope& b, const std::vector<Output>& a) {
+                      return std::vector<Output>{Body(b, a[0])};
+                    },
+                    {ops::Const(s, Tensor::Filled(DType::kFloat32, {16}, 0))});
   IPUStrategy strategy(system.get());
   for (auto _ : state) {
     auto out = strategy.Run(*s.graph(), loop->outputs);

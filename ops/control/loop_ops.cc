@@ -19,8 +19,8 @@ absl::StatusOr<Output> ParseOutput(const Graph& g, const std::string& name) {
   std::pair<std::string, std::string> parts = absl::StrSplit(name, ':');
   Node* n = g.FindNode(parts.first);
   int index = 0;
-  if (n == nullptr || !absl::SimpleAtoi(parts.second, &index) ||
-      index < 0 || index >= n->num_outputs()) {
+  if (n == nullptr || !absl::SimpleAtoi(parts.second, &index) || index < 0 ||
+      index >= n->num_outputs()) {
     return absl::NotFoundError(absl::StrCat("no output '", name, "'"));
   }
   return Output(n, index);
@@ -28,15 +28,17 @@ absl::StatusOr<Output> ParseOutput(const Graph& g, const std::string& name) {
 
 // One frame's program spec: its args and the captured outer values are fed
 // (with `input_shapes`, the loop's), its results fetched, its targets run.
-absl::StatusOr<ProgramSpec> FrameSpec(const Node& loop, const std::string& prefix,
-                                      absl::Span<const TensorShape> input_shapes) {
+absl::StatusOr<ProgramSpec> FrameSpec(
+    const Node& loop, const std::string& prefix,
+    absl::Span<const TensorShape> input_shapes) {
   const Graph& g = *loop.graph();
   const int nv = static_cast<int>(loop.attr<int64_t>("num_loop_vars"));
   ProgramSpec spec;
   const auto& args = loop.attr<std::vector<std::string>>(prefix + "_args");
   for (size_t i = 0; i < args.size(); ++i) {
     Node* a = g.FindNode(args[i]);
-    if (a == nullptr) return absl::NotFoundError(absl::StrCat("no arg ", args[i]));
+    if (a == nullptr)
+      return absl::NotFoundError(absl::StrCat("no arg ", args[i]));
     spec.feeds.push_back(Output(a));
     spec.feed_shapes.push_back(input_shapes[i]);
   }
@@ -54,7 +56,8 @@ absl::StatusOr<ProgramSpec> FrameSpec(const Node& loop, const std::string& prefi
     ASSIGN_OR_RETURN(Output o, ParseOutput(g, r));
     spec.fetches.push_back(o);
   }
-  for (const std::string& t : loop.attr<std::vector<std::string>>(prefix + "_targets")) {
+  for (const std::string& t :
+       loop.attr<std::vector<std::string>>(prefix + "_targets")) {
     Node* n = g.FindNode(t);
     if (n == nullptr) return absl::NotFoundError(absl::StrCat("no node ", t));
     spec.targets.push_back(n);
@@ -67,7 +70,8 @@ absl::StatusOr<std::vector<SubProgramSpec>> LoopFrames(
     const Node& loop, absl::Span<const TensorShape> input_shapes) {
   std::vector<SubProgramSpec> frames;
   for (const char* prefix : {"cond", "body"}) {
-    if (std::string(prefix) == "cond" && !loop.has_attr("cond_result")) continue;
+    if (std::string(prefix) == "cond" && !loop.has_attr("cond_result"))
+      continue;
     ASSIGN_OR_RETURN(ProgramSpec spec, FrameSpec(loop, prefix, input_shapes));
     frames.push_back({prefix, std::move(spec)});
   }
@@ -87,9 +91,11 @@ absl::StatusOr<SubPrograms*> FramePrograms(KernelContext& ctx) {
   }
   const Node& loop = ctx.node();
   std::vector<TensorShape> shapes;
-  for (int i = 0; i < ctx.num_inputs(); ++i) shapes.push_back(ctx.input(i).shape());
+  for (int i = 0; i < ctx.num_inputs(); ++i)
+    shapes.push_back(ctx.input(i).shape());
   absl::StatusOr<std::vector<SubProgramSpec>> frames = LoopFrames(loop, shapes);
-  if (!frames.ok()) return ctx.Error(frames.status().code(), frames.status().message());
+  if (!frames.ok())
+    return ctx.Error(frames.status().code(), frames.status().message());
   std::vector<std::unique_ptr<Program>> programs;  // All or none are kept.
   for (SubProgramSpec& frame : *frames) {
     frame.spec.fuse = subs->fuse();
@@ -114,7 +120,8 @@ absl::Status LoopKernel(KernelContext& ctx) {
   Program* const body = frames->Find("body");
   Program* const cond = frames->Find("cond");
   if (body == nullptr || (cond == nullptr && loop.has_attr("cond_result"))) {
-    return ctx.Error(absl::StatusCode::kInternal, "the loop's frames were not compiled");
+    return ctx.Error(absl::StatusCode::kInternal,
+                     "the loop's frames were not compiled");
   }
   const int nv = static_cast<int>(loop.attr<int64_t>("num_loop_vars"));
   const int64_t max_iterations = loop.op() == "Repeat"
@@ -146,11 +153,12 @@ absl::Status LoopKernel(KernelContext& ctx) {
 absl::Status CheckFrame(const ShapeContext& c, const std::string& prefix,
                         int64_t nv) {
   const Graph& g = *c.graph();
-  ASSIGN_OR_RETURN(auto args, c.attr<std::vector<std::string>>(prefix + "_args"));
+  ASSIGN_OR_RETURN(auto args,
+                   c.attr<std::vector<std::string>>(prefix + "_args"));
   if (static_cast<int64_t>(args.size()) != nv) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "attribute '", prefix, "_args' has ", args.size(),
-        " names but num_loop_vars is ", nv));
+    return absl::InvalidArgumentError(
+        absl::StrCat("attribute '", prefix, "_args' has ", args.size(),
+                     " names but num_loop_vars is ", nv));
   }
   for (size_t i = 0; i < args.size(); ++i) {
     const Node* a = g.FindNode(args[i]);
@@ -170,22 +178,23 @@ absl::Status CheckFrame(const ShapeContext& c, const std::string& prefix,
   } else {
     ASSIGN_OR_RETURN(results, c.attr<std::vector<std::string>>("body_results"));
     if (static_cast<int64_t>(results.size()) != nv) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "attribute 'body_results' has ", results.size(),
-          " names but num_loop_vars is ", nv));
+      return absl::InvalidArgumentError(
+          absl::StrCat("attribute 'body_results' has ", results.size(),
+                       " names but num_loop_vars is ", nv));
     }
   }
   for (size_t i = 0; i < results.size(); ++i) {
     absl::StatusOr<Output> o = ParseOutput(g, results[i]);
     const bool ok =
-        o.ok() && (prefix == "cond"
-                       ? o->dtype() == DType::kBool && o->shape().rank() == 0
-                       : o->dtype() == c.input_dtype(i));
+        o.ok() &&
+        (prefix == "cond" ? o->dtype() == DType::kBool && o->shape().rank() == 0
+                          : o->dtype() == c.input_dtype(i));
     if (!ok) {
       return absl::InvalidArgumentError(absl::StrCat(
           prefix == "cond" ? "attribute 'cond_result'"
                            : absl::StrCat("attribute 'body_results'[", i, "]"),
-          " = \"", results[i], "\" must name an output defined before the loop, ",
+          " = \"", results[i],
+          "\" must name an output defined before the loop, ",
           prefix == "cond" ? "a bool scalar"
                            : absl::StrCat("of ", DTypeName(c.input_dtype(i)))));
     }
@@ -194,9 +203,9 @@ absl::Status CheckFrame(const ShapeContext& c, const std::string& prefix,
                    c.attr<std::vector<std::string>>(prefix + "_targets"));
   for (size_t i = 0; i < targets.size(); ++i) {
     if (g.FindNode(targets[i]) == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "attribute '", prefix, "_targets'[", i, "] = \"", targets[i],
-          "\" names no node defined before the loop"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("attribute '", prefix, "_targets'[", i, "] = \"",
+                       targets[i], "\" names no node defined before the loop"));
     }
   }
   return absl::OkStatus();
@@ -218,14 +227,16 @@ absl::Status LoopShape(ShapeContext& c) {
   } else {
     ASSIGN_OR_RETURN(int64_t m, c.attr<int64_t>("maximum_iterations"));
     if (m < -1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "attribute 'maximum_iterations' is ", m, "; it must be >= 0 or -1 "
-          "(no limit)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("attribute 'maximum_iterations' is ", m,
+                       "; it must be >= 0 or -1 "
+                       "(no limit)"));
     }
     RETURN_IF_ERROR(CheckFrame(c, "cond", nv));
   }
   RETURN_IF_ERROR(CheckFrame(c, "body", nv));
-  for (int i = 0; i < nv; ++i) c.set_output(i, c.input_dtype(i), c.input_shape(i));
+  for (int i = 0; i < nv; ++i)
+    c.set_output(i, c.input_dtype(i), c.input_shape(i));
   return absl::OkStatus();
 }
 
@@ -274,7 +285,8 @@ REGISTER_OP("_Arg")
       return absl::OkStatus();
     })
     .SetKernel([](KernelContext& ctx) {
-      return ctx.Error(absl::StatusCode::kInternal, "loop argument was not fed");
+      return ctx.Error(absl::StatusCode::kInternal,
+                       "loop argument was not fed");
     })
     .SetNeedsFeed()
     .NotDifferentiable("a loop argument has no inputs");

@@ -66,7 +66,8 @@ void CollectTargets(const Graph& g, Frame* frame) {
       NestedTargets(g, frame->begin, frame->end);
   std::map<const Node*, std::vector<const Node*>> consumers;
   for (int id = frame->begin; id < frame->end; ++id) {
-    for (const Output& in : g.node(id)->inputs()) consumers[in.node].push_back(g.node(id));
+    for (const Output& in : g.node(id)->inputs())
+      consumers[in.node].push_back(g.node(id));
   }
   for (int id = frame->begin; id < frame->end; ++id) {
     const Node* n = g.node(id);
@@ -90,7 +91,8 @@ std::vector<Output> Captures(const Graph& g, int begin, int end) {
   std::set<std::pair<int, int>> seen;
   for (int id = begin; id < end; ++id) {
     for (const Output& in : g.node(id)->inputs()) {
-      if (in.node->id() < begin && seen.insert({in.node->id(), in.index}).second) {
+      if (in.node->id() < begin &&
+          seen.insert({in.node->id(), in.index}).second) {
         captures.push_back(in);
       }
     }
@@ -102,9 +104,11 @@ absl::Status CheckBodyOutputs(const std::string& loop,
                               const std::vector<Output>& inputs,
                               const std::vector<Output>& outputs) {
   if (outputs.size() != inputs.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        loop, ": the body returns ", outputs.size(), " value(s) but the loop "
-        "carries ", inputs.size(), "; it must return one per loop input"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(loop, ": the body returns ", outputs.size(),
+                     " value(s) but the loop "
+                     "carries ",
+                     inputs.size(), "; it must return one per loop input"));
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!outputs[i].valid()) {
@@ -114,8 +118,10 @@ absl::Status CheckBodyOutputs(const std::string& loop,
     if (outputs[i].dtype() != inputs[i].dtype() ||
         !outputs[i].shape().IsCompatibleWith(inputs[i].shape())) {
       return absl::InvalidArgumentError(absl::StrCat(
-          loop, ": mismatch between input types and output types for loop "
-          "body: output ", i, " is ", DTypeName(outputs[i].dtype()),
+          loop,
+          ": mismatch between input types and output types for loop "
+          "body: output ",
+          i, " is ", DTypeName(outputs[i].dtype()),
           outputs[i].shape().DebugString(), " but input ", i, " is ",
           DTypeName(inputs[i].dtype()), inputs[i].shape().DebugString()));
     }
@@ -130,7 +136,8 @@ absl::StatusOr<Loop> BuildLoop(const Scope& scope, const std::string& op,
                                InfeedSource* infeed, AttrMap attrs) {
   RETURN_IF_ERROR(scope.status());
   for (const Output& in : inputs) {
-    if (!in.valid()) return absl::InvalidArgumentError(op + ": a loop input is invalid");
+    if (!in.valid())
+      return absl::InvalidArgumentError(op + ": a loop input is invalid");
   }
   Graph* g = scope.graph();
   const std::string loop_name = g->UniqueName(
@@ -147,7 +154,8 @@ absl::StatusOr<Loop> BuildLoop(const Scope& scope, const std::string& op,
     std::vector<Output> args = MakeArgs(cs, inputs, &cond_frame);
     Output pred = (*condition)(cs, args);
     RETURN_IF_ERROR(scope.status());
-    if (!pred.valid() || pred.dtype() != DType::kBool || pred.shape().rank() != 0) {
+    if (!pred.valid() || pred.dtype() != DType::kBool ||
+        pred.shape().rank() != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           op, " '", loop_name, "': the condition must return a bool scalar"));
     }
@@ -198,7 +206,8 @@ absl::StatusOr<Loop> BuildLoop(const Scope& scope, const std::string& op,
   Node* node = *added;
   Loop loop;
   loop.op = node;
-  for (size_t i = 0; i < inputs.size(); ++i) loop.outputs.push_back(Output(node, i));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    loop.outputs.push_back(Output(node, i));
   return loop;
 }
 

@@ -36,8 +36,8 @@ class InfeedSource {
       const Scope& scope) = 0;
 };
 
-using LoopBody =
-    std::function<std::vector<Output>(const Scope&, const std::vector<Output>&)>;
+using LoopBody = std::function<std::vector<Output>(const Scope&,
+                                                   const std::vector<Output>&)>;
 using LoopCondition =
     std::function<Output(const Scope&, const std::vector<Output>&)>;
 
@@ -46,8 +46,7 @@ struct Loop {
   Node* op = nullptr;           // The loop node (a target when no outputs).
 };
 
-absl::StatusOr<Loop> Repeat(const Scope& scope, int64_t n,
-                            const LoopBody& body,
+absl::StatusOr<Loop> Repeat(const Scope& scope, int64_t n, const LoopBody& body,
                             const std::vector<Output>& inputs = {},
                             InfeedSource* infeed = nullptr);
 

@@ -9,8 +9,8 @@
 #include "ops/array/fill.h"
 #include "ops/math/add.h"
 #include "ops/math/cast.h"
-#include "ops/math/mat_mul.h"
 #include "ops/math/less.h"
+#include "ops/math/mat_mul.h"
 #include "ops/math/mul.h"
 #include "ops/math/reduce_sum.h"
 #include "ops/nn/bias_add.h"
@@ -27,10 +27,13 @@ using ::ipuflow::testing::TensorNear;
 TEST(RepeatTest, CarriesValuesAndCapturesInvariants) {
   Scope s = Scope::NewRootScope();
   Output step = ops::Const(s, 2.0f);  // Captured from outside the body.
-  auto loop = Repeat(s, 10, [&](const Scope& b, const std::vector<Output>& a) {
-    return std::vector<Output>{ops::Add(b, a[0], step),
-                               ops::Mul(b, a[1], ops::Const(b, 2.0f))};
-  }, {ops::Const(s, 0.0f), ops::Const(s, 1.0f)});
+  auto loop = Repeat(s, 10,
+                     [&](const Scope& b, const std::vector<Output>& a) {
+                       return std::vector<Output>{
+                           ops::Add(b, a[0], step),
+                           ops::Mul(b, a[1], ops::Const(b, 2.0f))};
+                     },
+                     {ops::Const(s, 0.0f), ops::Const(s, 1.0f)});
   ASSERT_TRUE(loop.ok()) << loop.status();
   EXPECT_TRUE(TensorNear(RunOne(s, {}, loop->outputs[0]), {20}, {}));
   EXPECT_TRUE(TensorNear(RunOne(s, {}, loop->outputs[1]), {1024}, {}));
@@ -38,8 +41,8 @@ TEST(RepeatTest, CarriesValuesAndCapturesInvariants) {
 
 TEST(RepeatTest, VariableUpdatesPersistAcrossIterationsAndRuns) {
   Scope s = Scope::NewRootScope();
-  ops::VariableHandle counter = ops::Variable(s.WithOpName("counter"),
-                                              ops::Const(s, 0.0f));
+  ops::VariableHandle counter =
+      ops::Variable(s.WithOpName("counter"), ops::Const(s, 0.0f));
   auto loop = Repeat(s, 10, [&](const Scope& b, const std::vector<Output>&) {
     ops::AssignAdd(b, counter.handle, ops::Const(b, 1.0f));
     return std::vector<Output>{};
@@ -59,8 +62,8 @@ TEST(RepeatTest, NestedLoopBodiesRunOnlyInTheirLoop) {
   // 3 outer iterations x 2 inner ones: 6 increments (the outer body must not
   // also run the inner body's AssignAdd itself).
   Scope s = Scope::NewRootScope();
-  ops::VariableHandle counter = ops::Variable(s.WithOpName("counter"),
-                                              ops::Const(s, 0.0f));
+  ops::VariableHandle counter =
+      ops::Variable(s.WithOpName("counter"), ops::Const(s, 0.0f));
   auto loop = Repeat(s, 3, [&](const Scope& b, const std::vector<Output>&) {
     auto inner = Repeat(b, 2, [&](const Scope& c, const std::vector<Output>&) {
       ops::AssignAdd(c, counter.handle, ops::Const(c, 1.0f));
@@ -80,10 +83,13 @@ TEST(RepeatTest, NestedLoopBodiesRunOnlyInTheirLoop) {
 
 // Loops `depth` deep, each running once, the innermost adding 1 to x.
 Output Nest(const Scope& s, int depth, Output x) {
-  auto loop = Repeat(s, 1, [depth](const Scope& b, const std::vector<Output>& a) {
-    return std::vector<Output>{depth == 1 ? ops::Add(b, a[0], ops::Const(b, 1.0f))
-                                          : Nest(b, depth - 1, a[0])};
-  }, {x});
+  auto loop = Repeat(s, 1,
+                     [depth](const Scope& b, const std::vector<Output>& a) {
+                       return std::vector<Output>{
+                           depth == 1 ? ops::Add(b, a[0], ops::Const(b, 1.0f))
+                                      : Nest(b, depth - 1, a[0])};
+                     },
+                     {x});
   EXPECT_TRUE(loop.ok()) << loop.status();
   return loop.ok() ? loop->outputs[0] : Output();
 }
@@ -109,9 +115,12 @@ TEST(RepeatTest, RunsOnAnEmulatedIpu) {
   auto system = IPUSystem::Create(config);
   ASSERT_TRUE(system.ok());
   Scope s = Scope::NewRootScope();
-  auto loop = Repeat(s, 1000, [&](const Scope& b, const std::vector<Output>& a) {
-    return std::vector<Output>{ops::Add(b, a[0], ops::Const(b, 1.0f))};
-  }, {ops::Const(s, 0.0f)});
+  auto loop = Repeat(
+      s, 1000,
+      [&](const Scope& b, const std::vector<Output>& a) {
+        return std::vector<Output>{ops::Add(b, a[0], ops::Const(b, 1.0f))};
+      },
+      {ops::Const(s, 0.0f)});
   ASSERT_TRUE(loop.ok());
   IPUStrategy strategy(system->get());
   auto out = strategy.Run(*s.graph(), loop->outputs);
@@ -121,21 +130,29 @@ TEST(RepeatTest, RunsOnAnEmulatedIpu) {
 
 TEST(RepeatTest, BodyOutputMismatchIsAnError) {
   Scope s = Scope::NewRootScope();
-  auto wrong_count = Repeat(s, 2, [&](const Scope& b, const std::vector<Output>& a) {
-    return std::vector<Output>{a[0], a[0]};
-  }, {ops::Const(s, 0.0f)});
+  auto wrong_count = Repeat(s, 2,
+                            [&](const Scope& b, const std::vector<Output>& a) {
+                              return std::vector<Output>{a[0], a[0]};
+                            },
+                            {ops::Const(s, 0.0f)});
   EXPECT_EQ(wrong_count.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(wrong_count.status().message().find("returns 2 value(s) but the loop carries 1"),
-            std::string::npos) << wrong_count.status();
+  EXPECT_NE(wrong_count.status().message().find(
+                "returns 2 value(s) but the loop carries 1"),
+            std::string::npos)
+      << wrong_count.status();
 
   Scope s2 = Scope::NewRootScope();
-  auto wrong_type = Repeat(s2, 2, [&](const Scope& b, const std::vector<Output>& a) {
-    return std::vector<Output>{ops::Const<float>(b, {1, 2}, {2})};
-  }, {ops::Const(s2, 0.0f)});
+  auto wrong_type =
+      Repeat(s2, 2,
+             [&](const Scope& b, const std::vector<Output>& a) {
+               return std::vector<Output>{ops::Const<float>(b, {1, 2}, {2})};
+             },
+             {ops::Const(s2, 0.0f)});
   EXPECT_NE(wrong_type.status().message().find(
                 "mismatch between input types and output types for loop body: "
                 "output 0 is float32[2] but input 0 is float32[]"),
-            std::string::npos) << wrong_type.status();
+            std::string::npos)
+      << wrong_type.status();
 }
 
 // x = 1; while (x < 100) x *= 3;  -> 243 after 5 iterations, 6 conditions.
@@ -161,7 +178,8 @@ TEST(WhileLoopTest, StopsWhenConditionFails) {
 TEST(WhileLoopTest, MaximumIterationsBoundsTheLoop) {
   Scope s = Scope::NewRootScope();
   auto loop = WhileLoop(
-      s, [&](const Scope& c, const std::vector<Output>& a) {
+      s,
+      [&](const Scope& c, const std::vector<Output>& a) {
         return ops::Less(c, a[0], ops::Const(c, 1e9f));
       },
       [&](const Scope& b, const std::vector<Output>& a) {
@@ -179,9 +197,9 @@ TEST(WhileLoopTest, ConditionMustBeABoolScalar) {
       [&](const Scope& b, const std::vector<Output>& a) { return a; },
       {ops::Const(s, 0.0f)});
   EXPECT_NE(loop.status().message().find("must return a bool scalar"),
-            std::string::npos) << loop.status();
+            std::string::npos)
+      << loop.status();
 }
-
 
 absl::StatusOr<std::unique_ptr<Program>> CompileFetching(const Scope& s,
                                                          Output fetch);
@@ -199,9 +217,12 @@ struct HostEnv {
 // more compile and as a planned body that never ran.
 TEST(LoopCompileTest, ARepeatBodyIsCompiledOnceAndThePlannedBodyRuns) {
   Scope s = Scope::NewRootScope();
-  auto loop = Repeat(s, 5, [&](const Scope& b, const std::vector<Output>& a) {
-    return std::vector<Output>{ops::Add(b, a[0], ops::Const(b, 1.0f))};
-  }, {ops::Const(s, 0.0f)});
+  auto loop = Repeat(
+      s, 5,
+      [&](const Scope& b, const std::vector<Output>& a) {
+        return std::vector<Output>{ops::Add(b, a[0], ops::Const(b, 1.0f))};
+      },
+      {ops::Const(s, 0.0f)});
   ASSERT_TRUE(loop.ok()) << loop.status();
   const int64_t before = Program::CompileCount();
   auto program = CompileFetching(s, loop->outputs[0]);
@@ -241,14 +262,20 @@ TEST(LoopCompileTest, AWhileLoopCompilesBodyAndConditionOnce) {
 TEST(LoopCompileTest, NestedBodiesAreCompiledOnceEach) {
   Scope s = Scope::NewRootScope();
   Node* inner_op = nullptr;
-  auto loop = Repeat(s, 3, [&](const Scope& b, const std::vector<Output>& a) {
-    auto inner = Repeat(b, 2, [&](const Scope& c, const std::vector<Output>& x) {
-      return std::vector<Output>{ops::Add(c, x[0], ops::Const(c, 1.0f))};
-    }, {a[0]});
-    EXPECT_TRUE(inner.ok()) << inner.status();
-    inner_op = inner->op;
-    return std::vector<Output>{inner->outputs[0]};
-  }, {ops::Const(s, 0.0f)});
+  auto loop = Repeat(s, 3,
+                     [&](const Scope& b, const std::vector<Output>& a) {
+                       auto inner = Repeat(
+                           b, 2,
+                           [&](const Scope& c, const std::vector<Output>& x) {
+                             return std::vector<Output>{
+                                 ops::Add(c, x[0], ops::Const(c, 1.0f))};
+                           },
+                           {a[0]});
+                       EXPECT_TRUE(inner.ok()) << inner.status();
+                       inner_op = inner->op;
+                       return std::vector<Output>{inner->outputs[0]};
+                     },
+                     {ops::Const(s, 0.0f)});
   ASSERT_TRUE(loop.ok()) << loop.status();
   const int64_t before = Program::CompileCount();
   auto program = CompileFetching(s, loop->outputs[0]);
@@ -273,9 +300,12 @@ TEST(LoopCompileTest, EachReplicaCompilesItsBodyOnce) {
   auto system = IPUSystem::Create(config);
   ASSERT_TRUE(system.ok()) << system.status();
   Scope s = Scope::NewRootScope();
-  auto loop = Repeat(s, 10, [&](const Scope& b, const std::vector<Output>& a) {
-    return std::vector<Output>{ops::Add(b, a[0], ops::Const(b, 1.0f))};
-  }, {ops::Const(s, 0.0f)});
+  auto loop = Repeat(
+      s, 10,
+      [&](const Scope& b, const std::vector<Output>& a) {
+        return std::vector<Output>{ops::Add(b, a[0], ops::Const(b, 1.0f))};
+      },
+      {ops::Const(s, 0.0f)});
   ASSERT_TRUE(loop.ok()) << loop.status();
   IPUStrategy strategy(system->get());
   const int64_t before = Program::CompileCount();
@@ -301,12 +331,16 @@ TEST(LoopCompileTest, EachReplicaCompilesItsBodyOnce) {
 TEST(LoopCompileTest, BodiesFollowTheProgramsFusionSetting) {
   for (DType dtype : {DType::kFloat32, DType::kFloat16}) {
     Scope s = Scope::NewRootScope();
-    Output w = ops::Cast(s, ops::Const<float>(s, {1, -2, 3, -4}, {2, 2}), dtype);
+    Output w =
+        ops::Cast(s, ops::Const<float>(s, {1, -2, 3, -4}, {2, 2}), dtype);
     Output bias = ops::Cast(s, ops::Const<float>(s, {0.5f, 0.5f}, {2}), dtype);
-    auto loop = Repeat(s, 2, [&](const Scope& b, const std::vector<Output>& a) {
-      return std::vector<Output>{
-          ops::Relu(b, ops::BiasAdd(b, ops::MatMul(b, a[0], w), bias))};
-    }, {ops::Cast(s, ops::Const<float>(s, {1, 1}, {1, 2}), dtype)});
+    auto loop =
+        Repeat(s, 2,
+               [&](const Scope& b, const std::vector<Output>& a) {
+                 return std::vector<Output>{ops::Relu(
+                     b, ops::BiasAdd(b, ops::MatMul(b, a[0], w), bias))};
+               },
+               {ops::Cast(s, ops::Const<float>(s, {1, 1}, {1, 2}), dtype)});
     ASSERT_TRUE(loop.ok()) << loop.status();
     std::vector<Tensor> results;
     for (bool fuse : {true, false}) {
@@ -319,7 +353,7 @@ TEST(LoopCompileTest, BodiesFollowTheProgramsFusionSetting) {
       ASSERT_NE(body, nullptr);
       EXPECT_EQ(body->num_fused_away() > 0, fuse) << DTypeName(dtype);
       HostEnv host;
-  RunEnv& env = host.env;
+      RunEnv& env = host.env;
       std::vector<Tensor> out;
       ASSERT_TRUE((*program)->Run(env, {}, &out).ok());
       results.push_back(out[0]);
@@ -330,7 +364,6 @@ TEST(LoopCompileTest, BodiesFollowTheProgramsFusionSetting) {
     EXPECT_TRUE(TensorNear(results[1], {5, 0}, {1, 2})) << DTypeName(dtype);
   }
 }
-
 
 // The memory plan counts what a loop's body needs while the loop runs.
 constexpr int64_t kMiB = 1 << 20;
@@ -358,15 +391,19 @@ TEST(LoopCompileTest, UnusedVariableReadsDoNotRunInTheBody) {
   Scope s = Scope::NewRootScope();
   Node* unused_read = nullptr;
   Node* used_read = nullptr;
-  auto loop = Repeat(s, 3, [&](const Scope& b, const std::vector<Output>& a) {
-    ops::VariableHandle acc = ops::Variable(
-        b.WithOpName("acc"), ops::Fill(b, {256, 1024}, 0.0));  // 1 MiB.
-    ops::VariableHandle k = ops::Variable(b.WithOpName("k"), ops::Const(b, 2.0f));
-    ops::AssignAdd(b, acc.handle, ops::Fill(b, {256, 1024}, 1.0));
-    unused_read = acc.value.node;
-    used_read = k.value.node;
-    return std::vector<Output>{ops::Add(b, a[0], k.value)};
-  }, {ops::Const(s, 0.0f)});
+  auto loop = Repeat(
+      s, 3,
+      [&](const Scope& b, const std::vector<Output>& a) {
+        ops::VariableHandle acc = ops::Variable(
+            b.WithOpName("acc"), ops::Fill(b, {256, 1024}, 0.0));  // 1 MiB.
+        ops::VariableHandle k =
+            ops::Variable(b.WithOpName("k"), ops::Const(b, 2.0f));
+        ops::AssignAdd(b, acc.handle, ops::Fill(b, {256, 1024}, 1.0));
+        unused_read = acc.value.node;
+        used_read = k.value.node;
+        return std::vector<Output>{ops::Add(b, a[0], k.value)};
+      },
+      {ops::Const(s, 0.0f)});
   ASSERT_TRUE(loop.ok()) << loop.status();
   auto program = CompileFetching(s, loop->outputs[0]);
   ASSERT_TRUE(program.ok()) << program.status();
@@ -390,10 +427,13 @@ TEST(LoopCompileTest, UnusedVariableReadsDoNotRunInTheBody) {
 
 // Each iteration sums a float32[256,1024] of ones: a 1 MiB body intermediate.
 absl::StatusOr<Loop> SumOfOnesLoop(const Scope& s, int64_t n) {
-  return Repeat(s, n, [&](const Scope& b, const std::vector<Output>& a) {
-    Output ones = ops::Fill(b, {256, 1024}, 1.0);
-    return std::vector<Output>{ops::Add(b, a[0], ops::ReduceSum(b, ones))};
-  }, {ops::Const(s, 0.0f)});
+  return Repeat(
+      s, n,
+      [&](const Scope& b, const std::vector<Output>& a) {
+        Output ones = ops::Fill(b, {256, 1024}, 1.0);
+        return std::vector<Output>{ops::Add(b, a[0], ops::ReduceSum(b, ones))};
+      },
+      {ops::Const(s, 0.0f)});
 }
 
 TEST(LoopMemoryTest, BodyIntermediatesCountAgainstTheBudget) {
@@ -424,8 +464,10 @@ TEST(LoopMemoryTest, BodyIntermediatesCountAgainstTheBudget) {
   IPUStrategy strategy(system.get());
   absl::Status st = strategy.Run(*s.graph(), loop->outputs).status();
   EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
-  EXPECT_NE(st.message().find("loop bodies:     1.00 MiB peak (largest: 'Repeat')"),
-            std::string::npos) << st;
+  EXPECT_NE(
+      st.message().find("loop bodies:     1.00 MiB peak (largest: 'Repeat')"),
+      std::string::npos)
+      << st;
 }
 
 TEST(LoopMemoryTest, BodyPeakSitsOnTopOfWhatIsLiveAtTheLoop) {
@@ -445,11 +487,14 @@ TEST(LoopMemoryTest, BodyPeakSitsOnTopOfWhatIsLiveAtTheLoop) {
 
 TEST(LoopMemoryTest, NestedLoopBodiesRecurse) {
   Scope s = Scope::NewRootScope();
-  auto loop = Repeat(s, 2, [&](const Scope& b, const std::vector<Output>& a) {
-    auto inner = SumOfOnesLoop(b, 3);
-    EXPECT_TRUE(inner.ok()) << inner.status();
-    return std::vector<Output>{ops::Add(b, a[0], inner->outputs[0])};
-  }, {ops::Const(s, 0.0f)});
+  auto loop =
+      Repeat(s, 2,
+             [&](const Scope& b, const std::vector<Output>& a) {
+               auto inner = SumOfOnesLoop(b, 3);
+               EXPECT_TRUE(inner.ok()) << inner.status();
+               return std::vector<Output>{ops::Add(b, a[0], inner->outputs[0])};
+             },
+             {ops::Const(s, 0.0f)});
   ASSERT_TRUE(loop.ok()) << loop.status();
   auto program = CompileFetching(s, loop->outputs[0]);
   ASSERT_TRUE(program.ok()) << program.status();
@@ -465,11 +510,14 @@ TEST(LoopMemoryTest, NestedLoopBodiesRecurse) {
 
 TEST(LoopMemoryTest, VariablesBuiltInABodyAreAlwaysLive) {
   Scope s = Scope::NewRootScope();
-  auto loop = Repeat(s, 2, [&](const Scope& b, const std::vector<Output>& a) {
-    ops::VariableHandle slot =
-        ops::Variable(b.WithOpName("slot"), ops::Fill(b, {256, 256}, 1.0));
-    return std::vector<Output>{ops::Add(b, a[0], ops::ReduceSum(b, slot.value))};
-  }, {ops::Const(s, 0.0f)});
+  auto loop = Repeat(s, 2,
+                     [&](const Scope& b, const std::vector<Output>& a) {
+                       ops::VariableHandle slot = ops::Variable(
+                           b.WithOpName("slot"), ops::Fill(b, {256, 256}, 1.0));
+                       return std::vector<Output>{
+                           ops::Add(b, a[0], ops::ReduceSum(b, slot.value))};
+                     },
+                     {ops::Const(s, 0.0f)});
   ASSERT_TRUE(loop.ok()) << loop.status();
   auto program = CompileFetching(s, loop->outputs[0]);
   ASSERT_TRUE(program.ok()) << program.status();

@@ -10,8 +10,8 @@ namespace {
 absl::Status PipelineFrameKernel(KernelContext& ctx) {
   const Node& node = ctx.node();
   const std::string id = node.attr<std::string>("frame");
-  auto frame =
-      std::dynamic_pointer_cast<DeviceFrame>(node.graph()->FindHostResource(id));
+  auto frame = std::dynamic_pointer_cast<DeviceFrame>(
+      node.graph()->FindHostResource(id));
   if (frame == nullptr) {
     return ctx.Error(absl::StatusCode::kFailedPrecondition,
                      absl::StrCat("the frame '", id,
@@ -42,7 +42,8 @@ absl::StatusOr<Node*> PipelineFrame(const Scope& scope, const std::string& id,
   NodeSpec spec;
   spec.op = "PipelineFrame";
   spec.name = scope.graph()->UniqueName(
-      scope.prefix().empty() ? "frame" : absl::StrCat(scope.prefix(), "/frame"));
+      scope.prefix().empty() ? "frame"
+                             : absl::StrCat(scope.prefix(), "/frame"));
   spec.inputs = inputs;
   spec.attrs["frame"] = id;
   spec.ipu = scope.ipu();

@@ -8,7 +8,8 @@
 //
 //   ASSIGN_OR_RETURN(auto pipeline, pipelining::Pipeline(scope, options));
 //   ASSIGN_OR_RETURN(DeviceProgram* exe,
-//                    strategy.Compile(*scope.graph(), {}, {pipeline->frame()}));
+//                    strategy.Compile(*scope.graph(), {},
+//                    {pipeline->frame()}));
 //   RETURN_IF_ERROR(exe->Execute({{}}, &results));  // every replica
 //
 // The frame's inputs are the pipeline's `inputs` (computed by the program,

@@ -2,8 +2,8 @@
 
 #include "core/op_registry.h"
 #include "ops/cwise.h"
-#include "ops/math/half_binary.h"
 #include "ops/math/broadcast_grad.h"
+#include "ops/math/half_binary.h"
 #include "ops/shape_fns.h"
 
 namespace ipuflow::ops {
@@ -24,9 +24,9 @@ REGISTER_OP("Add")
       if (ctx.input(0).dtype() == DType::kFloat16) {
         return HalfBinaryKernel(ctx, AddFn());
       }
-      IPUFLOW_SWITCH_NUMERIC(ctx.input(0).dtype(),
-                             return (BinaryKernel<T, T>(ctx, AddFn())),
-                             return UnsupportedDType(ctx, ctx.input(0).dtype()));
+      IPUFLOW_SWITCH_NUMERIC(
+          ctx.input(0).dtype(), return (BinaryKernel<T, T>(ctx, AddFn())),
+          return UnsupportedDType(ctx, ctx.input(0).dtype()));
     })
     // z = x + y;  dz/dx = 1;  dz/dy = 1 (each summed over its broadcast dims)
     .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> dz,

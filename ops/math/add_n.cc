@@ -3,8 +3,8 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
-#include "core/op_registry.h"
 #include "core/half_rounding.h"
+#include "core/op_registry.h"
 #include "ops/cwise.h"
 #include "ops/math/half_io.h"
 
@@ -16,30 +16,27 @@ absl::Status AddNKernel(KernelContext& ctx) {
   const Tensor& first = ctx.input(0);
   for (int i = 1; i < ctx.num_inputs(); ++i) {
     if (ctx.input(i).shape() != first.shape()) {
-      return ctx.InvalidArgument("input ", i, " has shape ",
-                                 ctx.input(i).shape().DebugString(),
-                                 " but input 0 has ",
-                                 first.shape().DebugString());
+      return ctx.InvalidArgument(
+          "input ", i, " has shape ", ctx.input(i).shape().DebugString(),
+          " but input 0 has ", first.shape().DebugString());
     }
   }
-  ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(0, first.shape()));
+  ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, first.shape()));
   T* po = out->data<T>();
   const int n = ctx.num_inputs();
   if constexpr (std::is_same_v<T, half>) {
     // Summed in float32, rounded once (through RoundToHalf): gradients of
     // float16 values reaching one output lose no more than one rounding.
-    ctx.ParallelFor(first.NumElements(), kCwiseCost * n,
-                    [&](int64_t b, int64_t e) {
-                      ArrayX<float> sum(e - b), term(e - b);
-                      WidenFast(ctx.input(0).data<half>() + b, sum.data(),
-                                e - b);
-                      for (int i = 1; i < n; ++i) {
-                        WidenFast(ctx.input(i).data<half>() + b, term.data(),
-                                  e - b);
-                        sum += term;
-                      }
-                      RoundToHalf(ctx, 0, sum.data(), po + b, e - b, b);
-                    });
+    ctx.ParallelFor(
+        first.NumElements(), kCwiseCost * n, [&](int64_t b, int64_t e) {
+          ArrayX<float> sum(e - b), term(e - b);
+          WidenFast(ctx.input(0).data<half>() + b, sum.data(), e - b);
+          for (int i = 1; i < n; ++i) {
+            WidenFast(ctx.input(i).data<half>() + b, term.data(), e - b);
+            sum += term;
+          }
+          RoundToHalf(ctx, 0, sum.data(), po + b, e - b, b);
+        });
     return absl::OkStatus();
   }
   ctx.ParallelFor(first.NumElements(), kCwiseCost * n,
@@ -76,8 +73,9 @@ REGISTER_OP("AddN")
       return absl::OkStatus();
     })
     .SetKernel([](KernelContext& ctx) -> absl::Status {
-      IPUFLOW_SWITCH_NUMERIC(ctx.input(0).dtype(), return AddNKernel<T>(ctx),
-                             return UnsupportedDType(ctx, ctx.input(0).dtype()));
+      IPUFLOW_SWITCH_NUMERIC(
+          ctx.input(0).dtype(), return AddNKernel<T>(ctx),
+          return UnsupportedDType(ctx, ctx.input(0).dtype()));
     })
     // y = sum_i x_i;  dy/dx_i = 1
     .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> dy,

@@ -2,9 +2,9 @@
 
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
+#include "ops/array/const.h"
 #include "ops/math/add_n.h"
 #include "ops/testing/half_check.h"
-#include "ops/array/const.h"
 
 namespace ipuflow::ops {
 namespace {

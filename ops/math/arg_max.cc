@@ -72,7 +72,7 @@ absl::Status ArgMaxKernel(KernelContext& ctx) {
   if (!axis.ok()) return ctx.InvalidArgument(axis.status().message());
   TensorShape shape = x.shape();
   shape.RemoveDim(*axis);
-  ASSIGN_OR_RETURN(Tensor* y, ctx.allocate_output(0, shape));
+  ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, shape));
   const int64_t r = x.dim(*axis);
   if (y->NumElements() == 0) return absl::OkStatus();
   if (r == 0) {

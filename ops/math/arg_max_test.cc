@@ -5,8 +5,8 @@
 #include "core/op_registry.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
-#include "ops/testing/half_check.h"
 #include "ops/array/const.h"
+#include "ops/testing/half_check.h"
 
 namespace ipuflow::ops {
 namespace {

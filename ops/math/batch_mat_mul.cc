@@ -66,7 +66,7 @@ absl::Status BatchMatMulKernel(KernelContext& ctx) {
   absl::StatusOr<TensorShape> shape =
       OutputShape(x.shape(), adj_x, y.shape(), adj_y);
   if (!shape.ok()) return ctx.InvalidArgument(shape.status().message());
-  ASSIGN_OR_RETURN(Tensor* z, ctx.allocate_output(0, *shape));
+  ASSIGN_OR_RETURN(Tensor * z, ctx.allocate_output(0, *shape));
   const int rz = shape->rank(), rx = x.rank();
   GemmShape s;
   s.m = shape->dim(rz - 2);

@@ -1,8 +1,8 @@
 #include "ops/math/batch_mat_mul.h"
 
+#include "core/gradients.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
-#include "core/gradients.h"
 #include "ops/array/const.h"
 #include "ops/testing/half_check.h"
 
@@ -152,8 +152,8 @@ TEST(BatchMatMulTest, PartialsType) {
   for (const char* p : {"float", "half"}) {
     Scope s = Scope::NewRootScope();
     Output ones = Const(s, Tensor::Filled(DType::kFloat16, {2, 1, 65}, 1));
-    Output col =
-        Const(s, testing::ToHalf(Tensor::FromVector<float>(columns, {2, 65, 1})));
+    Output col = Const(
+        s, testing::ToHalf(Tensor::FromVector<float>(columns, {2, 65, 1})));
     Output z = BatchMatMul(s, ones, col, {.partials_type = p});
     const float want = std::string(p) == "float" ? 2052 : 2048;
     EXPECT_TRUE(TensorNear(testing::ToFloat(RunOne(s, {}, z)), {want, want},

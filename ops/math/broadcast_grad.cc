@@ -36,8 +36,8 @@ absl::Status CheckBroadcastable(ShapeContext& c, int small, int big) {
       BroadcastShapes(c.input_shape(small), c.input_shape(big));
   if (!b.ok() || !b->IsCompatibleWith(c.input_shape(big))) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "shape ", c.input_shape(small).DebugString(),
-        " does not broadcast to ", c.input_shape(big).DebugString()));
+        "shape ", c.input_shape(small).DebugString(), " does not broadcast to ",
+        c.input_shape(big).DebugString()));
   }
   return absl::OkStatus();
 }
@@ -52,18 +52,18 @@ absl::Status SumToShape(KernelContext& ctx) {
                                " does not broadcast to ",
                                x.shape().DebugString());
   }
-  ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(0, target));
+  ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, target));
   out->flat<T>().setZero();
   T* po = out->data<T>();
   const T* px = x.data<T>();
-  ForEachBroadcastRow(target, x.shape(), [&](int64_t xo, int64_t oo,
-                                             int64_t n, bool full) {
-    if (full) {
-      ArrayMap<T>(po + oo, n) += ConstArrayMap<T>(px + xo, n);
-    } else {
-      po[oo] += ConstArrayMap<T>(px + xo, n).sum();
-    }
-  });
+  ForEachBroadcastRow(
+      target, x.shape(), [&](int64_t xo, int64_t oo, int64_t n, bool full) {
+        if (full) {
+          ArrayMap<T>(po + oo, n) += ConstArrayMap<T>(px + xo, n);
+        } else {
+          po[oo] += ConstArrayMap<T>(px + xo, n).sum();
+        }
+      });
   return absl::OkStatus();
 }
 
@@ -76,17 +76,17 @@ absl::Status Broadcast(KernelContext& ctx) {
     return ctx.InvalidArgument("shape ", x.shape().DebugString(),
                                " does not broadcast to ", target.DebugString());
   }
-  ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(0, target));
+  ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, target));
   T* po = out->data<T>();
   const T* px = x.data<T>();
-  ForEachBroadcastRow(x.shape(), target, [&](int64_t oo, int64_t xo,
-                                             int64_t n, bool full) {
-    if (full) {
-      ArrayMap<T>(po + oo, n) = ConstArrayMap<T>(px + xo, n);
-    } else {
-      ArrayMap<T>(po + oo, n).setConstant(px[xo]);
-    }
-  });
+  ForEachBroadcastRow(
+      x.shape(), target, [&](int64_t oo, int64_t xo, int64_t n, bool full) {
+        if (full) {
+          ArrayMap<T>(po + oo, n) = ConstArrayMap<T>(px + xo, n);
+        } else {
+          ArrayMap<T>(po + oo, n).setConstant(px[xo]);
+        }
+      });
   return absl::OkStatus();
 }
 
@@ -99,8 +99,9 @@ REGISTER_OP("SumToShapeOf")
       return absl::OkStatus();
     })
     .SetKernel([](KernelContext& ctx) -> absl::Status {
-      IPUFLOW_SWITCH_NUMERIC(ctx.input(0).dtype(), return SumToShape<T>(ctx),
-                             return UnsupportedDType(ctx, ctx.input(0).dtype()));
+      IPUFLOW_SWITCH_NUMERIC(
+          ctx.input(0).dtype(), return SumToShape<T>(ctx),
+          return UnsupportedDType(ctx, ctx.input(0).dtype()));
     })
     // y = sum over broadcast dims of x;  dy/dx = broadcast(dy) to x's shape.
     .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> dy,

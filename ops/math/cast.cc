@@ -15,7 +15,7 @@ bool Castable(DType d) {
 template <typename From, typename To>
 absl::Status CastKernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  ASSIGN_OR_RETURN(Tensor* y, ctx.allocate_output(0, x.shape()));
+  ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.shape()));
   const From* px = x.data<From>();
   To* py = y->data<To>();
   ctx.ParallelFor(x.NumElements(), kCwiseCost, [&](int64_t b, int64_t e) {
@@ -31,7 +31,7 @@ absl::Status CastKernel(KernelContext& ctx) {
 template <>
 absl::Status CastKernel<float, half>(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  ASSIGN_OR_RETURN(Tensor* y, ctx.allocate_output(0, x.shape()));
+  ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.shape()));
   const float* px = x.data<float>();
   half* py = y->data<half>();
   ctx.ParallelFor(x.NumElements(), kCwiseCost, [&](int64_t b, int64_t e) {

@@ -5,8 +5,8 @@
 #include "core/op_registry.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
-#include "ops/testing/half_check.h"
 #include "ops/array/const.h"
+#include "ops/testing/half_check.h"
 
 namespace ipuflow::ops {
 namespace {
@@ -68,7 +68,8 @@ TEST(EqualTest, Float16MatchesFloat32) {
       [](const Scope& s, const std::vector<Output>& x) {
         return Equal(s, x[0], x[1]);
       },
-      {RandomTensor({3, 4}, -1, 1, 1), RandomTensor({3, 4}, -1, 1, 1)}, /*gradients=*/false);
+      {RandomTensor({3, 4}, -1, 1, 1), RandomTensor({3, 4}, -1, 1, 1)},
+      /*gradients=*/false);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->dtype, DType::kBool);
   EXPECT_LT(c->forward_error, 1e-9);

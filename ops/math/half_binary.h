@@ -29,7 +29,7 @@ absl::Status HalfBinaryKernel(KernelContext& ctx, F f) {
   const Tensor& y = ctx.input(1);
   absl::StatusOr<TensorShape> shape = BroadcastShapes(x.shape(), y.shape());
   if (!shape.ok()) return ctx.InvalidArgument(shape.status().message());
-  ASSIGN_OR_RETURN(Tensor* z, ctx.allocate_output(0, *shape));
+  ASSIGN_OR_RETURN(Tensor * z, ctx.allocate_output(0, *shape));
   const int64_t n = z->NumElements();
   if (n == 0) return absl::OkStatus();
   const TensorShape& out = *shape;

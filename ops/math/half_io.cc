@@ -42,16 +42,16 @@ void NarrowExact(const float* src, half* dst, int64_t n) {
   int64_t i = 0;
 #ifdef __F16C__
   for (; i + 8 <= n; i += 8) {
-    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i),
-                                      _MM_FROUND_TO_NEAREST_INT);
+    const __m128i h =
+        _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
   }
 #endif
   for (; i < n; ++i) dst[i] = static_cast<half>(src[i]);
 }
 
-void NarrowExactParallel(const KernelContext& ctx, const float* src,
-                         half* dst, int64_t n) {
+void NarrowExactParallel(const KernelContext& ctx, const float* src, half* dst,
+                         int64_t n) {
   if (n == 0) return;
   ctx.ParallelFor(n, kConvertCost, [&](int64_t b, int64_t e) {
     NarrowExact(src + b, dst + b, e - b);
@@ -109,7 +109,7 @@ void StoreOutput(const KernelContext& ctx, int output, const Tensor& src,
 absl::StatusOr<Tensor*> AllocateFloat32Output(KernelContext& ctx, int output,
                                               const TensorShape& shape,
                                               Tensor* scratch, int slot) {
-  ASSIGN_OR_RETURN(Tensor* y, ctx.allocate_output(output, shape));
+  ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(output, shape));
   if (y->dtype() != DType::kFloat16) return y;
   if (slot >= 0) {
     *scratch = ThreadScratch(slot, shape);

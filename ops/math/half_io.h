@@ -52,8 +52,8 @@ void NarrowExact(const float* src, half* dst, int64_t n);
 // copy, a select of widened float16 inputs) to float16, in parallel chunks.
 // Exact, so no rounding mode applies: kernels that compute new values round
 // through RoundParallel / RoundToHalf instead.
-void NarrowExactParallel(const KernelContext& ctx, const float* src,
-                         half* dst, int64_t n);
+void NarrowExactParallel(const KernelContext& ctx, const float* src, half* dst,
+                         int64_t n);
 
 // Rounds n float32 values into elements [0, n) of the node's float16 output
 // `output`, through RoundToHalf, in parallel chunks.
@@ -62,8 +62,7 @@ void RoundParallel(const KernelContext& ctx, int output, const float* src,
 
 // NarrowExactParallel of a float32 tensor into the float16 `dst`, or a copy
 // when `dst` is float32 (for kernels whose results are input values).
-void StoreExactOutput(const KernelContext& ctx, const Tensor& src,
-                      Tensor* dst);
+void StoreExactOutput(const KernelContext& ctx, const Tensor& src, Tensor* dst);
 
 // Writes the float32 result `src` into `dst`, the node's output `output`:
 // rounded through RoundParallel when `dst` is float16, copied when it is

@@ -36,7 +36,7 @@ absl::Status MatMulKernel(KernelContext& ctx) {
   if (s.k != k2) {
     return ctx.InvalidArgument(InnerDimsDiffer(a.shape(), ta, b.shape(), tb));
   }
-  ASSIGN_OR_RETURN(Tensor* c, ctx.allocate_output(0, TensorShape({s.m, s.n})));
+  ASSIGN_OR_RETURN(Tensor * c, ctx.allocate_output(0, TensorShape({s.m, s.n})));
   const int64_t zero = 0;
   return BatchedGemm(ctx, a, b, s, {&zero, 1}, {&zero, 1}, c);
 }

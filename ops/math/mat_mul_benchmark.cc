@@ -17,13 +17,13 @@
 // on `threads` OpenMP threads: oneDNN's own threading, the peer figure.
 // The context lines print the CPU and the ISA oneDNN runs; add
 // DNNL_MAX_CPU_ISA=AVX2 to the environment to cap oneDNN to AVX2.
+#include <omp.h>
+
 #include <algorithm>
 #include <random>
 
 #include "Eigen/Core"
 #include "benchmark/benchmark.h"
-#include <omp.h>
-
 #include "core/machine_info.h"
 #include "core/session.h"
 #include "core/thread_pool.h"

@@ -1,9 +1,9 @@
 #include "ops/math/mat_mul.h"
 
+#include "core/gradients.h"
 #include "core/session.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
-#include "core/gradients.h"
 #include "ops/array/const.h"
 #include "ops/testing/half_check.h"
 
@@ -236,8 +236,8 @@ TEST(MatMulTest, HalfPartialsRoundTheRunningSumAfterEachBlockOf16) {
         testing::ToFloat(SumByMatMul(column, "float", dtype)), {2052}, {1, 1},
         0, 0));
     EXPECT_TRUE(testing::TensorNear(
-        testing::ToFloat(SumByMatMul(column, "half", dtype)), {2048}, {1, 1},
-        0, 0));
+        testing::ToFloat(SumByMatMul(column, "half", dtype)), {2048}, {1, 1}, 0,
+        0));
   }
 }
 

@@ -2,8 +2,8 @@
 
 #include "core/op_registry.h"
 #include "ops/cwise.h"
-#include "ops/math/half_binary.h"
 #include "ops/math/broadcast_grad.h"
+#include "ops/math/half_binary.h"
 #include "ops/shape_fns.h"
 
 namespace ipuflow::ops {

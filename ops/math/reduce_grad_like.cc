@@ -3,8 +3,8 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
-#include "core/op_registry.h"
 #include "core/half_rounding.h"
+#include "core/op_registry.h"
 #include "ops/cwise.h"
 #include "ops/math/half_io.h"
 #include "ops/math/reduce_mean.h"
@@ -48,7 +48,7 @@ absl::Status ReduceGradLikeKernel(KernelContext& ctx) {
   absl::Status ok =
       axes.ok() ? CheckDyShape(dy.shape(), x.shape(), *axes) : axes.status();
   if (!ok.ok()) return ctx.InvalidArgument(ok.message());
-  ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(0, x.shape()));
+  ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.shape()));
   const int64_t n = out->NumElements();
   if (n == 0) return absl::OkStatus();
   const float fscale = static_cast<float>(

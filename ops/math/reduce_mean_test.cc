@@ -4,8 +4,8 @@
 
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
-#include "ops/testing/half_check.h"
 #include "ops/array/const.h"
+#include "ops/testing/half_check.h"
 
 namespace ipuflow::ops {
 namespace {

@@ -225,7 +225,7 @@ template <typename Reducer, typename T, typename Acc>
 absl::Status Reduce(KernelContext& ctx, Reduction kind,
                     const std::vector<int>& axes, const TensorShape& shape) {
   const Tensor& x = ctx.input(0);
-  ASSIGN_OR_RETURN(Tensor* y, ctx.allocate_output(0, shape));
+  ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, shape));
   const int64_t n = y->NumElements();
   if (n == 0) return absl::OkStatus();
   const int64_t count = x.NumElements() / n;  // Elements per output.

@@ -75,8 +75,7 @@ void Accumulate(const float* x, float* acc, int64_t n) {
 }
 
 // 8 conditions widened to a lane mask and blended per instruction.
-void Select4(const bool* c, const void* x, const void* y, void* z,
-             int64_t n) {
+void Select4(const bool* c, const void* x, const void* y, void* z, int64_t n) {
   const auto* px = static_cast<const char*>(x);
   const auto* py = static_cast<const char*>(y);
   auto* pz = static_cast<char*>(z);
@@ -172,8 +171,8 @@ IPUFLOW_AVX512 void AddBiasImpl(const float* x, const float* b, float* y,
   }
 }
 
-IPUFLOW_AVX512 void AddBias(const float* x, const float* b, float* y,
-                            int64_t n, bool relu) {
+IPUFLOW_AVX512 void AddBias(const float* x, const float* b, float* y, int64_t n,
+                            bool relu) {
   relu ? AddBiasImpl<true>(x, b, y, n) : AddBiasImpl<false>(x, b, y, n);
 }
 
@@ -200,7 +199,8 @@ IPUFLOW_AVX512 void Select4(const bool* c, const void* x, const void* y,
   auto* pz = static_cast<int*>(z);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m128i cb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pc + i));
+    const __m128i cb =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(pc + i));
     const __mmask16 m = _mm_test_epi8_mask(cb, cb);
     _mm512_storeu_si512(pz + i,
                         _mm512_mask_blend_epi32(m, _mm512_loadu_si512(py + i),

@@ -15,8 +15,8 @@ namespace {
 
 // Sizes around the vector widths (8, 16, two vectors per iteration), so
 // every tail length is met.
-const int64_t kSizes[] = {0, 1, 3, 7, 8, 9, 15, 16, 17, 23, 31, 32, 33, 47,
-                          48, 63, 64, 65, 250, 1021};
+const int64_t kSizes[] = {0,  1,  3,  7,  8,  9,  15, 16, 17,  23,
+                          31, 32, 33, 47, 48, 63, 64, 65, 250, 1021};
 
 // Random values with NaN, +-inf, +-0 and a denormal sprinkled in.
 std::vector<float> Values(int64_t n, uint32_t seed) {
@@ -26,7 +26,10 @@ std::vector<float> Values(int64_t n, uint32_t seed) {
                             -std::numeric_limits<float>::quiet_NaN(),
                             std::numeric_limits<float>::infinity(),
                             -std::numeric_limits<float>::infinity(),
-                            0.0f, -0.0f, 1e-40f, -1e-40f};
+                            0.0f,
+                            -0.0f,
+                            1e-40f,
+                            -1e-40f};
   std::vector<float> v(n);
   for (float& x : v) x = gen() % 5 == 0 ? specials[gen() % 8] : dist(gen);
   return v;

@@ -74,7 +74,7 @@ absl::Status AvgPoolKernel(KernelContext& ctx) {
   const Tensor x = ToNhwcTensor(ctx, ctx.input(0), a.format, /*slot=*/0);
   Tensor scratch;
   ASSIGN_OR_RETURN(
-      Tensor* y,
+      Tensor * y,
       AllocateNhwcOutput(ctx, 0, {g.n, g.oh, g.ow, g.c}, a.format, &scratch));
   AvgPoolForward(ctx, x.data<float>(), y->data<float>(), g);
   RETURN_IF_ERROR(FinishNhwcOutput(ctx, 0, a.format, scratch));
@@ -92,9 +92,8 @@ absl::Status AvgPoolGradKernel(KernelContext& ctx) {
   }
   const Tensor dy = ToNhwcTensor(ctx, ctx.input(1), a.format, /*slot=*/0);
   Tensor scratch;
-  ASSIGN_OR_RETURN(
-      Tensor* dx,
-      AllocateNhwcOutput(ctx, 0, {g.n, g.h, g.w, g.c}, a.format, &scratch));
+  ASSIGN_OR_RETURN(Tensor * dx, AllocateNhwcOutput(ctx, 0, {g.n, g.h, g.w, g.c},
+                                                   a.format, &scratch));
   AvgPoolBackward(ctx, dy.data<float>(), dx->data<float>(), g);
   RETURN_IF_ERROR(FinishNhwcOutput(ctx, 0, a.format, scratch));
   return absl::OkStatus();

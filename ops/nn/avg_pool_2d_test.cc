@@ -6,8 +6,8 @@
 
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
-#include "ops/testing/half_check.h"
 #include "ops/array/const.h"
+#include "ops/testing/half_check.h"
 
 namespace ipuflow::ops {
 namespace {
@@ -97,9 +97,10 @@ TEST(AvgPool2DTest, Errors) {
   Scope s2 = Scope::NewRootScope();
   Output xi = Placeholder(s2, DType::kInt32, {1, 4, 4, 1});
   AvgPool2D(s2.WithOpName("pool"), xi, {2, 2}, {1, 1}, "VALID");
-  EXPECT_NE(s2.status().message().find(
-                "AvgPool2D 'pool': input 'x' must be float32 or float16, got int32"),
-            std::string::npos)
+  EXPECT_NE(
+      s2.status().message().find(
+          "AvgPool2D 'pool': input 'x' must be float32 or float16, got int32"),
+      std::string::npos)
       << s2.status();
 }
 

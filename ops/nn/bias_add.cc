@@ -5,10 +5,10 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "core/half_rounding.h"
 #include "core/mutex.h"
 #include "core/op_registry.h"
 #include "ops/array/fill.h"
-#include "core/half_rounding.h"
 #include "ops/cwise.h"
 #include "ops/math/half_io.h"
 #include "ops/math/vector_kernels.h"
@@ -98,7 +98,8 @@ void BiasAddHalf(const KernelContext& ctx, const half* px, const float* pb,
                  half* py, const ChannelView& v) {
   if (v.inner == 1) {
     const int64_t rows = BlockRows(v.c);
-    const ArrayX<float> tiled = ConstArrayMap<float>(pb, v.c).replicate(rows, 1);
+    const ArrayX<float> tiled =
+        ConstArrayMap<float>(pb, v.c).replicate(rows, 1);
     const auto add_bias = UsedVectorKernels().add_bias;
     ctx.ParallelFor(v.outer, kCwiseCost * v.c, [&](int64_t b, int64_t e) {
       ArrayX<float> buf(rows * v.c);
@@ -111,22 +112,22 @@ void BiasAddHalf(const KernelContext& ctx, const half* px, const float* pb,
     });
     return;
   }
-  ctx.ParallelFor(
-      v.outer * v.c, kCwiseCost * v.inner, [&](int64_t b, int64_t e) {
-        ArrayX<float> buf(v.inner);
-        for (int64_t p = b; p < e; ++p) {
-          WidenFast(px + p * v.inner, buf.data(), v.inner);
-          buf += pb[p % v.c];
-          RoundToHalf(ctx, 0, buf.data(), py + p * v.inner, v.inner,
-                      p * v.inner);
-        }
-      });
+  ctx.ParallelFor(v.outer * v.c, kCwiseCost * v.inner,
+                  [&](int64_t b, int64_t e) {
+                    ArrayX<float> buf(v.inner);
+                    for (int64_t p = b; p < e; ++p) {
+                      WidenFast(px + p * v.inner, buf.data(), v.inner);
+                      buf += pb[p % v.c];
+                      RoundToHalf(ctx, 0, buf.data(), py + p * v.inner, v.inner,
+                                  p * v.inner);
+                    }
+                  });
 }
 
 absl::Status BiasAddKernel(KernelContext& ctx, const ChannelView& v) {
   const Tensor& x = ctx.input(0);
   const Tensor b = AsFloat32(ctx, ctx.input(1));
-  ASSIGN_OR_RETURN(Tensor* y, ctx.allocate_output(0, x.shape()));
+  ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.shape()));
   if (x.dtype() == DType::kFloat16) {
     BiasAddHalf(ctx, x.data<half>(), b.data<float>(), y->data<half>(), v);
   } else {
@@ -141,8 +142,8 @@ template <typename T>
 Eigen::ArrayXf SumRows(const T* p, const ChannelView& v, int64_t b, int64_t e) {
   const int64_t rows = BlockRows(v.c);
   Eigen::ArrayXf tiled = Eigen::ArrayXf::Zero(std::min(rows, e - b) * v.c);
-  [[maybe_unused]] Eigen::ArrayXf widened(
-      std::is_same_v<T, half> ? rows * v.c : 0);
+  [[maybe_unused]] Eigen::ArrayXf widened(std::is_same_v<T, half> ? rows * v.c
+                                                                  : 0);
   // Each position's sum is in row order whatever the vector width, so the
   // AVX2 and AVX-512 variants give the same bits.
   const auto accumulate = UsedVectorKernels().accumulate;
@@ -171,31 +172,31 @@ absl::Status BiasAddGradKernel(KernelContext& ctx, const ChannelView& v,
                                const T* p) {
   Mutex mu;
   std::map<int64_t, Eigen::ArrayXf> partials;
-  ctx.ParallelFor(
-      v.outer, kCwiseCost * v.c * v.inner, [&](int64_t b, int64_t e) {
-        Eigen::ArrayXf sum = Eigen::ArrayXf::Zero(v.c);
-        if (v.inner == 1 && v.c > 0) {
-          sum = SumRows(p, v, b, e);
-        } else {
-          for (int64_t o = b; o < e; ++o) {
-            for (int64_t ch = 0; ch < v.c; ++ch) {
-              const T* row = p + (o * v.c + ch) * v.inner;
-              if constexpr (std::is_same_v<T, half>) {
-                Eigen::ArrayXf w(v.inner);
-                WidenFast(row, w.data(), v.inner);
-                sum[ch] += w.sum();
-              } else {
-                sum[ch] += ConstArrayMap<T>(row, v.inner).sum();
-              }
-            }
-          }
-        }
-        MutexLock l(&mu);
-        partials.emplace(b, std::move(sum));
-      });
+  ctx.ParallelFor(v.outer, kCwiseCost * v.c * v.inner,
+                  [&](int64_t b, int64_t e) {
+                    Eigen::ArrayXf sum = Eigen::ArrayXf::Zero(v.c);
+                    if (v.inner == 1 && v.c > 0) {
+                      sum = SumRows(p, v, b, e);
+                    } else {
+                      for (int64_t o = b; o < e; ++o) {
+                        for (int64_t ch = 0; ch < v.c; ++ch) {
+                          const T* row = p + (o * v.c + ch) * v.inner;
+                          if constexpr (std::is_same_v<T, half>) {
+                            Eigen::ArrayXf w(v.inner);
+                            WidenFast(row, w.data(), v.inner);
+                            sum[ch] += w.sum();
+                          } else {
+                            sum[ch] += ConstArrayMap<T>(row, v.inner).sum();
+                          }
+                        }
+                      }
+                    }
+                    MutexLock l(&mu);
+                    partials.emplace(b, std::move(sum));
+                  });
   Eigen::ArrayXf total = Eigen::ArrayXf::Zero(v.c);
   for (const auto& [begin, sum] : partials) total += sum;
-  ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(0, TensorShape({v.c})));
+  ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, TensorShape({v.c})));
   if (out->dtype() == DType::kFloat16) {
     RoundToHalf(ctx, 0, total.data(), out->data<half>(), v.c);
   } else {

@@ -57,9 +57,8 @@ absl::Status Conv2DKernel(KernelContext& ctx) {
   const Tensor x = ToNhwcTensor(ctx, ctx.input(0), a.format, /*slot=*/0);
   const Tensor w = AsFloat32(ctx, ctx.input(1), /*slot=*/1);
   Tensor scratch;
-  ASSIGN_OR_RETURN(
-      Tensor* y,
-      AllocateNhwcOutput(ctx, 0, {g.n, g.oh, g.ow, oc}, a.format, &scratch));
+  ASSIGN_OR_RETURN(Tensor * y, AllocateNhwcOutput(ctx, 0, {g.n, g.oh, g.ow, oc},
+                                                  a.format, &scratch));
   ConvForward(ctx, x.data<float>(), w.data<float>(), y->data<float>(), g, oc,
               HalfPartials(ctx.node()));
   RETURN_IF_ERROR(FinishNhwcOutput(ctx, 0, a.format, scratch));

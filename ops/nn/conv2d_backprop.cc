@@ -111,15 +111,14 @@ absl::Status BackpropInputKernel(KernelContext& ctx) {
   const Tensor dy = ToNhwcTensor(ctx, ctx.input(2), a.format, /*slot=*/0);
   const Tensor w = AsFloat32(ctx, ctx.input(1), /*slot=*/1);
   Tensor scratch;
-  ASSIGN_OR_RETURN(
-      Tensor* dx,
-      AllocateNhwcOutput(ctx, 0, {g.n, g.h, g.w, g.c}, a.format, &scratch));
+  ASSIGN_OR_RETURN(Tensor * dx, AllocateNhwcOutput(ctx, 0, {g.n, g.h, g.w, g.c},
+                                                   a.format, &scratch));
   if (HalfPartials(ctx.node())) {
     ConvBackpropInputHalfPartials(ctx, dy.data<float>(), w.data<float>(),
                                   dx->data<float>(), g, oc);
   } else {
-    ConvBackpropInput(ctx, dy.data<float>(), w.data<float>(),
-                      dx->data<float>(), g, oc);
+    ConvBackpropInput(ctx, dy.data<float>(), w.data<float>(), dx->data<float>(),
+                      g, oc);
   }
   RETURN_IF_ERROR(FinishNhwcOutput(ctx, 0, a.format, scratch));
   return absl::OkStatus();
@@ -132,10 +131,9 @@ absl::Status BackpropFilterKernel(KernelContext& ctx) {
   const Tensor x = ToNhwcTensor(ctx, ctx.input(0), a.format, /*slot=*/0);
   const Tensor dy = ToNhwcTensor(ctx, ctx.input(2), a.format, /*slot=*/1);
   Tensor scratch;
-  ASSIGN_OR_RETURN(
-      Tensor* dw,
-      AllocateFloat32Output(ctx, 0, ctx.input(1).shape(), &scratch,
-                            /*slot=*/6));
+  ASSIGN_OR_RETURN(Tensor * dw,
+                   AllocateFloat32Output(ctx, 0, ctx.input(1).shape(), &scratch,
+                                         /*slot=*/6));
   if (HalfPartials(ctx.node())) {
     ConvBackpropFilterHalfPartials(ctx, x.data<float>(), dy.data<float>(),
                                    dw->data<float>(), g, oc);

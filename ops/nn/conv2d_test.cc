@@ -3,12 +3,12 @@
 #include <string>
 #include <vector>
 
+#include "core/gradients.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"
 #include "ops/nn/conv2d_backprop.h"
 #include "ops/testing/half_check.h"
-#include "core/gradients.h"
 
 namespace ipuflow::ops {
 namespace {
@@ -16,11 +16,11 @@ namespace {
 using ::ipuflow::testing::CompareHalfToFloat;
 using ::ipuflow::testing::HalfCheck;
 using ::ipuflow::testing::MaxGradientError;
-using ::ipuflow::testing::ToFloat;
-using ::ipuflow::testing::ToHalf;
 using ::ipuflow::testing::RandomTensor;
 using ::ipuflow::testing::RunOne;
 using ::ipuflow::testing::TensorNear;
+using ::ipuflow::testing::ToFloat;
+using ::ipuflow::testing::ToHalf;
 
 // Direct convolution of NHWC `x` by `w` [kh,kw,c,oc], TF's padding rules.
 Tensor NaiveConv(const Tensor& x, const Tensor& w, int sh, int sw, bool same) {
@@ -297,16 +297,16 @@ TEST(Conv2DTest, HalfPartialsRoundEachProductsRunningSum) {
     // Forward: one 1x65 patch.
     Output x = Const(s, LongSumValues({1, 1, 65, 1}));
     Output w = Const(s, Tensor::Filled(DType::kFloat16, {1, 65, 1, 1}, 1));
-    EXPECT_TRUE(TensorNear(ToFloat(RunOne(s, {}, Conv2D(s, x, w, {1, 1},
-                                                        "VALID", o))),
-                           {want}, {1, 1, 1, 1}, 0, 0))
+    EXPECT_TRUE(
+        TensorNear(ToFloat(RunOne(s, {}, Conv2D(s, x, w, {1, 1}, "VALID", o))),
+                   {want}, {1, 1, 1, 1}, 0, 0))
         << p;
     // Filter gradient of a 1x1 convolution: a sum over 65 pixels.
     Output w1 = Const(s, Tensor::Filled(DType::kFloat16, {1, 1, 1, 1}, 1));
     Output ones = Const(s, Tensor::Filled(DType::kFloat16, {1, 1, 65, 1}, 1));
     EXPECT_TRUE(TensorNear(
-        ToFloat(RunOne(s, {}, Conv2DBackpropFilter(s, x, w1, ones, {1, 1},
-                                                   "VALID", o))),
+        ToFloat(RunOne(
+            s, {}, Conv2DBackpropFilter(s, x, w1, ones, {1, 1}, "VALID", o))),
         {want}, {1, 1, 1, 1}, 0, 0))
         << p;
     // Input gradient of a 1x1 convolution to 65 channels: a sum over them.
@@ -314,8 +314,8 @@ TEST(Conv2DTest, HalfPartialsRoundEachProductsRunningSum) {
     Output w65 = Const(s, Tensor::Filled(DType::kFloat16, {1, 1, 1, 65}, 1));
     Output dy = Const(s, LongSumValues({1, 1, 1, 65}));
     EXPECT_TRUE(TensorNear(
-        ToFloat(RunOne(s, {}, Conv2DBackpropInput(s, x1, w65, dy, {1, 1},
-                                                  "VALID", o))),
+        ToFloat(RunOne(
+            s, {}, Conv2DBackpropInput(s, x1, w65, dy, {1, 1}, "VALID", o))),
         {want}, {1, 1, 1, 1}, 0, 0))
         << p;
   }
@@ -361,8 +361,7 @@ TEST(Conv2DTest, BadPartialsTypeAndMixedDTypesAreErrors) {
   Scope s = Scope::NewRootScope();
   Output x = Placeholder(s, DType::kFloat16, {1, 4, 4, 1});
   Output w = Placeholder(s, DType::kFloat16, {2, 2, 1, 1});
-  Conv2D(s.WithOpName("c"), x, w, {1, 1}, "VALID",
-         ConvOptions{"NHWC", "fp8"});
+  Conv2D(s.WithOpName("c"), x, w, {1, 1}, "VALID", ConvOptions{"NHWC", "fp8"});
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.status().message().find(
                 "Conv2D 'c': partials_type must be \"half\" or \"float\", "

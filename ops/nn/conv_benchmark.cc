@@ -161,10 +161,9 @@ void ConvBackpropPooledDy(benchmark::State& state, ConvShape c, bool filter) {
       [&](BenchGraph& g) {
         Output x = g.Feed(c.x()), w = g.Feed(c.w());
         Output dy = g.Feed(PooledDy(c.y(), 5));
-        g.fetches = {filter ? Conv2DBackpropFilter(g.scope, x, w, dy, {1, 1},
-                                                   "VALID")
-                            : Conv2DBackpropInput(g.scope, x, w, dy, {1, 1},
-                                                  "VALID")};
+        g.fetches = {
+            filter ? Conv2DBackpropFilter(g.scope, x, w, dy, {1, 1}, "VALID")
+                   : Conv2DBackpropInput(g.scope, x, w, dy, {1, 1}, "VALID")};
       },
       c.macs(), "MAC");
 }
@@ -212,7 +211,7 @@ void OnednnConv(benchmark::State& state, ConvShape c, ConvPass pass) {
   ThreadPool pool("bench-onednn", static_cast<int>(state.range(0)));
   const Tensor x = Uniform(c.x(), 1), w = Uniform(c.w(), 2),
                dy = Uniform(c.y(), 3);
-  Tensor out(DType::kFloat32, pass == ConvPass::kForward          ? c.y()
+  Tensor out(DType::kFloat32, pass == ConvPass::kForward         ? c.y()
                               : pass == ConvPass::kBackpropInput ? c.x()
                                                                  : c.w());
   const int64_t o = c.hw - c.k + 1;
@@ -226,9 +225,8 @@ void OnednnConv(benchmark::State& state, ConvShape c, ConvPass pass) {
                                      out.data<float>(), d);
         break;
       case ConvPass::kBackpropInput:
-        status = onednn::ConvBackwardData(pool, dy.data<float>(),
-                                          w.data<float>(), out.data<float>(),
-                                          d);
+        status = onednn::ConvBackwardData(
+            pool, dy.data<float>(), w.data<float>(), out.data<float>(), d);
         break;
       case ConvPass::kBackpropFilter:
         status = onednn::ConvBackwardWeights(

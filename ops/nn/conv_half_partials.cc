@@ -15,8 +15,8 @@ void ConvForwardHalfPartials(const KernelContext& ctx, const float* x,
 }
 
 void ConvBackpropInputHalfPartials(const KernelContext& ctx, const float* dy,
-                                   const float* w, float* dx,
-                                   const Window2D& g, int64_t oc) {
+                                   const float* w, float* dx, const Window2D& g,
+                                   int64_t oc) {
   // Each image's sum over the blocks that touch a pixel is rounded once
   // more at the end, as its last partial.
   ConvBackpropInputByBlocks(

@@ -32,8 +32,8 @@ void ConvForwardHalfPartials(const KernelContext& ctx, const float* x,
                              int64_t oc);
 // dx [n, h, w, c] = conv^T(dy [n, oh, ow, oc], w).
 void ConvBackpropInputHalfPartials(const KernelContext& ctx, const float* dy,
-                                   const float* w, float* dx,
-                                   const Window2D& g, int64_t oc);
+                                   const float* w, float* dx, const Window2D& g,
+                                   int64_t oc);
 // dw [kh, kw, c, oc] = sum over output pixels of patch(x)^T dy.
 void ConvBackpropFilterHalfPartials(const KernelContext& ctx, const float* x,
                                     const float* dy, float* dw,

@@ -167,8 +167,7 @@ IPUFLOW_AVX512 void BlockPair(const ConvRowsShape& s, const Layout& l,
           lo = _mm256_loadu_ps(xc);
           hi = _mm256_loadu_ps(xc + db);
         }
-        const __m512 xv =
-            _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+        const __m512 xv = _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
 #pragma GCC unroll 32
         for (int o = 0; o < O; ++o) {
           acc[o] = _mm512_fmadd_ps(xv, _mm512_set1_ps(w[o]), acc[o]);
@@ -232,8 +231,8 @@ int64_t ConvRowsImageFloats(const ConvRowsShape& s) {
 // Stride 1: blocks of 8 pixels by 8 channels, transposed in registers (a
 // scalar copy, one store per float, took a tenth of conv2's time; Zen 4's
 // gathers as long). Other strides: the scalar copy.
-IPUFLOW_AVX512 void ConvRowsRelayout(const ConvRowsShape& s,
-                                     const float* image, float* xp) {
+IPUFLOW_AVX512 void ConvRowsRelayout(const ConvRowsShape& s, const float* image,
+                                     float* xp) {
   const Layout l(s);
   for (int64_t ih = 0; ih < s.h; ++ih) {
     const int64_t r = ih + s.pad_top;

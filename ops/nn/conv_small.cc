@@ -68,8 +68,7 @@ CpuIsa ChosenIsa(int64_t oc) {
                ? CpuIsa::kAvx512
                : CpuIsa::kAvx2;
   }
-  return UsedIsa() == CpuIsa::kAvx512 &&
-                 oc <= avx512::kSmallConvMaxChannels &&
+  return UsedIsa() == CpuIsa::kAvx512 && oc <= avx512::kSmallConvMaxChannels &&
                  avx512::SmallConvPackedWidth(oc) % 16 == 0
              ? CpuIsa::kAvx512
              : CpuIsa::kAvx2;
@@ -397,8 +396,8 @@ void RunForwardRuns(const Plan& p, const PixelRuns& s, const ptrdiff_t* off,
                     const float* w, float* y) {
   for (int64_t r = 0; r < s.size(); ++r) {
     if (p.avx512) {
-      avx512::SmallConvForwardRun(s.src[r], s.step, s.pixel[r], s.count[r],
-                                  off, p.k, w, p.oc, y);
+      avx512::SmallConvForwardRun(s.src[r], s.step, s.pixel[r], s.count[r], off,
+                                  p.k, w, p.oc, y);
     } else {
       RunForwardAvx2(p, RunPixels{s.src[r], s.step, s.pixel[r]}, s.count[r],
                      off, w, y);
@@ -530,9 +529,9 @@ void FilterBlock(const Plan& p, const S* seg, const int64_t* count,
 
 // The last `left` (< G) patch entries.
 template <int V, int G, typename S>
-void FilterTail(int64_t left, const Plan& p, const S* seg,
-                const int64_t* count, int64_t segments, const ptrdiff_t* off,
-                const DyRows& d, float* sum) {
+void FilterTail(int64_t left, const Plan& p, const S* seg, const int64_t* count,
+                int64_t segments, const ptrdiff_t* off, const DyRows& d,
+                float* sum) {
   if constexpr (G > 0) {
     if (left == G) {
       return FilterBlock<V, G>(p, seg, count, segments, off, d, sum);
@@ -578,8 +577,8 @@ void RunFilterSet(const Plan& p, const PixelSet& s, const ptrdiff_t* off,
   if (s.size() == 0) return;
   if (p.avx512) {
     return avx512::SmallConvFilterSet(s.src.data(), s.pixel.data(), s.size(),
-                                      off, p.k, d.dy, d.stride, d.pixel0,
-                                      p.oc, sum);
+                                      off, p.k, d.dy, d.stride, d.pixel0, p.oc,
+                                      sum);
   }
   const ListedPixels all{s.src.data(), s.pixel.data()};
   const int64_t count = s.size();
@@ -594,8 +593,8 @@ void RunFilterRuns(const Plan& p, const PixelRuns& s, const ptrdiff_t* off,
   if (s.size() == 0) return;
   if (p.avx512) {
     return avx512::SmallConvFilterRuns(s.src.data(), s.step, s.pixel.data(),
-                                       s.count.data(), s.size(), off, p.k,
-                                       d.dy, d.stride, d.pixel0, p.oc, sum);
+                                       s.count.data(), s.size(), off, p.k, d.dy,
+                                       d.stride, d.pixel0, p.oc, sum);
   }
   scratch.clear();
   for (int64_t r = 0; r < s.size(); ++r) {
@@ -626,8 +625,7 @@ Eigen::ArrayXf FilterRows(const Plan& p, const float* x, const float* dy,
       }
       d = DyRows{padded.data(), kLanes, r0 * p.g.ow};
     }
-    RunFilterRuns(p, patches.interior(), p.window.data(), d, runs,
-                  sum.data());
+    RunFilterRuns(p, patches.interior(), p.window.data(), d, runs, sum.data());
     RunFilterSet(p, patches.listed(), p.window.data(), d, sum.data());
     RunFilterSet(p, patches.border(), p.identity.data(), d, sum.data());
   }

@@ -167,54 +167,55 @@ IPUFLOW_AVX512 void FilterBlock(const S* seg, const int64_t* count,
 #pragma GCC unroll 16
   for (int j = 0; j < G; ++j) {
 #pragma GCC unroll 2
-    for (int v = 0; v < Z; ++v) acc[j][v] = _mm512_loadu_ps(sum + j * L + 16 * v);
+    for (int v = 0; v < Z; ++v)
+      acc[j][v] = _mm512_loadu_ps(sum + j * L + 16 * v);
     acy[j] = kY ? _mm256_loadu_ps(sum + j * L + 16 * Z) : _mm256_setzero_ps();
   }
   for (int64_t q = 0; q < segments; ++q) {
-  const S px = seg[q];
-  for (int64_t i = 0; i < count[q]; ++i) {
-    const float* dy = d.dy + (px.Pixel(i) - d.pixel0) * d.stride;
-    // Masked: the lanes past oc read nothing (no fault past dy's end).
-    __m512 dz[ZA];
+    const S px = seg[q];
+    for (int64_t i = 0; i < count[q]; ++i) {
+      const float* dy = d.dy + (px.Pixel(i) - d.pixel0) * d.stride;
+      // Masked: the lanes past oc read nothing (no fault past dy's end).
+      __m512 dz[ZA];
 #pragma GCC unroll 2
-    for (int v = 0; v < Z; ++v) {
-      dz[v] = !kY && v == Z - 1 ? _mm512_maskz_loadu_ps(m.z, dy + 16 * v)
-                                : _mm512_loadu_ps(dy + 16 * v);
-    }
-    const __m256 dyy =
-        kY ? _mm256_maskz_loadu_ps(m.y, dy + 16 * Z) : _mm256_setzero_ps();
-    const float* s = px.Src(i);
+      for (int v = 0; v < Z; ++v) {
+        dz[v] = !kY && v == Z - 1 ? _mm512_maskz_loadu_ps(m.z, dy + 16 * v)
+                                  : _mm512_loadu_ps(dy + 16 * v);
+      }
+      const __m256 dyy =
+          kY ? _mm256_maskz_loadu_ps(m.y, dy + 16 * Z) : _mm256_setzero_ps();
+      const float* s = px.Src(i);
 #pragma GCC unroll 16
-    for (int j = 0; j < G; ++j) {
-      if constexpr (Z > 0) {
-        const __m512 xj = _mm512_set1_ps(s[off[j]]);
+      for (int j = 0; j < G; ++j) {
+        if constexpr (Z > 0) {
+          const __m512 xj = _mm512_set1_ps(s[off[j]]);
 #pragma GCC unroll 2
-        for (int v = 0; v < Z; ++v) {
-          acc[j][v] = _mm512_fmadd_ps(xj, dz[v], acc[j][v]);
+          for (int v = 0; v < Z; ++v) {
+            acc[j][v] = _mm512_fmadd_ps(xj, dz[v], acc[j][v]);
+          }
+          if constexpr (kY) {
+            acy[j] = _mm256_fmadd_ps(_mm512_castps512_ps256(xj), dyy, acy[j]);
+          }
+        } else {
+          acy[j] = _mm256_fmadd_ps(_mm256_set1_ps(s[off[j]]), dyy, acy[j]);
         }
-        if constexpr (kY) {
-          acy[j] = _mm256_fmadd_ps(_mm512_castps512_ps256(xj), dyy, acy[j]);
-        }
-      } else {
-        acy[j] = _mm256_fmadd_ps(_mm256_set1_ps(s[off[j]]), dyy, acy[j]);
       }
     }
-  }
   }
 #pragma GCC unroll 16
   for (int j = 0; j < G; ++j) {
 #pragma GCC unroll 2
-    for (int v = 0; v < Z; ++v) _mm512_storeu_ps(sum + j * L + 16 * v, acc[j][v]);
+    for (int v = 0; v < Z; ++v)
+      _mm512_storeu_ps(sum + j * L + 16 * v, acc[j][v]);
     if constexpr (kY) _mm256_storeu_ps(sum + j * L + 16 * Z, acy[j]);
   }
 }
 
 // The last `left` (< G) patch entries.
 template <int Z, bool kY, int G, typename S>
-IPUFLOW_AVX512 void FilterTail(int64_t left, const S* seg,
-                               const int64_t* count, int64_t segments,
-                               const ptrdiff_t* off, const DyRows& d, Masks m,
-                               float* sum) {
+IPUFLOW_AVX512 void FilterTail(int64_t left, const S* seg, const int64_t* count,
+                               int64_t segments, const ptrdiff_t* off,
+                               const DyRows& d, Masks m, float* sum) {
   if constexpr (G > 0) {
     if (left == G) {
       return FilterBlock<Z, kY, G>(seg, count, segments, off, d, m, sum);
@@ -225,9 +226,8 @@ IPUFLOW_AVX512 void FilterTail(int64_t left, const S* seg,
 
 template <int Z, bool kY, typename S>
 IPUFLOW_AVX512 void FilterSet(const S* seg, const int64_t* count,
-                              int64_t segments, const ptrdiff_t* off,
-                              int64_t k, const DyRows& d, int64_t oc,
-                              float* sum) {
+                              int64_t segments, const ptrdiff_t* off, int64_t k,
+                              const DyRows& d, int64_t oc, float* sum) {
   constexpr int L = 16 * Z + (kY ? 8 : 0);
   constexpr int G = FilterEntries(Z + (kY ? 1 : 0));
   const Masks m = MasksFor<Z, kY>(oc);
@@ -241,9 +241,8 @@ IPUFLOW_AVX512 void FilterSet(const S* seg, const int64_t* count,
 
 template <typename S>
 IPUFLOW_AVX512 void FilterAny(const S* seg, const int64_t* count,
-                              int64_t segments, const ptrdiff_t* off,
-                              int64_t k, const DyRows& d, int64_t oc,
-                              float* sum) {
+                              int64_t segments, const ptrdiff_t* off, int64_t k,
+                              const DyRows& d, int64_t oc, float* sum) {
   switch (SmallConvPackedWidth(oc)) {
     case 8:
       return FilterSet<0, true>(seg, count, segments, off, k, d, oc, sum);

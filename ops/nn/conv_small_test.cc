@@ -318,8 +318,8 @@ TEST(SmallConvTest, BothVariantsAgreeBitwiseWithAFusedEpilogue) {
       const Reference ref = Direct(p, xv, wv, dyv);
       Tensor ref_y(DType::kFloat32, ref.y.shape());
       for (int64_t i = 0; i < ref_y.NumElements(); ++i) {
-        ref_y.data<float>()[i] = std::max(
-            0.0f, ref.y.data<float>()[i] + bv.data<float>()[i % p.oc]);
+        ref_y.data<float>()[i] =
+            std::max(0.0f, ref.y.data<float>()[i] + bv.data<float>()[i % p.oc]);
       }
       SetSmallConvIsaForTesting(CpuIsa::kAvx2);
       const Outputs avx2 = RunFused(p, xv, wv, bv, dyv);
@@ -461,8 +461,8 @@ TEST(SmallConvTest, Avx512LoopsStayInsideTheirChannels) {
       pixel.push_back(pixels - 1 - i);
     }
     std::vector<float> y(pixels * oc + 32, kGuard);
-    avx512::SmallConvForwardSet(src.data(), pixel.data(), pixels, off.data(),
-                                k, w.data(), oc, y.data());
+    avx512::SmallConvForwardSet(src.data(), pixel.data(), pixels, off.data(), k,
+                                w.data(), oc, y.data());
     for (int64_t i = 0; i < pixels; ++i) {
       for (int64_t o = 0; o < oc; ++o) {
         double want = 0;
@@ -477,8 +477,8 @@ TEST(SmallConvTest, Avx512LoopsStayInsideTheirChannels) {
     std::vector<float> dy(pixels * oc + 32, nan);
     for (int64_t i = 0; i < pixels * oc; ++i) dy[i] = u(gen);
     std::vector<float> sum(k * lanes, 0.0f);
-    avx512::SmallConvFilterSet(src.data(), pixel.data(), pixels, off.data(),
-                               k, dy.data(), oc, 0, oc, sum.data());
+    avx512::SmallConvFilterSet(src.data(), pixel.data(), pixels, off.data(), k,
+                               dy.data(), oc, 0, oc, sum.data());
     for (int64_t j = 0; j < k; ++j) {
       for (int64_t o = 0; o < oc; ++o) {
         double want = 0;

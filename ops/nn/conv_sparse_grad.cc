@@ -51,8 +51,8 @@ inline int NonzeroChannels(const float* d, int64_t oc, int* channel,
     bits |= static_cast<uint64_t>(_mm256_movemask_ps(ne)) << o;
   }
   if (o < oc) {  // Masked-off lanes load as zeros.
-    const __m256 ne = _mm256_cmp_ps(
-        _mm256_maskload_ps(d + o, TailMask(oc - o)), zero, _CMP_NEQ_UQ);
+    const __m256 ne = _mm256_cmp_ps(_mm256_maskload_ps(d + o, TailMask(oc - o)),
+                                    zero, _CMP_NEQ_UQ);
     bits |= static_cast<uint64_t>(_mm256_movemask_ps(ne)) << o;
   }
   for (; bits != 0; bits &= bits - 1) {
@@ -71,8 +71,8 @@ inline int NonzeroChannels(const float* d, int64_t oc, int* channel,
 // contiguous floats in NHWC).
 SparseConvGradShape ShapeOf(const Window2D& g, int64_t oc, int64_t align) {
   const int64_t row = g.kw * g.c, row_pad = (row + align - 1) / align * align;
-  return {g.h,  g.w,  g.c,  g.kh, g.kw, g.sh,    g.sw,
-          g.oh, g.ow, oc,   row,  row_pad, g.kh * row_pad};
+  return {g.h,  g.w,  g.c, g.kh, g.kw,    g.sh,          g.sw,
+          g.oh, g.ow, oc,  row,  row_pad, g.kh * row_pad};
 }
 
 // Cycles per image for ThreadPool's split rule: the dense multiply-adds at
@@ -88,9 +88,8 @@ double CyclesPerImage(const Window2D& g, int64_t oc) {
 // packets of sum in registers from `packet` on (sum has row_pad floats; a
 // last packet past `row` reads nothing beyond it).
 template <int P>
-void AccumulatePackets(const float* const* src, int64_t at,
-                       const float* value, int64_t count, int64_t row,
-                       int64_t packet, float* sum) {
+void AccumulatePackets(const float* const* src, int64_t at, const float* value,
+                       int64_t count, int64_t row, int64_t packet, float* sum) {
   const int64_t j0 = packet * kLanes;
   // Fully unrolled (-O2 does not), so that acc lives in registers.
   __m256 acc[P];
@@ -133,14 +132,22 @@ void AccumulateRow(const float* const* src, int64_t at, const float* value,
     AccumulatePackets<8>(src, at, value, count, row, p, sum);
   }
   switch (packets - p) {
-    case 7: return AccumulatePackets<7>(src, at, value, count, row, p, sum);
-    case 6: return AccumulatePackets<6>(src, at, value, count, row, p, sum);
-    case 5: return AccumulatePackets<5>(src, at, value, count, row, p, sum);
-    case 4: return AccumulatePackets<4>(src, at, value, count, row, p, sum);
-    case 3: return AccumulatePackets<3>(src, at, value, count, row, p, sum);
-    case 2: return AccumulatePackets<2>(src, at, value, count, row, p, sum);
-    case 1: return AccumulatePackets<1>(src, at, value, count, row, p, sum);
-    default: return;
+    case 7:
+      return AccumulatePackets<7>(src, at, value, count, row, p, sum);
+    case 6:
+      return AccumulatePackets<6>(src, at, value, count, row, p, sum);
+    case 5:
+      return AccumulatePackets<5>(src, at, value, count, row, p, sum);
+    case 4:
+      return AccumulatePackets<4>(src, at, value, count, row, p, sum);
+    case 3:
+      return AccumulatePackets<3>(src, at, value, count, row, p, sum);
+    case 2:
+      return AccumulatePackets<2>(src, at, value, count, row, p, sum);
+    case 1:
+      return AccumulatePackets<1>(src, at, value, count, row, p, sum);
+    default:
+      return;
   }
 }
 
@@ -302,8 +309,9 @@ void SparseConvBackpropInput(const ThreadPool& pool, CpuIsa isa,
   // Row o: w[:, o] in the patch layout, zeros in the padding; 64-byte
   // aligned.
   std::vector<float> wt_buffer(oc * s.size + 16, 0.0f);
-  float* wt = wt_buffer.data() +
-              (16 - reinterpret_cast<uintptr_t>(wt_buffer.data()) / 4 % 16) % 16;
+  float* wt =
+      wt_buffer.data() +
+      (16 - reinterpret_cast<uintptr_t>(wt_buffer.data()) / 4 % 16) % 16;
   for (int64_t kh = 0; kh < g.kh; ++kh) {
     for (int64_t j = 0; j < s.row; ++j) {
       for (int64_t o = 0; o < oc; ++o) {
@@ -323,8 +331,8 @@ void SparseConvBackpropInput(const ThreadPool& pool, CpuIsa isa,
     for (int64_t n = b; n < e; ++n) {
       float* dxi = dx + n * in_image;
       std::fill(dxi, dxi + in_image, 0.0f);
-      image(s, dy + n * out_image, wt, dxi, channel.data(),
-            value.data(), rows.data());
+      image(s, dy + n * out_image, wt, dxi, channel.data(), value.data(),
+            rows.data());
     }
   });
 }

@@ -47,7 +47,9 @@ struct Zmm {
     return _mm512_maskz_loadu_ps(m, p);
   }
   IPUFLOW_AVX512 static V Set1(float v) { return _mm512_set1_ps(v); }
-  IPUFLOW_AVX512 static V Fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  IPUFLOW_AVX512 static V Fma(V a, V b, V c) {
+    return _mm512_fmadd_ps(a, b, c);
+  }
   IPUFLOW_AVX512 static void Store(float* p, V v) { _mm512_storeu_ps(p, v); }
   IPUFLOW_AVX512 static void MaskStore(float* p, __mmask16 m, V v) {
     _mm512_mask_storeu_ps(p, m, v);
@@ -61,7 +63,9 @@ struct Ymm {
     return _mm256_maskz_loadu_ps(static_cast<__mmask8>(m), p);
   }
   IPUFLOW_AVX512 static V Set1(float v) { return _mm256_set1_ps(v); }
-  IPUFLOW_AVX512 static V Fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  IPUFLOW_AVX512 static V Fma(V a, V b, V c) {
+    return _mm256_fmadd_ps(a, b, c);
+  }
   IPUFLOW_AVX512 static void Store(float* p, V v) { _mm256_storeu_ps(p, v); }
   IPUFLOW_AVX512 static void MaskStore(float* p, __mmask16 m, V v) {
     _mm256_mask_storeu_ps(p, static_cast<__mmask8>(m), v);
@@ -79,8 +83,8 @@ struct Ymm {
 template <typename Vec, int P, int G, bool kMasked>
 IPUFLOW_AVX512 void Block(float* dst, int64_t dst_stride,
                           const float* const* src, int64_t at,
-                          int64_t src_stride, const float* value,
-                          int64_t count, int64_t last, __mmask16 tail) {
+                          int64_t src_stride, const float* value, int64_t count,
+                          int64_t last, __mmask16 tail) {
   constexpr int W = Vec::kWidth;
   typename Vec::V acc[G][P];
 #pragma GCC unroll 8
@@ -99,7 +103,8 @@ IPUFLOW_AVX512 void Block(float* dst, int64_t dst_stride,
     for (int g = 0; g < G; ++g) {
 #pragma GCC unroll 8
       for (int i = 0; i + 1 < P; ++i) {
-        acc[g][i] = Vec::Fma(v, Vec::Load(p + g * src_stride + i * W), acc[g][i]);
+        acc[g][i] =
+            Vec::Fma(v, Vec::Load(p + g * src_stride + i * W), acc[g][i]);
       }
       const float* q = p + g * src_stride + last;
       acc[g][P - 1] = Vec::Fma(
@@ -121,19 +126,19 @@ IPUFLOW_AVX512 void Block(float* dst, int64_t dst_stride,
   }
 }
 
-using BlockFn = void (*)(float*, int64_t, const float* const*, int64_t,
-                         int64_t, const float*, int64_t, int64_t, __mmask16);
-#define IPUFLOW_BLOCKS_OF(V, P, M)                                  \
-  {                                                                 \
-    &Block<V, P, 1, M>, &Block<V, P, 2, M>, &Block<V, P, 3, M>,     \
-        &Block<V, P, 4, M>, &Block<V, P, 5, M>, &Block<V, P, 6, M>  \
+using BlockFn = void (*)(float*, int64_t, const float* const*, int64_t, int64_t,
+                         const float*, int64_t, int64_t, __mmask16);
+#define IPUFLOW_BLOCKS_OF(V, P, M)                                 \
+  {                                                                \
+    &Block<V, P, 1, M>, &Block<V, P, 2, M>, &Block<V, P, 3, M>,    \
+        &Block<V, P, 4, M>, &Block<V, P, 5, M>, &Block<V, P, 6, M> \
   }
-#define IPUFLOW_BLOCKS(V, M)                                                \
-  {                                                                         \
-    IPUFLOW_BLOCKS_OF(V, 1, M), IPUFLOW_BLOCKS_OF(V, 2, M),                 \
-        IPUFLOW_BLOCKS_OF(V, 3, M), IPUFLOW_BLOCKS_OF(V, 4, M),             \
-        IPUFLOW_BLOCKS_OF(V, 5, M), IPUFLOW_BLOCKS_OF(V, 6, M),             \
-        IPUFLOW_BLOCKS_OF(V, 7, M), IPUFLOW_BLOCKS_OF(V, 8, M)              \
+#define IPUFLOW_BLOCKS(V, M)                                    \
+  {                                                             \
+    IPUFLOW_BLOCKS_OF(V, 1, M), IPUFLOW_BLOCKS_OF(V, 2, M),     \
+        IPUFLOW_BLOCKS_OF(V, 3, M), IPUFLOW_BLOCKS_OF(V, 4, M), \
+        IPUFLOW_BLOCKS_OF(V, 5, M), IPUFLOW_BLOCKS_OF(V, 6, M), \
+        IPUFLOW_BLOCKS_OF(V, 7, M), IPUFLOW_BLOCKS_OF(V, 8, M)  \
   }
 // kBlocks[wide][masked][P - 1][G - 1] = Block<wide ? Zmm : Ymm, P, G,
 // masked>.
@@ -170,8 +175,9 @@ IPUFLOW_AVX512 int Blocks(int64_t dst_stride, int64_t src_stride, int64_t row,
   for (int64_t j = 0, r = 0; j < row; j += r) {
     // Blocks of most_floats, but leaving at least a vector for the last
     // (an overlapping vector must not reach into a block already stored).
-    r = row - j <= most_floats ? row - j
-        : row - j - most_floats < lanes ? most_floats - lanes : most_floats;
+    r = row - j <= most_floats          ? row - j
+        : row - j - most_floats < lanes ? most_floats - lanes
+                                        : most_floats;
     const int64_t vectors = (r + lanes - 1) / lanes;
     int64_t last = (vectors - 1) * lanes;
     __mmask16 tail = static_cast<__mmask16>(0xffff);
@@ -209,8 +215,8 @@ IPUFLOW_AVX512 void AddRows(float* dst, int64_t dst_stride,
                             const float* const* src, int64_t src_stride,
                             const float* value, int64_t count, int64_t row,
                             int64_t rows, bool overlap, bool wide) {
-  Blocks(dst_stride, src_stride, row, rows, overlap, wide, nullptr, 0, dst,
-         src, value, count);
+  Blocks(dst_stride, src_stride, row, rows, overlap, wide, nullptr, 0, dst, src,
+         value, count);
 }
 
 // The nonzero (or NaN) channels of one pixel's gradient, in channel order:
@@ -260,8 +266,8 @@ IPUFLOW_AVX512 inline int64_t CompressNonzero(const float* d, int64_t oc,
   const __m512i iota = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
   const __m512i stride = _mm512_set1_epi64(size * 4);  // Bytes per row.
   const __m512i step_lo = _mm512_mullo_epi64(iota, stride);
-  const __m512i step_hi = _mm512_add_epi64(
-      step_lo, _mm512_slli_epi64(stride, 3));  // + 8 rows.
+  const __m512i step_hi =
+      _mm512_add_epi64(step_lo, _mm512_slli_epi64(stride, 3));  // + 8 rows.
   int64_t m = 0;
   for (int64_t o = 0; o < oc; o += kLanes) {
     const int64_t r = oc - o;
@@ -277,9 +283,9 @@ IPUFLOW_AVX512 inline int64_t CompressNonzero(const float* d, int64_t oc,
     const int64_t n_lo = __builtin_popcount(lo);
     _mm512_storeu_si512(rows + m, _mm512_maskz_compress_epi64(
                                       lo, _mm512_add_epi64(base, step_lo)));
-    _mm512_storeu_si512(rows + m + n_lo,
-                        _mm512_maskz_compress_epi64(
-                            hi, _mm512_add_epi64(base, step_hi)));
+    _mm512_storeu_si512(
+        rows + m + n_lo,
+        _mm512_maskz_compress_epi64(hi, _mm512_add_epi64(base, step_hi)));
     m += n_lo + __builtin_popcount(hi);
   }
   return m;
@@ -292,9 +298,9 @@ IPUFLOW_AVX512 void SparseConvBackpropInputImageAvx512(
   // The blocks of a pixel's window, the same for every pixel.
   constexpr int kPlan = 32;
   BlockCall plan[kPlan];
-  const int blocks = Blocks(line, s.row_pad, s.row, s.kh, kInputOverlap,
-                            /*wide=*/true, plan, kPlan, nullptr, nullptr,
-                            nullptr, 0);
+  const int blocks =
+      Blocks(line, s.row_pad, s.row, s.kh, kInputOverlap,
+             /*wide=*/true, plan, kPlan, nullptr, nullptr, nullptr, 0);
   // Down the columns, as the AVX2 loop (conv_sparse_grad.cc says why).
   for (int64_t ox = 0; ox < s.ow; ++ox) {
     for (int64_t oy = 0; oy < s.oh; ++oy) {
@@ -315,8 +321,8 @@ IPUFLOW_AVX512 void SparseConvBackpropInputImageAvx512(
       }
       for (int i = 0; i < blocks; ++i) {
         const BlockCall& b = plan[i];
-        b.fn(base + b.dst_at, line, rows, b.src_at, s.row_pad, value, m,
-             b.last, b.tail);
+        b.fn(base + b.dst_at, line, rows, b.src_at, s.row_pad, value, m, b.last,
+             b.tail);
       }
     }
   }
@@ -379,10 +385,10 @@ IPUFLOW_AVX512 double NonzeroFractionAvx512(const float* dy, int64_t n) {
   int64_t count = 0, i = 0;
   for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
     // NaN != 0 too: a NaN gradient is never skipped.
-    const __mmask16 a = _mm512_cmp_ps_mask(_mm512_loadu_ps(dy + i), zero,
-                                           _CMP_NEQ_UQ);
-    const __mmask16 b = _mm512_cmp_ps_mask(_mm512_loadu_ps(dy + i + kLanes),
-                                           zero, _CMP_NEQ_UQ);
+    const __mmask16 a =
+        _mm512_cmp_ps_mask(_mm512_loadu_ps(dy + i), zero, _CMP_NEQ_UQ);
+    const __mmask16 b =
+        _mm512_cmp_ps_mask(_mm512_loadu_ps(dy + i + kLanes), zero, _CMP_NEQ_UQ);
     count += __builtin_popcount((static_cast<uint32_t>(b) << 16) | a);
   }
   for (; i < n; i += kLanes) {

@@ -47,7 +47,8 @@ Tensor PooledDy(const Case& p, uint32_t seed) {
           for (unsigned q = 0; q < 4; ++q) {
             const int64_t ii = i + q / 2, jj = j + q % 2;
             if (ii >= oh || jj >= ow) continue;
-            if (q != keep || !alive) d[((b * oh + ii) * ow + jj) * p.oc + o] = 0;
+            if (q != keep || !alive)
+              d[((b * oh + ii) * ow + jj) * p.oc + o] = 0;
           }
         }
   return t;
@@ -87,8 +88,7 @@ class SparseConvGradTest : public ::testing::TestWithParam<Case> {};
 TEST_P(SparseConvGradTest, BothGradientsMatchTheDefinition) {
   const Case& p = GetParam();
   const Tensor xv = RandomTensor(TensorShape({p.n, p.h, p.w, p.c}), -1, 1, 1);
-  const Tensor wv =
-      RandomTensor(TensorShape({p.k, p.k, p.c, p.oc}), -1, 1, 2);
+  const Tensor wv = RandomTensor(TensorShape({p.k, p.k, p.c, p.oc}), -1, 1, 2);
   const Tensor dyv = PooledDy(p, 3);
   // The ops take the sparse kernels on this dy.
   ASSERT_TRUE(UseSparseConvGrad(dyv.data<float>(), WindowOf(p), p.oc));
@@ -128,8 +128,7 @@ struct DirectCase {
   const char* what;
 };
 
-class SparseConvGradDirectTest : public ::testing::TestWithParam<DirectCase> {
-};
+class SparseConvGradDirectTest : public ::testing::TestWithParam<DirectCase> {};
 
 // Output plus kGuard floats past it, which no kernel may write.
 constexpr int kGuard = 33;
@@ -159,8 +158,9 @@ void ExpectNear(const std::vector<float>& got, const Tensor& want,
   int64_t bad = 0;
   for (int64_t i = 0; i < n; ++i) {
     const float a = got[i], b = want.data<float>()[i];
-    const bool ok = std::isnan(b) ? std::isnan(a)
-                                  : std::abs(a - b) <= 1e-4f + 1e-4f * std::abs(b);
+    const bool ok = std::isnan(b)
+                        ? std::isnan(a)
+                        : std::abs(a - b) <= 1e-4f + 1e-4f * std::abs(b);
     if (!ok && ++bad <= 5) {
       ADD_FAILURE() << what << "[" << i << "] = " << a << ", want " << b;
     }
@@ -211,23 +211,22 @@ TEST_P(SparseConvGradDirectTest, MatchesTheDefinitionOnEveryIsa) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, SparseConvGradDirectTest,
-    ::testing::Values(
-        DirectCase{{3, 12, 12, 10, 5, 20, 1}, "convnet_row50"},
-        DirectCase{{2, 9, 20, 1, 5, 7, 1}, "c1_row5"},
-        DirectCase{{2, 18, 18, 1, 16, 3, 1}, "c1_row16"},
-        DirectCase{{2, 19, 19, 1, 17, 5, 1}, "c1_row17"},
-        DirectCase{{2, 10, 11, 2, 9, 17, 1}, "c2_row18_oc17"},
-        DirectCase{{2, 11, 9, 3, 7, 16, 2}, "c3_row21_stride2"},
-        DirectCase{{2, 12, 12, 4, 7, 33, 1}, "c4_row28_kh7"},
-        DirectCase{{2, 9, 9, 5, 4, 64, 1}, "c5_row20_oc64"},
-        DirectCase{{2, 7, 8, 24, 3, 1, 1}, "c24_row72_oc1"},
-        DirectCase{{2, 11, 11, 16, 9, 6, 1}, "c16_row144"},
-        DirectCase{{1, 12, 12, 13, 11, 9, 1}, "c13_row143"},
-        DirectCase{{1, 6, 6, 16, 3, 70, 1}, "oc70_scalar_scan"},
-        // More register blocks per window than the AVX-512 loops plan
-        // ahead (the filter gradient's, then both).
-        DirectCase{{1, 12, 11, 60, 10, 3, 1}, "c60_row600_kh10"},
-        DirectCase{{1, 18, 17, 50, 16, 2, 1}, "c50_row800_kh16"}),
+    ::testing::Values(DirectCase{{3, 12, 12, 10, 5, 20, 1}, "convnet_row50"},
+                      DirectCase{{2, 9, 20, 1, 5, 7, 1}, "c1_row5"},
+                      DirectCase{{2, 18, 18, 1, 16, 3, 1}, "c1_row16"},
+                      DirectCase{{2, 19, 19, 1, 17, 5, 1}, "c1_row17"},
+                      DirectCase{{2, 10, 11, 2, 9, 17, 1}, "c2_row18_oc17"},
+                      DirectCase{{2, 11, 9, 3, 7, 16, 2}, "c3_row21_stride2"},
+                      DirectCase{{2, 12, 12, 4, 7, 33, 1}, "c4_row28_kh7"},
+                      DirectCase{{2, 9, 9, 5, 4, 64, 1}, "c5_row20_oc64"},
+                      DirectCase{{2, 7, 8, 24, 3, 1, 1}, "c24_row72_oc1"},
+                      DirectCase{{2, 11, 11, 16, 9, 6, 1}, "c16_row144"},
+                      DirectCase{{1, 12, 12, 13, 11, 9, 1}, "c13_row143"},
+                      DirectCase{{1, 6, 6, 16, 3, 70, 1}, "oc70_scalar_scan"},
+                      // More register blocks per window than the AVX-512 loops
+                      // plan ahead (the filter gradient's, then both).
+                      DirectCase{{1, 12, 11, 60, 10, 3, 1}, "c60_row600_kh10"},
+                      DirectCase{{1, 18, 17, 50, 16, 2, 1}, "c50_row800_kh16"}),
     [](const ::testing::TestParamInfo<DirectCase>& info) {
       return std::string(info.param.what);
     });
@@ -272,10 +271,10 @@ TEST(SparseConvGradTest, NaNGradientsReachBothOutputs) {
   Output x = Const(s, RandomTensor(TensorShape({1, 12, 12, 10}), -1, 1, 1));
   Output w = Const(s, RandomTensor(TensorShape({5, 5, 10, 20}), -1, 1, 2));
   Output dy = Const(s, dyv);
-  const Tensor dx = RunOne(s, {}, Conv2DBackpropInput(s, x, w, dy, {1, 1},
-                                                      "VALID"));
-  const Tensor dw = RunOne(s, {}, Conv2DBackpropFilter(s, x, w, dy, {1, 1},
-                                                       "VALID"));
+  const Tensor dx =
+      RunOne(s, {}, Conv2DBackpropInput(s, x, w, dy, {1, 1}, "VALID"));
+  const Tensor dw =
+      RunOne(s, {}, Conv2DBackpropFilter(s, x, w, dy, {1, 1}, "VALID"));
   // dy[0, 0, 0, 0] reaches x's top-left window and w[:, :, :, 0].
   EXPECT_TRUE(std::isnan(dx.data<float>()[0]));
   EXPECT_TRUE(std::isnan(dw.data<float>()[0]));

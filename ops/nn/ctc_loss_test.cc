@@ -13,9 +13,9 @@
 #include "core/gradients.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
-#include "ops/testing/half_check.h"
 #include "ops/array/const.h"
 #include "ops/nn/log_softmax.h"
+#include "ops/testing/half_check.h"
 
 namespace ipuflow::ops {
 namespace {
@@ -642,11 +642,10 @@ TEST(CTCLossTest, Float16NoneReductionAndDLossDType) {
   EXPECT_LT(c->forward_error, 2e-3);
   EXPECT_LT(c->gradient_error, 2e-3);
   Scope s = Scope::NewRootScope();
-  CTCLossGrad(s.WithOpName("g"), Placeholder(s, DType::kFloat16, {6, 3, 4}),
-              Placeholder(s, DType::kInt32, {3, 2}),
-              Placeholder(s, DType::kInt32, {3}),
-              Placeholder(s, DType::kInt32, {3}),
-              Placeholder(s, DType::kFloat32, {}));
+  CTCLossGrad(
+      s.WithOpName("g"), Placeholder(s, DType::kFloat16, {6, 3, 4}),
+      Placeholder(s, DType::kInt32, {3, 2}), Placeholder(s, DType::kInt32, {3}),
+      Placeholder(s, DType::kInt32, {3}), Placeholder(s, DType::kFloat32, {}));
   EXPECT_NE(s.status().message().find(
                 "CTCLossGrad 'g': input 'log_probs' is float16 but input "
                 "'dloss' is float32"),

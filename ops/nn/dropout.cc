@@ -33,9 +33,9 @@ absl::Status CheckRate(float rate) {
 template <typename T>
 absl::Status DropoutKernel(KernelContext& ctx, uint64_t key, float rate) {
   const Tensor& x = ctx.input(0);
-  ASSIGN_OR_RETURN(Tensor* py_t, ctx.allocate_output(0, x.shape()));
+  ASSIGN_OR_RETURN(Tensor * py_t, ctx.allocate_output(0, x.shape()));
   T* py = py_t->data<T>();
-  ASSIGN_OR_RETURN(Tensor* pm_t, ctx.allocate_output(1, x.shape()));
+  ASSIGN_OR_RETURN(Tensor * pm_t, ctx.allocate_output(1, x.shape()));
   T* pm = pm_t->data<T>();
   const T* px = x.data<T>();
   const T scale = static_cast<T>(1.0f / (1.0f - rate));

@@ -9,8 +9,8 @@
 #include "core/op_registry.h"
 #include "ops/cwise.h"
 #include "ops/math/half_io.h"
-#include "ops/math/vector_kernels.h"
 #include "ops/math/partials_type.h"
+#include "ops/math/vector_kernels.h"
 #include "ops/nn/conv_small.h"
 #include "ops/nn/conv_util.h"
 #include "ops/nn/window_2d.h"
@@ -20,7 +20,9 @@ namespace {
 
 using Chain = absl::Span<const Node* const>;
 
-bool FloatOrHalf(DType t) { return t == DType::kFloat32 || t == DType::kFloat16; }
+bool FloatOrHalf(DType t) {
+  return t == DType::kFloat32 || t == DType::kFloat16;
+}
 
 // The bias runs over the last dimension: BiasAdd in NHWC, and a producer
 // whose output is channels-last (Conv2D in NHWC; MatMul always).
@@ -58,9 +60,10 @@ absl::Status BiasActivationInPlace(KernelContext& ctx, Tensor* y,
                                    const Tensor& bias) {
   const int64_t c = y->rank() == 0 ? 1 : y->dim(y->rank() - 1);
   if (bias.rank() != 1 || bias.dim(0) != c) {
-    return ctx.InvalidArgument("input 'bias' has shape ",
-                               bias.shape().DebugString(), " but the value of shape ",
-                               y->shape().DebugString(), " has ", c, " channels");
+    return ctx.InvalidArgument(
+        "input 'bias' has shape ", bias.shape().DebugString(),
+        " but the value of shape ", y->shape().DebugString(), " has ", c,
+        " channels");
   }
   const Tensor b = AsFloat32(ctx, bias);
   const int64_t rows = c > 0 ? y->NumElements() / c : 0;
@@ -97,9 +100,8 @@ void ReluInPlace(KernelContext& ctx, Tensor* y) {
   const auto relu = UsedVectorKernels().relu;  // AVX2 or AVX-512.
   if (y->dtype() == DType::kFloat32) {
     float* p = y->data<float>();
-    ctx.ParallelFor(n, kCwiseCost, [&](int64_t b, int64_t e) {
-      relu(p + b, p + b, e - b);
-    });
+    ctx.ParallelFor(n, kCwiseCost,
+                    [&](int64_t b, int64_t e) { relu(p + b, p + b, e - b); });
     return;
   }
   half* p = y->data<half>();
@@ -162,10 +164,11 @@ absl::Status ConvBiasKernel(KernelContext& ctx) {
         a.ok() ? ConvWindow(x.shape(), w.shape(), *a, &oc) : a.status();
     if (g.ok() && a->format == DataFormat::kNHWC && UseSmallConv(*g, oc) &&
         bias.rank() == 1 && bias.dim(0) == oc) {
-      ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(
-                                       0, TensorShape({g->n, g->oh, g->ow, oc})));
-      const ArrayX<float> tiled =
-          ConstArrayMap<float>(bias.data<float>(), oc).replicate(BlockRows(oc), 1);
+      ASSIGN_OR_RETURN(
+          Tensor * y,
+          ctx.allocate_output(0, TensorShape({g->n, g->oh, g->ow, oc})));
+      const ArrayX<float> tiled = ConstArrayMap<float>(bias.data<float>(), oc)
+                                      .replicate(BlockRows(oc), 1);
       float* py = y->data<float>();
       const int64_t row = g->ow * oc;
       SmallConvForward(ctx, x.data<float>(), w.data<float>(), py, *g, oc,
@@ -192,12 +195,16 @@ REGISTER_FUSION("Conv2D+BiasAdd+Relu")
 REGISTER_FUSION("MatMul+BiasAdd")
     .Chain({"MatMul", "BiasAdd"}, {0})
     .SetApplies(AllChannelsLast)
-    .SetKernel([](KernelContext& ctx) { return ProducerBiasKernel<false>(ctx, 2); });
+    .SetKernel([](KernelContext& ctx) {
+      return ProducerBiasKernel<false>(ctx, 2);
+    });
 
 REGISTER_FUSION("MatMul+BiasAdd+Relu")
     .Chain({"MatMul", "BiasAdd", "Relu"}, {0, 0})
     .SetApplies(AllChannelsLast)
-    .SetKernel([](KernelContext& ctx) { return ProducerBiasKernel<true>(ctx, 2); });
+    .SetKernel([](KernelContext& ctx) {
+      return ProducerBiasKernel<true>(ctx, 2);
+    });
 
 REGISTER_FUSION("BiasAdd+Relu")
     .Chain({"BiasAdd", "Relu"}, {0})

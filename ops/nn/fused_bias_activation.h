@@ -30,6 +30,6 @@
 #ifndef IPUFLOW_OPS_NN_FUSED_BIAS_ACTIVATION_H_
 #define IPUFLOW_OPS_NN_FUSED_BIAS_ACTIVATION_H_
 
-namespace ipuflow::ops {}  // Registrations only (fused_bias_activation.cc).
+namespace ipuflow::ops {}  // namespace ipuflow::ops
 
 #endif  // IPUFLOW_OPS_NN_FUSED_BIAS_ACTIVATION_H_

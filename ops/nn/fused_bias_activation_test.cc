@@ -41,9 +41,8 @@ struct Net {
 // + bias -> mean softmax cross-entropy (in float32).
 void Build(DType dtype, Net* n) {
   const Scope& s = n->s;
-  const std::vector<TensorShape> shapes = {{3, 3, 1, 4}, {4},  {3, 3, 4, 6},
-                                           {6},          {24, 16}, {16},
-                                           {16, 5},      {5}};
+  const std::vector<TensorShape> shapes = {
+      {3, 3, 1, 4}, {4}, {3, 3, 4, 6}, {6}, {24, 16}, {16}, {16, 5}, {5}};
   uint32_t seed = 1;
   for (const TensorShape& shape : shapes) {
     Output p = ops::Placeholder(s, dtype, shape);

@@ -86,10 +86,10 @@ void ConvNetStep(BenchGraph& g) {
   std::vector<int32_t> labels(kBatch);
   for (int i = 0; i < kBatch; ++i) labels[i] = i % 10;
   Output y = g.Feed(Tensor::FromVector<int32_t>(labels));
-  std::vector<Output> w = {g.Feed({5, 5, 1, 10}, 0.3f), g.Feed({10}, 0.1f),
+  std::vector<Output> w = {g.Feed({5, 5, 1, 10}, 0.3f),  g.Feed({10}, 0.1f),
                            g.Feed({5, 5, 10, 20}, 0.1f), g.Feed({20}, 0.1f),
-                           g.Feed({320, 256}, 0.1f), g.Feed({256}, 0.1f),
-                           g.Feed({256, 10}, 0.1f), g.Feed({10}, 0.1f)};
+                           g.Feed({320, 256}, 0.1f),     g.Feed({256}, 0.1f),
+                           g.Feed({256, 10}, 0.1f),      g.Feed({10}, 0.1f)};
   Output h = x;
   for (int b = 0; b < 2; ++b) {
     h = Conv2D(s, h, w[2 * b], {1, 1}, "VALID");
@@ -142,10 +142,9 @@ void BM_Conv(benchmark::State& state) {
           g.fetches = {Conv2D(s, x, w, {1, 1}, "VALID")};
         } else {
           Output dy = g.Feed(c.y());
-          g.fetches = {which == 1 ? Conv2DBackpropInput(s, x, w, dy, {1, 1},
-                                                        "VALID")
-                                  : Conv2DBackpropFilter(s, x, w, dy, {1, 1},
-                                                         "VALID")};
+          g.fetches = {
+              which == 1 ? Conv2DBackpropInput(s, x, w, dy, {1, 1}, "VALID")
+                         : Conv2DBackpropFilter(s, x, w, dy, {1, 1}, "VALID")};
         }
       },
       c.macs(), "MAC/s");

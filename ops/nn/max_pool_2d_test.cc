@@ -10,9 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
-#include "ops/testing/half_check.h"
 #include "ops/array/const.h"
 #include "ops/array/transpose.h"
+#include "ops/testing/half_check.h"
 
 namespace ipuflow::ops {
 namespace {
@@ -196,7 +196,8 @@ TEST(MaxPool2DTest, TwoByTwoStrideTwoMatchesDirectSearchWithTies) {
     for (auto [h, w] : {std::pair<int64_t, int64_t>{8, 8}, {9, 7}, {5, 6}}) {
       for (bool same : {false, true}) {
         const PoolCase p{h, w, c, 2, 2, same};
-        SCOPED_TRACE(absl::StrCat(h, "x", w, "x", c, same ? " SAME" : " VALID"));
+        SCOPED_TRACE(
+            absl::StrCat(h, "x", w, "x", c, same ? " SAME" : " VALID"));
         Tensor xv = RandomTensor({3, h, w, c}, 0, 2, 7);
         for (float& v : xv.span<float>()) v = std::floor(v);
         const int64_t oh = same ? (h + 1) / 2 : h / 2;

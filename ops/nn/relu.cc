@@ -19,7 +19,7 @@ constexpr int64_t kHalfChunk = 1024;
 
 absl::Status ReluHalf(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  ASSIGN_OR_RETURN(Tensor* y, ctx.allocate_output(0, x.shape()));
+  ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.shape()));
   const half* px = x.data<half>();
   half* py = y->data<half>();
   const auto relu = UsedVectorKernels().relu;
@@ -42,9 +42,8 @@ absl::Status ReluFloat(KernelContext& ctx) {
   const float* px = x.data<float>();
   float* py = y->data<float>();
   const auto relu = UsedVectorKernels().relu;
-  ctx.ParallelFor(x.NumElements(), kCwiseCost, [&](int64_t b, int64_t e) {
-    relu(px + b, py + b, e - b);
-  });
+  ctx.ParallelFor(x.NumElements(), kCwiseCost,
+                  [&](int64_t b, int64_t e) { relu(px + b, py + b, e - b); });
   return absl::OkStatus();
 }
 
@@ -75,7 +74,7 @@ absl::Status ReluGradHalf(KernelContext& ctx) {
   const Tensor& dy = ctx.input(0);
   const Tensor& y = ctx.input(1);
   RETURN_IF_ERROR(CheckSameShapes(ctx, dy, y));
-  ASSIGN_OR_RETURN(Tensor* dx, ctx.allocate_output(0, dy.shape()));
+  ASSIGN_OR_RETURN(Tensor * dx, ctx.allocate_output(0, dy.shape()));
   const half *pd = dy.data<half>(), *py = y.data<half>();
   half* px = dx->data<half>();
   const auto relu_grad = UsedVectorKernels().relu_grad;

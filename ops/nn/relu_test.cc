@@ -5,8 +5,8 @@
 
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
-#include "ops/testing/half_check.h"
 #include "ops/array/const.h"
+#include "ops/testing/half_check.h"
 
 namespace ipuflow::ops {
 namespace {
@@ -78,7 +78,10 @@ TEST(ReluGradTest, PacketsAndTailMatchTheDefinition) {
   std::vector<float> dy(n), y(n), want(n);
   for (int i = 0; i < n; ++i) {
     dy[i] = 1.5f + i;
-    y[i] = (i % 4 == 0) ? -1.0f : (i % 4 == 1) ? 0.0f : (i % 4 == 2) ? 2.0f : 1e-30f;
+    y[i] = (i % 4 == 0)   ? -1.0f
+           : (i % 4 == 1) ? 0.0f
+           : (i % 4 == 2) ? 2.0f
+                          : 1e-30f;
     if (i == 9) y[i] = -0.0f;
     if (i == 13) y[i] = std::nanf("");
     want[i] = y[i] > 0 ? dy[i] : 0.0f;

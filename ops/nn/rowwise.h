@@ -35,7 +35,7 @@ template <typename T, typename Fn>
 absl::Status RowwiseKernelT(KernelContext& ctx, double cost_per_element,
                             const Fn& fn) {
   const Tensor& x = ctx.input(0);
-  ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(0, x.shape()));
+  ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.shape()));
   if (x.NumElements() == 0) return absl::OkStatus();
   const int64_t cols = x.dim(x.rank() - 1);
   const int64_t rows = x.NumElements() / cols;

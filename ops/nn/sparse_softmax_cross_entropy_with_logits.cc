@@ -123,10 +123,11 @@ absl::Status XentKernel(KernelContext& ctx) {
     }
   }
   Tensor loss_scratch, bp_scratch;
-  ASSIGN_OR_RETURN(Tensor* loss_t, AllocateFloat32Output(ctx, 0, TensorShape({n}),
-                                                         &loss_scratch));
+  ASSIGN_OR_RETURN(
+      Tensor * loss_t,
+      AllocateFloat32Output(ctx, 0, TensorShape({n}), &loss_scratch));
   float* loss = loss_t->data<float>();
-  ASSIGN_OR_RETURN(Tensor* bp_t,
+  ASSIGN_OR_RETURN(Tensor * bp_t,
                    AllocateFloat32Output(ctx, 1, logits.shape(), &bp_scratch));
   float* bp = bp_t->data<float>();
   const Tensor logits32 = AsFloat32(ctx, logits);
@@ -196,7 +197,7 @@ REGISTER_OP("SparseSoftmaxCrossEntropyWithLogitsGrad")
       }
       const int64_t c = bp.dim(1);
       Tensor scratch;
-      ASSIGN_OR_RETURN(Tensor* out,
+      ASSIGN_OR_RETURN(Tensor * out,
                        AllocateFloat32Output(ctx, 0, bp.shape(), &scratch));
       const Tensor bp32 = AsFloat32(ctx, bp), dloss32 = AsFloat32(ctx, dloss);
       const float* pb = bp32.data<float>();

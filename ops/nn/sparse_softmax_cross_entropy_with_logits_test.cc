@@ -6,9 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
-#include "ops/testing/half_check.h"
 #include "ops/array/const.h"
 #include "ops/math/cast.h"
+#include "ops/testing/half_check.h"
 
 namespace ipuflow::ops {
 namespace {
@@ -209,7 +209,9 @@ TEST(SparseSoftmaxCrossEntropyTest, Float16LossAndGradientMatchFloat32) {
       [](const Scope& s, const std::vector<Output>& x) {
         return SoftmaxCrossEntropyLoss(s, x[0], x[1]);
       },
-      {RandomTensor({16, 10}, -3, 3, 1), Tensor::FromVector<int32_t>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1, 2, 3, 4, 5})});
+      {RandomTensor({16, 10}, -3, 3, 1),
+       Tensor::FromVector<int32_t>(
+           {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1, 2, 3, 4, 5})});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->dtype, DType::kFloat16);
   EXPECT_LT(c->forward_error, 2e-3);
@@ -223,8 +225,8 @@ TEST(SparseSoftmaxCrossEntropyTest, Float16OutputsAndMixedGradDTypes) {
       s, logits, Placeholder(s, DType::kInt32, {4}));
   EXPECT_EQ(xent.loss.dtype(), DType::kFloat16);
   EXPECT_EQ(xent.backprop.dtype(), DType::kFloat16);
-  SparseSoftmaxCrossEntropyWithLogitsGrad(
-      s.WithOpName("g"), xent.backprop, Placeholder(s, DType::kFloat32, {4}));
+  SparseSoftmaxCrossEntropyWithLogitsGrad(s.WithOpName("g"), xent.backprop,
+                                          Placeholder(s, DType::kFloat32, {4}));
   EXPECT_NE(s.status().message().find(
                 "SparseSoftmaxCrossEntropyWithLogitsGrad 'g': input "
                 "'backprop' is float16 but input 'dloss' is float32"),

@@ -52,8 +52,9 @@ absl::Status ParseHW(const AttrMap& attrs, const std::string& name,
   }
   // Bounded like tensor sizes so that window arithmetic cannot wrap.
   if (*h < 1 || *w < 1 || *h > kMaxTensorElements || *w > kMaxTensorElements) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, " ", shown, " must be positive and at most ", kMaxTensorElements));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " ", shown, " must be positive and at most ",
+                     kMaxTensorElements));
   }
   return absl::OkStatus();
 }
@@ -138,8 +139,7 @@ absl::StatusOr<Window2D> PoolShapeWindow(const ShapeContext& c,
 absl::Status PoolShape(ShapeContext& c) {
   WindowAttrs a;
   ASSIGN_OR_RETURN(Window2D g, PoolShapeWindow(c, &a));
-  c.set_output(0, c.input_dtype(0),
-               FromNhwc({g.n, g.oh, g.ow, g.c}, a.format));
+  c.set_output(0, c.input_dtype(0), FromNhwc({g.n, g.oh, g.ow, g.c}, a.format));
   return absl::OkStatus();
 }
 
@@ -220,7 +220,7 @@ absl::Status FinishNhwcOutput(KernelContext& ctx, int i, DataFormat f,
   const bool half = ctx.output_dtype(i) == DType::kFloat16;
   if (f == DataFormat::kNHWC && !half) return absl::OkStatus();
   const Dims4 d = ToNhwc(scratch.shape(), DataFormat::kNHWC);
-  ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(i, FromNhwc(d, f)));
+  ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(i, FromNhwc(d, f)));
   if (f == DataFormat::kNHWC) {
     store(scratch, out);
     return absl::OkStatus();

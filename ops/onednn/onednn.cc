@@ -76,7 +76,7 @@ std::string IsaName() {
 
 std::string Description() {
   const dnnl_version_t* v = dnnl_version();
-  const char* runtime = v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP"
+  const char* runtime = v->cpu_runtime == DNNL_RUNTIME_OMP   ? "OpenMP"
                         : v->cpu_runtime == DNNL_RUNTIME_SEQ ? "sequential"
                                                              : "other";
   return absl::StrCat("oneDNN ", v->major, ".", v->minor, ".", v->patch, " (",

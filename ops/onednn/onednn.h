@@ -62,8 +62,7 @@ dnnl::primitive_attr ScratchpadAttr();
 
 // Runs `p` on the calling thread's stream and waits, giving it a scratchpad
 // of the calling thread described by `scratchpad`.
-void Execute(const dnnl::primitive& p,
-             const dnnl::memory::desc& scratchpad,
+void Execute(const dnnl::primitive& p, const dnnl::memory::desc& scratchpad,
              std::unordered_map<int, dnnl::memory> args);
 
 // A plain memory object over `data` (not owned; must outlive its use).
@@ -76,8 +75,8 @@ dnnl::memory Wrap(const dnnl::memory::desc& d, const void* data);
 template <typename Key, typename Value>
 class PrimitiveCache {
  public:
-  std::shared_ptr<const Value> GetOrCreate(
-      const Key& key, const std::function<Value()>& make) {
+  std::shared_ptr<const Value> GetOrCreate(const Key& key,
+                                           const std::function<Value()>& make) {
     {
       MutexLock l(&mu_);
       auto it = map_.find(key);

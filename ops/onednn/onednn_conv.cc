@@ -28,7 +28,7 @@ Key MakeKey(Kind kind, int64_t batch, const ConvDims& d) {
 struct ConvPrimitive {
   dnnl::primitive conv;
   memory::desc src, weights, dst, hwio, scratchpad;
-  bool reorder = false;  // weights != hwio.
+  bool reorder = false;                 // weights != hwio.
   dnnl::primitive to_weights, to_hwio;  // Reorders, when `reorder`.
 };
 
@@ -49,13 +49,12 @@ Descs MakeDescs(int64_t batch, const ConvDims& d) {
   // oneDNN wants oh = (h + top + bottom - kh) / sh + 1; VALID may leave
   // rows unread (negative "padding"), which a bottom padding of 0 gives too.
   s.pad_r = {std::max<int64_t>(0, (d.oh - 1) * d.sh + d.kh - d.h - d.pad_top),
-             std::max<int64_t>(0,
-                               (d.ow - 1) * d.sw + d.kw - d.w - d.pad_left)};
+             std::max<int64_t>(0, (d.ow - 1) * d.sw + d.kw - d.w - d.pad_left)};
   return s;
 }
 
-dnnl::convolution_forward::primitive_desc ForwardPd(const Descs& s,
-                                                    const dnnl::primitive_attr& attr) {
+dnnl::convolution_forward::primitive_desc ForwardPd(
+    const Descs& s, const dnnl::primitive_attr& attr) {
   const dnnl::convolution_forward::desc desc(
       dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
       s.src, s.any_weights, s.dst, s.strides, s.pad_l, s.pad_r);
@@ -74,10 +73,10 @@ ConvPrimitive Finish(dnnl::primitive conv, const memory::desc& weights,
   p.reorder = weights != s.hwio;
   if (p.reorder) {
     const dnnl::engine& e = Engine();
-    p.to_weights = dnnl::reorder(dnnl::reorder::primitive_desc(
-        e, s.hwio, e, weights));
-    p.to_hwio = dnnl::reorder(dnnl::reorder::primitive_desc(
-        e, weights, e, s.hwio));
+    p.to_weights =
+        dnnl::reorder(dnnl::reorder::primitive_desc(e, s.hwio, e, weights));
+    p.to_hwio =
+        dnnl::reorder(dnnl::reorder::primitive_desc(e, weights, e, s.hwio));
   }
   return p;
 }
@@ -95,8 +94,8 @@ ConvPrimitive MakePrimitive(Kind kind, int64_t batch, const ConvDims& d) {
       const dnnl::convolution_backward_data::desc desc(
           dnnl::algorithm::convolution_direct, s.src, s.any_weights, s.dst,
           s.strides, s.pad_l, s.pad_r);
-      const dnnl::convolution_backward_data::primitive_desc pd(
-          desc, attr, Engine(), fwd);
+      const dnnl::convolution_backward_data::primitive_desc pd(desc, attr,
+                                                               Engine(), fwd);
       return Finish(dnnl::convolution_backward_data(pd), pd.weights_desc(),
                     pd.scratchpad_desc(), s);
     }
@@ -158,8 +157,8 @@ const float* PrimitiveWeights(const ConvPrimitive& p, const float* hwio,
   if (!p.reorder) return hwio;
   storage->resize(p.weights.get_size() / sizeof(float) + 16);
   dnnl::memory from = Wrap(p.hwio, hwio), to = Wrap(p.weights, storage->data());
-  Execute(p.to_weights, memory::desc(), {{DNNL_ARG_FROM, from},
-                                         {DNNL_ARG_TO, to}});
+  Execute(p.to_weights, memory::desc(),
+          {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
   return storage->data();
 }
 
@@ -185,8 +184,8 @@ absl::Status Guard(const char* what, const ConvDims& d, Fn fn) {
 // `in` and `out` are the per-image sizes of the primitive's source and
 // destination arguments.
 void RunBatched(const ThreadPool& pool, Kind kind, const ConvDims& d,
-                const float* in, int64_t in_image, int in_arg,
-                const float* w, float* out, int64_t out_image, int out_arg) {
+                const float* in, int64_t in_image, int in_arg, const float* w,
+                float* out, int64_t out_image, int out_arg) {
   const Split split = SplitBatch(pool, d);
   std::shared_ptr<const ConvPrimitive> main = Get(kind, split.per, d);
   std::vector<float> reordered;
@@ -212,8 +211,8 @@ void RunBatched(const ThreadPool& pool, Kind kind, const ConvDims& d,
 
 }  // namespace
 
-absl::Status ConvForward(const ThreadPool& pool, const float* x,
-                         const float* w, float* y, const ConvDims& d) {
+absl::Status ConvForward(const ThreadPool& pool, const float* x, const float* w,
+                         float* y, const ConvDims& d) {
   if (IsEmpty(d)) {
     std::fill(y, y + d.n * d.oh * d.ow * d.oc, 0.0f);
     return absl::OkStatus();
@@ -251,8 +250,7 @@ absl::Status ConvBackwardWeights(const ThreadPool& pool, const float* x,
     for (auto& p : partial) p.resize(size);
     const int64_t x_image = d.h * d.w * d.c, dy_image = d.oh * d.ow * d.oc;
     pool.ParallelFor(
-        split.shards, CyclesPerImage(d) * split.per,
-        [&](int64_t b, int64_t e) {
+        split.shards, CyclesPerImage(d) * split.per, [&](int64_t b, int64_t e) {
           for (int64_t s = b; s < e; ++s) {
             const int64_t n = split.size(s, d.n), i0 = split.begin(s);
             std::shared_ptr<const ConvPrimitive> p =
@@ -281,8 +279,6 @@ absl::Status ConvBackwardWeights(const ThreadPool& pool, const float* x,
   });
 }
 
-int64_t CachedConvPrimitives() {
-  return static_cast<int64_t>(Cache().size());
-}
+int64_t CachedConvPrimitives() { return static_cast<int64_t>(Cache().size()); }
 
 }  // namespace ipuflow::ops::onednn

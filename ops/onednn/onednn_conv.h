@@ -37,8 +37,8 @@ struct ConvDims {
 };
 
 // y = conv(x, w). Errors (Internal) only if oneDNN refuses the shape.
-absl::Status ConvForward(const ThreadPool& pool, const float* x,
-                         const float* w, float* y, const ConvDims& d);
+absl::Status ConvForward(const ThreadPool& pool, const float* x, const float* w,
+                         float* y, const ConvDims& d);
 
 // dx [n, h, w, c] = conv^T(dy, w): the gradient of <dy, conv(x, w)> with
 // respect to x (zero where no window reaches).
@@ -47,8 +47,7 @@ absl::Status ConvBackwardData(const ThreadPool& pool, const float* dy,
 
 // dw [kh, kw, c, oc] = sum over output pixels of patch(x)^T dy.
 absl::Status ConvBackwardWeights(const ThreadPool& pool, const float* x,
-                                 const float* dy, float* dw,
-                                 const ConvDims& d);
+                                 const float* dy, float* dw, const ConvDims& d);
 
 // The number of primitive sets in the cache (for tests: a repeated call
 // of a shape adds none).

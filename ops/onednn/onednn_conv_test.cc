@@ -81,17 +81,17 @@ TEST_P(OnednnConvTest, MatchesReferenceAndOps) {
       ys{d.n, d.oh, d.ow, d.oc};
   const Tensor x = RandomTensor(xs, -1, 1, 1), w = RandomTensor(ws, -1, 1, 2),
                dy = RandomTensor(ys, -1, 1, 3);
-  const Reference ref = Naive(d, x.data<float>(), w.data<float>(),
-                              dy.data<float>());
+  const Reference ref =
+      Naive(d, x.data<float>(), w.data<float>(), dy.data<float>());
   const double tol = 2e-6 * d.kh * d.kw * d.c * std::max<int64_t>(d.n, d.oc);
   for (int workers : {0, 1, 3}) {
     SCOPED_TRACE(workers);
     ThreadPool pool("onednn-test", workers);
     Tensor y(DType::kFloat32, ys), dx(DType::kFloat32, xs),
         dw(DType::kFloat32, ws);
-    ASSERT_TRUE(ConvForward(pool, x.data<float>(), w.data<float>(),
-                            y.data<float>(), d)
-                    .ok());
+    ASSERT_TRUE(
+        ConvForward(pool, x.data<float>(), w.data<float>(), y.data<float>(), d)
+            .ok());
     ASSERT_TRUE(ConvBackwardData(pool, dy.data<float>(), w.data<float>(),
                                  dx.data<float>(), d)
                     .ok());
@@ -122,11 +122,14 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         Case{"tiny_valid", Dims(2, 5, 4, 3, 2, 3, 2, 1, 1, false), false},
         Case{"same_stride2", Dims(3, 7, 6, 4, 5, 3, 3, 2, 2, true), true},
-        Case{"valid_stride2_leftover", Dims(5, 8, 7, 2, 3, 3, 2, 2, 3, false), false},
+        Case{"valid_stride2_leftover", Dims(5, 8, 7, 2, 3, 3, 2, 2, 3, false),
+             false},
         Case{"pointwise", Dims(4, 6, 6, 8, 16, 1, 1, 1, 1, false), false},
         Case{"same_5x5", Dims(2, 9, 9, 3, 7, 5, 5, 1, 1, true), true},
-        Case{"tutorial_conv1", Dims(40, 28, 28, 1, 10, 5, 5, 1, 1, false), false},
-        Case{"tutorial_conv2", Dims(40, 12, 12, 10, 20, 5, 5, 1, 1, false), false}),
+        Case{"tutorial_conv1", Dims(40, 28, 28, 1, 10, 5, 5, 1, 1, false),
+             false},
+        Case{"tutorial_conv2", Dims(40, 12, 12, 10, 20, 5, 5, 1, 1, false),
+             false}),
     [](const ::testing::TestParamInfo<Case>& info) {
       return std::string(info.param.name);
     });
@@ -148,8 +151,7 @@ TEST(OnednnConvCacheTest, EmptyBatchGivesZeros) {
   ThreadPool pool("onednn-test", 0);
   ConvDims d = Dims(0, 4, 4, 2, 3, 3, 3, 1, 1, false);
   std::vector<float> dw(3 * 3 * 2 * 3, 7.0f);
-  ASSERT_TRUE(
-      ConvBackwardWeights(pool, nullptr, nullptr, dw.data(), d).ok());
+  ASSERT_TRUE(ConvBackwardWeights(pool, nullptr, nullptr, dw.data(), d).ok());
   EXPECT_EQ(*std::max_element(dw.begin(), dw.end()), 0.0f);
 }
 

@@ -19,10 +19,10 @@ void SgemmRows(const float* a, const float* b, float* c, const GemmDims& s,
   UseOneThread();
   // Rows [r0, r1) of op(a): rows of a, or columns of a stored [k, m].
   const float* a_rows = s.transpose_a ? a + r0 : a + r0 * s.k;
-  const dnnl_status_t status = dnnl_sgemm(
-      s.transpose_a ? 'T' : 'N', s.transpose_b ? 'T' : 'N', rows, s.n, s.k,
-      1.0f, a_rows, s.transpose_a ? s.m : s.k, b, s.transpose_b ? s.k : s.n,
-      0.0f, out, s.n);
+  const dnnl_status_t status =
+      dnnl_sgemm(s.transpose_a ? 'T' : 'N', s.transpose_b ? 'T' : 'N', rows,
+                 s.n, s.k, 1.0f, a_rows, s.transpose_a ? s.m : s.k, b,
+                 s.transpose_b ? s.k : s.n, 0.0f, out, s.n);
   IPU_CHECK(status == dnnl_success);
 }
 
@@ -34,16 +34,16 @@ void BatchedSgemm(const ThreadPool& pool, const float* a, const float* b,
   const int64_t a_size = s.m * s.k, b_size = s.k * s.n, c_size = s.m * s.n;
   if (batch * c_size == 0) return;
   // A unit is one output row: 2*k*n flops.
-  pool.ParallelFor(batch * s.m, 2.0 * s.k * s.n, [&](int64_t begin,
-                                                      int64_t end) {
-    while (begin < end) {  // The shard may span several matrices.
-      const int64_t i = begin / s.m, r0 = begin % s.m;
-      const int64_t r1 = std::min(s.m, r0 + (end - begin));
-      SgemmRows(a + a_index[i] * a_size, b + b_index[i] * b_size,
-                c + i * c_size, s, r0, r1);
-      begin += r1 - r0;
-    }
-  });
+  pool.ParallelFor(
+      batch * s.m, 2.0 * s.k * s.n, [&](int64_t begin, int64_t end) {
+        while (begin < end) {  // The shard may span several matrices.
+          const int64_t i = begin / s.m, r0 = begin % s.m;
+          const int64_t r1 = std::min(s.m, r0 + (end - begin));
+          SgemmRows(a + a_index[i] * a_size, b + b_index[i] * b_size,
+                    c + i * c_size, s, r0, r1);
+          begin += r1 - r0;
+        }
+      });
 }
 
 }  // namespace ipuflow::ops::onednn

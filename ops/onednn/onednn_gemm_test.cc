@@ -27,10 +27,10 @@ RowMajorMatrix EigenProduct(const float* a, const float* b, const GemmDims& s) {
                           s.transpose_a ? s.m : s.k);
   const ConstMatrixMap bm(b, s.transpose_b ? s.n : s.k,
                           s.transpose_b ? s.k : s.n);
-  RowMajorMatrix opa = s.transpose_a ? RowMajorMatrix(am.transpose())
-                                     : RowMajorMatrix(am);
-  RowMajorMatrix opb = s.transpose_b ? RowMajorMatrix(bm.transpose())
-                                     : RowMajorMatrix(bm);
+  RowMajorMatrix opa =
+      s.transpose_a ? RowMajorMatrix(am.transpose()) : RowMajorMatrix(am);
+  RowMajorMatrix opb =
+      s.transpose_b ? RowMajorMatrix(bm.transpose()) : RowMajorMatrix(bm);
   return opa * opb;
 }
 
@@ -55,9 +55,9 @@ TEST_P(OnednnGemmTest, MatchesEigen) {
     std::vector<float> out(3 * c.m * c.n, 99.0f);
     BatchedSgemm(pool, a.data(), b.data(), out.data(), s, a_index, b_index);
     for (int i = 0; i < 3; ++i) {
-      const RowMajorMatrix want = EigenProduct(
-          a.data() + a_index[i] * c.m * c.k, b.data() + b_index[i] * c.k * c.n,
-          s);
+      const RowMajorMatrix want =
+          EigenProduct(a.data() + a_index[i] * c.m * c.k,
+                       b.data() + b_index[i] * c.k * c.n, s);
       const ConstMatrixMap got(out.data() + i * c.m * c.n, c.m, c.n);
       const float tol = 1e-5f * (c.k + 1);
       EXPECT_LE((got - want).cwiseAbs().maxCoeff(), tol) << "matrix " << i;

@@ -20,18 +20,20 @@ struct AdamRule {
     }
     const float decay = h.lr * h.weight_decay;
     Tensor delta(DType::kFloat32, var.shape());
-    ParallelForShard(ctx, s.shard, delta.NumElements(), kApplyCost,
-                     [&](int64_t b, int64_t e) {
-      s.UpdateMoments(b, e);
-      const auto step =
-          h.step_size * Widen<float>(s.m, b, e) /
-          (Widen<float>(s.v, b, e).unaryExpr(ExactSqrt()) / h.sqrt_bc2 + h.epsilon);
-      if (h.weight_decay > 0) {
-        Block<float>(delta, b, e) = decay * Widen<float>(w, b, e) + step;
-      } else {
-        Block<float>(delta, b, e) = step;
-      }
-    });
+    ParallelForShard(
+        ctx, s.shard, delta.NumElements(), kApplyCost,
+        [&](int64_t b, int64_t e) {
+          s.UpdateMoments(b, e);
+          const auto step =
+              h.step_size * Widen<float>(s.m, b, e) /
+              (Widen<float>(s.v, b, e).unaryExpr(ExactSqrt()) / h.sqrt_bc2 +
+               h.epsilon);
+          if (h.weight_decay > 0) {
+            Block<float>(delta, b, e) = decay * Widen<float>(w, b, e) + step;
+          } else {
+            Block<float>(delta, b, e) = step;
+          }
+        });
     return delta;
   }
 };
@@ -50,22 +52,23 @@ absl::Status AdamFloat32InPlace(const KernelContext& ctx, const AdamHyper& h,
   const absl::Status outer = var->Update([&](Tensor& w) {
     inner = m->Update([&](Tensor& mt) {
       inner = v->Update([&](Tensor& vt) {
-        ParallelForShard(ctx, shard, w.NumElements(), kApplyCost,
-                         [&](int64_t b, int64_t e) {
-          const auto g = Widen<float>(grad, b, e);
-          ArrayMap<float> mb = Block<float>(mt, b, e),
-                          vb = Block<float>(vt, b, e);
-          mb = h.beta1 * mb + (1 - h.beta1) * g;
-          vb = h.beta2 * vb + (1 - h.beta2) * g * g;
-          const auto step =
-              h.step_size * mb / (vb.unaryExpr(ExactSqrt()) / h.sqrt_bc2 + h.epsilon);
-          ArrayMap<float> wb = Block<float>(w, b, e);
-          if (h.weight_decay > 0) {
-            wb -= decay * wb + step;
-          } else {
-            wb -= step;
-          }
-        });
+        ParallelForShard(
+            ctx, shard, w.NumElements(), kApplyCost, [&](int64_t b, int64_t e) {
+              const auto g = Widen<float>(grad, b, e);
+              ArrayMap<float> mb = Block<float>(mt, b, e),
+                              vb = Block<float>(vt, b, e);
+              mb = h.beta1 * mb + (1 - h.beta1) * g;
+              vb = h.beta2 * vb + (1 - h.beta2) * g * g;
+              const auto step =
+                  h.step_size * mb /
+                  (vb.unaryExpr(ExactSqrt()) / h.sqrt_bc2 + h.epsilon);
+              ArrayMap<float> wb = Block<float>(w, b, e);
+              if (h.weight_decay > 0) {
+                wb -= decay * wb + step;
+              } else {
+                wb -= step;
+              }
+            });
       });
     });
   });

@@ -17,8 +17,8 @@ absl::Status GradientDescent(KernelContext& ctx, VariableResource* var,
   const Tensor delta(DType::kFloat32, var->shape());
   ParallelForShard(ctx, shard, delta.NumElements(), kApplyCost,
                    [&](int64_t b, int64_t e) {
-    Block<float>(delta, b, e) = lr * Widen<float>(grad, b, e);
-  });
+                     Block<float>(delta, b, e) = lr * Widen<float>(grad, b, e);
+                   });
   // A float32 variable subtracts under its lock.
   return SubtractFromVariable(ctx, 0, delta, var, shard);
 }

@@ -19,16 +19,16 @@ absl::Status Momentum(KernelContext& ctx, VariableResource* var,
   const Tensor grad = InputFloat32(ctx, kGrad);
   ASSIGN_OR_RETURN(const Tensor a, ReadFloat32(ctx, *accum));  // Private copy.
   const Tensor delta(DType::kFloat32, var->shape());
-  ParallelForShard(ctx, shard, delta.NumElements(), kApplyCost,
-                   [&](int64_t b, int64_t e) {
-    const auto g = Widen<float>(grad, b, e);
-    Block<float>(a, b, e) = mu * Widen<float>(a, b, e) + g;
-    if (nesterov) {
-      Block<float>(delta, b, e) = lr * (g + mu * Widen<float>(a, b, e));
-    } else {
-      Block<float>(delta, b, e) = lr * Widen<float>(a, b, e);
-    }
-  });
+  ParallelForShard(
+      ctx, shard, delta.NumElements(), kApplyCost, [&](int64_t b, int64_t e) {
+        const auto g = Widen<float>(grad, b, e);
+        Block<float>(a, b, e) = mu * Widen<float>(a, b, e) + g;
+        if (nesterov) {
+          Block<float>(delta, b, e) = lr * (g + mu * Widen<float>(a, b, e));
+        } else {
+          Block<float>(delta, b, e) = lr * Widen<float>(a, b, e);
+        }
+      });
   RETURN_IF_ERROR(StoreFloat32(ctx, 1, a, accum));
   return SubtractFromVariable(ctx, 0, delta, var, shard);
 }
@@ -49,15 +49,16 @@ absl::Status MomentumFloat32InPlace(const KernelContext& ctx,
     inner = accum->Update([&](Tensor& a) {
       ParallelForShard(ctx, shard, w.NumElements(), kApplyCost,
                        [&](int64_t b, int64_t e) {
-        const auto g = Widen<float>(grad, b, e);
-        ArrayMap<float> ab = Block<float>(a, b, e), wb = Block<float>(w, b, e);
-        ab = mu * ab + g;
-        if (nesterov) {
-          wb -= lr * (g + mu * ab);
-        } else {
-          wb -= lr * ab;
-        }
-      });
+                         const auto g = Widen<float>(grad, b, e);
+                         ArrayMap<float> ab = Block<float>(a, b, e),
+                                         wb = Block<float>(w, b, e);
+                         ab = mu * ab + g;
+                         if (nesterov) {
+                           wb -= lr * (g + mu * ab);
+                         } else {
+                           wb -= lr * ab;
+                         }
+                       });
     });
   });
   RETURN_IF_ERROR(WithNodeName(ctx, outer));

@@ -109,7 +109,16 @@ inline float ScalarInput(const KernelContext& ctx, int i) {
 // Inputs of ApplyAdam and ApplyLamb; kShard is optional (update_shard.h).
 struct AdamInput {
   enum : int {
-    kVar, kM, kV, kLr, kGrad, kBeta1, kBeta2, kEpsilon, kStep, kShard
+    kVar,
+    kM,
+    kV,
+    kLr,
+    kGrad,
+    kBeta1,
+    kBeta2,
+    kEpsilon,
+    kStep,
+    kShard
   };
 };
 

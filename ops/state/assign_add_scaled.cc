@@ -16,8 +16,8 @@ absl::StatusOr<VariableResource*> Float32Variable(KernelContext& ctx) {
   RETURN_IF_ERROR(CheckMatchesVariable(ctx, kDelta, *var));
   if (var->dtype() != DType::kFloat32) {
     return ctx.InvalidArgument("variable '", var->name(), "' is ",
-                               DTypeName(var->dtype()), "; ",
-                               ctx.node().op(), " takes float32");
+                               DTypeName(var->dtype()), "; ", ctx.node().op(),
+                               " takes float32");
   }
   return var;
 }
@@ -34,8 +34,7 @@ absl::Status AssignAddScaledKernel(KernelContext& ctx) {
   const float* delta = ctx.input(kDelta).data<float>();
   return WithNodeName(ctx, var->Update([&](Tensor& value) {
     float* acc = value.data<float>();
-    ctx.ParallelFor(value.NumElements(), kCwiseCost,
-                    [&](int64_t b, int64_t e) {
+    ctx.ParallelFor(value.NumElements(), kCwiseCost, [&](int64_t b, int64_t e) {
       using Arr = Eigen::Array<float, Eigen::Dynamic, 1>;
       Eigen::Map<Arr> a(acc + b, e - b);
       const Eigen::Map<const Arr> d(delta + b, e - b);

@@ -42,8 +42,8 @@ struct FusedAndUnfused {
       : init(testing::RandomTensor(TensorShape({301, 17}), -3, 3, seed)),
         fused(Variable(scope.WithOpName("fused"), Const(scope, init))),
         unfused(Variable(scope.WithOpName("unfused"), Const(scope, init))),
-        delta(Const(scope, testing::RandomTensor(TensorShape({301, 17}), -5,
-                                                 5, seed + 1))) {}
+        delta(Const(scope, testing::RandomTensor(TensorShape({301, 17}), -5, 5,
+                                                 seed + 1))) {}
   Scope scope = Scope::NewRootScope();
   Tensor init;
   VariableHandle fused, unfused;
@@ -54,9 +54,9 @@ TEST(AssignAddScaledTest, AddsTheScaledDelta) {
   Scope scope = Scope::NewRootScope();
   VariableHandle w =
       Variable(scope.WithOpName("w"), Const<float>(scope, {1, 2, 3}, {3}));
-  Node* add = AssignAddScaled(scope, w.handle,
-                              Const<float>(scope, {8, -4, 0.5f}, {3}),
-                              Const(scope, 0.25f));
+  Node* add =
+      AssignAddScaled(scope, w.handle, Const<float>(scope, {8, -4, 0.5f}, {3}),
+                      Const(scope, 0.25f));
   // 1 + 2, 2 - 1, 3 + 0.125; twice: 5, 0, 3.25.
   EXPECT_TRUE(testing::TensorNear(RunThenRead(scope, {add}, 1, w.value),
                                   {3, 1, 3.125f}, {3}));
@@ -77,8 +77,8 @@ TEST(AssignAddScaledTest, RoundsTheProductFirstAsMulThenAssignAdd) {
                        std::vector<float>(n, -(1.0f + 0x1p-22f)), {n})));
   Node* add = AssignAddScaled(
       scope, w.handle,
-      Const(scope, Tensor::FromVector<float>(std::vector<float>(n, one_ulp),
-                                             {n})),
+      Const(scope,
+            Tensor::FromVector<float>(std::vector<float>(n, one_ulp), {n})),
       Const(scope, one_ulp));
   const Tensor got = RunThenRead(scope, {add}, 1, w.value);
   ASSERT_EQ(got.NumElements(), n);
@@ -116,10 +116,10 @@ TEST(AssignAddScaledTest, ScaledAddIsBitwiseMulMulAddAssign) {
     const Scope& scope = v.scope;
     Output va = Const(scope, a), db = Const(scope, b);
     Node* f = AssignScaledAddScaled(scope, v.fused.handle, v.delta, va, db);
-    Node* u = Assign(
-        scope, v.unfused.handle,
-        Add(scope, Mul(scope, ReadVariable(scope, v.unfused.handle), va),
-            Mul(scope, v.delta, db)));
+    Node* u =
+        Assign(scope, v.unfused.handle,
+               Add(scope, Mul(scope, ReadVariable(scope, v.unfused.handle), va),
+                   Mul(scope, v.delta, db)));
     const Tensor got = RunThenRead(scope, {f}, 3, v.fused.value);
     const Tensor want = RunThenRead(scope, {u}, 3, v.unfused.value);
     EXPECT_TRUE(SameBits(got, want)) << "scales " << a << ", " << b;
@@ -130,24 +130,27 @@ TEST(AssignAddScaledTest, ScaledAddIsBitwiseMulMulAddAssign) {
 TEST(AssignAddScaledTest, ScaledAddNamesItselfForOtherDTypes) {
   Scope scope = Scope::NewRootScope();
   Tensor h0(DType::kFloat16, {2});
-  VariableHandle h = Variable(scope.WithOpName("h"), Const(scope.WithOpName("h0"), h0));
+  VariableHandle h =
+      Variable(scope.WithOpName("h"), Const(scope.WithOpName("h0"), h0));
   AssignScaledAddScaled(scope.WithOpName("acc"), h.handle,
                         Const(scope.WithOpName("d"), h0), Const(scope, 1.0f),
                         Const(scope, 0.5f));
   ASSERT_TRUE(scope.ok()) << scope.status();
   Session session(scope.graph());
   ASSERT_TRUE(session.Initialize().ok());
-  const absl::Status s = session.Run({}, {}, {scope.graph()->FindNode("acc")}, nullptr);
+  const absl::Status s =
+      session.Run({}, {}, {scope.graph()->FindNode("acc")}, nullptr);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("AssignScaledAddScaled takes float32"),
-            std::string::npos) << s;
+            std::string::npos)
+      << s;
 }
 
 TEST(AssignAddScaledTest, RefusesOtherDTypesAndShapes) {
   Scope scope = Scope::NewRootScope();
-  VariableHandle h = Variable(
-      scope.WithOpName("h"),
-      Const(scope.WithOpName("h0"), Tensor(DType::kFloat16, {2})));
+  VariableHandle h =
+      Variable(scope.WithOpName("h"),
+               Const(scope.WithOpName("h0"), Tensor(DType::kFloat16, {2})));
   AssignAddScaled(scope.WithOpName("wrong_delta"), h.handle,
                   Const<float>(scope, {1, 2}, {2}), Const(scope, 0.5f));
   EXPECT_EQ(scope.status().code(), absl::StatusCode::kInvalidArgument);

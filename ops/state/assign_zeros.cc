@@ -23,8 +23,8 @@ REGISTER_OP("AssignZeros")
         const int64_t size = DTypeSize(value.dtype());
         ctx.ParallelFor(value.NumElements(), kCwiseCost / 2,
                         [&](int64_t b, int64_t e) {
-          std::memset(bytes + b * size, 0, (e - b) * size);
-        });
+                          std::memset(bytes + b * size, 0, (e - b) * size);
+                        });
       }));
     })
     .NotDifferentiable("it has no outputs");

@@ -71,7 +71,8 @@ void FillWith(KernelContext& ctx, uint64_t key, double cost, Draw& draw,
 template <typename Draw>
 absl::Status Generate(KernelContext& ctx, double cost, Draw draw) {
   const uint64_t key = NextRunKey(ctx);
-  ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(0, ctx.attr<TensorShape>("shape")));
+  ASSIGN_OR_RETURN(Tensor * out,
+                   ctx.allocate_output(0, ctx.attr<TensorShape>("shape")));
   IPUFLOW_SWITCH_FLOAT(out->dtype(), FillWith<T>(ctx, key, cost, draw, out),
                        return UnsupportedDType(ctx, out->dtype()));
   return absl::OkStatus();

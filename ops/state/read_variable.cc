@@ -21,7 +21,7 @@ REGISTER_OP("ReadVariable")
       ASSIGN_OR_RETURN(VariableResource * var, VariableInput(ctx, 0));
       if (!var->initialized()) {
         // The error names the read (ReadInto's FailedPrecondition).
-        ASSIGN_OR_RETURN(Tensor* out, ctx.allocate_output(0, var->shape()));
+        ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, var->shape()));
         return WithNodeName(ctx, var->ReadInto(*out));
       }
       // Copy-on-write: the output shares the value's buffer, taken under

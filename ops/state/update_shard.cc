@@ -28,11 +28,11 @@ absl::StatusOr<UpdateShard> ShardInput(const KernelContext& ctx, int i) {
   const Tensor& t = ctx.input(i);
   const int32_t* s = t.data<int32_t>();
   if (t.NumElements() != 2 || s[1] < 1 || s[0] < 0 || s[0] >= s[1]) {
-    return ctx.InvalidArgument("shard must be {index, count} with 0 <= index < "
-                               "count, got ",
-                               t.NumElements() == 2
-                                   ? absl::StrCat("{", s[0], ", ", s[1], "}")
-                                   : t.shape().DebugString());
+    return ctx.InvalidArgument(
+        "shard must be {index, count} with 0 <= index < "
+        "count, got ",
+        t.NumElements() == 2 ? absl::StrCat("{", s[0], ", ", s[1], "}")
+                             : t.shape().DebugString());
   }
   return UpdateShard{s[0], s[1]};
 }

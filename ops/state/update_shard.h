@@ -74,9 +74,8 @@ void ParallelForShard(const KernelContext& ctx, const UpdateShard& shard,
                       int64_t n, double cost, const Fn& fn) {
   const int64_t begin = shard.Begin(n), end = shard.End(n);
   CountUpdatedElements(ctx, end - begin);
-  ctx.ParallelFor(end - begin, cost, [&](int64_t b, int64_t e) {
-    fn(begin + b, begin + e);
-  });
+  ctx.ParallelFor(end - begin, cost,
+                  [&](int64_t b, int64_t e) { fn(begin + b, begin + e); });
 }
 
 }  // namespace ipuflow::ops

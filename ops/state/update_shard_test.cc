@@ -43,8 +43,10 @@ std::vector<Tensor> Adam(int index, int count) {
   }
   Scope s = Scope::NewRootScope();
   VariableHandle w = Variable(s.WithOpName("w"), Const<float>(s, w0, {n}));
-  VariableHandle m = Variable(s.WithOpName("m"), Zeros(s, {n}, DType::kFloat32));
-  VariableHandle v = Variable(s.WithOpName("v"), Zeros(s, {n}, DType::kFloat32));
+  VariableHandle m =
+      Variable(s.WithOpName("m"), Zeros(s, {n}, DType::kFloat32));
+  VariableHandle v =
+      Variable(s.WithOpName("v"), Zeros(s, {n}, DType::kFloat32));
   Output t = Placeholder(s, DType::kFloat32, {});
   Output shard;
   if (count > 0) shard = Const<int32_t>(s, {index, count}, {2});

@@ -50,7 +50,8 @@ REGISTER_OP("Variable")
     .SetAlwaysLive(AlwaysLive::kVariable,
                    [](const Node& n) {
                      return n.attr<TensorShape>("shape").num_elements() *
-                            static_cast<int64_t>(DTypeSize(n.attr<DType>("dtype")));
+                            static_cast<int64_t>(
+                                DTypeSize(n.attr<DType>("dtype")));
                    })
     .NotDifferentiable(
         "a variable handle is not a value; differentiate "

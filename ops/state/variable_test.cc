@@ -122,16 +122,16 @@ TEST(VariableTest, GradientsFlowToReadsNotHandles) {
 
 TEST(VariableTest, Float16VariablesInitialiseReadAndUpdate) {
   Scope s = Scope::NewRootScope();
-  VariableHandle w = Variable(s.WithOpName("w"),
-                              GlorotUniform(s, {4, 3}, 1, DType::kFloat16));
+  VariableHandle w =
+      Variable(s.WithOpName("w"), GlorotUniform(s, {4, 3}, 1, DType::kFloat16));
   VariableHandle b =
       Variable(s.WithOpName("b"), Zeros(s, {3}, DType::kFloat16));
   ASSERT_TRUE(s.ok()) << s.status();
   Output rb = ReadVariable(s, b.handle);
   EXPECT_EQ(ReadVariable(s, w.handle).dtype(), DType::kFloat16);
   EXPECT_EQ(rb.dtype(), DType::kFloat16);
-  Node* inc = AssignAdd(s, b.handle, Const(s, Tensor::Filled(DType::kFloat16,
-                                                             {3}, 0.5)));
+  Node* inc = AssignAdd(s, b.handle,
+                        Const(s, Tensor::Filled(DType::kFloat16, {3}, 0.5)));
   ASSERT_TRUE(s.ok()) << s.status();
   Session session(s.graph());
   ASSERT_TRUE(session.Initialize().ok());
@@ -154,7 +154,8 @@ MemoryPlan PlanOf(DType dtype) {
   absl::StatusOr<ProgramSpec> spec = MakeProgramSpec(
       {{x, Tensor::Filled(dtype, {256, 64}, 1)}}, {y, v.value}, {}, &signature);
   EXPECT_TRUE(spec.ok()) << spec.status();
-  absl::StatusOr<std::unique_ptr<Program>> p = Program::Compile(*s.graph(), *spec);
+  absl::StatusOr<std::unique_ptr<Program>> p =
+      Program::Compile(*s.graph(), *spec);
   EXPECT_TRUE(p.ok()) << p.status();
   return (*p)->memory();
 }

@@ -13,11 +13,10 @@ namespace {
 
 std::vector<double> ToDoubles(const Tensor& t) {
   std::vector<double> out(t.NumElements());
-  IPUFLOW_SWITCH_ALL(
-      t.dtype(),
-      for (int64_t i = 0; i < t.NumElements(); ++i) out[i] =
-          static_cast<double>(t.data<T>()[i]),
-      break);
+  IPUFLOW_SWITCH_ALL(t.dtype(),
+                     for (int64_t i = 0; i < t.NumElements(); ++i) out[i] =
+                         static_cast<double>(t.data<T>()[i]),
+                     break);
   return out;
 }
 
@@ -50,8 +49,8 @@ absl::StatusOr<Results> Run(const HalfCheckBuilder& build,
     const Tensor v =
         is_float ? (half ? ToHalf(values[i]) : ToFloat(ToHalf(values[i])))
                  : values[i];
-    xs.push_back(ops::Placeholder(s.WithOpName(absl::StrCat("x", i)),
-                                  v.dtype(), v.shape()));
+    xs.push_back(ops::Placeholder(s.WithOpName(absl::StrCat("x", i)), v.dtype(),
+                                  v.shape()));
     if (is_float) float_xs.push_back(xs.back());
     feeds.push_back({xs.back(), v});
   }
@@ -62,8 +61,7 @@ absl::StatusOr<Results> Run(const HalfCheckBuilder& build,
     Tensor r = RandomTensor(y.shape(), -1, 1, /*seed=*/17);
     r = half ? ToHalf(r) : ToFloat(ToHalf(r));
     std::vector<Output> grads;
-    RETURN_IF_ERROR(
-        AddGradients(s, {y}, float_xs, {ops::Const(s, r)}, &grads));
+    RETURN_IF_ERROR(AddGradients(s, {y}, float_xs, {ops::Const(s, r)}, &grads));
     fetches.insert(fetches.end(), grads.begin(), grads.end());
   }
   ASSIGN_OR_RETURN(std::vector<Tensor> out, RunGraph(s, feeds, fetches));
@@ -96,12 +94,12 @@ absl::StatusOr<HalfCheck> CompareHalfToFloat(const HalfCheckBuilder& build,
   c.forward_error = ScaledError(f16.values[0], f32.values[0]);
   for (size_t i = 1; i < f16.values.size(); ++i) {
     if (f16.values[i].dtype() != DType::kFloat16) {
-      return absl::InternalError(absl::StrCat(
-          "gradient ", i - 1, " of the float16 build is ",
-          DTypeName(f16.values[i].dtype()), ", not float16"));
+      return absl::InternalError(
+          absl::StrCat("gradient ", i - 1, " of the float16 build is ",
+                       DTypeName(f16.values[i].dtype()), ", not float16"));
     }
-    c.gradient_error = std::max(c.gradient_error,
-                                ScaledError(f16.values[i], f32.values[i]));
+    c.gradient_error =
+        std::max(c.gradient_error, ScaledError(f16.values[i], f32.values[i]));
   }
   return c;
 }

@@ -70,9 +70,12 @@ struct Monitor {
 enum class Stop { kCancel, kReconfigure, kDestroyInfeed };
 const char* StopName(Stop s) {
   switch (s) {
-    case Stop::kCancel: return "cancel";
-    case Stop::kReconfigure: return "reconfigure";
-    case Stop::kDestroyInfeed: return "destroy infeed";
+    case Stop::kCancel:
+      return "cancel";
+    case Stop::kReconfigure:
+      return "reconfigure";
+    case Stop::kDestroyInfeed:
+      return "destroy infeed";
   }
   return "?";
 }
@@ -177,8 +180,7 @@ void LoopIteration(std::mt19937& rng, Watchdog& dog, int i, Tally* tally) {
 }
 
 // Two pass-through stages (inference); the outfeed gets the element.
-void PipelineIteration(std::mt19937& rng, Watchdog& dog, int i,
-                       Tally* tally) {
+void PipelineIteration(std::mt19937& rng, Watchdog& dog, int i, Tally* tally) {
   const int delay_us = static_cast<int>(rng() % 3000);
   dog.Progress(absl::StrCat("iteration ", i, ": pipeline, cancel after ",
                             delay_us, " us"));
@@ -256,20 +258,22 @@ TEST(CancelTeardownStressTest, ThousandRandomStopsNeverHangOrLeakThreads) {
     max_threads = std::max(max_threads, ReadProcStatus().threads);
   }
   const ProcStatus after = ReadProcStatus();
-  const double seconds = std::chrono::duration<double>(
-                             std::chrono::steady_clock::now() - t0).count();
-  std::printf("%d iterations in %.1f s: %d runs stopped early, %lld outfeed "
-              "steps read by monitors\n",
-              iterations, seconds, tally.stopped,
-              static_cast<long long>(tally.steps));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
+  std::printf(
+      "%d iterations in %.1f s: %d runs stopped early, %lld outfeed "
+      "steps read by monitors\n",
+      iterations, seconds, tally.stopped, static_cast<long long>(tally.steps));
   for (const auto& [what, count] : tally.outcomes) {
     std::printf("  %-40s %d\n", what.c_str(), count);
   }
-  std::printf("threads: %d before, %d after (max between iterations %d); "
-              "VmRSS %lld KiB before, %lld KiB after\n",
-              before.threads, after.threads, max_threads,
-              static_cast<long long>(before.rss_kib),
-              static_cast<long long>(after.rss_kib));
+  std::printf(
+      "threads: %d before, %d after (max between iterations %d); "
+      "VmRSS %lld KiB before, %lld KiB after\n",
+      before.threads, after.threads, max_threads,
+      static_cast<long long>(before.rss_kib),
+      static_cast<long long>(after.rss_kib));
   EXPECT_EQ(after.threads, before.threads) << "threads leaked";
 }
 

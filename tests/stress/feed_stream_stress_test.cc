@@ -67,8 +67,7 @@ TEST(FeedStreamStressTest, TenMillionElementsOnceInOrderWithFlatMemory) {
       ++received;
       if (received % (n / 10) == 0) {
         checkpoints.push_back(
-            {received,
-             std::chrono::duration<double>(Clock::now() - t0).count(),
+            {received, std::chrono::duration<double>(Clock::now() - t0).count(),
              ReadProcStatus()});
       }
     }
@@ -96,8 +95,8 @@ TEST(FeedStreamStressTest, TenMillionElementsOnceInOrderWithFlatMemory) {
   const Checkpoint& early = checkpoints[0];
   const Checkpoint& late = checkpoints[8];
   EXPECT_LE(late.st.rss_kib - early.st.rss_kib, 16 * 1024)
-      << "VmRSS grew from " << early.st.rss_kib << " KiB to "
-      << late.st.rss_kib << " KiB";
+      << "VmRSS grew from " << early.st.rss_kib << " KiB to " << late.st.rss_kib
+      << " KiB";
   EXPECT_EQ(late.st.threads, early.st.threads);
 }
 

@@ -104,9 +104,8 @@ void CheckRun(const absl::Status& st, const std::vector<int64_t>& ids,
     EXPECT_THAT(std::string(st.message()),
                 HasSubstr(absl::StrCat("micro-batch ", ids.size() % 4)));
   }
-  EXPECT_EQ(bad.count(after), 1u)
-      << "the step after the outfeed's last (" << after
-      << ") is not a bad element";
+  EXPECT_EQ(bad.count(after), 1u) << "the step after the outfeed's last ("
+                                  << after << ") is not a bad element";
   *next = after + 1;
 }
 
@@ -120,10 +119,11 @@ std::vector<int64_t> TakeIds(feeds::IPUOutfeedQueue* outfeed,
 }
 
 void Print(const char* what, const Figures& f) {
-  std::printf("%s: %d runs, %d failed at a random step, %d runs after a "
-              "failure worked, %lld outfeed steps checked, none lost\n",
-              what, f.runs, f.failed, f.ok_after_failure,
-              static_cast<long long>(f.steps));
+  std::printf(
+      "%s: %d runs, %d failed at a random step, %d runs after a "
+      "failure worked, %lld outfeed steps checked, none lost\n",
+      what, f.runs, f.failed, f.ok_after_failure,
+      static_cast<long long>(f.steps));
 }
 
 TEST(KernelErrorStressTest, LoopErrorAtRandomStepsKeepsTheStream) {
@@ -131,15 +131,16 @@ TEST(KernelErrorStressTest, LoopErrorAtRandomStepsKeepsTheStream) {
   std::mt19937 rng(7);
   auto bad = BadIds(rng, int64_t{runs} * kStepsPerRun + 1);
   auto system = MakeSystem(1);
-  auto infeed = std::move(feeds::IPUInfeedQueue::Create(Elements(bad), 3)).value();
+  auto infeed =
+      std::move(feeds::IPUInfeedQueue::Create(Elements(bad), 3)).value();
   auto outfeed = std::move(feeds::IPUOutfeedQueue::Create()).value();
   Scope s = Scope::NewRootScope();
   Tensor table = Tensor::FromVector<float>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
   auto loop = loops::Repeat(
       s, kStepsPerRun,
       [&](const Scope& b, const std::vector<Output>& a) {
-        Output g = ops::Gather(b.WithOpName("inject"), ops::Const(b, table),
-                               a[1]);
+        Output g =
+            ops::Gather(b.WithOpName("inject"), ops::Const(b, table), a[1]);
         outfeed->Enqueue(b, {{"id", ops::Identity(b, a[0])}, {"g", g}});
         return std::vector<Output>{};
       },
@@ -151,8 +152,8 @@ TEST(KernelErrorStressTest, LoopErrorAtRandomStepsKeepsTheStream) {
   Figures f;
   for (int r = 0; r < runs && !HasFailure(); ++r) {
     absl::Status st = strategy.Run(*s.graph(), {}, {loop->op}).status();
-    CheckRun(st, TakeIds(outfeed.get(), "id"), *bad, false, &next,
-             &last_failed, &f, r);
+    CheckRun(st, TakeIds(outfeed.get(), "id"), *bad, false, &next, &last_failed,
+             &f, r);
   }
   Print("device loop", f);
   EXPECT_GT(f.failed, runs / 4);
@@ -164,7 +165,8 @@ TEST(KernelErrorStressTest, PipelineErrorAtRandomMicroBatches) {
   std::mt19937 rng(8);
   auto bad = BadIds(rng, int64_t{runs} * kStepsPerRun + 1);
   auto system = MakeSystem(2);
-  auto infeed = std::move(feeds::IPUInfeedQueue::Create(Elements(bad), 3)).value();
+  auto infeed =
+      std::move(feeds::IPUInfeedQueue::Create(Elements(bad), 3)).value();
   auto outfeed = std::move(feeds::IPUOutfeedQueue::Create()).value();
   Scope s = Scope::NewRootScope();
   Tensor table = Tensor::FromVector<float>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9});

@@ -8,8 +8,9 @@
 // are stored correctly. -fno-tree-slp-vectorize avoids it (bazel/ipuflow.bzl,
 // AVX512_COPTS).
 //
-//   g++ -std=c++17 -O2 -march=x86-64-v4 tests/toolchain/gcc_avx512_slp_repro.cc && ./a.out
-//   echo $?   # 1 with the bug; 0 with -fno-tree-slp-vectorize, -O1 or x86-64-v3
+//   g++ -std=c++17 -O2 -march=x86-64-v4 tests/toolchain/gcc_avx512_slp_repro.cc
+//   && ./a.out echo $?   # 1 with the bug; 0 with -fno-tree-slp-vectorize, -O1
+//   or x86-64-v3
 //
 // Deliberately free of ipuflow code (and built with the compiler's defaults
 // plus -march=x86-64-v4 by //tests/toolchain:gcc_avx512_slp_repro) so it can

@@ -26,33 +26,48 @@ IPUFLOW_AVX512 std::vector<int64_t> Vector() {
 
 std::vector<int64_t> Expected(Pattern p) {
   switch (p) {
-    case Pattern::k1110: return {1, 1, 1, 0};
-    case Pattern::k2220: return {2, 2, 2, 0};
-    case Pattern::k1100: return {1, 1, 0, 0};
-    case Pattern::k1000: return {1, 0, 0, 0};
-    case Pattern::k1230: return {1, 2, 3, 0};
+    case Pattern::k1110:
+      return {1, 1, 1, 0};
+    case Pattern::k2220:
+      return {2, 2, 2, 0};
+    case Pattern::k1100:
+      return {1, 1, 0, 0};
+    case Pattern::k1000:
+      return {1, 0, 0, 0};
+    case Pattern::k1230:
+      return {1, 2, 3, 0};
   }
   return {};
 }
 
 std::vector<int64_t> StoreWithAvx512(Pattern p) {
   switch (p) {
-    case Pattern::k1110: return Store<1, 1, 1, 0>();
-    case Pattern::k2220: return Store<2, 2, 2, 0>();
-    case Pattern::k1100: return Store<1, 1, 0, 0>();
-    case Pattern::k1000: return Store<1, 0, 0, 0>();
-    case Pattern::k1230: return Store<1, 2, 3, 0>();
+    case Pattern::k1110:
+      return Store<1, 1, 1, 0>();
+    case Pattern::k2220:
+      return Store<2, 2, 2, 0>();
+    case Pattern::k1100:
+      return Store<1, 1, 0, 0>();
+    case Pattern::k1000:
+      return Store<1, 0, 0, 0>();
+    case Pattern::k1230:
+      return Store<1, 2, 3, 0>();
   }
   return {};
 }
 
 std::vector<int64_t> VectorWithAvx512(Pattern p) {
   switch (p) {
-    case Pattern::k1110: return Vector<1, 1, 1, 0>();
-    case Pattern::k2220: return Vector<2, 2, 2, 0>();
-    case Pattern::k1100: return Vector<1, 1, 0, 0>();
-    case Pattern::k1000: return Vector<1, 0, 0, 0>();
-    case Pattern::k1230: return Vector<1, 2, 3, 0>();
+    case Pattern::k1110:
+      return Vector<1, 1, 1, 0>();
+    case Pattern::k2220:
+      return Vector<2, 2, 2, 0>();
+    case Pattern::k1100:
+      return Vector<1, 1, 0, 0>();
+    case Pattern::k1000:
+      return Vector<1, 0, 0, 0>();
+    case Pattern::k1230:
+      return Vector<1, 2, 3, 0>();
   }
   return {};
 }

@@ -37,19 +37,23 @@ std::vector<unsigned char> ReadGz(const std::string& path) {
   std::vector<unsigned char> out;
   unsigned char buf[1 << 16];
   int n;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) out.insert(out.end(), buf, buf + n);
+  while ((n = gzread(f, buf, sizeof buf)) > 0)
+    out.insert(out.end(), buf, buf + n);
   gzclose(f);
   return out;
 }
 
 uint32_t BigEndian(const unsigned char* p) {
-  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) |
+         (uint32_t{p[2]} << 8) | p[3];
 }
 
 // Images [N, 1, 28, 28] normalised as the tutorial's, labels [N] int64.
 std::pair<torch::Tensor, torch::Tensor> Load(const std::string& split) {
-  const std::vector<unsigned char> img = ReadGz(std::string(kDir) + split + "-images-idx3-ubyte.gz");
-  const std::vector<unsigned char> lab = ReadGz(std::string(kDir) + split + "-labels-idx1-ubyte.gz");
+  const std::vector<unsigned char> img =
+      ReadGz(std::string(kDir) + split + "-images-idx3-ubyte.gz");
+  const std::vector<unsigned char> lab =
+      ReadGz(std::string(kDir) + split + "-labels-idx1-ubyte.gz");
   const int64_t n = BigEndian(img.data() + 4);
   if (BigEndian(img.data()) != 2051 || BigEndian(lab.data()) != 2049 ||
       BigEndian(lab.data() + 4) != n || img.size() != 16 + n * 784) {
@@ -57,7 +61,8 @@ std::pair<torch::Tensor, torch::Tensor> Load(const std::string& split) {
   }
   torch::Tensor x = torch::empty({n, 1, 28, 28});
   float* xp = x.data_ptr<float>();
-  for (int64_t i = 0; i < n * 784; ++i) xp[i] = (img[16 + i] / 255.0f - 0.5f) / 0.5f;
+  for (int64_t i = 0; i < n * 784; ++i)
+    xp[i] = (img[16 + i] / 255.0f - 0.5f) / 0.5f;
   torch::Tensor y = torch::empty({n}, torch::kInt64);
   int64_t* yp = y.data_ptr<int64_t>();
   for (int64_t i = 0; i < n; ++i) yp[i] = lab[8 + i];
@@ -66,8 +71,10 @@ std::pair<torch::Tensor, torch::Tensor> Load(const std::string& split) {
 
 struct ConvNetImpl : torch::nn::Module {
   ConvNetImpl()
-      : conv1(register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 10, 5)))),
-        conv2(register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(10, 20, 5)))),
+      : conv1(register_module(
+            "conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 10, 5)))),
+        conv2(register_module(
+            "conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(10, 20, 5)))),
         fc1(register_module("fc1", torch::nn::Linear(320, 256))),
         fc2(register_module("fc2", torch::nn::Linear(256, 10))) {}
   torch::Tensor forward(torch::Tensor x) {
@@ -104,14 +111,15 @@ int main(int argc, char** argv) {
   auto [test_x, test_y] = Load("t10k");
 
   ConvNet model;
-  torch::optim::AdamW adamw(model->parameters(),
-                            torch::optim::AdamWOptions(1e-3).weight_decay(0.01));
+  torch::optim::AdamW adamw(
+      model->parameters(), torch::optim::AdamWOptions(1e-3).weight_decay(0.01));
   const int64_t n = train_x.size(0);
   const int64_t steps = n / batch / accumulation * accumulation;
   std::vector<int64_t> order(n);
   for (int64_t i = 0; i < n; ++i) order[i] = i;
   std::shuffle(order.begin(), order.end(), std::mt19937_64(42 + seed));
-  const torch::Tensor perm = torch::from_blob(order.data(), {n}, torch::kInt64).clone();
+  const torch::Tensor perm =
+      torch::from_blob(order.data(), {n}, torch::kInt64).clone();
 
   float last_loss = 0;
   const auto start = std::chrono::steady_clock::now();
@@ -120,7 +128,8 @@ int main(int argc, char** argv) {
     const torch::Tensor idx = perm.slice(0, s * batch, (s + 1) * batch);
     const torch::Tensor x = train_x.index_select(0, idx);
     const torch::Tensor y = train_y.index_select(0, idx);
-    torch::Tensor loss = torch::nn::functional::cross_entropy(model->forward(x), y);
+    torch::Tensor loss =
+        torch::nn::functional::cross_entropy(model->forward(x), y);
     (loss / accumulation).backward();
     if ((s + 1) % accumulation == 0) {
       adamw.step();
@@ -129,16 +138,19 @@ int main(int argc, char** argv) {
     if (s + 1 == steps) last_loss = loss.item<float>();
   }
   const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
 
   torch::NoGradGuard no_grad;
   model->eval();
   const torch::Tensor predicted = model->forward(test_x).argmax(1);
   const int64_t correct = predicted.eq(test_y).sum().item<int64_t>();
   std::printf(
-      "libtorch %s, %d thread(s): batch %d x accumulation %d, %lld steps in %.1f s: "
+      "libtorch %s, %d thread(s): batch %d x accumulation %d, %lld steps in "
+      "%.1f s: "
       "%.0f images/s; last loss %.4f; test accuracy %.2f%%\n",
-      TORCH_VERSION, threads, batch, accumulation, static_cast<long long>(steps), seconds,
-      steps * batch / seconds, last_loss, 100.0 * correct / test_x.size(0));
+      TORCH_VERSION, threads, batch, accumulation,
+      static_cast<long long>(steps), seconds, steps * batch / seconds,
+      last_loss, 100.0 * correct / test_x.size(0));
   return 0;
 }
