@@ -82,6 +82,29 @@ absl::Status UnaryKernel(KernelContext& ctx, F f) {
   return absl::OkStatus();
 }
 
+// y = fn(x) through a float32 array function (ops/math/vector_math.h:
+// each value computed by the same instructions wherever it sits). float32
+// is computed in place of the output, float16 widened in chunks and each
+// result rounded once, by the device's rounding.
+using FloatArrayFn = void (*)(const float* x, float* y, int64_t n);
+absl::Status UnaryArrayKernel(KernelContext& ctx, FloatArrayFn fn,
+                              double cost_per_element = kCwiseCost);
+
+// y[i] = f(x[i]) for a scalar float function f (float -> float), called
+// once per element with no packet form, so a value's result does not
+// depend on where it sits (the element-wise ops defined by C library
+// functions: Erf, Sin, Log1p, GELU, ...). float16 is widened in chunks, f
+// runs in float32 and each result is rounded once.
+template <typename F>
+absl::Status PointwiseKernel(KernelContext& ctx, F f,
+                             double cost_per_element = 4 * kCwiseCost);
+
+// dx[i] = g(x[i], dy[i]) for inputs x, dy of one shape (the gradient ops of
+// the pointwise ops), computed like PointwiseKernel.
+template <typename G>
+absl::Status PointwiseGradKernel(KernelContext& ctx, G g,
+                                 double cost_per_element = 4 * kCwiseCost);
+
 // out = f(x, y) with numpy broadcasting; Out is the output element type.
 template <typename T, typename Out, typename F>
 absl::Status BinaryKernel(KernelContext& ctx, F f) {
@@ -151,6 +174,76 @@ absl::Status BinaryKernel(KernelContext& ctx, F f) {
 inline absl::Status UnsupportedDType(const KernelContext& ctx, DType dtype) {
   return ctx.Error(absl::StatusCode::kUnimplemented, "no kernel for dtype ",
                    DTypeName(dtype));
+}
+
+template <typename F>
+absl::Status PointwiseKernel(KernelContext& ctx, F f, double cost_per_element) {
+  const Tensor& x = ctx.input(0);
+  const DType dtype = x.dtype();
+  if (dtype != DType::kFloat32 && dtype != DType::kFloat16) {
+    return UnsupportedDType(ctx, dtype);
+  }
+  ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.shape()));
+  constexpr int64_t kChunk = 1024;
+  ctx.ParallelFor(x.NumElements(), cost_per_element, [&](int64_t b, int64_t e) {
+    float buf[kChunk];
+    for (int64_t i = b; i < e; i += kChunk) {
+      const int64_t m = std::min(kChunk, e - i);
+      const float* in = buf;
+      float* out = buf;
+      if (dtype == DType::kFloat32) {
+        in = x.data<float>() + i;
+        out = y->data<float>() + i;
+      } else {
+        WidenHalf(x.data<half>() + i, buf, m);
+      }
+      for (int64_t j = 0; j < m; ++j) out[j] = f(in[j]);
+      if (dtype == DType::kFloat16) {
+        RoundToHalf(ctx, 0, buf, y->data<half>() + i, m, i);
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+template <typename G>
+absl::Status PointwiseGradKernel(KernelContext& ctx, G g,
+                                 double cost_per_element) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& dy = ctx.input(1);
+  const DType dtype = x.dtype();
+  if (dtype != DType::kFloat32 && dtype != DType::kFloat16) {
+    return UnsupportedDType(ctx, dtype);
+  }
+  if (x.shape() != dy.shape()) {
+    return ctx.InvalidArgument("inputs have shapes ", x.shape().DebugString(),
+                               " and ", dy.shape().DebugString(),
+                               "; they must be equal");
+  }
+  ASSIGN_OR_RETURN(Tensor * dx, ctx.allocate_output(0, x.shape()));
+  constexpr int64_t kChunk = 1024;
+  ctx.ParallelFor(x.NumElements(), cost_per_element, [&](int64_t b, int64_t e) {
+    float bx[kChunk], bd[kChunk];
+    for (int64_t i = b; i < e; i += kChunk) {
+      const int64_t m = std::min(kChunk, e - i);
+      const float* px = bx;
+      const float* pd = bd;
+      float* out = bx;
+      if (dtype == DType::kFloat32) {
+        px = x.data<float>() + i;
+        pd = dy.data<float>() + i;
+        out = dx->data<float>() + i;
+      } else {
+        WidenHalf(x.data<half>() + i, bx, m);
+        WidenHalf(dy.data<half>() + i, bd, m);
+      }
+      for (int64_t j = 0; j < m; ++j) out[j] = g(px[j], pd[j]);
+      if (dtype == DType::kFloat16) {
+        RoundToHalf(ctx, 0, bx, dx->data<half>() + i, m, i);
+      }
+    }
+  });
+  return absl::OkStatus();
 }
 
 }  // namespace ipuflow::ops

@@ -4,6 +4,7 @@
 #include "ops/cwise.h"
 #include "ops/math/broadcast_grad.h"
 #include "ops/math/mul.h"
+#include "ops/math/vector_math.h"
 #include "ops/shape_fns.h"
 
 namespace ipuflow::ops {
@@ -12,12 +13,7 @@ namespace {
 REGISTER_OP("Exp")
     .Input("x")
     .SetShapeFn(shape_fns::UnchangedFloat)
-    .SetKernel([](KernelContext& ctx) -> absl::Status {
-      IPUFLOW_SWITCH_FLOAT(
-          ctx.input(0).dtype(),
-          return UnaryKernel<T>(ctx, [](const auto& a) { return a.exp(); }),
-          return UnsupportedDType(ctx, ctx.input(0).dtype()));
-    })
+    .SetKernel([](KernelContext& ctx) { return UnaryArrayKernel(ctx, VecExp); })
     // y = e^x;  dy/dx = e^x = y
     .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> dy,
                     std::vector<Output>* dx) {

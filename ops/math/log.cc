@@ -3,6 +3,7 @@
 #include "core/op_registry.h"
 #include "ops/cwise.h"
 #include "ops/math/div.h"
+#include "ops/math/vector_math.h"
 #include "ops/shape_fns.h"
 
 namespace ipuflow::ops {
@@ -11,12 +12,7 @@ namespace {
 REGISTER_OP("Log")
     .Input("x")
     .SetShapeFn(shape_fns::UnchangedFloat)
-    .SetKernel([](KernelContext& ctx) -> absl::Status {
-      IPUFLOW_SWITCH_FLOAT(
-          ctx.input(0).dtype(),
-          return UnaryKernel<T>(ctx, [](const auto& a) { return a.log(); }),
-          return UnsupportedDType(ctx, ctx.input(0).dtype()));
-    })
+    .SetKernel([](KernelContext& ctx) { return UnaryArrayKernel(ctx, VecLog); })
     // y = ln(x);  dy/dx = 1 / x
     .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> dy,
                     std::vector<Output>* dx) {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/gradients.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"
@@ -59,6 +60,21 @@ TEST(PowTest, GradientWithBroadcast) {
       Pow(s, x, y));
   ASSERT_TRUE(err.ok()) << err.status();
   EXPECT_LT(*err, 1e-3);
+}
+
+// Issue 21: d(x^y)/dx at x = 0, y = 0 is 0 (PyTorch's rule), not
+// 0 * 0^-1 = NaN; elsewhere y x^(y-1) as before.
+TEST(PowTest, GradientAtZeroToTheZeroIsZero) {
+  Scope s = Scope::NewRootScope();
+  Output x = Const<float>(s, {0, 0, 2, 0}, {4});
+  Output y = Const<float>(s, {0, 2, 0, 1}, {4});
+  std::vector<Output> grads;
+  ASSERT_TRUE(AddGradients(s, {Pow(s, x, y)}, {x, y}, {}, &grads).ok());
+  // dx: 0 (y = 0), 2 * 0 = 0, 0 (y = 0), 1 * 0^0 = 1.
+  EXPECT_TRUE(TensorNear(RunOne(s, {}, grads[0]), {0, 0, 0, 1}, {4}, 0, 0));
+  // dy: z ln x, 0 where x <= 0; 2^0 ln 2 at x = 2.
+  EXPECT_TRUE(
+      TensorNear(RunOne(s, {}, grads[1]), {0, 0, 0.6931472f, 0}, {4}, 1e-6));
 }
 
 }  // namespace

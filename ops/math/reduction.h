@@ -15,7 +15,9 @@
 // from the innermost, it views the data as [outer, reduced, inner] and
 // reduces the middle: contiguous Eigen row reductions when inner == 1,
 // accumulation of contiguous inner blocks otherwise, in parallel over outer
-// (and over blocks of inner). float16 accumulates in float32.
+// (and over blocks of inner); both pairwise over leaves (256 values, 16
+// slices), so float32 sums of millions of values stay within 10x of a
+// float64 sum rounded once. float16 accumulates in float32.
 //
 // Stateless; safe from any thread.
 #ifndef IPUFLOW_OPS_MATH_REDUCTION_H_

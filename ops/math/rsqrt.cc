@@ -6,6 +6,7 @@
 #include "ops/math/broadcast_grad.h"
 #include "ops/math/mul.h"
 #include "ops/math/square.h"
+#include "ops/math/vector_math.h"
 #include "ops/shape_fns.h"
 
 namespace ipuflow::ops {
@@ -14,11 +15,8 @@ namespace {
 REGISTER_OP("Rsqrt")
     .Input("x")
     .SetShapeFn(shape_fns::UnchangedFloat)
-    .SetKernel([](KernelContext& ctx) -> absl::Status {
-      IPUFLOW_SWITCH_FLOAT(
-          ctx.input(0).dtype(),
-          return UnaryKernel<T>(ctx, [](const auto& a) { return a.rsqrt(); }),
-          return UnsupportedDType(ctx, ctx.input(0).dtype()));
+    .SetKernel([](KernelContext& ctx) {
+      return UnaryArrayKernel(ctx, VecRsqrt);
     })
     // y = x^(-1/2);  dy/dx = -1/2 x^(-3/2) = -0.5 y^3
     .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> dy,

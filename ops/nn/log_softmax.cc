@@ -8,6 +8,7 @@
 #include "ops/math/neg.h"
 #include "ops/math/reduce_sum.h"
 #include "ops/math/sub.h"
+#include "ops/math/vector_math.h"
 #include "ops/nn/rowwise.h"
 
 namespace ipuflow::ops {
@@ -18,8 +19,11 @@ REGISTER_OP("LogSoftmax")
     .SetShapeFn(RowwiseShape)
     .SetKernel([](KernelContext& ctx) {
       return RowwiseKernel(ctx, 20, [](const RowInputs& in, Eigen::ArrayXf& y) {
-        y = in[0] - in[0].maxCoeff();
-        y -= std::log(y.exp().sum());
+        const float m = in[0].maxCoeff();
+        y = in[0] - m;
+        VecExp(y.data(), y.data(), y.size());
+        const float log_sum = std::log(y.sum());
+        y = (in[0] - m) - log_sum;
       });
     })
     // y = x - log(sum(exp(x)));  dy_i/dx_j = delta_ij - softmax(x)_j
@@ -38,7 +42,8 @@ REGISTER_OP("LogSoftmaxGrad")
     .SetKernel([](KernelContext& ctx) {
       return RowwiseKernel(ctx, 12,
                            [](const RowInputs& in, Eigen::ArrayXf& dx) {
-                             dx = in[1] - in[0].exp() * in[1].sum();
+                             VecExp(in[0].data(), dx.data(), dx.size());
+                             dx = in[1] - dx * in[1].sum();
                            });
     })
     // z = dy - exp(y) sum(dy), sum over the last axis:

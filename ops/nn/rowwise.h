@@ -7,7 +7,8 @@
 //   // out = softmax(in[0]) per row
 //   return RowwiseKernel(ctx, /*cost_per_element=*/20,
 //       [](const RowInputs& in, Eigen::ArrayXf& out) {
-//         out = (in[0] - in[0].maxCoeff()).exp();
+//         out = in[0] - in[0].maxCoeff();
+//         VecExp(out.data(), out.data(), out.size());  // vector_math.h
 //         out /= out.sum();
 //       });
 //

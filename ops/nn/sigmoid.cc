@@ -5,18 +5,12 @@
 #include "ops/cwise.h"
 #include "ops/math/mul.h"
 #include "ops/math/sub.h"
+#include "ops/math/vector_math.h"
 #include "ops/nn/elementwise_grad.h"
 #include "ops/shape_fns.h"
 
 namespace ipuflow::ops {
 namespace {
-
-struct SigmoidFn {
-  template <typename A>
-  auto operator()(const A& x) const {
-    return x.logistic();
-  }
-};
 
 // f(y, dy) = dy * y * (1 - y).
 struct SigmoidGradFn {
@@ -30,10 +24,8 @@ struct SigmoidGradFn {
 REGISTER_OP("Sigmoid")
     .Input("x")
     .SetShapeFn(shape_fns::UnchangedFloat)
-    .SetKernel([](KernelContext& ctx) -> absl::Status {
-      IPUFLOW_SWITCH_FLOAT(ctx.input(0).dtype(),
-                           return UnaryKernel<T>(ctx, SigmoidFn()),
-                           return UnsupportedDType(ctx, ctx.input(0).dtype()));
+    .SetKernel([](KernelContext& ctx) {
+      return UnaryArrayKernel(ctx, VecSigmoid, 3 * kCwiseCost);
     })
     // y = 1 / (1 + e^-x);  dy/dx = y (1 - y)
     .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> dy,

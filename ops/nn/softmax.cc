@@ -4,6 +4,7 @@
 #include "ops/math/mul.h"
 #include "ops/math/reduce_sum.h"
 #include "ops/math/sub.h"
+#include "ops/math/vector_math.h"
 #include "ops/nn/rowwise.h"
 
 namespace ipuflow::ops {
@@ -14,7 +15,8 @@ REGISTER_OP("Softmax")
     .SetShapeFn(RowwiseShape)
     .SetKernel([](KernelContext& ctx) {
       return RowwiseKernel(ctx, 20, [](const RowInputs& in, Eigen::ArrayXf& y) {
-        y = (in[0] - in[0].maxCoeff()).exp();
+        y = in[0] - in[0].maxCoeff();
+        VecExp(y.data(), y.data(), y.size());
         y /= y.sum();
       });
     })

@@ -14,6 +14,7 @@
 #include "ops/math/mul.h"
 #include "ops/math/reduce_mean.h"
 #include "ops/math/reduce_sum.h"
+#include "ops/math/vector_math.h"
 #include "ops/nn/softmax.h"
 
 namespace ipuflow::ops {
@@ -49,56 +50,19 @@ absl::Status XentShape(ShapeContext& c) {
   return absl::OkStatus();
 }
 
-// One row of the loss, vectorised along the row with Eigen's SIMD packets
-// (pexp for every element, so a logit's result does not depend on where
-// the row starts in memory or which lane it falls in):
+// One row of the loss:
 //   m = max(x);  e = exp(x - m);  s = sum(e);
 //   loss = log(s) - (x[label] - m);  g = e / s - onehot(label).
-// A row's last partial packet is computed in a zero-padded copy; its unused
-// lanes are masked out of the max (-inf) and the sum (0).
-namespace pk = Eigen::internal;
-using Packet = pk::packet_traits<float>::type;
-constexpr int64_t kLanes = pk::unpacket_traits<Packet>::size;
-
+// The exp is VecExp's (ops/math/vector_math.h): a logit's result does not
+// depend on where it sits in the row, and a -inf logit gives exactly 0.
 float XentRow(const float* x, int64_t c, int64_t label, float* g) {
-  const int64_t full = c / kLanes * kLanes, tail = c - full;
-  constexpr float kInf = std::numeric_limits<float>::infinity();
-  alignas(EIGEN_MAX_ALIGN_BYTES) float last[kLanes];
-  alignas(EIGEN_MAX_ALIGN_BYTES) float mask_bits[kLanes];
-  std::fill(last, last + kLanes, -kInf);
-  std::copy_n(x + full, tail, last);
-  for (int64_t i = 0; i < kLanes; ++i) {
-    const uint32_t bits = i < tail ? ~0u : 0u;
-    std::memcpy(&mask_bits[i], &bits, sizeof(bits));
-  }
-  Packet mx = pk::pset1<Packet>(-kInf);
-  for (int64_t j = 0; j < full; j += kLanes) {
-    mx = pk::pmax(mx, pk::ploadu<Packet>(x + j));
-  }
-  if (tail > 0) mx = pk::pmax(mx, pk::pload<Packet>(last));
-  const float m = pk::predux_max(mx);
-  const Packet mp = pk::pset1<Packet>(m);
-  Packet sum = pk::pset1<Packet>(0.0f);
-  for (int64_t j = 0; j < full; j += kLanes) {
-    const Packet e = pk::pexp(pk::psub(pk::ploadu<Packet>(x + j), mp));
-    pk::pstoreu(g + j, e);
-    sum = pk::padd(sum, e);
-  }
-  Packet e_last = pk::pset1<Packet>(0.0f);
-  if (tail > 0) {
-    e_last = pk::pand(pk::pexp(pk::psub(pk::pload<Packet>(last), mp)),
-                      pk::pload<Packet>(mask_bits));
-    sum = pk::padd(sum, e_last);
-  }
-  const float s = pk::predux(sum);
-  const Packet sp = pk::pset1<Packet>(s);
-  for (int64_t j = 0; j < full; j += kLanes) {
-    pk::pstoreu(g + j, pk::pdiv(pk::ploadu<Packet>(g + j), sp));
-  }
-  if (tail > 0) {
-    pk::pstore(last, pk::pdiv(e_last, sp));
-    std::copy_n(last, tail, g + full);
-  }
+  const ConstArrayMap<float> xr(x, c);
+  ArrayMap<float> gr(g, c);
+  const float m = xr.maxCoeff();
+  gr = xr - m;
+  VecExp(g, g, c);
+  const float s = gr.sum();
+  gr /= s;
   g[label] -= 1.0f;
   return std::log(s) - (x[label] - m);
 }
