@@ -1,8 +1,13 @@
 #include "ops/math/broadcast_grad.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
+#include "core/half_rounding.h"
 #include "core/op_registry.h"
 #include "ops/cwise.h"
+#include "ops/math/scalar_ops.h"
 
 namespace ipuflow::ops {
 namespace {
@@ -42,6 +47,8 @@ absl::Status CheckBroadcastable(ShapeContext& c, int small, int big) {
   return absl::OkStatus();
 }
 
+// Sums in float32 for float16 (rounded once at the end, by the device's
+// rounding), in T otherwise.
 template <typename T>
 absl::Status SumToShape(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
@@ -53,17 +60,23 @@ absl::Status SumToShape(KernelContext& ctx) {
                                x.shape().DebugString());
   }
   ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, target));
-  out->flat<T>().setZero();
-  T* po = out->data<T>();
+  using Acc = AccumType<T>;
+  std::vector<Acc> acc(target.num_elements(), Acc(0));
   const T* px = x.data<T>();
   ForEachBroadcastRow(
       target, x.shape(), [&](int64_t xo, int64_t oo, int64_t n, bool full) {
         if (full) {
-          ArrayMap<T>(po + oo, n) += ConstArrayMap<T>(px + xo, n);
+          ArrayMap<Acc>(acc.data() + oo, n) +=
+              ConstArrayMap<T>(px + xo, n).template cast<Acc>();
         } else {
-          po[oo] += ConstArrayMap<T>(px + xo, n).sum();
+          acc[oo] += ConstArrayMap<T>(px + xo, n).template cast<Acc>().sum();
         }
       });
+  if constexpr (std::is_same_v<T, half>) {
+    RoundToHalf(ctx, 0, acc.data(), out->data<half>(), out->NumElements(), 0);
+  } else {
+    std::copy(acc.begin(), acc.end(), out->data<T>());
+  }
   return absl::OkStatus();
 }
 
