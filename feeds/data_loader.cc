@@ -1,6 +1,7 @@
-// DataLoader: the sample store, the ring the async workers fill, the
-// stitching of worker batches and the infeed view. The checks and the
-// per-epoch plan are in data_loader_plan.cc; the rules in data_loader.h.
+// DataLoader: the ring the async workers fill, the stitching of worker
+// batches and the infeed view. The samples are kept in sample_store.h, batch
+// memory is reused through batch_buffers.h, the checks and the per-epoch plan
+// are in data_loader_plan.cc; the rules in data_loader.h.
 #include "feeds/data_loader.h"
 
 #include <algorithm>
@@ -17,195 +18,22 @@
 #include "core/mutex.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "feeds/batch_buffers.h"
 #include "feeds/data_loader_plan.h"
+#include "feeds/sample_store.h"
 
 namespace ipuflow::feeds {
 
+using internal::BufferPool;
 using internal::CheckOptions;
 using internal::CheckSize;
+using internal::Copyable;
+using internal::CopyRows;
 using internal::Factors;
 using internal::IsAsync;
 using internal::Planner;
-
-std::string DataLoaderModeName(DataLoaderMode mode) {
-  switch (mode) {
-    case DataLoaderMode::kSync:
-      return "kSync";
-    case DataLoaderMode::kAsync:
-      return "kAsync";
-    case DataLoaderMode::kAsyncRebatched:
-      return "kAsyncRebatched";
-  }
-  return "unknown";
-}
-
-namespace {
-
-// The samples, read once and in order from the dataset as batches need
-// them (a shuffled epoch may need the last one first), then kept.
-// Thread-safe: reads are serialised by mu_.
-class SampleStore {
- public:
-  explicit SampleStore(DatasetPtr ds) : ds_(std::move(ds)) {}
-
-  // The reference stays valid and unchanged as long as the store: samples
-  // are only appended once Create has returned, and a deque keeps them in
-  // place (so callers read them without the lock and without a copy).
-  const absl::StatusOr<Element>& Get(int64_t i) {
-    MutexLock l(&mu_);
-    ReadUpTo(i);
-    return samples_[i];
-  }
-  // Get(ids[0]), Get(ids[1]), ... under one lock, up to and including the
-  // first sample that failed (so exactly the samples Get would read).
-  void GetMany(absl::Span<const int64_t> ids,
-               std::vector<const absl::StatusOr<Element>*>* out) {
-    out->clear();
-    MutexLock l(&mu_);
-    for (int64_t i : ids) {
-      ReadUpTo(i);
-      out->push_back(&samples_[i]);
-      if (!out->back()->ok()) return;
-    }
-  }
-  // Reads everything: the sample count of a dataset of unknown cardinality.
-  int64_t Count() {
-    MutexLock l(&mu_);
-    while (!ended_) ReadUpTo(static_cast<int64_t>(samples_.size()));
-    return static_cast<int64_t>(samples_.size()) - 1;  // The end marker.
-  }
-  void SetExpected(int64_t n) {
-    MutexLock l(&mu_);
-    expected_ = n;
-    if (static_cast<int64_t>(samples_.size()) > n) samples_.resize(n);
-  }
-
- private:
-  void ReadUpTo(int64_t i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    while (static_cast<int64_t>(samples_.size()) <= i) {
-      if (!it_) it_ = ds_->MakeIterator();
-      absl::StatusOr<Element> e =
-          ended_ ? absl::OutOfRangeError("end") : it_->GetNext();
-      if (e.status().code() == absl::StatusCode::kOutOfRange) {
-        ended_ = true;
-        // Not OutOfRange: that would read as the end of an epoch.
-        e = absl::FailedPreconditionError(absl::StrCat(
-            "DataLoader: the samples dataset ", ds_->DebugString(),
-            " ended after ", read_, " samples, but it reported ", expected_));
-      } else {
-        ++read_;
-      }
-      samples_.push_back(std::move(e));
-    }
-  }
-
-  const DatasetPtr ds_;
-  Mutex mu_;
-  std::unique_ptr<Iterator> it_ ABSL_GUARDED_BY(mu_);
-  std::deque<absl::StatusOr<Element>> samples_ ABSL_GUARDED_BY(mu_);
-  bool ended_ ABSL_GUARDED_BY(mu_) = false;
-  int64_t read_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t expected_ ABSL_GUARDED_BY(mu_) = 0;
-};
-
-// Rows [begin, end) of `dst` = rows [from, from + end - begin) of `src`.
-void CopyRows(const Element& src, int64_t from, const Element& dst,
-              int64_t begin, int64_t end) {
-  for (size_t c = 0; c < src.size(); ++c) {
-    dst[c].Slice(begin, end).CopyFrom(src[c].Slice(from, from + end - begin));
-  }
-}
-
-// The memory of the batches the loader assembles, kept for later batches
-// once nothing references it: a 12.5 MB batch allocated afresh per host
-// call is mmap'ed, faulted in page by page and cleared by the kernel each
-// time. A tensor from Get views a pooled buffer through its own handle
-// (a shared_ptr with a deleter); every Tensor, slice or view made from it
-// copies that handle, so the buffer comes back (Put) only when the last of
-// them is gone, on whichever thread drops it. Thread-safe.
-class BufferPool : public std::enable_shared_from_this<BufferPool> {
- public:
-  // An uninitialised tensor whose buffer nothing else references: a kept
-  // buffer of the same size, else a new one (aborting as Tensor(dtype,
-  // shape) does, like Stack). Invalid and resource tensors are not pooled.
-  Tensor Get(DType dtype, const TensorShape& shape) {
-    if (dtype == DType::kInvalid || dtype == DType::kResource) {
-      return Tensor(dtype, shape);
-    }
-    const size_t bytes = shape.num_elements() * DTypeSize(dtype);
-    std::shared_ptr<TensorBuffer> owner;
-    {
-      MutexLock l(&mu_);
-      for (auto it = free_.rbegin(); it != free_.rend(); ++it) {
-        if ((*it)->size() == bytes) {
-          owner = std::move(*it);
-          free_.erase(std::next(it).base());
-          break;
-        }
-      }
-    }
-    if (owner == nullptr) {
-      owner = Tensor(dtype, shape).buffer();
-    } else {
-      IPU_CHECK(ValidateShape(shape).ok());
-    }
-    TensorBuffer* raw = owner.get();
-    std::shared_ptr<TensorBuffer> handle(
-        raw, [pool = weak_from_this(),
-              owner = std::move(owner)](TensorBuffer*) mutable {
-          // A loader gone before its batches: the buffer is freed.
-          if (std::shared_ptr<BufferPool> p = pool.lock()) {
-            p->Put(std::move(owner));
-          }
-          owner.reset();
-        });
-    return Tensor(dtype, shape, std::move(handle));
-  }
-
-  // Keeps at most `n` unused buffers (at least: the largest n asked for).
-  void KeepAtLeast(size_t n) {
-    MutexLock l(&mu_);
-    max_free_ = std::max(max_free_, n);
-  }
-
- private:
-  void Put(std::shared_ptr<TensorBuffer> owner) {
-    MutexLock l(&mu_);
-    // The oldest goes first: sizes no longer asked for (a short last
-    // batch) age out.
-    if (free_.size() >= max_free_ && !free_.empty()) free_.pop_front();
-    if (max_free_ > 0) free_.push_back(std::move(owner));
-  }
-
-  Mutex mu_;
-  std::deque<std::shared_ptr<TensorBuffer>> free_ ABSL_GUARDED_BY(mu_);
-  size_t max_free_ ABSL_GUARDED_BY(mu_) = 0;
-};
-
-// True if `s` has `first`'s components, dtypes and shapes.
-bool SameLayout(const Element& s, const Element& first) {
-  if (s.size() != first.size()) return false;
-  for (size_t c = 0; c < s.size(); ++c) {
-    if (s[c].dtype() != first[c].dtype() || s[c].shape() != first[c].shape()) {
-      return false;
-    }
-  }
-  return true;
-}
-
-// Components the one-pass copy handles: plain bytes (no resources, no
-// invalid tensors); any other sample goes through Stack.
-bool Copyable(const Element& s) {
-  if (s.empty()) return false;
-  for (const Tensor& t : s) {
-    if (t.dtype() == DType::kInvalid || t.dtype() == DType::kResource) {
-      return false;
-    }
-  }
-  return true;
-}
-
-}  // namespace
+using internal::SameLayout;
+using internal::SampleStore;
 
 // Units: what one worker loads at a time, numbered across epochs
 // (t = epoch * units_per_epoch + u): a combined batch, or in rebatched mode a

@@ -102,55 +102,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "core/ipu/collective_group.h"
+#include "feeds/data_loader_options.h"
 #include "feeds/dataset.h"
 
 namespace ipuflow::feeds {
-
-enum class DataLoaderMode { kSync, kAsync, kAsyncRebatched };
-// The collectives' grouping type (core/ipu/collective_group.h): input
-// groups are replica groups. kAll is refused ("input_group_type cannot be
-// All", as the original).
-using ReplicaGroupType = ReplicaGroups::Type;
-
-struct DataLoaderOptions {
-  int64_t batch_size = 1;  // Micro-batch: what one replica sees.
-  int64_t device_iterations = 1;
-  int64_t replicas = 1;  // Local replicas of this process.
-  int64_t gradient_accumulation = 1;
-  // Replicas per input group (poptorch inputReplicaGrouping).
-  int64_t input_group_size = 1;
-  ReplicaGroupType input_group_type = ReplicaGroupType::kConsecutive;
-  int64_t process_index = 0;
-  int64_t process_count = 1;
-  bool shuffle = false;
-  uint64_t seed = 0;      // Must be equal on every process.
-  bool drop_last = true;  // PopTorch's default (torch: false).
-  DataLoaderMode mode = DataLoaderMode::kSync;
-  int64_t buffer_size = 3;  // Ring slots, in combined batches.
-  bool early_preload = false;
-  bool load_indefinitely = true;
-  int64_t rebatched_worker_size = 0;  // 0: the combined batch size.
-  int64_t num_workers = 1;            // Async modes only.
-};
-
-// What every process must agree on for the split by process to be a
-// partition of the dataset. The multi-process layer gathers each process's
-// DataLoader::plan_key() and calls CheckProcessesAgree before the first step.
-struct DataLoaderPlanKey {
-  int64_t num_samples = 0;
-  uint64_t seed = 0;
-  bool shuffle = false;
-  bool drop_last = true;
-  int64_t combined_batch_size = 0;
-  int64_t process_count = 1;
-};
-
-// OK if there is one key per process (keys[i] from process i) and all are
-// equal; otherwise InvalidArgument naming the field, the processes and
-// their values (the original has no such check: processes that read
-// different data silently use some samples twice and others never).
-absl::Status CheckProcessesAgree(absl::Span<const DataLoaderPlanKey> keys);
 
 class DataLoader {
  public:
@@ -219,9 +174,6 @@ class DataLoader {
   // Shared with the datasets ToInfeedDataset made.
   std::shared_ptr<Impl> impl_;
 };
-
-// "kSync", "kAsync", "kAsyncRebatched". (Groups: ReplicaGroups::DebugString.)
-std::string DataLoaderModeName(DataLoaderMode mode);
 
 }  // namespace ipuflow::feeds
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "feeds/data_loader.h"
+#include "feeds/data_loader_options.h"
 
 namespace ipuflow::feeds::internal {
 

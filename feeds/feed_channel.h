@@ -21,7 +21,7 @@
 #include "core/graph.h"
 #include "core/kernel.h"
 
-namespace ipuflow::feeds_internal {
+namespace ipuflow::feeds::internal {
 
 template <typename Channel>
 struct FeedChannelState : KernelState {
@@ -52,6 +52,6 @@ absl::StatusOr<std::shared_ptr<Channel>> FeedChannel(KernelContext& ctx,
   return queue;
 }
 
-}  // namespace ipuflow::feeds_internal
+}  // namespace ipuflow::feeds::internal
 
 #endif  // IPUFLOW_FEEDS_FEED_CHANNEL_H_

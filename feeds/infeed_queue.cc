@@ -402,7 +402,7 @@ REGISTER_OP("InfeedDequeue")
     .SetKernel([](KernelContext& ctx) -> absl::Status {
       // Held for the whole dequeue (feed_channel.h).
       ASSIGN_OR_RETURN(std::shared_ptr<internal::InfeedChannel> queue,
-                       feeds_internal::FeedChannel<internal::InfeedChannel>(
+                       internal::FeedChannel<internal::InfeedChannel>(
                            ctx, "infeed", "IPUInfeedQueue"));
       absl::StatusOr<Element> element = queue->Dequeue(
           ctx.env().replica, ctx.env().num_replicas, ctx.env().cancellation);

@@ -19,16 +19,8 @@
 // latest. Dequeue before anything was enqueued: kAll returns empty tensors
 // (leading dimension 0), kLast is FailedPrecondition.
 //
-// Output modes (PopTorch's OutputMode, PopTorch user guide "Output modes";
-// the table in reference/wave2_reference.md 3.1) choose, on the device
-// side, which device iterations of a run are sent at all: All (every one),
-// EveryN(n) (iterations n-1, 2n-1, ... with all their GA micro-batches; n
-// must divide the run's iterations), Final (each replica's last, sent when
-// the run ends), Sum (each replica's sum over the run's iterations and
-// micro-batches, not over the batch dimension; sent when the run ends), and
-// Default: Final when the program trains (a pipeline with an optimizer, or
-// a device program that writes variables), All otherwise. What is not sent
-// is not transferred.
+// Output modes (feeds/output_mode.h) choose, on the device side, which
+// device iterations of a run are sent at all.
 //
 // Bounded: the host-side list holds at most `max_host_bytes` of steps (at
 // least one step). When it is full steps stay in the rings, the rings fill
@@ -68,6 +60,8 @@
 #include "absl/status/statusor.h"
 #include "core/cancellation.h"
 #include "core/scope.h"
+#include "feeds/outfeed_result.h"
+#include "feeds/output_mode.h"
 
 namespace ipuflow {
 class IPUDevice;
@@ -79,37 +73,9 @@ namespace internal {
 class OutfeedChannel;
 }  // namespace internal
 
-enum class OutfeedMode { kAll, kLast };
-
-struct OutputMode {
-  enum class Kind { kAll, kFinal, kSum, kEveryN, kDefault };
-  Kind kind = Kind::kAll;
-  int64_t period = 1;  // kEveryN only.
-  static OutputMode All() { return {Kind::kAll, 1}; }
-  static OutputMode Final() { return {Kind::kFinal, 1}; }
-  static OutputMode Sum() { return {Kind::kSum, 1}; }
-  static OutputMode EveryN(int64_t n) { return {Kind::kEveryN, n}; }
-  static OutputMode Default() { return {Kind::kDefault, 1}; }
-  std::string DebugString() const;  // "All", "EveryN(4)", ...
-};
 inline constexpr int kDefaultOutfeedBufferDepth = 3;
 // Host-side list bound: 1 GiB of steps.
 inline constexpr int64_t kDefaultOutfeedHostBytes = int64_t{1} << 30;
-
-// Named tensors; a list enqueue gets the names "0", "1", ...
-struct OutfeedResult {
-  std::vector<std::string> names;
-  std::vector<Tensor> tensors;
-  // NotFound naming the name (or index) and the names there are.
-  absl::StatusOr<Tensor> at(const std::string& name) const;
-  absl::StatusOr<Tensor> at(size_t index) const;
-  // Convenience: the tensor, or an invalid Tensor (dtype kInvalid, shape
-  // []) for an unknown name; never aborts. Prefer at() to learn why.
-  const Tensor& operator[](const std::string& name) const;
-  size_t size() const { return tensors.size(); }
-};
-// One step: each tensor has a leading replica dimension when R > 1.
-using OutfeedElement = OutfeedResult;
 
 class IPUOutfeedQueue {
  public:
