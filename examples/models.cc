@@ -29,7 +29,10 @@ Layer CreateLayer(const Scope& scope, const TensorShape& w_shape, int64_t units,
   return layer;
 }
 
-// Conv k5 VALID with bias, MaxPool 2, ReLU.
+constexpr const char* kBlockNames[4] = {"conv1", "conv2", "fc1", "fc2"};
+
+}  // namespace
+
 Output ConvPoolRelu(const Scope& scope, const Layer& layer, Output x) {
   Output y =
       ops::Conv2D(scope, x, ops::ReadVariable(scope, layer.w), {1, 1}, "VALID");
@@ -37,10 +40,6 @@ Output ConvPoolRelu(const Scope& scope, const Layer& layer, Output x) {
   y = ops::MaxPool2D(scope, y, {2, 2}, {2, 2}, "VALID");
   return ops::Relu(scope, y);
 }
-
-constexpr const char* kBlockNames[4] = {"conv1", "conv2", "fc1", "fc2"};
-
-}  // namespace
 
 Layer CreateDense(const Scope& scope, int64_t in, int64_t units, int64_t seed,
                   DType dtype) {

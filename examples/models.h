@@ -29,6 +29,9 @@ struct Layer {
 Layer CreateDense(const Scope& scope, int64_t in, int64_t units, int64_t seed,
                   DType dtype = DType::kFloat32);
 Output Dense(const Scope& scope, const Layer& layer, Output x, bool relu);
+// The tutorial's Block: x [N, H, W, C] -> 5x5 convolution (VALID, with
+// bias), 2x2 max pooling, ReLU.
+Output ConvPoolRelu(const Scope& scope, const Layer& layer, Output x);
 
 // The tutorial ConvNet: images float32 [N,28,28,1] -> logits [N,10]:
 // B1 Conv 1->10 k5, MaxPool 2, ReLU | B2 Conv 10->20 k5, MaxPool 2, ReLU |

@@ -66,6 +66,22 @@ double Mean(const std::deque<double>& v) {
 
 }  // namespace
 
+RunningMeans::RunningMeans(int micro_batches, int replicas)
+    : replicas_(std::max(1, replicas)),
+      window_steps_(std::max(1, micro_batches / replicas_)) {}
+
+void RunningMeans::Add(const Tensor& loss, const Tensor& accuracy) {
+  losses_.push_back(ReplicaMean(loss));
+  if (accuracy.dtype() != DType::kInvalid) {
+    accuracies_.push_back(ReplicaMean(accuracy));
+  }
+  if (losses_.size() > window_steps_) losses_.pop_front();
+  if (accuracies_.size() > window_steps_) accuracies_.pop_front();
+}
+
+double RunningMeans::mean_loss() const { return Mean(losses_); }
+double RunningMeans::mean_accuracy() const { return Mean(accuracies_); }
+
 OutfeedMonitor::OutfeedMonitor(feeds::IPUOutfeedQueue* outfeed, int64_t steps,
                                int replicas, std::string loss,
                                std::string accuracy, int window,
@@ -75,8 +91,8 @@ OutfeedMonitor::OutfeedMonitor(feeds::IPUOutfeedQueue* outfeed, int64_t steps,
       replicas_(std::max(1, replicas)),
       loss_(std::move(loss)),
       accuracy_(std::move(accuracy)),
-      window_steps_(std::max(1, window / replicas_)),
       on_progress_(std::move(on_progress)),
+      means_(window, replicas),
       thread_([this] { Loop(); }) {}
 
 OutfeedMonitor::~OutfeedMonitor() { Stop(); }
@@ -87,21 +103,15 @@ void OutfeedMonitor::Stop() {
   thread_.join();
 }
 
-double OutfeedMonitor::mean_loss() const { return Mean(losses_); }
-double OutfeedMonitor::mean_accuracy() const { return Mean(accuracies_); }
-
 void OutfeedMonitor::Loop() {
   for (int64_t step = 1; step <= steps_; ++step) {
     absl::StatusOr<feeds::OutfeedElement> e = outfeed_->Next();
     if (!e.ok()) return;  // Closed early: the training run failed.
-    losses_.push_back(ReplicaMean((*e)[loss_]));
-    if (!accuracy_.empty()) accuracies_.push_back(ReplicaMean((*e)[accuracy_]));
-    if (losses_.size() > window_steps_) losses_.pop_front();
-    if (accuracies_.size() > window_steps_) accuracies_.pop_front();
+    means_.Add((*e)[loss_], accuracy_.empty() ? Tensor() : (*e)[accuracy_]);
     steps_seen_ = step;
     if (on_progress_) {
-      on_progress_(step * replicas_, steps_ * replicas_, losses_.back(),
-                   Mean(accuracies_));
+      on_progress_(step * replicas_, steps_ * replicas_, means_.last_loss(),
+                   means_.mean_accuracy());
     }
   }
 }

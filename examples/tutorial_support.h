@@ -54,6 +54,29 @@ using ProgressCallback = std::function<void(int64_t, int64_t, float, float)>;
 // (logs, CI).
 void DrawProgress(int64_t done, int64_t total, float loss, float accuracy);
 
+// The last `micro_batches` micro-batches' loss and accuracy, in whole steps
+// (at least one): a step holds one micro-batch per replica (scalars for one
+// replica, [R] tensors for R), averaged over the replicas. Filled by one
+// thread; read by another once that one is done (joined).
+class RunningMeans {
+ public:
+  RunningMeans(int micro_batches, int replicas);
+  // One step; an invalid `accuracy` tensor (Tensor()) adds no accuracy.
+  void Add(const Tensor& loss, const Tensor& accuracy);
+  // The window, in micro-batches: whole steps x replicas.
+  int micro_batches() const {
+    return static_cast<int>(window_steps_) * replicas_;
+  }
+  double last_loss() const { return losses_.empty() ? 0 : losses_.back(); }
+  double mean_loss() const;
+  double mean_accuracy() const;
+
+ private:
+  const int replicas_;
+  const size_t window_steps_;
+  std::deque<double> losses_, accuracies_;  // Replica means, last window.
+};
+
 // The monitoring thread: takes `steps` steps from a training outfeed as the
 // device produces them (IPUOutfeedQueue::Next). A step holds one micro-batch
 // per replica: scalars for one replica, [R] tensors for R; loss and accuracy
@@ -75,8 +98,8 @@ class OutfeedMonitor {
   // monitor early); waits for the thread. The getters are valid after it.
   void Stop();
   int64_t steps_seen() const { return steps_seen_; }
-  double mean_loss() const;
-  double mean_accuracy() const;
+  double mean_loss() const { return means_.mean_loss(); }
+  double mean_accuracy() const { return means_.mean_accuracy(); }
 
  private:
   void Loop();
@@ -85,10 +108,9 @@ class OutfeedMonitor {
   const int64_t steps_;
   const int replicas_;
   const std::string loss_, accuracy_;
-  const size_t window_steps_;
   const ProgressCallback on_progress_;
   int64_t steps_seen_ = 0;
-  std::deque<double> losses_, accuracies_;  // Replica means, last window.
+  RunningMeans means_;
   std::thread thread_;
 };
 

@@ -1,0 +1,103 @@
+// The main example's command line (examples/train_fashion_mnist.cc): its
+// flags, their defaults (the PopTorch pipelining tutorial's
+// hyperparameters) and their checks, parsed into one struct, and the
+// reports that are not the tutorial's own logic (summaries, the replicas'
+// agreement, the profile files).
+//
+//   ASSIGN_OR_RETURN(examples::TutorialFlags flags,
+//                    examples::ParseTutorialFlags(argc, argv));
+//   flags.batch_size;                 // 40
+//   flags.gradient_accumulation;      // 10 / --replication-factor
+//
+// Separate from tutorial_support (shared with train_fashion_mnist_loop,
+// which defines flags of the same names).
+#ifndef IPUFLOW_EXAMPLES_TUTORIAL_FLAGS_H_
+#define IPUFLOW_EXAMPLES_TUTORIAL_FLAGS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/ipu/executable.h"
+#include "core/ipu/ipu_config.pb.h"
+#include "feeds/data_loader.h"
+#include "optimizers/loss_scaling.h"
+#include "pipelining/pipeline_report.h"
+
+namespace ipuflow::examples {
+
+constexpr int kStages = 4;  // B1-B4, one per IPU.
+
+struct TutorialFlags {
+  // Training: micro-batch, weight updates per host call, micro-batches per
+  // weight update on each replica (resolved: 10 / replicas by default).
+  int batch_size = 40;
+  int device_iterations = 10;
+  int gradient_accumulation = 10;
+  int replicas = 1;
+  // Inference: micro-batch, micro-batches per replica per host call.
+  int test_batch_size = 8;
+  int test_iterations = 100;
+  int epochs = 1;
+  float learning_rate = 0.001f;
+  std::string strategy = "pipelined";  // Or "sharded".
+  bool offload_optimiser = false;
+  bool replicated_optimizer_state_sharding = false;
+  bool profile = false;
+  std::string profile_dir;  // Resolved (ResolveOutputPath).
+  bool debug = false;
+  int64_t train_limit = -1, test_limit = -1;
+  int64_t seed = 0;
+  feeds::DataLoaderMode loader_mode = feeds::DataLoaderMode::kAsync;
+  int loader_workers = 1;
+  bool fp16 = false;
+  FloatingPointBehaviourConfig::StochasticRoundingBehaviour esr =
+      FloatingPointBehaviourConfig::REPLICA_IDENTICAL_ONLY;
+  optimizers::LossScaling loss_scaling;  // Set by the parser.
+
+  bool pipelined() const { return strategy == "pipelined"; }
+};
+
+// Sets the usage message, parses the command line (ParseCommandLine) and
+// checks every flag: InvalidArgument naming the flag and its valid values,
+// or the replicas, stages and IPUs when the replication factor cannot be
+// laid out or filled.
+absl::StatusOr<TutorialFlags> ParseTutorialFlags(int argc, char** argv);
+
+// "Training the ConvNet (B1-B4 on IPUs 0-3, pipelined) x 1 replica(s) ...":
+// what the training calls will do.
+std::string TrainingSummary(const TutorialFlags& flags);
+
+// "DataLoader (kAsync, 1 worker(s)): combined batch 40 x 10 device
+// iterations x ...": the training loader's combined batch and calls.
+void PrintDataLoader(const TutorialFlags& flags,
+                     const feeds::DataLoader& train_loader);
+
+// With --precision fp16: the loss scale after training (static, or the
+// automatic scale's variable, the same on every replica).
+absl::Status PrintLossScale(const TutorialFlags& flags,
+                            const Executable& trained);
+
+// "Pipeline (replica 0, last call, virtual clocks): ... images/s on 4 IPUs,
+// bubble ..., utilisation ...". Virtual clocks count each IPU's own CPU
+// time: what R x 4 IPUs that do not share the host's cores would take.
+void PrintPipelineReport(const TutorialFlags& flags,
+                         const pipelining::PipelineReport& last_run);
+
+// Data parallelism keeps replicas in step: every replica applies the same
+// averaged update, so weights and optimizer state must be bitwise equal.
+// Prints "Replicas in step: ..."; Internal naming the first difference.
+absl::Status CheckReplicasAgree(const Executable& exe);
+
+// --debug: the pipelines' summaries, the memory per IPU and the transfers;
+// --profile: for the last training and inference calls (replica 0),
+// train_trace.json (ui.perfetto.dev), train_timeline.svg, test_trace.json,
+// test_timeline.svg and summary.txt in --profile-dir.
+void WriteReports(const TutorialFlags& flags,
+                  const pipelining::PipelineReport& train,
+                  const pipelining::PipelineReport& test,
+                  const Executable& trained, const IPUSystem& system);
+
+}  // namespace ipuflow::examples
+
+#endif  // IPUFLOW_EXAMPLES_TUTORIAL_FLAGS_H_
