@@ -511,10 +511,14 @@ void Builder::BuildBackward(PartDef& part, int begin, int end) {
     }
   }
   // With recomputation only stateful values are kept (recomputing them
-  // would give other values); everything else is recomputed from the args.
+  // would give other values) and recomputation checkpoints (kept to cap
+  // the recomputation, ops/array/recomputation_checkpoint.h); everything
+  // else is recomputed from the args.
   for (int id = begin; id < end; ++id) {
     Node* n = g->node(id);
-    if (!n->op_def().is_stateful() || !Stashable(n)) continue;
+    const bool keep =
+        n->op_def().is_stateful() || n->op() == "RecomputationCheckpoint";
+    if (!keep || !Stashable(n)) continue;
     for (int k = 0; k < n->num_outputs(); ++k) stash_rc.insert(Output(n, k));
   }
   part.stash.assign(stash.begin(), stash.end());

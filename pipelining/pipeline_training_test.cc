@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ops/array/concat.h"
+#include "ops/array/recomputation_checkpoint.h"
 #include "ops/array/split.h"
 #include "ops/nn/sparse_softmax_cross_entropy_with_logits.h"
 #include "optimizers/adam.h"
@@ -38,6 +39,8 @@ struct TrainingSetup {
   int runs = 2;
   ReductionMethod reduction = ReductionMethod::kSum;
   bool offload = false;
+  // Stage 1's output h goes through a RecomputationCheckpoint.
+  bool checkpoint = false;
   std::optional<DType> accumulation_dtype;
   testing::OptimizerFactory optimizer = [] {
     return std::make_shared<optimizers::MomentumOptimizer>(0.1f, 0.9f);
@@ -61,6 +64,15 @@ Trained TrainPipelined(const TrainingSetup& setup) {
   auto outfeed = *feeds::IPUOutfeedQueue::Create();
   PipelineOptions o;
   o.computational_stages = ModelStages(init);
+  if (setup.checkpoint) {
+    o.computational_stages[1] = StageFunction(
+        [&init](const Scope& sc, const std::vector<Output>& args) {
+          std::vector<Output> out = testing::ModelStage(1, sc, args, init);
+          out[0] = ops::RecomputationCheckpoint(sc, out[0]);
+          return out;
+        },
+        /*num_inputs=*/2);
+  }
   o.device_mapping = {0, 1, 2, 3};
   o.gradient_accumulation_count = setup.micro_batches;
   o.repeat_count = setup.runs;
@@ -196,6 +208,23 @@ TEST(PipelineTrainingTest, RecomputationStashesOnlyStageInputs) {
     const int64_t inputs = (s == 0 ? 4 * 6 : 4 * 8) * 4 + 4 * 4;
     EXPECT_EQ(b.report.stash_bytes_per_micro_batch[s], inputs) << s;
     EXPECT_GT(a.report.stash_bytes_per_micro_batch[s], inputs) << s;
+  }
+  EXPECT_LT(MaxDifference(a.variables, b.variables), 1e-6);
+}
+
+// A checkpointed value is stashed, not recomputed: stage 1 keeps its
+// output h (4x8 floats) besides its inputs; training is unchanged.
+TEST(PipelineTrainingTest, RecomputationCheckpointIsStashed) {
+  TrainingSetup plain, marked;
+  plain.runs = marked.runs = 1;
+  plain.recompute = marked.recompute = true;
+  marked.checkpoint = true;
+  Trained a = TrainPipelined(plain), b = TrainPipelined(marked);
+  for (int s = 0; s < 4; ++s) {
+    EXPECT_EQ(
+        b.report.stash_bytes_per_micro_batch[s],
+        a.report.stash_bytes_per_micro_batch[s] + (s == 1 ? 4 * 8 * 4 : 0))
+        << s;
   }
   EXPECT_LT(MaxDifference(a.variables, b.variables), 1e-6);
 }

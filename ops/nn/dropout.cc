@@ -3,18 +3,11 @@
 #include "absl/strings/str_cat.h"
 #include "core/op_registry.h"
 #include "ops/cwise.h"
+#include "ops/nn/dropout_mask.h"
 #include "ops/nn/elementwise_grad.h"
 
 namespace ipuflow::ops {
 namespace {
-
-// SplitMix64's finaliser: a bijective 64-bit mixer.
-uint64_t Mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-constexpr uint64_t kGamma = 0x9E3779B97F4A7C15ull;
 
 // How many times this node has run in its program. Runs of one program are
 // serialised (core/session.h), so no lock is needed.
@@ -28,8 +21,7 @@ absl::Status CheckRate(float rate) {
       absl::StrCat("rate must be in [0, 1), got ", rate));
 }
 
-// Element i is kept iff its uniform draw u_i in [0, 1) is >= rate; u_i is a
-// counter-based hash of (key, i), so shards need no shared generator.
+// The mask of DropoutKeeps (dropout_mask.h).
 template <typename T>
 absl::Status DropoutKernel(KernelContext& ctx, uint64_t key, float rate) {
   const Tensor& x = ctx.input(0);
@@ -41,9 +33,7 @@ absl::Status DropoutKernel(KernelContext& ctx, uint64_t key, float rate) {
   const T scale = static_cast<T>(1.0f / (1.0f - rate));
   ctx.ParallelFor(x.NumElements(), 16, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
-      const uint64_t bits = Mix(key + (static_cast<uint64_t>(i) + 1) * kGamma);
-      const float u = static_cast<float>(bits >> 40) * (1.0f / (1 << 24));
-      pm[i] = u >= rate ? scale : T(0);
+      pm[i] = DropoutKeeps(key, i, rate) ? scale : T(0);
     }
     ArrayMap<T>(py + b, e - b) =
         ConstArrayMap<T>(px + b, e - b) * ConstArrayMap<T>(pm + b, e - b);
@@ -77,7 +67,7 @@ REGISTER_OP("Dropout")
           static_cast<DropoutState*>(ctx.state().get())->runs++;
       const uint64_t seed = static_cast<uint64_t>(ctx.attr<int64_t>("seed"));
       const uint64_t replica = static_cast<uint64_t>(ctx.env().replica);
-      const uint64_t key = Mix(Mix(Mix(seed + kGamma) + run) + replica);
+      const uint64_t key = DropoutKey(seed, run, replica);
       const DType dtype = ctx.input(0).dtype();
       IPUFLOW_SWITCH_FLOAT(dtype, return DropoutKernel<T>(ctx, key, rate),
                            return UnsupportedDType(ctx, dtype));
