@@ -1,0 +1,34 @@
+#include "optimizers/sgd.h"
+
+#include "ops/array/const.h"
+#include "ops/state/apply_sgd.h"
+#include "ops/state/assign.h"
+#include "ops/state/read_variable.h"
+
+namespace ipuflow::optimizers {
+
+std::vector<Node*> SGDOptimizer::Prepare(const Scope& scope) {
+  lr_ = learning_rate_.ToOutput(scope.WithOpName("learning_rate"));
+  mu_ = ops::Const(scope.WithOpName("momentum"), options_.momentum);
+  damp_ = ops::Const(scope.WithOpName("dampening"), options_.dampening);
+  wd_ = ops::Const(scope.WithOpName("weight_decay"), options_.weight_decay);
+  ops::VariableHandle step =
+      ops::Variable(scope.WithOpName("step"),
+                    ops::Const(scope.WithOpName("step/initial_value"), 0.f),
+                    {/*shared_name=*/"", /*trainable=*/false});
+  Node* increment =
+      ops::AssignAdd(scope.WithOpName("step/increment"), step.handle,
+                     ops::Const(scope.WithOpName("step/one"), 1.f));
+  // Built after the increment, so it reads the incremented count.
+  step_ = ops::ReadVariable(scope.WithOpName("step/value"), step.handle);
+  return {increment};
+}
+
+Node* SGDOptimizer::ApplyDense(const Scope& scope, Output grad,
+                               const ops::VariableInfo& var,
+                               const std::vector<Output>& slots) {
+  return ops::ApplySGD(scope, Output(var.node), slots[0], lr_, mu_, damp_, wd_,
+                       step_, grad, options_.nesterov, update_shard());
+}
+
+}  // namespace ipuflow::optimizers
