@@ -738,6 +738,143 @@ const std::vector<OpEntry>& OpTable() {
       e.atol = 1e-7;
       t.push_back(e);
     }
+    // -- Element-wise ops of issue 21 (ops/math, ops/nn).
+    t.push_back(Unary(
+        "Abs", [](double x) { return std::fabs(x); }, -2, 2, 0));
+    t.push_back(Unary(
+        "Sign", [](double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : x); }, -2,
+        2, 0));
+    t.push_back(Unary(
+        "Sin", [](double x) { return std::sin(x); }, -10, 10));
+    t.push_back(Unary(
+        "Cos", [](double x) { return std::cos(x); }, -10, 10));
+    t.push_back(Unary(
+        "Erf", [](double x) { return std::erf(x); }, -3, 3));
+    t.push_back(Unary(
+        "Log1p", [](double x) { return std::log1p(x); }, -0.9, 5));
+    t.push_back(Unary(
+        "Expm1", [](double x) { return std::expm1(x); }, -5, 5));
+    for (auto [name, f] :
+         std::vector<std::pair<std::string, double (*)(double)>>{
+             {"Floor", [](double x) { return std::floor(x); }},
+             {"Ceil", [](double x) { return std::ceil(x); }},
+             {"Round", [](double x) { return std::nearbyint(x); }}}) {
+      OpEntry e = Unary(name, f, -4, 4, 0);
+      e.grad_tol = 0;  // Zero, and the reference's differences are zero.
+      t.push_back(e);
+    }
+    {
+      OpEntry e = Unary(
+          "Clamp",
+          [](double x) {
+            return std::isnan(x) ? x : std::min(std::max(x, -0.5), 1.0);
+          },
+          -2, 2, 0);
+      e.attrs = {{"min", -0.5f}, {"max", 1.0f}};
+      t.push_back(e);
+      e = Binary("ClampGrad", [](double x, double dy) {
+        return x >= -0.5 && x <= 1.0 ? dy : 0.0;
+      });
+      e.attrs = {{"min", -0.5f}, {"max", 1.0f}};
+      e.ulps32 = 0;
+      t.push_back(e);
+    }
+    {
+      OpEntry e = Unary(
+          "Hardtanh",
+          [](double x) {
+            return std::isnan(x) ? x : std::min(std::max(x, -1.0), 1.0);
+          },
+          -2, 2, 0);
+      t.push_back(e);
+      e = Binary("HardtanhGrad", [](double x, double dy) {
+        return x > -1 && x < 1 ? dy : 0.0;
+      });
+      e.ulps32 = 0;
+      t.push_back(e);
+    }
+    {
+      OpEntry e = Unary(
+          "HardSigmoid",
+          [](double x) {
+            return std::isnan(x) ? x
+                   : x <= -3     ? 0.0
+                   : x >= 3      ? 1.0
+                                 : x / 6 + 0.5;
+          },
+          -5, 5, 2);
+      t.push_back(e);
+      e = Binary(
+          "HardSigmoidGrad",
+          [](double x, double dy) { return x > -3 && x < 3 ? dy / 6 : 0.0; },
+          -5, 5);
+      t.push_back(e);
+    }
+    {
+      OpEntry e = Unary(
+          "LeakyRelu", [](double x) { return x > 0 ? x : double{0.2f} * x; },
+          -2, 2, 1);
+      t.push_back(e);
+      e = Binary("LeakyReluGrad", [](double x, double dy) {
+        return x > 0 ? dy : double{0.2f} * dy;
+      });
+      t.push_back(e);
+    }
+    // Smooth activations; their Grad ops have no second derivative yet.
+    const auto silu = [](double x) { return x / (1 + std::exp(-x)); };
+    const auto silu_grad = [](double x, double dy) {
+      const double s = 1 / (1 + std::exp(-x));
+      return dy * s * (1 + x * (1 - s));
+    };
+    const auto elu = [](double x) { return x > 0 ? x : std::expm1(x); };
+    const auto elu_grad = [](double x, double dy) {
+      return x > 0 ? dy : dy * std::exp(x);
+    };
+    const auto softplus = [](double x) {
+      return x > 20 ? x : std::log1p(std::exp(x));
+    };
+    const auto softplus_grad = [](double x, double dy) {
+      return x > 20 ? dy : dy / (1 + std::exp(-x));
+    };
+    const auto gelu = [](double x) {
+      return 0.5 * x * std::erfc(-x / std::sqrt(2.0));
+    };
+    const auto gelu_grad = [](double x, double dy) {
+      return dy * (0.5 * std::erfc(-x / std::sqrt(2.0)) +
+                   x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI));
+    };
+    const double k = std::sqrt(2 / M_PI), c = 0.044715;
+    const auto gelu_tanh = [k, c](double x) {
+      return 0.5 * x * (1 + std::tanh(k * (x + c * x * x * x)));
+    };
+    const auto gelu_tanh_grad = [k, c](double x, double dy) {
+      const double t = std::tanh(k * (x + c * x * x * x));
+      return dy *
+             (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * c * x * x));
+    };
+    for (auto [name, f, g, lo, hi] : std::vector<
+             std::tuple<std::string, std::function<double(double)>,
+                        std::function<double(double, double)>, double, double>>{
+             {"Silu", silu, silu_grad, -6, 6},
+             {"Elu", elu, elu_grad, -4, 2},
+             {"Softplus", softplus, softplus_grad, -6, 25},
+             {"Gelu", gelu, gelu_grad, -3, 3}}) {
+      t.push_back(Unary(name, f, lo, hi, 2));
+      OpEntry e = Binary(name + "Grad", g, lo, hi, 2);
+      e.grad = false;
+      t.push_back(e);
+    }
+    {
+      OpEntry e = Unary("Gelu", gelu_tanh, -3, 3, 2);
+      e.variant = "tanh";
+      e.attrs = {{"approximate", "tanh"}};
+      t.push_back(e);
+      e = Binary("GeluGrad", gelu_tanh_grad, -3, 3, 2);
+      e.variant = "tanh";
+      e.attrs = {{"approximate", "tanh"}};
+      e.grad = false;
+      t.push_back(e);
+    }
     // -- Not evaluated here, and why.
     const std::string kState =
         "reads or writes a variable or host state; ops/state/*_test.cc";

@@ -3,11 +3,20 @@
 // every op family, so a new op is checked without being listed here.
 #include "core/op_registry.h"
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/gradients.h"
+#include "core/scope.h"
 #include "gtest/gtest.h"
+#include "ops/array/const.h"
+#include "ops/math/clamp.h"
+#include "ops/math/select.h"
+#include "ops/nn/gelu.h"
+#include "ops/nn/hardtanh.h"
+#include "ops/nn/softplus.h"
 
 namespace ipuflow {
 namespace {
@@ -73,6 +82,52 @@ TEST(OpRegistryTest, ModelOpsAreRegisteredWithTypedAttributes) {
     ASSERT_NE(a, nullptr) << name << "." << attr.first;
     EXPECT_EQ(a->type, attr.second) << name << "." << attr.first;
   }
+}
+
+// Attribute values outside an op's range are refused when the node is
+// built, naming the node and the value (issue 21's ops).
+TEST(OpRegistryTest, NewOpsRefuseBadAttributes) {
+  struct Case {
+    std::string expected;
+    std::function<void(const Scope&, Output)> build;
+  };
+  const std::vector<Case> cases = {
+      {"Gelu 'bad': approximate must be \"none\" or \"tanh\", got \"erf\"",
+       [](const Scope& s, Output x) { ops::Gelu(s, x, "erf"); }},
+      {"Clamp 'bad': min 2 must not exceed max 1",
+       [](const Scope& s, Output x) { ops::Clamp(s, x, 2.0f, 1.0f); }},
+      {"Hardtanh 'bad': min_val 1 must not exceed max_val -1",
+       [](const Scope& s, Output x) { ops::Hardtanh(s, x, 1.0f, -1.0f); }},
+      {"Softplus 'bad': beta must be finite and non-zero, got 0",
+       [](const Scope& s, Output x) { ops::Softplus(s, x, 0.0f); }},
+  };
+  for (const Case& c : cases) {
+    Scope s = Scope::NewRootScope();
+    Output x = ops::Placeholder(s, DType::kFloat32, {3});
+    c.build(s.WithOpName("bad"), x);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.status().message().find(c.expected), std::string::npos)
+        << s.status();
+  }
+}
+
+// Relu6 and Where are builders over Hardtanh and Select, not ops of their
+// own; second derivatives of the smooth activations are an error, not a
+// silent zero.
+TEST(OpRegistryTest, BuildersAndSecondDerivatives) {
+  Scope s = Scope::NewRootScope();
+  Output x = ops::Placeholder(s, DType::kFloat32, {3});
+  EXPECT_EQ(ops::Relu6(s, x).node->op(), "Hardtanh");
+  Output c = ops::Placeholder(s, DType::kBool, {3});
+  EXPECT_EQ(ops::Where(s, c, x, x).node->op(), "Select");
+  Output y = ops::Gelu(s, x);
+  std::vector<Output> g1, g2;
+  ASSERT_TRUE(AddGradients(s, {y}, {x}, {}, &g1).ok());
+  const absl::Status second = AddGradients(s, {g1[0]}, {x}, {}, &g2);
+  EXPECT_EQ(second.code(), absl::StatusCode::kUnimplemented) << second;
+  EXPECT_NE(second.message().find("second derivatives of Gelu"),
+            std::string::npos)
+      << second;
 }
 
 }  // namespace

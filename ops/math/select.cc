@@ -142,4 +142,8 @@ Output Select(const Scope& scope, Output cond, Output x, Output y) {
   return scope.AddNode("Select", {cond, x, y});
 }
 
+Output Where(const Scope& scope, Output cond, Output x, Output y) {
+  return Select(scope, cond, x, y);
+}
+
 }  // namespace ipuflow::ops

@@ -11,6 +11,9 @@
 namespace ipuflow::ops {
 
 Output Select(const Scope& scope, Output cond, Output x, Output y);
+// torch.where(cond, x, y) / tf.where(cond, x, y): Select under its other
+// name (one op, so one kernel and one gradient).
+Output Where(const Scope& scope, Output cond, Output x, Output y);
 
 }  // namespace ipuflow::ops
 
