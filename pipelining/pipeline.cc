@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "core/gradients.h"
 #include "core/op_registry.h"
+#include "core/option_checks.h"
 #include "ops/array/const.h"
 #include "ops/array/fill.h"
 #include "ops/collective/sharded_update.h"
@@ -163,6 +165,32 @@ void Builder::CheckOptions() {
     violations_.push_back(
         absl::StrCat("repeat_count must be >= 1, got ", o_.repeat_count));
   }
+  // Enums, upper bounds and products (core/option_checks.h).
+  OptionChecker check("PipelineOptions");
+  check.Enum("recomputation_mode", "RecomputationMode", o_.recomputation_mode,
+             {{RecomputationMode::kAuto, "Auto"},
+              {RecomputationMode::kRecomputeThenBackpropagate,
+               "RecomputeThenBackpropagate"},
+              {RecomputationMode::kRecomputeAndBackpropagateInterleaved,
+               "RecomputeAndBackpropagateInterleaved"}});
+  check.Enum("reduction_method", "ReductionMethod", o_.reduction_method,
+             {{ReductionMethod::kSum, "Sum"},
+              {ReductionMethod::kMean, "Mean"},
+              {ReductionMethod::kRunningMean, "RunningMean"}});
+  if (o_.repeat_count >= 1 && o_.gradient_accumulation_count >= 1) {
+    check.Product(
+        {{"repeat_count", o_.repeat_count},
+         {"gradient_accumulation_count", o_.gradient_accumulation_count}},
+        std::numeric_limits<int>::max(),
+        " micro-batches in one run (counted in int)");
+  }
+  if (o_.accumulate_outfeed && o_.outfeed_queue == nullptr) {
+    check.Fail(
+        "accumulate_outfeed requires an outfeed_queue (the sum it enqueues "
+        "would go nowhere)");
+  }
+  violations_.insert(violations_.end(), check.messages().begin(),
+                     check.messages().end());
   if (o_.virtual_costs.has_value()) {
     const StageCosts& c = *o_.virtual_costs;
     auto bad = [n](const std::vector<double>& v) {

@@ -1,7 +1,10 @@
 // Every violation Pipeline() checks, reported before anything runs, all at
 // once, each naming the values at fault.
+#include <functional>
+#include <limits>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -174,6 +177,75 @@ TEST(PipelineValidationTest, OutfeedLossNeedsAnOptimizer) {
   f.options.outfeed_loss = true;
   EXPECT_THAT(f.Build().message(),
               HasSubstr("outfeed_loss requires an optimizer_function"));
+}
+
+// Issue 22: every field of PipelineOptions through 0, -1, its largest
+// value and a product that overflows; each is InvalidArgument naming the
+// field and the value, before anything is built or run.
+TEST(PipelineValidationTest, EveryFieldsWholeRange) {
+  constexpr int kIntMax = std::numeric_limits<int>::max();
+  struct Case {
+    std::function<void(PipelineOptions&)> set;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {[](PipelineOptions& o) { o.gradient_accumulation_count = 0; },
+       "gradient_accumulation_count 0 is smaller than the 2 stages"},
+      {[](PipelineOptions& o) { o.gradient_accumulation_count = -1; },
+       "gradient_accumulation_count -1 is smaller than the 2 stages"},
+      {[](PipelineOptions& o) { o.gradient_accumulation_count = kIntMax; },
+       "gradient_accumulation_count is 2147483647; it must be between 2 and "
+       "16777216"},
+      {[](PipelineOptions& o) {
+         o.gradient_accumulation_count = (1 << 29) + 1;
+       },
+       "gradient_accumulation_count is 536870913"},
+      {[](PipelineOptions& o) { o.repeat_count = 0; },
+       "repeat_count must be >= 1, got 0"},
+      {[](PipelineOptions& o) { o.repeat_count = -1; },
+       "repeat_count must be >= 1, got -1"},
+      {[](PipelineOptions& o) { o.repeat_count = kIntMax; },
+       "repeat_count x gradient_accumulation_count = 2147483647 x 4 = "
+       "8589934588; the limit is 2147483647 micro-batches in one run"},
+      {[](PipelineOptions& o) {
+         o.pipeline_schedule = static_cast<PipelineSchedule>(9);
+       },
+       "pipeline_schedule is 9, not a PipelineSchedule"},
+      {[](PipelineOptions& o) {
+         o.pipeline_schedule = static_cast<PipelineSchedule>(-1);
+       },
+       "pipeline_schedule is -1, not a PipelineSchedule"},
+      {[](PipelineOptions& o) {
+         o.recomputation_mode = static_cast<RecomputationMode>(7);
+       },
+       "recomputation_mode is 7, not a RecomputationMode (0 Auto, 1 "
+       "RecomputeThenBackpropagate, 2 RecomputeAndBackpropagateInterleaved)"},
+      {[](PipelineOptions& o) {
+         o.reduction_method = static_cast<ReductionMethod>(-1);
+       },
+       "reduction_method is -1, not a ReductionMethod"},
+      {[](PipelineOptions& o) {
+         o.device_mapping = {0, -1};
+       },
+       "device_mapping[1] = -1 is not an IPU index"},
+      {[](PipelineOptions& o) {
+         o.device_mapping = {0, kIntMax};
+       },
+       "device_mapping[1] = 2147483647 is not an IPU index (it must be "
+       "between 0 and 1023)"},
+      {[](PipelineOptions& o) {
+         o.accumulate_outfeed = true;
+         o.outfeed_queue = nullptr;
+       },
+       "accumulate_outfeed requires an outfeed_queue"},
+  };
+  for (const Case& c : cases) {
+    Fixture f;
+    c.set(f.options);
+    const absl::Status s = f.Build();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.expected;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(c.expected));
+  }
 }
 
 TEST(PipelineValidationTest, RecomputationModeTheScheduleCannotRun) {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/option_checks.h"
 #include "core/status.h"
 
 namespace ipuflow::pipelining {
@@ -42,13 +43,36 @@ absl::StatusOr<std::vector<int>> ResolveMapping(
         num_stages));
   }
   for (int s = 0; s < num_stages; ++s) {
-    if (device_mapping[s] < 0) {
+    if (device_mapping[s] < 0 || device_mapping[s] >= kMaxPipelineIpus) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "MakeSchedule: device_mapping[%d] = %d is not an IPU index", s,
-          device_mapping[s]));
+          "MakeSchedule: device_mapping[%d] = %d is not an IPU index (it "
+          "must be between 0 and %d)",
+          s, device_mapping[s], kMaxPipelineIpus - 1));
     }
   }
   return device_mapping;
+}
+
+// Ranges, the enum and the table's size in checked arithmetic: 2 x N x M
+// in `int` overflowed for M = 2^29 + 1 and wrote past the step vector.
+absl::Status CheckScheduleArguments(PipelineSchedule schedule, int num_stages,
+                                    int micro_batches, bool training) {
+  OptionChecker check("MakeSchedule");
+  check.Enum("schedule", "PipelineSchedule", schedule,
+             {{PipelineSchedule::kGrouped, "Grouped"},
+              {PipelineSchedule::kInterleaved, "Interleaved"},
+              {PipelineSchedule::kSequential, "Sequential"}});
+  check.Range("num_stages", num_stages, 1, kMaxScheduleItems);
+  check.Range("micro_batches (gradient_accumulation_count)", micro_batches, 1,
+              kMaxScheduleItems);
+  if (check.ok()) {
+    check.Product(
+        {{"passes", training ? 2 : 1},
+         {"num_stages", num_stages},
+         {"micro_batches (gradient_accumulation_count)", micro_batches}},
+        kMaxScheduleItems, " work items in one run's table");
+  }
+  return check.status();
 }
 
 // The items of one micro-batch in dependency order: F(0..N-1), then
@@ -148,16 +172,8 @@ std::string WorkItemName(const WorkItem& item) {
 absl::StatusOr<ScheduleTable> MakeSchedule(
     PipelineSchedule schedule, int num_stages,
     const std::vector<int>& device_mapping, int micro_batches, bool training) {
-  if (num_stages < 1) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "MakeSchedule: num_stages must be >= 1, got %d", num_stages));
-  }
-  if (micro_batches < 1) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "MakeSchedule: micro_batches (gradient_accumulation_count) must be "
-        ">= 1, got %d",
-        micro_batches));
-  }
+  RETURN_IF_ERROR(
+      CheckScheduleArguments(schedule, num_stages, micro_batches, training));
   ScheduleTable table;
   ASSIGN_OR_RETURN(table.stage_ipu, ResolveMapping(num_stages, device_mapping));
   table.num_stages = num_stages;

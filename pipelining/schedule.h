@@ -55,6 +55,7 @@
 #ifndef IPUFLOW_PIPELINING_SCHEDULE_H_
 #define IPUFLOW_PIPELINING_SCHEDULE_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,12 @@ namespace ipuflow::pipelining {
 enum class PipelineSchedule { kGrouped = 0, kInterleaved = 1, kSequential = 2 };
 
 enum class Pass { kForward, kBackward };
+
+// The largest table MakeSchedule builds: (training ? 2 : 1) x num_stages x
+// micro_batches work items (each a step of a run, materialised, ~16 bytes),
+// and the IPU indices a mapping may name (IPUConfig's kMaxIpus).
+inline constexpr int64_t kMaxScheduleItems = int64_t{1} << 24;
+inline constexpr int kMaxPipelineIpus = 1024;
 
 // "Grouped", "Interleaved", "Sequential".
 const char* PipelineScheduleName(PipelineSchedule schedule);
@@ -110,9 +117,11 @@ struct ScheduleTable {
 // Any micro_batches >= 1 gives a valid table: Graphcore's rule that it be a
 // multiple of the overlap length is ValidatePipeline's business
 // (validation.h), so the planner can also show what other counts would cost.
-// REQUIRES nothing; returns InvalidArgument if num_stages < 1,
-// micro_batches < 1, device_mapping's length is neither 0 nor num_stages, or
-// an IPU index is negative.
+// REQUIRES nothing; returns InvalidArgument (naming the field, the value
+// and the limit) if num_stages or micro_batches is < 1, the work items
+// (training ? 2 : 1) x num_stages x micro_batches exceed kMaxScheduleItems,
+// `schedule` is not a PipelineSchedule, device_mapping's length is neither
+// 0 nor num_stages, or an IPU index is outside [0, kMaxPipelineIpus).
 absl::StatusOr<ScheduleTable> MakeSchedule(
     PipelineSchedule schedule, int num_stages,
     const std::vector<int>& device_mapping, int micro_batches, bool training);

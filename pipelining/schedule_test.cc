@@ -1,9 +1,11 @@
 #include "pipelining/schedule.h"
 
+#include <limits>
 #include <ostream>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -161,9 +163,44 @@ TEST(ScheduleTest, BadArgumentsAreInvalidArgument) {
   EXPECT_THAT(t.status().message(), HasSubstr("device_mapping[1] = -1"));
   t = MakeSchedule(kGrouped, 0, {}, 4, true);
   EXPECT_THAT(t.status().message(),
-              HasSubstr("num_stages must be >= 1, got 0"));
+              HasSubstr("num_stages is 0; it must be between 1 and"));
   t = MakeSchedule(kInterleaved, 2, {}, 0, true);
-  EXPECT_THAT(t.status().message(), HasSubstr("must be >= 1, got 0"));
+  EXPECT_THAT(t.status().message(),
+              HasSubstr("micro_batches (gradient_accumulation_count) is 0; it "
+                        "must be between 1 and 16777216"));
+  t = MakeSchedule(kGrouped, 2, {0, 1024}, 4, true);
+  EXPECT_THAT(t.status().message(),
+              HasSubstr("device_mapping[1] = 1024 is not an IPU index (it "
+                        "must be between 0 and 1023)"));
+  t = MakeSchedule(static_cast<PipelineSchedule>(9), 2, {}, 4, true);
+  EXPECT_THAT(t.status().message(),
+              HasSubstr("schedule is 9, not a PipelineSchedule (0 Grouped, 1 "
+                        "Interleaved, 2 Sequential)"));
+}
+
+// Issue 22: 2 x N x M in int overflowed for M = 2^29 + 1 (SIGSEGV writing
+// past the step vector; INT_MAX: bad_alloc). Now InvalidArgument naming the
+// field, the value and the limit, before anything is allocated.
+TEST(ScheduleTest, HugeMicroBatchCountsAreRefusedNotOverflowed) {
+  for (int m : {(1 << 29) + 1, std::numeric_limits<int>::max()}) {
+    for (PipelineSchedule kind : {kGrouped, kInterleaved, kSequential}) {
+      absl::StatusOr<ScheduleTable> t = MakeSchedule(kind, 2, {}, m, true);
+      ASSERT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << m;
+      EXPECT_THAT(t.status().message(),
+                  HasSubstr(absl::StrCat(
+                      "micro_batches (gradient_accumulation_count) is ", m,
+                      "; it must be between 1 and 16777216")));
+    }
+  }
+  // Each factor within bounds, the product above: the product is named.
+  absl::StatusOr<ScheduleTable> t =
+      MakeSchedule(kGrouped, 4096, {}, 4096, true);
+  EXPECT_THAT(t.status().message(),
+              HasSubstr("passes x num_stages x micro_batches "
+                        "(gradient_accumulation_count) = 2 x 4096 x 4096 = "
+                        "33554432; the limit is 16777216"));
+  // The largest table still builds.
+  EXPECT_TRUE(MakeSchedule(kGrouped, 2, {}, 1 << 12, true).ok());
 }
 
 TEST(ScheduleTest, VerifyCatchesBrokenTables) {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/option_checks.h"
 
 namespace ipuflow::pipelining {
 namespace {
@@ -109,10 +110,11 @@ void CheckMapping(PipelineSchedule schedule, int num_stages,
         Identity(num_stages)));
   }
   for (int s = 0; s < static_cast<int>(mapping.size()); ++s) {
-    if (mapping[s] < 0) {
+    if (mapping[s] < 0 || mapping[s] >= kMaxPipelineIpus) {
       violations.push_back(absl::StrFormat(
-          "device_mapping[%d] = %d is not an IPU index (must be >= 0)", s,
-          mapping[s]));
+          "device_mapping[%d] = %d is not an IPU index (it must be between 0 "
+          "and %d)",
+          s, mapping[s], kMaxPipelineIpus - 1));
     }
   }
   if (schedule == PipelineSchedule::kInterleaved && training &&
@@ -163,6 +165,30 @@ std::vector<std::string> PipelineViolations(
         "two or more stages, or run it without pipelining",
         num_stages));
   }
+  // Upper bounds, the enum and the table's size (checked arithmetic).
+  OptionChecker check("PipelineOptions");
+  check.Enum("pipeline_schedule", "PipelineSchedule", schedule,
+             {{PipelineSchedule::kGrouped, "Grouped"},
+              {PipelineSchedule::kInterleaved, "Interleaved"},
+              {PipelineSchedule::kSequential, "Sequential"}});
+  // (The lower bounds are rules 1 and 4, with their hints.)
+  if (num_stages > kMaxScheduleItems) {
+    check.Range("num_stages", num_stages, 2, kMaxScheduleItems);
+  }
+  if (num_stages >= 1 && gradient_accumulation_count > kMaxScheduleItems) {
+    check.Range("gradient_accumulation_count", gradient_accumulation_count,
+                MinimumGradientAccumulationCount(schedule, num_stages),
+                kMaxScheduleItems);
+  }
+  if (check.ok() && num_stages >= 1 && gradient_accumulation_count >= 1) {
+    check.Product(
+        {{"passes", training ? 2 : 1},
+         {"stages", num_stages},
+         {"gradient_accumulation_count", gradient_accumulation_count}},
+        kMaxScheduleItems, " work items in one run's schedule");
+  }
+  violations.insert(violations.end(), check.messages().begin(),
+                    check.messages().end());
   if (num_stages >= 1) {
     CheckMapping(schedule, num_stages, device_mapping, training, violations);
     const std::string gac = GacViolation(schedule, num_stages, device_mapping,

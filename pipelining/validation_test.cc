@@ -1,9 +1,11 @@
 #include "pipelining/validation.h"
 
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -70,6 +72,28 @@ TEST(ValidationTest, CountsBelowTheStageCountAreRejected) {
   EXPECT_THAT(ValidatePipeline(kSequential, 3, {}, 0, true).message(),
               HasSubstr("gradient_accumulation_count 0 must be at least 1 "
                         "(Sequential training)"));
+}
+
+// Issue 22: upper bounds, the enum and the table's size (a count of
+// 2^29 + 1 passed here, then overflowed MakeSchedule's int arithmetic).
+TEST(ValidationTest, UpperBoundsEnumAndProduct) {
+  for (int gac : {(1 << 29) + 1, std::numeric_limits<int>::max()}) {
+    EXPECT_THAT(ValidatePipeline(kGrouped, 2, {}, gac, true).message(),
+                HasSubstr(absl::StrCat("gradient_accumulation_count is ", gac,
+                                       "; it must be between 2 and "
+                                       "16777216")));
+  }
+  EXPECT_THAT(ValidatePipeline(kGrouped, 1024, {}, 16384, true).message(),
+              HasSubstr("passes x stages x gradient_accumulation_count = 2 x "
+                        "1024 x 16384 = 33554432; the limit is 16777216"));
+  EXPECT_THAT(
+      ValidatePipeline(static_cast<PipelineSchedule>(9), 2, {}, 4, true)
+          .message(),
+      HasSubstr("pipeline_schedule is 9, not a PipelineSchedule (0 Grouped, "
+                "1 Interleaved, 2 Sequential)"));
+  EXPECT_THAT(ValidatePipeline(kGrouped, 2, {0, 1 << 30}, 4, true).message(),
+              HasSubstr("device_mapping[1] = 1073741824 is not an IPU index "
+                        "(it must be between 0 and 1023)"));
 }
 
 TEST(ValidationTest, NoDivisibilityRule) {
