@@ -9,9 +9,12 @@
 #ifndef IPUFLOW_CORE_DTYPE_H_
 #define IPUFLOW_CORE_DTYPE_H_
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
+#include <type_traits>
 
 #include "Eigen/Core"
 #include "absl/status/statusor.h"
@@ -43,6 +46,25 @@ inline bool IsInteger(DType d) {
 }
 // The types AddGradients propagates through.
 inline bool IsDifferentiable(DType d) { return IsFloating(d); }
+// The types whose tensors hold values (not kInvalid, not kResource).
+inline bool HoldsValues(DType d) {
+  return IsFloating(d) || IsInteger(d) || d == DType::kBool;
+}
+
+// `x` converted to the integer type I, saturating at I's bounds, NaN to 0:
+// the defined form of a float-to-integer conversion, which C++ leaves
+// undefined outside I's range (TensorFlow's and XLA's casts saturate too).
+template <typename I, typename F>
+I SaturatingToInteger(F x) {
+  static_assert(std::is_integral_v<I> && std::is_signed_v<I>);
+  const double v = static_cast<double>(x);
+  // -2^k and 2^k are exact doubles for k = 31 and 63.
+  constexpr double kLo = static_cast<double>(std::numeric_limits<I>::min());
+  if (std::isnan(v)) return 0;
+  if (v <= kLo) return std::numeric_limits<I>::min();
+  if (v >= -kLo) return std::numeric_limits<I>::max();
+  return static_cast<I>(v);
+}
 
 template <typename T>
 struct DTypeOf;

@@ -33,6 +33,7 @@
 #include "core/floating_point.h"
 #include "core/graph.h"
 #include "core/resource.h"
+#include "core/taken_elements.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 
@@ -53,6 +54,10 @@ struct RunEnv {
   int ipu = 0;  // Index of the IPU this program runs on (within its system).
   // Cancels runs in progress; blocking kernels register with it. May be null.
   CancellationManager* cancellation = nullptr;
+  // Inside a device loop's iteration: where InfeedDequeue records the
+  // elements it delivers, given back if the iteration does not complete
+  // (core/taken_elements.h). Null elsewhere.
+  TakenElements* taken = nullptr;
   // The replica group for cross-replica collectives; null outside an IPU.
   CollectiveGroup* collectives = nullptr;
   // The emulated IPU running the program; null on the host.

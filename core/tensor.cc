@@ -110,9 +110,24 @@ Tensor Tensor::ForResource(std::shared_ptr<Resource> resource) {
 }
 
 Tensor Tensor::Filled(DType dtype, const TensorShape& shape, double value) {
+  if (!HoldsValues(dtype)) return Tensor();  // Was an abort (issue 22).
   Tensor t(dtype, shape);
-  IPUFLOW_SWITCH_ALL(dtype, t.flat<T>().setConstant(static_cast<T>(value)),
-                     IPU_CHECK(false));
+  switch (dtype) {
+    case DType::kInt32:
+      t.flat<int32_t>().setConstant(SaturatingToInteger<int32_t>(value));
+      break;
+    case DType::kInt64:
+      t.flat<int64_t>().setConstant(SaturatingToInteger<int64_t>(value));
+      break;
+    case DType::kFloat32:
+      t.flat<float>().setConstant(static_cast<float>(value));
+      break;
+    case DType::kFloat16:
+      t.flat<half>().setConstant(static_cast<half>(value));
+      break;
+    default:  // kBool (HoldsValues).
+      t.flat<bool>().setConstant(value != 0);
+  }
   return t;
 }
 
@@ -195,6 +210,21 @@ absl::StatusOr<Tensor> Stack(absl::Span<const Tensor> tensors) {
   return out;
 }
 
+namespace {
+
+// acc += t in two's complement (integer sums wrap, as on the device;
+// signed overflow is undefined behaviour in C++).
+template <typename I, typename U>
+void WrappingAdd(Tensor* acc, const Tensor& t) {
+  I* a = acc->data<I>();
+  const I* b = t.data<I>();
+  for (int64_t i = 0; i < t.NumElements(); ++i) {
+    a[i] = static_cast<I>(static_cast<U>(a[i]) + static_cast<U>(b[i]));
+  }
+}
+
+}  // namespace
+
 absl::Status AddInto(Tensor* acc, const Tensor& t) {
   if (!acc->valid()) {
     *acc = t.Copy();
@@ -205,9 +235,19 @@ absl::Status AddInto(Tensor* acc, const Tensor& t) {
         "cannot add ", DTypeName(t.dtype()), t.shape().DebugString(), " to ",
         DTypeName(acc->dtype()), acc->shape().DebugString()));
   }
-  IPUFLOW_SWITCH_NUMERIC(t.dtype(), acc->flat<T>() += t.flat<T>(),
-                         return absl::InvalidArgumentError(absl::StrCat(
-                             "cannot sum ", DTypeName(t.dtype()), " values")));
+  switch (t.dtype()) {
+    case DType::kInt32:
+      WrappingAdd<int32_t, uint32_t>(acc, t);
+      break;
+    case DType::kInt64:
+      WrappingAdd<int64_t, uint64_t>(acc, t);
+      break;
+    default:
+      IPUFLOW_SWITCH_NUMERIC(
+          t.dtype(), acc->flat<T>() += t.flat<T>(),
+          return absl::InvalidArgumentError(
+              absl::StrCat("cannot sum ", DTypeName(t.dtype()), " values")));
+  }
   return absl::OkStatus();
 }
 

@@ -93,7 +93,9 @@ class Tensor {
   static Tensor Scalar(T value) {
     return FromVector<T>({value}, TensorShape());
   }
-  // A tensor with every element equal to `value` (converted to dtype).
+  // A tensor with every element equal to `value` (converted to dtype;
+  // integers saturate, NaN is 0); an invalid Tensor for a dtype that holds
+  // no values (kInvalid, kResource).
   static Tensor Filled(DType dtype, const TensorShape& shape, double value);
 
   bool valid() const { return dtype_ != DType::kInvalid; }
@@ -188,8 +190,9 @@ Tensor Tensor::FromVector(const std::vector<T>& values,
 // Stacks same-shaped tensors along a new leading dimension.
 absl::StatusOr<Tensor> Stack(absl::Span<const Tensor> tensors);
 
-// *acc += t element-wise, in place (numeric dtypes); an invalid *acc becomes
-// a copy of t. InvalidArgument for another dtype or shape, or bool.
+// *acc += t element-wise, in place (numeric dtypes; int32 and int64 wrap in
+// two's complement); an invalid *acc becomes a copy of t. InvalidArgument
+// for another dtype or shape, or bool.
 absl::Status AddInto(Tensor* acc, const Tensor& t);
 
 }  // namespace ipuflow

@@ -1,6 +1,8 @@
 #include "core/tensor.h"
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "gtest/gtest.h"
 
@@ -145,6 +147,47 @@ TEST(TensorTest, StackAddsLeadingDimension) {
   auto bad = Stack(
       {Tensor::FromVector<float>({1}), Tensor::FromVector<float>({1, 2})});
   EXPECT_FALSE(bad.ok());
+}
+
+// Issue 22: integer sums (an outfeed's Sum mode, a pipeline's
+// accumulate_outfeed) wrap in two's complement instead of overflowing with
+// undefined behaviour (UBSan flags the old code).
+TEST(TensorTest, IntegerAddIntoWraps) {
+  Tensor a = Tensor::FromVector<int32_t>(
+      {std::numeric_limits<int32_t>::max(), -5}, {2});
+  ASSERT_TRUE(AddInto(&a, Tensor::FromVector<int32_t>({1, 2}, {2})).ok());
+  EXPECT_EQ(a.data<int32_t>()[0], std::numeric_limits<int32_t>::min());
+  EXPECT_EQ(a.data<int32_t>()[1], -3);
+  Tensor b =
+      Tensor::FromVector<int64_t>({std::numeric_limits<int64_t>::min()}, {1});
+  ASSERT_TRUE(AddInto(&b, Tensor::FromVector<int64_t>({-1}, {1})).ok());
+  EXPECT_EQ(b.data<int64_t>()[0], std::numeric_limits<int64_t>::max());
+}
+
+// Issue 22: Filled of a dtype without values was IPU_CHECK(false); integer
+// fills saturate like Cast.
+TEST(TensorTest, FilledRefusesResourceAndSaturatesIntegers) {
+  EXPECT_FALSE(Tensor::Filled(DType::kResource, {}, 1.0).valid());
+  EXPECT_FALSE(Tensor::Filled(DType::kInvalid, {2}, 1.0).valid());
+  EXPECT_EQ(Tensor::Filled(DType::kInt32, {}, 1e20).scalar<int32_t>(),
+            std::numeric_limits<int32_t>::max());
+  EXPECT_EQ(Tensor::Filled(DType::kInt64, {}, -1e20).scalar<int64_t>(),
+            std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(Tensor::Filled(DType::kInt32, {}, std::nan("")).scalar<int32_t>(),
+            0);
+  EXPECT_EQ(Tensor::Filled(DType::kInt32, {}, -7.9).scalar<int32_t>(), -7);
+}
+
+TEST(DTypeTest, SaturatingToInteger) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(SaturatingToInteger<int32_t>(kInf), INT32_MAX);
+  EXPECT_EQ(SaturatingToInteger<int32_t>(-kInf), INT32_MIN);
+  EXPECT_EQ(SaturatingToInteger<int32_t>(2147483648.0f), INT32_MAX);
+  EXPECT_EQ(SaturatingToInteger<int32_t>(-2147483648.0f), INT32_MIN);
+  EXPECT_EQ(SaturatingToInteger<int32_t>(2147483520.0f), 2147483520);
+  EXPECT_EQ(SaturatingToInteger<int64_t>(9.3e18f), INT64_MAX);
+  EXPECT_EQ(SaturatingToInteger<int64_t>(-3e9f), -3000000000LL);
+  EXPECT_EQ(SaturatingToInteger<int64_t>(std::nanf("")), 0);
 }
 
 TEST(DTypeTest, NamesRoundTrip) {

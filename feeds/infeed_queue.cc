@@ -38,7 +38,7 @@ constexpr std::chrono::nanoseconds kInfeedSpinCeiling =
 // per prefetch_depth elements, not once per element. The cost: the host
 // may run up to 2 x prefetch_depth elements ahead of the device (a full
 // ring and a full cache).
-class InfeedChannel : public HostResource {
+class InfeedChannel : public HostResource, public ElementSource {
  public:
   InfeedChannel(std::string id, DatasetPtr dataset, int prefetch_depth)
       : id_(std::move(id)),
@@ -59,6 +59,13 @@ class InfeedChannel : public HostResource {
                                   CancellationManager* cancellation);
   absl::Status GiveBack(int replica, int num_replicas,
                         std::vector<Element> elements);
+  // A device loop's iteration that did not complete (TakenElements).
+  absl::Status ReturnElement(int replica, int num_replicas,
+                             std::vector<Tensor> element) override {
+    std::vector<Element> elements;
+    elements.push_back(std::move(element));
+    return GiveBack(replica, num_replicas, std::move(elements));
+  }
   // Wakes every device thread with Cancelled and joins the host thread;
   // later Starts fail.
   void Shutdown(const char* why);
@@ -421,6 +428,12 @@ REGISTER_OP("InfeedDequeue")
                                      DTypeName(ctx.output_dtype(i)),
                                      ctx.planned_shape(i).DebugString());
         }
+      }
+      if (TakenElements* taken = ctx.env().taken) {
+        // Given back if this loop iteration does not complete (the tensors
+        // share their buffers: no copy).
+        taken->Record(queue, ctx.env().replica, ctx.env().num_replicas,
+                      *element);
       }
       int64_t bytes = 0;
       for (size_t i = 0; i < element->size(); ++i) {

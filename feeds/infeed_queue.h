@@ -35,7 +35,9 @@
 // so the queue must outlive them (docs/RELIABILITY.md). A stop (cancel,
 // reset, kernel error) ends the run, not the stream: a device that was
 // waiting took no element, a pipeline gives back what it took and did not
-// process (GiveBack), and the next run continues with the next one.
+// process (GiveBack), a device loop gives back the elements of an
+// iteration a cancel stopped (core/taken_elements.h), and the next run
+// continues with the next one: nothing lost, nothing repeated.
 #ifndef IPUFLOW_FEEDS_INFEED_QUEUE_H_
 #define IPUFLOW_FEEDS_INFEED_QUEUE_H_
 

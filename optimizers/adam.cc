@@ -1,5 +1,6 @@
 #include "optimizers/adam.h"
 
+#include "absl/strings/str_cat.h"
 #include "ops/array/const.h"
 #include "ops/state/apply_adam.h"
 #include "ops/state/assign.h"
@@ -8,7 +9,9 @@
 namespace ipuflow::optimizers {
 
 std::vector<Node*> AdamOptimizer::Prepare(const Scope& scope) {
-  lr_ = learning_rate_.ToOutput(scope.WithOpName("learning_rate"));
+  lr_ = learning_rate_.ToOutput(scope.WithOpName("learning_rate"),
+                                absl::StrCat(name(), " optimizer"),
+                                "learning_rate");
   b1_ = ops::Const(scope.WithOpName("beta1"), beta1_);
   b2_ = ops::Const(scope.WithOpName("beta2"), beta2_);
   eps_ = ops::Const(scope.WithOpName("epsilon"), epsilon_);

@@ -1,11 +1,14 @@
 #include "optimizers/gradient_descent.h"
 
+#include "absl/strings/str_cat.h"
 #include "ops/state/apply_gradient_descent.h"
 
 namespace ipuflow::optimizers {
 
 std::vector<Node*> GradientDescentOptimizer::Prepare(const Scope& scope) {
-  lr_ = learning_rate_.ToOutput(scope.WithOpName("learning_rate"));
+  lr_ = learning_rate_.ToOutput(scope.WithOpName("learning_rate"),
+                                absl::StrCat(name(), " optimizer"),
+                                "learning_rate");
   return {};
 }
 

@@ -183,6 +183,12 @@ std::vector<GradAndVar> LossScalingOptimizer::ComputeGradients(
     // The base reports it.
     return Optimizer::ComputeGradients(scope, loss, var_list);
   }
+  if (absl::Status st = CheckLossDType(loss); !st.ok()) {
+    // Before the cast to float32 below would hide it.
+    scope.UpdateStatus(absl::Status(
+        st.code(), absl::StrCat(name(), " optimizer: ", st.message())));
+    return {};
+  }
   Output scale = ReadScale(scope);
   if (!scope.ok()) return {};
   const Scope& s = *state_scope_;

@@ -27,7 +27,9 @@
 //    "[AutomaticLossScale transform] No tracked gradient tensors of type fp16
 //    were found." There is no inf/NaN guard and no skipped step (as PopART).
 //  - kGradScaler (PyTorch's torch.amp.GradScaler): S starts at init_scale;
-//    each step, if any gradient has an inf or NaN (summed over replicas),
+//    each step, if any gradient has an inf or NaN (summed over replicas; a
+//    float16 gradient's +-65504 counts too: with nanoo off, the default,
+//    that is where an overflow saturates instead of becoming inf),
 //    the inner update is skipped (variables and optimizer state unchanged),
 //    S <- S x backoff_factor and the growth tracker is reset; otherwise the
 //    update runs and tracker += 1, and when it reaches growth_interval:

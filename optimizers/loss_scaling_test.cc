@@ -459,5 +459,36 @@ TEST(GradScalerTest, InfOnOneReplicaSkipsTheStepOnBoth) {
   EXPECT_TRUE(TensorNear((*out)[1], {1, 1, 1, 1}, {2, 2}, 0, 0));
 }
 
+// Issue 22: on the IPU with nanoo off (the default) a float16 overflow
+// saturates at 65504 instead of becoming inf. The float16 gradient of w is
+// float16(S x c) = float16(65536 x 2), saturated: GradScaler must take it
+// as an overflow (skip, back off) rather than apply a clipped update.
+TEST(GradScalerTest, SaturatedFloat16GradientBacksOffOnTheIpu) {
+  Scope s = Scope::NewRootScope();
+  LinearLoss l(s, "w", {1, 2, 3, 4}, DType::kFloat16);
+  GradientDescentOptimizer sgd(0.5f);
+  LossScalingOptimizer opt(&sgd, LossScaling::GradScaler());
+  Node* train = opt.Minimize(s, l.loss);
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto system = IPUSystem::Create(IPUConfig());
+  ASSERT_TRUE(system.ok()) << system.status();
+  ASSERT_FALSE((*system)->floating_point().nanoo);
+  IPUStrategy strategy(system->get());
+  ASSERT_TRUE(strategy.Initialize(*s.graph()).ok());
+  auto r = strategy.Run(*s.graph(), {}, {train}, l.Feed({0.5f, 2, 0.5f, 0.5f}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto out =
+      strategy.Run(*s.graph(), {Read(s, opt.scale_variable()), Read(s, "w")});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].scalar<float>(), 32768.f);
+  EXPECT_TRUE(TensorNear((*out)[1], {1, 2, 3, 4}, {4}, 0, 0));
+  // In range (S x c = 32768): the step applies, w -= 0.5 x c.
+  r = strategy.Run(*s.graph(), {}, {train}, l.Feed({1, 1, 1, 1}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  out = strategy.Run(*s.graph(), {Read(s, "w")});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(TensorNear((*out)[0], {0.5, 1.5, 2.5, 3.5}, {4}, 0, 0));
+}
+
 }  // namespace
 }  // namespace ipuflow::optimizers

@@ -1,12 +1,16 @@
 #include "optimizers/momentum.h"
 
+#include "absl/strings/str_cat.h"
 #include "ops/state/apply_momentum.h"
 
 namespace ipuflow::optimizers {
 
 std::vector<Node*> MomentumOptimizer::Prepare(const Scope& scope) {
-  lr_ = learning_rate_.ToOutput(scope.WithOpName("learning_rate"));
-  mu_ = momentum_.ToOutput(scope.WithOpName("momentum"));
+  lr_ = learning_rate_.ToOutput(scope.WithOpName("learning_rate"),
+                                absl::StrCat(name(), " optimizer"),
+                                "learning_rate");
+  mu_ = momentum_.ToOutput(scope.WithOpName("momentum"),
+                           absl::StrCat(name(), " optimizer"), "momentum");
   return {};
 }
 

@@ -1,9 +1,12 @@
 #include "optimizers/optimizer.h"
 
+#include <limits>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/gradients.h"
+#include "core/option_checks.h"
 #include "ops/array/const.h"
 #include "ops/math/cast.h"
 #include "ops/state/assign.h"
@@ -79,11 +82,27 @@ std::string NodeNames(const std::vector<Node*>& nodes) {
 
 }  // namespace
 
-Output Hyperparameter::ToOutput(const Scope& scope) const {
+Output Hyperparameter::ToOutput(const Scope& scope, const std::string& owner,
+                                const char* field) const {
   if (const float* v = std::get_if<float>(&value_)) {
+    OptionChecker check(owner);
+    check.FiniteRange(field, *v, 0, std::numeric_limits<float>::max());
+    if (!check.ok()) {
+      scope.UpdateStatus(check.status());
+      return Output();
+    }
     return ops::Const(scope, *v);
   }
-  return std::get<Output>(value_);
+  return std::get<Output>(value_);  // The op that reads it checks it.
+}
+
+absl::Status CheckLossDType(const Output& loss) {
+  if (IsFloating(loss.dtype())) return absl::OkStatus();
+  // An integer loss has no gradient: Minimize would build an update of
+  // zeros, or none, and report success (issue 22).
+  return absl::InvalidArgumentError(
+      absl::StrCat("the loss '", loss.name(), "' is ", DTypeName(loss.dtype()),
+                   "; a loss to minimize must be float32 or float16"));
 }
 
 std::vector<GradAndVar> Optimizer::ComputeGradients(const Scope& scope,
@@ -103,6 +122,7 @@ std::vector<GradAndVar> Optimizer::ComputeGradients(const Scope& scope,
     return fail(absl::InvalidArgumentError(absl::StrCat(
         "the loss '", loss.name(), "' is not in the scope's graph")));
   }
+  if (absl::Status s = CheckLossDType(loss); !s.ok()) return fail(s);
   absl::StatusOr<std::vector<Node*>> vars = var_list.Resolve(*scope.graph());
   if (!vars.ok()) return fail(vars.status());
   const std::vector<std::vector<Output>> reads = ReadsInLoss(loss, *vars);

@@ -67,11 +67,19 @@ class Hyperparameter {
   Hyperparameter(float value) : value_(value) {}     // NOLINT: implicit.
   Hyperparameter(Output tensor) : value_(tensor) {}  // NOLINT: implicit.
   // The value as an output of `scope`'s graph (a Const for a constant).
-  Output ToOutput(const Scope& scope) const;
+  // A constant must be finite and >= 0, else InvalidArgument "<owner>:
+  // <field> is nan; ..." is recorded in the scope (a NaN, infinite or
+  // negative learning rate trained silently to garbage: issue 22); a
+  // tensor's value is the caller's to check.
+  Output ToOutput(const Scope& scope, const std::string& owner,
+                  const char* field) const;
 
  private:
   std::variant<float, Output> value_;
 };
+
+// OK if `loss` is float32 or float16; else InvalidArgument naming it.
+absl::Status CheckLossDType(const Output& loss);
 
 class Optimizer {
  public:

@@ -1,14 +1,23 @@
 #include "optimizers/optimizer.h"
 
+#include <cmath>
+#include <limits>
+#include <memory>
+
 #include "core/testing/op_test.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"
 #include "ops/math/add.h"
 #include "ops/math/add_n.h"
+#include "ops/math/cast.h"
 #include "ops/math/mul.h"
 #include "ops/math/reduce_sum.h"
 #include "ops/state/read_variable.h"
+#include "optimizers/adam.h"
 #include "optimizers/gradient_descent.h"
+#include "optimizers/loss_scaling.h"
+#include "optimizers/momentum.h"
 #include "optimizers/test_util.h"
 
 namespace ipuflow::optimizers {
@@ -180,6 +189,53 @@ TEST(OptimizerTest, LearningRateTensorMustBeAFloatScalar) {
   EXPECT_NE(Message(s).find("input 'lr' must be a float32 scalar"),
             std::string::npos)
       << s.status();
+}
+
+// Issue 22: a NaN, infinite or negative constant learning rate (or
+// momentum) is refused when the update is built, naming the optimizer, the
+// field and the value; before, training ran and produced garbage.
+TEST(OptimizerTest, NonFiniteOrNegativeLearningRatesAreRefused) {
+  const float kInf = std::numeric_limits<float>::infinity();
+  for (float lr : {std::nanf(""), kInf, -kInf, -1.f}) {
+    for (int kind = 0; kind < 4; ++kind) {
+      Scope s = Scope::NewRootScope();
+      LinearLoss l(s, "w", {1, 2});
+      std::unique_ptr<Optimizer> opt;
+      if (kind == 0) opt = std::make_unique<GradientDescentOptimizer>(lr);
+      if (kind == 1) opt = std::make_unique<AdamOptimizer>(lr);
+      if (kind == 2) opt = std::make_unique<MomentumOptimizer>(lr, 0.9f);
+      if (kind == 3) opt = std::make_unique<MomentumOptimizer>(0.1f, lr);
+      EXPECT_EQ(opt->Minimize(s, l.loss), nullptr);
+      EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_THAT(Message(s),
+                  ::testing::HasSubstr(absl::StrCat(
+                      opt->name(), " optimizer: ",
+                      kind == 3 ? "momentum" : "learning_rate", " is ")))
+          << lr;
+    }
+  }
+  // 0 is a valid (frozen) rate.
+  Scope s = Scope::NewRootScope();
+  LinearLoss l(s, "w", {1, 2});
+  GradientDescentOptimizer zero(0.f);
+  EXPECT_NE(zero.Minimize(s, l.loss), nullptr) << s.status();
+}
+
+// Issue 22: Minimize of an integer loss was OK (no gradient, no update).
+TEST(OptimizerTest, AnIntegerLossIsRefused) {
+  for (bool scaled : {false, true}) {
+    Scope s = Scope::NewRootScope();
+    LinearLoss l(s, "w", {1, 2});
+    Output int_loss = ops::Cast(s, l.loss, DType::kInt32);
+    GradientDescentOptimizer sgd(0.1f);
+    LossScalingOptimizer scaler(&sgd, LossScaling::Static(4));
+    Optimizer& opt = scaled ? static_cast<Optimizer&>(scaler) : sgd;
+    EXPECT_EQ(opt.Minimize(s, int_loss), nullptr);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(Message(s), ::testing::HasSubstr(
+                                "is int32; a loss to minimize must be float32 "
+                                "or float16"));
+  }
 }
 
 }  // namespace

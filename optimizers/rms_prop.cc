@@ -1,12 +1,15 @@
 #include "optimizers/rms_prop.h"
 
+#include "absl/strings/str_cat.h"
 #include "ops/array/const.h"
 #include "ops/state/apply_rms_prop.h"
 
 namespace ipuflow::optimizers {
 
 std::vector<Node*> RMSPropOptimizer::Prepare(const Scope& scope) {
-  lr_ = learning_rate_.ToOutput(scope.WithOpName("learning_rate"));
+  lr_ = learning_rate_.ToOutput(scope.WithOpName("learning_rate"),
+                                absl::StrCat(name(), " optimizer"),
+                                "learning_rate");
   rho_t_ = ops::Const(scope.WithOpName("rho"), rho_);
   mu_t_ = ops::Const(scope.WithOpName("momentum"), momentum_);
   eps_t_ = ops::Const(scope.WithOpName("epsilon"), epsilon_);
@@ -21,7 +24,9 @@ Node* RMSPropOptimizer::ApplyDense(const Scope& scope, Output grad,
 }
 
 std::vector<Node*> AdagradOptimizer::Prepare(const Scope& scope) {
-  lr_ = learning_rate_.ToOutput(scope.WithOpName("learning_rate"));
+  lr_ = learning_rate_.ToOutput(scope.WithOpName("learning_rate"),
+                                absl::StrCat(name(), " optimizer"),
+                                "learning_rate");
   eps_t_ = ops::Const(scope.WithOpName("epsilon"), epsilon_);
   return {};
 }

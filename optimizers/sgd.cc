@@ -1,5 +1,6 @@
 #include "optimizers/sgd.h"
 
+#include "absl/strings/str_cat.h"
 #include "ops/array/const.h"
 #include "ops/state/apply_sgd.h"
 #include "ops/state/assign.h"
@@ -8,7 +9,9 @@
 namespace ipuflow::optimizers {
 
 std::vector<Node*> SGDOptimizer::Prepare(const Scope& scope) {
-  lr_ = learning_rate_.ToOutput(scope.WithOpName("learning_rate"));
+  lr_ = learning_rate_.ToOutput(scope.WithOpName("learning_rate"),
+                                absl::StrCat(name(), " optimizer"),
+                                "learning_rate");
   mu_ = ops::Const(scope.WithOpName("momentum"), options_.momentum);
   damp_ = ops::Const(scope.WithOpName("dampening"), options_.dampening);
   wd_ = ops::Const(scope.WithOpName("weight_decay"), options_.weight_decay);

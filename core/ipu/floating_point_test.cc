@@ -214,5 +214,45 @@ TEST(FloatingPointConfigTest, TrapStopsEveryReplica) {
       << out.status();
 }
 
+// Issue 22: a float-to-integer Cast of a value the integer cannot hold is
+// an invalid operation: with inv on it stops the run naming the node and
+// the element; with inv off it saturates (NaN to 0).
+TEST(FloatingPointConfigTest, FloatToIntegerCastTrapsWithInv) {
+  for (bool inv : {false, true}) {
+    IPUConfig config;
+    config.mutable_floating_point_behaviour()->set_inv(inv);
+    auto system = IPUSystem::Create(config);
+    ASSERT_TRUE(system.ok());
+    Scope s = Scope::NewRootScope();
+    Output x = ops::Const(s, std::vector<float>{1.5f, std::nanf(""), 3e9f},
+                          TensorShape({3}));
+    Output y = ops::Cast(s.WithOpName("to_int"), x, DType::kInt32);
+    Output ok = ops::Cast(
+        s.WithOpName("in_range"),
+        ops::Const(s, std::vector<float>{-2.5f, 7.f}, TensorShape({2})),
+        DType::kInt64);
+    IPUStrategy strategy(system->get());
+    auto out = strategy.Run(*s.graph(), {y, ok});
+    if (!inv) {
+      ASSERT_TRUE(out.ok()) << out.status();
+      EXPECT_EQ((*out)[0].data<int32_t>()[0], 1);
+      EXPECT_EQ((*out)[0].data<int32_t>()[1], 0);
+      EXPECT_EQ((*out)[0].data<int32_t>()[2], INT32_MAX);
+      continue;
+    }
+    ASSERT_FALSE(out.ok());
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(out.status().message().find(
+                  "floating-point exception (inv): Cast 'to_int' input "
+                  "element 1 is nan, which int32 cannot hold"),
+              std::string::npos)
+        << out.status();
+    // In range: no trap.
+    auto fine = strategy.Run(*s.graph(), {ok});
+    ASSERT_TRUE(fine.ok()) << fine.status();
+    EXPECT_EQ((*fine)[0].data<int64_t>()[0], -2);
+  }
+}
+
 }  // namespace
 }  // namespace ipuflow

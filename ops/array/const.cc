@@ -55,6 +55,14 @@ REGISTER_OP("Placeholder")
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       ASSIGN_OR_RETURN(DType dtype, c.attr<DType>("dtype"));
       ASSIGN_OR_RETURN(TensorShape shape, c.attr<TensorShape>("shape"));
+      if (!HoldsValues(dtype)) {
+        // A fed resource would be a handle from outside the graph's
+        // variables (issue 22).
+        return absl::InvalidArgumentError(absl::StrCat(
+            "attribute 'dtype' is ", DTypeName(dtype),
+            "; a placeholder is fed float32, float16, int32, int64 or bool "
+            "values"));
+      }
       c.set_output(0, dtype, shape);
       return absl::OkStatus();
     })
@@ -76,6 +84,12 @@ Output Const(const Scope& scope, float value) {
 }
 
 Output Const(const Scope& scope, double value, DType dtype) {
+  if (!HoldsValues(dtype)) {
+    scope.UpdateStatus(absl::InvalidArgumentError(absl::StrCat(
+        "Const: dtype ", DTypeName(dtype), " cannot hold the value ", value,
+        "; a constant holds float32, float16, int32, int64 or bool values")));
+    return Output();
+  }
   return Const(scope, Tensor::Filled(dtype, TensorShape(), value));
 }
 

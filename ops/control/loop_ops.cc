@@ -131,15 +131,27 @@ absl::Status LoopKernel(KernelContext& ctx) {
   // could block the very pool thread those tasks need.
   RunEnv env = ctx.env();
   env.inter_op = nullptr;
+  // The infeed elements of the iteration in progress: given back if a
+  // cancel stops it (the destructor), handed to an enclosing loop's
+  // iteration (or consumed) when it completes (core/taken_elements.h).
+  TakenElements taken(ctx.env().taken);
+  env.taken = &taken;
+  auto stopped = [&taken](absl::Status s) {
+    if (!absl::IsCancelled(s)) taken.Forget();
+    return s;
+  };
   std::vector<Tensor> feeds;
   for (int i = 0; i < ctx.num_inputs(); ++i) feeds.push_back(ctx.input(i));
   std::vector<Tensor> results;
   for (int64_t it = 0; max_iterations < 0 || it < max_iterations; ++it) {
     if (cond != nullptr) {
-      RETURN_IF_ERROR(cond->Run(env, feeds, &results));
+      absl::Status s = cond->Run(env, feeds, &results);
+      if (!s.ok()) return stopped(s);
       if (!results[0].scalar<bool>()) break;
     }
-    RETURN_IF_ERROR(body->Run(env, feeds, &results));
+    absl::Status s = body->Run(env, feeds, &results);
+    if (!s.ok()) return stopped(s);
+    taken.Commit();
     for (int i = 0; i < nv; ++i) feeds[i] = std::move(results[i]);
   }
   for (int i = 0; i < nv; ++i) ctx.set_output(i, feeds[i]);

@@ -1,5 +1,7 @@
 #include "ops/math/cast.h"
 
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "core/half_rounding.h"
 #include "core/op_registry.h"
@@ -38,6 +40,53 @@ absl::Status CastKernel<float, half>(KernelContext& ctx) {
     RoundToHalf(ctx, 0, px + b, py + b, e - b, b);
   });
   return absl::OkStatus();
+}
+
+// Float to integer saturates and NaN becomes 0 (SaturatingToInteger; C++
+// leaves the conversion undefined outside the integer's range, and Eigen's
+// cast gave INT_MIN). With floating_point_behaviour.inv on, a value the
+// integer cannot hold (NaN, an infinity, out of range) is an invalid
+// operation and stops the run, as on the IPU (TensorFlow IPU guide,
+// "Floating point behaviour"), naming the node and the element.
+template <typename From, typename To>
+absl::Status FloatToIntegerCast(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.shape()));
+  const From* px = x.data<From>();
+  To* py = y->data<To>();
+  ctx.ParallelFor(x.NumElements(), kCwiseCost, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) py[i] = SaturatingToInteger<To>(px[i]);
+  });
+  const FloatingPointBehaviour* fp = ctx.env().floating_point;
+  if (fp == nullptr || !fp->inv) return absl::OkStatus();
+  // 2^31 and 2^63: the first values the integer cannot hold.
+  const double limit = -static_cast<double>(std::numeric_limits<To>::min());
+  for (int64_t i = 0; i < x.NumElements(); ++i) {
+    const double v = static_cast<double>(px[i]);
+    if (!(v >= -limit && v < limit)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "floating-point exception (inv): ", ctx.node().DebugName(),
+          " input element ", i, " is ", v, ", which ",
+          DTypeName(DTypeOf<To>::value), " cannot hold"));
+    }
+  }
+  return absl::OkStatus();
+}
+template <>
+absl::Status CastKernel<float, int32_t>(KernelContext& ctx) {
+  return FloatToIntegerCast<float, int32_t>(ctx);
+}
+template <>
+absl::Status CastKernel<float, int64_t>(KernelContext& ctx) {
+  return FloatToIntegerCast<float, int64_t>(ctx);
+}
+template <>
+absl::Status CastKernel<half, int32_t>(KernelContext& ctx) {
+  return FloatToIntegerCast<half, int32_t>(ctx);
+}
+template <>
+absl::Status CastKernel<half, int64_t>(KernelContext& ctx) {
+  return FloatToIntegerCast<half, int64_t>(ctx);
 }
 
 template <typename From>

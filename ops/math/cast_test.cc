@@ -1,5 +1,10 @@
 #include "ops/math/cast.h"
 
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
 #include "core/gradients.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
@@ -22,6 +27,38 @@ TEST(CastTest, FloatToIntegersTruncatesTowardZero) {
   EXPECT_TRUE(TensorNear(RunOne(s, {}, i32), {1, -1, 0, 3}, {4}));
   EXPECT_TRUE(
       TensorNear(RunOne(s, {}, Cast(s, x, DType::kInt64)), {1, -1, 0, 3}, {4}));
+}
+
+// Issue 22: inf, NaN and out-of-range floats gave INT_MIN (undefined
+// behaviour in C++); they saturate, and NaN is 0, for float32 and float16.
+TEST(CastTest, FloatToIntegersSaturatesAndNaNIsZero) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> x = {inf,   -inf,  std::nanf(""), 3e9f,
+                                -3e9f, 1e19f, -1e19f,        2147483520.f};
+  const std::vector<int64_t> i32 = {INT32_MAX, INT32_MIN, 0,
+                                    INT32_MAX, INT32_MIN, INT32_MAX,
+                                    INT32_MIN, 2147483520};
+  const std::vector<int64_t> i64 = {INT64_MAX,  INT64_MIN,   0,
+                                    3000000000, -3000000000, INT64_MAX,
+                                    INT64_MIN,  2147483520};
+  for (DType from : {DType::kFloat32, DType::kFloat16}) {
+    Scope s = Scope::NewRootScope();
+    Output in = Const<float>(s, x, {8});
+    if (from == DType::kFloat16) in = Cast(s, in, from);
+    auto out = RunGraph(
+        s, {}, {Cast(s, in, DType::kInt32), Cast(s, in, DType::kInt64)});
+    ASSERT_TRUE(out.ok()) << out.status();
+    for (int i = 0; i < 8; ++i) {
+      // float16 holds neither 3e9 nor 2147483520: it saturated to inf.
+      const bool big = from == DType::kFloat16 && (i == 3 || i == 4 || i == 7);
+      const int64_t want32 = big ? (i == 4 ? INT32_MIN : INT32_MAX) : i32[i];
+      const int64_t want64 = big ? (i == 4 ? INT64_MIN : INT64_MAX) : i64[i];
+      EXPECT_EQ((*out)[0].data<int32_t>()[i], want32)
+          << DTypeName(from) << " " << x[i];
+      EXPECT_EQ((*out)[1].data<int64_t>()[i], want64)
+          << DTypeName(from) << " " << x[i];
+    }
+  }
 }
 
 TEST(CastTest, ToAndFromBool) {

@@ -16,8 +16,10 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// log(exp(a) + exp(b)); two -inf give -inf, not the NaN of -inf - -inf.
+// log(exp(a) + exp(b)); two -inf give -inf, not the NaN of -inf - -inf; a
+// NaN gives NaN (std::max and std::min would drop a NaN second argument).
 double LogAdd(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return a + b;
   const double m = std::max(a, b);
   if (m == -kInf) return -kInf;
   return m + std::log1p(std::exp(std::min(a, b) - m));
@@ -111,6 +113,7 @@ struct Sample {
   const int64_t* labels;
   int64_t num_labels;
   int64_t blank;
+  int64_t classes;
 
   int64_t width() const { return 2 * num_labels + 1; }
   int64_t Label(int64_t s) const { return s % 2 == 0 ? blank : labels[s / 2]; }
@@ -119,6 +122,17 @@ struct Sample {
   // blank or repeats l'_{s-2}: repeated labels need a blank between them.
   bool CanSkipTo(int64_t s) const {
     return s % 2 == 1 && s >= 2 && Label(s) != Label(s - 2);
+  }
+  // A NaN among the log-probabilities the sample reads (t < its input
+  // length) makes its loss and gradient NaN, as in PyTorch; zero_infinity
+  // does not apply (it zeroes infinite losses only).
+  bool HasNaN() const {
+    for (int64_t t = 0; t < time; ++t) {
+      for (int64_t c = 0; c < classes; ++c) {
+        if (std::isnan(log_probs[t * stride + c])) return true;
+      }
+    }
+    return false;
   }
 };
 
@@ -137,6 +151,7 @@ struct Batch {
     x.labels = labels.data() + label_offsets[n];
     x.num_labels = target_lengths[n];
     x.blank = blank;
+    x.classes = classes;
     return x;
   }
 };
@@ -218,8 +233,10 @@ absl::StatusOr<Batch> ReadBatch(const KernelContext& ctx) {
 
 // alpha[t * W + s]: log of the summed probability of the paths over times
 // 0..t that end in l'_s (y_t(l'_s) included). Returns -log p(labels | x),
-// +inf when no path fits in the input (Graves 2006 eqs. 6-8, in log space).
+// +inf when no path fits in the input, NaN if x.HasNaN() (Graves 2006 eqs.
+// 6-8, in log space).
 double Forward(const Sample& x, std::vector<double>* alpha) {
+  if (x.HasNaN()) return std::numeric_limits<double>::quiet_NaN();
   const int64_t w = x.width(), t_end = x.time;
   if (t_end == 0) return x.num_labels == 0 ? 0.0 : kInf;
   alpha->assign(t_end * w, -kInf);
@@ -344,6 +361,13 @@ absl::Status CTCLossGradKernel(KernelContext& ctx) {
           const Sample x = batch.Get(lp, n);
           float* g = grad + n * c_end;  // g[t * x.stride + c].
           const double nll = Forward(x, &alpha);
+          if (std::isnan(nll)) {
+            for (int64_t t = 0; t < x.time; ++t) {
+              std::fill(g + t * x.stride, g + t * x.stride + c_end,
+                        std::numeric_limits<float>::quiet_NaN());
+            }
+            continue;
+          }
           if (std::isinf(nll)) {
             // Like PyTorch: the loss is +inf, so its gradient is NaN.
             if (zero_infinity) continue;

@@ -26,7 +26,9 @@
 //
 // An input too short for its target (it needs L plus the number of adjacent
 // equal labels, which require a blank between them) has loss +inf and, as in
-// PyTorch, a NaN gradient; zero_infinity makes both 0.
+// PyTorch, a NaN gradient; zero_infinity makes both 0. A NaN among a
+// sample's log_probs (t < its input length) makes its loss and gradient NaN,
+// zero_infinity or not: it applies to infinite losses only.
 #ifndef IPUFLOW_OPS_NN_CTC_LOSS_H_
 #define IPUFLOW_OPS_NN_CTC_LOSS_H_
 

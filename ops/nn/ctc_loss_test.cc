@@ -296,6 +296,47 @@ TEST(CTCLossTest, InputTooShortIsInfiniteOrZeroWithZeroInfinity) {
   }
 }
 
+// Issue 22: a NaN among a sample's log-probabilities (t < its input length)
+// makes its loss and its gradient NaN, with or without zero_infinity (which
+// zeroes infinite losses only); the other samples are unaffected. Before,
+// LogAdd dropped a NaN second argument and the loss came out +inf (0 with
+// zero_infinity).
+TEST(CTCLossTest, NaNStaysNaNEvenWithZeroInfinity) {
+  Problem p = RandomProblem(7, 4, 3, 4, 0, /*normalised=*/true);
+  p.targets = {{1, 2}, {3}, {2}};
+  p.input_lengths = {4, 4, 4};
+  p.lp(2, 0, 1) = std::nan("");  // A label of sample 0.
+  for (int64_t t = 0; t < 4; ++t) {
+    for (int64_t c = 0; c < 4; ++c) p.lp(t, 1, c) = std::nan("");
+  }
+  for (bool zero_infinity : {false, true}) {
+    Scope s = Scope::NewRootScope();
+    Built b = Build(s, p, {0, LossReduction::kNone, zero_infinity});
+    std::vector<Output> grads;
+    ASSERT_TRUE(AddGradients(s, {b.loss}, {b.log_probs}, {}, &grads).ok());
+    auto out = RunGraph(s, {{b.log_probs, p.LogProbs()}}, {b.loss, grads[0]});
+    ASSERT_TRUE(out.ok()) << out.status();
+    const float* loss = (*out)[0].data<float>();
+    EXPECT_TRUE(std::isnan(loss[0])) << loss[0];
+    EXPECT_TRUE(std::isnan(loss[1])) << loss[1];
+    EXPECT_NEAR(loss[2], BruteForceNll(p, 2), 1e-5);
+    const float* g = (*out)[1].data<float>();
+    for (int64_t t = 0; t < 4; ++t) {
+      for (int64_t c = 0; c < 4; ++c) {
+        EXPECT_TRUE(std::isnan(g[(t * 3 + 0) * 4 + c])) << t << " " << c;
+        EXPECT_TRUE(std::isnan(g[(t * 3 + 1) * 4 + c])) << t << " " << c;
+        EXPECT_TRUE(std::isfinite(g[(t * 3 + 2) * 4 + c])) << t << " " << c;
+      }
+    }
+    // Reduced, the NaN reaches the sum and the mean.
+    for (LossReduction r : {LossReduction::kSum, LossReduction::kMean}) {
+      auto reduced = RunLoss(p, {0, r, zero_infinity});
+      ASSERT_TRUE(reduced.ok()) << reduced.status();
+      EXPECT_TRUE(std::isnan(reduced->data<float>()[0]));
+    }
+  }
+}
+
 TEST(CTCLossTest, SumAndMeanReductions) {
   Problem p = RandomProblem(6, 5, 4, 4, 0, /*normalised=*/true);
   p.targets = {{1, 2, 1}, {}, {3}, {2, 2}};

@@ -1,6 +1,7 @@
 #include "ops/state/gradient_statistics.h"
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -83,10 +84,18 @@ REGISTER_OP("NonFiniteCount")
       return absl::OkStatus();
     })
     .SetKernel([](KernelContext& ctx) -> absl::Status {
+      // float16: +-65504 counts as an overflow too. With nanoo off (the
+      // default floating_point_behaviour) an overflow saturates there
+      // instead of becoming inf, and GradScaler would apply the clipped
+      // update without backing off (issue 22); a true gradient of exactly
+      // 65504 is indistinguishable from a saturated one.
+      const float limit = ctx.input(0).dtype() == DType::kFloat16
+                              ? 65504.f
+                              : std::numeric_limits<float>::infinity();
       const int64_t bad =
-          CountChunks(ctx, ctx.input(0), [](const float* v, int64_t len) {
+          CountChunks(ctx, ctx.input(0), [limit](const float* v, int64_t len) {
             int64_t k = 0;
-            for (int64_t i = 0; i < len; ++i) k += !std::isfinite(v[i]);
+            for (int64_t i = 0; i < len; ++i) k += !(std::fabs(v[i]) < limit);
             return k;
           });
       return SetScalar(ctx, 0, static_cast<float>(bad));

@@ -7,9 +7,11 @@
 //   scalars. Infinities count as upper; so does NaN (whose comparisons are
 //   false, so it is "not below the edge": a NaN gradient pushes the scale
 //   down, as an overflow does).
-//   NonFiniteCount: the number of inf / NaN elements of x (GradScaler's
-//   found_inf, as a float32 count so counts add across tensors and
-//   replicas).
+//   NonFiniteCount: the number of inf / NaN elements of x, and for float16
+//   x also of +-65504 (GradScaler's found_inf, as a float32 count so
+//   counts add across tensors and replicas). float16's largest value is
+//   where an overflow saturates with nanoo off (IPUConfig's default), so
+//   it counts as one.
 //
 //   auto [lower, upper] = ops::GradientHistogram(scope, grad, 65504 * 0.125f);
 //   Output bad = ops::NonFiniteCount(scope, grad);

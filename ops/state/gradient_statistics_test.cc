@@ -50,6 +50,14 @@ TEST(GradientStatisticsTest, NonFiniteCountAndNaNIsUpper) {
             (std::vector<float>{1, 3, 3}));
 }
 
+// Issue 22: with nanoo off a float16 overflow saturates at 65504 instead of
+// becoming inf; GradScaler's count takes +-65504 as an overflow (float32's
+// 65504 is an ordinary value).
+TEST(GradientStatisticsTest, SaturatedFloat16CountsAsNonFinite) {
+  EXPECT_EQ(Counts(DType::kFloat16, {65504, -65504, 65472, 1}, 8188)[2], 2.f);
+  EXPECT_EQ(Counts(DType::kFloat32, {65504, -65504, 65472, 1}, 8188)[2], 0.f);
+}
+
 TEST(GradientStatisticsTest, ManyElementsCountedExactly) {
   // 10000 elements (several chunks): every third is above the edge.
   std::vector<float> x(10000);
