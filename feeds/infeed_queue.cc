@@ -10,6 +10,7 @@
 #include "core/ipu/ipu_device.h"
 #include "core/ipu/spin_wait.h"
 #include "core/kernel.h"
+#include "core/lifetime_gate.h"
 #include "core/mutex.h"
 #include "core/op_registry.h"
 #include "feeds/feed_channel.h"
@@ -77,22 +78,9 @@ class InfeedChannel : public HostResource, public ElementSource {
     return n;
   }
 
-  // Callers inside the IPUInfeedQueue's methods: its destructor waits for
-  // them to leave (Shutdown has woken them).
-  void Enter() {
-    MutexLock l(&mu_);
-    ++callers_;
-  }
-  void Leave() {
-    MutexLock l(&mu_);
-    if (--callers_ == 0) callers_cv_.SignalAll();
-  }
-  void AwaitCallersLeft() {
-    MutexLock l(&mu_);
-    callers_cv_.Await(&mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      return callers_ == 0;
-    });
-  }
+  // Callers inside the IPUInfeedQueue's methods: its destructor closes it
+  // and waits for them to leave (Shutdown has woken them).
+  LifetimeGate& callers() { return callers_; }
 
  private:
   using Slot = absl::StatusOr<Element>;
@@ -115,8 +103,7 @@ class InfeedChannel : public HostResource, public ElementSource {
   Mutex mu_;
   int num_replicas_ ABSL_GUARDED_BY(mu_) = 0;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
-  int callers_ ABSL_GUARDED_BY(mu_) = 0;
-  CondVar callers_cv_;
+  LifetimeGate callers_;
   // Read by every Dequeue, written rarely: on a line away from produced_,
   // which the host thread writes per element.
   // num_replicas_ once queues_ is built (release): lets Dequeue skip mu_.
@@ -331,21 +318,22 @@ IPUInfeedQueue::IPUInfeedQueue(DatasetPtr dataset, int prefetch_depth)
 // channel through their graph and need no waiting.
 IPUInfeedQueue::~IPUInfeedQueue() {
   channel_->Shutdown("destroyed");
-  channel_->AwaitCallersLeft();
+  channel_->callers().CloseAndWait(absl::CancelledError(
+      absl::StrCat("IPUInfeedQueue '", id_, "' was destroyed")));
 }
 
 namespace {
-// Holds the channel (and counts the caller) for one call.
+// Holds the channel (and passes its gate) for one call. The gate closes
+// only in the queue's destructor, so a call never finds it closed.
 class Call {
  public:
-  explicit Call(const std::shared_ptr<internal::InfeedChannel>& c) : c_(c) {
-    c_->Enter();
-  }
-  ~Call() { c_->Leave(); }
+  explicit Call(const std::shared_ptr<internal::InfeedChannel>& c)
+      : c_(c), pass_(c_->callers().Enter()) {}
   internal::InfeedChannel* operator->() const { return c_.get(); }
 
  private:
   std::shared_ptr<internal::InfeedChannel> c_;
+  absl::StatusOr<LifetimeGate::Pass> pass_;
 };
 }  // namespace
 

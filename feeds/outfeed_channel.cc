@@ -252,20 +252,4 @@ void OutfeedChannel::Shutdown() {
   for (auto& q : queues_) q->Cancel(Destroyed());
 }
 
-void OutfeedChannel::Enter() {
-  MutexLock l(&mu_);
-  ++callers_;
-}
-
-void OutfeedChannel::Leave() {
-  MutexLock l(&mu_);
-  if (--callers_ == 0) cv_.SignalAll();
-}
-
-void OutfeedChannel::AwaitCallersLeft() {
-  MutexLock l(&mu_);
-  cv_.Await(&mu_,
-            [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return callers_ == 0; });
-}
-
 }  // namespace ipuflow::feeds::internal

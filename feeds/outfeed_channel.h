@@ -20,6 +20,7 @@
 #include "core/graph.h"
 #include "core/ipu/bounded_queue.h"
 #include "core/ipu/spin_wait.h"
+#include "core/lifetime_gate.h"
 #include "core/mutex.h"
 #include "core/scope.h"
 #include "feeds/outfeed_result.h"
@@ -104,11 +105,9 @@ class OutfeedChannel : public HostResource {
   // fail.
   void Shutdown();
 
-  // Callers inside the IPUOutfeedQueue's methods: its destructor waits for
-  // them to leave (Shutdown has woken them).
-  void Enter();
-  void Leave();
-  void AwaitCallersLeft();
+  // Callers inside the IPUOutfeedQueue's methods: its destructor closes it
+  // and waits for them to leave (Shutdown has woken them).
+  LifetimeGate& callers() { return callers_; }
 
  private:
   // A step, or (stop non-OK) the end of a run that stopped with an error.
@@ -190,7 +189,7 @@ class OutfeedChannel : public HostResource {
   // steps_.size() and destroyed_, for Next's spin (decided under mu_).
   std::atomic<size_t> steps_hint_{0};
   std::atomic<bool> destroyed_hint_{false};
-  int callers_ ABSL_GUARDED_BY(mu_) = 0;
+  LifetimeGate callers_;
   int waiting_readers_ ABSL_GUARDED_BY(mu_) = 0;  // Callers inside Next.
   // When steps last came for a waiting reader (NowNs): a slept Next's
   // answer time, for next_spin_.

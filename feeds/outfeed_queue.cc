@@ -60,21 +60,22 @@ IPUOutfeedQueue::IPUOutfeedQueue(OutputMode output_mode, OutfeedMode mode,
 // Next or a device blocked on a full ring returns Cancelled on live memory.
 IPUOutfeedQueue::~IPUOutfeedQueue() {
   channel_->Shutdown();
-  channel_->AwaitCallersLeft();
+  channel_->callers().CloseAndWait(absl::CancelledError(
+      absl::StrCat("IPUOutfeedQueue '", id_, "' was destroyed")));
 }
 
 namespace {
-// Holds the channel (and counts the caller) for one call.
+// Holds the channel (and passes its gate) for one call. The gate closes
+// only in the queue's destructor, so a call never finds it closed.
 class Call {
  public:
-  explicit Call(const std::shared_ptr<internal::OutfeedChannel>& c) : c_(c) {
-    c_->Enter();
-  }
-  ~Call() { c_->Leave(); }
+  explicit Call(const std::shared_ptr<internal::OutfeedChannel>& c)
+      : c_(c), pass_(c_->callers().Enter()) {}
   internal::OutfeedChannel* operator->() const { return c_.get(); }
 
  private:
   std::shared_ptr<internal::OutfeedChannel> c_;
+  absl::StatusOr<LifetimeGate::Pass> pass_;
 };
 }  // namespace
 

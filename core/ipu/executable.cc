@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
+#include "core/status.h"
 #include "re2/re2.h"
 
 namespace ipuflow {
@@ -24,13 +25,20 @@ void Executable::Cancel(absl::Status reason) {
 
 absl::StatusOr<std::shared_ptr<CancellationManager>> Executable::BeginRun(
     absl::string_view what) {
+  RETURN_IF_ERROR(gate_.EnterRaw());
   MutexLock l(&run_mu_);
-  if (closed_) return absl::CancelledError("executable destroyed");
-  if (executing_) {
-    return absl::FailedPreconditionError(absl::StrCat(
+  // Checked under run_mu_: closed after EnterRaw, CloseRuns may already
+  // have looked for this run's cancellation.
+  absl::Status refused = gate_.status();
+  if (refused.ok() && executing_) {
+    refused = absl::FailedPreconditionError(absl::StrCat(
         what,
         " is already running on another thread (an executable runs "
         "one Execute at a time)"));
+  }
+  if (!refused.ok()) {
+    gate_.Leave();
+    return refused;
   }
   executing_ = true;
   run_cancel_ = std::make_shared<CancellationManager>();
@@ -38,22 +46,19 @@ absl::StatusOr<std::shared_ptr<CancellationManager>> Executable::BeginRun(
 }
 
 void Executable::EndRun() {
-  MutexLock l(&run_mu_);
-  executing_ = false;
-  run_cancel_.reset();
-  idle_cv_.SignalAll();
+  {
+    MutexLock l(&run_mu_);
+    executing_ = false;
+    run_cancel_.reset();
+  }
+  gate_.Leave();
 }
 
 void Executable::CloseRuns() {
-  {
-    MutexLock l(&run_mu_);
-    closed_ = true;
-  }
-  Cancel(absl::CancelledError("executable destroyed"));
-  MutexLock l(&run_mu_);
-  idle_cv_.Await(&run_mu_, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(run_mu_) {
-    return !executing_;
-  });
+  const absl::Status reason = absl::CancelledError("executable destroyed");
+  gate_.Close(reason);
+  Cancel(reason);
+  gate_.AwaitEmpty();
 }
 
 absl::StatusOr<std::map<std::string, std::vector<Tensor>>>

@@ -35,6 +35,7 @@
 #include "absl/strings/string_view.h"
 #include "core/cancellation.h"
 #include "core/ipu/ipu_system.h"
+#include "core/lifetime_gate.h"
 #include "core/mutex.h"
 #include "core/tensor.h"
 
@@ -89,10 +90,10 @@ class Executable {
   void CloseRuns();
 
  private:
+  // A run holds the gate from BeginRun to EndRun; CloseRuns closes it.
+  LifetimeGate gate_;
   Mutex run_mu_;
-  CondVar idle_cv_;
   bool executing_ ABSL_GUARDED_BY(run_mu_) = false;
-  bool closed_ ABSL_GUARDED_BY(run_mu_) = false;
   std::shared_ptr<CancellationManager> run_cancel_ ABSL_GUARDED_BY(run_mu_);
 };
 

@@ -4,27 +4,17 @@
 
 namespace ipuflow {
 
+// Refuses new calls, cancels the runs in progress and waits for every call
+// to return.
 IPUStrategy::~IPUStrategy() {
-  MutexLock l(&mu_);
-  destroying_ = true;
   const absl::Status reason = absl::CancelledError("strategy destroyed");
-  for (auto& [key, p] : cache_) p->Cancel(reason);
-  for (auto& [key, e] : sources_) e->Cancel(reason);
-  idle_cv_.Await(&mu_, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return active_ == 0;
-  });
-}
-
-absl::Status IPUStrategy::Enter() {
-  MutexLock l(&mu_);
-  if (destroying_) return absl::CancelledError("strategy destroyed");
-  ++active_;
-  return absl::OkStatus();
-}
-
-void IPUStrategy::Leave() {
-  MutexLock l(&mu_);
-  if (--active_ == 0) idle_cv_.SignalAll();
+  gate_.Close(reason);
+  {
+    MutexLock l(&mu_);
+    for (auto& [key, p] : cache_) p->Cancel(reason);
+    for (auto& [key, e] : sources_) e->Cancel(reason);
+  }
+  gate_.AwaitEmpty();
 }
 
 int IPUStrategy::num_compiles() const {
@@ -35,8 +25,8 @@ int IPUStrategy::num_compiles() const {
 absl::StatusOr<DeviceProgram*> IPUStrategy::Compile(
     const Graph& graph, const std::vector<Output>& fetches,
     const std::vector<Node*>& targets, const FeedList& feeds) {
+  RETURN_IF_ERROR(gate_.status());
   MutexLock l(&mu_);
-  if (destroying_) return absl::CancelledError("strategy destroyed");
   return CompileLocked(graph, fetches, targets, feeds);
 }
 
@@ -65,14 +55,13 @@ absl::StatusOr<DeviceProgram*> IPUStrategy::CompileLocked(
 absl::StatusOr<std::vector<Tensor>> IPUStrategy::Run(
     const Graph& graph, const std::vector<Output>& fetches,
     const std::vector<Node*>& targets, const FeedList& feeds) {
-  RETURN_IF_ERROR(Enter());
+  ASSIGN_OR_RETURN(LifetimeGate::Pass pass, gate_.Enter());
   DeviceProgram* program;
   {
     MutexLock l(&mu_);
     absl::StatusOr<DeviceProgram*> p =
         CompileLocked(graph, fetches, targets, feeds);
     if (!p.ok()) {
-      if (--active_ == 0) idle_cv_.SignalAll();
       return p.status();
     }
     program = *p;
@@ -81,7 +70,7 @@ absl::StatusOr<std::vector<Tensor>> IPUStrategy::Run(
   for (const auto& [out, value] : feeds) values.push_back(value);
   std::vector<std::vector<Tensor>> per_replica;
   const absl::Status s = program->Execute({values}, &per_replica);
-  Leave();  // `program` is not used after this.
+  pass.Release();  // `program` is not used after this.
   RETURN_IF_ERROR(s);
   if (per_replica.size() == 1) return std::move(per_replica[0]);
   std::vector<Tensor> stacked;
@@ -96,8 +85,8 @@ absl::StatusOr<std::vector<Tensor>> IPUStrategy::Run(
 
 absl::StatusOr<Executable*> IPUStrategy::Compile(
     const ExecutableSource& source) {
+  RETURN_IF_ERROR(gate_.status());
   MutexLock l(&mu_);
-  if (destroying_) return absl::CancelledError("strategy destroyed");
   return CompileSourceLocked(source);
 }
 
@@ -120,20 +109,19 @@ absl::StatusOr<Executable*> IPUStrategy::CompileSourceLocked(
 
 absl::Status IPUStrategy::Run(const ExecutableSource& source,
                               const std::vector<Tensor>& args) {
-  RETURN_IF_ERROR(Enter());
+  ASSIGN_OR_RETURN(LifetimeGate::Pass pass, gate_.Enter());
   Executable* exe;
   {
     MutexLock l(&mu_);
     absl::StatusOr<Executable*> e = CompileSourceLocked(source);
     if (!e.ok()) {
-      if (--active_ == 0) idle_cv_.SignalAll();
       return e.status();
     }
     exe = *e;
   }
   std::vector<std::vector<Tensor>> results;
   const absl::Status s = exe->Execute({args}, &results);
-  Leave();
+  pass.Release();
   return s;
 }
 

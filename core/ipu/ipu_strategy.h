@@ -40,6 +40,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/ipu/device_program.h"
+#include "core/lifetime_gate.h"
 #include "core/session.h"
 
 namespace ipuflow {
@@ -69,10 +70,6 @@ class IPUStrategy {
   int num_compiles() const;
 
  private:
-  // Counts a call in progress (the destructor waits for them); Cancelled
-  // once the strategy is being destroyed.
-  absl::Status Enter();
-  void Leave();
   absl::StatusOr<DeviceProgram*> CompileLocked(
       const Graph& graph, const std::vector<Output>& fetches,
       const std::vector<Node*>& targets, const FeedList& feeds)
@@ -81,10 +78,9 @@ class IPUStrategy {
       const ExecutableSource& source) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   IPUSystem* system_;
+  // Calls in progress (the destructor closes it and waits for them).
+  LifetimeGate gate_;
   mutable Mutex mu_;
-  CondVar idle_cv_;
-  int active_ ABSL_GUARDED_BY(mu_) = 0;
-  bool destroying_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, std::unique_ptr<DeviceProgram>> cache_
       ABSL_GUARDED_BY(mu_);
   // By (source_id, system generation).
