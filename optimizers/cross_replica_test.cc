@@ -12,6 +12,7 @@
 #include "ops/math/cast.h"
 #include "ops/math/mul.h"
 #include "ops/math/reduce_sum.h"
+#include "ops/state/variable.h"
 #include "optimizers/gradient_accumulation.h"
 #include "optimizers/gradient_descent.h"
 
@@ -161,7 +162,7 @@ TEST(CrossReplicaGradientAccumulationTest, PerVariableDtype) {
   ASSERT_NE(opt16.Minimize(s16, l16.loss), nullptr) << s16.status();
   bool found = false;
   for (Node* n : s16.graph()->nodes()) {
-    if (n->op() == "Variable" &&
+    if (ops::IsVariable(n) &&
         n->name().find("accumulator") != std::string::npos) {
       EXPECT_EQ(n->attr<DType>("dtype"), DType::kFloat16) << n->name();
       found = true;

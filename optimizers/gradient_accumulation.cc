@@ -18,6 +18,7 @@
 #include "ops/state/initializers.h"
 #include "ops/state/no_op.h"
 #include "ops/state/read_variable.h"
+#include "ops/state/variable.h"
 #include "optimizers/offloaded_state.h"
 
 namespace ipuflow::optimizers {
@@ -145,7 +146,7 @@ Node* GradientAccumulationOptimizer::ApplyDense(
   }
   // The memory report counts it as a gradient accumulator (never
   // offloaded: every step writes it).
-  if (acc.node != nullptr && acc.node->op() == "Variable") {
+  if (ops::IsVariable(acc.node)) {
     scope.graph()->AddToCollection(kGradientAccumulatorsCollection, acc.node);
   }
   Node* accumulate = Accumulate(s, acc, dtype, grad);
@@ -177,7 +178,7 @@ Node* GradientAccumulationOptimizer::ApplyDense(
     // state (the weights and accumulators exist already).
     for (int i = first_new; i < scope.graph()->num_nodes(); ++i) {
       const Node* n = scope.graph()->node(i);
-      if (n->op() != "Variable") continue;
+      if (!ops::IsVariable(n)) continue;
       absl::StatusOr<ops::VariableInfo> info =
           ops::GetVariableInfo(Output(const_cast<Node*>(n)));
       if (!info.ok()) {

@@ -124,7 +124,6 @@ TrainedRun Train(int replicas, WeightUpdateOptions wu,
   out.memory = (*exe)->ipu_memory();
   out.report = (*exe)->MemoryReport();
   for (int k = 0; k < replicas; ++k) system->device(k).counters().Reset();
-  ops::ResetUpdatedElements();
   std::vector<std::vector<Tensor>> results;
   out.status = (*exe)->Execute({{}}, &results);
   if (!out.status.ok()) return out;
@@ -137,7 +136,7 @@ TrainedRun Train(int replicas, WeightUpdateOptions wu,
   for (int k = 0; k < replicas; ++k) {
     out.remote_bytes.push_back(
         system->device(k).counters().remote_memory.load());
-    out.updated.push_back(ops::UpdatedElements(k));
+    out.updated.push_back(system->device(k).counters().updated_elements.load());
     out.collective_bytes.push_back(
         system->device(k).counters().ipu_to_ipu.load());
     for (const auto& [name, unused] : out.vars) {

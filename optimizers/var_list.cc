@@ -3,6 +3,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ops/state/variable.h"
 #include "re2/re2.h"
 
 namespace ipuflow::optimizers {
@@ -80,7 +81,7 @@ absl::StatusOr<std::vector<Node*>> VarList::Resolve(const Graph& graph) const {
   absl::flat_hash_set<Node*> seen;
   for (size_t i = 0; i < candidates.size(); ++i) {
     Node* n = candidates[i];
-    if (n == nullptr || n->graph() != &graph || n->op() != "Variable") {
+    if (n == nullptr || n->graph() != &graph || !ops::IsVariable(n)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "var_list entry ", i, " (", n == nullptr ? "null" : n->DebugName(),
           ") is not a Variable node of this graph"));

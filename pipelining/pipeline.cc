@@ -352,7 +352,7 @@ void Builder::CheckCaptures(const PartDef& part, int begin, int end) {
     for (const Output& in : n->inputs()) sources.push_back(in.node);
     for (Node* src : sources) {
       if (src->id() >= begin || !reported.insert(src).second) continue;
-      if (src->op() == "Variable") {
+      if (ops::IsVariable(src)) {
         const int ipu = std::max(0, src->ipu());
         if (ipu != part.ipu) {
           violations_.push_back(absl::StrCat(
@@ -408,7 +408,7 @@ void Builder::FindUsesAndVariables(PartDef& part, int begin, int end) {
 // The value feeding the backward pass that the forward computed, when the
 // backward consumes it: what the stash keeps (without recomputation).
 bool Stashable(const Node* n) {
-  return n->op() != "Const" && n->op() != "Variable" &&
+  return n->op() != "Const" && !ops::IsVariable(n) &&
          n->op() != "ReadVariable" && n->op() != "Placeholder";
 }
 

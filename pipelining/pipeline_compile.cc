@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "core/ipu/ipu_device.h"
 #include "ops/state/handle.h"
+#include "ops/state/variable.h"
 #include "optimizers/cross_replica.h"
 #include "pipelining/pipeline_runtime.h"
 
@@ -52,7 +53,7 @@ absl::Status PlanWeightShards(const Program& update, const BuiltPipeline& b,
       const auto& in = user->inputs();
       if (std::find(in.begin(), in.end(), w.shard) == in.end()) continue;
       for (const Output& x : in) {
-        if (x.node == w.variable || x.node->op() != "Variable" ||
+        if (x.node == w.variable || !ops::IsVariable(x.node) ||
             x.node->attr<TensorShape>("shape").num_elements() != n) {
           continue;
         }
@@ -348,7 +349,7 @@ absl::Status PipelineRuntime::AccountPrograms(std::vector<IpuMemory>* mem) {
   for (const auto& [prog, name] : programs) {
     for (const Node* n : prog->schedule()) {
       const int k = std::max(0, n->ipu());
-      if (n->op() != "Variable" || k >= num_ipus_ || !seen.insert(n).second) {
+      if (!ops::IsVariable(n) || k >= num_ipus_ || !seen.insert(n).second) {
         continue;
       }
       Node* var = const_cast<Node*>(n);  // For the set lookups.

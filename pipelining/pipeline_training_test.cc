@@ -13,6 +13,7 @@
 #include "ops/array/recomputation_checkpoint.h"
 #include "ops/array/split.h"
 #include "ops/nn/sparse_softmax_cross_entropy_with_logits.h"
+#include "ops/state/variable.h"
 #include "optimizers/adam.h"
 #include "optimizers/gradient_descent.h"
 #include "optimizers/loss_scaling.h"
@@ -274,7 +275,7 @@ TEST(PipelineTrainingTest, AccumulationDtypePerVariable) {
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   int half = 0, full = 0;
   for (Node* n : scope.graph()->nodes()) {
-    if (n->op() != "Variable" ||
+    if (!ops::IsVariable(n) ||
         n->name().find("accumulators/") == std::string::npos) {
       continue;
     }

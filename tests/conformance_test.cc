@@ -367,10 +367,10 @@ TEST_P(LoopOffloadConformanceTest, BitwiseAsWithoutOffloading) {
     memory[offload] = (*exe)->ipu_memory()[0];
     std::vector<std::vector<Tensor>> results;
     for (int k = 0; k < replicas; ++k) system->device(k).counters().Reset();
-    ops::ResetUpdatedElements();
     ASSERT_TRUE((*exe)->Execute({{}}, &results).ok());
     for (int k = 0; k < replicas; ++k) {
-      updated[offload].push_back(ops::UpdatedElements(k));
+      updated[offload].push_back(
+          system->device(k).counters().updated_elements.load());
       sent[offload].push_back(system->device(k).counters().ipu_to_ipu.load());
     }
     auto trained = ReplicaZeroAndCheckEqual(**exe, replicas);
@@ -504,14 +504,14 @@ TEST_P(PipelineShardingTest, SameWeightsAndStateOneChunkOfTheUpdate) {
     ASSERT_TRUE(pipeline.ok()) << pipeline.status();
     IPUStrategy strategy(system.get());
     ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
-    ops::ResetUpdatedElements();
     for (int k = 0; k < kIpus * replicas; ++k) {
       system->device(k).counters().Reset();
     }
     auto report = (*pipeline)->Run(strategy);
     ASSERT_TRUE(report.ok()) << report.status();
     for (int k = 0; k < kIpus * replicas; ++k) {
-      updated[rts].push_back(ops::UpdatedElements(k));
+      updated[rts].push_back(
+          system->device(k).counters().updated_elements.load());
       sent[rts].push_back(system->device(k).counters().ipu_to_ipu.load());
     }
     for (int64_t b : report->ipu_remote_bytes) remote[rts] += b;

@@ -35,11 +35,15 @@ struct TransferCounters {
   // Streamed to and from the IPU's remote memory (offloaded optimizer
   // state of device programs, core/ipu/remote_state.h).
   std::atomic<int64_t> remote_memory{0};
+  // Not bytes: the variable elements this IPU's optimizer-update kernels
+  // computed (ops/state/update_shard.h), for the 1/R of sharded updates.
+  std::atomic<int64_t> updated_elements{0};
   void Reset() {
     host_to_device = 0;
     device_to_host = 0;
     ipu_to_ipu = 0;
     remote_memory = 0;
+    updated_elements = 0;
   }
 };
 

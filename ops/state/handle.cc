@@ -1,6 +1,7 @@
 #include "ops/state/handle.h"
 
 #include "absl/strings/str_cat.h"
+#include "ops/state/variable.h"
 
 namespace ipuflow::ops {
 namespace {
@@ -37,7 +38,7 @@ absl::StatusOr<VariableInfo> GetVariableInfo(const Output& handle) {
         "the variable handle is invalid (built from an earlier failed op)");
   }
   Node* n = handle.node;
-  if (n->op() != "Variable") {
+  if (!IsVariable(n)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "'", handle.name(), "' is not a variable handle: it comes from ",
         n->DebugName(), ", not from a Variable node"));

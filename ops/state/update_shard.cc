@@ -1,20 +1,11 @@
 #include "ops/state/update_shard.h"
 
 #include <algorithm>
-#include <atomic>
 
 #include "absl/strings/str_cat.h"
+#include "core/ipu/ipu_device.h"
 
 namespace ipuflow::ops {
-namespace {
-
-// Enough for any emulated system (IPUConfig caps auto_select_ipus far
-// below); indices past it share the last slot.
-constexpr int kMaxIpus = 256;
-std::atomic<int64_t> updated[kMaxIpus];
-
-}  // namespace
-
 int64_t UpdateShard::Begin(int64_t n) const {
   return std::min(n, index * ChunkSize(n));
 }
@@ -48,18 +39,11 @@ absl::Status ExpectShardInput(const ShapeContext& c, int i) {
   return absl::OkStatus();
 }
 
-int64_t UpdatedElements(int ipu) {
-  return updated[std::clamp(ipu, 0, kMaxIpus - 1)].load(
-      std::memory_order_relaxed);
-}
-
-void ResetUpdatedElements() {
-  for (auto& u : updated) u.store(0, std::memory_order_relaxed);
-}
-
 void CountUpdatedElements(const KernelContext& ctx, int64_t elements) {
-  updated[std::clamp(ctx.env().ipu, 0, kMaxIpus - 1)].fetch_add(
-      elements, std::memory_order_relaxed);
+  IPUDevice* device = ctx.env().device;
+  if (device == nullptr) return;
+  device->counters().updated_elements.fetch_add(elements,
+                                                std::memory_order_relaxed);
 }
 
 }  // namespace ipuflow::ops

@@ -21,8 +21,9 @@
 //   ops::ApplyAdam(scope, w, m, v, lr, grad, b1, b2, eps, t, 0.f, shard);
 //   // elements outside this replica's chunk of w, m and v are untouched.
 //
-// Kernels record the elements each IPU's updates computed
-// (UpdatedElements), so tests can check the 1/R.
+// Kernels record the elements each IPU's updates computed in that IPU's
+// counters (TransferCounters::updated_elements, one per IPU of each
+// system), so tests can check the 1/R. Host runs (no IPU) count nowhere.
 //
 // Thread safety: pure functions, except the counters (atomic).
 #ifndef IPUFLOW_OPS_STATE_UPDATE_SHARD_H_
@@ -63,10 +64,7 @@ template <typename Fn>
 void ParallelForShard(const KernelContext& ctx, const UpdateShard& shard,
                       int64_t n, double cost, const Fn& fn);
 
-// Elements the optimizer-update kernels computed on IPU `ipu` since the
-// last reset (an IPU index of the system; host runs count as IPU 0).
-int64_t UpdatedElements(int ipu);
-void ResetUpdatedElements();
+// Adds `elements` to the counters of the kernel's IPU (if any).
 void CountUpdatedElements(const KernelContext& ctx, int64_t elements);
 
 template <typename Fn>

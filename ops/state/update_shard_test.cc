@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/ipu/ipu_strategy.h"
 #include "core/session.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
@@ -33,8 +34,9 @@ TEST(UpdateShardTest, ChunksOfTheOriginalLayout) {
 float W0(int i) { return 0.001f * (i % 97) - 0.04f; }
 
 // Adam on n = 1001 elements from fixed values, whole (no shard input) or
-// with shard {index, count}; returns w, m and v after two steps.
-std::vector<Tensor> Adam(int index, int count) {
+// with shard {index, count}, on a one-IPU system; returns w, m and v after
+// two steps, and the elements the updates computed (the IPU's counter).
+std::vector<Tensor> Adam(int index, int count, int64_t* updated = nullptr) {
   constexpr int n = 1001;
   std::vector<float> w0(n), g(n);
   for (int i = 0; i < n; ++i) {
@@ -54,15 +56,25 @@ std::vector<Tensor> Adam(int index, int count) {
                          Const<float>(s, g, {n}), Const(s, 0.9f),
                          Const(s, 0.999f), Const(s, 1e-8f), t, 0.f, shard);
   EXPECT_TRUE(s.ok()) << s.status();
-  Session session(s.graph());
-  EXPECT_TRUE(session.Initialize().ok());
+  IPUConfig config;
+  config.set_auto_select_ipus(1);
+  absl::StatusOr<std::unique_ptr<IPUSystem>> system = IPUSystem::Create(config);
+  EXPECT_TRUE(system.ok()) << system.status();
+  if (!system.ok()) return {};
+  IPUStrategy strategy(system->get());
+  EXPECT_TRUE(strategy.Initialize(*s.graph()).ok());
   for (int i = 1; i <= 2; ++i) {
     EXPECT_TRUE(
-        session.Run({{t, Tensor::Scalar<float>(i)}}, {}, {step}, nullptr).ok());
+        strategy.Run(*s.graph(), {}, {step}, {{t, Tensor::Scalar<float>(i)}})
+            .ok());
   }
-  std::vector<Tensor> out;
-  EXPECT_TRUE(session.Run({}, {w.value, m.value, v.value}, &out).ok());
-  return out;
+  if (updated != nullptr) {
+    *updated = (*system)->device(0).counters().updated_elements.load();
+  }
+  absl::StatusOr<std::vector<Tensor>> out =
+      strategy.Run(*s.graph(), {w.value, m.value, v.value});
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? *out : std::vector<Tensor>{};
 }
 
 TEST(UpdateShardTest, AdamComputesItsChunkBitwiseAsTheWholeUpdate) {
@@ -70,11 +82,12 @@ TEST(UpdateShardTest, AdamComputesItsChunkBitwiseAsTheWholeUpdate) {
   ASSERT_EQ(whole.size(), 3u);
   // Chunks of 1001 over 3: 334 elements, starting at unaligned 334 and 668.
   for (int index = 0; index < 3; ++index) {
-    ResetUpdatedElements();
-    const std::vector<Tensor> part = Adam(index, 3);
-    // Two steps of this chunk only (host runs count as IPU 0).
+    int64_t updated = -1;
+    const std::vector<Tensor> part = Adam(index, 3, &updated);
+    ASSERT_EQ(part.size(), 3u);
+    // Two steps of this chunk only, counted on the system's IPU.
     const UpdateShard shard{index, 3};
-    EXPECT_EQ(UpdatedElements(0), 2 * (shard.End(1001) - shard.Begin(1001)));
+    EXPECT_EQ(updated, 2 * (shard.End(1001) - shard.Begin(1001)));
     for (int k = 0; k < 3; ++k) {
       const float* p = part[k].data<float>();
       for (int64_t i = 0; i < 1001; ++i) {

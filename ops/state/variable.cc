@@ -103,4 +103,8 @@ VariableHandle Variable(const Scope& scope, Output initial_value,
   return v;
 }
 
+bool IsVariable(const Node* node) {
+  return node != nullptr && node->op() == "Variable";
+}
+
 }  // namespace ipuflow::ops

@@ -47,6 +47,9 @@ struct VariableHandle {
 // Variable node to "variables" and, if trainable, "trainable_variables".
 // The Variable and its initializer ignore the scope's control dependencies.
 // On error records it in the scope and returns invalid outputs.
+// True if `node` is a Variable (the op this file builds); false for null.
+bool IsVariable(const Node* node);
+
 VariableHandle Variable(const Scope& scope, Output initial_value,
                         const VariableOptions& options = {});
 
