@@ -428,6 +428,13 @@ absl::StatusOr<std::unique_ptr<DataLoader>> DataLoader::Create(
         absl::StrCat("DataLoader: the samples dataset ", samples->DebugString(),
                      " is infinite; an epoch needs a finite one (Take(n))"));
   }
+  if (n == kUnknownCardinality && samples->RepeatsForever()) {
+    // Counting it would read it into memory until the OOM killer (issue 22).
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DataLoader: the samples dataset ", samples->DebugString(),
+        " repeats forever (or is empty), its cardinality unknown; an epoch "
+        "needs a finite one (Take(n))"));
+  }
   if (n == kUnknownCardinality) n = store->Count();
   store->SetExpected(n);
   if (n == 0) {

@@ -58,7 +58,12 @@ class DataLoader {
   // group size that is larger than or does not divide the replicas, kAsync
   // with drop_last = false and no rebatched_worker_size, a worker size above
   // C, an empty or infinite dataset, or one smaller than a step (see the file
-  // comment). A dataset of unknown cardinality is read here to count it.
+  // comment); for a field above its limit (replicas and input_group_size
+  // 1024, process_count 2^16, buffer_size 1024, num_workers 256, 2^20 ring
+  // slots) or an enum value out of range, naming the field, the value and
+  // the limit (core/option_checks.h). A dataset of unknown cardinality is
+  // read here to count it, unless it repeats forever (Dataset::
+  // RepeatsForever: refused unread).
   static absl::StatusOr<std::unique_ptr<DataLoader>> Create(
       DatasetPtr samples, const DataLoaderOptions& options);
   ~DataLoader();

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/option_checks.h"
 #include "core/status.h"
 
 namespace ipuflow::feeds::internal {
@@ -15,6 +16,13 @@ namespace {
 // More samples per step than this is a mistake, not a workload (and the
 // products below stay far from int64 overflow).
 constexpr int64_t kMaxCombined = int64_t{1} << 40;
+// What one host can run: replicas (the largest IPU-POD), processes, ring
+// slots (combined batches buffered), worker threads.
+constexpr int64_t kMaxReplicas = 1024;
+constexpr int64_t kMaxProcesses = int64_t{1} << 16;
+constexpr int64_t kMaxBufferSize = 1024;
+constexpr int64_t kMaxRingSlots = int64_t{1} << 20;
+constexpr int64_t kMaxWorkers = 256;
 
 std::vector<int64_t> Divisors(int64_t n) {
   std::vector<int64_t> d;
@@ -89,8 +97,37 @@ std::string Factors(const DataLoaderOptions& o) {
                       ")");
 }
 
+// Upper bounds and enums (core/option_checks.h): 2^40 buffer slots aborted
+// with bad_alloc and 2^61 wrapped the ring's capacity to 0 (SIGFPE); an
+// out-of-range mode ran as something else (issue 22).
+absl::Status CheckBounds(const DataLoaderOptions& o) {
+  OptionChecker check("DataLoaderOptions");
+  check.Enum("mode", "DataLoaderMode", o.mode,
+             {{DataLoaderMode::kSync, "Sync"},
+              {DataLoaderMode::kAsync, "Async"},
+              {DataLoaderMode::kAsyncRebatched, "AsyncRebatched"}});
+  check.Enum("input_group_type", "ReplicaGroupType", o.input_group_type,
+             {{ReplicaGroupType::kAll, "All"},
+              {ReplicaGroupType::kConsecutive, "Consecutive"},
+              {ReplicaGroupType::kOrthogonal, "Orthogonal"}});
+  // Lower bounds are the rules below (with their hints).
+  const std::pair<const char*, std::pair<int64_t, int64_t>> bounded[] = {
+      {"replicas", {o.replicas, kMaxReplicas}},
+      {"input_group_size", {o.input_group_size, kMaxReplicas}},
+      {"process_count", {o.process_count, kMaxProcesses}},
+      {"buffer_size", {o.buffer_size, kMaxBufferSize}},
+      {"num_workers", {o.num_workers, kMaxWorkers}}};
+  for (const auto& [name, value_limit] : bounded) {
+    if (value_limit.first > value_limit.second) {
+      check.Range(name, value_limit.first, 1, value_limit.second);
+    }
+  }
+  return check.status();
+}
+
 // Everything that does not depend on the dataset's size.
 absl::Status CheckOptions(const DataLoaderOptions& o) {
+  RETURN_IF_ERROR(CheckBounds(o));
   const std::pair<const char*, int64_t> positive[] = {
       {"batch_size", o.batch_size},
       {"device_iterations", o.device_iterations},
@@ -153,7 +190,16 @@ absl::Status CheckOptions(const DataLoaderOptions& o) {
         ") must be <= to the combined batch size (", c, ") = ", Factors(o),
         "; use rebatched_worker_size ", c, " or a divisor of it"));
   }
-  return absl::OkStatus();
+  // The ring: buffer_size combined batches of worker batches each.
+  const bool rebatched = o.mode == DataLoaderMode::kAsyncRebatched ||
+                         (o.mode == DataLoaderMode::kAsync && !o.drop_last);
+  const int64_t unit =
+      rebatched && o.rebatched_worker_size > 0 ? o.rebatched_worker_size : c;
+  OptionChecker check("DataLoaderOptions");
+  check.Product({{"buffer_size", o.buffer_size},
+                 {"worker batches per combined batch", (c + unit - 1) / unit}},
+                kMaxRingSlots, " ring slots");
+  return check.status();
 }
 
 // The dataset must give every process at least one step.

@@ -103,6 +103,11 @@ class Dataset : public std::enable_shared_from_this<Dataset> {
   bool ok() const { return status_.ok(); }
   // The number of elements, kInfiniteCardinality or kUnknownCardinality.
   virtual int64_t Cardinality() const = 0;
+  // True if a pass can end only if the dataset is empty: an unbounded
+  // Repeat() in its chain not cut by a Take. Known without reading it, where
+  // the cardinality may be unknown (Repeat() of a generator). Datasets of
+  // several inputs answer false.
+  virtual bool RepeatsForever() const { return false; }
   // The chain that built this dataset: "Range(0, 6).Shard(2, 1).Repeat(2)".
   virtual std::string DebugString() const = 0;
 

@@ -50,6 +50,7 @@ class UnaryDataset : public Dataset {
       : Dataset(std::move(spec)), input_(std::move(input)) {}
 
   const DatasetPtr& input() const { return input_; }
+  bool RepeatsForever() const override { return input_->RepeatsForever(); }
   // "<input chain>.<call>".
   std::string Chain(const std::string& call) const {
     return input_->DebugString() + "." + call;

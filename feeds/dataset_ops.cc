@@ -123,6 +123,9 @@ class RepeatDataset : public UnaryDataset {
  public:
   RepeatDataset(DatasetPtr input, int64_t count)
       : UnaryDataset(input, input->spec()), count_(count) {}
+  bool RepeatsForever() const override {
+    return count_ < 0 || input()->RepeatsForever();
+  }
   int64_t Cardinality() const override {
     const int64_t c = input()->Cardinality();
     if (count_ == 0 || c == 0) return 0;
@@ -194,6 +197,9 @@ class FilterByPositionDataset : public UnaryDataset {
   FilterByPositionDataset(DatasetPtr input, Kind kind, int64_t a, int64_t b)
       : UnaryDataset(input, input->spec()), kind_(kind), a_(a), b_(b) {}
 
+  bool RepeatsForever() const override {
+    return !(kind_ == kTake && a_ >= 0) && input()->RepeatsForever();
+  }
   int64_t Cardinality() const override {
     const int64_t c = input()->Cardinality();
     switch (kind_) {

@@ -114,6 +114,12 @@ absl::Status RemoteState::Plan(IPUSystem* system, int replicas,
     if (!p.remote) continue;  // Stays counted as optimizer state.
     m.optimizer_state -= p.bytes;
     CountOptimizerState(p, replicas, &m);
+    // Not always-live on the IPU any more: out of the report's "largest"
+    // list too (it stayed there at full size, issue 22).
+    auto& vars = m.variables;
+    vars.erase(std::remove_if(vars.begin(), vars.end(),
+                              [&](const auto& v) { return v.first == c.node; }),
+               vars.end());
     lowering->by_update[c.update].push_back(
         {c.name, c.shape, p.sharded, static_cast<int>(h.ipu)});
   }
