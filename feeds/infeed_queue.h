@@ -30,14 +30,13 @@
 // Lifetime: the destructor wakes every device thread blocked on the queue
 // with Cancelled ("IPUInfeedQueue '...' was destroyed"), waits for callers
 // inside Dequeue/Start to leave, and joins the host thread (so a dataset
-// blocked inside GetNext delays it). Device loops reach the queue through
-// their graph and keep what they use alive; pipelines hold a plain pointer,
-// so the queue must outlive them (docs/RELIABILITY.md). A stop (cancel,
-// reset, kernel error) ends the run, not the stream: a device that was
-// waiting took no element, a pipeline gives back what it took and did not
-// process (GiveBack), a device loop gives back the elements of an
-// iteration a cancel stopped (core/taken_elements.h), and the next run
-// continues with the next one: nothing lost, nothing repeated.
+// blocked inside GetNext delays it). Device loops and pipelines reach the
+// queue through their graph (its InfeedDequeue node) and keep what they use
+// alive: a run after the queue is gone fails with FailedPrecondition. A stop
+// (cancel, reset, kernel error) ends the run, not the stream: a device that
+// was waiting took no element, the elements a stopped device-loop iteration
+// or pipeline micro-batch took are given back (core/taken_elements.h), and
+// the next run continues with the next one: nothing lost, nothing repeated.
 #ifndef IPUFLOW_FEEDS_INFEED_QUEUE_H_
 #define IPUFLOW_FEEDS_INFEED_QUEUE_H_
 

@@ -9,7 +9,8 @@ namespace ipuflow::feeds::internal {
 
 Node* OutfeedChannel::Enqueue(
     const Scope& scope,
-    const std::vector<std::pair<std::string, Output>>& values) {
+    const std::vector<std::pair<std::string, Output>>& values,
+    const OutfeedIteration& iteration) {
   if (enqueued_) {
     scope.UpdateStatus(absl::FailedPreconditionError(absl::StrCat(
         "IPUOutfeedQueue '", id_, "': an outfeed can only be enqueued once")));
@@ -21,9 +22,12 @@ Node* OutfeedChannel::Enqueue(
     names.push_back(name);
     inputs.push_back(out);
   }
-  Node* n =
-      scope.AddNode("OutfeedEnqueue", inputs,
-                    {{"feed_id", id_}, {"names", names}}, "OutfeedEnqueue");
+  Node* n = scope.AddNode("OutfeedEnqueue", inputs,
+                          {{"feed_id", id_},
+                           {"names", names},
+                           {"pushes_per_iteration", iteration.pushes},
+                           {"sum_per_iteration", iteration.sum}},
+                          "OutfeedEnqueue");
   if (n == nullptr) return nullptr;
   enqueued_ = true;
   names_ = names;
@@ -99,8 +103,8 @@ absl::Status OutfeedChannel::CheckValues(
 absl::StatusOr<bool> OutfeedChannel::Push(int replica, int num_replicas,
                                           std::vector<Tensor> values,
                                           CancellationManager* cancellation,
-                                          int64_t iteration,
-                                          IPUDevice* device) {
+                                          int64_t iteration, IPUDevice* device,
+                                          const OutfeedIteration& group) {
   if (closed_.load(std::memory_order_acquire)) {
     return absl::FailedPreconditionError(
         absl::StrCat("IPUOutfeedQueue '", id_,
@@ -116,6 +120,31 @@ absl::StatusOr<bool> OutfeedChannel::Push(int replica, int num_replicas,
     return absl::InvalidArgumentError(absl::StrCat("IPUOutfeedQueue '", id_,
                                                    "': replica ", replica,
                                                    " of ", num_replicas));
+  }
+  if (group.pushes > 1 || group.sum) {
+    // A pipeline's micro-batches: `group.pushes` make one device iteration,
+    // summed into one element with `group.sum`.
+    Held& held = held_[replica];
+    const int64_t push = held.pushes++;
+    if (iteration < 0) iteration = push / group.pushes;
+    if (group.sum) {
+      if (held.group_sum.empty()) {
+        held.group_sum = std::move(values);
+      } else {
+        for (size_t i = 0; i < values.size(); ++i) {
+          absl::Status s = AddInto(&held.group_sum[i], values[i]);
+          if (!s.ok()) {
+            return absl::InvalidArgumentError(
+                absl::StrCat("IPUOutfeedQueue '", id_, "' sum of '", names_[i],
+                             "' over an iteration's ", group.pushes,
+                             " pushes: ", s.message()));
+          }
+        }
+      }
+      if ((push + 1) % group.pushes != 0) return false;
+      values = std::move(held.group_sum);
+      held.group_sum.clear();
+    }
   }
   const OutputMode::Kind kind = kind_.load(std::memory_order_relaxed);
   if (kind == OutputMode::Kind::kAll) {

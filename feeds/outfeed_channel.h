@@ -77,13 +77,16 @@ class OutfeedChannel : public HostResource {
   OutputMode output_mode() const { return output_mode_; }
 
   Node* Enqueue(const Scope& scope,
-                const std::vector<std::pair<std::string, Output>>& values);
+                const std::vector<std::pair<std::string, Output>>& values,
+                const OutfeedIteration& iteration);
   absl::Status Start(int num_replicas, bool training = false);
-  // Applies the output mode, then Send; true if the values were sent now.
+  // Groups the pushes into iterations (`group`), applies the output mode,
+  // then Send; true if the values were sent now.
   absl::StatusOr<bool> Push(int replica, int num_replicas,
                             std::vector<Tensor> values,
                             CancellationManager* cancellation,
-                            int64_t iteration, IPUDevice* device);
+                            int64_t iteration, IPUDevice* device,
+                            const OutfeedIteration& group = {});
   absl::StatusOr<OutfeedResult> Dequeue();
   absl::StatusOr<OutfeedElement> Next();
   std::vector<OutfeedElement> TakeAvailable();
@@ -130,6 +133,8 @@ class OutfeedChannel : public HostResource {
   // by its replica's thread during the run, by the host after it.
   struct Held {
     int64_t iterations = 0;  // Device iterations seen this run.
+    int64_t pushes = 0;      // Grouped pushes (OutfeedIteration) this run.
+    std::vector<Tensor> group_sum;  // The current iteration's, when summed.
     std::vector<Tensor> values;
     IPUDevice* device = nullptr;  // Where the values come from.
   };

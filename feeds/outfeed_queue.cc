@@ -92,8 +92,15 @@ Node* IPUOutfeedQueue::Enqueue(const Scope& scope,
 
 Node* IPUOutfeedQueue::Enqueue(
     const Scope& scope,
-    const std::vector<std::pair<std::string, Output>>& values) {
-  Node* n = channel_->Enqueue(scope, values);
+    const std::vector<std::pair<std::string, Output>>& values,
+    OutfeedIteration iteration) {
+  if (iteration.pushes < 1) {
+    scope.UpdateStatus(absl::InvalidArgumentError(
+        absl::StrCat("IPUOutfeedQueue '", id_, "': ", iteration.pushes,
+                     " pushes per iteration; at least 1")));
+    return nullptr;
+  }
+  Node* n = channel_->Enqueue(scope, values, iteration);
   if (n != nullptr) scope.graph()->AddHostResource(id_, channel_, n);
   return n;
 }
@@ -171,10 +178,19 @@ REGISTER_OP("OutfeedEnqueue")
     .VariadicInput("values")
     .RequiredAttr("feed_id", AttrType::kString)
     .RequiredAttr("names", AttrType::kStringList)
+    // OutfeedIteration: a pipeline's micro-batches per device iteration.
+    .Attr("pushes_per_iteration", int64_t{1})
+    .Attr("sum_per_iteration", false)
     .SetStateful()
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       if (c.num_inputs() == 0) {
         return absl::InvalidArgumentError("nothing to enqueue");
+      }
+      ASSIGN_OR_RETURN(const int64_t pushes,
+                       c.attr<int64_t>("pushes_per_iteration"));
+      if (pushes < 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("pushes_per_iteration must be >= 1, got ", pushes));
       }
       return absl::OkStatus();
     })
@@ -188,9 +204,12 @@ REGISTER_OP("OutfeedEnqueue")
       for (int i = 0; i < ctx.num_inputs(); ++i) {
         values.push_back(ctx.input(i).Copy());  // Inputs may be arena views.
       }
+      const OutfeedIteration group{ctx.attr<int64_t>("pushes_per_iteration"),
+                                   ctx.attr<bool>("sum_per_iteration")};
       return queue
           ->Push(ctx.env().replica, ctx.env().num_replicas, std::move(values),
-                 ctx.env().cancellation, /*iteration=*/-1, ctx.env().device)
+                 ctx.env().cancellation, /*iteration=*/-1, ctx.env().device,
+                 group)
           .status();
     })
     .NotDifferentiable("sends data to the host; has no outputs");

@@ -47,8 +47,8 @@
 // Lifetime: destroying the queue wakes every caller (Next/Dequeue with
 // Cancelled "... was destroyed", a device blocked on a full ring with
 // Cancelled) and waits for callers inside its methods to leave. Programs
-// built with it then fail with FailedPrecondition; pipelines hold a plain
-// pointer, so the queue must outlive them (docs/RELIABILITY.md).
+// and pipelines built with it (their OutfeedEnqueue node) then fail with
+// FailedPrecondition.
 #ifndef IPUFLOW_FEEDS_OUTFEED_QUEUE_H_
 #define IPUFLOW_FEEDS_OUTFEED_QUEUE_H_
 
@@ -100,9 +100,10 @@ class IPUOutfeedQueue {
   // in the scope (as in the original).
   Node* Enqueue(const Scope& scope, const std::vector<Output>& values);
   Node* Enqueue(const Scope& scope,
-                const std::vector<std::pair<std::string, Output>>& values);
-  // Called by the OutfeedEnqueue kernel on replica `replica`'s thread, and
-  // by pipelines. `iteration`: the device iteration of the run the values
+                const std::vector<std::pair<std::string, Output>>& values,
+                OutfeedIteration iteration = {});
+  // Called by the OutfeedEnqueue kernel on replica `replica`'s thread.
+  // `iteration`: the device iteration of the run the values
   // belong to (-1: one more than the last push's, as in a device loop);
   // the output mode decides whether they are sent now, held for the run's
   // end, or not sent. InvalidArgument naming the queue if `values` differ

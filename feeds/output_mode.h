@@ -34,6 +34,16 @@ struct OutputMode {
   std::string DebugString() const;  // "All", "EveryN(4)", ...
 };
 
+// How an enqueue's pushes make device iterations: a device loop pushes once
+// per iteration; a pipeline once per micro-batch, `pushes`
+// (gradient_accumulation_count) per iteration of the output modes, and with
+// `sum` (its accumulate_outfeed) sends the sum of an iteration's pushes at
+// its last push.
+struct OutfeedIteration {
+  int64_t pushes = 1;
+  bool sum = false;
+};
+
 }  // namespace ipuflow::feeds
 
 #endif  // IPUFLOW_FEEDS_OUTPUT_MODE_H_

@@ -305,9 +305,26 @@ void Builder::BuildStage(int s, const std::vector<ArgSpec>& args) {
                                     : absl::StrCat("stage", s))
                    .WithIpu(part.ipu);
     const int begin = scope_.graph()->num_nodes();
-    for (size_t i = 0; i < args.size(); ++i) {
+    // Stage 0's first part reads the infeed itself, as a device loop's body
+    // does: its element arguments are an InfeedDequeue node's outputs (the
+    // other parts of stage 0 get the element from it, fed).
+    const bool dequeues = s == 0 && p == 0 && o_.infeed_queue != nullptr;
+    const size_t fed =
+        dequeues ? args.size() - o_.infeed_queue->spec().size() : args.size();
+    for (size_t i = 0; i < fed; ++i) {
       part.args.push_back(ops::Placeholder(
           ps.WithOpName(absl::StrCat("arg", i)), args[i].dtype, args[i].shape));
+    }
+    if (dequeues) {
+      absl::StatusOr<std::vector<Output>> element =
+          o_.infeed_queue->BuildDequeue(ps.WithOpName("infeed"));
+      if (!element.ok()) {
+        violations_.push_back(std::string(element.status().message()));
+        return;
+      }
+      part.dequeued_from = static_cast<int>(fed);
+      part.args.insert(part.args.end(), element->begin(), element->end());
+      b_->infeed_id = o_.infeed_queue->id();
     }
     part.outputs = fn.body(ps, part.args);
     if (b_->training && last && scope_.ok()) {
@@ -684,13 +701,34 @@ void Builder::BuildOutfeed() {
     }
   }
   if (b_->outfeed_values.empty()) return;
-  Scope os = scope_.NewSubScope("outfeed").WithIpu(last.ipu);
-  b_->outfeed_enqueue =
-      o_.outfeed_loss ? o_.outfeed_queue->Enqueue(os, {{"loss", b_->loss}})
-                      : o_.outfeed_queue->Enqueue(os, b_->outfeed_values);
+  // The last stage's last part enqueues (an ordinary node of its forward
+  // program, on its IPU); the other parts' outputs reach it fed. Each
+  // micro-batch is one push; a pipeline run's M pushes are one device
+  // iteration of the output modes, summed with accumulate_outfeed.
+  std::vector<PartDef>& parts = b_->stages.back().parts;
+  PartDef& enqueuer = parts.back();
+  for (size_t p = 0; p + 1 < parts.size(); ++p) {
+    enqueuer.outfeed_feeds.insert(enqueuer.outfeed_feeds.end(),
+                                  parts[p].outputs.begin(),
+                                  parts[p].outputs.end());
+  }
+  std::vector<std::pair<std::string, Output>> named;
+  if (o_.outfeed_loss) {
+    named.push_back({"loss", b_->loss});
+  } else {
+    for (size_t i = 0; i < b_->outfeed_values.size(); ++i) {
+      named.push_back({absl::StrCat(i), b_->outfeed_values[i]});
+    }
+  }
+  Scope os = scope_.NewSubScope("outfeed").WithIpu(enqueuer.ipu);
+  b_->outfeed_enqueue = o_.outfeed_queue->Enqueue(
+      os, named,
+      {o_.gradient_accumulation_count, /*sum=*/o_.accumulate_outfeed});
   if (!scope_.ok()) {
     violations_.push_back(std::string(scope_.status().message()));
+    return;
   }
+  b_->outfeed_id = o_.outfeed_queue->id();
 }
 
 absl::Status Builder::Build() {
@@ -787,6 +825,9 @@ absl::StatusOr<std::unique_ptr<PipelineOp>> Pipeline(const Scope& scope,
   op->built_->options = std::move(options);
   Builder builder(scope, op->built_.get());
   RETURN_IF_ERROR(builder.Build());
+  // From here on the queues are reached through the graph only.
+  op->built_->options.infeed_queue = nullptr;
+  op->built_->options.outfeed_queue = nullptr;
   // The frame node that runs the pipeline, beside Repeat: a graph holding it
   // compiles like any loop (strategy.Compile(graph, {}, {op->frame()})).
   op->frame_ = std::make_shared<PipelineFrame>(op->built_.get());

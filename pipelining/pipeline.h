@@ -36,8 +36,11 @@
 // reported at once (InvalidArgument, one line each): see Pipeline() below and
 // validation.h for the gradient_accumulation_count rule.
 //
-// Ownership: the PipelineOp keeps the optimizer alive; queues and the system
-// are the caller's and must outlive the runs that use them.
+// Ownership: the PipelineOp keeps the optimizer alive; the system is the
+// caller's and must outlive the runs. The queues are used while building
+// only: stage 0 dequeues and the last stage enqueues through ordinary
+// InfeedDequeue / OutfeedEnqueue nodes, which reach them through the graph
+// as a device loop's do (a run after a queue is gone: FailedPrecondition).
 // Thread safety: building is single-threaded; Run must not be called
 // concurrently with itself. Run uses the IPUs' worker threads.
 #ifndef IPUFLOW_PIPELINING_PIPELINE_H_

@@ -93,7 +93,9 @@ absl::Status PipelineRuntime::CompilePart(Part& part) {
   const bool last = d.stage + 1 == static_cast<int>(b_->stages.size());
   ProgramSpec fwd;
   for (size_t i = 0; i < d.args.size(); ++i) {
-    if (!d.arg_used[i]) continue;
+    const bool dequeued =
+        d.dequeued_from >= 0 && static_cast<int>(i) >= d.dequeued_from;
+    if (!d.arg_used[i] || dequeued) continue;
     part.fed_args.push_back(static_cast<int>(i));
     fwd.feeds.push_back(d.args[i]);
     fwd.feed_shapes.push_back(d.args[i].shape());
@@ -109,6 +111,23 @@ absl::Status PipelineRuntime::CompilePart(Part& part) {
     for (int i : part.fed_args) part.stash_bytes += Bytes(d.args[i]);
     for (const Output& o : part.stash) part.stash_bytes += Bytes(o);
     if (last) fwd.fetches.push_back(b_->loss);
+  }
+  if (d.dequeued_from >= 0) {
+    // The element its InfeedDequeue node took: for the stage's other parts
+    // and, should the run stop before its results are out, the infeed.
+    part.element_fetch = static_cast<int>(fwd.fetches.size());
+    fwd.fetches.insert(fwd.fetches.end(), d.args.begin() + d.dequeued_from,
+                       d.args.end());
+  }
+  part.enqueues =
+      b_->outfeed_enqueue != nullptr && last &&
+      d.part + 1 == static_cast<int>(b_->stages.back().parts.size());
+  if (part.enqueues) {
+    for (const Output& o : d.outfeed_feeds) {
+      fwd.feeds.push_back(o);
+      fwd.feed_shapes.push_back(o.shape());
+    }
+    fwd.targets.push_back(b_->outfeed_enqueue);
   }
   auto named = [&](const char* pass, absl::Status s) {
     return absl::Status(
@@ -244,14 +263,14 @@ absl::Status PipelineRuntime::Compile() {
     RETURN_IF_ERROR(PlanWeightShards(*weight_update_, *b_, replica_, sharded_,
                                      &weight_shards_, &chunked_));
   }
-  // The feeds' host threads start here, on the host, rather than on a
-  // device thread; an error (another replica count) is reported by Run.
-  if (b_->options.infeed_queue != nullptr) {
-    b_->options.infeed_queue->Start(replica_.count).IgnoreError();
-  }
-  if (b_->options.outfeed_queue != nullptr) {
-    b_->options.outfeed_queue->Start(replica_.count, b_->training)
-        .IgnoreError();
+  // The queues' host sides start here, on the host, rather than on a device
+  // thread (as a device program prepares its loops' queues); an error
+  // (another replica count) is reported again by the kernels.
+  for (const std::string& id : {b_->infeed_id, b_->outfeed_id}) {
+    if (id.empty()) continue;
+    if (std::shared_ptr<HostResource> q = b_->graph->FindHostResource(id)) {
+      q->Prepare(replica_.count, b_->training).IgnoreError();
+    }
   }
   return absl::OkStatus();
 }
@@ -278,7 +297,7 @@ void PipelineRuntime::LowerToWorkLists() {
         w.order = w.tag;
         if (item.pass == Pass::kForward) {
           // Stage 0's first part reads the infeed and hands the element on.
-          if (s == 0 && b_->options.infeed_queue != nullptr) {
+          if (s == 0 && !b_->infeed_id.empty()) {
             if (p == 0) {
               for (size_t q = 1; q < parts_[0].size(); ++q) {
                 w.pushes.push_back(Key("infeed", 0, q));
@@ -294,6 +313,18 @@ void PipelineRuntime::LowerToWorkLists() {
             w.pushes.push_back(Key("act", s, p, q));
           }
           if (b_->training) w.pushes.push_back(Key("stash", s, p));
+          // The last stage's other parts send their outputs to the part
+          // that enqueues.
+          const int parts = static_cast<int>(parts_[s].size());
+          if (s + 1 == n && b_->outfeed_enqueue != nullptr && parts > 1) {
+            if (part.enqueues) {
+              for (int q = 0; q + 1 < parts; ++q) {
+                w.pops.push_back(Key("out", s, q));
+              }
+            } else {
+              w.pushes.push_back(Key("out", s, static_cast<int>(p)));
+            }
+          }
         } else {
           w.pops.push_back(Key("stash", s, p));
           for (size_t q = 0; s + 1 < n && q < parts_[s + 1].size(); ++q) {
@@ -417,6 +448,12 @@ void PipelineRuntime::AccountBuffers(std::vector<IpuMemory>* mem) const {
                          Fifo(Key("grad", s, parts_[s + 1][i]->def->part, q))
                              ->capacity()) *
                      p->grad_bytes;
+      }
+      // The other last-stage parts' outputs, for the OutfeedEnqueue node.
+      for (int i = 0; p->enqueues && i + 1 < static_cast<int>(stage.size());
+           ++i) {
+        ipu.fifos += static_cast<int64_t>(Fifo(Key("out", s, i))->capacity()) *
+                     stage[i]->output_bytes;
       }
     }
   }

@@ -75,8 +75,8 @@ absl::Status PipelineFrame::RunReplica(const RunEnv& env,
   // The run's cancellation is the program's (it outlives this call).
   std::shared_ptr<CancellationManager> cancel(env.cancellation,
                                               [](CancellationManager*) {});
-  absl::StatusOr<PipelineReport> report =
-      lowering->replicas[env.replica]->Run(inputs, std::move(cancel));
+  absl::StatusOr<PipelineReport> report = lowering->replicas[env.replica]->Run(
+      inputs, std::move(cancel), env.taken);
   if (!report.ok()) return report.status();
   if (env.replica == 0) {
     report->replicas = static_cast<int>(lowering->replicas.size());
@@ -125,14 +125,19 @@ std::optional<Tensor> PipelineFrame::OffloadedValue(
   return full;
 }
 
+std::shared_ptr<HostResource> PipelineFrame::Outfeed() const {
+  if (b_->outfeed_id.empty()) return nullptr;
+  return b_->graph->FindHostResource(b_->outfeed_id);
+}
+
 absl::Status PipelineFrame::RunFinished() {
-  if (b_->options.outfeed_queue == nullptr) return absl::OkStatus();
-  return b_->options.outfeed_queue->RunFinished();
+  std::shared_ptr<HostResource> outfeed = Outfeed();
+  return outfeed == nullptr ? absl::OkStatus() : outfeed->RunFinished();
 }
 
 void PipelineFrame::RunStopped(const absl::Status& status) {
-  if (b_->options.outfeed_queue != nullptr) {
-    b_->options.outfeed_queue->RunStopped(status);
+  if (std::shared_ptr<HostResource> outfeed = Outfeed()) {
+    outfeed->RunStopped(status);
   }
 }
 

@@ -54,6 +54,8 @@ class PipelineFrame : public DeviceFrame {
   std::optional<PipelineReport> LastReport(CollectiveGroup* group) const;
 
  private:
+  // The outfeed its last stage enqueues to (the graph's), if any.
+  std::shared_ptr<HostResource> Outfeed() const;
   struct Lowering {
     std::vector<std::unique_ptr<PipelineRuntime>> replicas;
     std::optional<PipelineReport> report;  // Replica 0's, last run.

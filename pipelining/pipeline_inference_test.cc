@@ -84,7 +84,12 @@ TEST_P(InferenceTest, OutfeedGetsEveryMicroBatchInOrder) {
   auto again = (*pipeline)->Run(system.get());
   EXPECT_EQ(again.status().code(), absl::StatusCode::kOutOfRange)
       << again.status();
-  EXPECT_THAT(again.status().message(), HasSubstr("infeed of pipeline"));
+  // Its InfeedDequeue node, in stage 0's program, says so.
+  EXPECT_THAT(again.status().message(),
+              HasSubstr("stage 0 (IPU 0) forward, micro-batch 0 of run 0"))
+      << again.status();
+  EXPECT_THAT(again.status().message(), HasSubstr("InfeedDequeue"))
+      << again.status();
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, InferenceTest,

@@ -19,8 +19,12 @@ struct PartDef {
   int part = 0;
   int ipu = 0;
   std::string name;  // "stage 2" or "stage 2.1" (concurrent).
-  // One placeholder per stage argument; `arg_used[i]` iff the part reads it.
+  // One value per stage argument: a placeholder, or for stage 0's first
+  // part the infeed element (args from `dequeued_from` on: the outputs of
+  // its InfeedDequeue node, -1 if none); `arg_used[i]` iff the part reads
+  // it.
   std::vector<Output> args;
+  int dequeued_from = -1;
   std::vector<bool> arg_used;
   std::vector<Output> outputs;  // What the stage function returned.
   // Training. Forward values the backward is fed besides the used args,
@@ -39,6 +43,9 @@ struct PartDef {
   bool has_backward = false;  // Something to differentiate.
   // Trainable variables the part reads (Variable nodes).
   std::vector<Node*> variables;
+  // The last stage's last part runs the OutfeedEnqueue node; fed the other
+  // last-stage parts' outputs (concurrent stages), which it pops.
+  std::vector<Output> outfeed_feeds;
 };
 
 struct StageDef {
@@ -71,10 +78,13 @@ struct BuiltPipeline {
     Output shard;
   };
   std::vector<WeightShard> weight_shards;
-  // What the last stage sends to the outfeed (per micro-batch unless
-  // accumulate_outfeed), all fetched by the last stage's forward. The
-  // runtime pushes them; the OutfeedEnqueue node built for them only
-  // registers the element's names with the queue (and its one-enqueue rule).
+  // The queues, as loops hold them: through the graph's host resources
+  // (ids; empty: none). Stage 0's first part dequeues the infeed; the last
+  // stage's last part enqueues `outfeed_values` (one push per micro-batch,
+  // gradient_accumulation_count pushes per device iteration, summed with
+  // accumulate_outfeed).
+  std::string infeed_id;
+  std::string outfeed_id;
   Node* outfeed_enqueue = nullptr;
   std::vector<Output> outfeed_values;
   // The PipelineFrame node (ops/control/pipeline_frame.h) that runs it all.

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -33,16 +34,13 @@ struct PipelineRuntime::RunState : WorkListsRun {
   double weight_update_seconds = 0;
   std::vector<Tensor> input_values;
   std::atomic<int64_t> ipu_to_ipu{0}, host_to_device{0}, streamed{0};
-  // Outfeed: concurrent last-stage parts meet here; accumulate_outfeed sums.
-  Mutex outfeed_mu;
-  std::map<int, std::pair<int, std::vector<std::vector<Tensor>>>> pending
-      ABSL_GUARDED_BY(outfeed_mu);
-  std::vector<Tensor> outfeed_sum ABSL_GUARDED_BY(outfeed_mu);
-  // What a stopped repeat gives back (GiveBackUnprocessed): the infeed
-  // elements it took (stage 0's first part's, read after the lists ran), how
-  // many micro-batches reached the outfeed, which one failed, and whether the
-  // weight update began.
-  std::vector<feeds::Element> taken;
+  // Per micro-batch of the repeat in progress: what stage 0's first part's
+  // InfeedDequeue node took (core/taken_elements.h, as a loop iteration's),
+  // settled after the lists ran (SettleTaken); how many micro-batches
+  // reached the outfeed, which one failed, and whether the weight update
+  // began.
+  std::vector<std::unique_ptr<TakenElements>> taken;
+  TakenElements* parent_taken = nullptr;  // The enclosing loop's, or null.
   std::atomic<int> delivered{0};
   int failed_micro_batch ABSL_GUARDED_BY(mu) = -1;
   bool updating = false;
@@ -67,40 +65,6 @@ double VirtualCost(const PipelineOptions& o, const WorkItem& item,
 
 }  // namespace
 
-absl::Status PipelineRuntime::DeliverOutfeed(RunState& rs, int part,
-                                             int micro_batch,
-                                             std::vector<Tensor> values) {
-  const int parts = static_cast<int>(parts_.back().size());
-  // Held while pushing: concurrent last-stage parts are several threads but
-  // the outfeed's ring has one producer, and elements go in micro-batch
-  // order.
-  MutexLock l(&rs.outfeed_mu);
-  std::vector<Tensor> element;
-  if (parts == 1) {
-    element = std::move(values);
-  } else {
-    auto& [count, per_part] = rs.pending[micro_batch];
-    per_part.resize(parts);
-    per_part[part] = std::move(values);
-    if (++count < parts) return absl::OkStatus();
-    for (auto& v : per_part) element.insert(element.end(), v.begin(), v.end());
-    rs.pending.erase(micro_batch);
-  }
-  if (b_->options.accumulate_outfeed) {
-    rs.outfeed_sum.resize(element.size());
-    for (size_t i = 0; i < element.size(); ++i) {
-      RETURN_IF_ERROR(AddInto(&rs.outfeed_sum[i], element[i]));
-    }
-    return absl::OkStatus();
-  }
-  RETURN_IF_ERROR(b_->options.outfeed_queue->Push(
-      replica_.index, replica_.count, std::move(element), rs.cancel.get(),
-      /*iteration=*/micro_batch / b_->table.micro_batches,
-      &Device(parts_.back()[part]->def->ipu)));
-  rs.delivered.fetch_add(1, std::memory_order_relaxed);
-  return absl::OkStatus();
-}
-
 void PipelineRuntime::SentToIpu(RunState& rs, int from, int64_t bytes) {
   rs.ipu_to_ipu.fetch_add(bytes, std::memory_order_relaxed);
   Device(from).counters().ipu_to_ipu.fetch_add(bytes,
@@ -113,20 +77,14 @@ absl::Status PipelineRuntime::Forward(RunState& rs, const Entry& e, int repeat,
   const PartDef& d = *part.def;
   const int s = d.stage;
   const int n = static_cast<int>(parts_.size());
-  const int m = e.item.micro_batch;
   std::vector<Tensor> args(d.args.size());
   if (s == 0) {
     std::copy(rs.input_values.begin(), rs.input_values.end(), args.begin());
-    if (b_->options.infeed_queue != nullptr) {
-      std::vector<Tensor> element;
-      if (e.part == 0) {
-        ASSIGN_OR_RETURN(element, Dequeue(rs, m, repeat));
-      } else {
-        ASSIGN_OR_RETURN(ChannelMessage msg,
-                         Fifo(Key("infeed", 0, e.part))->Pop());
-        element = std::move(msg.values);
-      }
-      std::move(element.begin(), element.end(),
+    if (!b_->infeed_id.empty() && part.element_fetch < 0) {
+      // Another part of stage 0: the element the first part's dequeue took.
+      ASSIGN_OR_RETURN(ChannelMessage msg,
+                       Fifo(Key("infeed", 0, e.part))->Pop());
+      std::move(msg.values.begin(), msg.values.end(),
                 args.begin() + rs.input_values.size());
     }
   } else {
@@ -141,19 +99,50 @@ absl::Status PipelineRuntime::Forward(RunState& rs, const Entry& e, int repeat,
   }
   std::vector<Tensor> feeds;
   for (int i : part.fed_args) feeds.push_back(args[i]);
+  const int parts = static_cast<int>(parts_[s].size());
+  if (part.enqueues) {
+    // The other last-stage parts' outputs, for the OutfeedEnqueue node.
+    for (int q = 0; q + 1 < parts; ++q) {
+      ASSIGN_OR_RETURN(ChannelMessage msg, Fifo(Key("out", s, q))->Pop());
+      clock->virtual_ready = std::max(clock->virtual_ready, msg.virtual_time);
+      std::move(msg.values.begin(), msg.values.end(),
+                std::back_inserter(feeds));
+    }
+  }
   std::vector<Tensor> out;
   clock->wall_start = rs.WallSeconds();
   const double c0 = ThreadCpuSeconds();
-  RETURN_IF_ERROR(part.forward->Run(envs_[d.ipu], feeds, &out));
+  if (part.element_fetch >= 0) {
+    // The InfeedDequeue node records the element in the micro-batch's
+    // TakenElements (given back if the micro-batch does not complete).
+    RunEnv env = envs_[d.ipu];
+    env.taken = rs.taken[e.item.micro_batch].get();
+    RETURN_IF_ERROR(part.forward->Run(env, feeds, &out));
+  } else {
+    RETURN_IF_ERROR(part.forward->Run(envs_[d.ipu], feeds, &out));
+  }
   clock->cpu = VirtualCost(b_->options, e.item, ThreadCpuSeconds() - c0);
   const double vend =
       std::max(rs.vclock[d.ipu], clock->virtual_ready) + clock->cpu;
   const size_t num_out = d.outputs.size();
   std::vector<Tensor> outputs(out.begin(), out.begin() + num_out);
+  if (part.element_fetch >= 0) {
+    // What the InfeedDequeue node took, for the stage's other parts.
+    std::vector<Tensor> element(out.begin() + part.element_fetch, out.end());
+    const int64_t bytes = Bytes(element);
+    rs.host_to_device += bytes * static_cast<int64_t>(parts);
+    for (int q = 1; q < parts; ++q) {
+      Device(parts_[0][q]->def->ipu)
+          .counters()
+          .host_to_device.fetch_add(bytes, std::memory_order_relaxed);
+      RETURN_IF_ERROR(Fifo(Key("infeed", 0, q))->Push({element, 0}));
+    }
+  }
   if (s + 1 < n) {
     for (size_t q = 0; q < parts_[s + 1].size(); ++q) {
-      if (parts_[s + 1][q]->def->ipu != d.ipu)
+      if (parts_[s + 1][q]->def->ipu != d.ipu) {
         SentToIpu(rs, d.ipu, Bytes(outputs));
+      }
       RETURN_IF_ERROR(Fifo(Key("act", s, e.part, q))->Push({outputs, vend}));
     }
   }
@@ -165,13 +154,15 @@ absl::Status PipelineRuntime::Forward(RunState& rs, const Entry& e, int repeat,
     RETURN_IF_ERROR(
         Fifo(Key("stash", s, e.part))->Push({std::move(stash), vend}));
   }
-  if (s + 1 == n && b_->options.outfeed_queue != nullptr &&
-      !b_->outfeed_values.empty()) {
-    std::vector<Tensor> values = b_->training && b_->options.outfeed_loss
-                                     ? std::vector<Tensor>{out.back()}
-                                     : outputs;
-    RETURN_IF_ERROR(DeliverOutfeed(
-        rs, e.part, repeat * b_->table.micro_batches + m, std::move(values)));
+  if (s + 1 == n && b_->outfeed_enqueue != nullptr) {
+    if (!part.enqueues) {
+      RETURN_IF_ERROR(
+          Fifo(Key("out", s, e.part))->Push({std::move(outputs), vend}));
+    } else if (!b_->options.accumulate_outfeed) {
+      rs.delivered.fetch_add(1, std::memory_order_relaxed);
+    } else if (e.item.micro_batch + 1 == b_->table.micro_batches) {
+      rs.delivered = b_->table.micro_batches;  // The sum went out.
+    }
   }
   return absl::OkStatus();
 }
@@ -290,33 +281,6 @@ absl::Status PipelineRuntime::RunItem(RunState& rs, int repeat,
   return absl::OkStatus();
 }
 
-// Stage 0's first part reads the infeed as an InfeedDequeue kernel does,
-// on its IPU's thread (no host thread of the pipeline's own): this
-// replica's next element, handed to the stage's other parts through their
-// "infeed" channels.
-absl::StatusOr<std::vector<Tensor>> PipelineRuntime::Dequeue(RunState& rs,
-                                                             int m,
-                                                             int repeat) {
-  absl::StatusOr<feeds::Element> el = b_->options.infeed_queue->Dequeue(
-      replica_.index, replica_.count, rs.cancel.get());
-  if (!el.ok()) {
-    return absl::Status(el.status().code(),
-                        absl::StrCat("infeed of pipeline '", b_->options.name,
-                                     "', micro-batch ", m, " of run ", repeat,
-                                     ": ", el.status().message()));
-  }
-  rs.taken.push_back(*el);
-  const int64_t bytes = Bytes(*el);
-  for (size_t p = 0; p < parts_[0].size(); ++p) {
-    Device(parts_[0][p]->def->ipu)
-        .counters()
-        .host_to_device.fetch_add(bytes, std::memory_order_relaxed);
-    rs.host_to_device += bytes;
-    if (p > 0) RETURN_IF_ERROR(Fifo(Key("infeed", 0, p))->Push({*el, 0}));
-  }
-  return *std::move(el);
-}
-
 absl::Status PipelineRuntime::StreamOptimizerState(bool in, RunState& rs) {
   for (int k = 0; k < num_ipus_; ++k) {
     for (const std::string& name : offloaded_[k]) {
@@ -407,6 +371,9 @@ absl::Status PipelineRuntime::RunOnce(RunState& rs, int repeat) {
     rs.failed_micro_batch = -1;
   }
   rs.taken.clear();
+  for (int m = 0; m < b_->table.micro_batches; ++m) {
+    rs.taken.push_back(std::make_unique<TakenElements>(rs.parent_taken));
+  }
   rs.delivered = 0;
   rs.updating = false;
   // A run starts when every IPU has finished the previous one (the pipeline
@@ -442,19 +409,6 @@ absl::Status PipelineRuntime::RunOnce(RunState& rs, int repeat) {
     }
   }
   rs.spans.push_back({std::min(lo, hi), hi});
-  if (b_->options.accumulate_outfeed && b_->options.outfeed_queue != nullptr &&
-      !b_->outfeed_values.empty()) {
-    std::vector<Tensor> sum;
-    {
-      MutexLock l(&rs.outfeed_mu);
-      sum = std::move(rs.outfeed_sum);
-      rs.outfeed_sum.clear();
-    }
-    RETURN_IF_ERROR(b_->options.outfeed_queue->Push(
-        replica_.index, replica_.count, std::move(sum), rs.cancel.get(),
-        /*iteration=*/repeat, &Device(parts_.back()[0]->def->ipu)));
-    rs.delivered = b_->table.micro_batches;
-  }
   if (b_->training) {
     rs.updating = true;
     RETURN_IF_ERROR(WeightUpdate(rs));
@@ -462,32 +416,35 @@ absl::Status PipelineRuntime::RunOnce(RunState& rs, int repeat) {
   return absl::OkStatus();
 }
 
-void PipelineRuntime::GiveBackUnprocessed(RunState& rs) {
-  feeds::IPUInfeedQueue* infeed = b_->options.infeed_queue;
-  if (infeed == nullptr || rs.updating) return;
+void PipelineRuntime::SettleTaken(RunState& rs, bool stopped) {
   int failed;
   {
     MutexLock l(&rs.mu);
     failed = rs.failed_micro_batch;
   }
-  std::vector<feeds::Element> back;
-  for (int m = rs.delivered; m < static_cast<int>(rs.taken.size()); ++m) {
-    if (m != failed) back.push_back(std::move(rs.taken[m]));
+  const int n = static_cast<int>(rs.taken.size());
+  const int done = !stopped || rs.updating ? n : rs.delivered.load();
+  // Consumed, or handed to the enclosing loop iteration, oldest first.
+  for (int m = 0; m < done && m < n; ++m) rs.taken[m]->Commit();
+  // Back to the front of the stream, newest first: the order is kept.
+  for (int m = n - 1; m >= done; --m) {
+    if (m == failed) {
+      rs.taken[m]->Forget();
+    } else {
+      rs.taken[m]->GiveBack();
+    }
   }
   rs.taken.clear();
-  if (back.empty()) return;
-  // Fails only if the queue was destroyed: then there is no stream to keep.
-  infeed->GiveBack(replica_.index, replica_.count, std::move(back))
-      .IgnoreError();
 }
 
 absl::StatusOr<PipelineReport> PipelineRuntime::Run(
     const std::vector<Tensor>& inputs,
-    std::shared_ptr<CancellationManager> cancel_run) {
+    std::shared_ptr<CancellationManager> cancel_run, TakenElements* taken) {
   if (system_->cancellation()->cancelled()) {
     return system_->cancellation()->reason();
   }
   RunState rs(std::move(cancel_run), num_ipus_);
+  rs.parent_taken = taken;
   rs.items.assign(num_ipus_, {});
   rs.wall_items.assign(num_ipus_, {});
   rs.cpu_sum.assign(parts_.size() * 2, std::vector<double>(8, 0));
@@ -506,6 +463,9 @@ absl::StatusOr<PipelineReport> PipelineRuntime::Run(
         " argument(s) given for its ", b_->options.inputs.size(), " inputs"));
   }
   rs.input_values = inputs;
+  // The feed kernels' waits (infeed, outfeed) end with the run.
+  for (RunEnv& env : envs_) env.cancellation = rs.cancel.get();
+  update_env_.cancellation = rs.cancel.get();
   // Cancelling the system (what a reset or teardown does first) cancels the
   // run, saying why; the callback only touches `cancel`, which it keeps
   // alive, and the system's manager, which outlives the registration.
@@ -522,8 +482,10 @@ absl::StatusOr<PipelineReport> PipelineRuntime::Run(
   if (b_->training) status = StreamOptimizerState(/*in=*/false, rs);
   for (int r = 0; r < b_->options.repeat_count && status.ok(); ++r) {
     status = RunOnce(rs, r);
+    SettleTaken(rs, /*stopped=*/!status.ok());
   }
-  if (!status.ok()) GiveBackUnprocessed(rs);
+  for (RunEnv& env : envs_) env.cancellation = system_cancel;
+  update_env_.cancellation = system_cancel;
   system_cancel->Unregister(token);
   for (int t : fifo_tokens) cancel->Unregister(t);
   RETURN_IF_ERROR(status);

@@ -16,11 +16,12 @@
 //
 // Run, per pipeline run (repeat_count of them):
 //  - the work lists run (WorkLists::Run: every IPU's list on its thread);
-//    what an item does is this file's ItemFn: pop the part's inputs (stage
-//    0's first part dequeues this replica's infeed element on its IPU's
-//    thread, as an InfeedDequeue kernel, and hands it to the stage's other
-//    parts), run its program, push its outputs (the last stage's values to
-//    the outfeed);
+//    what an item does is this file's ItemFn: pop the part's inputs, run
+//    its program, push its outputs. The queues are reached by kernels, as
+//    in a device loop: stage 0's first program holds the InfeedDequeue
+//    node (it hands the element to the stage's other parts) and the last
+//    stage's last program the OutfeedEnqueue node (fed the other last-stage
+//    parts' outputs);
 //  - after the last backward, the weight update runs (from IPU 0's thread;
 //    each IPU updates its own variables on its own thread, at the same time
 //    as the others where the update's edges allow), with offloaded optimizer
@@ -29,9 +30,11 @@
 //    is fed the shard {r, R}, pipeline_internal.h's weight_shards).
 // The first error cancels every channel and queue wait of the run; Run
 // returns it (a root cause in preference to the cancellations it caused).
-// The stream goes on where the stopped run's results end: the infeed gets
-// back the elements whose values did not reach the outfeed, except the one
-// whose kernel failed (docs/RELIABILITY.md, "Feeds").
+// The stream goes on where the stopped run's results end: each micro-batch
+// is an iteration of core/taken_elements.h (one mechanism with device
+// loops): the infeed gets back the elements its InfeedDequeue node took
+// whose values did not reach the outfeed, except the one whose kernel
+// failed (docs/RELIABILITY.md, "Feeds").
 //
 // Thread safety: Run must not be called concurrently with itself. It may
 // be called from the replica's first IPU thread (the pipeline frame's
@@ -52,6 +55,7 @@
 #include "core/ipu/work_lists.h"
 #include "core/memory_plan.h"
 #include "core/program.h"
+#include "core/taken_elements.h"
 #include "pipelining/pipeline_internal.h"
 #include "pipelining/pipeline_report.h"
 
@@ -80,10 +84,13 @@ class PipelineRuntime {
 
   // repeat_count pipeline runs. `inputs`: the values of options.inputs
   // (the frame node's inputs). `cancel` (shared by the replicas of one
-  // Execute; null: a new one) stops the run.
+  // Execute; null: a new one) stops the run. `taken`: the enclosing device
+  // loop iteration's record (RunEnv::taken), which gets the infeed
+  // elements of the micro-batches that completed; null outside a loop.
   absl::StatusOr<PipelineReport> Run(
       const std::vector<Tensor>& inputs,
-      std::shared_ptr<CancellationManager> cancel = nullptr);
+      std::shared_ptr<CancellationManager> cancel = nullptr,
+      TakenElements* taken = nullptr);
 
   IPUSystem* system() const { return system_; }
   // Offloaded optimizer state `name` as held in this replica's remote
@@ -102,7 +109,11 @@ class PipelineRuntime {
     const PartDef* def = nullptr;
     std::unique_ptr<Program> forward;
     std::unique_ptr<Program> backward;
-    std::vector<int> fed_args;    // Arguments the part reads.
+    std::vector<int> fed_args;  // Arguments the part reads, fed.
+    // Stage 0's first part: where its forward fetches the element its
+    // InfeedDequeue node took (-1: it takes none).
+    int element_fetch = -1;
+    bool enqueues = false;        // Its forward runs the OutfeedEnqueue node.
     std::vector<Output> stash;    // Forward values the backward is fed.
     std::vector<int> dy_outputs;  // Outputs with a dy placeholder.
     std::vector<int> grad_args;   // Arguments whose gradient is fetched.
@@ -137,8 +148,6 @@ class PipelineRuntime {
   }
 
   absl::Status RunOnce(RunState& rs, int repeat);
-  // Stage 0, part 0: the next infeed element of micro-batch m.
-  absl::StatusOr<std::vector<Tensor>> Dequeue(RunState& rs, int m, int repeat);
   // What one work-list item does (WorkLists::ItemFn).
   absl::Status RunItem(RunState& rs, int repeat, const WorkListItem& item,
                        WorkItemClock* clock);
@@ -148,14 +157,13 @@ class PipelineRuntime {
   absl::Status Backward(RunState& rs, const Entry& e, ItemClock* clock);
   // Counts activations or gradients sent between IPUs.
   void SentToIpu(RunState& rs, int from, int64_t bytes);
-  absl::Status DeliverOutfeed(RunState& rs, int part, int micro_batch,
-                              std::vector<Tensor> values);
   absl::Status WeightUpdate(RunState& rs);
   absl::Status StreamOptimizerState(bool in, RunState& rs);
-  // After a stopped run: gives back to the infeed the elements this repeat
-  // took whose values never reached the outfeed (none once the weight
-  // update began), except the failing micro-batch's.
-  void GiveBackUnprocessed(RunState& rs);
+  // After a repeat: settles each micro-batch's TakenElements. Completed
+  // micro-batches (all of them once the weight update began; on a stop,
+  // those whose values reached the outfeed) are committed, the failing
+  // one's count as used, the others' go back to the infeed, newest first.
+  void SettleTaken(RunState& rs, bool stopped);
   PipelineReport MakeReport(RunState& rs);
 
   const BuiltPipeline* b_ = nullptr;
