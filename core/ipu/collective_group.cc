@@ -183,9 +183,9 @@ absl::Status CollectiveGroup::Run(Kind kind, int replica,
   const char* name = kind == Kind::kAllReduce       ? "AllReduce"
                      : kind == Kind::kReduceScatter ? "ReduceScatter"
                                                     : "AllGather";
-  if (replica < 0 || replica >= num_replicas_) {
+  if (replica < 0 || replica >= local_replicas_) {
     return absl::InvalidArgumentError(
-        absl::StrCat(name, ": replica ", replica, " of ", num_replicas_));
+        absl::StrCat(name, ": replica ", replica, " of ", local_replicas_));
   }
   ASSIGN_OR_RETURN(const int g, groups.GroupSize(num_replicas_));
   if (in.dtype() != DType::kFloat32 && in.dtype() != DType::kFloat16 &&
@@ -211,7 +211,8 @@ absl::Status CollectiveGroup::Run(Kind kind, int replica,
         " elements for input ", in.shape().DebugString(), " and group size ",
         g));
   }
-  const int rank = groups.Rank(replica, num_replicas_);
+  const int global = first_replica_ + replica;
+  const int rank = groups.Rank(global, num_replicas_);
   const size_t esize = DTypeSize(in.dtype());
   const int64_t begin = std::min(n, chunk * rank);
   const int64_t end = std::min(n, begin + chunk);
@@ -231,6 +232,25 @@ absl::Status CollectiveGroup::Run(Kind kind, int replica,
     return absl::OkStatus();
   }
 
+  // The group's members in this process: all of them without a link.
+  std::vector<int> member_process;  // Rank -> process, when spread.
+  int local_size = g, first_rank = 0;
+  if (link_ != nullptr) {
+    member_process.resize(g);
+    for (int k = 0; k < g; ++k) {
+      member_process[k] =
+          groups.Member(global, k, num_replicas_) / local_replicas_;
+    }
+    const int me = link_->process_index();
+    first_rank = static_cast<int>(
+        std::find(member_process.begin(), member_process.end(), me) -
+        member_process.begin());
+    local_size = static_cast<int>(
+        std::count(member_process.begin(), member_process.end(), me));
+    if (local_size == g) member_process.clear();  // All of them here.
+  }
+  const int local_rank = rank - first_rank;
+
   // Phase 1: publish this member's buffers. When `out` overlaps `in`, a
   // local copy of the input is published instead (chunks are written while
   // others still read); otherwise the input itself, with no copy.
@@ -241,17 +261,18 @@ absl::Status CollectiveGroup::Run(Kind kind, int replica,
   Tensor local;
   if (overlap) local = in.Copy();
   const Tensor* published = overlap ? &local : &in;
+  // One rendezvous per group: the groups of one collective run apart.
+  const std::string group_key =
+      absl::StrCat(key, "@", groups.DebugString(), "#",
+                   groups.GroupIndex(global, num_replicas_));
   Rendezvous* r;
   {
     MutexLock l(&mu_);
-    // One rendezvous per group: the groups of one collective run apart.
-    auto& slot =
-        rendezvous_[absl::StrCat(key, "@", groups.DebugString(), "#",
-                                 groups.GroupIndex(replica, num_replicas_))];
-    if (!slot) slot = std::make_unique<Rendezvous>(g);
+    auto& slot = rendezvous_[group_key];
+    if (!slot) slot = std::make_unique<Rendezvous>(local_size);
     r = slot.get();
-    r->inputs[rank] = published;
-    r->outputs[rank] = &out;
+    r->inputs[local_rank] = published;
+    r->outputs[local_rank] = &out;
     RETURN_IF_ERROR(Barrier(r, /*cancellable=*/true));
     // Every member sees the same verdict and none reads another's buffers.
     if (!r->mismatch.ok()) {
@@ -259,6 +280,25 @@ absl::Status CollectiveGroup::Run(Kind kind, int replica,
                           absl::StrCat(name, ": ", r->mismatch.message()));
     }
   }
+  if (!member_process.empty()) {
+    // Phase 2 across processes: the first local member runs it for all.
+    if (local_rank == 0) {
+      r->across = RunAcross(kind, group_key, member_process, *r, n, in.dtype(),
+                            op, first_rank);
+    }
+    const int64_t bytes = static_cast<int64_t>(in.TotalBytes());
+    bytes_sent_[replica].fetch_add(
+        kind == Kind::kAllReduce       ? 2 * (g - 1) * bytes / g
+        : kind == Kind::kReduceScatter ? (g - 1) * chunk * int64_t(esize)
+                                       : (g - 1) * bytes,
+        std::memory_order_relaxed);
+    MutexLock l(&mu_);
+    RETURN_IF_ERROR(Barrier(r, /*cancellable=*/false));
+    if (r->across.ok()) return absl::OkStatus();
+    return absl::Status(r->across.code(),
+                        absl::StrCat(name, ": ", r->across.message()));
+  }
+
   // Phase 2: this member's share of the work.
   int64_t sent = 0;
   switch (kind) {
@@ -302,6 +342,86 @@ absl::Status CollectiveGroup::Run(Kind kind, int replica,
   // all of them get here.
   MutexLock l(&mu_);
   return Barrier(r, /*cancellable=*/false);
+}
+
+namespace {
+
+// FNV-1a: the same tag for the same collective on every process (absl's
+// hash is seeded per process).
+uint64_t StableHash(uint64_t seed, const std::string& s) {
+  uint64_t h = 1469598103934665603ull ^ seed;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace
+
+CollectiveGroup::CollectiveGroup(int local_replicas,
+                                 std::shared_ptr<ProcessLink> link,
+                                 uint64_t program_tag)
+    : num_replicas_(local_replicas * link->process_count()),
+      local_replicas_(local_replicas),
+      first_replica_(local_replicas * link->process_index()),
+      link_(std::move(link)),
+      program_tag_(program_tag),
+      bytes_sent_(local_replicas) {}
+
+absl::Status CollectiveGroup::RunAcross(Kind kind, const std::string& tag_key,
+                                        const std::vector<int>& member_process,
+                                        const Rendezvous& r, int64_t n,
+                                        DType dtype, ReduceOp op,
+                                        int first_rank) {
+  ProcessLink::Collective c;
+  c.tag = StableHash(program_tag_, tag_key);
+  c.name = tag_key;
+  c.member_process = member_process;
+  c.dtype = dtype;
+  c.n = n;
+  for (const Tensor* t : r.inputs) c.local.push_back(t->raw_data());
+  c.cancelled = [this]() -> absl::Status {
+    if (!cancelled_hint_.load(std::memory_order_acquire)) {
+      return absl::OkStatus();
+    }
+    MutexLock l(&mu_);
+    return cancelled_;
+  };
+  const int g = static_cast<int>(member_process.size());
+  const size_t esize = DTypeSize(dtype);
+  const int local = static_cast<int>(r.outputs.size());
+  auto copy_to_others = [&](const void* from, int64_t bytes) {
+    for (int k = 1; k < local; ++k) {
+      std::memcpy(r.outputs[k]->raw_data(), from, bytes);
+    }
+  };
+  switch (kind) {
+    case Kind::kAllReduce: {
+      void* out = r.outputs[0]->raw_data();
+      RETURN_IF_ERROR(link_->FoldAcross(c, op == ReduceOp::kMean, out));
+      copy_to_others(out, n * esize);
+      return absl::OkStatus();
+    }
+    case Kind::kReduceScatter: {
+      std::vector<char> full(n * esize);
+      RETURN_IF_ERROR(link_->FoldAcross(c, op == ReduceOp::kMean, full.data()));
+      const int64_t chunk = (n + g - 1) / g;
+      for (int k = 0; k < local; ++k) {
+        const int64_t begin = std::min(n, chunk * (first_rank + k));
+        const int64_t end = std::min(n, begin + chunk);
+        auto* dst = static_cast<char*>(r.outputs[k]->raw_data());
+        std::memcpy(dst, full.data() + begin * esize, (end - begin) * esize);
+        std::memset(dst + (end - begin) * esize, 0,
+                    (chunk - (end - begin)) * esize);
+      }
+      return absl::OkStatus();
+    }
+    case Kind::kAllGather: {
+      void* out = r.outputs[0]->raw_data();
+      RETURN_IF_ERROR(link_->GatherAcross(c, out));
+      copy_to_others(out, g * n * esize);
+      return absl::OkStatus();
+    }
+  }
+  return absl::InternalError("unknown collective kind");
 }
 
 void CollectiveGroup::Cancel(absl::Status reason) {

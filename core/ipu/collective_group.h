@@ -24,6 +24,13 @@
 // writing), each a short spin on an atomic before sleeping, and no copy of
 // the input unless the output overlaps it.
 //
+// Across processes (a ProcessLink, core/ipu/process_link.h): the group
+// has R local replicas of P x R global ones; replica arguments are local
+// indices, groups and ranks are global. The local members of a group meet
+// as above, then the first of them carries their inputs to the link, which
+// continues the same rank-order sum through the other processes: bitwise
+// the result of one process with P x R replicas.
+//
 // Thread safety: collectives are called concurrently by the R replica
 // threads; Cancel may be called from any thread and wakes every waiter with
 // the given status (an error in one replica must not leave the others
@@ -40,6 +47,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/ipu/process_link.h"
 #include "core/mutex.h"
 #include "core/tensor.h"
 
@@ -87,9 +95,22 @@ class CollectiveGroup {
   enum class ReduceOp { kSum, kMean, kLocal };
 
   explicit CollectiveGroup(int num_replicas)
-      : num_replicas_(num_replicas), bytes_sent_(num_replicas) {}
+      : num_replicas_(num_replicas),
+        local_replicas_(num_replicas),
+        bytes_sent_(num_replicas) {}
+  // `local_replicas` of this process's; `link`'s other processes hold as
+  // many each. `program_tag` tells this group's collectives from another
+  // program's on the wire: every process must give the same program the
+  // same tag (the n-th program compiled, when every process compiles the
+  // same programs in the same order).
+  CollectiveGroup(int local_replicas, std::shared_ptr<ProcessLink> link,
+                  uint64_t program_tag);
 
+  // Global replicas: local_replicas() x the processes.
   int num_replicas() const { return num_replicas_; }
+  int local_replicas() const { return local_replicas_; }
+  // The global index of local replica `replica`.
+  int global_replica(int replica) const { return first_replica_ + replica; }
 
   // `in` and `out` have the same dtype and shape; every member's `in` has
   // the same dtype and element count. `out` may alias `in`. Returns when
@@ -131,10 +152,17 @@ class CollectiveGroup {
     std::atomic<uint64_t> generation{0};
     CondVar cv;
     absl::Status mismatch;  // Set by the last arrival: inputs disagree.
+    absl::Status across;    // Set by the leader: what the link returned.
   };
   absl::Status Run(Kind kind, int replica, const std::string& key,
                    const Tensor& in, const Tensor& out, ReduceOp op,
                    const ReplicaGroups& groups);
+  // Phase 2 of a group spread over processes, run by its first local
+  // member for all of them.
+  absl::Status RunAcross(Kind kind, const std::string& tag_key,
+                         const std::vector<int>& member_process,
+                         const Rendezvous& r, int64_t n, DType dtype,
+                         ReduceOp op, int first_rank);
   // Reduces elements [begin, end) of every input in rank order into `dst`
   // (which must hold end - begin elements).
   template <typename T>
@@ -147,7 +175,11 @@ class CollectiveGroup {
   absl::Status Barrier(Rendezvous* r, bool cancellable)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  const int num_replicas_;
+  const int num_replicas_;    // Global.
+  const int local_replicas_;  // This process's.
+  int first_replica_ = 0;     // Global index of local replica 0.
+  std::shared_ptr<ProcessLink> link_;
+  uint64_t program_tag_ = 0;
   mutable Mutex mu_;
   std::map<std::string, std::unique_ptr<Rendezvous>> rendezvous_
       ABSL_GUARDED_BY(mu_);

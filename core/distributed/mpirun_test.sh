@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# mpirun_test.sh BINARY P...: runs BINARY under `mpirun -np P` for each P,
+# once with Open MPI's default collective decisions and once with a forced
+# all-reduce algorithm (ring), which ipuflow's fixed-order collectives
+# must not notice. Fails if any run fails.
+#
+# --oversubscribe: CI has 2 cores and P = 3 runs too. --allow-run-as-root:
+# CI runs as root. Shared memory between the processes (vader), without
+# the single-copy mechanism, which containers often forbid (ptrace).
+set -uo pipefail
+binary=$1; shift
+here=$(dirname "$0")
+export LSAN_OPTIONS="suppressions=$(cd "$here" && pwd)/lsan_suppressions.txt:${LSAN_OPTIONS:-}"
+exported=(-x LSAN_OPTIONS)
+for v in ASAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS; do
+  [[ -n "${!v:-}" ]] && exported+=(-x "$v")
+done
+rc=0
+for np in "$@"; do
+  for forced in "" "--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4"; do
+    echo "=== mpirun -np $np ${forced:-(default collective rules)}"
+    # shellcheck disable=SC2086
+    if ! mpirun -np "$np" --oversubscribe --allow-run-as-root --bind-to none \
+        --mca btl self,vader --mca btl_vader_single_copy_mechanism none \
+        "${exported[@]}" $forced \
+        "$binary"; then
+      echo "FAILED: mpirun -np $np $forced"; rc=1
+    fi
+  done
+done
+exit $rc
