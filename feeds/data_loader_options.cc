@@ -2,7 +2,10 @@
 
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "core/status.h"
 
 namespace ipuflow::feeds {
 
@@ -51,6 +54,39 @@ absl::Status CheckProcessesAgree(absl::Span<const DataLoaderPlanKey> keys) {
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status AgreeAcrossProcesses(const DataLoaderPlanKey& mine,
+                                  int64_t process_index, ProcessLink& link) {
+  if (mine.process_count != link.process_count() ||
+      process_index != link.process_index()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DataLoader: process_index ", process_index, " and process_count ",
+        mine.process_count, " of its options, but this is process ",
+        link.process_index(), " of ", link.process_count()));
+  }
+  const std::string text = absl::StrCat(
+      mine.num_samples, " ", mine.seed, " ", mine.shuffle, " ", mine.drop_last,
+      " ", mine.combined_batch_size, " ", mine.process_count);
+  ASSIGN_OR_RETURN(const std::vector<std::string> all,
+                   link.AllGatherStrings(/*tag=*/0xDA7A, text));
+  std::vector<DataLoaderPlanKey> keys(all.size());
+  for (size_t p = 0; p < all.size(); ++p) {
+    const std::vector<std::string> f = absl::StrSplit(all[p], ' ');
+    DataLoaderPlanKey& k = keys[p];
+    int shuffle = 0, drop_last = 0;
+    if (f.size() != 6 || !absl::SimpleAtoi(f[0], &k.num_samples) ||
+        !absl::SimpleAtoi(f[1], &k.seed) || !absl::SimpleAtoi(f[2], &shuffle) ||
+        !absl::SimpleAtoi(f[3], &drop_last) ||
+        !absl::SimpleAtoi(f[4], &k.combined_batch_size) ||
+        !absl::SimpleAtoi(f[5], &k.process_count)) {
+      return absl::InternalError(absl::StrCat(
+          "DataLoader: process ", p, "'s plan key '", all[p], "' unreadable"));
+    }
+    k.shuffle = shuffle != 0;
+    k.drop_last = drop_last != 0;
+  }
+  return CheckProcessesAgree(keys);
 }
 
 }  // namespace ipuflow::feeds

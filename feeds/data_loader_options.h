@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "core/ipu/collective_group.h"
+#include "core/ipu/process_link.h"
 
 namespace ipuflow::feeds {
 
@@ -58,6 +59,14 @@ struct DataLoaderPlanKey {
 // their values (the original has no such check: processes that read
 // different data silently use some samples twice and others never).
 absl::Status CheckProcessesAgree(absl::Span<const DataLoaderPlanKey> keys);
+
+// The multi-process layer's half: gathers every process's key over `link`
+// (a collective: every process calls it, before its first step) and checks
+// them with CheckProcessesAgree, so every process gets the same verdict.
+// Also InvalidArgument when the key's process_count or `process_index`
+// is not the link's (docs/DISTRIBUTED.md).
+absl::Status AgreeAcrossProcesses(const DataLoaderPlanKey& mine,
+                                  int64_t process_index, ProcessLink& link);
 
 // "kSync", "kAsync", "kAsyncRebatched". (Groups: ReplicaGroups::DebugString.)
 std::string DataLoaderModeName(DataLoaderMode mode);

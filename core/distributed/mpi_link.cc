@@ -81,7 +81,6 @@ class Flight {
   // advancing the others meanwhile.
   absl::Status Wait(int index = -1) {
     absl::Time last_progress = absl::Now();
-    int idle = 0;
     while (true) {
       bool progress = false;
       for (size_t i = 0; i < reqs_.size(); ++i) {
@@ -111,7 +110,6 @@ class Flight {
       }
       if (progress) {
         last_progress = absl::Now();
-        idle = 0;
         continue;
       }
       if (absl::Status s = (*cancelled_)(); !s.ok()) return Fail(s);
@@ -144,12 +142,13 @@ class Flight {
             " (is that process stalled, or did it reach "
             "another collective?)")));
       }
-      // Messages between processes on one machine take microseconds:
-      // yield first, then sleep so a long wait costs no core.
-      if (++idle < 1000) {
-        std::this_thread::yield();
-      } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      // MPI moves a large message only while someone calls into it (the
+      // shared-memory transport copies fragment by fragment): poll
+      // without yielding while messages flow (a yield on a busy machine
+      // gives the core away for a whole time slice), then sleep so that
+      // a long wait costs no core.
+      if (absl::Now() - last_progress >= absl::Milliseconds(20)) {
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
       }
     }
   }

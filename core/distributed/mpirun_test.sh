@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# mpirun_test.sh BINARY P...: runs BINARY under `mpirun -np P` for each P,
+# mpirun_test.sh BINARY P... [-- ARGS...]: runs BINARY ARGS under
+# `mpirun -np P` for each P,
 # once with Open MPI's default collective decisions and once with a forced
 # all-reduce algorithm (ring), which ipuflow's fixed-order collectives
 # must not notice. Fails if any run fails.
@@ -9,21 +10,31 @@
 # the single-copy mechanism, which containers often forbid (ptrace).
 set -uo pipefail
 binary=$1; shift
-here=$(dirname "$0")
-export LSAN_OPTIONS="suppressions=$(cd "$here" && pwd)/lsan_suppressions.txt:${LSAN_OPTIONS:-}"
+counts=()
+while (($#)) && [[ $1 != -- ]]; do counts+=("$1"); shift; done
+(($#)) && shift  # The --; what follows is the binary's.
+if [[ -n "${TEST_SRCDIR:-}" ]]; then
+  suppressions="$TEST_SRCDIR/${TEST_WORKSPACE:-ipuflow}/core/distributed/lsan_suppressions.txt"
+else
+  suppressions="$(cd "$(dirname "$0")" && pwd)/lsan_suppressions.txt"
+fi
+export LSAN_OPTIONS="suppressions=$suppressions:${LSAN_OPTIONS:-}"
 exported=(-x LSAN_OPTIONS)
 for v in ASAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS; do
   [[ -n "${!v:-}" ]] && exported+=(-x "$v")
 done
+# Each process is a whole gtest binary: they must not all write Bazel's
+# XML report and premature-exit marker (Bazel writes the test's own).
+unset XML_OUTPUT_FILE TEST_PREMATURE_EXIT_FILE GTEST_OUTPUT
 rc=0
-for np in "$@"; do
+for np in "${counts[@]}"; do
   for forced in "" "--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4"; do
     echo "=== mpirun -np $np ${forced:-(default collective rules)}"
     # shellcheck disable=SC2086
     if ! mpirun -np "$np" --oversubscribe --allow-run-as-root --bind-to none \
         --mca btl self,vader --mca btl_vader_single_copy_mechanism none \
         "${exported[@]}" $forced \
-        "$binary"; then
+        "$binary" "$@"; then
       echo "FAILED: mpirun -np $np $forced"; rc=1
     fi
   done

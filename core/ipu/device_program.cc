@@ -216,7 +216,12 @@ absl::StatusOr<std::unique_ptr<DeviceProgram>> DeviceProgram::Compile(
   }
   ASSIGN_OR_RETURN(const int replicas,
                    ReplicationFactor(*system, dp->ipus_per_replica_, what));
-  dp->group_ = std::make_unique<CollectiveGroup>(replicas);
+  // Across processes, `replicas` is this process's share.
+  dp->group_ =
+      system->process_link() == nullptr
+          ? std::make_unique<CollectiveGroup>(replicas)
+          : std::make_unique<CollectiveGroup>(replicas, system->process_link(),
+                                              system->NextProgramTag());
   // Memory: every replica has the same plan, so check replica 0's IPUs:
   // the program's shards plus what its frames hold there, in one report.
   std::vector<IpuMemory> ipus(dp->ipus_per_replica_);

@@ -215,10 +215,36 @@ absl::Status IPUSystem::Configure(const IPUConfig& config) {
     devices.push_back(*std::move(d));
   }
   devices_ = std::move(devices);
-  MutexLock l(&mu_);
-  status_ = absl::OkStatus();
-  closed_ = absl::OkStatus();
-  return absl::OkStatus();
+  {
+    MutexLock l(&mu_);
+    status_ = absl::OkStatus();
+    closed_ = absl::OkStatus();
+  }
+  return link_ != nullptr ? AgreeOnSeed() : absl::OkStatus();
+}
+
+absl::Status IPUSystem::SetProcessLink(std::shared_ptr<ProcessLink> link) {
+  if (link == nullptr) {
+    return absl::InvalidArgumentError("SetProcessLink: null link");
+  }
+  const int64_t global = static_cast<int64_t>(config_.replication_factor()) *
+                         link->process_count();
+  if (global > kMaxIpus) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "SetProcessLink: replication_factor ", config_.replication_factor(),
+        " x ", link->process_count(), " processes = ", global,
+        " global replicas, more than ", kMaxIpus));
+  }
+  link_ = std::move(link);
+  return AgreeOnSeed();
+}
+
+absl::Status IPUSystem::AgreeOnSeed() {
+  uint64_t seed = config_.seed();
+  RETURN_IF_ERROR(link_->Broadcast(
+      /*tag=*/0x5eed0000 + generation_.load(), /*root=*/0, &seed, sizeof(seed),
+      [] { return absl::OkStatus(); }));
+  return ResetSeed(seed);
 }
 
 absl::Status IPUSystem::status() const {

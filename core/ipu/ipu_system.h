@@ -31,6 +31,7 @@
 #include "core/floating_point.h"
 #include "core/ipu/ipu_config.pb.h"
 #include "core/ipu/ipu_device.h"
+#include "core/ipu/process_link.h"
 #include "core/mutex.h"
 
 namespace ipuflow {
@@ -117,6 +118,21 @@ class IPUSystem {
   // Leases held now (for tests that need a run to be in progress).
   int runs_in_progress() const;
 
+  // Makes this system one process's share of a multi-process run
+  // (docs/DISTRIBUTED.md): programs compiled afterwards have
+  // replication_factor local replicas of replication_factor x
+  // link->process_count() global ones, and collectives across processes.
+  // Every process calls it (a collective: process 0's seed becomes every
+  // process's, so initialisers and stochastic rounding agree; Configure
+  // agrees again), before compiling, and compiles the same programs in the
+  // same order (each program's collectives are told apart on the wire by
+  // its position in that order).
+  absl::Status SetProcessLink(std::shared_ptr<ProcessLink> link);
+  // Null in a single-process run.
+  const std::shared_ptr<ProcessLink>& process_link() const { return link_; }
+  // The tag of the next program compiled: 1, 2, ... in compile order.
+  uint64_t NextProgramTag() { return ++program_tags_; }
+
   // "IPU 0: host->device 1.2 MB, device->host 40 KB, IPU->IPU 0 B" lines.
   std::string TransferReport() const;
   void ResetCounters();
@@ -126,8 +142,12 @@ class IPUSystem {
 
   // Cancels runs with `reason`, waits for their leases, destroys the IPUs.
   void TearDown(absl::Status reason);
+  // Every process takes process 0's seed.
+  absl::Status AgreeOnSeed();
 
   IPUConfig config_;
+  std::shared_ptr<ProcessLink> link_;
+  std::atomic<uint64_t> program_tags_{0};
   FloatingPointBehaviour floating_point_;
   std::atomic<uint64_t> generation_{0};
   std::unique_ptr<CancellationManager> cancellation_;

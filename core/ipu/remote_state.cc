@@ -63,6 +63,9 @@ absl::Status RemoteState::Plan(IPUSystem* system, int replicas,
                                std::vector<IpuMemory>* ipus) {
   const bool explicit_off = options_.offload_weight_update_variables == false;
   const bool rts = options_.replicated_optimizer_state_sharding;
+  // Shards are over the global replicas (every process's,
+  // docs/DISTRIBUTED.md); `replicas` are this process's.
+  const int shards = group != nullptr ? group->num_replicas() : replicas;
   if (rts && explicit_off) {  // The original's ValueError, also at build.
     return absl::InvalidArgumentError(absl::StrCat(
         name_,
@@ -71,9 +74,9 @@ absl::Status RemoteState::Plan(IPUSystem* system, int replicas,
   }
   // Sharding assumes every replica holds the same optimizer state, which
   // only replica-identical updates guarantee (as pipelines require).
-  if (rts && replicas > 1 && !options_.replica_identical) {
+  if (rts && shards > 1 && !options_.replica_identical) {
     return absl::InvalidArgumentError(absl::StrCat(
-        name_, ": replicated_optimizer_state_sharding over ", replicas,
+        name_, ": replicated_optimizer_state_sharding over ", shards,
         " replicas needs replica-identical optimizer state: use "
         "optimizers::CrossReplicaGradientAccumulationOptimizerV2"));
   }
@@ -103,17 +106,18 @@ absl::Status RemoteState::Plan(IPUSystem* system, int replicas,
   }
   auto lowering = std::make_shared<Lowering>();
   lowering->replicas = replicas;
+  lowering->shards = shards;
   lowering->ipus_per_replica = static_cast<int>(ipus->size());
   const int64_t min_remote = system->config().minimum_remote_tensor_size();
   for (const Held& h : held) {
     const Candidate& c = *h.c;
     const StatePlacement p = PlaceOptimizerState(
-        c.shape.num_elements(), c.dtype, offload, rts, replicas, min_remote);
+        c.shape.num_elements(), c.dtype, offload, rts, shards, min_remote);
     IpuMemory& m = (*ipus)[h.ipu];
     m.offload |= offload;
     if (!p.remote) continue;  // Stays counted as optimizer state.
     m.optimizer_state -= p.bytes;
-    CountOptimizerState(p, replicas, &m);
+    CountOptimizerState(p, shards, &m);
     // Not always-live on the IPU any more: out of the report's "largest"
     // list too (it stayed there at full size, issue 22).
     auto& vars = m.variables;
@@ -139,7 +143,7 @@ absl::Status RemoteState::Plan(IPUSystem* system, int replicas,
       any |= sharded;
       all &= sharded;
     }
-    if (any && all && replicas > 1) {
+    if (any && all && shards > 1) {
       lowering->sharded_updates[update] = elements;
     }
   }
@@ -203,12 +207,13 @@ absl::Status RemoteState::Load(const RunEnv& env, int update) {
     if (p.sharded && Chunked(*lw, update, p)) {
       // A sharded update reads only this replica's chunk: no all-gather.
       if (v->initialized()) continue;
-      RETURN_IF_ERROR(v->Assign(ChunkInPlace(stored, env.replica, p.shape)));
+      RETURN_IF_ERROR(v->Assign(ChunkInPlace(
+          stored, env.collectives->global_replica(env.replica), p.shape)));
       continue;
     }
     if (p.sharded) {
       ASSIGN_OR_RETURN(
-          stored, GatherFromRemote(env.collectives, env.replica, lw->replicas,
+          stored, GatherFromRemote(env.collectives, env.replica, lw->shards,
                                    "rts/load/" + p.name, stored, p.shape));
     }
     // Assigned since the store (initialised again): the IPU's is newer.
@@ -227,7 +232,7 @@ std::pair<int, int> RemoteState::UpdateShardOf(const RunEnv& env,
                                                int update) const {
   std::shared_ptr<Lowering> lw = Find(env.collectives);
   if (lw == nullptr || lw->sharded_updates.count(update) == 0) return {0, 1};
-  return {env.replica, lw->replicas};
+  return {env.collectives->global_replica(env.replica), lw->shards};
 }
 
 absl::Status RemoteState::Store(const RunEnv& env, int update) {
@@ -239,9 +244,8 @@ absl::Status RemoteState::Store(const RunEnv& env, int update) {
     if (v == nullptr || !v->initialized()) continue;
     Tensor t = v->Release();
     if (p.sharded) {
-      ASSIGN_OR_RETURN(t,
-                       ShardToRemote(env.collectives, env.replica, lw->replicas,
-                                     "rts/store/" + p.name, t));
+      ASSIGN_OR_RETURN(t, ShardToRemote(env.collectives, env.replica,
+                                        lw->shards, "rts/store/" + p.name, t));
     }
     CountRemote(env, t.TotalBytes());
     MutexLock l(&remote_mu_);
@@ -264,6 +268,8 @@ std::optional<Tensor> RemoteState::OffloadedValue(
       auto it = remote_.find({ipu(replica), name});
       if (it == remote_.end()) return std::nullopt;
       if (!p.sharded) return it->second;
+      // The other processes' shards are theirs.
+      if (lw->shards != lw->replicas) return std::nullopt;
       // The replicas' shards in rank order, without the padding.
       Tensor full(it->second.dtype(), p.shape);
       const int64_t chunk = static_cast<int64_t>(it->second.TotalBytes());

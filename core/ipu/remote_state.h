@@ -142,7 +142,8 @@ class RemoteState : public HostResource {
     int shard;  // The IPU of the replica that holds it.
   };
   struct Lowering {
-    int replicas = 1;
+    int replicas = 1;  // This process's.
+    int shards = 1;    // Sharded state's: the global replicas.
     int ipus_per_replica = 1;
     std::map<int, std::vector<Placed>> by_update;
     // The sharded updates: update -> the weight's element count.

@@ -1,5 +1,6 @@
 #include "ops/collective/replica_index.h"
 
+#include "core/ipu/collective_group.h"
 #include "core/kernel.h"
 #include "core/op_registry.h"
 
@@ -14,7 +15,11 @@ REGISTER_OP("ReplicaIndex")
     })
     .SetKernel([](KernelContext& ctx) {
       ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, TensorShape()));
-      *out->data<int32_t>() = ctx.env().replica;
+      // Global across processes (docs/DISTRIBUTED.md).
+      const CollectiveGroup* group = ctx.env().collectives;
+      *out->data<int32_t>() = group == nullptr
+                                  ? ctx.env().replica
+                                  : group->global_replica(ctx.env().replica);
       return absl::OkStatus();
     })
     .NotDifferentiable("an integer with no inputs");

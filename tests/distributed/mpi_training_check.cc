@@ -1,0 +1,120 @@
+// Run under `mpirun -np P` (//tests/distributed:mpi_training_test): a
+// gradient-accumulation (V2) training loop with cross-replica Adam on
+// P processes x R local replicas ends with bitwise the weights of one
+// process with P x R replicas, with the optimizer state on the IPU and
+// sharded over the global replicas (ZeRO-1); ReplicaIndex is global.
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "core/distributed/mpi_link.h"
+#include "core/ipu/ipu_strategy.h"
+#include "gtest/gtest.h"
+#include "ops/array/const.h"
+#include "ops/collective/replica_index.h"
+#include "ops/math/add.h"
+#include "ops/math/cast.h"
+#include "ops/math/mul.h"
+#include "ops/math/reduce_sum.h"
+#include "ops/state/variable.h"
+#include "optimizers/adam.h"
+#include "optimizers/gradient_accumulation.h"
+
+namespace ipuflow {
+namespace {
+
+using optimizers::GradientAccumulationReductionMethod;
+using optimizers::ReplicaReduction;
+constexpr int kLocalReplicas = 2;
+constexpr int kWidth = 1000;
+
+std::shared_ptr<distributed::MpiLink> Link() {
+  static std::shared_ptr<distributed::MpiLink> link =
+      *distributed::MpiLink::World();
+  return link;
+}
+
+// Inputs with exponents over 2^-10..2^10: the replicas' gradients sum to
+// different bits in any order but rank order.
+std::vector<std::vector<float>> Steps(int steps) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> mant(-1, 1);
+  std::uniform_int_distribution<int> exp(-10, 10);
+  std::vector<std::vector<float>> c(steps, std::vector<float>(kWidth));
+  for (auto& step : c) {
+    for (float& v : step) v = std::ldexp(mant(rng), exp(rng));
+  }
+  return c;
+}
+
+// Trains 4 steps of loss_r = sum(w * c * (1 + 0.37 r)) (r: the global
+// ReplicaIndex) on `local` replicas of this system; returns w as
+// [local, kWidth].
+Tensor Train(int local, std::shared_ptr<ProcessLink> link, bool sharded) {
+  Scope s = Scope::NewRootScope();
+  std::vector<float> w0(kWidth);
+  for (int j = 0; j < kWidth; ++j) w0[j] = 0.01f * j;
+  auto w = ops::Variable(s.WithOpName("w"), ops::Const<float>(s, w0, {kWidth}));
+  Output c = ops::Placeholder(s.WithOpName("c"), DType::kFloat32, {kWidth});
+  Output scale =
+      ops::Add(s,
+               ops::Mul(s, ops::Cast(s, ops::ReplicaIndex(s), DType::kFloat32),
+                        ops::Const(s, 0.37f)),
+               ops::Const(s, 1.f));
+  Output loss = ops::ReduceSum(s, ops::Mul(s, ops::Mul(s, w.value, c), scale));
+  optimizers::AdamOptimizer adam(0.01f);
+  optimizers::WeightUpdateOptions update;
+  update.replicated_optimizer_state_sharding = sharded;
+  optimizers::CrossReplicaGradientAccumulationOptimizerV2 opt(
+      &adam, /*num_mini_batches=*/1, GradientAccumulationReductionMethod::kSum,
+      ReplicaReduction::kMean, {}, update);
+  Node* train = opt.Minimize(s, loss);
+  EXPECT_TRUE(s.ok()) << s.status();
+
+  IPUConfig config;
+  config.set_auto_select_ipus(local);
+  config.set_replication_factor(local);
+  config.set_seed(1);
+  auto system = IPUSystem::Create(config);
+  EXPECT_TRUE(system.ok()) << system.status();
+  if (link != nullptr) EXPECT_TRUE((*system)->SetProcessLink(link).ok());
+  IPUStrategy strategy(system->get());
+  EXPECT_TRUE(strategy.Initialize(*s.graph()).ok());
+  for (const auto& step : Steps(4)) {
+    auto r = strategy.Run(*s.graph(), {}, {train},
+                          {{c, Tensor::FromVector<float>(step)}});
+    EXPECT_TRUE(r.ok()) << r.status();
+  }
+  auto out = strategy.Run(*s.graph(), {w.value});
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? (*out)[0] : Tensor();
+}
+
+void ExpectAcrossEqualsOneProcess(bool sharded) {
+  auto link = Link();
+  const int P = link->process_count(), me = link->process_index();
+  const Tensor one = Train(P * kLocalReplicas, nullptr, sharded);
+  const Tensor across = Train(kLocalReplicas, link, sharded);
+  ASSERT_EQ(one.NumElements(), P * kLocalReplicas * kWidth);
+  ASSERT_EQ(across.NumElements(), kLocalReplicas * kWidth);
+  const float* want = one.data<float>() + me * kLocalReplicas * kWidth;
+  EXPECT_EQ(std::memcmp(across.data<float>(), want,
+                        kLocalReplicas * kWidth * sizeof(float)),
+            0)
+      << "process " << me << " of " << P << " (sharded " << sharded
+      << "): weights differ from one process with " << P * kLocalReplicas
+      << " replicas";
+  // And the weights moved.
+  EXPECT_NE(across.data<float>()[1], 0.01f);
+}
+
+TEST(MpiTrainingTest, AccumulatingLoopAsOneProcess) {
+  ExpectAcrossEqualsOneProcess(/*sharded=*/false);
+}
+
+TEST(MpiTrainingTest, ShardedOptimizerStateAsOneProcess) {
+  ExpectAcrossEqualsOneProcess(/*sharded=*/true);
+}
+
+}  // namespace
+}  // namespace ipuflow
