@@ -235,6 +235,22 @@ absl::Status IPUSystem::SetProcessLink(std::shared_ptr<ProcessLink> link) {
         " x ", link->process_count(), " processes = ", global,
         " global replicas, more than ", kMaxIpus));
   }
+  // Every process owns the same number of replicas (global replica g is
+  // local g % R of process g / R).
+  const std::string mine = absl::StrCat(config_.replication_factor());
+  ASSIGN_OR_RETURN(const std::vector<std::string> all,
+                   link->AllGatherStrings(/*tag=*/0x4E9C, mine));
+  for (size_t p = 0; p < all.size(); ++p) {
+    if (all[p] == mine) continue;
+    std::string each;
+    for (size_t q = 0; q < all.size(); ++q) {
+      absl::StrAppend(&each, q == 0 ? "" : ", ", "process ", q, ": ", all[q]);
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("SetProcessLink: every process must set the same "
+                     "replication_factor (its local replicas); ",
+                     each));
+  }
   link_ = std::move(link);
   return AgreeOnSeed();
 }

@@ -108,6 +108,21 @@ void ExpectAcrossEqualsOneProcess(bool sharded) {
   EXPECT_NE(across.data<float>()[1], 0.01f);
 }
 
+TEST(MpiTrainingTest, UnevenReplicasAreRefusedOnEveryProcess) {
+  auto link = Link();
+  if (link->process_count() < 2) GTEST_SKIP();
+  IPUConfig config;
+  const int local = link->process_index() == 1 ? 2 : 1;
+  config.set_auto_select_ipus(local);
+  config.set_replication_factor(local);
+  auto system = IPUSystem::Create(config);
+  ASSERT_TRUE(system.ok());
+  absl::Status s = (*system)->SetProcessLink(link);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("process 0: 1, process 1: 2"), std::string::npos)
+      << s;
+}
+
 TEST(MpiTrainingTest, AccumulatingLoopAsOneProcess) {
   ExpectAcrossEqualsOneProcess(/*sharded=*/false);
 }
