@@ -13,13 +13,12 @@ binary=$1; shift
 counts=()
 while (($#)) && [[ $1 != -- ]]; do counts+=("$1"); shift; done
 (($#)) && shift  # The --; what follows is the binary's.
-if [[ -n "${TEST_SRCDIR:-}" ]]; then
-  suppressions="$TEST_SRCDIR/${TEST_WORKSPACE:-ipuflow}/core/distributed/lsan_suppressions.txt"
-else
-  suppressions="$(cd "$(dirname "$0")" && pwd)/lsan_suppressions.txt"
-fi
-export LSAN_OPTIONS="suppressions=$suppressions:${LSAN_OPTIONS:-}"
-exported=(-x LSAN_OPTIONS)
+# Under ASan: Open MPI keeps allocations until exit in components built
+# without frame pointers, so LeakSanitizer sees one-frame stacks it cannot
+# attribute or suppress. Leaks stay checked by the
+# single-process tests; ASan's other checks and UBSan apply here as well.
+[[ -n "${ASAN_OPTIONS:-}" ]] && export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"
+exported=()
 for v in ASAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS; do
   [[ -n "${!v:-}" ]] && exported+=(-x "$v")
 done

@@ -77,7 +77,9 @@ Tensor Train(int local, std::shared_ptr<ProcessLink> link, bool sharded) {
   config.set_seed(1);
   auto system = IPUSystem::Create(config);
   EXPECT_TRUE(system.ok()) << system.status();
-  if (link != nullptr) EXPECT_TRUE((*system)->SetProcessLink(link).ok());
+  if (link != nullptr) {
+    EXPECT_TRUE((*system)->SetProcessLink(link).ok());
+  }
   IPUStrategy strategy(system->get());
   EXPECT_TRUE(strategy.Initialize(*s.graph()).ok());
   for (const auto& step : Steps(4)) {
