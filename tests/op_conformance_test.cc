@@ -20,6 +20,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <random>
 #include <set>
 #include <string>
@@ -179,6 +180,67 @@ RefFn ReduceRef(double init, std::function<double(double, double)> f,
     }
     return Refs{y};
   };
+}
+
+// Reduction over the `axes` / `keep_dims` attributes where each output is
+// f(the values reducing into it) (log-sum-exp, variance, norms).
+RefFn GroupRef(
+    std::function<double(const std::vector<double>&, const AttrMap&)> f) {
+  return [f](const Refs& in, const AttrMap& attrs) {
+    const auto axes = std::get<std::vector<int64_t>>(attrs.at("axes").value());
+    const T64& x = in[0];
+    // Output index of each element: reduce its index with "keep the last".
+    T64 idx = x;
+    for (int64_t i = 0; i < idx.size(); ++i) idx.v[i] = i;
+    T64 y = Reduce(x, axes, std::get<bool>(attrs.at("keep_dims").value()), 0,
+                   [](double, double b) { return b; });
+    std::vector<std::vector<double>> groups(y.v.size());
+    const int rank = x.shape.rank();
+    std::vector<bool> red(rank, axes.empty());
+    for (int64_t a : axes) red[a < 0 ? a + rank : a] = true;
+    for (int64_t i = 0; i < x.size(); ++i) {
+      int64_t rest = i, o = 0, mul = 1;
+      for (int d = rank - 1; d >= 0; --d) {
+        const int64_t c = rest % x.shape.dim(d);
+        rest /= x.shape.dim(d);
+        if (!red[d]) {
+          o += c * mul;
+          mul *= x.shape.dim(d);
+        }
+      }
+      groups[o].push_back(x.v[i]);
+    }
+    for (size_t o = 0; o < groups.size(); ++o) y.v[o] = f(groups[o], attrs);
+    return Refs{y};
+  };
+}
+
+double Variance64(const std::vector<double>& v, const AttrMap& attrs) {
+  const double mean = std::accumulate(v.begin(), v.end(), 0.0) / v.size();
+  double ss = 0;
+  for (double x : v) ss += (x - mean) * (x - mean);
+  const int64_t c = std::get<int64_t>(attrs.at("correction").value());
+  return ss / std::max<int64_t>(0, static_cast<int64_t>(v.size()) - c);
+}
+
+double Norm64(const std::vector<double>& v, const AttrMap& attrs) {
+  const double p = std::get<float>(attrs.at("ord").value());
+  double s = 0, m = 0;
+  for (double x : v) {
+    if (std::isnan(x)) return x;
+    m = std::max(m, std::fabs(x));
+    s += std::pow(std::fabs(x), p);
+  }
+  return std::isinf(p) ? m : std::pow(s, 1 / p);
+}
+
+double LogSumExp64(const std::vector<double>& v, const AttrMap&) {
+  double m = -INFINITY;
+  for (double x : v) m = std::isnan(x) || std::isnan(m) ? NAN : std::max(m, x);
+  if (std::isnan(m) || std::isinf(m)) return m;
+  double s = 0;
+  for (double x : v) s += std::exp(x - m);
+  return m + std::log(s);
 }
 
 // Row-wise over the last axis: f(row) -> row.
@@ -383,14 +445,78 @@ const std::vector<OpEntry>& OpTable() {
               [](double a, double b) {
                 return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
               },
+              false},
+             {"ReduceMin", INFINITY,
+              [](double a, double b) {
+                return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
+              },
               false}}) {
       OpEntry e;
       e.op = name;
       e.inputs = {{TensorShape({5, 7, 3})}};
       e.attrs = {{"axes", std::vector<int64_t>{0, 2}}, {"keep_dims", false}};
       e.ref = ReduceRef(init, f, mean);
-      e.ulps32 = name == "ReduceMax" ? 0 : 8;
-      e.atol = name == "ReduceMax" ? 0 : 1e-6;  // Sums that cancel.
+      const bool exact = name == "ReduceMax" || name == "ReduceMin";
+      e.ulps32 = exact ? 0 : 8;
+      e.atol = exact ? 0 : 1e-6;  // Sums that cancel.
+      t.push_back(e);
+    }
+    {
+      OpEntry e;
+      e.op = "ReduceProd";
+      e.inputs = {{TensorShape({5, 7, 3}), 0.5, 1.5}};
+      e.attrs = {{"axes", std::vector<int64_t>{0, 2}}, {"keep_dims", true}};
+      e.ref = ReduceRef(1.0, [](double a, double b) { return a * b; });
+      t.push_back(Wide(e, 16,
+                       "a float32 product of 15 values rounds 14 times "
+                       "(bound 14 units; float16 rounds once from float32)"));
+    }
+    for (auto [name, f] :
+         std::vector<std::pair<std::string,
+                               std::function<double(const std::vector<double>&,
+                                                    const AttrMap&)>>>{
+             {"ReduceLogSumExp", LogSumExp64},
+             {"ReduceVariance", Variance64},
+             {"ReduceStd",
+              [](const std::vector<double>&v,
+                 const AttrMap&a) { return std::sqrt(Variance64(v, a)); }},
+             {"Norm", Norm64}}) {
+      OpEntry e;
+      e.op = name;
+      e.inputs = {{TensorShape({5, 7, 3})}};
+      e.attrs = {{"axes", std::vector<int64_t>{0, 2}}, {"keep_dims", false}};
+      e.ref = GroupRef(f);
+      e.ulps32 = 8;
+      e.atol = 1e-6;
+      if (name == "ReduceVariance" || name == "ReduceStd") {
+        e.attrs["correction"] = int64_t{0};
+        t.push_back(e);
+        e.variant = "correction 1, keep_dims";
+        e.attrs = {{"axes", std::vector<int64_t>{1}},
+                   {"keep_dims", true},
+                   {"correction", int64_t{1}}};
+      } else if (name == "Norm") {
+        for (float ord : {1.0f, 3.0f, INFINITY}) {
+          OpEntry v = e;
+          v.variant = absl::StrCat("ord ", ord);
+          v.attrs["ord"] = ord;
+          t.push_back(v);
+        }
+        e.attrs["ord"] = 2.0f;
+      }
+      t.push_back(e);
+    }
+    for (auto [name, all] : std::vector<std::pair<std::string, bool>>{
+             {"ReduceAny", false}, {"ReduceAll", true}}) {
+      OpEntry e;
+      e.op = name;
+      e.inputs = {{TensorShape({6, 3, 2}), 0, 1, DType::kBool}};
+      e.attrs = {{"axes", std::vector<int64_t>{1, 2}}, {"keep_dims", false}};
+      e.ref = ReduceRef(all ? 1.0 : 0.0, [all = all](double a, double b) {
+        return all ? (a != 0 && b != 0 ? 1.0 : 0.0)
+                   : (a != 0 || b != 0 ? 1.0 : 0.0);
+      });
+      e.ulps32 = 0;
       t.push_back(e);
     }
     // -- Row-wise.
@@ -584,17 +710,18 @@ const std::vector<OpEntry>& OpTable() {
       };
       t.push_back(e);
     }
-    {
+    for (bool min : {false, true}) {
       OpEntry e;
-      e.op = "ArgMax";
+      e.op = min ? "ArgMin" : "ArgMax";
       e.inputs = {{TensorShape({4, 6})}};
       e.attrs = {{"axis", int64_t{1}}};
-      e.ref = [](const Refs& in, const AttrMap&) {
+      e.ref = [min](const Refs& in, const AttrMap&) {
         T64 y{TensorShape({4}), std::vector<double>(4)};
         for (int64_t r = 0; r < 4; ++r) {
           int64_t best = 0;
           for (int64_t c = 1; c < 6; ++c) {
-            if (in[0].v[r * 6 + c] > in[0].v[r * 6 + best]) best = c;
+            const double v = in[0].v[r * 6 + c], b = in[0].v[r * 6 + best];
+            if (min ? v < b : v > b) best = c;
           }
           y.v[r] = best;
         }
@@ -873,6 +1000,261 @@ const std::vector<OpEntry>& OpTable() {
       e.variant = "tanh";
       e.attrs = {{"approximate", "tanh"}};
       e.grad = false;
+      t.push_back(e);
+    }
+    // -- Array ops of issue 21.
+    for (bool exclusive : {false, true}) {
+      for (bool reverse : {false, true}) {
+        OpEntry e;
+        e.op = "CumSum";
+        e.variant = absl::StrCat(exclusive ? "exclusive" : "inclusive",
+                                 reverse ? " reverse" : "");
+        e.inputs = {{TensorShape({3, 9, 2})}};
+        e.attrs = {{"axis", int64_t{1}},
+                   {"exclusive", exclusive},
+                   {"reverse", reverse}};
+        e.ref = [](const Refs& in, const AttrMap& a) {
+          const bool ex = GetBool(a, "exclusive"), rev = GetBool(a, "reverse");
+          T64 y = Like(in[0]);
+          for (int64_t o = 0; o < 3; ++o) {
+            for (int64_t i = 0; i < 2; ++i) {
+              double acc = 0;
+              for (int64_t step = 0; step < 9; ++step) {
+                const int64_t k = rev ? 8 - step : step;
+                const int64_t at = (o * 9 + k) * 2 + i;
+                if (!ex) acc += in[0].v[at];
+                y.v[at] = acc;
+                if (ex) acc += in[0].v[at];
+              }
+            }
+          }
+          return Refs{y};
+        };
+        e.ulps32 = 1;  // float64 sums rounded once.
+        e.atol = 1e-7;
+        t.push_back(e);
+      }
+    }
+    {
+      OpEntry e;
+      e.op = "OneHot";
+      e.inputs = {{TensorShape({3, 4}), -1, 5, DType::kInt32}};
+      e.attrs = {{"depth", int64_t{5}},
+                 {"axis", int64_t{1}},
+                 {"on_value", 0.9f},
+                 {"off_value", 0.025f}};
+      e.ref = [](const Refs& in, const AttrMap&) {
+        T64 y{TensorShape({3, 5, 4}), std::vector<double>(60, 0.025f)};
+        for (int64_t a = 0; a < 3; ++a) {
+          for (int64_t b = 0; b < 4; ++b) {
+            const double k = in[0].v[a * 4 + b];
+            if (k >= 0 && k < 5) {
+              y.v[(a * 5 + static_cast<int64_t>(k)) * 4 + b] = 0.9f;
+            }
+          }
+        }
+        return Refs{y};
+      };
+      e.ulps32 = 0;  // on / off values rounded once to the output dtype.
+      t.push_back(e);
+    }
+    {
+      OpEntry e;
+      e.op = "Stack";
+      e.inputs = {
+          {TensorShape({2, 3})}, {TensorShape({2, 3})}, {TensorShape({2, 3})}};
+      e.attrs = {{"axis", int64_t{1}}};
+      e.ref = [](const Refs& in, const AttrMap&) {
+        T64 y{TensorShape({2, 3, 3}), {}};
+        for (int64_t a = 0; a < 2; ++a) {
+          for (size_t k = 0; k < 3; ++k) {
+            for (int64_t c = 0; c < 3; ++c) y.v.push_back(in[k].v[a * 3 + c]);
+          }
+        }
+        return Refs{y};
+      };
+      e.ulps32 = 0;
+      e.ulps16 = 0;
+      t.push_back(e);
+    }
+    for (auto [name, lower, diagonal] :
+         std::vector<std::tuple<std::string, bool, int64_t>>{
+             {"Tril", true, 0}, {"Triu", false, 1}}) {
+      OpEntry e;
+      e.op = name;
+      e.inputs = {{TensorShape({2, 4, 5})}};
+      e.attrs = {{"diagonal", diagonal}};
+      e.ref = [lower = lower, diagonal = diagonal](const Refs& in,
+                                                   const AttrMap&) {
+        T64 y = in[0];
+        for (int64_t m = 0; m < 2; ++m) {
+          for (int64_t i = 0; i < 4; ++i) {
+            for (int64_t j = 0; j < 5; ++j) {
+              const bool keep = lower ? j - i <= diagonal : j - i >= diagonal;
+              if (!keep) y.v[(m * 4 + i) * 5 + j] = 0;
+            }
+          }
+        }
+        return Refs{y};
+      };
+      e.ulps32 = 0;
+      e.ulps16 = 0;
+      t.push_back(e);
+    }
+    {
+      OpEntry e;
+      e.op = "Tile";
+      e.inputs = {{TensorShape({2, 3})}};
+      e.attrs = {{"multiples", std::vector<int64_t>{2, 3}}};
+      e.ref = [](const Refs& in, const AttrMap&) {
+        T64 y{TensorShape({4, 9}), std::vector<double>(36)};
+        for (int64_t r = 0; r < 4; ++r) {
+          for (int64_t c = 0; c < 9; ++c) {
+            y.v[r * 9 + c] = in[0].v[(r % 2) * 3 + c % 3];
+          }
+        }
+        return Refs{y};
+      };
+      e.ulps32 = 0;
+      e.ulps16 = 0;
+      t.push_back(e);
+    }
+    {
+      // Indices with repeats (the harness's random integers) along axis 1.
+      OpEntry e;
+      e.op = "TakeAlongAxis";
+      e.inputs = {{TensorShape({3, 4})},
+                  {TensorShape({3, 6}), 0, 3, DType::kInt32}};
+      e.attrs = {{"axis", int64_t{1}}};
+      e.ref = [](const Refs& in, const AttrMap&) {
+        T64 y{TensorShape({3, 6}), std::vector<double>(18)};
+        for (int64_t r = 0; r < 3; ++r) {
+          for (int64_t k = 0; k < 6; ++k) {
+            y.v[r * 6 + k] =
+                in[0].v[r * 4 + static_cast<int64_t>(in[1].v[r * 6 + k])];
+          }
+        }
+        return Refs{y};
+      };
+      e.ulps32 = 0;
+      e.ulps16 = 0;
+      t.push_back(e);
+      e.op = "ScatterAdd";
+      e.inputs = {{TensorShape({3, 4})},
+                  {TensorShape({3, 6}), 0, 3, DType::kInt32},
+                  {TensorShape({3, 6})}};
+      e.ref = [](const Refs& in, const AttrMap&) {
+        T64 y = in[0];
+        for (int64_t r = 0; r < 3; ++r) {
+          for (int64_t k = 0; k < 6; ++k) {
+            y.v[r * 4 + static_cast<int64_t>(in[1].v[r * 6 + k])] +=
+                in[2].v[r * 6 + k];
+          }
+        }
+        return Refs{y};
+      };
+      e.ulps32 = 2;  // Up to 6 float32 additions; float16 sums in float32.
+      e.ulps16 = 1;  // Rounded once.
+      e.atol = 1e-6;
+      t.push_back(e);
+    }
+    // Sort / TopK: the reference is a float64 stable sort of each line.
+    const auto sort_ref = [](const Refs& in, int64_t k, bool descending) {
+      const int64_t rows = 4, n = 7;
+      T64 v{TensorShape({rows, k}), {}}, idx{TensorShape({rows, k}), {}};
+      for (int64_t r = 0; r < rows; ++r) {
+        std::vector<int64_t> order(n);
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+          const double x = in[0].v[r * n + a], y = in[0].v[r * n + b];
+          return descending ? x > y : x < y;
+        });
+        for (int64_t j = 0; j < k; ++j) {
+          v.v.push_back(in[0].v[r * n + order[j]]);
+          idx.v.push_back(order[j]);
+        }
+      }
+      return Refs{v, idx};
+    };
+    for (bool descending : {false, true}) {
+      OpEntry e;
+      e.op = "Sort";
+      e.variant = descending ? "descending" : "ascending";
+      e.inputs = {{TensorShape({4, 7})}};
+      e.attrs = {{"axis", int64_t{-1}}, {"descending", descending}};
+      e.ref = [sort_ref, descending](const Refs& in, const AttrMap&) {
+        return sort_ref(in, 7, descending);
+      };
+      e.ulps32 = 0;
+      e.ulps16 = 0;
+      t.push_back(e);
+    }
+    {
+      OpEntry e;
+      e.op = "TopK";
+      e.inputs = {{TensorShape({4, 7})}};
+      e.attrs = {{"k", int64_t{3}}};
+      e.ref = [sort_ref](const Refs& in, const AttrMap&) {
+        return sort_ref(in, 3, true);
+      };
+      e.ulps32 = 0;
+      e.ulps16 = 0;
+      t.push_back(e);
+    }
+    // Pad's modes; PadGrad sums dy into the elements each dy copies.
+    const auto pad_source = [](const std::string& mode, int64_t j,
+                               int64_t before, int64_t n) {
+      int64_t p = j - before;
+      if (mode == "reflect") {
+        if (p < 0) p = -p;
+        if (p >= n) p = 2 * (n - 1) - p;
+      } else if (mode == "symmetric") {
+        if (p < 0) p = -p - 1;
+        if (p >= n) p = 2 * n - 1 - p;
+      } else {
+        p = std::min(std::max<int64_t>(p, 0), n - 1);
+      }
+      return p;
+    };
+    for (const char* mode : {"reflect", "symmetric", "replicate"}) {
+      // x [3, 4] padded {2, 1, 3, 2} -> [6, 9].
+      OpEntry e;
+      e.op = "Pad";
+      e.variant = mode;
+      e.inputs = {{TensorShape({3, 4})}};
+      e.attrs = {{"paddings", std::vector<int64_t>{2, 1, 3, 2}},
+                 {"mode", std::string(mode)}};
+      e.ref = [pad_source, m = std::string(mode)](const Refs& in,
+                                                  const AttrMap&) {
+        T64 y{TensorShape({6, 9}), std::vector<double>(54)};
+        for (int64_t r = 0; r < 6; ++r) {
+          for (int64_t c = 0; c < 9; ++c) {
+            y.v[r * 9 + c] =
+                in[0].v[pad_source(m, r, 2, 3) * 4 + pad_source(m, c, 3, 4)];
+          }
+        }
+        return Refs{y};
+      };
+      e.ulps32 = 0;
+      e.ulps16 = 0;
+      t.push_back(e);
+      e.op = "PadGrad";
+      e.inputs = {{TensorShape({6, 9})}, {TensorShape({3, 4})}};
+      e.ref = [pad_source, m = std::string(mode)](const Refs& in,
+                                                  const AttrMap&) {
+        T64 dx{TensorShape({3, 4}), std::vector<double>(12)};
+        for (int64_t r = 0; r < 6; ++r) {
+          for (int64_t c = 0; c < 9; ++c) {
+            dx.v[pad_source(m, r, 2, 3) * 4 + pad_source(m, c, 3, 4)] +=
+                in[0].v[r * 9 + c];
+          }
+        }
+        return Refs{dx};
+      };
+      e.ulps32 = 4;  // Up to 12 float32 additions.
+      e.ulps16 = 1;  // float32 sums rounded once.
+      e.atol = 1e-6;
+      e.no_grad_inputs = {1};  // x gives the shape only.
       t.push_back(e);
     }
     // -- Not evaluated here, and why.

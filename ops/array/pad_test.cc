@@ -99,5 +99,51 @@ TEST(PadTest, GradientWithUnknownDimension) {
   EXPECT_LT(*err, 1e-3);
 }
 
+TEST(PadTest, ReflectSymmetricReplicate) {
+  Scope s = Scope::NewRootScope();
+  Output x = Const<float>(s, {1, 2, 3}, {3});
+  EXPECT_TRUE(TensorNear(RunOne(s, {}, Pad(s, x, {2, 2}, "reflect")),
+                         {3, 2, 1, 2, 3, 2, 1}, {7}));
+  EXPECT_TRUE(TensorNear(RunOne(s, {}, Pad(s, x, {2, 2}, "symmetric")),
+                         {2, 1, 1, 2, 3, 3, 2}, {7}));
+  EXPECT_TRUE(TensorNear(RunOne(s, {}, Pad(s, x, {2, 3}, "replicate")),
+                         {1, 1, 1, 2, 3, 3, 3, 3}, {8}));
+  // 2-D: tf.pad([[1,2,3],[4,5,6]], [[1,1],[2,2]], "REFLECT").
+  Output m = Const<int32_t>(s, {1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor r = RunOne(s, {}, Pad(s, m, {1, 1, 2, 2}, "reflect"));
+  const int32_t want[] = {6, 5, 4, 5, 6, 5, 4, 3, 2, 1, 2, 3, 2, 1,
+                          6, 5, 4, 5, 6, 5, 4, 3, 2, 1, 2, 3, 2, 1};
+  ASSERT_EQ(r.shape(), TensorShape({4, 7}));
+  for (int i = 0; i < 28; ++i) EXPECT_EQ(r.data<int32_t>()[i], want[i]) << i;
+}
+
+TEST(PadTest, ModeLimitsAreErrors) {
+  Scope s = Scope::NewRootScope();
+  Pad(s.WithOpName("p"), Const<float>(s, {1, 2, 3}, {3}), {3, 0}, "reflect");
+  EXPECT_NE(s.status().message().find("Pad 'p': paddings [3,0] for dimension "
+                                      "0 of input 'x' (shape [3]) exceed 2"),
+            std::string::npos)
+      << s.status();
+  Scope s2 = Scope::NewRootScope();
+  Pad(s2, Const<float>(s2, {1, 2, 3}, {3}), {1, 0}, "wrap");
+  EXPECT_NE(s2.status().message().find("mode is 'wrap'; expected constant"),
+            std::string::npos)
+      << s2.status();
+  Scope s3 = Scope::NewRootScope();
+  Pad(s3, Const(s3, Tensor(DType::kFloat32, {0})), {1, 0}, "replicate");
+  EXPECT_FALSE(s3.ok());
+}
+
+TEST(PadTest, ModeGradients) {
+  for (const char* mode : {"reflect", "symmetric", "replicate"}) {
+    Scope s = Scope::NewRootScope();
+    Output x = Placeholder(s, DType::kFloat32, {3, 4});
+    auto err = MaxGradientError(s, {x}, {RandomTensor({3, 4}, -1, 1, 2)},
+                                Pad(s, x, {2, 1, 3, 2}, std::string(mode)));
+    ASSERT_TRUE(err.ok()) << err.status();
+    EXPECT_LT(*err, 1e-3) << mode;
+  }
+}
+
 }  // namespace
 }  // namespace ipuflow::ops

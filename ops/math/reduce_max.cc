@@ -26,18 +26,22 @@ REGISTER_OP("ReduceMax")
     // average of the one-sided derivatives, as TensorFlow does).
     .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> dy,
                     std::vector<Output>* dx) {
-      const Output x = op.input(0), y = OutputOf(op);
-      const auto& axes = op.attr<std::vector<int64_t>>("axes");
-      const bool keep_dims = op.attr<bool>("keep_dims");
-      const Output is_max =
-          Cast(s, Equal(s, x, ReduceGradLike(s, y, x, axes)), x.dtype());
-      const Output ties = ReduceSum(s, is_max, axes, keep_dims);
-      dx->push_back(
-          Mul(s, is_max, ReduceGradLike(s, Div(s, dy[0], ties), x, axes)));
+      dx->push_back(ReduceExtremumGradient(
+          s, op.input(0), OutputOf(op), dy[0],
+          op.attr<std::vector<int64_t>>("axes"), op.attr<bool>("keep_dims")));
       return absl::OkStatus();
     });
 
 }  // namespace
+
+Output ReduceExtremumGradient(const Scope& s, Output x, Output y, Output dy,
+                              const std::vector<int64_t>& axes,
+                              bool keep_dims) {
+  const Output is_max =
+      Cast(s, Equal(s, x, ReduceGradLike(s, y, x, axes)), x.dtype());
+  const Output ties = ReduceSum(s, is_max, axes, keep_dims);
+  return Mul(s, is_max, ReduceGradLike(s, Div(s, dy, ties), x, axes));
+}
 
 Output ReduceMax(const Scope& scope, Output x, std::vector<int64_t> axes,
                  bool keep_dims) {

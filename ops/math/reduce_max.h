@@ -20,6 +20,11 @@ namespace ipuflow::ops {
 Output ReduceMax(const Scope& scope, Output x, std::vector<int64_t> axes = {},
                  bool keep_dims = false);
 
+// The gradient of y = ReduceMax or ReduceMin(x, axes, keep_dims) for dy:
+// dy at the positions where x equals y, shared equally between ties.
+Output ReduceExtremumGradient(const Scope& scope, Output x, Output y, Output dy,
+                              const std::vector<int64_t>& axes, bool keep_dims);
+
 }  // namespace ipuflow::ops
 
 #endif  // IPUFLOW_OPS_MATH_REDUCE_MAX_H_

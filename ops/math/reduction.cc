@@ -1,13 +1,16 @@
 #include "ops/math/reduction.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/half_rounding.h"
+#include "ops/array/copy_kernels.h"
 #include "ops/cwise.h"
+#include "ops/math/half_io.h"
 #include "ops/math/scalar_ops.h"
 
 namespace ipuflow::ops {
@@ -68,12 +71,20 @@ CoalescedShape Coalesce(const TensorShape& shape, absl::Span<const int> axes) {
   return out;
 }
 
-absl::Status ReductionShapeFn(ShapeContext& c) {
+namespace {
+
+enum class Accepts { kNumeric, kFloat, kBool };
+
+absl::Status ReductionShape(ShapeContext& c, Accepts accepts) {
   const DType dt = c.input_dtype(0);
-  if (dt == DType::kBool || dt == DType::kResource) {
+  if (accepts == Accepts::kNumeric &&
+      (dt == DType::kBool || dt == DType::kResource)) {
     return absl::InvalidArgumentError(absl::StrCat(
         c.InputName(0), " is ", DTypeName(dt), "; expected a numeric type"));
   }
+  if (accepts == Accepts::kFloat) RETURN_IF_ERROR(c.ExpectFloat(0));
+  if (accepts == Accepts::kBool)
+    RETURN_IF_ERROR(c.ExpectDType(0, DType::kBool));
   ASSIGN_OR_RETURN(std::vector<int64_t> axes,
                    c.attr<std::vector<int64_t>>("axes"));
   ASSIGN_OR_RETURN(bool keep_dims, c.attr<bool>("keep_dims"));
@@ -87,6 +98,18 @@ absl::Status ReductionShapeFn(ShapeContext& c) {
   }
   c.set_output(0, dt, ReducedShape(in, *norm, keep_dims));
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ReductionShapeFn(ShapeContext& c) {
+  return ReductionShape(c, Accepts::kNumeric);
+}
+absl::Status FloatReductionShapeFn(ShapeContext& c) {
+  return ReductionShape(c, Accepts::kFloat);
+}
+absl::Status BoolReductionShapeFn(ShapeContext& c) {
+  return ReductionShape(c, Accepts::kBool);
 }
 
 namespace {
@@ -114,6 +137,32 @@ struct MaxReducer {
   template <typename X>
   static void Combine(ArrayMap<Acc>& acc, const X& x) {
     acc = acc.binaryExpr(x, NanMax<Acc>());
+  }
+};
+
+template <typename Acc>
+struct MinReducer {
+  static Acc Combine2(Acc a, Acc b) { return NanMin<Acc>()(a, b); }
+  template <typename X>
+  static Acc Redux(const X& x) {
+    return x.redux(NanMin<Acc>());
+  }
+  template <typename X>
+  static void Combine(ArrayMap<Acc>& acc, const X& x) {
+    acc = acc.binaryExpr(x, NanMin<Acc>());
+  }
+};
+
+template <typename Acc>
+struct ProdReducer {
+  static Acc Combine2(Acc a, Acc b) { return a * b; }
+  template <typename X>
+  static Acc Redux(const X& x) {
+    return x.prod();
+  }
+  template <typename X>
+  static void Combine(ArrayMap<Acc>& acc, const X& x) {
+    acc *= x;
   }
 };
 
@@ -206,6 +255,10 @@ absl::Status ReduceEmpty(KernelContext& ctx, Reduction kind, Tensor* y) {
     y->flat<T>().setZero();
     return absl::OkStatus();
   }
+  if (kind == Reduction::kProd) {
+    y->flat<T>().setConstant(T(1));
+    return absl::OkStatus();
+  }
   if constexpr (!std::is_integral_v<T>) {
     if (kind == Reduction::kMean) {
       y->flat<T>().setConstant(std::numeric_limits<T>::quiet_NaN());
@@ -213,7 +266,9 @@ absl::Status ReduceEmpty(KernelContext& ctx, Reduction kind, Tensor* y) {
     }
   }
   return ctx.InvalidArgument(
-      kind == Reduction::kMax ? "the maximum" : "the integer mean",
+      kind == Reduction::kMax   ? "the maximum"
+      : kind == Reduction::kMin ? "the minimum"
+                                : "the integer mean",
       " over zero elements is undefined (input 'x' has shape ",
       x.shape().DebugString(), ")");
 }
@@ -334,11 +389,124 @@ absl::Status ReductionKernel(KernelContext& ctx, Reduction kind) {
         return (Reduce<MaxReducer<T>, T, T>(ctx, kind, *axes, shape)),
         return UnsupportedDType(ctx, x.dtype()));
   }
+  if (kind == Reduction::kMin) {
+    IPUFLOW_SWITCH_NUMERIC(
+        x.dtype(),
+        return (Reduce<MinReducer<T>, T, T>(ctx, kind, *axes, shape)),
+        return UnsupportedDType(ctx, x.dtype()));
+  }
+  if (kind == Reduction::kProd) {
+    // Floats only (the shape function refuses integers): a signed integer
+    // product overflows.
+    IPUFLOW_SWITCH_FLOAT(
+        x.dtype(),
+        return (Reduce<ProdReducer<AccumType<T>>, T, AccumType<T>>(
+            ctx, kind, *axes, shape)),
+        return UnsupportedDType(ctx, x.dtype()));
+  }
   IPUFLOW_SWITCH_NUMERIC(
       x.dtype(),
       return (Reduce<SumReducer<AccumType<T>>, T, AccumType<T>>(ctx, kind,
                                                                 *axes, shape)),
       return UnsupportedDType(ctx, x.dtype()));
+}
+
+float PairwiseSum(const float* x, int64_t n) {
+  if (n <= 0) return 0.0f;
+  return ReduxPairwise<SumReducer<float>, float, float>(x, n);
+}
+
+Tensor ReducedAxesLast(const KernelContext& ctx, const Tensor& x,
+                       absl::Span<const int> axes) {
+  const int rank = x.rank();
+  std::vector<bool> reduced(rank, false);
+  for (int a : axes) reduced[a] = true;
+  const std::vector<int64_t> strides = RowMajorStrides(x.shape());
+  std::vector<int64_t> dims, src_strides;
+  int64_t n = 1, r = 1;
+  for (int pass = 0; pass < 2; ++pass) {  // Kept dims, then reduced dims.
+    for (int d = 0; d < rank; ++d) {
+      if (reduced[d] != (pass == 1)) continue;
+      dims.push_back(x.dim(d));
+      src_strides.push_back(strides[d]);
+      (pass == 0 ? n : r) *= x.dim(d);
+    }
+  }
+  Tensor rows(x.dtype(), TensorShape({n, r}));
+  if (rows.NumElements() == 0) return rows;
+  if (dims.empty()) {  // A scalar.
+    std::memcpy(rows.raw_data(), x.raw_data(), DTypeSize(x.dtype()));
+    return rows;
+  }
+  StridedCopy(ctx, dims, rows.raw_data(), RowMajorStrides(TensorShape(dims)),
+              x.raw_data(), src_strides, DTypeSize(x.dtype()));
+  return rows;
+}
+
+absl::Status RowReductionKernel(KernelContext& ctx, const RowReduceFn& fn) {
+  const Tensor& x = ctx.input(0);
+  if (x.dtype() != DType::kFloat32 && x.dtype() != DType::kFloat16) {
+    return UnsupportedDType(ctx, x.dtype());
+  }
+  absl::StatusOr<std::vector<int>> axes =
+      NormalizeReductionAxes(ctx.attr<std::vector<int64_t>>("axes"), x.rank());
+  if (!axes.ok()) {
+    return ctx.InvalidArgument(axes.status().message(),
+                               "; input 'x' has shape ",
+                               x.shape().DebugString());
+  }
+  const TensorShape shape =
+      ReducedShape(x.shape(), *axes, ctx.attr<bool>("keep_dims"));
+  Tensor scratch;
+  ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, shape));
+  Tensor* y = out;
+  if (out->dtype() == DType::kFloat16) {
+    ASSIGN_OR_RETURN(scratch, Tensor::Allocate(DType::kFloat32, shape));
+    y = &scratch;
+  }
+  const int64_t n = y->NumElements();
+  if (n == 0) return absl::OkStatus();
+  const Tensor rows = AsFloat32(ctx, ReducedAxesLast(ctx, x, *axes));
+  const int64_t r = x.NumElements() / n;
+  const float* pr = rows.data<float>();
+  float* py = y->data<float>();
+  ctx.ParallelFor(n, kCwiseCost * 4 * std::max<int64_t>(r, 1),
+                  [&](int64_t b, int64_t e) {
+                    for (int64_t o = b; o < e; ++o) py[o] = fn(pr + o * r, r);
+                  });
+  if (y != out) StoreOutput(ctx, 0, *y, out);
+  return absl::OkStatus();
+}
+
+absl::Status BoolReductionKernel(KernelContext& ctx, bool all) {
+  const Tensor& x = ctx.input(0);
+  if (x.dtype() != DType::kBool) return UnsupportedDType(ctx, x.dtype());
+  absl::StatusOr<std::vector<int>> axes =
+      NormalizeReductionAxes(ctx.attr<std::vector<int64_t>>("axes"), x.rank());
+  if (!axes.ok()) {
+    return ctx.InvalidArgument(axes.status().message(),
+                               "; input 'x' has shape ",
+                               x.shape().DebugString());
+  }
+  ASSIGN_OR_RETURN(
+      Tensor * y,
+      ctx.allocate_output(
+          0, ReducedShape(x.shape(), *axes, ctx.attr<bool>("keep_dims"))));
+  const int64_t n = y->NumElements();
+  if (n == 0) return absl::OkStatus();
+  const Tensor rows = ReducedAxesLast(ctx, x, *axes);
+  const int64_t r = x.NumElements() / n;
+  const bool* pr = rows.data<bool>();
+  bool* py = y->data<bool>();
+  ctx.ParallelFor(
+      n, kCwiseCost * std::max<int64_t>(r, 1), [&](int64_t b, int64_t e) {
+        for (int64_t o = b; o < e; ++o) {
+          const bool* row = pr + o * r;
+          py[o] = all ? std::all_of(row, row + r, [](bool v) { return v; })
+                      : std::any_of(row, row + r, [](bool v) { return v; });
+        }
+      });
+  return absl::OkStatus();
 }
 
 }  // namespace ipuflow::ops
