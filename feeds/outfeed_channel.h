@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "core/cancellation.h"
+#include "core/fed_resource.h"
 #include "core/graph.h"
 #include "core/ipu/bounded_queue.h"
 #include "core/ipu/spin_wait.h"
@@ -54,7 +55,7 @@ constexpr std::chrono::nanoseconds kNextYieldEvery =
 // fewer between the device and Next.
 // Shared: the IPUOutfeedQueue owns it, the graph refers to it weakly, and a
 // kernel inside Push holds it.
-class OutfeedChannel : public HostResource {
+class OutfeedChannel : public HostResource, public FedResource {
  public:
   OutfeedChannel(std::string id, OutputMode output_mode, OutfeedMode mode,
                  int buffer_depth, int64_t max_host_bytes)
@@ -73,6 +74,11 @@ class OutfeedChannel : public HostResource {
   }
   absl::Status RunFinished() override;
   void RunStopped(const absl::Status& status) override;
+  // Executables that can push to the queue; when the last goes, readers
+  // waiting in Next (and later Nexts, until another comes) get Cancelled
+  // naming why.
+  void AddProducer() override;
+  void RemoveProducer(const absl::Status& why) override;
   OutfeedMode mode() const { return mode_; }
   OutputMode output_mode() const { return output_mode_; }
 
@@ -191,9 +197,18 @@ class OutfeedChannel : public HostResource {
       ABSL_GUARDED_BY(mu_);
   std::atomic<bool> closed_{false};
   bool destroyed_ ABSL_GUARDED_BY(mu_) = false;
-  // steps_.size() and destroyed_, for Next's spin (decided under mu_).
+  // Executables that can push now; why the last one went (OK: none went
+  // since the last came, or none ever came: Next waits for one).
+  int producers_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status orphaned_ ABSL_GUARDED_BY(mu_);
+  bool Orphaned() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return producers_ == 0 && !orphaned_.ok();
+  }
+  // steps_.size(), destroyed_ and Orphaned(), for Next's spin (decided
+  // under mu_).
   std::atomic<size_t> steps_hint_{0};
   std::atomic<bool> destroyed_hint_{false};
+  std::atomic<bool> orphaned_hint_{false};
   LifetimeGate callers_;
   int waiting_readers_ ABSL_GUARDED_BY(mu_) = 0;  // Callers inside Next.
   // When steps last came for a waiting reader (NowNs): a slept Next's

@@ -124,6 +124,23 @@ void OutfeedChannel::RunStopped(const absl::Status& status) {
   FlushStops();
 }
 
+void OutfeedChannel::AddProducer() {
+  MutexLock l(&mu_);
+  ++producers_;
+  orphaned_hint_.store(false, std::memory_order_release);
+}
+
+void OutfeedChannel::RemoveProducer(const absl::Status& why) {
+  MutexLock l(&mu_);
+  if (producers_ > 0) --producers_;
+  if (producers_ > 0) return;
+  orphaned_ = absl::CancelledError(
+      absl::StrCat("IPUOutfeedQueue '", id_,
+                   "': no executable can feed it any more: ", why.message()));
+  orphaned_hint_.store(true, std::memory_order_release);
+  cv_.SignalAll();
+}
+
 std::vector<OutfeedChannel::Entry> OutfeedChannel::TakeSteps() {
   std::vector<Entry> out;
   while (!steps_.empty()) {
@@ -198,7 +215,8 @@ absl::StatusOr<OutfeedElement> OutfeedChannel::Next() {
   auto ready = [this] {
     return steps_hint_.load(std::memory_order_acquire) > 0 ||
            closed_.load(std::memory_order_acquire) ||
-           destroyed_hint_.load(std::memory_order_acquire);
+           destroyed_hint_.load(std::memory_order_acquire) ||
+           orphaned_hint_.load(std::memory_order_acquire);
   };
   int64_t start = 0;
   if (!ready()) {
@@ -211,7 +229,7 @@ absl::StatusOr<OutfeedElement> OutfeedChannel::Next() {
   MutexLock l(&mu_);
   ++waiting_readers_;
   bool slept = false;
-  while (steps_.empty() && !closed_.load() && !destroyed_) {
+  while (steps_.empty() && !closed_.load() && !destroyed_ && !Orphaned()) {
     slept = true;
     cv_.Wait(&mu_);
   }
@@ -220,8 +238,9 @@ absl::StatusOr<OutfeedElement> OutfeedChannel::Next() {
     next_spin_.Record(std::chrono::nanoseconds(readers_answered_ns_ - start));
   }
   if (destroyed_) return Destroyed();
-  // Closed: what was pushed before Close still comes out first.
-  if (steps_.empty() && closed_.load()) CatchUp();
+  // Closed, or nothing can push any more: what was pushed still comes out
+  // first.
+  if (steps_.empty()) CatchUp();
   if (!steps_.empty()) {
     Entry e = std::move(steps_.front());
     steps_.pop_front();
@@ -234,6 +253,7 @@ absl::StatusOr<OutfeedElement> OutfeedChannel::Next() {
     if (!e.stop.ok()) return e.stop;
     return std::move(e.step);
   }
+  if (!closed_.load()) return orphaned_;
   return absl::OutOfRangeError(
       absl::StrCat("IPUOutfeedQueue '", id_, "' is closed and drained"));
 }

@@ -33,6 +33,11 @@
 // reset or destroyed) ends that run, not the queue: Next() returns the steps
 // the run completed, then the run's error once (its code, "the run feeding
 // IPUOutfeedQueue '...' stopped: <why>"), then the next run's steps.
+// When no executable can push any more (the last one that enqueues was
+// destroyed, or its IPU system was destroyed, reconfigured or cancelled),
+// Next returns the steps still held, then Cancelled ("IPUOutfeedQueue '...':
+// no executable can feed it any more: <why>"), until an executable that
+// enqueues is compiled again: a monitor thread always ends.
 //
 // The queue reaches a device program only through its graph: Enqueue
 // registers it as a host resource of the graph (Graph::AddHostResource),
@@ -135,8 +140,8 @@ class IPUOutfeedQueue {
   // TakeAvailable. kLast: the latest step.
   absl::StatusOr<OutfeedResult> Dequeue();
   // Waits for the next step (kAll). OutOfRange once closed and drained;
-  // Cancelled if the queue is destroyed while waiting; a stopped run's
-  // status (see above).
+  // Cancelled if the queue is destroyed while waiting, or once no
+  // executable can feed it; a stopped run's status (see above).
   absl::StatusOr<OutfeedElement> Next();
   // Steps available now, removed from the queue (kAll).
   std::vector<OutfeedElement> TakeAvailable();

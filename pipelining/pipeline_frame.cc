@@ -141,4 +141,16 @@ void PipelineFrame::RunStopped(const absl::Status& status) {
   }
 }
 
+void PipelineFrame::AddProducer() {
+  std::shared_ptr<HostResource> outfeed = Outfeed();
+  if (auto* fed = dynamic_cast<FedResource*>(outfeed.get())) fed->AddProducer();
+}
+
+void PipelineFrame::RemoveProducer(const absl::Status& why) {
+  std::shared_ptr<HostResource> outfeed = Outfeed();
+  if (auto* fed = dynamic_cast<FedResource*>(outfeed.get())) {
+    fed->RemoveProducer(why);
+  }
+}
+
 }  // namespace ipuflow::pipelining

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/fed_resource.h"
 #include "core/ipu/device_frame.h"
 #include "core/mutex.h"
 #include "pipelining/pipeline_internal.h"
@@ -27,7 +28,7 @@ namespace ipuflow::pipelining {
 
 class PipelineRuntime;
 
-class PipelineFrame : public DeviceFrame {
+class PipelineFrame : public DeviceFrame, public FedResource {
  public:
   // `built` must outlive the frame.
   explicit PipelineFrame(const BuiltPipeline* built);
@@ -49,6 +50,9 @@ class PipelineFrame : public DeviceFrame {
   // a stopped run tells the outfeed's readers why.
   absl::Status RunFinished() override;
   void RunStopped(const absl::Status& status) override;
+  // The executables that run the frame feed its outfeed.
+  void AddProducer() override;
+  void RemoveProducer(const absl::Status& why) override;
 
   // Replica 0's report of the last run of the lowering for `group`.
   std::optional<PipelineReport> LastReport(CollectiveGroup* group) const;

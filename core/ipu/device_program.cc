@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/fed_resource.h"
 #include "core/ipu/remote_state.h"
 #include "core/mutex.h"
 #include "core/op_registry.h"
@@ -185,8 +186,67 @@ std::vector<std::shared_ptr<T>> UsedResources(const Graph& graph,
 
 }  // namespace
 
+struct DeviceProgram::ProducerLink {
+  // The system was destroyed, reconfigured or cancelled. During a run the
+  // news waits for its end (RunEnded), so readers get the run's own stop
+  // and the steps before it first.
+  void SystemCancelled(const absl::Status& why) {
+    {
+      MutexLock l(&mu);
+      if (running) {
+        deferred = why;
+        return;
+      }
+    }
+    Gone(why);
+  }
+  void RunStarted() {
+    MutexLock l(&mu);
+    running = true;
+  }
+  // After the run told its resources how it ended.
+  void RunEnded() {
+    absl::Status why;
+    {
+      MutexLock l(&mu);
+      running = false;
+      why = deferred;
+    }
+    if (!why.ok()) Gone(why);
+  }
+  // The first call tells every resource `why`; later calls do nothing.
+  void Gone(const absl::Status& why) {
+    std::vector<std::shared_ptr<HostResource>> told;
+    {
+      MutexLock l(&mu);
+      if (gone) return;
+      gone = true;
+      for (const auto& weak : resources) {
+        if (std::shared_ptr<HostResource> r = weak.lock()) told.push_back(r);
+      }
+    }
+    for (const auto& r : told) {
+      if (auto* fed = dynamic_cast<FedResource*>(r.get())) {
+        fed->RemoveProducer(why);
+      }
+    }
+  }
+
+  Mutex mu;
+  bool gone ABSL_GUARDED_BY(mu) = false;
+  bool running ABSL_GUARDED_BY(mu) = false;
+  absl::Status deferred ABSL_GUARDED_BY(mu);
+  std::vector<std::weak_ptr<HostResource>> resources;  // Fixed at Compile.
+};
+
 DeviceProgram::~DeviceProgram() {
   CloseRuns();
+  // After the last run's RunStopped: readers get its steps and its reason
+  // first, then that nothing feeds them any more.
+  if (producer_link_ != nullptr) {
+    producer_link_->Gone(absl::CancelledError("executable destroyed"));
+    system_cancel_->Unregister(system_cancel_token_);
+  }
   for (const auto& weak : frames_) {
     if (std::shared_ptr<DeviceFrame> f = weak.lock()) f->Release(group_.get());
   }
@@ -255,6 +315,21 @@ absl::StatusOr<std::unique_ptr<DeviceProgram>> DeviceProgram::Compile(
   }
   PrepareHostResources(graph, *dp->replicas_[0], replicas,
                        &dp->host_resources_);
+  if (!dp->host_resources_.empty()) {
+    dp->producer_link_ = std::make_shared<ProducerLink>();
+    dp->producer_link_->resources = dp->host_resources_;
+    for (const auto& weak : dp->host_resources_) {
+      std::shared_ptr<HostResource> r = weak.lock();
+      if (auto* fed = dynamic_cast<FedResource*>(r.get())) fed->AddProducer();
+    }
+    // Already cancelled (a cancelled system): runs at once, so a reader
+    // does not wait for a program that cannot run.
+    dp->system_cancel_ = system->shared_cancellation();
+    dp->system_cancel_token_ = dp->system_cancel_->Register(
+        [link = dp->producer_link_, cancel = dp->system_cancel_.get()] {
+          link->SystemCancelled(cancel->reason());
+        });
+  }
   dp->envs_.assign(replicas, std::vector<RunEnv>(dp->num_shards_));
   DeviceProgram* self = dp.get();
   for (int r = 0; r < replicas; ++r) {
@@ -330,6 +405,7 @@ absl::Status DeviceProgram::Execute(
   absl::StatusOr<std::shared_ptr<CancellationManager>> cancel =
       BeginRun("Execute: the program");
   if (!cancel.ok()) return cancel.status();
+  if (producer_link_ != nullptr) producer_link_->RunStarted();
   absl::Status result;
   {
     absl::StatusOr<IPUSystem::RunLease> lease =
@@ -349,6 +425,7 @@ absl::Status DeviceProgram::Execute(
       if (std::shared_ptr<HostResource> r = weak.lock()) r->RunStopped(result);
     }
   }
+  if (producer_link_ != nullptr) producer_link_->RunEnded();
   EndRun();
   return result;
 }

@@ -120,6 +120,14 @@ class DeviceProgram : public Executable {
   std::vector<IpuMemory> ipu_memory_;
   // The feed queues the program uses: told when a run fails (RunStopped).
   std::vector<std::weak_ptr<HostResource>> host_resources_;
+  // Ends this program's part in feeding its host resources, once: on its
+  // destruction, or when its system is destroyed, reconfigured or
+  // cancelled (a callback on the system's cancellation, held for the
+  // program's life), whichever comes first (HostResource::RemoveProducer).
+  struct ProducerLink;
+  std::shared_ptr<ProducerLink> producer_link_;
+  std::shared_ptr<CancellationManager> system_cancel_;
+  int system_cancel_token_ = -1;
   // The device frames lowered for this program (released on destruction).
   std::vector<std::weak_ptr<DeviceFrame>> frames_;
   // The offloaded optimizer state planned for it (core/ipu/remote_state.h).

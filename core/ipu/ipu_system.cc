@@ -192,7 +192,7 @@ absl::Status IPUSystem::Configure(const IPUConfig& config) {
   }
   floating_point_ = FloatingPointFromConfig(config_);
   ++generation_;
-  cancellation_ = std::make_unique<CancellationManager>();
+  cancellation_ = std::make_shared<CancellationManager>();
   const int64_t budget =
       static_cast<int64_t>(config_.tiles_per_ipu()) * config_.memory_per_tile();
   std::vector<std::unique_ptr<IPUDevice>> devices;

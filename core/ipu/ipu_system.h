@@ -91,6 +91,12 @@ class IPUSystem {
   // Changes on every Configure; compile caches key on it.
   uint64_t generation() const { return generation_.load(); }
   CancellationManager* cancellation() { return cancellation_.get(); }
+  // The same, shared: an executable that registers on it for its whole
+  // life keeps it (Configure replaces it, the destructor destroys the
+  // system's reference) so that it can always unregister.
+  std::shared_ptr<CancellationManager> shared_cancellation() const {
+    return cancellation_;
+  }
   // OK, or why the system has no IPUs (the last Configure failed).
   absl::Status status() const;
 
@@ -150,7 +156,7 @@ class IPUSystem {
   std::atomic<uint64_t> program_tags_{0};
   FloatingPointBehaviour floating_point_;
   std::atomic<uint64_t> generation_{0};
-  std::unique_ptr<CancellationManager> cancellation_;
+  std::shared_ptr<CancellationManager> cancellation_;
   std::vector<std::unique_ptr<IPUDevice>> devices_;
   mutable Mutex mu_;
   CondVar runs_cv_;
