@@ -1,5 +1,6 @@
 #include "core/option_checks.h"
 
+#include <charconv>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -9,6 +10,24 @@
 #include "core/tensor_shape.h"
 
 namespace ipuflow {
+namespace {
+
+// The shortest text that reads back as `v` (as a float when `v` is one:
+// a float field's 0.1f prints as 0.1), never rounded to 6 digits: a
+// value just past a limit must not print as the limit.
+std::string Number(double v) {
+  char buf[64];
+  std::to_chars_result r;
+  const float f = static_cast<float>(v);
+  if (std::isfinite(v) && static_cast<double>(f) == v) {
+    r = std::to_chars(buf, buf + sizeof(buf), f);
+  } else {
+    r = std::to_chars(buf, buf + sizeof(buf), v);
+  }
+  return std::string(buf, r.ptr);
+}
+
+}  // namespace
 
 OptionChecker& OptionChecker::Range(absl::string_view field, int64_t value,
                                     int64_t lo, int64_t hi,
@@ -22,9 +41,9 @@ OptionChecker& OptionChecker::FiniteRange(absl::string_view field, double value,
                                           double lo, double hi,
                                           absl::string_view why) {
   if (std::isfinite(value) && value >= lo && value <= hi) return *this;
-  return Fail(absl::StrCat(field, " is ", value,
-                           "; it must be a finite number between ", lo, " and ",
-                           hi, why));
+  return Fail(absl::StrCat(field, " is ", Number(value),
+                           "; it must be a finite number between ", Number(lo),
+                           " and ", Number(hi), why));
 }
 
 OptionChecker& OptionChecker::EnumValue(

@@ -50,6 +50,7 @@ class OptionChecker {
   OptionChecker& Range(absl::string_view field, int64_t value, int64_t lo,
                        int64_t hi, absl::string_view why = "");
   // A finite value with lo <= value <= hi (NaN and infinities refused).
+  // Numbers print in their shortest exact form (16777217, not 1.67772e+07).
   OptionChecker& FiniteRange(absl::string_view field, double value, double lo,
                              double hi, absl::string_view why = "");
   // `value` (an enum's integer) is one of `valid`, whose names are `names`.

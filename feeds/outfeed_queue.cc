@@ -5,6 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "core/kernel.h"
 #include "core/op_registry.h"
+#include "core/option_checks.h"
+#include "core/thread_pool.h"
 #include "feeds/feed_channel.h"
 #include "feeds/outfeed_channel.h"
 
@@ -15,21 +17,38 @@ std::atomic<int> next_id{0};
 
 }  // namespace
 
-namespace {
-absl::Status CheckQueueSizes(int buffer_depth, int64_t max_host_bytes) {
-  if (buffer_depth < 1) {
+absl::Status CheckOutfeedOptions(OutputMode output_mode, OutfeedMode mode,
+                                 int buffer_depth, int64_t max_host_bytes) {
+  // The original's text for its own check.
+  if (output_mode.kind == OutputMode::Kind::kEveryN && output_mode.period < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "IPUOutfeedQueue: buffer_depth cannot be less than 1, got ",
-        buffer_depth, " (the default is ", kDefaultOutfeedBufferDepth, ")"));
+        "IPUOutfeedQueue: EveryN anchor must have output_return_period set "
+        "to valid positive integer, got ",
+        output_mode.period));
   }
-  if (max_host_bytes < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "IPUOutfeedQueue: max_host_bytes must be at least 1, got ",
-        max_host_bytes, " (the default is ", kDefaultOutfeedHostBytes, ")"));
+  OptionChecker check("IPUOutfeedQueue");
+  check.Enum("output_mode.kind", "OutputMode::Kind", output_mode.kind,
+             {{OutputMode::Kind::kAll, "kAll"},
+              {OutputMode::Kind::kFinal, "kFinal"},
+              {OutputMode::Kind::kSum, "kSum"},
+              {OutputMode::Kind::kEveryN, "kEveryN"},
+              {OutputMode::Kind::kDefault, "kDefault"}});
+  if (output_mode.kind == OutputMode::Kind::kEveryN) {
+    check.Range("output_mode.period", output_mode.period, 1, kMaxOutputPeriod);
+  } else if (output_mode.period != 1) {
+    // Not silently ignored: only EveryN has a period.
+    check.Range("output_mode.period", output_mode.period, 1, 1,
+                " (only EveryN has a period)");
   }
-  return absl::OkStatus();
+  check.Enum("mode", "OutfeedMode", mode,
+             {{OutfeedMode::kAll, "kAll"}, {OutfeedMode::kLast, "kLast"}});
+  check.Range(
+      "buffer_depth", buffer_depth, 1, kMaxOutfeedBufferDepth,
+      absl::StrCat(" (the default is ", kDefaultOutfeedBufferDepth, ")"));
+  check.Range("max_host_bytes", max_host_bytes, 1, PhysicalMemoryBytes(),
+              " (this machine's memory)");
+  return check.status();
 }
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<IPUOutfeedQueue>> IPUOutfeedQueue::Create(
     OutfeedMode mode, int buffer_depth, int64_t max_host_bytes) {
@@ -39,13 +58,8 @@ absl::StatusOr<std::unique_ptr<IPUOutfeedQueue>> IPUOutfeedQueue::Create(
 absl::StatusOr<std::unique_ptr<IPUOutfeedQueue>> IPUOutfeedQueue::Create(
     OutputMode output_mode, OutfeedMode mode, int buffer_depth,
     int64_t max_host_bytes) {
-  RETURN_IF_ERROR(CheckQueueSizes(buffer_depth, max_host_bytes));
-  if (output_mode.kind == OutputMode::Kind::kEveryN && output_mode.period < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "IPUOutfeedQueue: EveryN anchor must have output_return_period set "
-        "to valid positive integer, got ",
-        output_mode.period));
-  }
+  RETURN_IF_ERROR(
+      CheckOutfeedOptions(output_mode, mode, buffer_depth, max_host_bytes));
   return std::unique_ptr<IPUOutfeedQueue>(
       new IPUOutfeedQueue(output_mode, mode, buffer_depth, max_host_bytes));
 }

@@ -82,14 +82,29 @@ inline constexpr int kDefaultOutfeedBufferDepth = 3;
 // Host-side list bound: 1 GiB of steps.
 inline constexpr int64_t kDefaultOutfeedHostBytes = int64_t{1} << 30;
 
+// Bounds of the options: an EveryN period (device iterations), the ring
+// slots per replica.
+inline constexpr int64_t kMaxOutputPeriod = int64_t{1} << 40;
+inline constexpr int kMaxOutfeedBufferDepth = 1 << 16;
+
+// Every option of an outfeed for its whole range (core/option_checks.h):
+// output_mode.kind an OutputMode::Kind, its period in [1,
+// kMaxOutputPeriod] for EveryN and 1 otherwise, mode an OutfeedMode,
+// buffer_depth in [1, kMaxOutfeedBufferDepth], max_host_bytes in [1, this
+// machine's memory]. InvalidArgument "IPUOutfeedQueue: <field> is
+// <value>; ..." naming every field at fault (EveryN(n < 1): the
+// original's text).
+absl::Status CheckOutfeedOptions(OutputMode output_mode, OutfeedMode mode,
+                                 int buffer_depth, int64_t max_host_bytes);
+
 class IPUOutfeedQueue {
  public:
-  // InvalidArgument unless buffer_depth >= 1 and max_host_bytes >= 1.
+  // InvalidArgument unless CheckOutfeedOptions accepts the options.
   static absl::StatusOr<std::unique_ptr<IPUOutfeedQueue>> Create(
       OutfeedMode mode = OutfeedMode::kAll,
       int buffer_depth = kDefaultOutfeedBufferDepth,
       int64_t max_host_bytes = kDefaultOutfeedHostBytes);
-  // With an output mode; InvalidArgument for EveryN(n < 1).
+  // With an output mode.
   static absl::StatusOr<std::unique_ptr<IPUOutfeedQueue>> Create(
       OutputMode output_mode, OutfeedMode mode = OutfeedMode::kAll,
       int buffer_depth = kDefaultOutfeedBufferDepth,

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "core/option_checks.h"
 #include "ops/array/const.h"
 #include "ops/array/identity.h"
 #include "ops/collective/cross_replica.h"
@@ -40,6 +41,58 @@ ops::VariableHandle StateVariable(const Scope& s, const std::string& name,
 Output I32(const Scope& s, int v) { return ops::Const(s, v, DType::kInt32); }
 
 }  // namespace
+
+absl::Status CheckLossScaling(const LossScaling& l) {
+  OptionChecker check("LossScaling");
+  check.Enum("method", "LossScalingMethod", l.method,
+             {{Method::kStatic, "kStatic"},
+              {Method::kAutomatic, "kAutomatic"},
+              {Method::kGradScaler, "kGradScaler"}});
+  // (0, hi]: FiniteRange is inclusive, so 0 is reported on its own.
+  auto positive = [&check](const char* field, double v, double hi) {
+    if (v == 0) {
+      check.Fail(absl::StrCat(field,
+                              " is 0; it must be a finite number "
+                              "above 0 and at most ",
+                              hi));
+    } else {
+      check.FiniteRange(field, v, 0, hi);
+    }
+  };
+  if (l.method != Method::kGradScaler) {
+    positive("loss_scaling", l.loss_scaling, kMaxLossScale);
+  }
+  if (l.method == Method::kAutomatic) {
+    const AutomaticLossScalingSettings& a = l.automatic;
+    check.FiniteRange("automatic.bin_edge_location", a.bin_edge_location, 0, 1);
+    check.FiniteRange("automatic.threshold_upper_count_proportion",
+                      a.threshold_upper_count_proportion, 0, 1);
+    check.Range("automatic.update_period", a.update_period, 1,
+                kMaxLossScalingPeriod);
+  }
+  if (l.method == Method::kGradScaler) {
+    const GradScalerSettings& g = l.grad_scaler;
+    positive("grad_scaler.init_scale", g.init_scale, kMaxLossScale);
+    if (g.growth_factor == 1) {
+      check.Fail(
+          "grad_scaler.growth_factor is 1; it must be above 1 and at "
+          "most 65536");
+    } else {
+      check.FiniteRange("grad_scaler.growth_factor", g.growth_factor, 1,
+                        kMaxGrowthFactor);
+    }
+    if (g.backoff_factor == 0 || g.backoff_factor == 1) {
+      check.Fail(absl::StrCat("grad_scaler.backoff_factor is ",
+                              g.backoff_factor,
+                              "; it must be between 0 and 1, both excluded"));
+    } else {
+      check.FiniteRange("grad_scaler.backoff_factor", g.backoff_factor, 0, 1);
+    }
+    check.Range("grad_scaler.growth_interval", g.growth_interval, 1,
+                kMaxLossScalingPeriod);
+  }
+  return check.status();
+}
 
 absl::Status LossScalingOptimizer::Validate() const {
   if (optimizer_ == nullptr) {
@@ -111,7 +164,9 @@ absl::Status LossScalingOptimizer::Validate() const {
           "LossScaling::Automatic, or a pipeline, which accumulates itself"));
     }
   }
-  return absl::OkStatus();
+  // What the PyTorch / PopART texts above leave: enum values, upper
+  // bounds, infinities.
+  return CheckLossScaling(l);
 }
 
 int LossScalingOptimizer::MicroBatches() const {

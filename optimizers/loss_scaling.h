@@ -126,6 +126,24 @@ struct LossScaling {
   }
 };
 
+// Bounds of the settings: a scale (static, initial, GradScaler's) is at
+// most 2^32 (float32 losses x S stay finite), a growth factor at most
+// 2^16, periods and intervals at most 2^30 optimizer steps.
+inline constexpr double kMaxLossScale = 4294967296.0;
+inline constexpr double kMaxGrowthFactor = 65536.0;
+inline constexpr int64_t kMaxLossScalingPeriod = int64_t{1} << 30;
+
+// Every field of `scaling` for its whole range (the one validation style,
+// core/option_checks.h): `method` a LossScalingMethod; loss_scaling
+// (kStatic, kAutomatic) finite in (0, kMaxLossScale]; kAutomatic's
+// bin_edge_location and threshold_upper_count_proportion in [0, 1],
+// update_period in [1, kMaxLossScalingPeriod]; kGradScaler's init_scale in
+// (0, kMaxLossScale], growth_factor in (1, kMaxGrowthFactor],
+// backoff_factor in (0, 1), growth_interval in [1, kMaxLossScalingPeriod].
+// InvalidArgument "LossScaling: <field> is <value>; it must be ..." naming
+// every field at fault. LossScalingOptimizer checks it before building.
+absl::Status CheckLossScaling(const LossScaling& scaling);
+
 class LossScalingOptimizer : public Optimizer {
  public:
   // `optimizer`: not owned; must outlive this. Invalid settings are

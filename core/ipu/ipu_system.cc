@@ -12,6 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/option_checks.h"
+#include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 
 namespace ipuflow {
@@ -28,35 +30,30 @@ std::string HumanBytes(int64_t bytes) {
                 : absl::StrFormat("%.2f %s", v, units[u]);
 }
 
-namespace {
-
-// InvalidArgument naming the field and its bounds unless lo <= v <= hi.
-absl::Status CheckRange(const char* field, int64_t v, int64_t lo, int64_t hi,
-                        const char* why) {
-  if (v >= lo && v <= hi) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("IPUConfig: ", field, " is ",
-                                                 v, "; it must be between ", lo,
-                                                 " and ", hi, why));
-}
-
-}  // namespace
-
 absl::StatusOr<IPUConfig> ResolveIPUConfig(const IPUConfig& config) {
   IPUConfig c = config;
   constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
-  RETURN_IF_ERROR(CheckRange("auto_select_ipus", c.auto_select_ipus(), 0,
-                             kMaxIpus, " (the largest IPU-POD)"));
-  RETURN_IF_ERROR(CheckRange("replication_factor", c.replication_factor(), 0,
-                             kMaxIpus, " (the largest IPU-POD)"));
-  RETURN_IF_ERROR(
-      CheckRange("tiles_per_ipu", c.tiles_per_ipu(), 0, kMaxTilesPerIpu, ""));
-  RETURN_IF_ERROR(CheckRange("intra_op_threads_per_ipu",
-                             c.intra_op_threads_per_ipu(), 0,
-                             kMaxIntraOpThreadsPerIpu, ""));
-  RETURN_IF_ERROR(
-      CheckRange("memory_per_tile", c.memory_per_tile(), 0, kInt64Max, ""));
-  RETURN_IF_ERROR(CheckRange("minimum_remote_tensor_size",
-                             c.minimum_remote_tensor_size(), 0, kInt64Max, ""));
+  // Every field for its whole range (0: the default), the enum for a value
+  // it names: a value from a newer or corrupted config is an error, never
+  // run as something else.
+  OptionChecker check("IPUConfig");
+  check.Range("auto_select_ipus", c.auto_select_ipus(), 0, kMaxIpus,
+              " (the largest IPU-POD)");
+  check.Range("replication_factor", c.replication_factor(), 0, kMaxIpus,
+              " (the largest IPU-POD)");
+  check.Range("tiles_per_ipu", c.tiles_per_ipu(), 0, kMaxTilesPerIpu);
+  check.Range("intra_op_threads_per_ipu", c.intra_op_threads_per_ipu(), 0,
+              kMaxIntraOpThreadsPerIpu);
+  check.Range("memory_per_tile", c.memory_per_tile(), 0, kInt64Max);
+  check.Range("minimum_remote_tensor_size", c.minimum_remote_tensor_size(), 0,
+              kInt64Max);
+  check.Enum("floating_point_behaviour.esr", "StochasticRoundingBehaviour",
+             c.floating_point_behaviour().esr(),
+             {{FloatingPointBehaviourConfig::OFF, "OFF"},
+              {FloatingPointBehaviourConfig::ON, "ON"},
+              {FloatingPointBehaviourConfig::REPLICA_IDENTICAL_ONLY,
+               "REPLICA_IDENTICAL_ONLY"}});
+  RETURN_IF_ERROR(check.status());
   if (c.floating_point_behaviour().set_all()) {
     FloatingPointBehaviourConfig* fp = c.mutable_floating_point_behaviour();
     fp->set_inv(true);
@@ -78,20 +75,16 @@ absl::StatusOr<IPUConfig> ResolveIPUConfig(const IPUConfig& config) {
   }
   // Every IPU's memory must be addressable and fit in the host's: programs
   // within the budget allocate it.
-  const int64_t host = PhysicalMemoryBytes();
-  if (c.memory_per_tile() > host / c.tiles_per_ipu()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "IPUConfig: tiles_per_ipu x memory_per_tile = ", c.tiles_per_ipu(),
-        " x ", c.memory_per_tile(), " bytes per IPU exceeds this machine's ",
-        host, " bytes of memory (the limit)"));
-  }
-  const int64_t threads = static_cast<int64_t>(c.auto_select_ipus()) *
-                          (1 + c.intra_op_threads_per_ipu());
-  if (threads > kMaxSystemThreads) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "IPUConfig: auto_select_ipus x (1 + intra_op_threads_per_ipu) = ",
-        threads, " threads; the limit is ", kMaxSystemThreads));
-  }
+  OptionChecker products("IPUConfig");
+  products.Product({{"tiles_per_ipu", c.tiles_per_ipu()},
+                    {"memory_per_tile", c.memory_per_tile()}},
+                   PhysicalMemoryBytes(),
+                   " bytes per IPU (this machine's memory)");
+  products.Product({{"auto_select_ipus", c.auto_select_ipus()},
+                    {"(1 + intra_op_threads_per_ipu)",
+                     1 + int64_t{c.intra_op_threads_per_ipu()}}},
+                   kMaxSystemThreads, " threads");
+  RETURN_IF_ERROR(products.status());
   return c;
 }
 
@@ -111,7 +104,7 @@ FloatingPointBehaviour FloatingPointFromConfig(const IPUConfig& c) {
     case FloatingPointBehaviourConfig::REPLICA_IDENTICAL_ONLY:
       fp.esr = StochasticRounding::kReplicaIdenticalOnly;
       break;
-    default:  // OFF, or a value from a newer config: IEEE.
+    default:  // OFF (other values are refused by ResolveIPUConfig).
       fp.esr = StochasticRounding::kOff;
   }
   fp.seed = c.seed();
@@ -147,10 +140,41 @@ absl::StatusOr<IPUConfig> LoadIPUConfig(const std::string& path) {
     return absl::DataLossError(
         absl::StrCat("cannot read IPU config '", path, "'"));
   }
+  return ParseIPUConfigText(text.str(),
+                            absl::StrCat("IPU config '", path, "'"));
+}
+
+namespace {
+
+// The parser's first error, with its line and column (1-based).
+class FirstError : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, google::protobuf::io::ColumnNumber column,
+                const std::string& message) override {
+    if (!found_) {
+      found_ = true;
+      text_ = absl::StrCat("line ", line + 1, ", column ", column + 1, ": ",
+                           message);
+    }
+  }
+  const std::string& text() const { return text_; }
+
+ private:
+  bool found_ = false;
+  std::string text_ = "unknown error";
+};
+
+}  // namespace
+
+absl::StatusOr<IPUConfig> ParseIPUConfigText(const std::string& text,
+                                             const std::string& what) {
   IPUConfig config;
-  if (!google::protobuf::TextFormat::ParseFromString(text.str(), &config)) {
+  FirstError error;
+  google::protobuf::TextFormat::Parser parser;
+  parser.RecordErrorsTo(&error);
+  if (!parser.ParseFromString(text, &config)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "IPU config '", path, "' is not a valid IPUConfig in text format"));
+        what, " is not a valid IPUConfig in text format: ", error.text()));
   }
   return config;
 }

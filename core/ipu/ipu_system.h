@@ -48,13 +48,22 @@ inline constexpr int kMaxIntraOpThreadsPerIpu = 256;
 inline constexpr int kMaxSystemThreads = 4096;
 
 // The config with every zero field replaced by its default (and
-// floating_point_behaviour.set_all applied); InvalidArgument naming the
-// field and the limit for negative values and sizes outside the bounds
-// above.
+// floating_point_behaviour.set_all applied); InvalidArgument naming every
+// field at fault, its value and the limit (core/option_checks.h) for
+// negative values, sizes outside the bounds above, an esr that is not a
+// StochasticRoundingBehaviour (3, 7, -1), and the products tiles_per_ipu x
+// memory_per_tile (this machine's memory) and auto_select_ipus x (1 +
+// intra_op_threads_per_ipu) (kMaxSystemThreads).
 absl::StatusOr<IPUConfig> ResolveIPUConfig(const IPUConfig& config);
 // Reads an IPUConfig in protobuf text format (a regular file of at most
-// 1 MiB); errors name the file.
+// 1 MiB); errors name the file, and for text that does not parse, the line
+// and column of the first error.
 absl::StatusOr<IPUConfig> LoadIPUConfig(const std::string& path);
+// Parses IPUConfig text: InvalidArgument "<what> is not a valid IPUConfig
+// in text format: line L, column C: <the parser's message>". The values
+// are checked by ResolveIPUConfig, not here.
+absl::StatusOr<IPUConfig> ParseIPUConfigText(const std::string& text,
+                                             const std::string& what);
 
 class IPUSystem {
  public:
