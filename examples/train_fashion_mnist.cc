@@ -118,6 +118,7 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 }
 
 absl::Status RunTutorial(const TutorialFlags& f) {
+  if (f.profile) RETURN_IF_ERROR(examples::PrepareProfileDir(f.profile_dir));
   const int replicas = f.replicas;
   // The data loader (poptorch.DataLoader): one training call takes
   // device_iterations weight updates of accumulation x replicas
@@ -281,8 +282,7 @@ absl::Status RunTutorial(const TutorialFlags& f) {
               static_cast<long long>(std::llround(correct)),
               static_cast<long long>(test_images), test_images / test_seconds);
 
-  examples::WriteReports(f, last_run, test_run, *trained, *system);
-  return absl::OkStatus();
+  return examples::WriteReports(f, last_run, test_run, *trained, *system);
 }
 
 }  // namespace

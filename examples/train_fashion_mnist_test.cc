@@ -174,21 +174,33 @@ TEST(TrainFashionMnistTest, HalfPrecisionLearnsAsFloat32InLessMemory) {
 TEST(TrainFashionMnistTest, BadPrecisionFlagsAreErrors) {
   Result r = RunExample("--precision bf16");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("--precision must be fp32 or fp16, got 'bf16'"),
+  EXPECT_NE(r.err.find("--precision is 'bf16'; it must be fp32 or fp16"),
             std::string::npos)
       << r.err;
   r = RunExample("--precision fp16 --stochastic-rounding sometimes");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("--stochastic-rounding must be replica_identical_only, "
-                       "on or off, got 'sometimes'"),
+  EXPECT_NE(r.err.find("--stochastic-rounding is 'sometimes'; it must be "
+                       "replica_identical_only, on or off"),
             std::string::npos)
       << r.err;
   r = RunExample("--precision fp16 --loss-scaling -2");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("--loss-scaling must be automatic, gradscaler or a "
-                       "positive number, got '-2'"),
+  EXPECT_NE(r.err.find("--loss-scaling is -2; it must be a finite number "
+                       "between 0 and 16777216"),
             std::string::npos)
       << r.err;
+}
+
+// Issue 22: the example says so and exits 1 when it cannot write what it
+// was asked to; it finds out before training.
+TEST(TrainFashionMnistTest, AnUnwritableProfileDirectoryExitsNonZero) {
+  Result r = RunExample(
+      absl::StrCat(kShort, " --profile --profile-dir /proc/ipuflow/profile"));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("--profile: could not create '/proc/ipuflow/profile'"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("Trained"), std::string::npos) << r.out;
 }
 
 TEST(TrainFashionMnistTest, BadReplicationFactorsNameReplicasStagesAndIpus) {
@@ -216,8 +228,9 @@ TEST(TrainFashionMnistTest, BadReplicationFactorsNameReplicasStagesAndIpus) {
 TEST(TrainFashionMnistTest, BadStrategyIsAnError) {
   Result r = RunExample("--strategy phased");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("--strategy must be pipelined or sharded"),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find("--strategy is 'phased'; it must be pipelined or sharded"),
+      std::string::npos)
       << r.err;
 }
 

@@ -1,17 +1,28 @@
 #include "examples/tutorial_flags.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
 
+#include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "core/command_line.h"
+#include "core/option_checks.h"
 #include "core/status.h"
 #include "pipelining/trace.h"
 
@@ -19,11 +30,12 @@
 ABSL_FLAG(int, batch_size, 40, "micro-batch size for training");
 ABSL_FLAG(int, device_iterations, 10,
           "weight updates per host call (pipeline runs per call)");
-ABSL_FLAG(int, gradient_accumulation, -1,
+ABSL_FLAG(std::optional<int>, gradient_accumulation, std::nullopt,
           "micro-batches per weight update on each replica (the pipeline's "
-          "gradient_accumulation_count); default 10 / --replication-factor, "
-          "which keeps the combined batch per weight update, batch-size x "
-          "gradient-accumulation x replication-factor, at 400");
+          "gradient_accumulation_count), 1 to 65536; unset: 10 / "
+          "--replication-factor, which keeps the combined batch per weight "
+          "update, batch-size x gradient-accumulation x replication-factor, "
+          "at 400");
 ABSL_FLAG(int, replication_factor, 1,
           "replicas of the 4-stage pipeline, on replication-factor x 4 IPUs; "
           "each weight update averages the accumulated gradients over the "
@@ -48,9 +60,11 @@ ABSL_FLAG(bool, profile, false,
 ABSL_FLAG(std::string, profile_dir, "profile", "where --profile writes");
 ABSL_FLAG(bool, debug, false,
           "print the per-IPU memory report and the pipeline summaries");
-ABSL_FLAG(int64_t, train_limit, -1, "use only the first N training images");
-ABSL_FLAG(int64_t, test_limit, -1, "use only the first N test images");
-ABSL_FLAG(int64_t, seed, 0, "initial weights and shuffle order");
+ABSL_FLAG(int64_t, train_limit, -1,
+          "use only the first N training images (-1: all)");
+ABSL_FLAG(int64_t, test_limit, -1,
+          "use only the first N test images (-1: all)");
+ABSL_FLAG(int64_t, seed, 0, "initial weights and shuffle order (>= 0)");
 ABSL_FLAG(std::string, loader_mode, "async",
           "how the DataLoader prepares combined batches: sync (on the infeed's "
           "thread), async (background workers, PopTorch's "
@@ -70,35 +84,45 @@ ABSL_FLAG(std::string, stochastic_rounding, "replica_identical_only",
           "on (every float16 result; about 1 ns per element on this CPU) or "
           "off");
 ABSL_FLAG(std::string, loss_scaling, "automatic",
-          "with --precision fp16: automatic (PopTorch's histogram rule), "
-          "gradscaler (PyTorch's GradScaler) or a number (a static scale)");
+          "with --precision fp16: automatic (PopTorch's histogram rule) or a "
+          "number (a static scale, at most 2^24)");
 
 namespace ipuflow::examples {
 namespace {
 
 constexpr int kOneReplicaAccumulation = 10;
 constexpr int kMaxIpus = 64;  // An IPU-POD64.
+constexpr int kMaxReplicas = kMaxIpus / kStages;
+// Upper bounds of the flags: what one host can emulate in memory and in a
+// session, well inside the int fields and the loaders' own limits.
+constexpr int kMaxBatchSize = 1 << 16;
+constexpr int kMaxIterations = 1 << 20;
+constexpr int kMaxAccumulation = 1 << 16;
+constexpr int kMaxEpochs = 1 << 16;
+constexpr int kMaxLoaderWorkers = 64;
+constexpr double kMaxLearningRate = 1e3;
+constexpr double kMaxLossScale = 1 << 24;
+// Products: images per weight update (the combined batch) and per host call.
+constexpr int64_t kMaxCombinedBatch = int64_t{1} << 24;
+constexpr int64_t kMaxImagesPerCall = int64_t{1} << 30;
 // Automatic loss scaling's first scale; it halves or doubles after every
 // weight update (PopART's rule) from there.
 constexpr float kInitialLossScale = 128.f;
 
 // The gradient accumulation per replica: the flag's, or the one that keeps
-// one replica's combined batch. InvalidArgument naming replicas, stages and
-// IPUs when the replication factor cannot be laid out or filled.
-absl::StatusOr<int> GradientAccumulation(int replicas, int requested,
+// one replica's combined batch. `replicas` is in [1, kMaxReplicas].
+// InvalidArgument naming replicas, stages and IPUs when the default cannot
+// be used or the pipeline cannot fill.
+absl::StatusOr<int> GradientAccumulation(int replicas,
+                                         std::optional<int> requested,
                                          bool pipelined) {
-  if (replicas < 1 || replicas * kStages > kMaxIpus) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--replication-factor ", replicas, ": each replica is the ", kStages,
-        "-stage pipeline on its own ", kStages, " IPUs, and replicas x ",
-        kStages, " stages must be between ", kStages, " and ", kMaxIpus,
-        " IPUs: use 1 to ", kMaxIpus / kStages, " replicas"));
-  }
   const std::string layout =
       absl::StrCat(replicas, " replicas x ", kStages,
                    " stages = ", replicas * kStages, " IPUs");
-  int accumulation = requested;
-  if (accumulation < 0) {
+  int accumulation = 0;
+  if (requested.has_value()) {
+    accumulation = *requested;
+  } else {
     if (kOneReplicaAccumulation % replicas != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--replication-factor ", replicas, " (", layout,
@@ -120,42 +144,95 @@ absl::StatusOr<int> GradientAccumulation(int replicas, int requested,
         "replicas or pass --gradient-accumulation ",
         kStages, " or more"));
   }
-  if (accumulation < 1) {
-    return absl::InvalidArgumentError(
-        "--gradient-accumulation must be positive");
-  }
   return accumulation;
 }
 
-}  // namespace
+// The example's own flags (ParseTutorialFlagArgs sets no other).
+constexpr const char* kTutorialFlagNames[] = {
+    "batch_size",
+    "device_iterations",
+    "gradient_accumulation",
+    "replication_factor",
+    "test_batch_size",
+    "test_device_iterations",
+    "epochs",
+    "learning_rate",
+    "strategy",
+    "offload_optimiser",
+    "replicated_optimizer_state_sharding",
+    "profile",
+    "profile_dir",
+    "debug",
+    "train_limit",
+    "test_limit",
+    "seed",
+    "loader_mode",
+    "loader_workers",
+    "precision",
+    "stochastic_rounding",
+    "loss_scaling",
+};
 
-absl::StatusOr<TutorialFlags> ParseTutorialFlags(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "Trains the tutorial ConvNet on Fashion-MNIST, pipelined over four "
-      "emulated IPUs (times --replication-factor replicas), then tests it.");
-  ParseCommandLine(argc, argv);
+bool IsTutorialFlag(absl::string_view name) {
+  for (const char* n : kTutorialFlagNames) {
+    if (name == n) return true;
+  }
+  return false;
+}
+
+// Reads Abseil's flags (as the command line set them) and checks them all.
+absl::StatusOr<TutorialFlags> FlagsFromAbsl() {
   TutorialFlags f;
+  OptionChecker check("train_fashion_mnist flags");
   f.batch_size = absl::GetFlag(FLAGS_batch_size);
+  check.Range("--batch-size", f.batch_size, 1, kMaxBatchSize);
   f.device_iterations = absl::GetFlag(FLAGS_device_iterations);
+  check.Range("--device-iterations", f.device_iterations, 1, kMaxIterations);
   f.test_batch_size = absl::GetFlag(FLAGS_test_batch_size);
+  check.Range("--test-batch-size", f.test_batch_size, 1, kMaxBatchSize);
   f.test_iterations = absl::GetFlag(FLAGS_test_device_iterations);
+  check.Range("--test-device-iterations", f.test_iterations, 1, kMaxIterations);
   f.epochs = absl::GetFlag(FLAGS_epochs);
-  f.learning_rate = static_cast<float>(absl::GetFlag(FLAGS_learning_rate));
+  check.Range("--epochs", f.epochs, 1, kMaxEpochs);
+  const double lr = absl::GetFlag(FLAGS_learning_rate);
+  check.FiniteRange("--learning-rate", lr, 0, kMaxLearningRate);
+  f.learning_rate = static_cast<float>(lr);
+  f.replicas = absl::GetFlag(FLAGS_replication_factor);
+  check.Range(
+      "--replication-factor", f.replicas, 1, kMaxReplicas,
+      absl::StrCat(" replicas (each replica is the ", kStages,
+                   "-stage pipeline on its own ", kStages, " IPUs: replicas x ",
+                   kStages, " stages at most ", kMaxIpus, " IPUs)"));
+  const std::optional<int> accumulation =
+      absl::GetFlag(FLAGS_gradient_accumulation);
+  if (accumulation.has_value()) {
+    check.Range("--gradient-accumulation", *accumulation, 1, kMaxAccumulation);
+  }
+  f.loader_workers = absl::GetFlag(FLAGS_loader_workers);
+  check.Range("--loader-workers", f.loader_workers, 1, kMaxLoaderWorkers);
+  f.train_limit = absl::GetFlag(FLAGS_train_limit);
+  f.test_limit = absl::GetFlag(FLAGS_test_limit);
+  for (auto [name, limit] :
+       {std::pair<const char*, int64_t>{"--train-limit", f.train_limit},
+        {"--test-limit", f.test_limit}}) {
+    if (limit == 0 || limit < -1) {
+      check.Fail(absl::StrCat(name, " is ", limit,
+                              "; it must be -1 (every image) or between 1 "
+                              "and ",
+                              std::numeric_limits<int64_t>::max()));
+    }
+  }
+  f.seed = absl::GetFlag(FLAGS_seed);
+  check.Range("--seed", f.seed, 0, std::numeric_limits<int64_t>::max());
   f.strategy = absl::GetFlag(FLAGS_strategy);
   if (f.strategy != "pipelined" && f.strategy != "sharded") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--strategy must be pipelined or sharded, got '", f.strategy, "'"));
-  }
-  if (f.batch_size < 1 || f.device_iterations < 1 || f.test_batch_size < 1 ||
-      f.test_iterations < 1 || f.epochs < 1) {
-    return absl::InvalidArgumentError(
-        "--batch-size, --device-iterations, --test-batch-size, "
-        "--test-device-iterations and --epochs must be positive");
+    check.Fail(absl::StrCat("--strategy is '", f.strategy,
+                            "'; it must be pipelined or sharded"));
   }
   const std::string precision = absl::GetFlag(FLAGS_precision);
   if (precision != "fp32" && precision != "fp16") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--precision must be fp32 or fp16, got '", precision, "'"));
+    check.Fail(absl::StrCat("--precision is '", precision,
+                            "'; it must be fp32 or fp16"));
   }
   f.fp16 = precision == "fp16";
   if (const std::string sr = absl::GetFlag(FLAGS_stochastic_rounding);
@@ -166,30 +243,38 @@ absl::StatusOr<TutorialFlags> ParseTutorialFlags(int argc, char** argv) {
   } else if (sr == "replica_identical_only") {
     f.esr = FloatingPointBehaviourConfig::REPLICA_IDENTICAL_ONLY;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--stochastic-rounding must be replica_identical_only, on or off, "
-        "got '",
-        sr, "'"));
+    check.Fail(absl::StrCat("--stochastic-rounding is '", sr,
+                            "'; it must be replica_identical_only, on or "
+                            "off"));
   }
   f.loss_scaling = optimizers::LossScaling::Automatic(kInitialLossScale);
   if (const std::string ls = absl::GetFlag(FLAGS_loss_scaling);
       ls == "gradscaler") {
-    f.loss_scaling = optimizers::LossScaling::GradScaler();
+    // Not advertised: the example always pipelines (sharded is the
+    // Sequential schedule), and GradScaler's skipped steps are not
+    // supported in a pipeline (docs/PIPELINING.md).
+    check.Fail(
+        "--loss-scaling is 'gradscaler': PyTorch's GradScaler skips the "
+        "weight updates whose gradients overflow, which a pipeline does not "
+        "support; use automatic (PopTorch's rule, which also backs off on "
+        "overflow) or a static number");
   } else if (ls != "automatic") {
-    float scale = 0;
-    if (!absl::SimpleAtof(ls, &scale) || !(scale > 0)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--loss-scaling must be automatic, gradscaler or a positive number, "
-          "got '",
-          ls, "'"));
+    double scale = 0;
+    if (!absl::SimpleAtod(ls, &scale)) {
+      check.Fail(absl::StrCat("--loss-scaling is '", ls,
+                              "'; it must be automatic or a number between "
+                              "0 (excluded) and ",
+                              static_cast<int64_t>(kMaxLossScale)));
+    } else if (scale == 0) {
+      check.Fail(
+          absl::StrCat("--loss-scaling is 0; a static scale must be "
+                       "a finite number between 0 (excluded) and ",
+                       static_cast<int64_t>(kMaxLossScale)));
+    } else {
+      check.FiniteRange("--loss-scaling", scale, 0, kMaxLossScale);
     }
-    f.loss_scaling = optimizers::LossScaling::Static(scale);
+    f.loss_scaling = optimizers::LossScaling::Static(static_cast<float>(scale));
   }
-  f.replicas = absl::GetFlag(FLAGS_replication_factor);
-  ASSIGN_OR_RETURN(f.gradient_accumulation,
-                   GradientAccumulation(
-                       f.replicas, absl::GetFlag(FLAGS_gradient_accumulation),
-                       f.pipelined()));
   if (const std::string mode = absl::GetFlag(FLAGS_loader_mode);
       mode == "sync") {
     f.loader_mode = feeds::DataLoaderMode::kSync;
@@ -198,21 +283,115 @@ absl::StatusOr<TutorialFlags> ParseTutorialFlags(int argc, char** argv) {
   } else if (mode == "rebatched") {
     f.loader_mode = feeds::DataLoaderMode::kAsyncRebatched;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--loader-mode must be sync, async or rebatched, got '", mode, "'"));
+    check.Fail(absl::StrCat("--loader-mode is '", mode,
+                            "'; it must be sync, async or rebatched"));
   }
-  f.loader_workers = absl::GetFlag(FLAGS_loader_workers);
   f.offload_optimiser = absl::GetFlag(FLAGS_offload_optimiser);
   f.replicated_optimizer_state_sharding =
       absl::GetFlag(FLAGS_replicated_optimizer_state_sharding);
   f.profile = absl::GetFlag(FLAGS_profile);
-  if (f.profile)
-    f.profile_dir = ResolveOutputPath(absl::GetFlag(FLAGS_profile_dir));
+  if (f.profile) {
+    const std::string dir = absl::GetFlag(FLAGS_profile_dir);
+    if (dir.empty()) check.Fail("--profile-dir is empty; --profile needs one");
+    f.profile_dir = ResolveOutputPath(dir);
+  }
   f.debug = absl::GetFlag(FLAGS_debug);
-  f.train_limit = absl::GetFlag(FLAGS_train_limit);
-  f.test_limit = absl::GetFlag(FLAGS_test_limit);
-  f.seed = absl::GetFlag(FLAGS_seed);
+  RETURN_IF_ERROR(check.status());
+  // The layout, once replicas are in range.
+  ASSIGN_OR_RETURN(
+      f.gradient_accumulation,
+      GradientAccumulation(f.replicas, accumulation, f.pipelined()));
+  OptionChecker products("train_fashion_mnist flags");
+  const int64_t combined =
+      products.Product({{"--batch-size", f.batch_size},
+                        {"--gradient-accumulation", f.gradient_accumulation},
+                        {"--replication-factor", f.replicas}},
+                       kMaxCombinedBatch, " images per weight update");
+  if (combined > 0) {
+    products.Product({{"the combined batch", combined},
+                      {"--device-iterations", f.device_iterations}},
+                     kMaxImagesPerCall, " images per training call");
+  }
+  products.Product({{"--test-batch-size", f.test_batch_size},
+                    {"--test-device-iterations", f.test_iterations},
+                    {"--replication-factor", f.replicas}},
+                   kMaxImagesPerCall, " images per inference call");
+  RETURN_IF_ERROR(products.status());
   return f;
+}
+
+}  // namespace
+
+absl::StatusOr<TutorialFlags> ParseTutorialFlags(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Trains the tutorial ConvNet on Fashion-MNIST, pipelined over four "
+      "emulated IPUs (times --replication-factor replicas), then tests it.");
+  ParseCommandLine(argc, argv);
+  return FlagsFromAbsl();
+}
+
+absl::StatusOr<TutorialFlags> ParseTutorialFlagArgs(
+    const std::vector<std::string>& args) {
+  // The flags are process-wide: leave them as found. (Not absl::FlagSaver,
+  // which logs a line per flag it restores: the fuzzer calls this a
+  // million times.)
+  struct Restore {
+    ~Restore() {
+      std::string ignored;
+      for (const auto& [flag, value] : saved) flag->ParseFrom(value, &ignored);
+    }
+    std::vector<std::pair<absl::CommandLineFlag*, std::string>> saved;
+  } restore;
+  for (const char* name : kTutorialFlagNames) {
+    if (absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name)) {
+      restore.saved.push_back({flag, flag->CurrentValue()});
+    }
+  }
+  std::vector<std::string> argv = {"train_fashion_mnist"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv = DashesToUnderscores(std::move(argv));
+  for (size_t i = 1; i < argv.size(); ++i) {
+    absl::string_view arg = argv[i];
+    if (!absl::ConsumePrefix(&arg, "--") && !absl::ConsumePrefix(&arg, "-")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", arg, "' is not a flag (the example takes no arguments)"));
+    }
+    std::string name(arg), value;
+    bool has_value = false;
+    if (size_t eq = arg.find('='); eq != absl::string_view::npos) {
+      name = std::string(arg.substr(0, eq));
+      value = std::string(arg.substr(eq + 1));
+      has_value = true;
+    }
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    bool negated = false;
+    if (flag == nullptr && absl::StartsWith(name, "no") && !has_value) {
+      flag = absl::FindCommandLineFlag(name.substr(2));
+      negated = flag != nullptr && flag->IsOfType<bool>();
+      if (!negated) flag = nullptr;
+    }
+    if (flag == nullptr || !IsTutorialFlag(flag->Name())) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
+    }
+    if (!has_value) {
+      if (negated) {
+        value = "false";
+      } else if (flag->IsOfType<bool>()) {
+        value = "true";
+      } else if (i + 1 < argv.size()) {
+        value = argv[++i];
+      } else {
+        return absl::InvalidArgumentError(
+            absl::StrCat("flag --", name, " is missing its value"));
+      }
+    }
+    std::string error;
+    if (!flag->ParseFrom(value, &error)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("flag --", flag->Name(), ": '", value, "': ", error));
+    }
+  }
+  return FlagsFromAbsl();
 }
 
 std::string TrainingSummary(const TutorialFlags& f) {
@@ -295,45 +474,75 @@ absl::Status CheckReplicasAgree(const Executable& exe) {
 
 namespace {
 
-void WriteProfile(const std::string& dir,
-                  const pipelining::PipelineReport& train,
-                  const pipelining::PipelineReport& test,
-                  const std::string& memory) {
+absl::Status WriteProfile(const std::string& dir,
+                          const pipelining::PipelineReport& train,
+                          const pipelining::PipelineReport& test,
+                          const std::string& memory) {
   using namespace pipelining;
-  std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  auto write = [&](const std::string& file, const std::string& text) {
-    std::ofstream out(dir + "/" + file);
+  RETURN_IF_ERROR(PrepareProfileDir(dir));
+  auto write = [&](const std::string& file,
+                   const std::string& text) -> absl::Status {
+    const std::string path = dir + "/" + file;
+    std::ofstream out(path);
     out << text;
-    return static_cast<bool>(out);
+    out.close();
+    if (!out) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "--profile: could not write '", path, "': ", std::strerror(errno)));
+    }
+    return absl::OkStatus();
   };
   SvgOptions train_svg, test_svg;
   train_svg.title = absl::StrCat("Training: ", train.repeats,
                                  " pipeline runs (virtual clocks)");
   test_svg.title = "Inference (virtual clocks)";
-  const bool ok =
-      write("train_trace.json", ToChromeTraceJson(train.items)) &&
-      write("train_trace_wall.json",
-            ToChromeTraceJson(train.wall_items, "wall clock")) &&
-      write("train_timeline.svg", ToSvgTimeline(train.items, train_svg)) &&
-      write("test_trace.json", ToChromeTraceJson(test.items)) &&
-      write("test_timeline.svg", ToSvgTimeline(test.items, test_svg)) &&
-      write("summary.txt",
-            absl::StrCat("Training (last call)\n", train.Summary(),
-                         "\nInference (last call)\n", test.Summary(),
-                         "\nMemory\n", memory));
+  RETURN_IF_ERROR(write("train_trace.json", ToChromeTraceJson(train.items)));
+  RETURN_IF_ERROR(write("train_trace_wall.json",
+                        ToChromeTraceJson(train.wall_items, "wall clock")));
+  RETURN_IF_ERROR(
+      write("train_timeline.svg", ToSvgTimeline(train.items, train_svg)));
+  RETURN_IF_ERROR(write("test_trace.json", ToChromeTraceJson(test.items)));
+  RETURN_IF_ERROR(
+      write("test_timeline.svg", ToSvgTimeline(test.items, test_svg)));
+  RETURN_IF_ERROR(write(
+      "summary.txt", absl::StrCat("Training (last call)\n", train.Summary(),
+                                  "\nInference (last call)\n", test.Summary(),
+                                  "\nMemory\n", memory)));
   std::printf(
-      "%s profile to %s/ (train_trace.json, train_timeline.svg, "
+      "Wrote the profile to %s/ (train_trace.json, train_timeline.svg, "
       "test_trace.json, test_timeline.svg, summary.txt)\n",
-      ok ? "Wrote the" : "Could not write the", dir.c_str());
+      dir.c_str());
+  return absl::OkStatus();
 }
 
 }  // namespace
 
-void WriteReports(const TutorialFlags& f,
-                  const pipelining::PipelineReport& train,
-                  const pipelining::PipelineReport& test,
-                  const Executable& trained, const IPUSystem& system) {
+absl::Status PrepareProfileDir(const std::string& dir) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "--profile: could not create '", dir, "': ", error.message()));
+  }
+  // A file that can be made there now can be written after training.
+  const std::string probe = dir + "/.write_test";
+  {
+    std::ofstream out(probe);
+    out << "ok";
+    out.close();
+    if (!out) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "--profile: could not write in '", dir, "': ", std::strerror(errno)));
+    }
+  }
+  std::filesystem::remove(probe, error);
+  return absl::OkStatus();
+}
+
+absl::Status WriteReports(const TutorialFlags& f,
+                          const pipelining::PipelineReport& train,
+                          const pipelining::PipelineReport& test,
+                          const Executable& trained, const IPUSystem& system) {
   if (f.debug) {
     std::printf(
         "\nTraining pipeline, last call:\n%s\nInference pipeline, last "
@@ -342,8 +551,10 @@ void WriteReports(const TutorialFlags& f,
         trained.MemoryReport().c_str(), system.TransferReport().c_str());
   }
   if (f.profile) {
-    WriteProfile(f.profile_dir, train, test, trained.MemoryReport());
+    RETURN_IF_ERROR(
+        WriteProfile(f.profile_dir, train, test, trained.MemoryReport()));
   }
+  return absl::OkStatus();
 }
 
 }  // namespace ipuflow::examples

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/ipu/executable.h"
@@ -58,11 +59,21 @@ struct TutorialFlags {
   bool pipelined() const { return strategy == "pipelined"; }
 };
 
-// Sets the usage message, parses the command line (ParseCommandLine) and
-// checks every flag: InvalidArgument naming the flag and its valid values,
-// or the replicas, stages and IPUs when the replication factor cannot be
-// laid out or filled.
+// Sets the usage message, parses the command line (ParseCommandLine; a
+// value Abseil cannot parse exits) and checks every flag for its whole
+// range: InvalidArgument naming each flag at fault, its value and the
+// limit (--learning-rate nan, --gradient-accumulation -7, --batch-size
+// 2^31-1, ...), products of flags over their limits (images per weight
+// update and per call), or the replicas, stages and IPUs when the
+// replication factor cannot be laid out or filled.
 absl::StatusOr<TutorialFlags> ParseTutorialFlags(int argc, char** argv);
+// The same for `args` ("--name=value", "--name value", "--bool",
+// "--nobool"; dashes or underscores), without exiting: a value that does
+// not parse or a flag that is not the example's is InvalidArgument. Flags
+// not given have their defaults (Abseil's flags are restored on return).
+// For tests and the fuzzer; not thread-safe (the flags are process-wide).
+absl::StatusOr<TutorialFlags> ParseTutorialFlagArgs(
+    const std::vector<std::string>& args);
 
 // "Training the ConvNet (B1-B4 on IPUs 0-3, pipelined) x 1 replica(s) ...":
 // what the training calls will do.
@@ -89,14 +100,19 @@ void PrintPipelineReport(const TutorialFlags& flags,
 // Prints "Replicas in step: ..."; Internal naming the first difference.
 absl::Status CheckReplicasAgree(const Executable& exe);
 
+// --profile: makes the directory and checks a file can be written there,
+// before training: PermissionDenied naming it and why otherwise.
+absl::Status PrepareProfileDir(const std::string& dir);
+
 // --debug: the pipelines' summaries, the memory per IPU and the transfers;
 // --profile: for the last training and inference calls (replica 0),
 // train_trace.json (ui.perfetto.dev), train_timeline.svg, test_trace.json,
-// test_timeline.svg and summary.txt in --profile-dir.
-void WriteReports(const TutorialFlags& flags,
-                  const pipelining::PipelineReport& train,
-                  const pipelining::PipelineReport& test,
-                  const Executable& trained, const IPUSystem& system);
+// test_timeline.svg and summary.txt in --profile-dir; PermissionDenied
+// naming the file that could not be written (the example exits 1).
+absl::Status WriteReports(const TutorialFlags& flags,
+                          const pipelining::PipelineReport& train,
+                          const pipelining::PipelineReport& test,
+                          const Executable& trained, const IPUSystem& system);
 
 }  // namespace ipuflow::examples
 
