@@ -22,6 +22,7 @@ graph_def_text         //core:graph_def_text_fuzzer               core/testdata/
 ipu_config             //core/ipu:ipu_config_fuzzer               core/ipu/testdata/fuzz/ipu_config
 idx_reader             //feeds:idx_reader_fuzzer                  feeds/testdata/fuzz/idx
 dataset_benchmark_json //feeds:dataset_benchmark_json_fuzzer      feeds/testdata/fuzz/dataset_benchmark_json
+options                //tests/fuzz:options_fuzzer                tests/fuzz/testdata/options
 "
 
 output_base=${IPUFLOW_FUZZ_OUTPUT_BASE:-/tmp/bazel_fuzz}
