@@ -151,7 +151,8 @@ absl::StatusOr<Ran> RunPipelined(const BlockModel& model,
   ASSIGN_OR_RETURN(auto pipeline, Pipeline(scope, o));
   IPUStrategy ipu(system.get());
   RETURN_IF_ERROR(ipu.Initialize(*scope.graph()));
-  RETURN_IF_ERROR(pipeline->Run(system.get()).status());
+  RETURN_IF_ERROR(
+      ::ipuflow::pipelining::testing::RunPipeline(ipu, *pipeline).status());
   ASSIGN_OR_RETURN(feeds::OutfeedResult result, outfeed->Dequeue());
   if (result.size() != 1) {
     return absl::InternalError(
@@ -476,7 +477,8 @@ absl::StatusOr<std::map<std::string, Tensor>> TrainPipelined(
   ASSIGN_OR_RETURN(auto pipeline, Pipeline(scope, o));
   IPUStrategy ipu(system.get());
   RETURN_IF_ERROR(ipu.Initialize(*scope.graph()));
-  RETURN_IF_ERROR(pipeline->Run(system.get()).status());
+  RETURN_IF_ERROR(
+      ::ipuflow::pipelining::testing::RunPipeline(ipu, *pipeline).status());
   std::map<std::string, Tensor> vars;
   for (int k = 0; k < system->num_ipus(); ++k) {
     vars.merge(ByBlock(system->device(k).resources()->variables()));

@@ -5,6 +5,7 @@
 #include "pipelining/pipeline.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -27,7 +28,6 @@
 #include "ops/state/handle.h"
 #include "ops/state/read_variable.h"
 #include "ops/state/variable.h"
-#include "pipelining/pipeline_executable.h"
 #include "pipelining/pipeline_frame.h"
 #include "pipelining/pipeline_internal.h"
 #include "pipelining/pipeline_runtime.h"
@@ -67,10 +67,12 @@ class Builder {
 
   absl::Status Build();
   // The PipelineFrame node running `frame`, named "<name>/frame".
-  absl::StatusOr<Node*> BuildFrame(std::shared_ptr<PipelineFrame> frame,
-                                   uint64_t source_id) {
+  absl::StatusOr<Node*> BuildFrame(std::shared_ptr<PipelineFrame> frame) {
+    // The host resource id: unique in the process, so in the graph too.
+    static std::atomic<uint64_t> next_id{1};
+    const uint64_t id = next_id.fetch_add(1, std::memory_order_relaxed);
     return ops::PipelineFrame(
-        scope_, absl::StrCat("pipeline frame ", source_id, " '", o_.name, "'"),
+        scope_, absl::StrCat("pipeline frame ", id, " '", o_.name, "'"),
         std::move(frame), o_.inputs);
   }
 
@@ -788,34 +790,8 @@ int PipelineOp::num_ipus() const {
 
 Node* PipelineOp::frame() const { return built_->frame; }
 
-std::string PipelineOp::MemoryReport() const {
-  return executable_ ? executable_->MemoryReport() : "(not compiled yet)";
-}
-
-absl::StatusOr<std::unique_ptr<Executable>> PipelineOp::CompileFor(
-    IPUSystem* system) const {
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<PipelineExecutable> e,
-      PipelineExecutable::Compile(built_.get(), frame_.get(), system));
-  return std::unique_ptr<Executable>(std::move(e));
-}
-
-absl::StatusOr<PipelineReport> PipelineOp::Run(IPUSystem* system,
-                                               const FeedList& feeds) {
-  if (executable_ == nullptr || executable_->system() != system ||
-      executable_->generation() != system->generation()) {
-    executable_.reset();
-    ASSIGN_OR_RETURN(executable_, PipelineExecutable::Compile(
-                                      built_.get(), frame_.get(), system));
-  }
-  return executable_->Run(feeds);
-}
-
-absl::StatusOr<PipelineReport> PipelineOp::Run(IPUStrategy& strategy,
-                                               const FeedList& feeds) {
-  ASSIGN_OR_RETURN(Executable * exe, strategy.Compile(*this));
-  // CompileFor makes PipelineExecutables only.
-  return static_cast<PipelineExecutable*>(exe)->Run(feeds);
+std::optional<PipelineReport> PipelineOp::last_report() const {
+  return frame_->LastReport();
 }
 
 absl::StatusOr<std::unique_ptr<PipelineOp>> Pipeline(const Scope& scope,
@@ -831,8 +807,7 @@ absl::StatusOr<std::unique_ptr<PipelineOp>> Pipeline(const Scope& scope,
   // The frame node that runs the pipeline, beside Repeat: a graph holding it
   // compiles like any loop (strategy.Compile(graph, {}, {op->frame()})).
   op->frame_ = std::make_shared<PipelineFrame>(op->built_.get());
-  ASSIGN_OR_RETURN(op->built_->frame,
-                   builder.BuildFrame(op->frame_, op->source_id()));
+  ASSIGN_OR_RETURN(op->built_->frame, builder.BuildFrame(op->frame_));
   return op;
 }
 

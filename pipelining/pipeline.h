@@ -19,8 +19,12 @@
 //   };
 //   ASSIGN_OR_RETURN(auto pipeline, pipelining::Pipeline(scope, o));
 //   RETURN_IF_ERROR(strategy.Initialize(*scope.graph()));  // variables, slots
-//   ASSIGN_OR_RETURN(PipelineReport report, pipeline->Run(system.get()));
-//   std::cout << report.Summary();
+//   ASSIGN_OR_RETURN(DeviceProgram* exe,
+//                    strategy.Compile(*scope.graph(), {},
+//                    {pipeline->frame()}));
+//   std::vector<std::vector<Tensor>> results;  // Empty: results leave by
+//   RETURN_IF_ERROR(exe->Execute({{}}, &results));  // the outfeed.
+//   std::cout << pipeline->last_report()->Summary();
 //
 // A stage is a function (scope, arguments) -> outputs. Stage 0 receives
 // `inputs` followed by the infeed element; stage s+1 receives exactly the
@@ -36,13 +40,14 @@
 // reported at once (InvalidArgument, one line each): see Pipeline() below and
 // validation.h for the gradient_accumulation_count rule.
 //
-// Ownership: the PipelineOp keeps the optimizer alive; the system is the
-// caller's and must outlive the runs. The queues are used while building
-// only: stage 0 dequeues and the last stage enqueues through ordinary
+// Ownership: the PipelineOp keeps the optimizer alive and must outlive the
+// programs compiled from its frame (they then fail with
+// FailedPrecondition); the system is the caller's. The queues are used while
+// building only: stage 0 dequeues and the last stage enqueues through ordinary
 // InfeedDequeue / OutfeedEnqueue nodes, which reach them through the graph
 // as a device loop's do (a run after a queue is gone: FailedPrecondition).
-// Thread safety: building is single-threaded; Run must not be called
-// concurrently with itself. Run uses the IPUs' worker threads.
+// Thread safety: building is single-threaded; a program runs one Execute
+// at a time, on the IPUs' worker threads.
 #ifndef IPUFLOW_PIPELINING_PIPELINE_H_
 #define IPUFLOW_PIPELINING_PIPELINE_H_
 
@@ -55,7 +60,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/ipu/executable.h"
+#include "core/ipu/device_program.h"
 #include "core/ipu/ipu_strategy.h"
 #include "core/ipu/ipu_system.h"
 #include "core/program.h"
@@ -179,21 +184,29 @@ struct PipelineOptions {
   std::optional<StageCosts> virtual_costs;
 };
 
-class PipelineExecutable;
 class PipelineFrame;
 struct BuiltPipeline;
 
 // A built pipeline: its stages are in the graph, and so is the frame node
 // that runs them (frame(), the PipelineFrame op beside Repeat). A graph
-// holding it compiles like any loop: strategy.Compile(graph, {},
-// {pipeline->frame()}) is a DeviceProgram whose kernel runs the stages'
-// per-IPU work lists, replicated like any executable. The entry points
-// below are thin wrappers over that path: IPUStrategy::Compile(*pipeline) /
-// strategy.Run(*pipeline) (a PipelineExecutable, pipeline_executable.h),
-// or Run, which also returns the report.
-class PipelineOp : public ExecutableSource {
+// holding it compiles and runs like any loop, the one way to start
+// anything: strategy.Compile(graph, {}, {pipeline->frame()}, feeds) is a
+// DeviceProgram whose kernel runs the stages' per-IPU work lists, replicated
+// like any executable; options.inputs are computed by that program (feeds
+// allowed). Execute runs repeat_count x gradient_accumulation_count
+// micro-batches on every replica; last_report() then holds replica 0's
+// report.
+//
+// Errors (Compile): FailedPrecondition if the system has fewer IPUs than
+// the mapping uses; InvalidArgument if replicas x IPUs do not fit the
+// system; ResourceExhausted (with a per-IPU report) if a stage does not fit
+// its IPU. Execute: any error of a stage, naming the stage, micro-batch and
+// op; an error on one IPU cancels the others, nothing is left blocked.
+// Variables (and optimizer slots, accumulators) must have been initialised,
+// e.g. by IPUStrategy::Initialize.
+class PipelineOp {
  public:
-  ~PipelineOp() override;
+  ~PipelineOp();
   PipelineOp(const PipelineOp&) = delete;
   PipelineOp& operator=(const PipelineOp&) = delete;
 
@@ -203,34 +216,11 @@ class PipelineOp : public ExecutableSource {
   const ScheduleTable& table() const;
   // The IPUs one replica uses (max device index + 1).
   int num_ipus() const;
-  // The frame node: a target for IPUStrategy::Compile / Run.
+  // The frame node: the target for IPUStrategy::Compile / Run.
   Node* frame() const;
-
-  absl::StatusOr<std::unique_ptr<Executable>> CompileFor(
-      IPUSystem* system) const override;
-
-  // Compiles (on the first call or for a new system) and runs repeat_count x
-  // gradient_accumulation_count micro-batches on every replica; returns
-  // replica 0's report. `feeds` feed the graph values `inputs` depend on.
-  // Variables (and optimizer slots, accumulators) must have been initialised,
-  // e.g. by IPUStrategy::Initialize. Errors: FailedPrecondition if the system
-  // has fewer IPUs than the mapping uses; InvalidArgument if replicas x IPUs do
-  // not fit the system; ResourceExhausted (with a per-IPU report) if a stage
-  // does not fit its IPU; any error of a stage, naming the stage, micro-batch
-  // and op. An error on one IPU cancels the others: nothing is left blocked. To
-  // stop a run from another thread, cancel the system
-  // (system->cancellation()->StartCancel(...)): Run returns Cancelled.
-  // Configure() must not be called while a Run is in progress.
-  absl::StatusOr<PipelineReport> Run(IPUSystem* system,
-                                     const FeedList& feeds = {});
-  // As above, through `strategy`'s compile cache: the executable is the one
-  // strategy.Compile(*this) returns (for ReadVariables, MemoryReport).
-  absl::StatusOr<PipelineReport> Run(IPUStrategy& strategy,
-                                     const FeedList& feeds = {});
-
-  // The per-IPU memory report of the executable Run(system) compiled (with
-  // a strategy: strategy.Compile(*pipeline) then its MemoryReport()).
-  std::string MemoryReport() const;
+  // Replica 0's report of the last run that completed, of any program
+  // compiled from the frame; nullopt before the first.
+  std::optional<PipelineReport> last_report() const;
 
  private:
   friend absl::StatusOr<std::unique_ptr<PipelineOp>> Pipeline(
@@ -239,7 +229,6 @@ class PipelineOp : public ExecutableSource {
   std::unique_ptr<BuiltPipeline> built_;
   // The frame's owner (the graph holds a weak reference).
   std::shared_ptr<PipelineFrame> frame_;
-  std::unique_ptr<PipelineExecutable> executable_;  // Run's, per system.
 };
 
 // Builds the pipeline's stages (forward, and backward + gradient

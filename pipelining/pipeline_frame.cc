@@ -81,17 +81,14 @@ absl::Status PipelineFrame::RunReplica(const RunEnv& env,
   if (env.replica == 0) {
     report->replicas = static_cast<int>(lowering->replicas.size());
     MutexLock l(&mu_);
-    lowering->report = *std::move(report);
+    last_report_ = *std::move(report);
   }
   return absl::OkStatus();
 }
 
-std::optional<PipelineReport> PipelineFrame::LastReport(
-    CollectiveGroup* group) const {
+std::optional<PipelineReport> PipelineFrame::LastReport() const {
   MutexLock l(&mu_);
-  auto it = lowerings_.find(group);
-  if (it == lowerings_.end()) return std::nullopt;
-  return it->second->report;
+  return last_report_;
 }
 
 std::optional<Tensor> PipelineFrame::OffloadedValue(

@@ -54,21 +54,21 @@ class PipelineFrame : public DeviceFrame, public FedResource {
   void AddProducer() override;
   void RemoveProducer(const absl::Status& why) override;
 
-  // Replica 0's report of the last run of the lowering for `group`.
-  std::optional<PipelineReport> LastReport(CollectiveGroup* group) const;
+  // Replica 0's report of the last run that completed, of any lowering.
+  std::optional<PipelineReport> LastReport() const;
 
  private:
   // The outfeed its last stage enqueues to (the graph's), if any.
   std::shared_ptr<HostResource> Outfeed() const;
   struct Lowering {
     std::vector<std::unique_ptr<PipelineRuntime>> replicas;
-    std::optional<PipelineReport> report;  // Replica 0's, last run.
   };
   const BuiltPipeline* b_;
   int ipus_per_replica_ = 0;
   mutable Mutex mu_;
   std::map<CollectiveGroup*, std::shared_ptr<Lowering>> lowerings_
       ABSL_GUARDED_BY(mu_);
+  std::optional<PipelineReport> last_report_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ipuflow::pipelining

@@ -32,6 +32,7 @@ using testing::MakeSystem;
 using testing::MicroBatches;
 using testing::ModelStage;
 using testing::ModelStages;
+using testing::RunPipeline;
 
 // The model applied on the host to micro-batch m of MicroBatches(n).
 Tensor HostLogits(int n, int m) {
@@ -54,6 +55,7 @@ class InferenceTest : public ::testing::TestWithParam<PipelineSchedule> {};
 TEST_P(InferenceTest, OutfeedGetsEveryMicroBatchInOrder) {
   auto init = InitialValues(1);
   auto system = MakeSystem(4);
+  IPUStrategy strategy(system.get());
   Scope scope = Scope::NewRootScope();
   auto infeed = *feeds::IPUInfeedQueue::Create(MicroBatches(12));
   auto outfeed = *feeds::IPUOutfeedQueue::Create();
@@ -66,8 +68,8 @@ TEST_P(InferenceTest, OutfeedGetsEveryMicroBatchInOrder) {
   o.outfeed_queue = outfeed.get();
   auto pipeline = Pipeline(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
-  ASSERT_TRUE(IPUStrategy(system.get()).Initialize(*scope.graph()).ok());
-  auto report = (*pipeline)->Run(system.get());
+  ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
+  auto report = RunPipeline(strategy, **pipeline);
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_EQ(report->items.size(), 4u * 12);
   auto result = outfeed->Dequeue();
@@ -81,7 +83,7 @@ TEST_P(InferenceTest, OutfeedGetsEveryMicroBatchInOrder) {
         << "micro-batch " << m;
   }
   // The infeed was consumed exactly: the next run finds it empty.
-  auto again = (*pipeline)->Run(system.get());
+  auto again = RunPipeline(strategy, **pipeline);
   EXPECT_EQ(again.status().code(), absl::StatusCode::kOutOfRange)
       << again.status();
   // Its InfeedDequeue node, in stage 0's program, says so.
@@ -130,6 +132,7 @@ std::vector<ComputationalStage> ConcurrentModel(
 TEST(ConcurrentStagesTest, TrainingMatchesTheSameGraphUnpipelined) {
   auto init = InitialValues(1);
   auto system = MakeSystem(4);
+  IPUStrategy strategy(system.get());
   Scope scope = Scope::NewRootScope();
   auto infeed = *feeds::IPUInfeedQueue::Create(MicroBatches(6));
   PipelineOptions o;
@@ -140,8 +143,8 @@ TEST(ConcurrentStagesTest, TrainingMatchesTheSameGraphUnpipelined) {
   o.optimizer_function = testing::SgdCrossEntropy(0.5f);
   auto pipeline = Pipeline(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
-  ASSERT_TRUE(IPUStrategy(system.get()).Initialize(*scope.graph()).ok());
-  auto report = (*pipeline)->Run(system.get());
+  ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
+  auto report = RunPipeline(strategy, **pipeline);
   ASSERT_TRUE(report.ok()) << report.status();
   // Concurrent parts ran on their own IPUs.
   std::set<int> ipus;
@@ -213,6 +216,7 @@ TEST(ConcurrentStagesTest, TrainingMatchesTheSameGraphUnpipelined) {
 
 TEST(ConcurrentStagesTest, ConcurrentLastStageOutfeedsEachMicroBatchInOrder) {
   auto system = MakeSystem(3);
+  IPUStrategy strategy(system.get());
   Scope scope = Scope::NewRootScope();
   auto infeed = *feeds::IPUInfeedQueue::Create(MicroBatches(24));
   auto outfeed = *feeds::IPUOutfeedQueue::Create();
@@ -234,7 +238,7 @@ TEST(ConcurrentStagesTest, ConcurrentLastStageOutfeedsEachMicroBatchInOrder) {
   o.outfeed_queue = outfeed.get();
   auto pipeline = Pipeline(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
-  ASSERT_TRUE((*pipeline)->Run(system.get()).ok());
+  ASSERT_TRUE(RunPipeline(strategy, **pipeline).ok());
   auto result = outfeed->Dequeue();
   ASSERT_TRUE(result.ok());
   // One element per micro-batch: part 0's output then part 1's.
@@ -259,6 +263,7 @@ TEST(ConcurrentStagesTest, ConcurrentLastStageOutfeedsEachMicroBatchInOrder) {
 
 TEST(PipelineRunTest, InputsAreGivenToTheFirstStageAndAccumulateOutfeedSums) {
   auto system = MakeSystem(2);
+  IPUStrategy strategy(system.get());
   Scope scope = Scope::NewRootScope();
   Output scale = ops::Placeholder(scope, DType::kFloat32, {});
   auto infeed = *feeds::IPUInfeedQueue::Create(MicroBatches(4));
@@ -279,7 +284,8 @@ TEST(PipelineRunTest, InputsAreGivenToTheFirstStageAndAccumulateOutfeedSums) {
   o.outfeed_queue = outfeed.get();
   auto pipeline = Pipeline(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
-  auto report = (*pipeline)->Run(system.get(), {{scale, Tensor::Scalar(3.0f)}});
+  auto report =
+      RunPipeline(strategy, **pipeline, {{scale, Tensor::Scalar(3.0f)}});
   ASSERT_TRUE(report.ok()) << report.status();
   auto result = outfeed->Dequeue();
   ASSERT_TRUE(result.ok());
@@ -295,6 +301,7 @@ TEST(PipelineRunTest, InputsAreGivenToTheFirstStageAndAccumulateOutfeedSums) {
 
 TEST(PipelineRunTest, StageErrorIsNamedAndNothingBlocks) {
   auto system = MakeSystem(4);
+  IPUStrategy strategy(system.get());
   Scope scope = Scope::NewRootScope();
   // 6 elements for 8 micro-batches: stage 0 runs dry at micro-batch 6 while
   // later stages wait for it and the first micro-batches are in flight.
@@ -307,8 +314,8 @@ TEST(PipelineRunTest, StageErrorIsNamedAndNothingBlocks) {
   o.optimizer_function = testing::SgdCrossEntropy(0.5f);
   auto pipeline = Pipeline(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
-  ASSERT_TRUE(IPUStrategy(system.get()).Initialize(*scope.graph()).ok());
-  auto report = (*pipeline)->Run(system.get());
+  ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
+  auto report = RunPipeline(strategy, **pipeline);
   EXPECT_EQ(report.status().code(), absl::StatusCode::kOutOfRange);
   EXPECT_THAT(report.status().message(), HasSubstr("micro-batch 6"));
   // The IPUs are free again: a plain program still runs on each.
@@ -324,6 +331,7 @@ TEST(PipelineRunTest, StageErrorIsNamedAndNothingBlocks) {
 // node; the IPUs are usable for the next run.
 TEST(PipelineRunTest, KernelErrorInAStageNamesReplicaStageMicroBatchAndNode) {
   auto system = MakeSystem(4);  // 2 replicas x 2 stages.
+  IPUStrategy strategy(system.get());
   Scope scope = Scope::NewRootScope();
   // Element i goes to replica i % 2; element 3 (replica 1's micro-batch 1)
   // indexes past the 3-element table.
@@ -345,7 +353,7 @@ TEST(PipelineRunTest, KernelErrorInAStageNamesReplicaStageMicroBatchAndNode) {
   o.outfeed_queue = outfeed.get();
   auto pipeline = Pipeline(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
-  auto report = (*pipeline)->Run(system.get());
+  auto report = RunPipeline(strategy, **pipeline);
   EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(report.status().message(), HasSubstr("replica 1 (IPU 2)"));
   EXPECT_THAT(report.status().message(), HasSubstr("micro-batch 1"));
@@ -353,7 +361,6 @@ TEST(PipelineRunTest, KernelErrorInAStageNamesReplicaStageMicroBatchAndNode) {
   EXPECT_THAT(report.status().message(), HasSubstr("= 9 is out of range"));
   // The system runs the next computation on every IPU.
   Scope s = Scope::NewRootScope();
-  IPUStrategy strategy(system.get());
   auto out = strategy.Run(
       *s.graph(), {ops::Add(s, ops::Const(s, 1.0f), ops::Const(s, 1.0f))});
   ASSERT_TRUE(out.ok()) << out.status();
@@ -367,6 +374,7 @@ TEST(PipelineRunTest, FloatingPointTrapStopsTheRun) {
   config.set_auto_select_ipus(2);
   config.mutable_floating_point_behaviour()->set_oflo(true);
   auto system = std::move(IPUSystem::Create(config)).value();
+  IPUStrategy strategy(system.get());
   Scope scope = Scope::NewRootScope();
   auto infeed = *feeds::IPUInfeedQueue::Create(
       feeds::FromTensorSlices({Tensor::FromVector<float>({1, 1e30f, 2, 3})}));
@@ -385,7 +393,7 @@ TEST(PipelineRunTest, FloatingPointTrapStopsTheRun) {
   o.outfeed_queue = outfeed.get();
   auto pipeline = Pipeline(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
-  auto report = (*pipeline)->Run(system.get());
+  auto report = RunPipeline(strategy, **pipeline);
   EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(report.status().message(), HasSubstr("micro-batch 1"));
   EXPECT_THAT(report.status().message(),
@@ -400,6 +408,7 @@ TEST(PipelineRunTest, FloatingPointTrapStopsTheRun) {
 // the next run outfeeds 6..13 and nothing is lost or repeated.
 TEST(PipelineRunTest, AStoppedRunGivesBackWhatItDidNotProcess) {
   auto system = MakeSystem(2);
+  IPUStrategy strategy(system.get());
   Scope scope = Scope::NewRootScope();
   std::vector<int32_t> index(14);
   for (int i = 0; i < 14; ++i) index[i] = i == 5 ? 9 : i % 3;
@@ -435,11 +444,11 @@ TEST(PipelineRunTest, AStoppedRunGivesBackWhatItDidNotProcess) {
     }
     return got;
   };
-  auto first = (*pipeline)->Run(system.get());
+  auto first = RunPipeline(strategy, **pipeline);
   EXPECT_EQ(first.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(first.status().message(), HasSubstr("micro-batch 1 of run 1"));
   EXPECT_THAT(ids_out(), ::testing::ElementsAre(0, 1, 2, 3, 4));
-  auto second = (*pipeline)->Run(system.get());
+  auto second = RunPipeline(strategy, **pipeline);
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_THAT(ids_out(), ::testing::ElementsAre(6, 7, 8, 9, 10, 11, 12, 13));
   EXPECT_EQ(infeed->elements_produced(), 14);
@@ -460,6 +469,7 @@ TEST(PipelineRunTest, OutputModesCountDeviceIterations) {
         Case{feeds::OutputMode::Default(), {0, 1, 2, 3, 4, 5, 6, 7}}}) {
     SCOPED_TRACE(c.mode.DebugString());
     auto system = MakeSystem(2);
+    IPUStrategy strategy(system.get());
     Scope scope = Scope::NewRootScope();
     auto infeed = *feeds::IPUInfeedQueue::Create(feeds::FromTensorSlices(
         {Tensor::FromVector<float>({0, 1, 2, 3, 4, 5, 6, 7})}));
@@ -475,7 +485,7 @@ TEST(PipelineRunTest, OutputModesCountDeviceIterations) {
     o.outfeed_queue = outfeed.get();
     auto pipeline = Pipeline(scope, o);
     ASSERT_TRUE(pipeline.ok()) << pipeline.status();
-    auto report = (*pipeline)->Run(system.get());
+    auto report = RunPipeline(strategy, **pipeline);
     ASSERT_TRUE(report.ok()) << report.status();
     auto got = outfeed->Dequeue();
     ASSERT_TRUE(got.ok()) << got.status();
@@ -486,6 +496,7 @@ TEST(PipelineRunTest, OutputModesCountDeviceIterations) {
 
 TEST(PipelineRunTest, TooFewIpus) {
   auto system = MakeSystem(2);
+  IPUStrategy strategy(system.get());
   Scope scope = Scope::NewRootScope();
   auto infeed = *feeds::IPUInfeedQueue::Create(MicroBatches(4));
   auto outfeed = *feeds::IPUOutfeedQueue::Create();
@@ -499,10 +510,11 @@ TEST(PipelineRunTest, TooFewIpus) {
   o.outfeed_queue = outfeed.get();
   auto pipeline = Pipeline(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
-  auto report = (*pipeline)->Run(system.get());
+  auto report = RunPipeline(strategy, **pipeline);
   EXPECT_EQ(report.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(report.status().message(),
-              HasSubstr("maps stages to 3 IPUs but the system has 2"));
+              HasSubstr("pipeline 'pipeline' uses 3 IPUs per replica but "
+                        "the system has 2"));
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// PipelineReport: what one PipelineOp::Run measured. Two clocks:
+// PipelineReport: what one run of a pipeline's frame measured
+// (PipelineOp::last_report(), replica 0's). Two clocks:
 //  - virtual: each IPU has a clock advanced by the CPU time its thread spent
 //    on each item (CLOCK_THREAD_CPUTIME_ID) and by dependencies (an item
 //    starts when its IPU is free and its inputs, stamped with their
@@ -10,7 +11,8 @@
 // Utilisation and bubble are virtual-clock figures over the forward/backward
 // part of each pipeline run (the weight update is reported separately).
 //
-//   ASSIGN_OR_RETURN(PipelineReport r, pipeline->Run(system));
+//   RETURN_IF_ERROR(program->Execute({{}}, &results));  // the frame's
+//   const PipelineReport r = *pipeline->last_report();
 //   std::cout << r.Summary();
 //   WriteFile("trace.json", ToChromeTraceJson(r.items));   // trace.h
 //   WriteFile("timeline.svg", ToSvgTimeline(r.items));

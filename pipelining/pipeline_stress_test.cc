@@ -46,12 +46,13 @@ TEST(PipelineStressTest, RandomConfigurationsMatchTheReference) {
     Case c{kinds[rng() % 3], 4 + static_cast<int>(rng() % 9),
            1 + static_cast<int>(rng() % 3), rng() % 2 == 0};
     auto system = testing::MakeSystem(4, c.recompute);
+    IPUStrategy strategy(system.get());
     Scope scope = Scope::NewRootScope();
     auto infeed = *feeds::IPUInfeedQueue::Create(
         testing::MicroBatches(c.m * c.runs), 1 + rng() % 4);
     auto pipeline = Build(scope, c, infeed.get(), init);
-    ASSERT_TRUE(IPUStrategy(system.get()).Initialize(*scope.graph()).ok());
-    auto r = pipeline->Run(system.get());
+    ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
+    auto r = testing::RunPipeline(strategy, *pipeline);
     ASSERT_TRUE(r.ok()) << r.status();
     auto ref = testing::TrainReference(init, c.m, c.runs, false, [] {
       return std::make_shared<optimizers::GradientDescentOptimizer>(0.3f);
@@ -71,13 +72,14 @@ TEST(PipelineStressTest, InterruptedRunsReturnErrorsAndNeverHang) {
         iter % 2 ? PipelineSchedule::kGrouped : PipelineSchedule::kInterleaved,
         8, 4, false};
     auto system = testing::MakeSystem(4);
+    IPUStrategy strategy(system.get());
     Scope scope = Scope::NewRootScope();
     const bool short_infeed = rng() % 2 == 0;
     const int elements = short_infeed ? static_cast<int>(rng() % 31) : 32;
     auto infeed = *feeds::IPUInfeedQueue::Create(
         testing::MicroBatches(std::max(1, elements)));
     auto pipeline = Build(scope, c, infeed.get(), init);
-    ASSERT_TRUE(IPUStrategy(system.get()).Initialize(*scope.graph()).ok());
+    ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
     std::thread canceller;
     if (!short_infeed) {
       const int delay_us = static_cast<int>(rng() % 3000);
@@ -86,7 +88,7 @@ TEST(PipelineStressTest, InterruptedRunsReturnErrorsAndNeverHang) {
         system->cancellation()->StartCancel(absl::CancelledError("stop"));
       });
     }
-    auto r = pipeline->Run(system.get());
+    auto r = testing::RunPipeline(strategy, *pipeline);
     if (canceller.joinable()) canceller.join();
     if (short_infeed) {
       EXPECT_EQ(r.status().code(), absl::StatusCode::kOutOfRange) << r.status();

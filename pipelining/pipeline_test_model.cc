@@ -204,4 +204,21 @@ float MaxDifference(const std::map<std::string, Tensor>& a,
   return worst;
 }
 
+absl::StatusOr<PipelineReport> RunPipeline(IPUStrategy& strategy,
+                                           const PipelineOp& pipeline,
+                                           const FeedList& feeds) {
+  ASSIGN_OR_RETURN(DeviceProgram * exe,
+                   strategy.Compile(*pipeline.frame()->graph(), {},
+                                    {pipeline.frame()}, feeds));
+  std::vector<Tensor> values;
+  for (const auto& [out, value] : feeds) values.push_back(value);
+  std::vector<std::vector<Tensor>> results;
+  RETURN_IF_ERROR(exe->Execute({values}, &results));
+  std::optional<PipelineReport> report = pipeline.last_report();
+  if (!report.has_value()) {
+    return absl::InternalError("the pipeline ran but has no report");
+  }
+  return *std::move(report);
+}
+
 }  // namespace ipuflow::pipelining::testing

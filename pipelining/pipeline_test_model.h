@@ -10,8 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "core/ipu/ipu_strategy.h"
 #include "core/ipu/ipu_system.h"
 #include "core/scope.h"
+#include "core/session.h"
 #include "core/tensor.h"
 #include "feeds/dataset.h"
 #include "optimizers/optimizer.h"
@@ -64,6 +67,14 @@ std::map<std::string, Tensor> ReadPipelineVariables(IPUSystem* system,
                                                     int num_ipus);
 
 std::unique_ptr<IPUSystem> MakeSystem(int ipus, bool allow_recompute = false);
+
+// One pipelined call the one way (strategy.Compile(graph, {}, {frame},
+// feeds) then Execute, the values of `feeds` to every replica); returns
+// the pipeline's last report. Keep `strategy` across calls: its program's
+// lowering holds offloaded state between runs.
+absl::StatusOr<PipelineReport> RunPipeline(IPUStrategy& strategy,
+                                           const PipelineOp& pipeline,
+                                           const FeedList& feeds = {});
 
 // Max |a - b| over all variables (fails the test if names differ).
 float MaxDifference(const std::map<std::string, Tensor>& a,

@@ -41,6 +41,7 @@ struct Config {
 // pipelines push the last stage's output to an outfeed.
 struct Balanced {
   std::unique_ptr<IPUSystem> system;
+  std::unique_ptr<IPUStrategy> strategy;
   Scope scope = Scope::NewRootScope();
   std::unique_ptr<feeds::IPUInfeedQueue> infeed;
   std::unique_ptr<feeds::IPUOutfeedQueue> outfeed;
@@ -48,6 +49,7 @@ struct Balanced {
 
   explicit Balanced(const Config& c, int64_t elements = 0) {
     system = testing::MakeSystem(c.stages);
+    strategy = std::make_unique<IPUStrategy>(system.get());
     Tensor x = ipuflow::testing::RandomTensor({kBatch, c.width}, -1, 1, 5);
     infeed = *feeds::IPUInfeedQueue::Create(feeds::FromTensors({x})->Repeat(
         elements > 0 ? elements : int64_t{c.m} * c.runs));
@@ -67,7 +69,7 @@ struct Balanced {
     }
     o.virtual_costs = c.costs;
     pipeline = std::move(Pipeline(scope, o)).value();
-    EXPECT_TRUE(IPUStrategy(system.get()).Initialize(*scope.graph()).ok());
+    EXPECT_TRUE(strategy->Initialize(*scope.graph()).ok());
   }
 };
 
@@ -84,7 +86,7 @@ TEST(VirtualClockTest, ItemsFollowDependenciesAndNeverOverlapOnAnIpu) {
     Config c;
     c.kind = kind;
     Balanced b(c);
-    auto r = b.pipeline->Run(b.system.get());
+    auto r = testing::RunPipeline(*b.strategy, *b.pipeline);
     ASSERT_TRUE(r.ok()) << r.status();
     std::map<WorkKey, TimedItem> by_work;
     std::map<int, std::vector<TimedItem>> by_ipu;
@@ -147,7 +149,7 @@ void ExpectPlannersTimeline(const Config& c) {
                << PipelineScheduleName(c.kind) << " N=" << c.stages
                << " M=" << c.m << (c.training ? " training" : " inference"));
   Balanced b(c);
-  auto r = b.pipeline->Run(b.system.get());
+  auto r = testing::RunPipeline(*b.strategy, *b.pipeline);
   ASSERT_TRUE(r.ok()) << r.status();
   auto plan = PlanSchedule(r->table, *c.costs);
   ASSERT_TRUE(plan.ok()) << plan.status();
@@ -209,7 +211,7 @@ TEST(VirtualClockTest, BalancedStagesGiveTheTextbookBubble) {
     c.width = 8;
     c.costs = StageCosts::Uniform(4, 1, 2);
     Balanced b(c);
-    auto r = b.pipeline->Run(b.system.get());
+    auto r = testing::RunPipeline(*b.strategy, *b.pipeline);
     ASSERT_TRUE(r.ok()) << r.status();
     const double theory = kind == PipelineSchedule::kSequential
                               ? 3.0 / 4
@@ -234,6 +236,7 @@ TEST(VirtualClockTest, TwoStagesPerIpuShareItsClock) {
   // so the planner's shared-IPU timeline holds too.
   const StageCosts costs{{1, 2, 3, 1}, {}};
   auto system = testing::MakeSystem(2);
+  IPUStrategy strategy(system.get());
   Scope scope = Scope::NewRootScope();
   auto infeed = *feeds::IPUInfeedQueue::Create(
       feeds::FromTensors(
@@ -252,8 +255,8 @@ TEST(VirtualClockTest, TwoStagesPerIpuShareItsClock) {
   o.virtual_costs = costs;
   auto pipeline = Pipeline(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
-  ASSERT_TRUE(IPUStrategy(system.get()).Initialize(*scope.graph()).ok());
-  auto r = (*pipeline)->Run(system.get());
+  ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
+  auto r = testing::RunPipeline(strategy, **pipeline);
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->items.size(), 2u * 4 * 8);
   auto plan = PlanSchedule(r->table, costs);
@@ -306,7 +309,7 @@ TEST(CancellationTest, CancellingTheSystemStopsARunFromAnotherThread) {
     }
     b.system->cancellation()->StartCancel(absl::CancelledError("stop"));
   });
-  auto r = b.pipeline->Run(b.system.get());
+  auto r = testing::RunPipeline(*b.strategy, *b.pipeline);
   canceller.join();
   EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled) << r.status();
   EXPECT_LT(b.infeed->elements_produced(), 16000);

@@ -32,6 +32,7 @@ using testing::MaxDifference;
 using testing::MicroBatches;
 using testing::ModelStages;
 using testing::ReadPipelineVariables;
+using testing::RunPipeline;
 using testing::TrainReference;
 
 struct TrainingSetup {
@@ -95,11 +96,14 @@ Trained TrainPipelined(const TrainingSetup& setup) {
   IPUStrategy strategy(system.get());
   absl::Status st = strategy.Initialize(*scope.graph());
   EXPECT_TRUE(st.ok()) << st;
-  auto report = (*pipeline)->Run(system.get());
+  auto report = RunPipeline(strategy, **pipeline);
   EXPECT_TRUE(report.ok()) << report.status();
   if (!report.ok()) return result;
   result.report = *report;
-  result.memory = (*pipeline)->MemoryReport();
+  auto program =
+      strategy.Compile(*scope.graph(), {}, {(*pipeline)->frame()});  // Cached.
+  EXPECT_TRUE(program.ok()) << program.status();
+  if (program.ok()) result.memory = (*program)->MemoryReport();
   result.variables = ReadPipelineVariables(system.get(), 4);
   auto losses = outfeed->Dequeue();
   EXPECT_TRUE(losses.ok()) << losses.status();
@@ -259,6 +263,7 @@ TEST(PipelineTrainingTest, OffloadingMovesOptimizerStateToRemoteMemory) {
 TEST(PipelineTrainingTest, AccumulationDtypePerVariable) {
   auto init = InitialValues(1);
   auto system = MakeSystem(4);
+  IPUStrategy strategy(system.get());
   Scope scope = Scope::NewRootScope();
   auto infeed = *feeds::IPUInfeedQueue::Create(MicroBatches(8));
   PipelineOptions o;
@@ -288,8 +293,8 @@ TEST(PipelineTrainingTest, AccumulationDtypePerVariable) {
   }
   EXPECT_EQ(half, 4);
   EXPECT_EQ(full, 3);
-  ASSERT_TRUE(IPUStrategy(system.get()).Initialize(*scope.graph()).ok());
-  ASSERT_TRUE((*pipeline)->Run(system.get()).ok());
+  ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
+  ASSERT_TRUE(RunPipeline(strategy, **pipeline).ok());
   auto ref = TrainReference(init, 8, 1, /*mean=*/false, [] {
     return std::make_shared<optimizers::GradientDescentOptimizer>(0.1f);
   });
@@ -303,6 +308,7 @@ TEST(PipelineTrainingTest, SmallOptimizerStateStaysOnTheIpu) {
   IPUConfig config;
   config.set_auto_select_ipus(4);
   auto system = std::move(IPUSystem::Create(config)).value();
+  IPUStrategy strategy(system.get());
   Scope scope = Scope::NewRootScope();
   auto infeed = *feeds::IPUInfeedQueue::Create(MicroBatches(8));
   PipelineOptions o;
@@ -317,8 +323,8 @@ TEST(PipelineTrainingTest, SmallOptimizerStateStaysOnTheIpu) {
   };
   auto pipeline = Pipeline(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
-  ASSERT_TRUE(IPUStrategy(system.get()).Initialize(*scope.graph()).ok());
-  auto report = (*pipeline)->Run(system.get());
+  ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
+  auto report = RunPipeline(strategy, **pipeline);
   ASSERT_TRUE(report.ok()) << report.status();
   // Adam's m and v of w0 (6x8 floats), w1 and w2 (8x8) are >= 128 bytes;
   // w3 (8x3, 96 bytes) and the biases stay.
@@ -364,6 +370,7 @@ TEST(PipelineTrainingTest, AStoppedStepIsRetriedWithoutTheFailingElement) {
                    std::vector<absl::Status>* statuses) {
     auto init = InitialValues(1);
     auto system = MakeSystem(4);
+    IPUStrategy strategy(system.get());
     Scope scope = Scope::NewRootScope();
     auto infeed =
         *feeds::IPUInfeedQueue::Create(feeds::FromGenerator(spec, [data] {
@@ -381,12 +388,12 @@ TEST(PipelineTrainingTest, AStoppedStepIsRetriedWithoutTheFailingElement) {
     auto pipeline = Pipeline(scope, o);
     EXPECT_TRUE(pipeline.ok()) << pipeline.status();
     if (!pipeline.ok()) return std::map<std::string, Tensor>{};
-    EXPECT_TRUE(IPUStrategy(system.get()).Initialize(*scope.graph()).ok());
+    EXPECT_TRUE(strategy.Initialize(*scope.graph()).ok());
     for (int r = 0; r < runs; ++r) {
-      statuses->push_back((*pipeline)->Run(system.get()).status());
+      statuses->push_back(RunPipeline(strategy, **pipeline).status());
     }
     // Every element was used: the next run finds the infeed empty.
-    EXPECT_TRUE(absl::IsOutOfRange((*pipeline)->Run(system.get()).status()));
+    EXPECT_TRUE(absl::IsOutOfRange(RunPipeline(strategy, **pipeline).status()));
     return ReadPipelineVariables(system.get(), 4);
   };
   std::vector<absl::Status> stopped, plain;
@@ -484,7 +491,7 @@ TEST(PipelineTrainingTest, OffloadedShardedSlotsAreNotListedAsAlwaysLive) {
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   IPUStrategy strategy(system.get());
   ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
-  auto exe = strategy.Compile(**pipeline);
+  auto exe = strategy.Compile(*scope.graph(), {}, {(*pipeline)->frame()});
   ASSERT_TRUE(exe.ok()) << exe.status();
   const std::string report = (*exe)->MemoryReport();
   EXPECT_THAT(report, ::testing::HasSubstr("sharded over 2 replicas"));

@@ -175,7 +175,7 @@ TEST_P(PipelineConformanceTest, TrainsAsTheSingleDeviceReference) {
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   IPUStrategy strategy(system.get());
   ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
-  auto exe = strategy.Compile(**pipeline);
+  auto exe = strategy.Compile(*scope.graph(), {}, {(*pipeline)->frame()});
   ASSERT_TRUE(exe.ok()) << exe.status();
   EXPECT_EQ((*exe)->num_replicas(), c.replicas);
   EXPECT_EQ((*exe)->ipus_per_replica(), c.ipus_per_replica);
@@ -253,7 +253,8 @@ TEST_P(InferenceConformanceTest, OutfeedEqualsTheHostForwardPass) {
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   IPUStrategy strategy(system.get());
   ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
-  ASSERT_TRUE(strategy.Run(**pipeline).ok());
+  ASSERT_TRUE(
+      strategy.Run(*scope.graph(), {}, {(*pipeline)->frame()}).status().ok());
   auto out = outfeed->Dequeue();
   ASSERT_TRUE(out.ok()) << out.status();
   const Tensor& logits = (*out)["0"];
@@ -507,16 +508,18 @@ TEST_P(PipelineShardingTest, SameWeightsAndStateOneChunkOfTheUpdate) {
     for (int k = 0; k < kIpus * replicas; ++k) {
       system->device(k).counters().Reset();
     }
-    auto report = (*pipeline)->Run(strategy);
-    ASSERT_TRUE(report.ok()) << report.status();
+    auto exe = strategy.Compile(*scope.graph(), {}, {(*pipeline)->frame()});
+    ASSERT_TRUE(exe.ok()) << exe.status();
+    std::vector<std::vector<Tensor>> results;
+    ASSERT_TRUE((*exe)->Execute({{}}, &results).ok());
+    auto report = (*pipeline)->last_report();
+    ASSERT_TRUE(report.has_value());
     for (int k = 0; k < kIpus * replicas; ++k) {
       updated[rts].push_back(
           system->device(k).counters().updated_elements.load());
       sent[rts].push_back(system->device(k).counters().ipu_to_ipu.load());
     }
     for (int64_t b : report->ipu_remote_bytes) remote[rts] += b;
-    auto exe = strategy.Compile(**pipeline);
-    ASSERT_TRUE(exe.ok());
     weights[rts] = ReplicaZeroAndCheckEqual(**exe, replicas);
     auto vars = (*exe)->ReadVariables(kWeights);
     ASSERT_TRUE(vars.ok()) << vars.status();
@@ -620,7 +623,8 @@ TEST(ReplicatedOptimizerStateShardingTest, RequiresReplicaIdenticalUpdates) {
   auto pipeline = pipelining::Pipeline(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   IPUStrategy strategy(system.get());
-  absl::Status s = strategy.Compile(**pipeline).status();
+  absl::Status s =
+      strategy.Compile(*scope.graph(), {}, {(*pipeline)->frame()}).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("wrap the optimizer 'GradientDescent' in "
                              "optimizers::CrossReplicaOptimizer"),
@@ -698,7 +702,8 @@ TEST_P(BudgetConformanceTest, PipelineStageOverBudgetIsRefused) {
   auto pipeline = SgdPipeline(scope, init, infeed.get());
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   IPUStrategy strategy(system.get());
-  absl::Status s = strategy.Compile(**pipeline).status();
+  absl::Status s =
+      strategy.Compile(*scope.graph(), {}, {(*pipeline)->frame()}).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
   ExpectTheOneReport(s);
   EXPECT_NE(s.message().find("largest arena: stage"), std::string::npos) << s;
@@ -760,9 +765,9 @@ TEST_P(FrameConformanceTest, FrameCompilesAndRunsLikeALoop) {
 INSTANTIATE_TEST_SUITE_P(Replicas, FrameConformanceTest,
                          ::testing::Values(1, 2));
 
-// A frame is lowered per device program: the program compiled from the
-// graph and the PipelineOp's own executable coexist and both run it; once
-// the PipelineOp is gone, the program's run is refused, naming the frame.
+// A frame is lowered per device program: two programs compiled from the
+// graph (two strategies) coexist and both run it; once the PipelineOp is
+// gone, a program's run is refused, naming the frame.
 TEST(FrameLifetimeTest, ProgramsOfOneFrameCoexistAndOutliveItSafely) {
   auto init = InitialValues(1);
   auto system = MakeSystem(4, 1);
@@ -775,13 +780,14 @@ TEST(FrameLifetimeTest, ProgramsOfOneFrameCoexistAndOutliveItSafely) {
   ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
   auto direct = strategy.Compile(*scope.graph(), {}, {(*pipeline)->frame()});
   ASSERT_TRUE(direct.ok()) << direct.status();
-  auto wrapped = strategy.Compile(**pipeline);
-  ASSERT_TRUE(wrapped.ok()) << wrapped.status();
+  IPUStrategy other(system.get());
+  auto second = other.Compile(*scope.graph(), {}, {(*pipeline)->frame()});
+  ASSERT_TRUE(second.ok()) << second.status();
   std::vector<std::vector<Tensor>> results;
   ASSERT_TRUE((*direct)->Execute({{}}, &results).ok());
-  ASSERT_TRUE((*wrapped)->Execute({{}}, &results).ok());
-  auto report = (*pipeline)->Run(strategy);
-  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_TRUE((*second)->Execute({{}}, &results).ok());
+  auto report = (*pipeline)->last_report();
+  ASSERT_TRUE(report.has_value());
   EXPECT_EQ(report->micro_batches, kMicroBatches);
   pipeline->reset();  // The frame goes with its PipelineOp.
   const absl::Status gone = (*direct)->Execute({{}}, &results);
@@ -799,7 +805,8 @@ TEST(ExecuteTest, PipelineArgumentsPerReplica) {
       feeds::FromTensorSlices({x})->Batch(4, true));
   auto outfeed = *feeds::IPUOutfeedQueue::Create();
   pipelining::PipelineOptions o;
-  o.inputs = {ops::Placeholder(scope, DType::kFloat32, {})};
+  const Output scale_in = ops::Placeholder(scope, DType::kFloat32, {});
+  o.inputs = {scale_in};
   o.computational_stages = {
       [](const Scope& s, const std::vector<Output>& args) {
         return std::vector<Output>{ops::Mul(s, args[1], args[0])};
@@ -813,7 +820,8 @@ TEST(ExecuteTest, PipelineArgumentsPerReplica) {
   auto pipeline = pipelining::Pipeline(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   IPUStrategy strategy(system.get());
-  auto exe = strategy.Compile(**pipeline);
+  auto exe = strategy.Compile(*scope.graph(), {}, {(*pipeline)->frame()},
+                              {{scale_in, Tensor::Scalar<float>(1)}});
   ASSERT_TRUE(exe.ok()) << exe.status();
   std::vector<std::vector<Tensor>> results;
   const float scale[2] = {1, 10};
@@ -851,7 +859,8 @@ TEST(ReplicationFactorTest, TooManyReplicasNamesAllThree) {
   auto pipeline = SgdPipeline(scope, init, infeed.get());
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   IPUStrategy strategy(system.get());
-  absl::Status s = strategy.Compile(**pipeline).status();
+  absl::Status s =
+      strategy.Compile(*scope.graph(), {}, {(*pipeline)->frame()}).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("replication_factor 2 x 4 IPUs per replica = 8 "
                              "IPUs but the system has 6"),

@@ -8,12 +8,6 @@
 
 namespace ipuflow {
 
-ExecutableSource::ExecutableSource()
-    : source_id_([] {
-        static std::atomic<uint64_t> next{1};
-        return next.fetch_add(1, std::memory_order_relaxed);
-      }()) {}
-
 void Executable::Cancel(absl::Status reason) {
   std::shared_ptr<CancellationManager> run;
   {
@@ -110,6 +104,11 @@ absl::StatusOr<int> ReplicationFactor(const IPUSystem& system,
   }
   const int s = std::max(1, ipus_per_replica);
   const int r = system.config().replication_factor();
+  if (k < s) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, " uses ", s, " IPUs per replica but the system has ",
+                     k, ": configure auto_select_ipus >= ", s));
+  }
   if (r > 0) {
     if (static_cast<int64_t>(r) * s > k) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -97,25 +97,9 @@ class Executable {
   std::shared_ptr<CancellationManager> run_cancel_ ABSL_GUARDED_BY(run_mu_);
 };
 
-// A computation that compiles itself into an Executable for a system (a
-// pipeline), so IPUStrategy can compile, cache and run it like a graph.
-// The source must outlive the executables compiled from it.
-class ExecutableSource {
- public:
-  ExecutableSource();
-  virtual ~ExecutableSource() = default;
-  virtual absl::StatusOr<std::unique_ptr<Executable>> CompileFor(
-      IPUSystem* system) const = 0;
-  // Unique in the process (compile caches key on it, not on an address a
-  // later source may reuse).
-  uint64_t source_id() const { return source_id_; }
-
- private:
-  const uint64_t source_id_;
-};
-
 // The replicas of an executable that uses `ipus_per_replica` IPUs each, on
-// `system`: IPUConfig.replication_factor when set (InvalidArgument naming
+// `system` (FailedPrecondition when the system has fewer IPUs than one
+// replica uses): IPUConfig.replication_factor when set (InvalidArgument naming
 // replicas, IPUs per replica and the system's IPUs when they do not fit),
 // otherwise every IPU is used: num_ipus / ipus_per_replica, which must
 // divide. `what` names the executable in errors ("the program", "pipeline

@@ -12,7 +12,6 @@ IPUStrategy::~IPUStrategy() {
   {
     MutexLock l(&mu_);
     for (auto& [key, p] : cache_) p->Cancel(reason);
-    for (auto& [key, e] : sources_) e->Cancel(reason);
   }
   gate_.AwaitEmpty();
 }
@@ -81,48 +80,6 @@ absl::StatusOr<std::vector<Tensor>> IPUStrategy::Run(
     stacked.push_back(std::move(t));
   }
   return stacked;
-}
-
-absl::StatusOr<Executable*> IPUStrategy::Compile(
-    const ExecutableSource& source) {
-  RETURN_IF_ERROR(gate_.status());
-  MutexLock l(&mu_);
-  return CompileSourceLocked(source);
-}
-
-absl::StatusOr<Executable*> IPUStrategy::CompileSourceLocked(
-    const ExecutableSource& source) {
-  const std::pair<uint64_t, uint64_t> key = {source.source_id(),
-                                             system_->generation()};
-  auto& slot = sources_[key];
-  if (!slot) {
-    absl::StatusOr<std::unique_ptr<Executable>> e = source.CompileFor(system_);
-    if (!e.ok()) {
-      sources_.erase(key);
-      return e.status();
-    }
-    slot = *std::move(e);
-    ++num_compiles_;
-  }
-  return slot.get();
-}
-
-absl::Status IPUStrategy::Run(const ExecutableSource& source,
-                              const std::vector<Tensor>& args) {
-  ASSIGN_OR_RETURN(LifetimeGate::Pass pass, gate_.Enter());
-  Executable* exe;
-  {
-    MutexLock l(&mu_);
-    absl::StatusOr<Executable*> e = CompileSourceLocked(source);
-    if (!e.ok()) {
-      return e.status();
-    }
-    exe = *e;
-  }
-  std::vector<std::vector<Tensor>> results;
-  const absl::Status s = exe->Execute({args}, &results);
-  pass.Release();
-  return s;
 }
 
 absl::Status IPUStrategy::Initialize(const Graph& graph) {

@@ -2,11 +2,10 @@
 // Executables (executable.h) and runs them on every replica of the IPU
 // system: a graph's fetches and targets become a DeviceProgram, whatever
 // the graph holds (steps, device loops, sharded models, a pipeline's frame
-// node: device_frame.h); an ExecutableSource compiles itself (a PipelineOp:
-// a thin wrapper over the DeviceProgram of its frame). Compiled programs are
-// cached by the graph's fingerprint, the fetches, targets and feed shapes (or
-// the source) and the system's configuration, so running the same step again
-// does not recompile.
+// node: device_frame.h), one way for every kind. Compiled programs are
+// cached by the graph's fingerprint, the fetches, targets and feed shapes
+// and the system's configuration, so running the same step again does not
+// recompile.
 //
 //   IPUStrategy strategy(system.get());
 //   RETURN_IF_ERROR(strategy.Initialize(*scope.graph()));   // every replica
@@ -17,9 +16,10 @@
 // With several replicas each fetch gets a leading replica dimension.
 //
 //   ASSIGN_OR_RETURN(auto pipeline, pipelining::Pipeline(scope, options));
-//   strategy.Compile(graph, {}, {pipeline->frame()});   // as for a loop
-//   RETURN_IF_ERROR(strategy.Run(*pipeline));   // results leave by outfeed
-//   ASSIGN_OR_RETURN(Executable* exe, strategy.Compile(*pipeline));
+//   ASSIGN_OR_RETURN(DeviceProgram* exe,        // as for a loop
+//                    strategy.Compile(graph, {}, {pipeline->frame()}));
+//   RETURN_IF_ERROR(exe->Execute({{}}, &results));  // results: by outfeed
+//   pipeline->last_report();                    // replica 0's
 //   exe->ReadVariables(".*/w");                 // per replica
 //
 // Ownership: the strategy owns the executables it compiles; an Executable*
@@ -57,11 +57,6 @@ class IPUStrategy {
                                          const std::vector<Output>& fetches,
                                          const std::vector<Node*>& targets,
                                          const FeedList& feeds = {});
-  // A source's executable (compiling it on first use for this system).
-  absl::StatusOr<Executable*> Compile(const ExecutableSource& source);
-  // Executes a source's executable once; `args` go to every replica.
-  absl::Status Run(const ExecutableSource& source,
-                   const std::vector<Tensor>& args = {});
   absl::StatusOr<std::vector<Tensor>> Run(
       const Graph& graph, const std::vector<Output>& fetches,
       const std::vector<Node*>& targets = {}, const FeedList& feeds = {});
@@ -74,17 +69,12 @@ class IPUStrategy {
       const Graph& graph, const std::vector<Output>& fetches,
       const std::vector<Node*>& targets, const FeedList& feeds)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<Executable*> CompileSourceLocked(
-      const ExecutableSource& source) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   IPUSystem* system_;
   // Calls in progress (the destructor closes it and waits for them).
   LifetimeGate gate_;
   mutable Mutex mu_;
   std::map<std::string, std::unique_ptr<DeviceProgram>> cache_
-      ABSL_GUARDED_BY(mu_);
-  // By (source_id, system generation).
-  std::map<std::pair<uint64_t, uint64_t>, std::unique_ptr<Executable>> sources_
       ABSL_GUARDED_BY(mu_);
   int num_compiles_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -185,6 +185,7 @@ void PipelineIteration(std::mt19937& rng, Watchdog& dog, int i, Tally* tally) {
   dog.Progress(absl::StrCat("iteration ", i, ": pipeline, cancel after ",
                             delay_us, " us"));
   auto system = MakeSystem(2);
+  auto strategy = std::make_unique<IPUStrategy>(system.get());
   auto infeed = std::move(feeds::IPUInfeedQueue::Create(
                               feeds::Range(0, 1 << 30), 1 + rng() % 4))
                     .value();
@@ -208,7 +209,9 @@ void PipelineIteration(std::mt19937& rng, Watchdog& dog, int i, Tally* tally) {
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   Monitor monitor(outfeed.get(), "0");
   absl::Status run;
-  std::thread runner([&] { run = (*pipeline)->Run(system.get()).status(); });
+  std::thread runner([&] {
+    run = strategy->Run(*s.graph(), {}, {(*pipeline)->frame()}).status();
+  });
   std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
   system->cancellation()->StartCancel(absl::CancelledError("stress"));
   runner.join();
@@ -223,15 +226,18 @@ void PipelineIteration(std::mt19937& rng, Watchdog& dog, int i, Tally* tally) {
   tally->stopped += !run.ok();
   tally->steps += monitor.seen;
   dog.Progress(absl::StrCat("iteration ", i, ": pipeline teardown"));
-  // The pipeline (its executable) before the system; queues after its run.
+  // The strategy (its programs) before the system, the pipeline before or
+  // after its programs; queues after its run.
   if (rng() % 2) {
     pipeline->reset();
+    strategy.reset();
     system.reset();
     outfeed.reset();
     infeed.reset();
   } else {
     outfeed.reset();
     infeed.reset();
+    strategy.reset();
     pipeline->reset();
     system.reset();
   }

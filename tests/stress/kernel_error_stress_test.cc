@@ -165,6 +165,7 @@ TEST(KernelErrorStressTest, PipelineErrorAtRandomMicroBatches) {
   std::mt19937 rng(8);
   auto bad = BadIds(rng, int64_t{runs} * kStepsPerRun + 1);
   auto system = MakeSystem(2);
+  IPUStrategy strategy(system.get());
   auto infeed =
       std::move(feeds::IPUInfeedQueue::Create(Elements(bad), 3)).value();
   auto outfeed = std::move(feeds::IPUOutfeedQueue::Create()).value();
@@ -193,7 +194,8 @@ TEST(KernelErrorStressTest, PipelineErrorAtRandomMicroBatches) {
   bool last_failed = false;
   Figures f;
   for (int r = 0; r < runs && !HasFailure(); ++r) {
-    absl::Status st = (*pipeline)->Run(system.get()).status();
+    absl::Status st =
+        strategy.Run(*s.graph(), {}, {(*pipeline)->frame()}).status();
     CheckRun(st, TakeIds(outfeed.get(), "0"), *bad, true, &next, &last_failed,
              &f, r);
   }
