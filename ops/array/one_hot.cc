@@ -1,5 +1,8 @@
 #include "ops/array/one_hot.h"
 
+#include <cmath>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "core/op_registry.h"
 #include "ops/array/copy_kernels.h"
@@ -91,14 +94,30 @@ REGISTER_OP("OneHot")
       }
       ASSIGN_OR_RETURN(int64_t depth, c.attr<int64_t>("depth"));
       ASSIGN_OR_RETURN(int64_t axis, c.attr<int64_t>("axis"));
-      RETURN_IF_ERROR(c.attr<float>("on_value").status());
-      RETURN_IF_ERROR(c.attr<float>("off_value").status());
+      ASSIGN_OR_RETURN(const float on, c.attr<float>("on_value"));
+      ASSIGN_OR_RETURN(const float off, c.attr<float>("off_value"));
       ASSIGN_OR_RETURN(DType dt, c.attr<DType>("dtype"));
       if (dt != DType::kFloat32 && dt != DType::kFloat16 &&
           dt != DType::kInt32 && dt != DType::kInt64) {
         return absl::InvalidArgumentError(
             absl::StrCat("dtype is ", DTypeName(dt),
                          "; expected float32, float16, int32 or int64"));
+      }
+      // An integer output holds on / off exactly, or the cast would be
+      // undefined behaviour (1e30 to int32).
+      if (dt == DType::kInt32 || dt == DType::kInt64) {
+        const double limit =
+            dt == DType::kInt32 ? 2147483648.0 : 9223372036854775808.0;
+        for (const auto& [name, v] :
+             {std::pair<const char*, float>{"on_value", on},
+              {"off_value", off}}) {
+          if (!(std::isfinite(v) && v == std::trunc(v) && v >= -limit &&
+                v < limit)) {
+            return absl::InvalidArgumentError(
+                absl::StrCat(name, " ", v, " is not an integer that ",
+                             DTypeName(dt), " holds"));
+          }
+        }
       }
       ASSIGN_OR_RETURN(TensorShape out, OneHotShape(c.input_shape(0), depth,
                                                     axis, c.InputName(0)));

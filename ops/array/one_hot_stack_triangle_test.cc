@@ -1,5 +1,7 @@
 // OneHot, Stack, Tril / Triu: hand-checked values, errors, gradients.
+#include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "core/gradients.h"
 #include "core/testing/op_test.h"
@@ -56,6 +58,21 @@ TEST(OneHotTest, Errors) {
   Scope s4 = Scope::NewRootScope();
   OneHot(s4, Const<int32_t>(s4, {1, 2}, {2}), int64_t{1} << 62);
   EXPECT_FALSE(s4.ok());
+  // Integer outputs hold on / off exactly or are refused (the cast of
+  // 1e30 to int32 is undefined behaviour).
+  for (auto [on, off, dtype] : {std::tuple{1e30f, 0.f, DType::kInt32},
+                                std::tuple{1.f, 0.5f, DType::kInt64},
+                                std::tuple{NAN, 0.f, DType::kInt64},
+                                std::tuple{3e9f, 0.f, DType::kInt32}}) {
+    Scope s5 = Scope::NewRootScope();
+    OneHot(s5, Const<int32_t>(s5, {1}, {1}), 2, -1, on, off, dtype);
+    EXPECT_NE(ErrorOf(s5).find("is not an integer that"), std::string::npos)
+        << on << " " << off << ": " << ErrorOf(s5);
+  }
+  Scope s6 = Scope::NewRootScope();
+  OneHot(s6, Const<int32_t>(s6, {1}, {1}), 2, -1, -2147483648.f, 7.f,
+         DType::kInt32);
+  EXPECT_TRUE(s6.ok()) << s6.status();
 }
 
 TEST(StackTest, ValuesAndAxes) {
