@@ -245,7 +245,7 @@ TEST(OutfeedWaitersTest, DestroyingAPipelinesExecutableWakesAnIdleMonitor) {
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   auto strategy = std::make_unique<IPUStrategy>(system.get());
   ASSERT_TRUE(strategy->Initialize(*scope.graph()).ok());
-  ASSERT_TRUE((*pipeline)->Run(*strategy).ok());
+  ASSERT_TRUE(pt::RunPipeline(*strategy, **pipeline).ok());
   std::atomic<int> seen{0};
   absl::Status end;
   std::thread monitor([&] {
