@@ -179,6 +179,13 @@ absl::StatusOr<int> MpiLink::TagOf(uint64_t tag, const std::string& name,
   return slot << 2 | kind;
 }
 
+absl::Status MpiLink::Fail(bool notify, absl::Status s) {
+  if (notify) NotifyFailure(s);  // Also marks the link broken.
+  MutexLock l(&mu_);
+  if (broken_.ok()) broken_ = s;
+  return s;
+}
+
 absl::Status MpiLink::Broken() const {
   MutexLock l(&mu_);
   return broken_;
@@ -224,12 +231,7 @@ absl::Status MpiLink::FoldAcross(const Collective& c, bool mean, void* out) {
   Flight f(
       wire_->comm, c.name, &c.cancelled, [this] { return Broken(); },
       options_.stall_timeout);
-  auto fail = [&](absl::Status s) {
-    if (f.notify()) NotifyFailure(s);
-    MutexLock l(&mu_);
-    if (broken_.ok()) broken_ = s;
-    return s;
-  };
+  auto fail = [&](absl::Status s) { return Fail(f.notify(), std::move(s)); };
   auto span = [&](int64_t k) {
     const int64_t off = k * chunk;
     return std::pair<int64_t, int64_t>(off, std::min(chunk, c.n - off));
@@ -295,12 +297,7 @@ absl::Status MpiLink::GatherAcross(const Collective& c, void* out) {
   Flight f(
       wire_->comm, c.name, &c.cancelled, [this] { return Broken(); },
       options_.stall_timeout);
-  auto fail = [&](absl::Status s) {
-    if (f.notify()) NotifyFailure(s);
-    MutexLock l(&mu_);
-    if (broken_.ok()) broken_ = s;
-    return s;
-  };
+  auto fail = [&](absl::Status s) { return Fail(f.notify(), std::move(s)); };
   const int64_t chunk = options_.chunk_bytes;
   for (size_t p = 0; p < chain.processes.size(); ++p) {
     if (static_cast<int>(p) == chain.me) continue;
@@ -350,13 +347,10 @@ absl::Status MpiLink::Broadcast(
       if (p == process_index() || (!is_root && p != root)) continue;
       auto r = is_root ? f.Send(buf, off, len, p, wire_tag, "data")
                        : f.Recv(buf, off, len, p, wire_tag, "data");
-      if (!r.ok()) return r.status();
+      if (!r.ok()) return Fail(f.notify(), r.status());
     }
   }
-  if (absl::Status s = f.Wait(); !s.ok()) {
-    if (f.notify()) NotifyFailure(s);
-    return s;
-  }
+  if (absl::Status s = f.Wait(); !s.ok()) return Fail(f.notify(), s);
   if (!is_root) std::memcpy(data, buf->data(), bytes);
   return absl::OkStatus();
 }

@@ -80,6 +80,9 @@ class MpiLink : public ProcessLink {
   // collectives' names share a tag.
   absl::StatusOr<int> TagOf(uint64_t tag, const std::string& name, int kind);
   absl::Status Broken() const;
+  // Marks the link broken with `s` (the first error stays), tells the
+  // other processes if `notify`; returns `s`.
+  absl::Status Fail(bool notify, absl::Status s);
 
   const ProcessIdentity identity_;
   const Options options_;

@@ -127,31 +127,23 @@ struct SumReducer {
   }
 };
 
-template <typename Acc>
-struct MaxReducer {
-  static Acc Combine2(Acc a, Acc b) { return NanMax<Acc>()(a, b); }
+// Max and Min: a NaN-propagating functor (scalar_ops.h) combines values.
+template <typename Acc, template <typename> class Op>
+struct FunctorReducer {
+  static Acc Combine2(Acc a, Acc b) { return Op<Acc>()(a, b); }
   template <typename X>
   static Acc Redux(const X& x) {
-    return x.redux(NanMax<Acc>());
+    return x.redux(Op<Acc>());
   }
   template <typename X>
   static void Combine(ArrayMap<Acc>& acc, const X& x) {
-    acc = acc.binaryExpr(x, NanMax<Acc>());
+    acc = acc.binaryExpr(x, Op<Acc>());
   }
 };
-
 template <typename Acc>
-struct MinReducer {
-  static Acc Combine2(Acc a, Acc b) { return NanMin<Acc>()(a, b); }
-  template <typename X>
-  static Acc Redux(const X& x) {
-    return x.redux(NanMin<Acc>());
-  }
-  template <typename X>
-  static void Combine(ArrayMap<Acc>& acc, const X& x) {
-    acc = acc.binaryExpr(x, NanMin<Acc>());
-  }
-};
+using MaxReducer = FunctorReducer<Acc, NanMax>;
+template <typename Acc>
+using MinReducer = FunctorReducer<Acc, NanMin>;
 
 template <typename Acc>
 struct ProdReducer {
