@@ -363,46 +363,49 @@ absl::StatusOr<std::vector<std::string>> MpiLink::AllGatherStrings(
   const int data_tag = size_tag - kGather + kBcast;
   const int n = process_count(), me = process_index();
   const std::function<absl::Status()> never = [] { return absl::OkStatus(); };
-  // Round 1: the sizes; round 2: the strings.
+  // Round 1: the sizes; round 2: the strings. Any failure breaks the link
+  // (and tells the peers), as in the other collectives.
   Buffer sizes = NewBuffer(n * sizeof(int64_t));
   const int64_t my_size = static_cast<int64_t>(mine.size());
   std::memcpy(sizes->data() + me * sizeof(int64_t), &my_size, sizeof(my_size));
-  {
+  auto exchange = [&](const Buffer& buf, const std::vector<int64_t>& offset,
+                      const std::vector<int64_t>& len, int wire_tag,
+                      const char* what) -> absl::Status {
     Flight f(
         wire_->comm, name, &never, [this] { return Broken(); },
         options_.stall_timeout);
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
-      ASSIGN_OR_RETURN(int unused,
-                       f.Recv(sizes, p * sizeof(int64_t), sizeof(int64_t), p,
-                              size_tag, "size"));
-      ASSIGN_OR_RETURN(unused, f.Send(sizes, me * sizeof(int64_t),
-                                      sizeof(int64_t), p, size_tag, "size"));
-      (void)unused;
+      if (len[p] > 0) {
+        auto r = f.Recv(buf, offset[p], len[p], p, wire_tag, what);
+        if (!r.ok()) return Fail(f.notify(), r.status());
+      }
+      if (len[me] > 0) {
+        auto r = f.Send(buf, offset[me], len[me], p, wire_tag, what);
+        if (!r.ok()) return Fail(f.notify(), r.status());
+      }
     }
-    RETURN_IF_ERROR(f.Wait());
-  }
+    if (absl::Status s = f.Wait(); !s.ok()) return Fail(f.notify(), s);
+    return absl::OkStatus();
+  };
+  std::vector<int64_t> size_offset(n), size_len(n, sizeof(int64_t));
+  for (int p = 0; p < n; ++p) size_offset[p] = p * sizeof(int64_t);
+  RETURN_IF_ERROR(exchange(sizes, size_offset, size_len, size_tag, "size"));
   std::vector<int64_t> len(n);
   std::memcpy(len.data(), sizes->data(), n * sizeof(int64_t));
   std::vector<int64_t> offset(n + 1, 0);
-  for (int p = 0; p < n; ++p) offset[p + 1] = offset[p] + len[p];
+  for (int p = 0; p < n; ++p) {
+    if (len[p] < 0 || len[p] > (int64_t{1} << 30)) {
+      return Fail(/*notify=*/true,
+                  absl::DataLossError(absl::StrCat(
+                      name, ": process ", p, " announced a string of ", len[p],
+                      " bytes (at most 2^30)")));
+    }
+    offset[p + 1] = offset[p] + len[p];
+  }
   Buffer all = NewBuffer(offset[n]);
   std::memcpy(all->data() + offset[me], mine.data(), mine.size());
-  Flight f(
-      wire_->comm, name, &never, [this] { return Broken(); },
-      options_.stall_timeout);
-  for (int p = 0; p < n; ++p) {
-    if (p == me) continue;
-    if (len[p] > 0) {
-      RETURN_IF_ERROR(
-          f.Recv(all, offset[p], len[p], p, data_tag, "string").status());
-    }
-    if (my_size > 0) {
-      RETURN_IF_ERROR(
-          f.Send(all, offset[me], my_size, p, data_tag, "string").status());
-    }
-  }
-  RETURN_IF_ERROR(f.Wait());
+  RETURN_IF_ERROR(exchange(all, offset, len, data_tag, "string"));
   std::vector<std::string> result(n);
   for (int p = 0; p < n; ++p) {
     result[p].assign(all->data() + offset[p], len[p]);

@@ -1,6 +1,7 @@
 #include "core/ipu/ipu_strategy.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/ipu/broadcast_variables.h"
 
 namespace ipuflow {
 
@@ -85,7 +86,12 @@ absl::StatusOr<std::vector<Tensor>> IPUStrategy::Run(
 absl::Status IPUStrategy::Initialize(const Graph& graph) {
   const auto& inits = graph.collection("initializers");
   if (inits.empty()) return absl::OkStatus();
-  return Run(graph, {}, inits).status();
+  RETURN_IF_ERROR(Run(graph, {}, inits).status());
+  if (system_->process_link() == nullptr) return absl::OkStatus();
+  ASSIGN_OR_RETURN(DeviceProgram * program, Compile(graph, {}, inits));
+  return BroadcastVariables(*system_, program->num_replicas(),
+                            program->ipus_per_replica(),
+                            system_->NextProgramTag());
 }
 
 }  // namespace ipuflow

@@ -60,7 +60,9 @@ class IPUStrategy {
   absl::StatusOr<std::vector<Tensor>> Run(
       const Graph& graph, const std::vector<Output>& fetches,
       const std::vector<Node*>& targets = {}, const FeedList& feeds = {});
-  // Runs the graph's "initializers" on every replica.
+  // Runs the graph's "initializers" on every replica; in a multi-process
+  // run every replica then takes global replica 0's values (a collective:
+  // broadcast_variables.h).
   absl::Status Initialize(const Graph& graph);
   int num_compiles() const;
 

@@ -125,6 +125,70 @@ TEST(MpiTrainingTest, UnevenReplicasAreRefusedOnEveryProcess) {
       << s;
 }
 
+// A strategy on `local` replicas of a system linked to the other processes.
+struct Linked {
+  std::unique_ptr<IPUSystem> system;
+  std::unique_ptr<IPUStrategy> strategy;
+};
+Linked LinkedStrategy(int local) {
+  IPUConfig config;
+  config.set_auto_select_ipus(local);
+  config.set_replication_factor(local);
+  config.set_seed(3);
+  auto system = IPUSystem::Create(config);
+  EXPECT_TRUE(system.ok()) << system.status();
+  EXPECT_TRUE((*system)->SetProcessLink(Link()).ok());
+  Linked l{*std::move(system), nullptr};
+  l.strategy = std::make_unique<IPUStrategy>(l.system.get());
+  return l;
+}
+
+// Initial values that differ by process (as weights loaded from a file on
+// process 0 only would): after Initialize every replica of every process
+// holds process 0's.
+TEST(MpiTrainingTest, InitialVariablesComeFromProcessZero) {
+  const int me = Link()->process_index();
+  Scope s = Scope::NewRootScope();
+  std::vector<float> w0(kWidth);
+  for (int j = 0; j < kWidth; ++j) w0[j] = 100.f * me + j;
+  auto w = ops::Variable(s.WithOpName("w"), ops::Const<float>(s, w0, {kWidth}));
+  auto step = ops::Variable(s.WithOpName("step"),
+                            ops::Const(s, Tensor::Scalar<int32_t>(me)));
+  ASSERT_TRUE(s.ok()) << s.status();
+  Linked l = LinkedStrategy(kLocalReplicas);
+  ASSERT_TRUE(l.strategy->Initialize(*s.graph()).ok());
+  auto out = l.strategy->Run(*s.graph(), {w.value, step.value});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ((*out)[0].NumElements(), kLocalReplicas * kWidth);
+  for (int r = 0; r < kLocalReplicas; ++r) {
+    for (int j = 0; j < kWidth; ++j) {
+      ASSERT_EQ((*out)[0].data<float>()[r * kWidth + j], float(j))
+          << "process " << me << " replica " << r << " element " << j;
+    }
+    EXPECT_EQ((*out)[1].data<int32_t>()[r], 0) << "process " << me;
+  }
+}
+
+// A process that built another model: every process refuses, naming the
+// variable and the process.
+TEST(MpiTrainingTest, DifferentModelsAreRefusedOnEveryProcess) {
+  auto link = Link();
+  if (link->process_count() < 2) GTEST_SKIP();
+  const int me = link->process_index();
+  Scope s = Scope::NewRootScope();
+  ops::Variable(s.WithOpName("w"),
+                ops::Const<float>(s, std::vector<float>(me == 1 ? 3 : 4, 1.f),
+                                  {me == 1 ? 3 : 4}));
+  ASSERT_TRUE(s.ok()) << s.status();
+  Linked l = LinkedStrategy(1);
+  absl::Status st = l.strategy->Initialize(*s.graph());
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_NE(st.message().find("process 0 has 'w float32 [4]' where it has "
+                              "'w float32 [3]' on process 1"),
+            std::string::npos)
+      << st;
+}
+
 TEST(MpiTrainingTest, AccumulatingLoopAsOneProcess) {
   ExpectAcrossEqualsOneProcess(/*sharded=*/false);
 }
