@@ -9,6 +9,7 @@
 #include "ops/math/cast.h"
 #include "ops/math/div.h"
 #include "ops/math/equal.h"
+#include "ops/math/minimum.h"
 #include "ops/math/mul.h"
 #include "ops/math/select.h"
 #include "ops/state/assign.h"
@@ -112,13 +113,8 @@ std::vector<Node*> GradientAccumulationOptimizer::Prepare(const Scope& scope) {
     remote_states_.push_back(remote_);
     next_update_ = 0;
   }
-  if (reduction_method_ == Method::kRunningMean) {
-    const Scope s = scope.NewSubScope("running_mean");
-    Output nf = ops::Cast(s.WithOpName("n"), n, DType::kFloat32);
-    Output n1 = ops::Add(s.WithOpName("n_plus_one"), nf, ops::Const(s, 1.f));
-    accum_scale_ = ops::Div(s.WithOpName("accum_scale"), nf, n1);
-    grad_scale_ = ops::Div(s.WithOpName("grad_scale"), ops::Const(s, 1.f), n1);
-  }
+  step_scales_ = MakeMicroBatchScales(scope, reduction_method_, n,
+                                      /*first_overwrites=*/false);
   return {advance};
 }
 
@@ -256,24 +252,51 @@ Node* AccumulateGradient(const Scope& scope, Output acc, DType dtype,
                      ops::Add(scope.WithOpName("running_mean"), old, g));
 }
 
+MicroBatchScales MakeMicroBatchScales(const Scope& scope, Method method,
+                                      Output n, bool first_overwrites) {
+  MicroBatchScales step;
+  if (method == Method::kRunningMean) {
+    // acc is the mean of the gradients so far: 0 / 1 = 0 at n = 0.
+    const Scope s = scope.NewSubScope("running_mean");
+    Output nf = ops::Cast(s.WithOpName("n"), n, DType::kFloat32);
+    Output n1 = ops::Add(s.WithOpName("n_plus_one"), nf, ops::Const(s, 1.f));
+    step.accum_scale = ops::Div(s.WithOpName("accum_scale"), nf, n1);
+    step.grad_scale =
+        ops::Div(s.WithOpName("grad_scale"), ops::Const(s, 1.f), n1);
+  } else if (first_overwrites) {
+    // min(n, 1): 0 for the first micro-batch, 1 after it.
+    step.accum_scale = ops::Cast(
+        scope.WithOpName("accum_scale"),
+        ops::Minimum(scope.WithOpName("not_first"), n,
+                     ops::Const(scope.WithOpName("one"), 1, DType::kInt32)),
+        DType::kFloat32);
+  }
+  return step;
+}
+
+AccumulationScales ReductionScales(const Scope& scope, Method method,
+                                   int64_t num, const MicroBatchScales& step,
+                                   DType dtype) {
+  AccumulationScales scales{step.accum_scale, step.grad_scale,
+                            /*grad_scale_at_most_one=*/true};
+  if (method == Method::kMean) {
+    // Each gradient is scaled before it is added: no float16 overflow.
+    scales.grad_scale =
+        ops::Const(scope.WithOpName("mean_scale"), 1.0 / num, dtype);
+  } else if (method == Method::kSum && scales.accum_scale.valid()) {
+    // Both scales: one fused pass (AssignScaledAddScaled) for float32.
+    scales.grad_scale = ops::Const(scope.WithOpName("sum_scale"), 1.f);
+  }
+  return scales;
+}
+
 Node* GradientAccumulationOptimizer::Accumulate(const Scope& scope, Output acc,
                                                 DType dtype,
                                                 Output grad) const {
-  switch (reduction_method_) {
-    case Method::kSum:
-      return AccumulateGradient(scope, acc, dtype, grad, {});
-    case Method::kMean:
-      // Each gradient is scaled before it is added: no float16 overflow.
-      return AccumulateGradient(scope, acc, dtype, grad,
-                                {Output(),
-                                 ops::Const(scope.WithOpName("mean_scale"),
-                                            1.0 / num_mini_batches_, dtype),
-                                 /*grad_scale_at_most_one=*/true});
-    case Method::kRunningMean:
-      return AccumulateGradient(scope, acc, dtype, grad,
-                                {accum_scale_, grad_scale_});
-  }
-  return nullptr;
+  return AccumulateGradient(
+      scope, acc, dtype, grad,
+      ReductionScales(scope, reduction_method_, num_mini_batches_, step_scales_,
+                      dtype));
 }
 
 Node* GradientAccumulationOptimizer::ApplyIf(

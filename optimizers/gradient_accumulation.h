@@ -178,6 +178,26 @@ struct AccumulationScales {
 Node* AccumulateGradient(const Scope& scope, Output acc, DType dtype,
                          Output grad, const AccumulationScales& scales);
 
+// The reduction's scales (the table at the top of this file) in the graph,
+// the one formula of GradientAccumulationOptimizer and pipelines, for
+// micro-batch `n` (an int32 scalar in [0, num)) of `num`: the part that
+// depends on n is built once per step (MakeMicroBatchScales), the rest per
+// accumulator (ReductionScales). With `first_overwrites` (a pipeline,
+// whose stopped step may leave partial sums behind) micro-batch 0's
+// accum_scale is 0 for every method (1 after it for kSum and kMean).
+// Every scale is in [0, 1].
+struct MicroBatchScales {
+  Output accum_scale;  // Float32; invalid: 1.
+  Output grad_scale;   // Float32; invalid: the method's constant.
+};
+MicroBatchScales MakeMicroBatchScales(
+    const Scope& scope, GradientAccumulationReductionMethod method, Output n,
+    bool first_overwrites);
+AccumulationScales ReductionScales(const Scope& scope,
+                                   GradientAccumulationReductionMethod method,
+                                   int64_t num, const MicroBatchScales& step,
+                                   DType dtype);
+
 // The original's weight-update arguments of GradientAccumulationOptimizerV2
 // and CrossReplicaGradientAccumulationOptimizerV2 (defaults as there).
 struct WeightUpdateOptions {
@@ -282,7 +302,7 @@ class GradientAccumulationOptimizer : public Optimizer {
   int next_update_ = 0;
   Output is_last_;  // n == N-1.
   ApplyGate gate_;
-  Output accum_scale_, grad_scale_;  // float32 scalars, kRunningMean only.
+  MicroBatchScales step_scales_;  // This step's (MakeMicroBatchScales).
 };
 
 // The original's name for the same wrapper: no cross-replica reduction, so

@@ -257,6 +257,52 @@ TEST(GradientAccumulationTest, FusedMeanStepIsBitwiseTheUnfusedOne) {
       0);
 }
 
+// The one formula (the table in gradient_accumulation.h), evaluated for
+// each micro-batch index as the wrapper and a pipeline's backward program
+// compute it; with first_overwrites micro-batch 0 discards the accumulator.
+TEST(GradientAccumulationTest, MicroBatchScalesAreTheTableFormula) {
+  constexpr int kNum = 4;
+  for (Method method : {Method::kSum, Method::kMean, Method::kRunningMean}) {
+    for (bool first_overwrites : {false, true}) {
+      Scope s = Scope::NewRootScope();
+      Output n = ops::Placeholder(s.WithOpName("n"), DType::kInt32, {});
+      const MicroBatchScales step =
+          MakeMicroBatchScales(s, method, n, first_overwrites);
+      const AccumulationScales scales =
+          ReductionScales(s, method, kNum, step, DType::kFloat32);
+      ASSERT_TRUE(s.ok()) << s.status();
+      EXPECT_TRUE(scales.grad_scale_at_most_one);
+      Session session(s.graph());
+      for (int m = 0; m < kNum; ++m) {
+        SCOPED_TRACE(absl::StrCat("method ", static_cast<int>(method),
+                                  ", first_overwrites ", first_overwrites,
+                                  ", n ", m));
+        float a = 1, b = 1;
+        if (method == Method::kMean) b = 1.0f / kNum;
+        if (method == Method::kRunningMean) {
+          a = static_cast<float>(m) / (m + 1);
+          b = 1.0f / (m + 1);
+        }
+        if (first_overwrites && m == 0) a = 0;
+        std::vector<Output> fetches;
+        for (Output o : {scales.accum_scale, scales.grad_scale}) {
+          if (o.valid()) fetches.push_back(o);
+        }
+        std::vector<Tensor> out;
+        ASSERT_TRUE(
+            session.Run({{n, Tensor::Scalar<int32_t>(m)}}, fetches, &out).ok());
+        size_t i = 0;
+        const float got_a =
+            scales.accum_scale.valid() ? out[i++].scalar<float>() : 1.0f;
+        const float got_b =
+            scales.grad_scale.valid() ? out[i++].scalar<float>() : 1.0f;
+        EXPECT_EQ(got_a, a);  // Bitwise: what the old fed scales were.
+        EXPECT_EQ(got_b, b);
+      }
+    }
+  }
+}
+
 TEST(GradientAccumulationTest, LossFetchedWithTheStepSeesTheOldWeights) {
   // The update runs after the loss it is derived from, even when nodes run
   // in parallel: loss_k = sum(w_{k-1} * c_k).

@@ -528,25 +528,30 @@ void Builder::BuildBackward(PartDef& part, int begin, int end) {
   for (size_t k = num_arg_xs; k < xs.size(); ++k) {
     var_grads_[x_var[k - num_arg_xs]].push_back(grads[k]);
   }
-  // Accumulate: acc <- acc * accum_scale + cast(grad) * grad_scale.
+  // Accumulate: acc <- acc * accum_scale + cast(grad) * grad_scale, the
+  // optimizer wrapper's formula (optimizers::ReductionScales) fed the
+  // micro-batch index; its first micro-batch overwrites (a stopped step may
+  // have left partial sums behind; the reset runs after the update).
   Scope as = bs.NewSubScope("accumulate");
+  optimizers::MicroBatchScales step;
   for (Node* var : part.variables) {
     auto it = var_grads_.find(var);
     if (it == var_grads_.end()) continue;
     Node* acc = Accumulator(var);
     if (acc == nullptr) return;
     const DType dt = acc->attr<DType>("dtype");
-    if (!part.accum_scale.valid()) {
-      part.accum_scale = ops::Placeholder(as.WithOpName("accum_scale"), dt, {});
-      part.grad_scale = ops::Placeholder(as.WithOpName("grad_scale"), dt, {});
+    if (!part.micro_batch.valid()) {
+      part.micro_batch =
+          ops::Placeholder(as.WithOpName("micro_batch"), DType::kInt32, {});
+      step = optimizers::MakeMicroBatchScales(as, o_.reduction_method,
+                                              part.micro_batch,
+                                              /*first_overwrites=*/true);
     }
     Scope vs = as.NewSubScope(var->name());
-    // The optimizer wrapper's step, with the scales fed per micro-batch
-    // (PipelineRuntime::Backward: both in [0, 1] for every reduction).
     part.accumulate.push_back(optimizers::AccumulateGradient(
         vs, Output(acc), dt, AddTerms(vs, it->second),
-        {part.accum_scale, part.grad_scale,
-         /*grad_scale_at_most_one=*/true}));
+        optimizers::ReductionScales(vs, o_.reduction_method,
+                                    o_.gradient_accumulation_count, step, dt)));
   }
   // The stash: forward values some backward node consumes.
   std::set<Output> stash, stash_rc;

@@ -154,9 +154,7 @@ absl::Status PipelineRuntime::CompilePart(Part& part) {
     bwd.feed_shapes.push_back(d.grad_outputs[j].shape());
   }
   if (!d.accumulate.empty()) {
-    bwd.feeds.push_back(d.accum_scale);
-    bwd.feeds.push_back(d.grad_scale);
-    bwd.feed_shapes.push_back(TensorShape());
+    bwd.feeds.push_back(d.micro_batch);
     bwd.feed_shapes.push_back(TensorShape());
   }
   for (size_t i = 0; i < d.grad_args.size(); ++i) {

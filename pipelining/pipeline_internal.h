@@ -35,11 +35,11 @@ struct PartDef {
   std::vector<Output> grad_outputs;
   // d(loss)/d(arg) per argument (invalid: unused or not float).
   std::vector<Output> grad_args;
-  // Accumulator updates (the backward program's targets) and the two
-  // scalar placeholders of acc <- acc * accum_scale + grad * grad_scale.
+  // Accumulator updates (the backward program's targets) and the int32
+  // scalar placeholder of the micro-batch index their scales are computed
+  // from (optimizers::ReductionScales).
   std::vector<Node*> accumulate;
-  Output accum_scale;
-  Output grad_scale;
+  Output micro_batch;
   bool has_backward = false;  // Something to differentiate.
   // Trainable variables the part reads (Variable nodes).
   std::vector<Node*> variables;

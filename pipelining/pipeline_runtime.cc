@@ -173,7 +173,6 @@ absl::Status PipelineRuntime::Backward(RunState& rs, const Entry& e,
   const PartDef& d = *part.def;
   const int s = d.stage;
   const int n = static_cast<int>(parts_.size());
-  const int M = b_->table.micro_batches;
   const int m = e.item.micro_batch;
   ASSIGN_OR_RETURN(ChannelMessage stash, Fifo(Key("stash", s, e.part))->Pop());
   clock->virtual_ready = std::max(clock->virtual_ready, stash.virtual_time);
@@ -199,25 +198,8 @@ absl::Status PipelineRuntime::Backward(RunState& rs, const Entry& e,
                                                      d.outputs[j].shape(), 0));
     }
     if (!d.accumulate.empty()) {
-      // acc <- acc * a + grad * b (reference/graphcore_tf_api.md 1.6).
-      double a = 1, b = 1;
-      switch (b_->options.reduction_method) {
-        case ReductionMethod::kSum:
-          break;
-        case ReductionMethod::kMean:
-          b = 1.0 / M;
-          break;
-        case ReductionMethod::kRunningMean:
-          a = static_cast<double>(m) / (m + 1);
-          b = 1.0 / (m + 1);
-          break;
-      }
-      // The step's first micro-batch overwrites: a stopped step may have
-      // left partial sums behind (the reset runs after the update).
-      if (m == 0) a = 0;
-      const DType dt = d.accum_scale.dtype();
-      feeds.push_back(Tensor::Filled(dt, TensorShape(), a));
-      feeds.push_back(Tensor::Filled(dt, TensorShape(), b));
+      // The accumulation's scales are computed from it in the program.
+      feeds.push_back(Tensor::Scalar<int32_t>(m));
     }
     std::vector<Tensor> out;
     clock->wall_start = rs.WallSeconds();
