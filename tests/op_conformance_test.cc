@@ -76,6 +76,10 @@ struct OpEntry {
   // Inputs (by index) whose gradient is not checked (e.g. a comparison's
   // tie-breaking input).
   std::set<int> no_grad_inputs;
+  // The reference gives the first `outputs` outputs (-1: all); the others
+  // (an RNN's cache for its gradient) are neither compared nor
+  // differentiated.
+  int outputs = -1;
 };
 
 // ---- Reference building blocks --------------------------------------------
@@ -309,6 +313,69 @@ T64 MatMul64(const T64& a, const T64& b, bool ta, bool tb) {
 
 bool GetBool(const AttrMap& attrs, const std::string& name) {
   return std::get<bool>(attrs.at(name).value());
+}
+
+// Keras's LSTM (gates i, f, c, o) or GRU (z, r, n), batch- or time-major:
+// inputs (x, h0, [c0,] kernel, recurrent_kernel, bias); outputs the
+// sequence, the final h [and c].
+Refs Rnn64(const Refs& in, const AttrMap& attrs, bool lstm) {
+  const bool time_major = GetBool(attrs, "time_major");
+  const bool reset_after = !lstm && GetBool(attrs, "reset_after");
+  const T64& x = in[0];
+  const int base = lstm ? 3 : 2;
+  const T64 &k = in[base], &r = in[base + 1], &bias = in[base + 2];
+  const int64_t tt = x.shape.dim(time_major ? 0 : 1),
+                bb = x.shape.dim(time_major ? 1 : 0), ni = x.shape.dim(2),
+                u = r.shape.dim(0), w = r.shape.dim(1);
+  auto row = [&](int64_t t, int64_t b) {
+    return time_major ? t * bb + b : b * tt + t;
+  };
+  auto sig = [](double v) { return 1 / (1 + std::exp(-v)); };
+  T64 seq{TensorShape({x.shape.dim(0), x.shape.dim(1), u}),
+          std::vector<double>(tt * bb * u)};
+  T64 h = in[1], c = lstm ? in[2] : T64{};
+  for (int64_t t = 0; t < tt; ++t) {
+    T64 hn = h;
+    for (int64_t b = 0; b < bb; ++b) {
+      std::vector<double> xw(w), hr(w);
+      for (int64_t q = 0; q < w; ++q) {
+        for (int64_t i = 0; i < ni; ++i) {
+          xw[q] += x.v[row(t, b) * ni + i] * k.v[i * w + q];
+        }
+        for (int64_t j = 0; j < u; ++j)
+          hr[q] += h.v[b * u + j] * r.v[j * w + q];
+        xw[q] += bias.v[q];
+        if (reset_after) hr[q] += bias.v[w + q];
+      }
+      for (int64_t j = 0; j < u; ++j) {
+        double out;
+        if (lstm) {
+          const double z = xw[j] + hr[j], f = xw[u + j] + hr[u + j];
+          const double g = xw[2 * u + j] + hr[2 * u + j];
+          const double o = xw[3 * u + j] + hr[3 * u + j];
+          double& cv = c.v[b * u + j];
+          cv = sig(f) * cv + sig(z) * std::tanh(g);
+          out = sig(o) * std::tanh(cv);
+        } else {
+          const double z = sig(xw[j] + hr[j]);
+          double a = xw[2 * u + j];
+          if (reset_after) {
+            a += sig(xw[u + j] + hr[u + j]) * hr[2 * u + j];
+          } else {
+            for (int64_t l = 0; l < u; ++l) {
+              a += sig(xw[u + l] + hr[u + l]) * h.v[b * u + l] *
+                   r.v[l * w + 2 * u + j];
+            }
+          }
+          out = z * h.v[b * u + j] + (1 - z) * std::tanh(a);
+        }
+        hn.v[b * u + j] = out;
+        seq.v[row(t, b) * u + j] = out;
+      }
+    }
+    h = hn;
+  }
+  return lstm ? Refs{seq, h, c} : Refs{seq, h};
 }
 
 // ---- The table --------------------------------------------------------------
@@ -1257,6 +1324,55 @@ const std::vector<OpEntry>& OpTable() {
       e.no_grad_inputs = {1};  // x gives the shape only.
       t.push_back(e);
     }
+    // Recurrent layers: the whole sequence and the final state against
+    // Keras's equations in float64, batch- and time-major; the gradient
+    // (back-propagation through time) against finite differences through
+    // every output but the cache.
+    for (bool time_major : {false, true}) {
+      const int64_t steps = 3, b = 2, ni = 3, u = 4;
+      const TensorShape x = time_major ? TensorShape({steps, b, ni})
+                                       : TensorShape({b, steps, ni});
+      OpEntry e;
+      e.op = "PopnnLSTM";
+      e.variant = time_major ? "time_major" : "batch_major";
+      e.inputs = {{x},
+                  {TensorShape({b, u}), -1, 1},
+                  {TensorShape({b, u}), -1, 1},
+                  {TensorShape({ni, 4 * u}), -0.8, 0.8},
+                  {TensorShape({u, 4 * u}), -0.8, 0.8},
+                  {TensorShape({4 * u}), -0.5, 0.5}};
+      e.attrs = {{"time_major", time_major}};
+      e.ref = [](const Refs& in, const AttrMap& a) {
+        return Rnn64(in, a, true);
+      };
+      e.outputs = 3;
+      e.ulps32 = 4;
+      e.ulps16 = 1;  // Each output rounded once from float32.
+      e.atol = 1e-6;
+      t.push_back(e);
+      for (bool reset_after : {true, false}) {
+        OpEntry g;
+        g.op = "PopnnGRU";
+        g.variant = absl::StrCat(
+            e.variant, reset_after ? ", reset_after" : ", reset_before");
+        g.inputs = {
+            {x},
+            {TensorShape({b, u}), -1, 1},
+            {TensorShape({ni, 3 * u}), -0.8, 0.8},
+            {TensorShape({u, 3 * u}), -0.8, 0.8},
+            {reset_after ? TensorShape({2, 3 * u}) : TensorShape({3 * u}), -0.5,
+             0.5}};
+        g.attrs = {{"time_major", time_major}, {"reset_after", reset_after}};
+        g.ref = [](const Refs& in, const AttrMap& a) {
+          return Rnn64(in, a, false);
+        };
+        g.outputs = 2;
+        g.ulps32 = 4;
+        g.ulps16 = 1;
+        g.atol = 1e-6;
+        t.push_back(g);
+      }
+    }
     // -- Not evaluated here, and why.
     const std::string kState =
         "reads or writes a variable or host state; ops/state/*_test.cc";
@@ -1325,8 +1441,9 @@ const std::vector<OpEntry>& OpTable() {
              {"ScaledDotProductAttentionGrad",
               "ops/nn/scaled_dot_product_attention_test.cc"},
              {"GroupedConv2DBackpropInput", "ops/nn/grouped_conv_2d_test.cc"},
-             {"GroupedConv2DBackpropFilter",
-              "ops/nn/grouped_conv_2d_test.cc"}}) {
+             {"GroupedConv2DBackpropFilter", "ops/nn/grouped_conv_2d_test.cc"},
+             {"PopnnLSTMGrad", "this file and ops/rnn/rnn_test.cc"},
+             {"PopnnGRUGrad", "this file and ops/rnn/rnn_test.cc"}}) {
       t.push_back(
           Exempt(op, absl::StrCat("a gradient op; finite differences of its "
                                   "forward op in ",
@@ -1502,14 +1619,15 @@ void CheckValues(const OpEntry& e, DType dtype, const Refs& in,
   std::vector<Tensor> got;
   ASSERT_TRUE(session.Run(feeds, fetches, &got).ok()) << what;
   const Refs want = e.ref(in, b->node->attrs());
-  ASSERT_EQ(want.size(), got.size()) << what;
+  ASSERT_EQ(want.size(), e.outputs < 0 ? got.size() : size_t(e.outputs))
+      << what;
   const double u =
       dtype == DType::kFloat32 ? std::ldexp(1.0, -24) : std::ldexp(1.0, -11);
   const double ulps = dtype == DType::kFloat32 ? e.ulps32 : e.ulps16;
   // Below the normals the spacing is fixed: a few of it.
   const double tiny = dtype == DType::kFloat32 ? 1.4e-45 : 6e-8;
   ++GlobalStats().cases;
-  for (size_t k = 0; k < got.size(); ++k) {
+  for (size_t k = 0; k < want.size(); ++k) {
     ASSERT_EQ(got[k].shape(), want[k].shape) << what << " output " << k;
     const T64 g = FromTensor(got[k]);
     const DType od = got[k].dtype();

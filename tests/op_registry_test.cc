@@ -73,6 +73,10 @@ TEST(OpRegistryTest, ModelOpsAreRegisteredWithTypedAttributes) {
           {"ApplyRMSProp", {"dtype", AttrType::kDType}},
           {"ApplyAdagrad", {"initial_accumulator_value", AttrType::kFloat}},
           {"ApplySGD", {"nesterov", AttrType::kBool}},
+          {"PopnnLSTM", {"time_major", AttrType::kBool}},
+          {"PopnnLSTMGrad", {"time_major", AttrType::kBool}},
+          {"PopnnGRU", {"reset_after", AttrType::kBool}},
+          {"PopnnGRUGrad", {"reset_after", AttrType::kBool}},
       };
   for (const auto& [name, attr] : ops) {
     absl::StatusOr<const OpDef*> def = OpRegistry::Global()->Find(name);

@@ -1,0 +1,344 @@
+#include "ops/rnn/gru.h"
+
+#include <cmath>
+
+#include "Eigen/Core"
+#include "absl/strings/str_cat.h"
+#include "core/op_registry.h"
+#include "ops/array/fill.h"
+#include "ops/math/float32_output.h"
+#include "ops/math/half_io.h"
+#include "ops/rnn/rnn_shapes.h"
+
+namespace ipuflow::ops {
+namespace {
+
+using rnn::RnnDims;
+using RowMat =
+    Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstMat = Eigen::Map<const RowMat>;
+using Mat = Eigen::Map<RowMat>;
+
+// The cache's per-step blocks, each `units` wide. kQ is what the candidate's
+// recurrent weights multiplied: hr_n + b_h,n (reset_after) or r * h_{t-1}.
+enum CacheBlock { kZ, kR, kN, kH, kQ, kCacheBlocks };
+
+float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+absl::StatusOr<RnnDims> GruDims(const TensorShape& input, const TensorShape& h0,
+                                const TensorShape& kernel,
+                                const TensorShape& recurrent,
+                                const TensorShape& bias, bool time_major,
+                                bool reset_after) {
+  return rnn::CheckRnnShapes(3, time_major, input, {h0}, kernel, recurrent,
+                             bias, reset_after ? 2 : 0);
+}
+
+REGISTER_OP("PopnnGRU")
+    .Input("input")
+    .Input("initial_h")
+    .Input("kernel")
+    .Input("recurrent_kernel")
+    .Input("bias")
+    .Attr("time_major", false)
+    .Attr("reset_after", true)
+    .SetShapeFn([](ShapeContext& c) -> absl::Status {
+      RETURN_IF_ERROR(c.ExpectFloat(0));
+      for (int i = 1; i < 5; ++i) RETURN_IF_ERROR(c.ExpectSameDType(0, i));
+      ASSIGN_OR_RETURN(bool time_major, c.attr<bool>("time_major"));
+      ASSIGN_OR_RETURN(bool reset_after, c.attr<bool>("reset_after"));
+      ASSIGN_OR_RETURN(
+          RnnDims d,
+          GruDims(c.input_shape(0), c.input_shape(1), c.input_shape(2),
+                  c.input_shape(3), c.input_shape(4), time_major, reset_after));
+      ASSIGN_OR_RETURN(TensorShape cache, rnn::CacheShape(d, kCacheBlocks));
+      c.set_output(0, c.input_dtype(0), d.Sequence(d.units));
+      c.set_output(1, c.input_dtype(0), TensorShape({d.batch, d.units}));
+      c.set_output(2, DType::kFloat32, cache);
+      return absl::OkStatus();
+    })
+    .SetKernel([](KernelContext& ctx) -> absl::Status {
+      const bool reset_after = ctx.attr<bool>("reset_after");
+      absl::StatusOr<RnnDims> dims = GruDims(
+          ctx.input(0).shape(), ctx.input(1).shape(), ctx.input(2).shape(),
+          ctx.input(3).shape(), ctx.input(4).shape(),
+          ctx.attr<bool>("time_major"), reset_after);
+      if (!dims.ok()) return ctx.InvalidArgument(dims.status().message());
+      const RnnDims d = *dims;
+      absl::StatusOr<TensorShape> cache_shape =
+          rnn::CacheShape(d, kCacheBlocks);
+      if (!cache_shape.ok()) {
+        return ctx.InvalidArgument(cache_shape.status().message());
+      }
+      const int64_t u = d.units, b = d.batch, w = 3 * u;
+      const Tensor x32 = AsFloat32(ctx, ctx.input(0));
+      const Tensor h032 = AsFloat32(ctx, ctx.input(1));
+      const Tensor k32 = AsFloat32(ctx, ctx.input(2));
+      const Tensor r32 = AsFloat32(ctx, ctx.input(3));
+      const Tensor b32 = AsFloat32(ctx, ctx.input(4));
+      Float32Output y, h_out;
+      RETURN_IF_ERROR(y.Allocate(ctx, 0, d.Sequence(u)));
+      RETURN_IF_ERROR(h_out.Allocate(ctx, 1, TensorShape({b, u})));
+      ASSIGN_OR_RETURN(Tensor * cache, ctx.allocate_output(2, *cache_shape));
+      const int64_t rows = d.time * b;
+      ConstMat kernel(k32.data<float>(), d.input_size, w);
+      ConstMat recurrent(r32.data<float>(), u, w);
+      const float* bias_x = b32.data<float>();
+      const float* bias_h = reset_after ? bias_x + w : nullptr;
+      RowMat xw = ConstMat(x32.data<float>(), rows, d.input_size) * kernel;
+      RowMat h = ConstMat(h032.data<float>(), b, u);
+      RowMat hr(b, w), rh(b, u), rhw(b, u);
+      float* out = y.data();
+      for (int64_t t = 0; t < d.time; ++t) {
+        hr.noalias() = h * recurrent;
+        float* step = cache->data<float>() + t * b * kCacheBlocks * u;
+        // z and r, and for reset_after = false the reset state r * h.
+        for (int64_t n = 0; n < b; ++n) {
+          const float* zx = xw.data() + d.Row(t, n) * w;
+          float* s = step + n * kCacheBlocks * u;
+          for (int64_t j = 0; j < u; ++j) {
+            float az = zx[j] + hr(n, j) + bias_x[j];
+            float ar = zx[u + j] + hr(n, u + j) + bias_x[u + j];
+            if (reset_after) {
+              az += bias_h[j];
+              ar += bias_h[u + j];
+            }
+            s[kZ * u + j] = Sigmoid(az);
+            s[kR * u + j] = Sigmoid(ar);
+            rh(n, j) = s[kR * u + j] * h(n, j);
+          }
+        }
+        if (!reset_after) rhw.noalias() = rh * recurrent.rightCols(u);
+        for (int64_t n = 0; n < b; ++n) {
+          const float* zx = xw.data() + d.Row(t, n) * w;
+          float* s = step + n * kCacheBlocks * u;
+          float* yr = out + d.Row(t, n) * u;
+          for (int64_t j = 0; j < u; ++j) {
+            const float z = s[kZ * u + j], r = s[kR * u + j];
+            float q, an;
+            if (reset_after) {
+              q = hr(n, 2 * u + j) + bias_h[2 * u + j];
+              an = zx[2 * u + j] + bias_x[2 * u + j] + r * q;
+            } else {
+              q = rh(n, j);
+              an = zx[2 * u + j] + rhw(n, j) + bias_x[2 * u + j];
+            }
+            const float nn = std::tanh(an);
+            const float hn = z * h(n, j) + (1 - z) * nn;
+            s[kN * u + j] = nn;
+            s[kH * u + j] = hn;
+            s[kQ * u + j] = q;
+            h(n, j) = hn;
+            yr[j] = hn;
+          }
+        }
+      }
+      Mat(h_out.data(), b, u) = h;
+      y.Finish(ctx);
+      h_out.Finish(ctx);
+      return absl::OkStatus();
+    })
+    // Back-propagation through time over the cached gates (PopnnGRUGrad);
+    // an output nothing depends on contributes zeros.
+    .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> dy,
+                    std::vector<Output>* dx) {
+      if (dy.size() > 2 && dy[2].valid()) {
+        return absl::UnimplementedError(absl::StrCat(
+            op.DebugName(),
+            ": output 2 (the cache for the gradient) is not differentiable"));
+      }
+      Node& fwd = const_cast<Node&>(op);
+      std::vector<Output> in;
+      for (int k = 0; k < 2; ++k) {
+        in.push_back(k < static_cast<int>(dy.size()) && dy[k].valid()
+                         ? dy[k]
+                         : ZerosLike(s, Output(&fwd, k)));
+      }
+      for (int k = 0; k < 5; ++k) in.push_back(op.input(k));
+      in.push_back(Output(&fwd, 2));
+      Node* n = s.AddNode("PopnnGRUGrad", in,
+                          {{"time_major", op.attr<bool>("time_major")},
+                           {"reset_after", op.attr<bool>("reset_after")}});
+      if (n == nullptr) return s.status();
+      *dx = {Output(n, 0), Output(n, 1), Output(n, 2), Output(n, 3),
+             Output(n, 4)};
+      return absl::OkStatus();
+    });
+
+REGISTER_OP("PopnnGRUGrad")
+    .Input("doutput")
+    .Input("dh")
+    .Input("input")
+    .Input("initial_h")
+    .Input("kernel")
+    .Input("recurrent_kernel")
+    .Input("bias")
+    .Input("cache")
+    .Attr("time_major", false)
+    .Attr("reset_after", true)
+    .SetShapeFn([](ShapeContext& c) -> absl::Status {
+      RETURN_IF_ERROR(c.ExpectFloat(2));
+      for (int i : {0, 1, 3, 4, 5, 6}) {
+        RETURN_IF_ERROR(c.ExpectSameDType(2, i));
+      }
+      RETURN_IF_ERROR(c.ExpectDType(7, DType::kFloat32));
+      ASSIGN_OR_RETURN(bool time_major, c.attr<bool>("time_major"));
+      ASSIGN_OR_RETURN(bool reset_after, c.attr<bool>("reset_after"));
+      RETURN_IF_ERROR(GruDims(c.input_shape(2), c.input_shape(3),
+                              c.input_shape(4), c.input_shape(5),
+                              c.input_shape(6), time_major, reset_after)
+                          .status());
+      for (int i = 0; i < 5; ++i) {
+        c.set_output(i, c.input_dtype(2), c.input_shape(2 + i));
+      }
+      return absl::OkStatus();
+    })
+    .SetKernel([](KernelContext& ctx) -> absl::Status {
+      const bool reset_after = ctx.attr<bool>("reset_after");
+      absl::StatusOr<RnnDims> dims = GruDims(
+          ctx.input(2).shape(), ctx.input(3).shape(), ctx.input(4).shape(),
+          ctx.input(5).shape(), ctx.input(6).shape(),
+          ctx.attr<bool>("time_major"), reset_after);
+      if (!dims.ok()) return ctx.InvalidArgument(dims.status().message());
+      const RnnDims d = *dims;
+      const int64_t u = d.units, b = d.batch, w = 3 * u, rows = d.time * b;
+      if (ctx.input(0).shape() != d.Sequence(u) ||
+          ctx.input(1).shape() != TensorShape({b, u}) ||
+          ctx.input(7).shape() != *rnn::CacheShape(d, kCacheBlocks)) {
+        return ctx.InvalidArgument(
+            "doutput ", ctx.input(0).shape().DebugString(), ", dh ",
+            ctx.input(1).shape().DebugString(), " and cache ",
+            ctx.input(7).shape().DebugString(), " do not match input ",
+            ctx.input(2).shape().DebugString(), " and ", u, " units");
+      }
+      const Tensor dy32 = AsFloat32(ctx, ctx.input(0));
+      const Tensor dh32 = AsFloat32(ctx, ctx.input(1));
+      const Tensor x32 = AsFloat32(ctx, ctx.input(2));
+      const Tensor h032 = AsFloat32(ctx, ctx.input(3));
+      const Tensor k32 = AsFloat32(ctx, ctx.input(4));
+      const Tensor r32 = AsFloat32(ctx, ctx.input(5));
+      const float* cache = ctx.input(7).data<float>();
+      const float* gy = dy32.data<float>();
+      const float* h0 = h032.data<float>();
+      ConstMat recurrent(r32.data<float>(), u, w);
+      // Per step, rows in the input's order: da = the pre-activations'
+      // gradients on the input side (z, r, n), dq the gradient of what the
+      // candidate's recurrent weights produced, and what they multiplied.
+      RowMat da(rows, w), dq(rows, u), h_prev(rows, u), q_in(rows, u);
+      RowMat dh = ConstMat(dh32.data<float>(), b, u);
+      RowMat da_h(b, w), dan(b, u), drh(b, u), direct(b, u);
+      for (int64_t t = d.time - 1; t >= 0; --t) {
+        const float* step = cache + t * b * kCacheBlocks * u;
+        for (int64_t n = 0; n < b; ++n) {
+          const float* s = step + n * kCacheBlocks * u;
+          const float* prev = t > 0 ? s - b * kCacheBlocks * u : nullptr;
+          const int64_t row = d.Row(t, n);
+          const float* gr = gy + row * u;
+          for (int64_t j = 0; j < u; ++j) {
+            const float z = s[kZ * u + j], nn = s[kN * u + j];
+            const float hp = prev ? prev[kH * u + j] : h0[n * u + j];
+            h_prev(row, j) = hp;
+            const float dhv = dh(n, j) + gr[j];
+            direct(n, j) = dhv * z;
+            da(row, j) = dhv * (hp - nn) * z * (1 - z);
+            dan(n, j) = dhv * (1 - z) * (1 - nn * nn);
+            da(row, 2 * u + j) = dan(n, j);
+          }
+        }
+        if (!reset_after) {
+          drh.noalias() = dan * recurrent.rightCols(u).transpose();
+        }
+        for (int64_t n = 0; n < b; ++n) {
+          const float* s = step + n * kCacheBlocks * u;
+          const int64_t row = d.Row(t, n);
+          for (int64_t j = 0; j < u; ++j) {
+            const float r = s[kR * u + j], q = s[kQ * u + j];
+            float dr;
+            if (reset_after) {
+              dq(row, j) = dan(n, j) * r;
+              dr = dan(n, j) * q;
+            } else {
+              dq(row, j) = dan(n, j);
+              dr = drh(n, j) * h_prev(row, j);
+              direct(n, j) += drh(n, j) * r;
+            }
+            q_in(row, j) = reset_after ? h_prev(row, j) : q;
+            da(row, u + j) = dr * r * (1 - r);
+            da_h(n, j) = da(row, j);
+            da_h(n, u + j) = da(row, u + j);
+            da_h(n, 2 * u + j) = reset_after ? dq(row, j) : 0.0f;
+          }
+        }
+        dh.noalias() = direct + da_h * recurrent.transpose();
+      }
+      Float32Output dx, dh0, dk, dr, db;
+      RETURN_IF_ERROR(dx.Allocate(ctx, 0, ctx.input(2).shape()));
+      RETURN_IF_ERROR(dh0.Allocate(ctx, 1, TensorShape({b, u})));
+      RETURN_IF_ERROR(dk.Allocate(ctx, 2, ctx.input(4).shape()));
+      RETURN_IF_ERROR(dr.Allocate(ctx, 3, ctx.input(5).shape()));
+      RETURN_IF_ERROR(db.Allocate(ctx, 4, ctx.input(6).shape()));
+      ConstMat kernel(k32.data<float>(), d.input_size, w);
+      ConstMat x(x32.data<float>(), rows, d.input_size);
+      Mat(dx.data(), rows, d.input_size).noalias() = da * kernel.transpose();
+      Mat(dh0.data(), b, u) = dh;
+      Mat(dk.data(), d.input_size, w).noalias() = x.transpose() * da;
+      Mat drm(dr.data(), u, w);
+      drm.leftCols(2 * u).noalias() = h_prev.transpose() * da.leftCols(2 * u);
+      drm.rightCols(u).noalias() = q_in.transpose() * dq;
+      Eigen::Map<Eigen::RowVectorXf> db_x(db.data(), w);
+      db_x = da.colwise().sum();
+      if (reset_after) {
+        Eigen::Map<Eigen::RowVectorXf> db_h(db.data() + w, w);
+        db_h.head(2 * u) = db_x.head(2 * u);
+        db_h.tail(u) = dq.colwise().sum();
+      }
+      for (Float32Output* o : {&dx, &dh0, &dk, &dr, &db}) o->Finish(ctx);
+      return absl::OkStatus();
+    })
+    // Not NotDifferentiable: a second derivative must be an error, not zeros.
+    .SetGradient([](const Scope&, const Node& op, absl::Span<const Output>,
+                    std::vector<Output>*) {
+      return absl::UnimplementedError(absl::StrCat(
+          "second derivatives of PopnnGRU are not implemented (node '",
+          op.name(), "')"));
+    });
+
+}  // namespace
+
+GruOutputs PopnnGRU(const Scope& scope, Output input, Output kernel,
+                    Output recurrent_kernel, Output bias,
+                    const GruOptions& options) {
+  if (!input.valid() || !recurrent_kernel.valid()) {
+    scope.UpdateStatus(absl::InvalidArgumentError(
+        "PopnnGRU: input and recurrent_kernel must be valid outputs"));
+    return {};
+  }
+  Output h0;
+  if (options.initial_h.has_value()) {
+    h0 = *options.initial_h;
+  } else {
+    const TensorShape& xs = input.shape();
+    const TensorShape& rs = recurrent_kernel.shape();
+    const int64_t batch =
+        xs.rank() == 3 ? xs.dim(options.time_major ? 1 : 0) : kUnknownDim;
+    const int64_t units = rs.rank() == 2 ? rs.dim(0) : kUnknownDim;
+    if (batch == kUnknownDim || units == kUnknownDim) {
+      scope.UpdateStatus(absl::InvalidArgumentError(absl::StrCat(
+          "PopnnGRU: a zero initial state needs a known batch and units; "
+          "input ",
+          xs.DebugString(), ", recurrent_kernel ", rs.DebugString(),
+          " (or give initial_h)")));
+      return {};
+    }
+    h0 = Fill(scope.NewSubScope(""), TensorShape({batch, units}), 0.0,
+              input.dtype());
+  }
+  Node* n =
+      scope.AddNode("PopnnGRU", {input, h0, kernel, recurrent_kernel, bias},
+                    {{"time_major", options.time_major},
+                     {"reset_after", options.reset_after}});
+  if (n == nullptr) return {};
+  return {Output(n, 0), Output(n, 1), Output(n, 2)};
+}
+
+}  // namespace ipuflow::ops

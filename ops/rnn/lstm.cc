@@ -1,0 +1,321 @@
+#include "ops/rnn/lstm.h"
+
+#include <cmath>
+
+#include "Eigen/Core"
+#include "absl/strings/str_cat.h"
+#include "core/op_registry.h"
+#include "ops/array/fill.h"
+#include "ops/math/float32_output.h"
+#include "ops/math/half_io.h"
+#include "ops/rnn/rnn_shapes.h"
+
+namespace ipuflow::ops {
+namespace {
+
+using rnn::RnnDims;
+using RowMat =
+    Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstMat = Eigen::Map<const RowMat>;
+using Mat = Eigen::Map<RowMat>;
+
+// The cache's per-step blocks, each `units` wide: gates after their
+// activations, then the new cell and hidden states.
+enum CacheBlock { kI, kF, kG, kO, kC, kH, kCacheBlocks };
+
+float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+absl::StatusOr<RnnDims> LstmDims(const TensorShape& input,
+                                 const TensorShape& h0, const TensorShape& c0,
+                                 const TensorShape& kernel,
+                                 const TensorShape& recurrent,
+                                 const TensorShape& bias, bool time_major) {
+  return rnn::CheckRnnShapes(4, time_major, input, {h0, c0}, kernel, recurrent,
+                             bias, 0);
+}
+
+REGISTER_OP("PopnnLSTM")
+    .Input("input")
+    .Input("initial_h")
+    .Input("initial_c")
+    .Input("kernel")
+    .Input("recurrent_kernel")
+    .Input("bias")
+    .Attr("time_major", false)
+    .SetShapeFn([](ShapeContext& c) -> absl::Status {
+      RETURN_IF_ERROR(c.ExpectFloat(0));
+      for (int i = 1; i < 6; ++i) RETURN_IF_ERROR(c.ExpectSameDType(0, i));
+      ASSIGN_OR_RETURN(bool time_major, c.attr<bool>("time_major"));
+      ASSIGN_OR_RETURN(
+          RnnDims d, LstmDims(c.input_shape(0), c.input_shape(1),
+                              c.input_shape(2), c.input_shape(3),
+                              c.input_shape(4), c.input_shape(5), time_major));
+      ASSIGN_OR_RETURN(TensorShape cache, rnn::CacheShape(d, kCacheBlocks));
+      c.set_output(0, c.input_dtype(0), d.Sequence(d.units));
+      c.set_output(1, c.input_dtype(0), TensorShape({d.batch, d.units}));
+      c.set_output(2, c.input_dtype(0), TensorShape({d.batch, d.units}));
+      c.set_output(3, DType::kFloat32, cache);
+      return absl::OkStatus();
+    })
+    .SetKernel([](KernelContext& ctx) -> absl::Status {
+      absl::StatusOr<RnnDims> dims = LstmDims(
+          ctx.input(0).shape(), ctx.input(1).shape(), ctx.input(2).shape(),
+          ctx.input(3).shape(), ctx.input(4).shape(), ctx.input(5).shape(),
+          ctx.attr<bool>("time_major"));
+      if (!dims.ok()) return ctx.InvalidArgument(dims.status().message());
+      const RnnDims d = *dims;
+      absl::StatusOr<TensorShape> cache_shape =
+          rnn::CacheShape(d, kCacheBlocks);
+      if (!cache_shape.ok()) {
+        return ctx.InvalidArgument(cache_shape.status().message());
+      }
+      const int64_t u = d.units, b = d.batch, w = 4 * u;
+      const Tensor x32 = AsFloat32(ctx, ctx.input(0));
+      const Tensor h032 = AsFloat32(ctx, ctx.input(1));
+      const Tensor c032 = AsFloat32(ctx, ctx.input(2));
+      const Tensor k32 = AsFloat32(ctx, ctx.input(3));
+      const Tensor r32 = AsFloat32(ctx, ctx.input(4));
+      const Tensor b32 = AsFloat32(ctx, ctx.input(5));
+      Float32Output y, h_out, c_out;
+      RETURN_IF_ERROR(y.Allocate(ctx, 0, d.Sequence(u)));
+      RETURN_IF_ERROR(h_out.Allocate(ctx, 1, TensorShape({b, u})));
+      RETURN_IF_ERROR(c_out.Allocate(ctx, 2, TensorShape({b, u})));
+      ASSIGN_OR_RETURN(Tensor * cache, ctx.allocate_output(3, *cache_shape));
+      const int64_t rows = d.time * b;
+      ConstMat kernel(k32.data<float>(), d.input_size, w);
+      ConstMat recurrent(r32.data<float>(), u, w);
+      Eigen::Map<const Eigen::RowVectorXf> bias(b32.data<float>(), w);
+      // Every step's input projection at once, rows in the input's order.
+      RowMat xw = ConstMat(x32.data<float>(), rows, d.input_size) * kernel;
+      RowMat h = ConstMat(h032.data<float>(), b, u);
+      RowMat c = ConstMat(c032.data<float>(), b, u);
+      RowMat z(b, w);
+      float* out = y.data();
+      for (int64_t t = 0; t < d.time; ++t) {
+        z.noalias() = h * recurrent;
+        float* step = cache->data<float>() + t * b * kCacheBlocks * u;
+        for (int64_t n = 0; n < b; ++n) {
+          const float* zx = xw.data() + d.Row(t, n) * w;
+          const float* zh = z.data() + n * w;
+          float* s = step + n * kCacheBlocks * u;
+          float* yr = out + d.Row(t, n) * u;
+          for (int64_t j = 0; j < u; ++j) {
+            const auto pre = [&](int gate) {
+              return zx[gate * u + j] + zh[gate * u + j] + bias(gate * u + j);
+            };
+            const float i = Sigmoid(pre(0)), f = Sigmoid(pre(1));
+            const float g = std::tanh(pre(2)), o = Sigmoid(pre(3));
+            const float cn = f * c(n, j) + i * g;
+            const float hn = o * std::tanh(cn);
+            s[kI * u + j] = i;
+            s[kF * u + j] = f;
+            s[kG * u + j] = g;
+            s[kO * u + j] = o;
+            s[kC * u + j] = cn;
+            s[kH * u + j] = hn;
+            c(n, j) = cn;
+            h(n, j) = hn;
+            yr[j] = hn;
+          }
+        }
+      }
+      Mat(h_out.data(), b, u) = h;
+      Mat(c_out.data(), b, u) = c;
+      y.Finish(ctx);
+      h_out.Finish(ctx);
+      c_out.Finish(ctx);
+      return absl::OkStatus();
+    })
+    // Back-propagation through time over the cached gates (PopnnLSTMGrad);
+    // an output nothing depends on contributes zeros.
+    .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> dy,
+                    std::vector<Output>* dx) {
+      if (dy.size() > 3 && dy[3].valid()) {
+        return absl::UnimplementedError(absl::StrCat(
+            op.DebugName(),
+            ": output 3 (the cache for the gradient) is not differentiable"));
+      }
+      Node& fwd = const_cast<Node&>(op);
+      std::vector<Output> in;
+      for (int k = 0; k < 3; ++k) {
+        in.push_back(k < static_cast<int>(dy.size()) && dy[k].valid()
+                         ? dy[k]
+                         : ZerosLike(s, Output(&fwd, k)));
+      }
+      for (int k = 0; k < 5; ++k) in.push_back(op.input(k));
+      in.push_back(Output(&fwd, 3));
+      Node* n = s.AddNode("PopnnLSTMGrad", in,
+                          {{"time_major", op.attr<bool>("time_major")}});
+      if (n == nullptr) return s.status();
+      *dx = {Output(n, 0), Output(n, 1), Output(n, 2),
+             Output(n, 3), Output(n, 4), Output(n, 5)};
+      return absl::OkStatus();
+    });
+
+REGISTER_OP("PopnnLSTMGrad")
+    .Input("doutput")
+    .Input("dh")
+    .Input("dc")
+    .Input("input")
+    .Input("initial_h")
+    .Input("initial_c")
+    .Input("kernel")
+    .Input("recurrent_kernel")
+    .Input("cache")
+    .Attr("time_major", false)
+    .SetShapeFn([](ShapeContext& c) -> absl::Status {
+      RETURN_IF_ERROR(c.ExpectFloat(3));
+      for (int i : {0, 1, 2, 4, 5, 6, 7}) {
+        RETURN_IF_ERROR(c.ExpectSameDType(3, i));
+      }
+      RETURN_IF_ERROR(c.ExpectDType(8, DType::kFloat32));
+      ASSIGN_OR_RETURN(bool time_major, c.attr<bool>("time_major"));
+      const TensorShape& recurrent = c.input_shape(7);
+      ASSIGN_OR_RETURN(
+          RnnDims d,
+          LstmDims(c.input_shape(3), c.input_shape(4), c.input_shape(5),
+                   c.input_shape(6), recurrent,
+                   TensorShape({recurrent.rank() == 2 ? recurrent.dim(1) : 0}),
+                   time_major));
+      for (int i = 0; i < 5; ++i) {
+        c.set_output(i, c.input_dtype(3), c.input_shape(3 + i));
+      }
+      c.set_output(5, c.input_dtype(3), TensorShape({4 * d.units}));
+      return absl::OkStatus();
+    })
+    .SetKernel([](KernelContext& ctx) -> absl::Status {
+      const TensorShape& rs = ctx.input(7).shape();
+      absl::StatusOr<RnnDims> dims =
+          LstmDims(ctx.input(3).shape(), ctx.input(4).shape(),
+                   ctx.input(5).shape(), ctx.input(6).shape(), rs,
+                   TensorShape({rs.rank() == 2 ? rs.dim(1) : 0}),
+                   ctx.attr<bool>("time_major"));
+      if (!dims.ok()) return ctx.InvalidArgument(dims.status().message());
+      const RnnDims d = *dims;
+      const int64_t u = d.units, b = d.batch, w = 4 * u, rows = d.time * b;
+      if (ctx.input(0).shape() != d.Sequence(u) ||
+          ctx.input(1).shape() != TensorShape({b, u}) ||
+          ctx.input(2).shape() != TensorShape({b, u}) ||
+          ctx.input(8).shape() != *rnn::CacheShape(d, kCacheBlocks)) {
+        return ctx.InvalidArgument(
+            "doutput ", ctx.input(0).shape().DebugString(), ", dh ",
+            ctx.input(1).shape().DebugString(), ", dc ",
+            ctx.input(2).shape().DebugString(), " and cache ",
+            ctx.input(8).shape().DebugString(), " do not match input ",
+            ctx.input(3).shape().DebugString(), " and ", u, " units");
+      }
+      const Tensor dy32 = AsFloat32(ctx, ctx.input(0));
+      const Tensor dh32 = AsFloat32(ctx, ctx.input(1));
+      const Tensor dc32 = AsFloat32(ctx, ctx.input(2));
+      const Tensor x32 = AsFloat32(ctx, ctx.input(3));
+      const Tensor h032 = AsFloat32(ctx, ctx.input(4));
+      const Tensor c032 = AsFloat32(ctx, ctx.input(5));
+      const Tensor k32 = AsFloat32(ctx, ctx.input(6));
+      const Tensor r32 = AsFloat32(ctx, ctx.input(7));
+      const float* cache = ctx.input(8).data<float>();
+      const float* gy = dy32.data<float>();
+      ConstMat recurrent(r32.data<float>(), u, w);
+      // dz of every step, and the h_{t-1} it multiplied, rows in the
+      // input's order: the weight gradients are then three matmuls.
+      RowMat dz(rows, w), h_prev(rows, u), dz_t(b, w);
+      RowMat dh = ConstMat(dh32.data<float>(), b, u);
+      RowMat dc = ConstMat(dc32.data<float>(), b, u);
+      const float* h0 = h032.data<float>();
+      const float* c0 = c032.data<float>();
+      for (int64_t t = d.time - 1; t >= 0; --t) {
+        const float* step = cache + t * b * kCacheBlocks * u;
+        for (int64_t n = 0; n < b; ++n) {
+          const float* s = step + n * kCacheBlocks * u;
+          const float* prev = t > 0 ? s - b * kCacheBlocks * u : nullptr;
+          const int64_t row = d.Row(t, n);
+          const float* gr = gy + row * u;
+          float* z = dz_t.data() + n * w;
+          for (int64_t j = 0; j < u; ++j) {
+            const float i = s[kI * u + j], f = s[kF * u + j];
+            const float g = s[kG * u + j], o = s[kO * u + j];
+            const float tc = std::tanh(s[kC * u + j]);
+            const float c_prev = prev ? prev[kC * u + j] : c0[n * u + j];
+            h_prev(row, j) = prev ? prev[kH * u + j] : h0[n * u + j];
+            const float dhv = dh(n, j) + gr[j];
+            const float dcv = dc(n, j) + dhv * o * (1 - tc * tc);
+            z[0 * u + j] = dcv * g * i * (1 - i);
+            z[1 * u + j] = dcv * c_prev * f * (1 - f);
+            z[2 * u + j] = dcv * i * (1 - g * g);
+            z[3 * u + j] = dhv * tc * o * (1 - o);
+            dc(n, j) = dcv * f;
+          }
+          dz.row(row) = dz_t.row(n);
+        }
+        dh.noalias() = dz_t * recurrent.transpose();
+      }
+      Float32Output dx, dh0, dc0, dk, dr, db;
+      RETURN_IF_ERROR(dx.Allocate(ctx, 0, ctx.input(3).shape()));
+      RETURN_IF_ERROR(dh0.Allocate(ctx, 1, TensorShape({b, u})));
+      RETURN_IF_ERROR(dc0.Allocate(ctx, 2, TensorShape({b, u})));
+      RETURN_IF_ERROR(dk.Allocate(ctx, 3, ctx.input(6).shape()));
+      RETURN_IF_ERROR(dr.Allocate(ctx, 4, rs));
+      RETURN_IF_ERROR(db.Allocate(ctx, 5, TensorShape({w})));
+      ConstMat kernel(k32.data<float>(), d.input_size, w);
+      ConstMat x(x32.data<float>(), rows, d.input_size);
+      Mat(dx.data(), rows, d.input_size).noalias() = dz * kernel.transpose();
+      Mat(dh0.data(), b, u) = dh;
+      Mat(dc0.data(), b, u) = dc;
+      Mat(dk.data(), d.input_size, w).noalias() = x.transpose() * dz;
+      Mat(dr.data(), u, w).noalias() = h_prev.transpose() * dz;
+      Eigen::Map<Eigen::RowVectorXf>(db.data(), w) = dz.colwise().sum();
+      for (Float32Output* o : {&dx, &dh0, &dc0, &dk, &dr, &db}) o->Finish(ctx);
+      return absl::OkStatus();
+    })
+    // Not NotDifferentiable: a second derivative must be an error, not zeros.
+    .SetGradient([](const Scope&, const Node& op, absl::Span<const Output>,
+                    std::vector<Output>*) {
+      return absl::UnimplementedError(absl::StrCat(
+          "second derivatives of PopnnLSTM are not implemented (node '",
+          op.name(), "')"));
+    });
+
+}  // namespace
+
+LstmOutputs PopnnLSTM(const Scope& scope, Output input, Output kernel,
+                      Output recurrent_kernel, Output bias,
+                      const LstmOptions& options) {
+  if (!input.valid() || !recurrent_kernel.valid()) {
+    scope.UpdateStatus(absl::InvalidArgumentError(
+        "PopnnLSTM: input and recurrent_kernel must be valid outputs"));
+    return {};
+  }
+  if (options.initial_h.has_value() != options.initial_c.has_value()) {
+    scope.UpdateStatus(absl::InvalidArgumentError(
+        "PopnnLSTM: give both initial_h and initial_c, or neither"));
+    return {};
+  }
+  Output h0, c0;
+  if (options.initial_h.has_value()) {
+    h0 = *options.initial_h;
+    c0 = *options.initial_c;
+  } else {
+    const TensorShape& xs = input.shape();
+    const TensorShape& rs = recurrent_kernel.shape();
+    const int64_t batch =
+        xs.rank() == 3 ? xs.dim(options.time_major ? 1 : 0) : kUnknownDim;
+    const int64_t units = rs.rank() == 2 ? rs.dim(0) : kUnknownDim;
+    if (batch == kUnknownDim || units == kUnknownDim) {
+      scope.UpdateStatus(absl::InvalidArgumentError(absl::StrCat(
+          "PopnnLSTM: zero initial states need a known batch and units; "
+          "input ",
+          xs.DebugString(), ", recurrent_kernel ", rs.DebugString(),
+          " (or give initial_h and initial_c)")));
+      return {};
+    }
+    h0 = Fill(scope.NewSubScope(""), TensorShape({batch, units}), 0.0,
+              input.dtype());
+    c0 = h0;
+  }
+  Node* n = scope.AddNode("PopnnLSTM",
+                          {input, h0, c0, kernel, recurrent_kernel, bias},
+                          {{"time_major", options.time_major}});
+  if (n == nullptr) return {};
+  return {Output(n, 0), Output(n, 1), Output(n, 2), Output(n, 3)};
+}
+
+}  // namespace ipuflow::ops
