@@ -1,0 +1,513 @@
+#include "checkpoint/checkpoint_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "checkpoint/crc32c.h"
+#include "core/status.h"
+
+namespace ipuflow::checkpoint {
+namespace {
+
+constexpr uint64_t kHeaderBytes = 8 + 4 + 4 + 8;
+constexpr uint64_t kAlign = 64;
+// Tensors smaller than this are gathered in one buffer per write(2).
+constexpr size_t kStageBytes = size_t{1} << 20;
+// Large tensors are written in pieces of this size.
+constexpr size_t kChunkBytes = size_t{8} << 20;
+
+uint64_t AlignUp(uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+std::string Hex(uint32_t v) { return absl::StrFormat("0x%08x", v); }
+
+absl::Status Errno(const std::string& what, const std::string& path) {
+  const int e = errno;
+  const std::string message =
+      absl::StrCat(what, " '", path, "': ", std::strerror(e));
+  if (e == ENOENT) return absl::NotFoundError(message);
+  if (e == ENOSPC || e == EDQUOT) return absl::ResourceExhaustedError(message);
+  return absl::InternalError(message);
+}
+
+// Writes through a staging buffer: small tensors are gathered, large ones
+// written straight from their memory.
+class FileWriter {
+ public:
+  FileWriter(int fd, const std::string& path, const WriteOptions& options)
+      : fd_(fd), path_(path), options_(options) {
+    stage_.reserve(kStageBytes);
+  }
+
+  absl::Status Append(const void* data, size_t n) {
+    const char* p = static_cast<const char*>(data);
+    if (n < kStageBytes) {
+      if (stage_.size() + n > kStageBytes) RETURN_IF_ERROR(Flush());
+      stage_.insert(stage_.end(), p, p + n);
+      return absl::OkStatus();
+    }
+    RETURN_IF_ERROR(Flush());
+    while (n > 0) {
+      const size_t piece = std::min(n, kChunkBytes);
+      RETURN_IF_ERROR(WriteAll(p, piece));
+      p += piece;
+      n -= piece;
+    }
+    return absl::OkStatus();
+  }
+  absl::Status Zeros(size_t n) {
+    static const char kZeros[kAlign] = {};
+    return Append(kZeros, n);
+  }
+  absl::Status Flush() {
+    if (stage_.empty()) return absl::OkStatus();
+    absl::Status s = WriteAll(stage_.data(), stage_.size());
+    stage_.clear();
+    return s;
+  }
+
+ private:
+  absl::Status WriteAll(const char* p, size_t n) {
+    while (n > 0) {
+      const ssize_t w = ::write(fd_, p, n);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return Errno("checkpoint: write", path_);
+      }
+      p += w;
+      n -= static_cast<size_t>(w);
+      written_ += w;
+      if (options_.after_write) options_.after_write(written_);
+    }
+    return absl::OkStatus();
+  }
+
+  const int fd_;
+  const std::string& path_;
+  const WriteOptions& options_;
+  std::vector<char> stage_;
+  int64_t written_ = 0;
+};
+
+absl::Status SyncDirectory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Errno("checkpoint: open directory", dir);
+  const int rc = ::fsync(fd);
+  const absl::Status s =
+      rc == 0 ? absl::OkStatus() : Errno("checkpoint: fsync directory", dir);
+  ::close(fd);
+  return s;
+}
+
+std::string DirOf(const std::string& path) {
+  const std::filesystem::path p(path);
+  return p.has_parent_path() ? p.parent_path().string() : ".";
+}
+
+bool ValidDType(int d) {
+  switch (static_cast<DType>(d)) {
+    case DType::kFloat32:
+    case DType::kFloat16:
+    case DType::kInt32:
+    case DType::kInt64:
+    case DType::kBool:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string TensorWhat(const TensorEntry& e) {
+  return e.replica() < 0
+             ? absl::StrCat("tensor '", e.name(), "' (every replica)")
+             : absl::StrCat("tensor '", e.name(), "' (replica ", e.replica(),
+                            ")");
+}
+
+// Checks the file held in `buffer` (`size` bytes) and returns tensors that
+// view it.
+absl::StatusOr<CheckpointContents> ParseBuffer(
+    std::shared_ptr<TensorBuffer> buffer, uint64_t size,
+    const std::string& what) {
+  const std::string where = absl::StrCat("checkpoint ", what, ": ");
+  const char* base = static_cast<const char*>(buffer->data());
+  if (size < kHeaderBytes) {
+    return absl::DataLossError(
+        absl::StrCat(where, "truncated: ", size, " bytes, fewer than the ",
+                     kHeaderBytes, " of a checkpoint header"));
+  }
+  if (std::memcmp(base, kCheckpointMagic, 8) != 0) {
+    return absl::DataLossError(absl::StrCat(
+        where, "not an ipuflow checkpoint (it does not start with IPUFCKPT)"));
+  }
+  uint32_t version, manifest_crc;
+  uint64_t manifest_bytes;
+  std::memcpy(&version, base + 8, 4);
+  std::memcpy(&manifest_crc, base + 12, 4);
+  std::memcpy(&manifest_bytes, base + 16, 8);
+  if (version != kCheckpointFormatVersion) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "format version ", version, "; this build reads ",
+                     kCheckpointFormatVersion));
+  }
+  if (manifest_bytes > kMaxManifestBytes ||
+      manifest_bytes > size - kHeaderBytes) {
+    return absl::DataLossError(absl::StrCat(
+        where, "truncated or corrupt: the manifest is said to have ",
+        manifest_bytes, " bytes, the file has ", size - kHeaderBytes,
+        " after the header"));
+  }
+  const uint32_t actual_crc = Crc32c(base + kHeaderBytes, manifest_bytes);
+  if (actual_crc != manifest_crc) {
+    return absl::DataLossError(absl::StrCat(
+        where, "the manifest is corrupt: CRC32C ", Hex(manifest_crc),
+        " stored, ", Hex(actual_crc), " computed"));
+  }
+  CheckpointContents out;
+  if (!out.manifest.ParseFromArray(base + kHeaderBytes,
+                                   static_cast<int>(manifest_bytes))) {
+    return absl::DataLossError(
+        absl::StrCat(where, "the manifest does not parse"));
+  }
+  const Manifest& m = out.manifest;
+  if (m.format_version() != kCheckpointFormatVersion) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "manifest format version ", m.format_version(),
+                     "; this build reads ", kCheckpointFormatVersion));
+  }
+  const uint64_t payload_start = AlignUp(kHeaderBytes + manifest_bytes);
+  const uint64_t payload = size >= payload_start ? size - payload_start : 0;
+  if (size < payload_start || payload != m.payload_size()) {
+    return absl::DataLossError(absl::StrCat(
+        where, payload < m.payload_size() ? "truncated" : "corrupt",
+        ": the manifest lists ", m.payload_size(),
+        " payload bytes, the file holds ", payload));
+  }
+  // Padding is zeros: every byte of a file is checked.
+  auto zeros = [&](uint64_t from, uint64_t to) {
+    for (uint64_t i = from; i < to; ++i) {
+      if (base[i] != 0) return false;
+    }
+    return true;
+  };
+  if (!zeros(kHeaderBytes + manifest_bytes, payload_start)) {
+    return absl::DataLossError(
+        absl::StrCat(where,
+                     "corrupt: the padding after the manifest is not "
+                     "zeros"));
+  }
+  std::set<std::pair<std::string, int>> seen;
+  std::map<std::string, bool> every_replica;  // name -> replica == -1
+  uint64_t next = 0;
+  out.tensors.reserve(m.tensors_size());
+  for (const TensorEntry& e : m.tensors()) {
+    const std::string t = absl::StrCat(where, TensorWhat(e), ": ");
+    if (e.name().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, "a tensor has no name"));
+    }
+    if (e.replica() < -1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(t, "replica ", e.replica(), " is negative"));
+    }
+    if (!seen.insert({e.name(), e.replica()}).second) {
+      return absl::InvalidArgumentError(absl::StrCat(t, "listed twice"));
+    }
+    auto [it, fresh] = every_replica.insert({e.name(), e.replica() < 0});
+    if (!fresh && it->second != (e.replica() < 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(t, "listed both for every replica and for one replica"));
+    }
+    if (!ValidDType(e.dtype())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(t, "dtype ", e.dtype(), " is not a stored dtype"));
+    }
+    const DType dtype = static_cast<DType>(e.dtype());
+    if (e.shape_size() > kMaxTensorRank) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          t, "rank ", e.shape_size(), " above the limit ", kMaxTensorRank));
+    }
+    uint64_t bytes = DTypeSize(dtype);
+    for (int64_t d : e.shape()) {
+      if (d < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(t, "dimension ", d, " is negative"));
+      }
+      if (d != 0 && bytes > static_cast<uint64_t>(kMaxTensorBytes) / d) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(t, "more than ", kMaxTensorBytes, " bytes"));
+      }
+      bytes *= static_cast<uint64_t>(d);
+    }
+    if (e.size() != bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          t, "size ", e.size(), " bytes, its dtype and shape make ", bytes));
+    }
+    if (AlignUp(next) <= m.payload_size() &&
+        !zeros(payload_start + next, payload_start + AlignUp(next))) {
+      return absl::DataLossError(
+          absl::StrCat(t, "corrupt: the padding before it is not zeros"));
+    }
+    next = AlignUp(next);
+    if (e.offset() != next) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          t, "at payload offset ", e.offset(), ", expected ", next));
+    }
+    if (bytes > m.payload_size() || next > m.payload_size() - bytes) {
+      return absl::DataLossError(absl::StrCat(
+          t, "bytes [", next, ", ", next + bytes, ") lie past the payload's ",
+          m.payload_size(), ": truncated"));
+    }
+    const char* data = base + payload_start + next;
+    const uint32_t crc = Crc32c(data, bytes);
+    if (crc != e.crc32c()) {
+      return absl::DataLossError(absl::StrCat(t, "corrupt: CRC32C ",
+                                              Hex(e.crc32c()), " stored, ",
+                                              Hex(crc), " computed"));
+    }
+    if (dtype == DType::kBool) {
+      for (uint64_t i = 0; i < bytes; ++i) {
+        if (static_cast<unsigned char>(data[i]) > 1) {
+          return absl::DataLossError(absl::StrCat(
+              t, "element ", i, " is not a bool (byte ",
+              static_cast<int>(static_cast<unsigned char>(data[i])), ")"));
+        }
+      }
+    }
+    TensorShape shape;
+    for (int64_t d : e.shape()) shape.AddDim(d);
+    out.tensors.emplace_back(dtype, shape, buffer, payload_start + next);
+    next += bytes;
+  }
+  if (next != m.payload_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "the tensors fill ", next,
+                     " payload bytes, the manifest says ", m.payload_size()));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::Status WriteCheckpointFile(const std::string& path,
+                                 CheckpointContents* contents,
+                                 const WriteOptions& options) {
+  Manifest& m = contents->manifest;
+  if (m.tensors_size() != static_cast<int>(contents->tensors.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint '", path, "': ", m.tensors_size(), " tensor entries but ",
+        contents->tensors.size(), " tensors"));
+  }
+  m.set_format_version(kCheckpointFormatVersion);
+  uint64_t offset = 0;
+  for (int i = 0; i < m.tensors_size(); ++i) {
+    const Tensor& t = contents->tensors[i];
+    TensorEntry& e = *m.mutable_tensors(i);
+    if (!ValidDType(static_cast<int>(t.dtype()))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint '", path, "': ", TensorWhat(e), " has dtype ",
+          DTypeName(t.dtype()), ", which is not stored"));
+    }
+    e.set_dtype(static_cast<int>(t.dtype()));
+    e.clear_shape();
+    for (int64_t d : t.shape().dims()) e.add_shape(d);
+    offset = AlignUp(offset);
+    e.set_offset(offset);
+    e.set_size(t.TotalBytes());
+    e.set_crc32c(Crc32c(t.raw_data(), t.TotalBytes()));
+    offset += t.TotalBytes();
+  }
+  m.set_payload_size(offset);
+  std::string manifest;
+  if (!m.SerializeToString(&manifest)) {
+    return absl::InternalError(absl::StrCat(
+        "checkpoint '", path, "': the manifest does not serialise"));
+  }
+  if (manifest.size() > kMaxManifestBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint '", path, "': a manifest of ", manifest.size(),
+                     " bytes is above the limit ", kMaxManifestBytes));
+  }
+  std::string header(kHeaderBytes, '\0');
+  const uint32_t version = kCheckpointFormatVersion;
+  const uint32_t crc = Crc32c(manifest.data(), manifest.size());
+  const uint64_t manifest_bytes = manifest.size();
+  std::memcpy(header.data(), kCheckpointMagic, 8);
+  std::memcpy(header.data() + 8, &version, 4);
+  std::memcpy(header.data() + 12, &crc, 4);
+  std::memcpy(header.data() + 16, &manifest_bytes, 8);
+
+  const std::string tmp = absl::StrCat(path, ".tmp-", ::getpid());
+  const int fd =
+      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Errno("checkpoint: create", tmp);
+  absl::Status s = [&]() -> absl::Status {
+    FileWriter w(fd, tmp, options);
+    RETURN_IF_ERROR(w.Append(header.data(), header.size()));
+    RETURN_IF_ERROR(w.Append(manifest.data(), manifest.size()));
+    uint64_t at = kHeaderBytes + manifest.size();
+    RETURN_IF_ERROR(w.Zeros(AlignUp(at) - at));
+    uint64_t written = 0;
+    for (size_t i = 0; i < contents->tensors.size(); ++i) {
+      const Tensor& t = contents->tensors[i];
+      RETURN_IF_ERROR(w.Zeros(AlignUp(written) - written));
+      written = AlignUp(written);
+      RETURN_IF_ERROR(w.Append(t.raw_data(), t.TotalBytes()));
+      written += t.TotalBytes();
+    }
+    RETURN_IF_ERROR(w.Flush());
+    if (::fsync(fd) != 0) return Errno("checkpoint: fsync", tmp);
+    return absl::OkStatus();
+  }();
+  if (::close(fd) != 0 && s.ok()) s = Errno("checkpoint: close", tmp);
+  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    s = Errno(absl::StrCat("checkpoint: rename '", tmp, "' to"), path);
+  }
+  if (!s.ok()) {
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  return SyncDirectory(DirOf(path));
+}
+
+absl::StatusOr<CheckpointContents> ReadCheckpointFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Errno("checkpoint: open", path);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    absl::Status s = Errno("checkpoint: stat", path);
+    ::close(fd);
+    return s;
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  std::shared_ptr<TensorBuffer> buffer =
+      TensorBuffer::TryAllocate(std::max<uint64_t>(size, 1));
+  if (buffer == nullptr) {
+    ::close(fd);
+    return absl::ResourceExhaustedError(
+        absl::StrCat("checkpoint '", path, "': cannot allocate ", size,
+                     " bytes to read it"));
+  }
+  char* p = static_cast<char*>(buffer->data());
+  uint64_t got = 0;
+  while (got < size) {
+    const ssize_t r = ::read(fd, p + got, size - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      absl::Status s = Errno("checkpoint: read", path);
+      ::close(fd);
+      return s;
+    }
+    if (r == 0) break;  // Shrunk since fstat: checked as truncated.
+    got += static_cast<uint64_t>(r);
+  }
+  ::close(fd);
+  return ParseBuffer(std::move(buffer), got, absl::StrCat("'", path, "'"));
+}
+
+absl::StatusOr<CheckpointContents> ParseCheckpoint(absl::string_view bytes,
+                                                   absl::string_view what) {
+  std::shared_ptr<TensorBuffer> buffer =
+      TensorBuffer::TryAllocate(std::max<size_t>(bytes.size(), 1));
+  if (buffer == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "checkpoint ", what, ": cannot allocate ", bytes.size(), " bytes"));
+  }
+  if (!bytes.empty()) std::memcpy(buffer->data(), bytes.data(), bytes.size());
+  return ParseBuffer(std::move(buffer), bytes.size(), std::string(what));
+}
+
+std::string NumberedCheckpointPath(const std::string& dir, int64_t step) {
+  return absl::StrFormat("%s/ckpt-%012d.ipuckpt", dir, step);
+}
+
+namespace {
+// The step of a numbered checkpoint's file name, or -1.
+int64_t StepOf(const std::string& name) {
+  constexpr absl::string_view kPrefix = "ckpt-", kSuffix = ".ipuckpt";
+  if (name.size() != kPrefix.size() + 12 + kSuffix.size() ||
+      !absl::StartsWith(name, kPrefix) || !absl::EndsWith(name, kSuffix)) {
+    return -1;
+  }
+  int64_t step;
+  const std::string digits = name.substr(kPrefix.size(), 12);
+  if (!std::all_of(digits.begin(), digits.end(), ::isdigit) ||
+      !absl::SimpleAtoi(digits, &step)) {
+    return -1;
+  }
+  return step;
+}
+}  // namespace
+
+absl::StatusOr<std::vector<std::pair<int64_t, std::string>>> ListCheckpoints(
+    const std::string& dir) {
+  std::error_code ec;
+  std::vector<std::pair<int64_t, std::string>> out;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const int64_t step = StepOf(it->path().filename().string());
+    if (step >= 0) out.push_back({step, it->path().string()});
+  }
+  if (ec) {
+    return absl::NotFoundError(absl::StrCat(
+        "checkpoint directory '", dir, "' cannot be listed: ", ec.message()));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir) {
+  ASSIGN_OR_RETURN(auto all, ListCheckpoints(dir));
+  if (all.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("no checkpoint (ckpt-<step>.ipuckpt) in '", dir, "'"));
+  }
+  return all.back().second;
+}
+
+absl::StatusOr<std::string> WriteNumberedCheckpoint(
+    const std::string& dir, int64_t step, CheckpointContents* contents,
+    int keep_last, const WriteOptions& options) {
+  if (keep_last < 1 || step < 0 || step > 999999999999) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("WriteNumberedCheckpoint: keep_last ", keep_last,
+                     " (at least 1), step ", step, " (0 to 999999999999)"));
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return absl::InternalError(absl::StrCat(
+        "checkpoint directory '", dir, "' cannot be created: ", ec.message()));
+  }
+  // Temporary files of writers killed before their rename.
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const size_t tmp = name.find(".ipuckpt.tmp-");
+    if (tmp != std::string::npos && StepOf(name.substr(0, tmp + 8)) >= 0) {
+      std::filesystem::remove(it->path(), ec);
+    }
+  }
+  const std::string path = NumberedCheckpointPath(dir, step);
+  RETURN_IF_ERROR(WriteCheckpointFile(path, contents, options));
+  ASSIGN_OR_RETURN(auto all, ListCheckpoints(dir));
+  for (size_t i = 0; i + keep_last < all.size(); ++i) {
+    if (::unlink(all[i].second.c_str()) != 0) {
+      return Errno("checkpoint: remove old checkpoint", all[i].second);
+    }
+  }
+  return path;
+}
+
+}  // namespace ipuflow::checkpoint
