@@ -1,9 +1,17 @@
 // CrossReplicaOptimizer: data parallelism for any optimizer. Each replica
 // computes gradients on its own data; before the inner optimizer applies
-// them, every gradient is reduced over the replicas (one all-reduce per
-// gradient tensor), so all replicas apply the same update and their weights
-// stay bitwise equal (TensorFlow IPU guide 6.4.2, "Performing parameter
-// updates").
+// them, every gradient is reduced over the replicas, so all replicas apply
+// the same update and their weights stay bitwise equal (TensorFlow IPU guide
+// 6.4.2, "Performing parameter updates").
+//
+// Tensor fusion (Horovod's, "Tensor Fusion" in its docs): small gradients
+// of one IPU and dtype are flattened, concatenated into buckets of at most
+// `fusion_threshold_bytes` and reduced by one all-reduce per bucket, then
+// cut back; a gradient over half the threshold is reduced alone (its copies
+// would cost more than the rendezvous saved). Each element is summed over
+// the replicas in rank order either way, so fusion changes no bit of the
+// result, only the number of collectives (one rendezvous each, and across
+// processes one message chain each). 0 turns it off.
 //
 //   optimizers::AdamOptimizer adam(1e-3f);
 //   optimizers::CrossReplicaOptimizer opt(&adam);   // mean over replicas
@@ -47,26 +55,33 @@ const char* ReplicaReductionName(ReplicaReduction r);
 class CrossReplicaOptimizer : public Optimizer {
  public:
   // `optimizer` is not owned and must outlive this.
+  static constexpr int64_t kDefaultFusionThresholdBytes = int64_t{1} << 20;
+
   explicit CrossReplicaOptimizer(
       Optimizer* optimizer,
-      ReplicaReduction reduction = ReplicaReduction::kMean)
+      ReplicaReduction reduction = ReplicaReduction::kMean,
+      int64_t fusion_threshold_bytes = kDefaultFusionThresholdBytes)
       : Optimizer("CrossReplica"),
         optimizer_(optimizer),
-        reduction_(reduction) {}
+        reduction_(reduction),
+        fusion_threshold_bytes_(fusion_threshold_bytes) {}
   // Owns `optimizer` (for pipelines' optimizer_function, which returns a
   // shared_ptr).
   explicit CrossReplicaOptimizer(
       std::shared_ptr<Optimizer> optimizer,
-      ReplicaReduction reduction = ReplicaReduction::kMean)
+      ReplicaReduction reduction = ReplicaReduction::kMean,
+      int64_t fusion_threshold_bytes = kDefaultFusionThresholdBytes)
       : Optimizer("CrossReplica"),
         owned_(std::move(optimizer)),
         optimizer_(owned_.get()),
-        reduction_(reduction) {}
+        reduction_(reduction),
+        fusion_threshold_bytes_(fusion_threshold_bytes) {}
 
   bool accumulates_gradients() const override {
     return optimizer_ != nullptr && optimizer_->accumulates_gradients();
   }
   ReplicaReduction reduction() const { return reduction_; }
+  int64_t fusion_threshold_bytes() const { return fusion_threshold_bytes_; }
   Optimizer* inner() const { return optimizer_; }
   bool UpdatesElementwise() const override {
     return optimizer_ != nullptr && optimizer_->UpdatesElementwise();
@@ -77,7 +92,8 @@ class CrossReplicaOptimizer : public Optimizer {
   }
 
   // Reduces every gradient over the replicas ("CrossReplica/<var>/mean" or
-  // ".../sum", on the variable's IPU), then the inner ApplyGradients. With
+  // ".../sum", on the variable's IPU; fused: "CrossReplica/<first var>/
+  // fused_mean/all"), then the inner ApplyGradients. With
   // an update shard (set_update_shard) the reduction is a reduce-scatter
   // into that chunk (ops/collective/sharded_update.h) and the inner
   // optimizer updates that chunk only.
@@ -96,6 +112,7 @@ class CrossReplicaOptimizer : public Optimizer {
   std::shared_ptr<Optimizer> owned_;
   Optimizer* const optimizer_;
   const ReplicaReduction reduction_;
+  const int64_t fusion_threshold_bytes_;
 };
 
 }  // namespace ipuflow::optimizers
