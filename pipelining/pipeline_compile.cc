@@ -181,13 +181,13 @@ absl::Status PipelineRuntime::Compile() {
   }
   // Sharding assumes every replica holds the same optimizer state, which
   // only replica-identical updates guarantee.
-  if (b_->training && replica_.count > 1 &&
+  if (b_->training && replica_.global_count() > 1 &&
       b_->options.replicated_optimizer_state_sharding &&
       dynamic_cast<const optimizers::CrossReplicaOptimizer*>(
           b_->optimizer.get()) == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "pipeline '", b_->options.name,
-        "': replicated_optimizer_state_sharding over ", replica_.count,
+        "': replicated_optimizer_state_sharding over ", replica_.global_count(),
         " replicas needs replica-identical optimizer state: wrap the "
         "optimizer '",
         b_->optimizer->name(), "' in optimizers::CrossReplicaOptimizer"));
@@ -356,7 +356,8 @@ void PipelineRuntime::LowerToWorkLists() {
 absl::Status PipelineRuntime::AccountPrograms(std::vector<IpuMemory>* mem) {
   const bool offload =
       b_->training && b_->options.offload_weight_update_variables;
-  const int replicas = replica_.count;
+  // Sharded over every process's replicas.
+  const int replicas = replica_.global_count();
   const bool rts = offload && replicas > 1 &&
                    b_->options.replicated_optimizer_state_sharding;
   const int64_t min_remote = system_->config().minimum_remote_tensor_size();
@@ -477,7 +478,7 @@ absl::Status PipelineRuntime::AccountMemory() {
   for (int k = 0; k < num_ipus_; ++k) {
     IpuMemory& m = memory_[k];
     m.offload = offload;
-    m.sharded_over = sharded_.empty() ? 0 : replica_.count;
+    m.sharded_over = sharded_.empty() ? 0 : replica_.global_count();
     always_live_[k] = m.always_live();
     peak_arena_[k] = m.arena;
     offloaded_bytes_[k] = m.remote_shards;

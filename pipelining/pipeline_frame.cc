@@ -35,9 +35,12 @@ absl::Status PipelineFrame::Lower(IPUSystem* system, int replicas,
     }
   }
   auto lowering = std::make_shared<Lowering>();
+  // The collectives span every replica of every process (one local replica
+  // of several processes still reduces across them).
+  CollectiveGroup* across =
+      group != nullptr && group->num_replicas() > 1 ? group : nullptr;
   for (int r = 0; r < replicas; ++r) {
-    PipelineRuntime::Replica replica{r, replicas,
-                                     replicas > 1 ? group : nullptr};
+    PipelineRuntime::Replica replica{r, replicas, across};
     ASSIGN_OR_RETURN(std::unique_ptr<PipelineRuntime> rt,
                      PipelineRuntime::Create(b_, system, replica));
     lowering->replicas.push_back(std::move(rt));

@@ -280,13 +280,14 @@ absl::Status PipelineRuntime::StreamOptimizerState(bool in, RunState& rs) {
         rs.streamed += it->second.TotalBytes();
         if (chunked_.count(name)) {
           // A sharded update reads only this replica's chunk: no all-gather.
-          RETURN_IF_ERROR(v->Assign(
-              ChunkInPlace(it->second, replica_.index, sharded_.at(name))));
+          RETURN_IF_ERROR(v->Assign(ChunkInPlace(
+              it->second, replica_.global_index(), sharded_.at(name))));
         } else if (sharded) {
-          ASSIGN_OR_RETURN(Tensor full,
-                           GatherFromRemote(replica_.group, replica_.index,
-                                            replica_.count, "rts/load/" + name,
-                                            it->second, sharded_.at(name)));
+          ASSIGN_OR_RETURN(
+              Tensor full,
+              GatherFromRemote(replica_.group, replica_.index,
+                               replica_.global_count(), "rts/load/" + name,
+                               it->second, sharded_.at(name)));
           RETURN_IF_ERROR(v->Assign(full));
         } else {
           RETURN_IF_ERROR(v->Assign(it->second));
@@ -295,9 +296,9 @@ absl::Status PipelineRuntime::StreamOptimizerState(bool in, RunState& rs) {
       } else if (v->initialized()) {
         Tensor t = v->Release();
         if (sharded) {
-          ASSIGN_OR_RETURN(
-              t, ShardToRemote(replica_.group, replica_.index, replica_.count,
-                               "rts/store/" + name, t));
+          ASSIGN_OR_RETURN(t, ShardToRemote(replica_.group, replica_.index,
+                                            replica_.global_count(),
+                                            "rts/store/" + name, t));
         }
         rs.streamed += t.TotalBytes();
         remote_[name] = std::move(t);

@@ -72,9 +72,18 @@ class PipelineRuntime {
  public:
   // Which replica a runtime runs, and the replicas' collectives.
   struct Replica {
-    int index = 0;
+    int index = 0;  // Local (this process's), as `count`.
     int count = 1;
-    CollectiveGroup* group = nullptr;  // Not owned; null for one replica.
+    // Not owned; null for one replica. Spans the processes of a
+    // multi-process run (core/ipu/process_link.h).
+    CollectiveGroup* group = nullptr;
+    // Over every process: what sharded state is split by.
+    int global_index() const {
+      return group != nullptr ? group->global_replica(index) : index;
+    }
+    int global_count() const {
+      return group != nullptr ? group->num_replicas() : count;
+    }
   };
   // `built`, `system` and the group are not owned and must outlive the
   // runtime.

@@ -2,7 +2,7 @@
 // a CollectiveGroup with one local replica) side by side with a bare
 // MPI_Allreduce of the same float32 sum, alternating, in one run:
 //
-//   mpirun -np 2 --allow-run-as-root --oversubscribe \
+//   mpirun -np 2 --allow-run-as-root --oversubscribe
 //     bazel-bin/core/distributed/allreduce_benchmark
 //
 // Bus bandwidth as NCCL's tests define it: bytes x 2 (P - 1) / P / time.

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # mpirun_test.sh BINARY P... [-- ARGS...]: runs BINARY ARGS under
 # `mpirun -np P` for each P,
-# once with Open MPI's default collective decisions and once with a forced
-# all-reduce algorithm (ring), which ipuflow's fixed-order collectives
-# must not notice. Fails if any run fails.
+# once with Open MPI's default collective decisions and once with each of
+# two forced all-reduce algorithms (ring, and Rabenseifner's reduce-scatter
+# + all-gather), which ipuflow's fixed-order collectives must not notice.
+# Fails if any run fails.
 #
 # --oversubscribe: CI has 2 cores and P = 3 runs too. --allow-run-as-root:
 # CI runs as root. Shared memory between the processes (vader), without
@@ -27,7 +28,8 @@ done
 unset XML_OUTPUT_FILE TEST_PREMATURE_EXIT_FILE GTEST_OUTPUT
 rc=0
 for np in "${counts[@]}"; do
-  for forced in "" "--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4"; do
+  for algorithm in "" 4 6; do
+    forced=${algorithm:+--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm $algorithm}
     echo "=== mpirun -np $np ${forced:-(default collective rules)}"
     # shellcheck disable=SC2086
     if ! mpirun -np "$np" --oversubscribe --allow-run-as-root --bind-to none \

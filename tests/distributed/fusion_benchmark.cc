@@ -5,8 +5,8 @@
 // local replicas; under mpirun the replicas span the processes.
 //
 //   bazel-bin/tests/distributed/fusion_benchmark            # one process
-//   mpirun -np 2 --oversubscribe --allow-run-as-root --bind-to none \
-//     --mca btl self,vader --mca btl_vader_single_copy_mechanism none \
+//   mpirun -np 2 --oversubscribe --allow-run-as-root --bind-to none
+//     --mca btl self,vader --mca btl_vader_single_copy_mechanism none
 //     bazel-bin/tests/distributed/fusion_benchmark
 //
 // Process 0 prints the machine and the median step time of each.
