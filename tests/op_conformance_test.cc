@@ -10,6 +10,8 @@
 // Tolerances are per op, in ONE table (OpTable() below), in units of the
 // dtype's rounding (float32 u = 2^-24, float16 u = 2^-11): |y - ref| <=
 // ulps * u * |ref| + atol. Anything wider than 10 float32 units says why.
+// Gradient ops are checked against the float64 vector-Jacobian product of
+// their forward op's reference (AddGradientEntries).
 // A registered op without an entry fails the test; an op that is not
 // checked here has an entry saying where it is tested and why not here.
 // The harness's size (ops x dtypes x cases) is printed at the end.
@@ -84,6 +86,9 @@ struct OpEntry {
   // every compared float output); the others (statistics, attention
   // probabilities) feed the gradient op and are not differentiable.
   int grad_outputs = -1;
+  // Inputs computed from the others (a gradient op's statistics or cache),
+  // in float64 before the rounding to their dtype.
+  std::function<void(Refs&)> derive;
 };
 
 // ---- Reference building blocks --------------------------------------------
@@ -321,8 +326,11 @@ bool GetBool(const AttrMap& attrs, const std::string& name) {
 
 // Keras's LSTM (gates i, f, c, o) or GRU (z, r, n), batch- or time-major:
 // inputs (x, h0, [c0,] kernel, recurrent_kernel, bias); outputs the
-// sequence, the final h [and c].
-Refs Rnn64(const Refs& in, const AttrMap& attrs, bool lstm) {
+// sequence, the final h [and c], and with_cache the ops' cache for their
+// gradient ([T, B, blocks * u]: LSTM i, f, g, o, c, h; GRU z, r, n, h and
+// hr_n + b_h,n (reset_after) or r * h_prev).
+Refs Rnn64(const Refs& in, const AttrMap& attrs, bool lstm,
+           bool with_cache = false) {
   const bool time_major = GetBool(attrs, "time_major");
   const bool reset_after = !lstm && GetBool(attrs, "reset_after");
   const T64& x = in[0];
@@ -331,12 +339,15 @@ Refs Rnn64(const Refs& in, const AttrMap& attrs, bool lstm) {
   const int64_t tt = x.shape.dim(time_major ? 0 : 1),
                 bb = x.shape.dim(time_major ? 1 : 0), ni = x.shape.dim(2),
                 u = r.shape.dim(0), w = r.shape.dim(1);
+  const int64_t blocks = lstm ? 6 : 5;
   auto row = [&](int64_t t, int64_t b) {
     return time_major ? t * bb + b : b * tt + t;
   };
   auto sig = [](double v) { return 1 / (1 + std::exp(-v)); };
   T64 seq{TensorShape({x.shape.dim(0), x.shape.dim(1), u}),
           std::vector<double>(tt * bb * u)};
+  T64 cache{TensorShape({tt, bb, blocks * u}),
+            std::vector<double>(tt * bb * blocks * u)};
   T64 h = in[1], c = lstm ? in[2] : T64{};
   for (int64_t t = 0; t < tt; ++t) {
     T64 hn = h;
@@ -346,32 +357,54 @@ Refs Rnn64(const Refs& in, const AttrMap& attrs, bool lstm) {
         for (int64_t i = 0; i < ni; ++i) {
           xw[q] += x.v[row(t, b) * ni + i] * k.v[i * w + q];
         }
-        for (int64_t j = 0; j < u; ++j)
+        for (int64_t j = 0; j < u; ++j) {
           hr[q] += h.v[b * u + j] * r.v[j * w + q];
+        }
         xw[q] += bias.v[q];
         if (reset_after) hr[q] += bias.v[w + q];
       }
+      auto put = [&](int64_t block, int64_t j, double v) {
+        cache.v[((t * bb + b) * blocks + block) * u + j] = v;
+      };
       for (int64_t j = 0; j < u; ++j) {
         double out;
         if (lstm) {
-          const double z = xw[j] + hr[j], f = xw[u + j] + hr[u + j];
-          const double g = xw[2 * u + j] + hr[2 * u + j];
-          const double o = xw[3 * u + j] + hr[3 * u + j];
+          const double i = sig(xw[j] + hr[j]), f = sig(xw[u + j] + hr[u + j]);
+          const double g = std::tanh(xw[2 * u + j] + hr[2 * u + j]);
+          const double o = sig(xw[3 * u + j] + hr[3 * u + j]);
           double& cv = c.v[b * u + j];
-          cv = sig(f) * cv + sig(z) * std::tanh(g);
-          out = sig(o) * std::tanh(cv);
+          cv = f * cv + i * g;
+          out = o * std::tanh(cv);
+          for (auto [block, v] : {std::pair<int, double>{0, i},
+                                  {1, f},
+                                  {2, g},
+                                  {3, o},
+                                  {4, cv},
+                                  {5, out}}) {
+            put(block, j, v);
+          }
         } else {
           const double z = sig(xw[j] + hr[j]);
+          const double rr = sig(xw[u + j] + hr[u + j]);
           double a = xw[2 * u + j];
           if (reset_after) {
-            a += sig(xw[u + j] + hr[u + j]) * hr[2 * u + j];
+            a += rr * hr[2 * u + j];
           } else {
             for (int64_t l = 0; l < u; ++l) {
               a += sig(xw[u + l] + hr[u + l]) * h.v[b * u + l] *
                    r.v[l * w + 2 * u + j];
             }
           }
-          out = z * h.v[b * u + j] + (1 - z) * std::tanh(a);
+          const double n = std::tanh(a);
+          out = z * h.v[b * u + j] + (1 - z) * n;
+          for (auto [block, v] :
+               {std::pair<int, double>{0, z},
+                {1, rr},
+                {2, n},
+                {3, out},
+                {4, reset_after ? hr[2 * u + j] : rr * h.v[b * u + j]}}) {
+            put(block, j, v);
+          }
         }
         hn.v[b * u + j] = out;
         seq.v[row(t, b) * u + j] = out;
@@ -379,7 +412,9 @@ Refs Rnn64(const Refs& in, const AttrMap& attrs, bool lstm) {
     }
     h = hn;
   }
-  return lstm ? Refs{seq, h, c} : Refs{seq, h};
+  Refs out = lstm ? Refs{seq, h, c} : Refs{seq, h};
+  if (with_cache) out.push_back(cache);
+  return out;
 }
 
 // ---- The table --------------------------------------------------------------
@@ -948,6 +983,245 @@ void AddReferenceEntries(std::vector<OpEntry>& t) {
   }
 }
 
+// ---- Gradient ops: float64 vector-Jacobian products of the forward ------
+
+// d(sum_k cot_k . f(x)_k) / d x[wrt], central differences of the float64
+// forward reference f with a relative step `step`: 1e-6 (error ~1e-9, far
+// below float32 rounding), or 1 where f is linear in x[wrt] (exact but for
+// float64 rounding, so that differences of this reference are accurate
+// too: the gradient op's own gradient is then checked by them).
+T64 Vjp(const RefFn& f, const AttrMap& attrs, const Refs& x, int wrt,
+        const Refs& cot, double step) {
+  auto dot = [&](const Refs& y) {
+    double s = 0;
+    for (size_t k = 0; k < cot.size(); ++k) {
+      for (int64_t i = 0; i < cot[k].size(); ++i) s += cot[k].v[i] * y[k].v[i];
+    }
+    return s;
+  };
+  T64 g = Like(x[wrt]);
+  Refs p = x;
+  for (int64_t i = 0; i < g.size(); ++i) {
+    const double v = x[wrt].v[i], h = step * std::max(1.0, std::fabs(v));
+    p[wrt].v[i] = v + h;
+    const double up = dot(f(p, attrs));
+    p[wrt].v[i] = v - h;
+    const double down = dot(f(p, attrs));
+    p[wrt].v[i] = v;
+    g.v[i] = (up - down) / (2 * h);
+  }
+  return g;
+}
+
+// Where a gradient op's input comes from: a cotangent of forward output
+// k, forward input k, or forward output k computed from the forward
+// inputs (statistics, a cache; `dtype` when fixed, e.g. float32).
+struct Src {
+  enum Kind { kCot, kFwd, kDerived } kind;
+  int index;
+  DType dtype = DType::kInvalid;
+};
+Src Cot(int k) { return {Src::kCot, k}; }
+Src Fwd(int k) { return {Src::kFwd, k}; }
+Src Derived(int k, DType d = DType::kInvalid) { return {Src::kDerived, k, d}; }
+
+struct GradSpec {
+  std::string fwd_op, grad_op;
+  std::vector<Src> inputs;
+  std::vector<int> wrt;  // The forward inputs of the op's outputs, in order.
+  // The forward op is linear in each input of `wrt`: exact differences,
+  // and the gradient op's own gradient is checked.
+  bool linear = false;
+  AttrMap extra_attrs;
+  RefFn derive_ref;  // For kDerived (default: the forward's reference).
+};
+
+// The gradient op's entry from its forward op's entry (every variant): its
+// reference is the forward reference's vector-Jacobian product.
+OpEntry GradEntry(const OpEntry& fwd, const GradSpec& spec) {
+  OpEntry e;
+  e.op = spec.grad_op;
+  e.variant = fwd.variant.empty() ? fwd.op : fwd.variant;
+  // The forward node's attributes (defaults included) and output shapes.
+  Scope s = Scope::NewRootScope();
+  std::vector<Output> xs;
+  for (const InputSpec& in : fwd.inputs) {
+    xs.push_back(ops::Placeholder(
+        s, in.dtype == DType::kInvalid ? DType::kFloat32 : in.dtype, in.shape));
+  }
+  Node* node = s.AddNode(fwd.op, xs, fwd.attrs);
+  if (node == nullptr) {
+    ADD_FAILURE() << fwd.op << ": " << s.status();
+    return Exempt(spec.grad_op, "its forward entry does not build");
+  }
+  const AttrMap fattrs = node->attrs();
+  const OpDef* gdef = *OpRegistry::Global()->Find(spec.grad_op);
+  for (const auto& [name, value] : fattrs) {
+    if (gdef->FindAttr(name) != nullptr) e.attrs.insert({name, value});
+  }
+  for (const auto& [name, value] : spec.extra_attrs) e.attrs[name] = value;
+  for (const Src& src : spec.inputs) {
+    if (src.kind == Src::kFwd) {
+      e.inputs.push_back(fwd.inputs[src.index]);
+    } else {
+      InputSpec in{node->output_shape(src.index), -1, 1};
+      if (src.kind == Src::kDerived) in.dtype = src.dtype;
+      e.inputs.push_back(in);
+    }
+  }
+  const int n_out = fwd.outputs < 0 ? node->num_outputs() : fwd.outputs;
+  std::vector<TensorShape> out_shapes;
+  for (int k = 0; k < n_out; ++k) out_shapes.push_back(node->output_shape(k));
+  // The forward inputs and cotangents a gradient op's inputs stand for.
+  auto unpack = [fwd_in = fwd.inputs, srcs = spec.inputs, out_shapes](
+                    const Refs& in, Refs* x, Refs* cot) {
+    for (const InputSpec& f : fwd_in) {
+      x->push_back({f.shape, std::vector<double>(f.shape.num_elements())});
+    }
+    for (const TensorShape& o : out_shapes) {
+      cot->push_back({o, std::vector<double>(o.num_elements())});
+    }
+    for (size_t k = 0; k < srcs.size(); ++k) {
+      if (srcs[k].kind == Src::kFwd) (*x)[srcs[k].index] = in[k];
+      if (srcs[k].kind == Src::kCot) (*cot)[srcs[k].index] = in[k];
+    }
+  };
+  e.ref = [f = fwd.ref, fattrs, unpack, wrt = spec.wrt,
+           step = spec.linear ? 1.0 : 1e-6](const Refs& in, const AttrMap&) {
+    Refs x, cot;
+    unpack(in, &x, &cot);
+    Refs out;
+    for (int w : wrt) out.push_back(Vjp(f, fattrs, x, w, cot, step));
+    return out;
+  };
+  bool derived = false;
+  for (const Src& src : spec.inputs) derived |= src.kind == Src::kDerived;
+  if (derived) {
+    e.derive = [d = spec.derive_ref ? spec.derive_ref : fwd.ref, fattrs, unpack,
+                srcs = spec.inputs](Refs& in) {
+      Refs x, cot;
+      unpack(in, &x, &cot);
+      const Refs y = d(x, fattrs);
+      for (size_t k = 0; k < srcs.size(); ++k) {
+        if (srcs[k].kind == Src::kDerived) in[k] = y[srcs[k].index];
+      }
+    };
+  }
+  e.ulps32 = 8;
+  e.ulps16 = 2;
+  e.atol = 1e-6;
+  // A derived input is a function of the others, which finite differences
+  // of one input at a time cannot respect.
+  e.grad = spec.linear && !derived;
+  return e;
+}
+
+void AddGradientEntries(std::vector<OpEntry>& t) {
+  const DType f32 = DType::kFloat32;
+  const std::vector<GradSpec> specs = {
+      {"Conv2D", "Conv2DBackpropInput", {Fwd(0), Fwd(1), Cot(0)}, {0}, true},
+      {"Conv2D", "Conv2DBackpropFilter", {Fwd(0), Fwd(1), Cot(0)}, {1}, true},
+      {"GroupedConv2D",
+       "GroupedConv2DBackpropInput",
+       {Fwd(0), Fwd(1), Cot(0)},
+       {0},
+       true},
+      {"GroupedConv2D",
+       "GroupedConv2DBackpropFilter",
+       {Fwd(0), Fwd(1), Cot(0)},
+       {1},
+       true},
+      {"AvgPool2D", "AvgPoolGrad", {Fwd(0), Cot(0)}, {0}, true},
+      {"MaxPool2D", "MaxPoolGrad", {Fwd(0), Derived(0), Cot(0)}, {0}},
+      {"Concat", "ConcatGrad", {Cot(0), Fwd(0), Fwd(1)}, {0, 1}, true},
+      {"Gather", "GatherGrad", {Cot(0), Fwd(1), Fwd(0)}, {0}, true},
+      {"EmbeddingLookup",
+       "EmbeddingLookupGrad",
+       {Cot(0), Fwd(1), Fwd(0)},
+       {0},
+       true},
+      {"StridedSlice", "StridedSliceGrad", {Cot(0), Fwd(0)}, {0}, true},
+      {"ReduceSum",
+       "ReduceGradLike",
+       {Cot(0), Fwd(0)},
+       {0},
+       true,
+       {{"mean", false}}},
+      {"ReduceMean",
+       "ReduceGradLike",
+       {Cot(0), Fwd(0)},
+       {0},
+       true,
+       {{"mean", true}}},
+      {"SparseSoftmaxCrossEntropyWithLogits",
+       "SparseSoftmaxCrossEntropyWithLogitsGrad",
+       {Derived(1), Cot(0)},
+       {0}},
+      {"LayerNorm",
+       "LayerNormGrad",
+       {Cot(0), Fwd(0), Fwd(1), Derived(1, f32), Derived(2, f32)},
+       {0, 1, 2}},
+      {"GroupNorm",
+       "GroupNormGrad",
+       {Cot(0), Fwd(0), Fwd(1), Derived(1, f32), Derived(2, f32)},
+       {0, 1, 2}},
+      {"BatchNorm",
+       "BatchNormGrad",
+       {Cot(0), Fwd(0), Fwd(1), Derived(1, f32), Derived(3, f32)},
+       {0, 1, 2}},
+      {"BatchNormInference",
+       "BatchNormInferenceGrad",
+       {Cot(0), Fwd(0), Fwd(1), Fwd(3), Fwd(4)},
+       {0, 1, 2, 3, 4}},
+      {"NLLLoss", "NLLLossGrad", {Cot(0), Fwd(0), Fwd(1), Fwd(2)}, {0}},
+      {"SmoothedSparseSoftmaxCrossEntropy",
+       "SmoothedSparseSoftmaxCrossEntropyGrad",
+       {Cot(0), Fwd(0), Fwd(1)},
+       {0}},
+      {"CTCLoss", "CTCLossGrad", {Fwd(0), Fwd(1), Fwd(2), Fwd(3), Cot(0)}, {0}},
+      {"ScaledDotProductAttention",
+       "ScaledDotProductAttentionGrad",
+       {Cot(0), Fwd(0), Fwd(1), Fwd(2), Derived(1, f32)},
+       {0, 1, 2}},
+      {"PopnnLSTM",
+       "PopnnLSTMGrad",
+       {Cot(0), Cot(1), Cot(2), Fwd(0), Fwd(1), Fwd(2), Fwd(3), Fwd(4),
+        Derived(3, f32)},
+       {0, 1, 2, 3, 4, 5},
+       false,
+       {},
+       [](const Refs& in, const AttrMap& a) {
+         return Rnn64(in, a, true, true);
+       }},
+      {"PopnnGRU",
+       "PopnnGRUGrad",
+       {Cot(0), Cot(1), Fwd(0), Fwd(1), Fwd(2), Fwd(3), Fwd(4),
+        Derived(2, f32)},
+       {0, 1, 2, 3, 4},
+       false,
+       {},
+       [](const Refs& in, const AttrMap& a) {
+         return Rnn64(in, a, false, true);
+       }},
+  };
+  const std::set<std::string> pointwise = {"MSELoss", "L1Loss", "HuberLoss",
+                                           "BCEWithLogitsLoss", "KLDivLoss"};
+  std::vector<OpEntry> grads;
+  for (const OpEntry& fwd : t) {
+    if (!fwd.exempt.empty()) continue;
+    for (const GradSpec& spec : specs) {
+      if (spec.fwd_op == fwd.op) grads.push_back(GradEntry(fwd, spec));
+    }
+    if (pointwise.count(fwd.op)) {
+      GradSpec spec{
+          fwd.op, "PointwiseLossGrad", {Cot(0), Fwd(0), Fwd(1)}, {0, 1},
+          false,  {{"loss", fwd.op}}};
+      grads.push_back(GradEntry(fwd, spec));
+    }
+  }
+  t.insert(t.end(), grads.begin(), grads.end());
+}
+
 const std::vector<OpEntry>& OpTable() {
   static const auto* table = new std::vector<OpEntry>([] {
     std::vector<OpEntry> t;
@@ -1347,9 +1621,9 @@ const std::vector<OpEntry>& OpTable() {
       };
       e.ulps32 = 8;
       e.atol = 1e-6;
-      // Its gradient is the backprop output (checked as a value above);
-      // the second output has no gradient of its own.
-      e.grad = false;
+      // The backprop output (compared above) has no gradient of its own:
+      // the gradient goes through the loss.
+      e.grad_outputs = 1;
       t.push_back(e);
     }
     // -- Issue 21's model ops (docs/OPS.md).
@@ -1903,6 +2177,7 @@ const std::vector<OpEntry>& OpTable() {
       }
     }
     AddReferenceEntries(t);
+    AddGradientEntries(t);
     // -- Not evaluated here, and why.
     const std::string kState =
         "reads or writes a variable or host state; ops/state/*_test.cc";
@@ -1941,45 +2216,12 @@ const std::vector<OpEntry>& OpTable() {
     for (const char* op : {"IpuDropout", "IpuDropoutWithSeed"}) {
       t.push_back(Exempt(op, "random mask; ops/nn/ipu_dropout_test.cc"));
     }
-    // Gradient ops, checked as the gradients of their forward ops (finite
-    // differences in the forward op's own test).
-    for (auto [op, where] : std::vector<std::pair<const char*, const char*>>{
-             {"LayerNormGrad", "ops/norm/norm_test.cc"},
-             {"GroupNormGrad", "ops/norm/norm_test.cc"},
-             {"BatchNormGrad", "ops/norm/norm_test.cc"},
-             {"BatchNormInferenceGrad", "ops/norm/norm_test.cc"},
-             {"PointwiseLossGrad", "ops/loss/loss_test.cc"},
-             {"NLLLossGrad", "ops/loss/loss_test.cc"},
-             {"SmoothedSparseSoftmaxCrossEntropyGrad", "ops/loss/loss_test.cc"},
-             {"EmbeddingLookupGrad", "ops/nn/embedding_lookup_test.cc"},
-             {"ScaledDotProductAttentionGrad",
-              "ops/nn/scaled_dot_product_attention_test.cc"},
-             {"GroupedConv2DBackpropInput", "ops/nn/grouped_conv_2d_test.cc"},
-             {"GroupedConv2DBackpropFilter", "ops/nn/grouped_conv_2d_test.cc"},
-             {"PopnnLSTMGrad", "this file and ops/rnn/rnn_test.cc"},
-             {"PopnnGRUGrad", "this file and ops/rnn/rnn_test.cc"}}) {
-      t.push_back(
-          Exempt(op, absl::StrCat("a gradient op; finite differences of its "
-                                  "forward op in ",
-                                  where)));
-    }
     t.push_back(Exempt("GradientHistogram",
                        "loss-scaling statistics; "
                        "ops/state/gradient_statistics_test.cc"));
     t.push_back(Exempt("NonFiniteCount",
                        "loss-scaling statistics; "
                        "ops/state/gradient_statistics_test.cc"));
-    // Float64 references still to write (issue 21's harness follow-up);
-    // each is checked against loops or finite differences in its own test.
-    const std::string kTodo =
-        "float64 reference not yet in this harness; its own test checks it "
-        "against direct loops and finite differences";
-    for (const char* op :
-         {"AvgPoolGrad", "CTCLossGrad", "ConcatGrad", "Conv2DBackpropFilter",
-          "Conv2DBackpropInput", "GatherGrad", "MaxPoolGrad", "ReduceGradLike",
-          "StridedSliceGrad", "SparseSoftmaxCrossEntropyWithLogitsGrad"}) {
-      t.push_back(Exempt(op, kTodo));
-    }
     return t;
   }());
   return *table;
@@ -2197,6 +2439,12 @@ Refs RandomInputs(const OpEntry& e, DType dtype, uint32_t seed) {
       if (!IsFloat(d)) v = std::min(v, s.hi);
     }
     in.push_back(std::move(t));
+  }
+  if (e.derive) {
+    e.derive(in);
+    for (size_t i = 0; i < in.size(); ++i) {
+      for (double& v : in[i].v) v = RoundTo(InputDType(e, i, dtype), v);
+    }
   }
   return in;
 }
