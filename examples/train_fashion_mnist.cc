@@ -7,6 +7,8 @@
 //
 //   ./bazelw run //examples:train_fashion_mnist
 //   ./bazelw run //examples:train_fashion_mnist -- --replication-factor 2
+//   mpirun -np 2 bazel-bin/examples/train_fashion_mnist \
+//     --replication-factor 1        # 2 processes x 1 replica
 //
 // Replication: R replicas of the 4-stage pipeline on R x 4 IPUs; each
 // weight update averages the gradients over the accumulated micro-batches
@@ -24,6 +26,7 @@
 #include "core/status.h"
 #include "examples/models.h"
 #include "examples/tutorial_flags.h"
+#include "examples/tutorial_processes.h"
 #include "examples/tutorial_support.h"
 #include "feeds/data_loader.h"
 #include "feeds/infeed_queue.h"
@@ -117,7 +120,9 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
-absl::Status RunTutorial(const TutorialFlags& f) {
+// `procs`: under mpirun, this process's share (its replicas, its data).
+absl::Status RunTutorial(const TutorialFlags& f,
+                         examples::TutorialProcesses& procs) {
   if (f.profile) RETURN_IF_ERROR(examples::PrepareProfileDir(f.profile_dir));
   const int replicas = f.replicas;
   // The data loader (poptorch.DataLoader): one training call takes
@@ -131,6 +136,8 @@ absl::Status RunTutorial(const TutorialFlags& f) {
   lo.mode = f.loader_mode;
   lo.num_workers = f.loader_workers;
   lo.replicas = replicas;
+  lo.process_index = procs.index();
+  lo.process_count = procs.count();
   feeds::DataLoaderOptions train_lo = lo, test_lo = lo;
   train_lo.batch_size = f.batch_size;
   train_lo.device_iterations = f.device_iterations;
@@ -170,6 +177,9 @@ absl::Status RunTutorial(const TutorialFlags& f) {
   }
   ASSIGN_OR_RETURN(std::unique_ptr<IPUSystem> system,
                    IPUSystem::Create(config));
+  RETURN_IF_ERROR(procs.Link(*system));
+  RETURN_IF_ERROR(procs.Agree(*train_loader));
+  RETURN_IF_ERROR(procs.Agree(*test_loader));
   IPUStrategy strategy(system.get());
 
   // The network: block b's variables on IPU b of every replica; the
@@ -231,12 +241,15 @@ absl::Status RunTutorial(const TutorialFlags& f) {
   const int64_t calls = f.epochs * train_loader->len();
   const int64_t steps = calls * f.device_iterations * f.gradient_accumulation;
   examples::RunningMeans window(/*micro_batches=*/50, replicas);
+  // Every process trains in step: the run's micro-batches are P times ours.
+  const int64_t all_replicas = int64_t{replicas} * procs.count();
   std::thread monitor([&] {
     for (int64_t step = 1; step <= steps; ++step) {
       absl::StatusOr<feeds::OutfeedElement> e = train_out->Next();
       if (!e.ok()) return;  // Closed early: a training call failed.
       window.Add((*e)["0"], (*e)["1"]);
-      examples::DrawProgress(step * replicas, steps * replicas,
+      if (procs.index() != 0) continue;  // One progress bar for the run.
+      examples::DrawProgress(step * all_replicas, steps * all_replicas,
                              window.last_loss(), window.mean_accuracy());
     }
   });
@@ -261,10 +274,10 @@ absl::Status RunTutorial(const TutorialFlags& f) {
   std::printf(
       "Trained %lld micro-batches (%lld weight updates) in %.1f s: %.0f "
       "images/s; last %d micro-batches: loss %.4f, accuracy %.2f%%\n",
-      static_cast<long long>(steps * replicas),
+      static_cast<long long>(steps * all_replicas),
       static_cast<long long>(calls * f.device_iterations), train_seconds,
-      steps * replicas * f.batch_size / train_seconds, window.micro_batches(),
-      window.mean_loss(), 100 * window.mean_accuracy());
+      steps * all_replicas * f.batch_size / train_seconds,
+      window.micro_batches(), window.mean_loss(), 100 * window.mean_accuracy());
   if (replicas > 1) RETURN_IF_ERROR(examples::CheckReplicasAgree(*trained));
   RETURN_IF_ERROR(examples::PrintLossScale(f, *trained));
   examples::PrintPipelineReport(f, last_run);
@@ -279,9 +292,12 @@ absl::Status RunTutorial(const TutorialFlags& f) {
       inference->last_report().value_or(pipelining::PipelineReport{});
   const double test_seconds = SecondsSince(test_start);
   ASSIGN_OR_RETURN(feeds::OutfeedResult results, test_out->Dequeue());
-  double correct = 0;
-  for (float a : results["0"].span<float>()) correct += a * f.test_batch_size;
-  const int64_t test_images = results["0"].NumElements() * f.test_batch_size;
+  double mine = 0;
+  for (float a : results["0"].span<float>()) mine += a * f.test_batch_size;
+  ASSIGN_OR_RETURN(
+      const auto all,  // Every process's share: (correct, images).
+      procs.Sum(mine, results["0"].NumElements() * f.test_batch_size));
+  const auto [correct, test_images] = all;
   std::printf("Test accuracy: %.2f%% (%lld of %lld images, %.0f images/s)\n",
               100 * correct / test_images,
               static_cast<long long>(std::llround(correct)),
@@ -294,10 +310,14 @@ absl::Status RunTutorial(const TutorialFlags& f) {
 }  // namespace ipuflow
 
 int main(int argc, char** argv) {
+  using ipuflow::examples::TutorialProcesses;
+  absl::StatusOr<TutorialProcesses> procs = TutorialProcesses::Join();
   absl::StatusOr<ipuflow::examples::TutorialFlags> flags =
-      ipuflow::examples::ParseTutorialFlags(argc, argv);
+      procs.ok()
+          ? ipuflow::examples::ParseTutorialFlags(argc, argv, procs->count())
+          : procs.status();
   const absl::Status status =
-      flags.ok() ? ipuflow::RunTutorial(*flags) : flags.status();
+      flags.ok() ? ipuflow::RunTutorial(*flags, *procs) : flags.status();
   if (!status.ok()) {
     std::fflush(stdout);
     std::fprintf(stderr, "\n%s\n", status.ToString().c_str());

@@ -113,7 +113,7 @@ constexpr float kInitialLossScale = 128.f;
 // one replica's combined batch. `replicas` is in [1, kMaxReplicas].
 // InvalidArgument naming replicas, stages and IPUs when the default cannot
 // be used or the pipeline cannot fill.
-absl::StatusOr<int> GradientAccumulation(int replicas,
+absl::StatusOr<int> GradientAccumulation(int replicas, int processes,
                                          std::optional<int> requested,
                                          bool pipelined) {
   const std::string layout =
@@ -123,16 +123,19 @@ absl::StatusOr<int> GradientAccumulation(int replicas,
   if (requested.has_value()) {
     accumulation = *requested;
   } else {
-    if (kOneReplicaAccumulation % replicas != 0) {
+    // Every process's replicas share the combined batch.
+    const int64_t global = int64_t{replicas} * processes;
+    if (kOneReplicaAccumulation % global != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--replication-factor ", replicas, " (", layout,
-          "): the default gradient accumulation keeps the combined batch of "
+          "--replication-factor ", replicas, " (", layout, ")",
+          processes > 1 ? absl::StrCat(" x ", processes, " processes") : "",
+          ": the default gradient accumulation keeps the combined batch of "
           "one replica by accumulating ",
           kOneReplicaAccumulation, " / replicas micro-batches on each, and ",
-          kOneReplicaAccumulation, " is not a multiple of ", replicas,
-          "; use 1 or 2 replicas, or pass --gradient-accumulation"));
+          kOneReplicaAccumulation, " is not a multiple of ", global,
+          "; use 1 or 2 replicas in all, or pass --gradient-accumulation"));
     }
-    accumulation = kOneReplicaAccumulation / replicas;
+    accumulation = kOneReplicaAccumulation / static_cast<int>(global);
   }
   // PopTorch's rule: a pipeline fills only with one micro-batch per stage.
   if (pipelined && accumulation < kStages) {
@@ -181,8 +184,9 @@ bool IsTutorialFlag(absl::string_view name) {
 }
 
 // Reads Abseil's flags (as the command line set them) and checks them all.
-absl::StatusOr<TutorialFlags> FlagsFromAbsl() {
+absl::StatusOr<TutorialFlags> FlagsFromAbsl(int processes = 1) {
   TutorialFlags f;
+  f.processes = processes;
   OptionChecker check("train_fashion_mnist flags");
   f.batch_size = absl::GetFlag(FLAGS_batch_size);
   check.Range("--batch-size", f.batch_size, 1, kMaxBatchSize);
@@ -298,9 +302,9 @@ absl::StatusOr<TutorialFlags> FlagsFromAbsl() {
   f.debug = absl::GetFlag(FLAGS_debug);
   RETURN_IF_ERROR(check.status());
   // The layout, once replicas are in range.
-  ASSIGN_OR_RETURN(
-      f.gradient_accumulation,
-      GradientAccumulation(f.replicas, accumulation, f.pipelined()));
+  ASSIGN_OR_RETURN(f.gradient_accumulation,
+                   GradientAccumulation(f.replicas, f.processes, accumulation,
+                                        f.pipelined()));
   OptionChecker products("train_fashion_mnist flags");
   const int64_t combined =
       products.Product({{"--batch-size", f.batch_size},
@@ -322,12 +326,13 @@ absl::StatusOr<TutorialFlags> FlagsFromAbsl() {
 
 }  // namespace
 
-absl::StatusOr<TutorialFlags> ParseTutorialFlags(int argc, char** argv) {
+absl::StatusOr<TutorialFlags> ParseTutorialFlags(int argc, char** argv,
+                                                 int processes) {
   absl::SetProgramUsageMessage(
       "Trains the tutorial ConvNet on Fashion-MNIST, pipelined over four "
       "emulated IPUs (times --replication-factor replicas), then tests it.");
   ParseCommandLine(argc, argv);
-  return FlagsFromAbsl();
+  return FlagsFromAbsl(processes);
 }
 
 absl::StatusOr<TutorialFlags> ParseTutorialFlagArgs(
@@ -394,16 +399,24 @@ absl::StatusOr<TutorialFlags> ParseTutorialFlagArgs(
   return FlagsFromAbsl();
 }
 
+// "2 replica(s)", or "1 replica(s) x 2 processes".
+std::string ReplicasText(const TutorialFlags& f) {
+  return f.processes > 1 ? absl::StrCat(f.replicas, " replica(s) x ",
+                                        f.processes, " processes")
+                         : absl::StrCat(f.replicas, " replica(s)");
+}
+
 std::string TrainingSummary(const TutorialFlags& f) {
   return absl::StrFormat(
-      "Training the ConvNet (B1-B4 on IPUs 0-3, %s) x %d replica(s) on %d "
-      "IPUs, Fashion-MNIST: micro-batch %d x gradient accumulation %d x %d "
-      "replica(s) = combined batch %d, %d device iterations, %d epoch(s), "
+      "Training the ConvNet (B1-B4 on IPUs 0-3, %s) x %s on %d "
+      "IPUs%s, Fashion-MNIST: micro-batch %d x gradient accumulation %d "
+      "x %s = combined batch %d, %d device iterations, %d epoch(s), "
       "AdamW lr %g%s\n",
-      f.strategy, f.replicas, f.replicas * kStages, f.batch_size,
-      f.gradient_accumulation, f.replicas,
-      f.batch_size * f.gradient_accumulation * f.replicas, f.device_iterations,
-      f.epochs, f.learning_rate,
+      f.strategy, ReplicasText(f), f.replicas * kStages,
+      f.processes > 1 ? " per process" : "", f.batch_size,
+      f.gradient_accumulation, ReplicasText(f),
+      f.batch_size * f.gradient_accumulation * f.replicas * f.processes,
+      f.device_iterations, f.epochs, f.learning_rate,
       f.offload_optimiser
           ? (f.replicated_optimizer_state_sharding
                  ? ", optimizer state offloaded and sharded over the replicas"

@@ -31,11 +31,13 @@ constexpr int kStages = 4;  // B1-B4, one per IPU.
 
 struct TutorialFlags {
   // Training: micro-batch, weight updates per host call, micro-batches per
-  // weight update on each replica (resolved: 10 / replicas by default).
+  // weight update on each replica (resolved: 10 / (replicas x processes)
+  // by default).
   int batch_size = 40;
   int device_iterations = 10;
   int gradient_accumulation = 10;
-  int replicas = 1;
+  int replicas = 1;   // Of this process.
+  int processes = 1;  // Not a flag: how many mpirun started.
   // Inference: micro-batch, micro-batches per replica per host call.
   int test_batch_size = 8;
   int test_iterations = 100;
@@ -66,7 +68,10 @@ struct TutorialFlags {
 // 2^31-1, ...), products of flags over their limits (images per weight
 // update and per call), or the replicas, stages and IPUs when the
 // replication factor cannot be laid out or filled.
-absl::StatusOr<TutorialFlags> ParseTutorialFlags(int argc, char** argv);
+// `processes`: how many processes train together (their replicas share
+// the default gradient accumulation's combined batch).
+absl::StatusOr<TutorialFlags> ParseTutorialFlags(int argc, char** argv,
+                                                 int processes = 1);
 // The same for `args` ("--name=value", "--name value", "--bool",
 // "--nobool"; dashes or underscores), without exiting: a value that does
 // not parse or a flag that is not the example's is InvalidArgument. Flags

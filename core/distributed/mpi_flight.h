@@ -128,7 +128,7 @@ class Flight {
       // without yielding while messages flow (a yield on a busy machine
       // gives the core away for a whole time slice), then sleep so that
       // a long wait costs no core.
-      if (absl::Now() - last_progress >= absl::Milliseconds(20)) {
+      if (absl::Now() - last_progress >= absl::Milliseconds(1)) {
         std::this_thread::sleep_for(std::chrono::microseconds(100));
       }
     }
