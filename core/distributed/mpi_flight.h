@@ -25,6 +25,8 @@ namespace ipuflow::distributed::internal {
 inline constexpr int kFailTag = 1;
 
 using Buffer = std::shared_ptr<std::vector<char>>;
+// `bytes` bytes of unspecified contents, often those of a buffer an earlier
+// call gave back (when its last reference went).
 Buffer NewBuffer(int64_t bytes);
 // OK for MPI_SUCCESS, else Internal naming `what` and MPI's text.
 absl::Status MpiError(int rc, const std::string& what);
