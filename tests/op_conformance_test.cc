@@ -666,6 +666,60 @@ double CtcNll64(const T64& lp, int64_t n, int64_t batch, int64_t classes,
 }
 
 void AddReferenceEntries(std::vector<OpEntry>& t) {
+  // -- Within-replica collectives over 3 shards [4], [3], [4] (the short one
+  // zero-padded); the node computes the output of shard 1.
+  const auto within = [](const Refs& in, const std::string& op, int64_t begin,
+                         int64_t count) {
+    T64 y{TensorShape({count}), std::vector<double>(count)};
+    for (int64_t k = 0; k < count; ++k) {
+      const int64_t e = begin + k;
+      auto at = [&](int j) { return e < in[j].size() ? in[j].v[e] : 0.0; };
+      if (e >= 4) continue;
+      double acc = op == "local" ? at(1) : at(0);
+      for (int j = 1; j < 3 && op != "local"; ++j) {
+        const double v = at(j);
+        if (op == "sum") acc += v;
+        if (op == "mul") acc *= v;
+        if (op == "min") acc = std::min(acc, v);
+        if (op == "max") acc = std::max(acc, v);
+      }
+      y.v[k] = acc;
+    }
+    return Refs{y};
+  };
+  for (std::string op : {"sum", "mul", "min", "max", "local"}) {
+    for (bool scatter : {false, true}) {
+      if (scatter && op != "sum" && op != "local") continue;
+      OpEntry e;
+      e.op = scatter ? "WithinReplicaReduceScatter" : "WithinReplicaAllReduce";
+      e.variant = op;
+      e.inputs = {{TensorShape({4})}, {TensorShape({3})}, {TensorShape({4})}};
+      e.attrs = {{"op", op}, {"shard", int64_t{1}}};
+      e.ref = [within, op, scatter](const Refs& in, const AttrMap&) {
+        // Chunks of ceil(4 / 3) = 2: shard 1 has elements [2, 4).
+        return scatter ? within(in, op, 2, 2) : within(in, op, 0, 4);
+      };
+      e.ulps32 = 2;  // Three float32 operations.
+      e.atol = 1e-7;
+      e.ulps16 = 1;
+      e.grad = op == "sum" || op == "local";
+      t.push_back(e);
+    }
+  }
+  {
+    OpEntry e;
+    e.op = "WithinReplicaAllGather";
+    e.inputs = {
+        {TensorShape({2, 2})}, {TensorShape({1, 2})}, {TensorShape({2, 2})}};
+    e.ref = [](const Refs& in, const AttrMap&) {
+      T64 y{TensorShape({10}), {}};
+      for (const T64& x : in) y.v.insert(y.v.end(), x.v.begin(), x.v.end());
+      return Refs{y};
+    };
+    e.ulps32 = 0;
+    e.ulps16 = 0;
+    t.push_back(e);
+  }
   // -- Convolutions and pools against direct loops in float64.
   for (auto [variant, strides, padding, format] :
        std::vector<std::tuple<std::string, std::vector<int64_t>, std::string,

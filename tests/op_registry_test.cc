@@ -77,6 +77,9 @@ TEST(OpRegistryTest, ModelOpsAreRegisteredWithTypedAttributes) {
           {"PopnnLSTMGrad", {"time_major", AttrType::kBool}},
           {"PopnnGRU", {"reset_after", AttrType::kBool}},
           {"PopnnGRUGrad", {"reset_after", AttrType::kBool}},
+          {"WithinReplicaAllReduce", {"op", AttrType::kString}},
+          {"WithinReplicaReduceScatter", {"shard", AttrType::kInt}},
+          {"WithinReplicaAllGather", {"", AttrType::kInt}},
       };
   for (const auto& [name, attr] : ops) {
     absl::StatusOr<const OpDef*> def = OpRegistry::Global()->Find(name);
