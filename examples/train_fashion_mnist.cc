@@ -7,8 +7,8 @@
 //
 //   ./bazelw run //examples:train_fashion_mnist
 //   ./bazelw run //examples:train_fashion_mnist -- --replication-factor 2
-//   mpirun -np 2 bazel-bin/examples/train_fashion_mnist \
-//     --replication-factor 1        # 2 processes x 1 replica
+//   mpirun -np 2 bazel-bin/examples/train_fashion_mnist
+//     --replication-factor 1        # (one line) 2 processes x 1 replica
 //
 // Replication: R replicas of the 4-stage pipeline on R x 4 IPUs; each
 // weight update averages the gradients over the accumulated micro-batches
