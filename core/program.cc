@@ -14,11 +14,11 @@
 #include "core/compiler/fusion.h"
 #include "core/compiler/liveness.h"
 #include "core/compiler/memory_report.h"
+#include "core/compiler/node_order.h"
 #include "core/compiler/offsets.h"
 #include "core/compiler/ordering.h"
 #include "core/compiler/prune.h"
 #include "core/compiler/replica_identical.h"
-#include "core/compiler/schedule.h"
 #include "core/compiler/shapes.h"
 #include "core/compiler/spec_check.h"
 #include "core/compiler/sub_programs.h"
@@ -113,19 +113,18 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Compile(
   compile_count.fetch_add(1, std::memory_order_relaxed);
   ASSIGN_OR_RETURN(const FeedIndex feeds, CheckSpec(graph, spec));
   const std::vector<bool> needed = Prune(graph, spec, feeds);
-  ASSIGN_OR_RETURN(Schedule schedule, MakeSchedule(graph, spec, needed));
-  Values values = AssignValues(schedule, spec, feeds);
-  ASSIGN_OR_RETURN(ValueTypes types,
-                   InferShapes(graph, spec, schedule, values));
-  Fusion fusion = FuseChains(spec, types, &schedule, &values);
-  Dependencies deps = FindDependencies(schedule, values);
-  std::vector<MemoryPlan> always_live = CountAlwaysLive(schedule);
+  ASSIGN_OR_RETURN(NodeOrder order, OrderNodes(graph, spec, needed));
+  Values values = AssignValues(order, spec, feeds);
+  ASSIGN_OR_RETURN(ValueTypes types, InferShapes(graph, spec, order, values));
+  Fusion fusion = FuseChains(spec, types, &order, &values);
+  Dependencies deps = FindDependencies(order, values);
+  std::vector<MemoryPlan> always_live = CountAlwaysLive(order);
   // Each sub-program (a loop's body) is compiled once, here, with this
   // program's fusion setting; the plan counts it and the node's kernel
   // runs it (SubPrograms, handed over in the node's state below).
-  std::vector<std::unique_ptr<SubPrograms>> subs(schedule.size());
-  for (int pos = 0; pos < schedule.size(); ++pos) {
-    if (schedule.nodes[pos]->op_def().sub_programs()) {
+  std::vector<std::unique_ptr<SubPrograms>> subs(order.size());
+  for (int pos = 0; pos < order.size(); ++pos) {
+    if (order.nodes[pos]->op_def().sub_programs()) {
       subs[pos] = std::make_unique<SubPrograms>(spec.fuse);
     }
   }
@@ -138,14 +137,14 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Compile(
     subs[pos]->Add(sub.role, std::move(p));
     return plans;
   };
-  ASSIGN_OR_RETURN(const std::vector<SubProgramNeed> sub_programs,
-                   PlanSubPrograms(schedule, values, types, compile_sub_program,
-                                   &always_live));
+  ASSIGN_OR_RETURN(
+      const std::vector<SubProgramNeed> sub_programs,
+      PlanSubPrograms(order, values, types, compile_sub_program, &always_live));
   const int num_shards = static_cast<int>(always_live.size());
-  Liveness live = ComputeLiveness(schedule, values, types, num_shards);
+  Liveness live = ComputeLiveness(order, values, types, num_shards);
   const ArenaLayout layout = AssignOffsets(num_shards, &live.intervals);
-  MemoryReport memory = ReportMemory(schedule, std::move(always_live),
-                                     sub_programs, live, layout);
+  MemoryReport memory =
+      ReportMemory(order, std::move(always_live), sub_programs, live, layout);
   for (const auto& [from, to] : ReuseEdges(live, values))
     deps.preds[to].insert(from);
 
@@ -161,12 +160,12 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Compile(
   p->shards_ = std::move(memory.shards);
   p->cross_shard_bytes_ = live.cross_shard_bytes;
   p->variables_ = std::move(deps.variables);
-  p->BuildExecNodes(schedule, values, fusion, deps.preds, live.intervals);
-  for (int pos = 0; pos < schedule.size(); ++pos) {
+  p->BuildExecNodes(order, values, fusion, deps.preds, live.intervals);
+  for (int pos = 0; pos < order.size(); ++pos) {
     if (subs[pos] != nullptr) p->nodes_[pos]->state = std::move(subs[pos]);
   }
-  const std::vector<bool> identical = FindReplicaIdentical(schedule);
-  for (int pos = 0; pos < schedule.size(); ++pos) {
+  const std::vector<bool> identical = FindReplicaIdentical(order);
+  for (int pos = 0; pos < order.size(); ++pos) {
     p->nodes_[pos]->replica_identical = identical[pos];
   }
   // Stochastic rounding tells this program's runs from another program's
@@ -211,14 +210,14 @@ absl::Status Program::AllocateArena() {
   return absl::OkStatus();
 }
 
-void Program::BuildExecNodes(const compiler::Schedule& schedule,
+void Program::BuildExecNodes(const compiler::NodeOrder& order,
                              const compiler::Values& values,
                              compiler::Fusion& fusion,
                              const std::vector<std::set<int>>& preds,
                              const std::vector<compiler::Interval>& planned) {
-  const int num_nodes = schedule.size();
+  const int num_nodes = order.size();
   for (int pos = 0; pos < num_nodes; ++pos) {
-    const Node* n = schedule.nodes[pos];
+    const Node* n = order.nodes[pos];
     auto en = std::make_unique<ExecNode>();
     en->node = n;
     en->kernel = &n->op_def().kernel();
@@ -311,13 +310,13 @@ void Program::set_profiling(bool on) {
 
 std::vector<Program::NodeTime> Program::profile() const { return profile_; }
 
-std::vector<std::string> Program::ScheduleNames() const {
+std::vector<std::string> Program::NodeNamesInOrder() const {
   std::vector<std::string> out;
   for (const auto& en : nodes_) out.push_back(en->node->name());
   return out;
 }
 
-std::vector<const Node*> Program::schedule() const {
+std::vector<const Node*> Program::nodes_in_order() const {
   std::vector<const Node*> out;
   for (const auto& en : nodes_) out.push_back(en->node);
   return out;

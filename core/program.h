@@ -54,7 +54,7 @@ namespace ipuflow {
 namespace compiler {
 struct Fusion;
 struct Interval;
-struct Schedule;
+struct NodeOrder;
 struct Values;
 }  // namespace compiler
 
@@ -126,10 +126,10 @@ class Program {
   int num_nodes() const { return static_cast<int>(nodes_.size()); }
   // Graph nodes that run inside a fused node (core/compiler/fusion.h).
   int num_fused_away() const { return num_fused_away_; }
-  // Node names in schedule order (for tests and traces).
-  std::vector<std::string> ScheduleNames() const;
-  // The nodes of the schedule, in order.
-  std::vector<const Node*> schedule() const;
+  // Node names in node order (for tests and traces).
+  std::vector<std::string> NodeNamesInOrder() const;
+  // The nodes in the order they run one at a time.
+  std::vector<const Node*> nodes_in_order() const;
   // Names of the variables the program touches.
   const std::vector<std::string>& variables() const { return variables_; }
   // The program `node`'s kernel runs as `role` ("body", "cond"): compiled
@@ -162,7 +162,7 @@ class Program {
   Program() = default;
   // The executor's nodes and edges from the compiler phases' results; needs
   // value_shapes_ and num_values_ set.
-  void BuildExecNodes(const compiler::Schedule& schedule,
+  void BuildExecNodes(const compiler::NodeOrder& order,
                       const compiler::Values& values, compiler::Fusion& fusion,
                       const std::vector<std::set<int>>& preds,
                       const std::vector<compiler::Interval>& planned);
@@ -176,7 +176,7 @@ class Program {
   std::vector<DType> value_dtypes_;
   std::vector<TensorShape> value_shapes_;
   std::vector<int> initial_ready_;
-  // The schedule cut into runs of consecutive nodes of one shard, each with
+  // The node order cut into runs of consecutive nodes of one shard, each with
   // the earlier runs it waits for (RunEnv::post_to_shard): those holding a
   // predecessor of one of its nodes (data, control, variable order and
   // arena reuse edges, core/compiler/ordering.h).

@@ -108,7 +108,7 @@ TEST(ProgramTest, PrunesWhatFetchesDoNotNeed) {
   spec.fetches = {b};
   auto p = Program::Compile(*s.graph(), spec);
   ASSERT_TRUE(p.ok()) << p.status();
-  EXPECT_EQ((*p)->ScheduleNames(), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ((*p)->NodeNamesInOrder(), (std::vector<std::string>{"a", "b"}));
 }
 
 TEST(ProgramTest, FeedCutsTheGraph) {
@@ -449,7 +449,7 @@ TEST(ProgramTest, ArenaTooLargeForTheMachineIsResourceExhausted) {
 }
 
 // Refused when built (graph.cc) and, for graphs that bypass the builder,
-// when compiled (compiler/schedule.cc): never a per-shard table of 2^31.
+// when compiled (compiler/node_order.cc): never a per-shard table of 2^31.
 TEST(ProgramTest, NodeOnAnIpuOutOfRangeIsAnError) {
   for (int ipu : {2147483647, 1024, -2}) {
     Scope s = Scope::NewRootScope();

@@ -220,7 +220,8 @@ absl::Status RunTutorial(const TutorialFlags& f,
     }
     return pipelining::OptimizerFunctionOutput{optimizer, out[0]};
   };
-  ASSIGN_OR_RETURN(auto training, pipelining::Pipeline(root, std::move(t)));
+  ASSIGN_OR_RETURN(auto training,
+                   pipelining::Pipeline::Create(root, std::move(t)));
 
   // Inference options: the same blocks without the loss; the device
   // iterations are the pipeline's micro-batches per call.
@@ -230,7 +231,8 @@ absl::Status RunTutorial(const TutorialFlags& f,
   e.gradient_accumulation_count = f.test_iterations;
   e.infeed_queue = test_feed.get();
   e.outfeed_queue = test_out.get();
-  ASSIGN_OR_RETURN(auto inference, pipelining::Pipeline(root, std::move(e)));
+  ASSIGN_OR_RETURN(auto inference,
+                   pipelining::Pipeline::Create(root, std::move(e)));
   RETURN_IF_ERROR(strategy.Initialize(*root.graph()));
 
   // Training. The monitor thread takes each step's loss and accuracy

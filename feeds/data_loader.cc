@@ -31,8 +31,8 @@ using internal::Copyable;
 using internal::CopyRows;
 using internal::Factors;
 using internal::IsAsync;
-using internal::Planner;
 using internal::SameLayout;
+using internal::SampleOrderPlanner;
 using internal::SampleStore;
 
 // Units: what one worker loads at a time, numbered across epochs
@@ -62,7 +62,8 @@ class DataLoader::Impl : public std::enable_shared_from_this<Impl> {
     // current and previous one (and, rebatched, two stitched ones).
     units_alive_ = (IsAsync(o.mode) ? capacity_ + o.num_workers : 0) + 2 +
                    (rebatched_ ? 2 : 0);
-    planner_ = std::make_unique<Planner>(n, o, o.drop_last ? per_process_ : 0);
+    planner_ = std::make_unique<SampleOrderPlanner>(
+        n, o, o.drop_last ? per_process_ : 0);
     MutexLock l(&mu_);
     ring_.resize(capacity_);
     started_ = o.early_preload;
@@ -120,7 +121,7 @@ class DataLoader::Impl : public std::enable_shared_from_this<Impl> {
   }
 
   std::vector<int64_t> EpochSampleIndices(int64_t e) const {
-    Planner fresh(n_, o_, o_.drop_last ? per_process_ : 0);
+    SampleOrderPlanner fresh(n_, o_, o_.drop_last ? per_process_ : 0);
     return *fresh.Block(e);
   }
 
@@ -335,7 +336,7 @@ class DataLoader::Impl : public std::enable_shared_from_this<Impl> {
   const std::shared_ptr<BufferPool> pool_ = std::make_shared<BufferPool>();
   mutable Mutex mu_;
   CondVar cv_;
-  std::unique_ptr<Planner> planner_ ABSL_PT_GUARDED_BY(mu_);
+  std::unique_ptr<SampleOrderPlanner> planner_ ABSL_PT_GUARDED_BY(mu_);
   std::vector<std::optional<absl::StatusOr<Element>>> ring_
       ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

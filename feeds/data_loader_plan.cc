@@ -237,13 +237,15 @@ absl::Status CheckSize(const DataLoaderOptions& o, int64_t c, int64_t n,
                          absl::StrJoin(nearby, ", "))));
 }
 
-Planner::Planner(int64_t n, const DataLoaderOptions& o, int64_t per_process)
+SampleOrderPlanner::SampleOrderPlanner(int64_t n, const DataLoaderOptions& o,
+                                       int64_t per_process)
     : n_(n), o_(o), per_process_(per_process) {
   used_.resize(n);
   std::iota(used_.begin(), used_.end(), 0);
 }
 
-std::shared_ptr<const std::vector<int64_t>> Planner::Block(int64_t e) {
+std::shared_ptr<const std::vector<int64_t>> SampleOrderPlanner::Block(
+    int64_t e) {
   while (next_epoch_ <= e) {
     blocks_[next_epoch_] = Advance();
     ++next_epoch_;
@@ -251,11 +253,11 @@ std::shared_ptr<const std::vector<int64_t>> Planner::Block(int64_t e) {
   return blocks_.at(e);
 }
 
-void Planner::Prune(int64_t before) {
+void SampleOrderPlanner::Prune(int64_t before) {
   blocks_.erase(blocks_.begin(), blocks_.lower_bound(before));
 }
 
-std::shared_ptr<const std::vector<int64_t>> Planner::Advance() {
+std::shared_ptr<const std::vector<int64_t>> SampleOrderPlanner::Advance() {
   const int64_t e = next_epoch_, p = o_.process_index;
   std::vector<int64_t> order;
   if (!o_.drop_last) {
@@ -290,7 +292,7 @@ std::shared_ptr<const std::vector<int64_t>> Planner::Advance() {
       order.begin() + p * per_process_, order.begin() + (p + 1) * per_process_);
 }
 
-uint64_t Planner::Seed(int64_t e) const {
+uint64_t SampleOrderPlanner::Seed(int64_t e) const {
   return Rng(o_.seed ^ (0x5DEECE66DULL * static_cast<uint64_t>(e + 1))).Next();
 }
 

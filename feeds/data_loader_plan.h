@@ -1,9 +1,9 @@
 // Internal to DataLoader (feeds/data_loader.cc): the option and size checks
-// and the Planner, which computes each epoch's global sample order and this
-// process's block of it (the rules are stated in data_loader.h). Split out so
-// the arithmetic reads apart from the threading.
+// and the SampleOrderPlanner, which computes each epoch's global sample order
+// and this process's block of it (the rules are stated in data_loader.h). Split
+// out so the arithmetic reads apart from the threading.
 //
-// Thread safety: the checks are pure functions; a Planner is not
+// Thread safety: the checks are pure functions; a SampleOrderPlanner is not
 // thread-safe (DataLoader guards it with its mutex).
 #ifndef IPUFLOW_FEEDS_DATA_LOADER_PLAN_H_
 #define IPUFLOW_FEEDS_DATA_LOADER_PLAN_H_
@@ -36,10 +36,11 @@ absl::Status CheckSize(const DataLoaderOptions& o, int64_t c, int64_t n,
 
 // The global order of each epoch and this process's block of it. Epochs
 // are computed in sequence: each depends on the previous one's leftovers.
-class Planner {
+class SampleOrderPlanner {
  public:
   // `per_process`: samples per process and epoch (drop_last: S * C).
-  Planner(int64_t n, const DataLoaderOptions& o, int64_t per_process);
+  SampleOrderPlanner(int64_t n, const DataLoaderOptions& o,
+                     int64_t per_process);
 
   // This process's sample indices for epoch `e`. REQUIRES: e >= the last
   // epoch passed to Prune.

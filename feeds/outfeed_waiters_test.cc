@@ -241,7 +241,7 @@ TEST(OutfeedWaitersTest, DestroyingAPipelinesExecutableWakesAnIdleMonitor) {
   o.outfeed_queue = outfeed.get();
   o.outfeed_loss = true;
   o.optimizer_function = pt::SgdCrossEntropy(0.1f);
-  auto pipeline = pipelining::Pipeline(scope, o);
+  auto pipeline = pipelining::Pipeline::Create(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   auto strategy = std::make_unique<IPUStrategy>(system.get());
   ASSERT_TRUE(strategy->Initialize(*scope.graph()).ok());

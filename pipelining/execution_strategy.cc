@@ -148,9 +148,10 @@ struct Candidate {
 };
 
 // One PlanStrategy call; collects every violation.
-class Planner {
+class BlockPlacementPlanner {
  public:
-  Planner(const BlockModel& model, const ExecutionStrategy& strategy);
+  BlockPlacementPlanner(const BlockModel& model,
+                        const ExecutionStrategy& strategy);
   absl::StatusOr<StrategyPlan> Plan();
 
  private:
@@ -179,7 +180,8 @@ class Planner {
   std::vector<std::string> violations_;
 };
 
-Planner::Planner(const BlockModel& model, const ExecutionStrategy& strategy)
+BlockPlacementPlanner::BlockPlacementPlanner(const BlockModel& model,
+                                             const ExecutionStrategy& strategy)
     : model_(model), strategy_(strategy) {
   for (int i = 0; i < model.size(); ++i) {
     if (i == 0 || !model.blocks()[i].parallel) {
@@ -191,7 +193,7 @@ Planner::Planner(const BlockModel& model, const ExecutionStrategy& strategy)
   }
 }
 
-std::string Planner::Label(int c) const {
+std::string BlockPlacementPlanner::Label(int c) const {
   const Candidate& s = stages_[c];
   const std::string where =
       phased() ? absl::StrCat("stage ", s.index_in_phase, " of phase ", s.phase)
@@ -199,13 +201,14 @@ std::string Planner::Label(int c) const {
   return absl::StrCat(where, " ", List(s.names));
 }
 
-std::vector<std::string> Planner::Names(const std::vector<int>& blocks) const {
+std::vector<std::string> BlockPlacementPlanner::Names(
+    const std::vector<int>& blocks) const {
   std::vector<std::string> names;
   for (int b : blocks) names.push_back(model_.blocks()[b].name);
   return names;
 }
 
-void Planner::Collect() {
+void BlockPlacementPlanner::Collect() {
   if (!phased()) {
     if (strategy_.stages().empty()) return AutoStages();
     for (const Stage& s : strategy_.stages()) {
@@ -243,7 +246,7 @@ void Planner::Collect() {
 }
 
 // PopTorch's _DefaultStageManager, with stages made of runs of blocks.
-void Planner::AutoStages() {
+void BlockPlacementPlanner::AutoStages() {
   const std::vector<Block>& blocks = model_.blocks();
   const bool same_as_ipu = strategy_.auto_stage() == AutoStage::kSameAsIpu;
   if (same_as_ipu) {
@@ -277,7 +280,7 @@ void Planner::AutoStages() {
   }
 }
 
-void Planner::ResolveNames() {
+void BlockPlacementPlanner::ResolveNames() {
   std::vector<std::string> expected;
   for (const Block& b : model_.blocks()) expected.push_back(b.name);
   std::vector<int> owner(model_.size(), -1);
@@ -319,7 +322,7 @@ void Planner::ResolveNames() {
   }
 }
 
-void Planner::CheckOrder() {
+void BlockPlacementPlanner::CheckOrder() {
   for (size_t c = 0; c < stages_.size(); ++c) {
     const std::vector<int>& b = stages_[c].blocks;
     for (size_t k = 1; k < b.size(); ++k) {
@@ -341,7 +344,7 @@ void Planner::CheckOrder() {
   }
 }
 
-void Planner::ResolveIpus() {
+void BlockPlacementPlanner::ResolveIpus() {
   for (size_t c = 0; c < stages_.size(); ++c) {
     Candidate& s = stages_[c];
     if (!s.ipu.has_value()) {
@@ -370,7 +373,7 @@ void Planner::ResolveIpus() {
   }
 }
 
-void Planner::SplitError(int c, int group) {
+void BlockPlacementPlanner::SplitError(int c, int group) {
   std::vector<int> members;
   for (int i = group_begin_[group]; i <= group_end_[group]; ++i) {
     members.push_back(i);
@@ -382,7 +385,7 @@ void Planner::SplitError(int c, int group) {
       phased() ? " in the same phase" : ""));
 }
 
-std::vector<std::vector<int>> Planner::Units(int begin, int end) {
+std::vector<std::vector<int>> BlockPlacementPlanner::Units(int begin, int end) {
   std::vector<std::vector<int>> units;
   int i = begin;
   while (i < end) {
@@ -411,7 +414,7 @@ std::vector<std::vector<int>> Planner::Units(int begin, int end) {
   return units;
 }
 
-std::vector<std::vector<int>> Planner::ComputationalStages() {
+std::vector<std::vector<int>> BlockPlacementPlanner::ComputationalStages() {
   const int n = static_cast<int>(stages_.size());
   if (!phased()) return Units(0, n);
   // Phase by phase, so that every bad phase is reported.
@@ -435,7 +438,7 @@ std::vector<std::vector<int>> Planner::ComputationalStages() {
   return all;
 }
 
-absl::StatusOr<StrategyPlan> Planner::Plan() {
+absl::StatusOr<StrategyPlan> BlockPlacementPlanner::Plan() {
   if (model_.size() == 0) {
     violations_.push_back(
         "the model has no blocks: add them with "
@@ -473,7 +476,7 @@ absl::StatusOr<StrategyPlan> Planner::Plan() {
 
 absl::StatusOr<StrategyPlan> PlanStrategy(const BlockModel& model,
                                           const ExecutionStrategy& strategy) {
-  return Planner(model, strategy).Plan();
+  return BlockPlacementPlanner(model, strategy).Plan();
 }
 
 absl::Status ApplyStrategy(const BlockModel& model,

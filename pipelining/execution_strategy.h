@@ -2,7 +2,7 @@
 // PipelinedExecution, ShardedExecution, SerialPhasedExecution, AutoStage) on
 // top of the pipeline operator: a model is an ordered list of named blocks,
 // a strategy groups them into stages placed on IPUs, and ApplyStrategy
-// turns that into PipelineOptions for Pipeline().
+// turns that into PipelineOptions for Pipeline::Create().
 //
 //   BlockModel model;
 //   RETURN_IF_ERROR(model.Add("B1", layer1));   // with poptorch.Block("B1"):
@@ -12,10 +12,9 @@
 //   RETURN_IF_ERROR(ApplyStrategy(
 //       model,
 //       PipelinedExecution(Stage("B1", "B2").Ipu(0), Stage("B3").Ipu(1)), &o));
-//   o.gradient_accumulation_count = 8;            // then as for Pipeline()
-//   o.infeed_queue = infeed.get();
-//   o.outfeed_queue = outfeed.get();
-//   ASSIGN_OR_RETURN(auto pipeline, Pipeline(scope, o));
+//   o.gradient_accumulation_count = 8;            // then as for
+//   Pipeline::Create() o.infeed_queue = infeed.get(); o.outfeed_queue =
+//   outfeed.get(); ASSIGN_OR_RETURN(auto pipeline, Pipeline::Create(scope, o));
 //
 // Model. Block i + 1 receives the outputs of block i (block 0: the
 // pipeline's inputs then the infeed element). AddParallel appends a block
@@ -62,8 +61,8 @@
 // ("Unknown Block 'X'; list of expected Blocks: [...]", "Block 'X' is
 // associated with more than one stage", "AutoStage.SameAsIpu was selected
 // but no IPU was specified for block 'X'", "Phase 1 contains 2 stages but you
-// provided 3 IPUs"). What Pipeline() itself checks (at least two stages,
-// gradient_accumulation_count, IPU sharing rules) it reports itself.
+// provided 3 IPUs"). What Pipeline::Create() itself checks (at least two
+// stages, gradient_accumulation_count, IPU sharing rules) it reports itself.
 //
 // Thread safety: plain values; build and read them from one thread at a
 // time. The stage functions ApplyStrategy returns hold copies of the blocks'

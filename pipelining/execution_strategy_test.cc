@@ -148,7 +148,7 @@ absl::StatusOr<Ran> RunPipelined(const BlockModel& model,
   o.infeed_queue = infeed.get();
   o.outfeed_queue = outfeed.get();
   Scope scope = Scope::NewRootScope();
-  ASSIGN_OR_RETURN(auto pipeline, Pipeline(scope, o));
+  ASSIGN_OR_RETURN(auto pipeline, Pipeline::Create(scope, o));
   IPUStrategy ipu(system.get());
   RETURN_IF_ERROR(ipu.Initialize(*scope.graph()));
   RETURN_IF_ERROR(
@@ -474,7 +474,7 @@ absl::StatusOr<std::map<std::string, Tensor>> TrainPipelined(
         SumOfSquares(s, out[0])};
   };
   Scope scope = Scope::NewRootScope();
-  ASSIGN_OR_RETURN(auto pipeline, Pipeline(scope, o));
+  ASSIGN_OR_RETURN(auto pipeline, Pipeline::Create(scope, o));
   IPUStrategy ipu(system.get());
   RETURN_IF_ERROR(ipu.Initialize(*scope.graph()));
   RETURN_IF_ERROR(

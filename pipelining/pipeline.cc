@@ -1,4 +1,4 @@
-// Pipeline(): validates the options and builds every stage part in the
+// Pipeline::Create(): validates the options and builds every stage part in the
 // graph (forward; in training also its backward, gradient accumulators and
 // the weight update). The runtime (pipeline_runtime.cc) compiles and runs
 // what is built here.
@@ -59,7 +59,7 @@ std::string ShapeStr(const ArgSpec& a) {
   return absl::StrCat(DTypeName(a.dtype), a.shape.DebugString());
 }
 
-// Graph building for one Pipeline() call; collects violations.
+// Graph building for one Pipeline::Create() call; collects violations.
 class Builder {
  public:
   Builder(const Scope& scope, BuiltPipeline* b)
@@ -67,7 +67,7 @@ class Builder {
 
   absl::Status Build();
   // The PipelineFrame node running `frame`, named "<name>/frame".
-  absl::StatusOr<Node*> BuildFrame(std::shared_ptr<PipelineFrame> frame) {
+  absl::StatusOr<Node*> BuildFrame(std::shared_ptr<PipelineDeviceFrame> frame) {
     // The host resource id: unique in the process, so in the graph too.
     static std::atomic<uint64_t> next_id{1};
     const uint64_t id = next_id.fetch_add(1, std::memory_order_relaxed);
@@ -777,15 +777,15 @@ absl::Status Builder::Build() {
 
 }  // namespace
 
-PipelineOp::PipelineOp() = default;
-PipelineOp::~PipelineOp() = default;
+Pipeline::Pipeline() = default;
+Pipeline::~Pipeline() = default;
 
-bool PipelineOp::training() const { return built_->training; }
-int PipelineOp::num_stages() const {
+bool Pipeline::training() const { return built_->training; }
+int Pipeline::num_stages() const {
   return static_cast<int>(built_->stages.size());
 }
-const ScheduleTable& PipelineOp::table() const { return built_->table; }
-int PipelineOp::num_ipus() const {
+const ScheduleTable& Pipeline::table() const { return built_->table; }
+int Pipeline::num_ipus() const {
   int n = 0;
   for (const StageDef& s : built_->stages) {
     for (const PartDef& p : s.parts) n = std::max(n, p.ipu + 1);
@@ -793,15 +793,15 @@ int PipelineOp::num_ipus() const {
   return n;
 }
 
-Node* PipelineOp::frame() const { return built_->frame; }
+Node* Pipeline::frame() const { return built_->frame; }
 
-std::optional<PipelineReport> PipelineOp::last_report() const {
+std::optional<PipelineReport> Pipeline::last_report() const {
   return frame_->LastReport();
 }
 
-absl::StatusOr<std::unique_ptr<PipelineOp>> Pipeline(const Scope& scope,
-                                                     PipelineOptions options) {
-  auto op = std::unique_ptr<PipelineOp>(new PipelineOp());
+absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(
+    const Scope& scope, PipelineOptions options) {
+  auto op = std::unique_ptr<Pipeline>(new Pipeline());
   op->built_ = std::make_unique<BuiltPipeline>();
   op->built_->options = std::move(options);
   Builder builder(scope, op->built_.get());
@@ -811,7 +811,7 @@ absl::StatusOr<std::unique_ptr<PipelineOp>> Pipeline(const Scope& scope,
   op->built_->options.outfeed_queue = nullptr;
   // The frame node that runs the pipeline, beside Repeat: a graph holding it
   // compiles like any loop (strategy.Compile(graph, {}, {op->frame()})).
-  op->frame_ = std::make_shared<PipelineFrame>(op->built_.get());
+  op->frame_ = std::make_shared<PipelineDeviceFrame>(op->built_.get());
   ASSIGN_OR_RETURN(op->built_->frame, builder.BuildFrame(op->frame_));
   return op;
 }

@@ -17,7 +17,7 @@
 //     return OptimizerFunctionOutput{
 //         std::make_shared<optimizers::AdamWOptimizer>(1e-3f), out[0]};
 //   };
-//   ASSIGN_OR_RETURN(auto pipeline, pipelining::Pipeline(scope, o));
+//   ASSIGN_OR_RETURN(auto pipeline, pipelining::Pipeline::Create(scope, o));
 //   RETURN_IF_ERROR(strategy.Initialize(*scope.graph()));  // variables, slots
 //   ASSIGN_OR_RETURN(DeviceProgram* exe,
 //                    strategy.Compile(*scope.graph(), {},
@@ -37,10 +37,10 @@
 // differentiated stage by stage.
 //
 // Everything is validated before anything runs and all violations are
-// reported at once (InvalidArgument, one line each): see Pipeline() below and
-// validation.h for the gradient_accumulation_count rule.
+// reported at once (InvalidArgument, one line each): see Pipeline::Create()
+// below and validation.h for the gradient_accumulation_count rule.
 //
-// Ownership: the PipelineOp keeps the optimizer alive and must outlive the
+// Ownership: the Pipeline keeps the optimizer alive and must outlive the
 // programs compiled from its frame (they then fail with
 // FailedPrecondition); the system is the caller's. The queues are used while
 // building only: stage 0 dequeues and the last stage enqueues through ordinary
@@ -184,7 +184,7 @@ struct PipelineOptions {
   std::optional<StageCosts> virtual_costs;
 };
 
-class PipelineFrame;
+class PipelineDeviceFrame;
 struct BuiltPipeline;
 
 // A built pipeline: its stages are in the graph, and so is the frame node
@@ -204,11 +204,25 @@ struct BuiltPipeline;
 // op; an error on one IPU cancels the others, nothing is left blocked.
 // Variables (and optimizer slots, accumulators) must have been initialised,
 // e.g. by IPUStrategy::Initialize.
-class PipelineOp {
+class Pipeline {
  public:
-  ~PipelineOp();
-  PipelineOp(const PipelineOp&) = delete;
-  PipelineOp& operator=(const PipelineOp&) = delete;
+  // Builds the pipeline's stages (forward, and backward + gradient
+  // accumulation + weight update when training) in `scope`'s graph.
+  // InvalidArgument listing every violation: fewer than two stages; a
+  // device_mapping of the wrong length (or a concurrent entry whose IPU list
+  // does not match its functions); a gradient_accumulation_count the schedule
+  // cannot run (validation.h); Interleaved training with two stages on one IPU;
+  // a stage whose declared num_inputs differs from what it receives; a stage
+  // capturing a non-variable value from outside, or a variable on another IPU;
+  // a gradient-accumulation optimizer; an inference pipeline whose last stage
+  // has outputs but no outfeed; outfeed_loss without optimizer_function;
+  // a recomputation mode the schedule does not support.
+  static absl::StatusOr<std::unique_ptr<Pipeline>> Create(
+      const Scope& scope, PipelineOptions options);
+
+  ~Pipeline();
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
 
   bool training() const;
   int num_stages() const;
@@ -223,27 +237,11 @@ class PipelineOp {
   std::optional<PipelineReport> last_report() const;
 
  private:
-  friend absl::StatusOr<std::unique_ptr<PipelineOp>> Pipeline(
-      const Scope& scope, PipelineOptions options);
-  PipelineOp();
+  Pipeline();
   std::unique_ptr<BuiltPipeline> built_;
   // The frame's owner (the graph holds a weak reference).
-  std::shared_ptr<PipelineFrame> frame_;
+  std::shared_ptr<PipelineDeviceFrame> frame_;
 };
-
-// Builds the pipeline's stages (forward, and backward + gradient
-// accumulation + weight update when training) in `scope`'s graph.
-// InvalidArgument listing every violation: fewer than two stages; a
-// device_mapping of the wrong length (or a concurrent entry whose IPU list
-// does not match its functions); a gradient_accumulation_count the schedule
-// cannot run (validation.h); Interleaved training with two stages on one IPU;
-// a stage whose declared num_inputs differs from what it receives; a stage
-// capturing a non-variable value from outside, or a variable on another IPU;
-// a gradient-accumulation optimizer; an inference pipeline whose last stage
-// has outputs but no outfeed; outfeed_loss without optimizer_function;
-// a recomputation mode the schedule does not support.
-absl::StatusOr<std::unique_ptr<PipelineOp>> Pipeline(const Scope& scope,
-                                                     PipelineOptions options);
 
 }  // namespace ipuflow::pipelining
 

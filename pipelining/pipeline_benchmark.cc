@@ -77,7 +77,7 @@ absl::StatusOr<PipelineReport> Measure(PipelineSchedule kind, int n, int m) {
   o.infeed_queue = infeed.get();
   o.pipeline_schedule = kind;
   o.optimizer_function = MeanSquareSgd(0.01f);
-  ASSIGN_OR_RETURN(auto pipeline, Pipeline(scope, o));
+  ASSIGN_OR_RETURN(auto pipeline, Pipeline::Create(scope, o));
   RETURN_IF_ERROR(strategy.Initialize(*scope.graph()));
   // The first call compiles and warms up (first-touch of every arena and
   // buffer); the second is measured.

@@ -49,7 +49,7 @@ absl::Status PlanWeightShards(const Program& update, const BuiltPipeline& b,
     const int64_t n = w.variable->attr<TensorShape>("shape").num_elements();
     std::set<std::string> state;
     bool all = true;
-    for (const Node* user : update.schedule()) {
+    for (const Node* user : update.nodes_in_order()) {
       const auto& in = user->inputs();
       if (std::find(in.begin(), in.end(), w.shard) == in.end()) continue;
       for (const Output& x : in) {
@@ -377,7 +377,7 @@ absl::Status PipelineRuntime::AccountPrograms(std::vector<IpuMemory>* mem) {
   if (weight_update_) programs.push_back({weight_update_.get(), ""});
   std::set<const Node*> seen;
   for (const auto& [prog, name] : programs) {
-    for (const Node* n : prog->schedule()) {
+    for (const Node* n : prog->nodes_in_order()) {
       const int k = std::max(0, n->ipu());
       if (!ops::IsVariable(n) || k >= num_ipus_ || !seen.insert(n).second) {
         continue;

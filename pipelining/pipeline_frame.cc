@@ -8,7 +8,8 @@
 
 namespace ipuflow::pipelining {
 
-PipelineFrame::PipelineFrame(const BuiltPipeline* built) : b_(built) {
+PipelineDeviceFrame::PipelineDeviceFrame(const BuiltPipeline* built)
+    : b_(built) {
   for (const StageDef& s : b_->stages) {
     for (const PartDef& p : s.parts) {
       ipus_per_replica_ = std::max(ipus_per_replica_, p.ipu + 1);
@@ -16,15 +17,15 @@ PipelineFrame::PipelineFrame(const BuiltPipeline* built) : b_(built) {
   }
 }
 
-PipelineFrame::~PipelineFrame() = default;
+PipelineDeviceFrame::~PipelineDeviceFrame() = default;
 
-std::string PipelineFrame::name() const {
+std::string PipelineDeviceFrame::name() const {
   return absl::StrCat("pipeline '", b_->options.name, "'");
 }
 
-absl::Status PipelineFrame::Lower(IPUSystem* system, int replicas,
-                                  CollectiveGroup* group,
-                                  std::vector<IpuMemory>* memory) {
+absl::Status PipelineDeviceFrame::Lower(IPUSystem* system, int replicas,
+                                        CollectiveGroup* group,
+                                        std::vector<IpuMemory>* memory) {
   for (const StageDef& s : b_->stages) {
     for (const PartDef& p : s.parts) {
       if (p.ipu < 0 || p.ipu >= kMaxIpus) {
@@ -51,7 +52,7 @@ absl::Status PipelineFrame::Lower(IPUSystem* system, int replicas,
   return absl::OkStatus();
 }
 
-void PipelineFrame::Release(CollectiveGroup* group) {
+void PipelineDeviceFrame::Release(CollectiveGroup* group) {
   std::shared_ptr<Lowering> gone;  // Destroyed after the lock is released.
   MutexLock l(&mu_);
   auto it = lowerings_.find(group);
@@ -60,8 +61,8 @@ void PipelineFrame::Release(CollectiveGroup* group) {
   lowerings_.erase(it);
 }
 
-absl::Status PipelineFrame::RunReplica(const RunEnv& env,
-                                       const std::vector<Tensor>& inputs) {
+absl::Status PipelineDeviceFrame::RunReplica(
+    const RunEnv& env, const std::vector<Tensor>& inputs) {
   std::shared_ptr<Lowering> lowering;
   {
     MutexLock l(&mu_);
@@ -89,12 +90,12 @@ absl::Status PipelineFrame::RunReplica(const RunEnv& env,
   return absl::OkStatus();
 }
 
-std::optional<PipelineReport> PipelineFrame::LastReport() const {
+std::optional<PipelineReport> PipelineDeviceFrame::LastReport() const {
   MutexLock l(&mu_);
   return last_report_;
 }
 
-std::optional<Tensor> PipelineFrame::OffloadedValue(
+std::optional<Tensor> PipelineDeviceFrame::OffloadedValue(
     CollectiveGroup* group, int replica, const std::string& name) const {
   std::shared_ptr<Lowering> lowering;
   {
@@ -125,28 +126,28 @@ std::optional<Tensor> PipelineFrame::OffloadedValue(
   return full;
 }
 
-std::shared_ptr<HostResource> PipelineFrame::Outfeed() const {
+std::shared_ptr<HostResource> PipelineDeviceFrame::Outfeed() const {
   if (b_->outfeed_id.empty()) return nullptr;
   return b_->graph->FindHostResource(b_->outfeed_id);
 }
 
-absl::Status PipelineFrame::RunFinished() {
+absl::Status PipelineDeviceFrame::RunFinished() {
   std::shared_ptr<HostResource> outfeed = Outfeed();
   return outfeed == nullptr ? absl::OkStatus() : outfeed->RunFinished();
 }
 
-void PipelineFrame::RunStopped(const absl::Status& status) {
+void PipelineDeviceFrame::RunStopped(const absl::Status& status) {
   if (std::shared_ptr<HostResource> outfeed = Outfeed()) {
     outfeed->RunStopped(status);
   }
 }
 
-void PipelineFrame::AddProducer() {
+void PipelineDeviceFrame::AddProducer() {
   std::shared_ptr<HostResource> outfeed = Outfeed();
   if (auto* fed = dynamic_cast<FedResource*>(outfeed.get())) fed->AddProducer();
 }
 
-void PipelineFrame::RemoveProducer(const absl::Status& why) {
+void PipelineDeviceFrame::RemoveProducer(const absl::Status& why) {
   std::shared_ptr<HostResource> outfeed = Outfeed();
   if (auto* fed = dynamic_cast<FedResource*>(outfeed.get())) {
     fed->RemoveProducer(why);

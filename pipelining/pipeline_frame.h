@@ -1,11 +1,11 @@
-// PipelineFrame: a built pipeline as the device layer's DeviceFrame
+// PipelineDeviceFrame: a built pipeline as the device layer's DeviceFrame
 // (core/ipu/device_frame.h), the host resource behind the PipelineFrame
-// node (ops/control/pipeline_frame.h) that Pipeline() adds to the graph.
-// A device program that runs the node lowers the frame when it compiles:
+// node (ops/control/pipeline_frame.h) that Pipeline::Create() adds to the
+// graph. A device program that runs the node lowers the frame when it compiles:
 // one PipelineRuntime (the pipeline's work lists, pipeline_runtime.h) per
 // replica, on IPUs [r*S, r*S + S); its kernel then runs replica r's
 // lowering from IPU r*S's thread. Internal to pipelining/: users hold a
-// PipelineOp, which owns the frame.
+// Pipeline, which owns the frame.
 //
 // Thread safety: Lower / Release / LastReport from host threads,
 // RunReplica from the replicas' IPU threads (one per replica at a time).
@@ -28,11 +28,11 @@ namespace ipuflow::pipelining {
 
 class PipelineRuntime;
 
-class PipelineFrame : public DeviceFrame, public FedResource {
+class PipelineDeviceFrame : public DeviceFrame, public FedResource {
  public:
   // `built` must outlive the frame.
-  explicit PipelineFrame(const BuiltPipeline* built);
-  ~PipelineFrame() override;
+  explicit PipelineDeviceFrame(const BuiltPipeline* built);
+  ~PipelineDeviceFrame() override;
 
   std::string name() const override;
   int ipus_per_replica() const override { return ipus_per_replica_; }

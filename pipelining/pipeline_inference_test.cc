@@ -66,7 +66,7 @@ TEST_P(InferenceTest, OutfeedGetsEveryMicroBatchInOrder) {
   o.pipeline_schedule = GetParam();
   o.infeed_queue = infeed.get();
   o.outfeed_queue = outfeed.get();
-  auto pipeline = Pipeline(scope, o);
+  auto pipeline = Pipeline::Create(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
   auto report = RunPipeline(strategy, **pipeline);
@@ -141,7 +141,7 @@ TEST(ConcurrentStagesTest, TrainingMatchesTheSameGraphUnpipelined) {
   o.gradient_accumulation_count = 6;
   o.infeed_queue = infeed.get();
   o.optimizer_function = testing::SgdCrossEntropy(0.5f);
-  auto pipeline = Pipeline(scope, o);
+  auto pipeline = Pipeline::Create(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
   auto report = RunPipeline(strategy, **pipeline);
@@ -236,7 +236,7 @@ TEST(ConcurrentStagesTest, ConcurrentLastStageOutfeedsEachMicroBatchInOrder) {
   o.repeat_count = 3;
   o.infeed_queue = infeed.get();
   o.outfeed_queue = outfeed.get();
-  auto pipeline = Pipeline(scope, o);
+  auto pipeline = Pipeline::Create(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   ASSERT_TRUE(RunPipeline(strategy, **pipeline).ok());
   auto result = outfeed->Dequeue();
@@ -282,7 +282,7 @@ TEST(PipelineRunTest, InputsAreGivenToTheFirstStageAndAccumulateOutfeedSums) {
   o.accumulate_outfeed = true;
   o.infeed_queue = infeed.get();
   o.outfeed_queue = outfeed.get();
-  auto pipeline = Pipeline(scope, o);
+  auto pipeline = Pipeline::Create(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   auto report =
       RunPipeline(strategy, **pipeline, {{scale, Tensor::Scalar(3.0f)}});
@@ -312,7 +312,7 @@ TEST(PipelineRunTest, StageErrorIsNamedAndNothingBlocks) {
   o.gradient_accumulation_count = 8;
   o.infeed_queue = infeed.get();
   o.optimizer_function = testing::SgdCrossEntropy(0.5f);
-  auto pipeline = Pipeline(scope, o);
+  auto pipeline = Pipeline::Create(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
   auto report = RunPipeline(strategy, **pipeline);
@@ -351,7 +351,7 @@ TEST(PipelineRunTest, KernelErrorInAStageNamesReplicaStageMicroBatchAndNode) {
   o.gradient_accumulation_count = 2;
   o.infeed_queue = infeed.get();
   o.outfeed_queue = outfeed.get();
-  auto pipeline = Pipeline(scope, o);
+  auto pipeline = Pipeline::Create(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   auto report = RunPipeline(strategy, **pipeline);
   EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
@@ -391,7 +391,7 @@ TEST(PipelineRunTest, FloatingPointTrapStopsTheRun) {
   o.gradient_accumulation_count = 4;
   o.infeed_queue = infeed.get();
   o.outfeed_queue = outfeed.get();
-  auto pipeline = Pipeline(scope, o);
+  auto pipeline = Pipeline::Create(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   auto report = RunPipeline(strategy, **pipeline);
   EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
@@ -435,7 +435,7 @@ TEST(PipelineRunTest, AStoppedRunGivesBackWhatItDidNotProcess) {
   o.repeat_count = 2;
   o.infeed_queue = infeed.get();
   o.outfeed_queue = outfeed.get();
-  auto pipeline = Pipeline(scope, o);
+  auto pipeline = Pipeline::Create(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   auto ids_out = [&] {
     std::vector<int64_t> got;
@@ -483,7 +483,7 @@ TEST(PipelineRunTest, OutputModesCountDeviceIterations) {
     o.repeat_count = 4;
     o.infeed_queue = infeed.get();
     o.outfeed_queue = outfeed.get();
-    auto pipeline = Pipeline(scope, o);
+    auto pipeline = Pipeline::Create(scope, o);
     ASSERT_TRUE(pipeline.ok()) << pipeline.status();
     auto report = RunPipeline(strategy, **pipeline);
     ASSERT_TRUE(report.ok()) << report.status();
@@ -508,7 +508,7 @@ TEST(PipelineRunTest, TooFewIpus) {
   o.gradient_accumulation_count = 3;
   o.infeed_queue = infeed.get();
   o.outfeed_queue = outfeed.get();
-  auto pipeline = Pipeline(scope, o);
+  auto pipeline = Pipeline::Create(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   auto report = RunPipeline(strategy, **pipeline);
   EXPECT_EQ(report.status().code(), absl::StatusCode::kFailedPrecondition);

@@ -1,5 +1,5 @@
 // PipelineReport: what one run of a pipeline's frame measured
-// (PipelineOp::last_report(), replica 0's). Two clocks:
+// (Pipeline::last_report(), replica 0's). Two clocks:
 //  - virtual: each IPU has a clock advanced by the CPU time its thread spent
 //    on each item (CLOCK_THREAD_CPUTIME_ID) and by dependencies (an item
 //    starts when its IPU is free and its inputs, stamped with their

@@ -23,9 +23,9 @@ struct Case {
   bool recompute;
 };
 
-std::unique_ptr<PipelineOp> Build(const Scope& scope, const Case& c,
-                                  feeds::IPUInfeedQueue* infeed,
-                                  const std::map<std::string, Tensor>& init) {
+std::unique_ptr<Pipeline> Build(const Scope& scope, const Case& c,
+                                feeds::IPUInfeedQueue* infeed,
+                                const std::map<std::string, Tensor>& init) {
   PipelineOptions o;
   o.computational_stages = testing::ModelStages(init);
   o.gradient_accumulation_count = c.m;
@@ -33,7 +33,7 @@ std::unique_ptr<PipelineOp> Build(const Scope& scope, const Case& c,
   o.infeed_queue = infeed;
   o.pipeline_schedule = c.kind;
   o.optimizer_function = testing::SgdCrossEntropy(0.3f);
-  return std::move(Pipeline(scope, o)).value();
+  return std::move(Pipeline::Create(scope, o)).value();
 }
 
 TEST(PipelineStressTest, RandomConfigurationsMatchTheReference) {

@@ -205,7 +205,7 @@ float MaxDifference(const std::map<std::string, Tensor>& a,
 }
 
 absl::StatusOr<PipelineReport> RunPipeline(IPUStrategy& strategy,
-                                           const PipelineOp& pipeline,
+                                           const Pipeline& pipeline,
                                            const FeedList& feeds) {
   ASSIGN_OR_RETURN(DeviceProgram * exe,
                    strategy.Compile(*pipeline.frame()->graph(), {},

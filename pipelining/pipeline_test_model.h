@@ -34,7 +34,7 @@ std::vector<Output> ModelStage(int s, const Scope& scope,
                                const std::map<std::string, Tensor>& init);
 
 // The four stages as pipeline stages (each declares its 2 inputs); `init`
-// must outlive the Pipeline() call that builds them.
+// must outlive the Pipeline::Create() call that builds them.
 std::vector<ComputationalStage> ModelStages(
     const std::map<std::string, Tensor>& init);
 
@@ -73,7 +73,7 @@ std::unique_ptr<IPUSystem> MakeSystem(int ipus, bool allow_recompute = false);
 // the pipeline's last report. Keep `strategy` across calls: its program's
 // lowering holds offloaded state between runs.
 absl::StatusOr<PipelineReport> RunPipeline(IPUStrategy& strategy,
-                                           const PipelineOp& pipeline,
+                                           const Pipeline& pipeline,
                                            const FeedList& feeds = {});
 
 // Max |a - b| over all variables (fails the test if names differ).

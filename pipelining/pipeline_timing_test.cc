@@ -45,7 +45,7 @@ struct Balanced {
   Scope scope = Scope::NewRootScope();
   std::unique_ptr<feeds::IPUInfeedQueue> infeed;
   std::unique_ptr<feeds::IPUOutfeedQueue> outfeed;
-  std::unique_ptr<PipelineOp> pipeline;
+  std::unique_ptr<Pipeline> pipeline;
 
   explicit Balanced(const Config& c, int64_t elements = 0) {
     system = testing::MakeSystem(c.stages);
@@ -68,7 +68,7 @@ struct Balanced {
       o.outfeed_queue = outfeed.get();
     }
     o.virtual_costs = c.costs;
-    pipeline = std::move(Pipeline(scope, o)).value();
+    pipeline = std::move(Pipeline::Create(scope, o)).value();
     EXPECT_TRUE(strategy->Initialize(*scope.graph()).ok());
   }
 };
@@ -253,7 +253,7 @@ TEST(VirtualClockTest, TwoStagesPerIpuShareItsClock) {
   o.infeed_queue = infeed.get();
   o.outfeed_queue = outfeed.get();
   o.virtual_costs = costs;
-  auto pipeline = Pipeline(scope, o);
+  auto pipeline = Pipeline::Create(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
   auto r = testing::RunPipeline(strategy, **pipeline);
@@ -288,7 +288,7 @@ TEST(VirtualClockTest, VirtualCostsAreValidated) {
     o.infeed_queue = infeed.get();
     o.optimizer_function = MeanSquareSgd(0.01f);
     o.virtual_costs = bad;
-    auto p = Pipeline(scope, o);
+    auto p = Pipeline::Create(scope, o);
     EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(std::string(p.status().message()),
                 ::testing::HasSubstr("virtual_costs needs one finite cost"));

@@ -90,7 +90,7 @@ Trained TrainPipelined(const TrainingSetup& setup) {
     return OptimizerFunctionOutput{
         setup.optimizer(), ops::SoftmaxCrossEntropyLoss(sc, out[0], out[1])};
   };
-  auto pipeline = Pipeline(scope, o);
+  auto pipeline = Pipeline::Create(scope, o);
   EXPECT_TRUE(pipeline.ok()) << pipeline.status();
   if (!pipeline.ok()) return result;
   IPUStrategy strategy(system.get());
@@ -277,7 +277,7 @@ TEST(PipelineTrainingTest, AccumulationDtypePerVariable) {
                    ? DType::kFloat16
                    : DType::kFloat32;
       });
-  auto pipeline = Pipeline(scope, o);
+  auto pipeline = Pipeline::Create(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   int half = 0, full = 0;
   for (Node* n : scope.graph()->nodes()) {
@@ -321,7 +321,7 @@ TEST(PipelineTrainingTest, SmallOptimizerStateStaysOnTheIpu) {
         std::make_shared<optimizers::AdamOptimizer>(0.01f),
         ops::SoftmaxCrossEntropyLoss(sc, out[0], out[1])};
   };
-  auto pipeline = Pipeline(scope, o);
+  auto pipeline = Pipeline::Create(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
   auto report = RunPipeline(strategy, **pipeline);
@@ -385,7 +385,7 @@ TEST(PipelineTrainingTest, AStoppedStepIsRetriedWithoutTheFailingElement) {
     o.gradient_accumulation_count = 8;
     o.infeed_queue = infeed.get();
     o.optimizer_function = testing::SgdCrossEntropy(0.5f);
-    auto pipeline = Pipeline(scope, o);
+    auto pipeline = Pipeline::Create(scope, o);
     EXPECT_TRUE(pipeline.ok()) << pipeline.status();
     if (!pipeline.ok()) return std::map<std::string, Tensor>{};
     EXPECT_TRUE(strategy.Initialize(*scope.graph()).ok());
@@ -454,7 +454,7 @@ TEST(PipelineLossScalingTest, GradScalerIsRefusedWithAReason) {
             optimizers::LossScaling::GradScaler()),
         ops::SoftmaxCrossEntropyLoss(sc, out[0], out[1])};
   };
-  auto pipeline = Pipeline(scope, o);
+  auto pipeline = Pipeline::Create(scope, o);
   ASSERT_FALSE(pipeline.ok());
   EXPECT_THAT(std::string(pipeline.status().message()),
               ::testing::HasSubstr("GradScaler's skipped steps): not supported "
@@ -487,7 +487,7 @@ TEST(PipelineTrainingTest, OffloadedShardedSlotsAreNotListedAsAlwaysLive) {
             std::make_shared<optimizers::AdamOptimizer>(0.01f)),
         ops::SoftmaxCrossEntropyLoss(sc, out[0], out[1])};
   };
-  auto pipeline = Pipeline(scope, o);
+  auto pipeline = Pipeline::Create(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   IPUStrategy strategy(system.get());
   ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());

@@ -1,5 +1,5 @@
-// Every violation Pipeline() checks, reported before anything runs, all at
-// once, each naming the values at fault.
+// Every violation Pipeline::Create() checks, reported before anything runs, all
+// at once, each naming the values at fault.
 #include <functional>
 #include <limits>
 #include <memory>
@@ -44,7 +44,7 @@ struct Fixture {
     options.infeed_queue = infeed.get();
     options.outfeed_queue = outfeed.get();
   }
-  absl::Status Build() { return Pipeline(scope, options).status(); }
+  absl::Status Build() { return Pipeline::Create(scope, options).status(); }
 };
 
 OptimizerFunction Sgd() {

@@ -111,7 +111,7 @@ absl::StatusOr<loops::Loop> ModelLoop(const Scope& scope,
 }
 
 // The model as a four-stage SGD training pipeline on IPUs 0-3.
-absl::StatusOr<std::unique_ptr<pipelining::PipelineOp>> SgdPipeline(
+absl::StatusOr<std::unique_ptr<pipelining::Pipeline>> SgdPipeline(
     const Scope& scope, const std::map<std::string, Tensor>& init,
     feeds::IPUInfeedQueue* infeed) {
   pipelining::PipelineOptions o;
@@ -119,7 +119,7 @@ absl::StatusOr<std::unique_ptr<pipelining::PipelineOp>> SgdPipeline(
   o.gradient_accumulation_count = kMicroBatches;
   o.infeed_queue = infeed;
   o.optimizer_function = pipelining::testing::SgdCrossEntropy(0.1f);
-  return pipelining::Pipeline(scope, o);
+  return pipelining::Pipeline::Create(scope, o);
 }
 
 std::map<std::string, Tensor> Reference(int replicas) {
@@ -171,7 +171,7 @@ TEST_P(PipelineConformanceTest, TrainsAsTheSingleDeviceReference) {
         std::make_shared<optimizers::CrossReplicaOptimizer>(Momentum()),
         ops::SoftmaxCrossEntropyLoss(s, out[0], out[1])};
   };
-  auto pipeline = pipelining::Pipeline(scope, o);
+  auto pipeline = pipelining::Pipeline::Create(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   IPUStrategy strategy(system.get());
   ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
@@ -249,7 +249,7 @@ TEST_P(InferenceConformanceTest, OutfeedEqualsTheHostForwardPass) {
   o.gradient_accumulation_count = kSteps;
   o.infeed_queue = infeed.get();
   o.outfeed_queue = outfeed.get();
-  auto pipeline = pipelining::Pipeline(scope, o);
+  auto pipeline = pipelining::Pipeline::Create(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   IPUStrategy strategy(system.get());
   ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
@@ -501,7 +501,7 @@ TEST_P(PipelineShardingTest, SameWeightsAndStateOneChunkOfTheUpdate) {
           std::make_shared<optimizers::CrossReplicaOptimizer>(adam),
           ops::SoftmaxCrossEntropyLoss(s, out[0], out[1])};
     };
-    auto pipeline = pipelining::Pipeline(scope, o);
+    auto pipeline = pipelining::Pipeline::Create(scope, o);
     ASSERT_TRUE(pipeline.ok()) << pipeline.status();
     IPUStrategy strategy(system.get());
     ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
@@ -620,7 +620,7 @@ TEST(ReplicatedOptimizerStateShardingTest, RequiresReplicaIdenticalUpdates) {
   o.offload_weight_update_variables = true;
   o.replicated_optimizer_state_sharding = true;
   o.optimizer_function = pipelining::testing::SgdCrossEntropy(0.1f);
-  auto pipeline = pipelining::Pipeline(scope, o);
+  auto pipeline = pipelining::Pipeline::Create(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   IPUStrategy strategy(system.get());
   absl::Status s =
@@ -642,7 +642,7 @@ TEST(ReplicatedOptimizerStateShardingTest, RequiresOffloading) {
   o.infeed_queue = infeed.get();
   o.replicated_optimizer_state_sharding = true;
   o.optimizer_function = pipelining::testing::SgdCrossEntropy(0.1f);
-  absl::Status s = pipelining::Pipeline(scope, o).status();
+  absl::Status s = pipelining::Pipeline::Create(scope, o).status();
   EXPECT_NE(s.message().find("To use replicated_optimizer_state_sharding, "
                              "optimizer state must be offloaded by using "
                              "offload_weight_update_variables."),
@@ -740,7 +740,7 @@ TEST_P(FrameConformanceTest, FrameCompilesAndRunsLikeALoop) {
         std::make_shared<optimizers::CrossReplicaOptimizer>(Momentum()),
         ops::SoftmaxCrossEntropyLoss(s, out[0], out[1])};
   };
-  auto pipeline = pipelining::Pipeline(scope, o);
+  auto pipeline = pipelining::Pipeline::Create(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   Node* frame = (*pipeline)->frame();
   ASSERT_NE(frame, nullptr);
@@ -766,7 +766,7 @@ INSTANTIATE_TEST_SUITE_P(Replicas, FrameConformanceTest,
                          ::testing::Values(1, 2));
 
 // A frame is lowered per device program: two programs compiled from the
-// graph (two strategies) coexist and both run it; once the PipelineOp is
+// graph (two strategies) coexist and both run it; once the Pipeline is
 // gone, a program's run is refused, naming the frame.
 TEST(FrameLifetimeTest, ProgramsOfOneFrameCoexistAndOutliveItSafely) {
   auto init = InitialValues(1);
@@ -789,7 +789,7 @@ TEST(FrameLifetimeTest, ProgramsOfOneFrameCoexistAndOutliveItSafely) {
   auto report = (*pipeline)->last_report();
   ASSERT_TRUE(report.has_value());
   EXPECT_EQ(report->micro_batches, kMicroBatches);
-  pipeline->reset();  // The frame goes with its PipelineOp.
+  pipeline->reset();  // The frame goes with its Pipeline.
   const absl::Status gone = (*direct)->Execute({{}}, &results);
   EXPECT_EQ(gone.code(), absl::StatusCode::kFailedPrecondition) << gone;
   EXPECT_NE(gone.message().find("is gone"), std::string::npos) << gone;
@@ -817,7 +817,7 @@ TEST(ExecuteTest, PipelineArgumentsPerReplica) {
   o.gradient_accumulation_count = 4;  // Micro-batches per replica.
   o.infeed_queue = infeed.get();
   o.outfeed_queue = outfeed.get();
-  auto pipeline = pipelining::Pipeline(scope, o);
+  auto pipeline = pipelining::Pipeline::Create(scope, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   IPUStrategy strategy(system.get());
   auto exe = strategy.Compile(*scope.graph(), {}, {(*pipeline)->frame()},

@@ -4,9 +4,9 @@
 
 namespace ipuflow::compiler {
 
-std::vector<MemoryPlan> CountAlwaysLive(const Schedule& schedule) {
+std::vector<MemoryPlan> CountAlwaysLive(const NodeOrder& order) {
   std::vector<MemoryPlan> shards(1);
-  for (const Node* n : schedule.nodes) {
+  for (const Node* n : order.nodes) {
     if (static_cast<int>(shards.size()) <= ShardOf(n))
       shards.resize(ShardOf(n) + 1);
     MemoryPlan& shard = shards[ShardOf(n)];

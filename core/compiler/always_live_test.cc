@@ -24,7 +24,7 @@ TEST(AlwaysLiveTest, ConstantsAndVariablesPerShard) {
   Output out = ops::Add(s, c, ops::ReadVariable(s, v));
   ASSERT_TRUE(s.ok()) << s.status();
   const FrontPhases f = RunFrontPhases(*s.graph(), Spec({}, {}, {out, sum}));
-  const std::vector<MemoryPlan> shards = CountAlwaysLive(f.schedule);
+  const std::vector<MemoryPlan> shards = CountAlwaysLive(f.order);
   ASSERT_EQ(shards.size(), 3u);  // Up to the highest IPU used.
   EXPECT_EQ(shards[0].constant_bytes, 12);
   EXPECT_EQ(shards[0].variable_bytes, 0);
@@ -40,7 +40,7 @@ TEST(AlwaysLiveTest, ConstantsAndVariablesPerShard) {
 }
 
 TEST(AlwaysLiveTest, AnEmptyProgramHasOneShard) {
-  EXPECT_EQ(CountAlwaysLive(Schedule{}).size(), 1u);
+  EXPECT_EQ(CountAlwaysLive(NodeOrder{}).size(), 1u);
 }
 
 }  // namespace

@@ -8,23 +8,23 @@
 
 namespace ipuflow::compiler {
 
-Dependencies FindDependencies(const Schedule& schedule, const Values& values) {
+Dependencies FindDependencies(const NodeOrder& order, const Values& values) {
   Dependencies deps;
-  deps.preds.resize(schedule.size());
+  deps.preds.resize(order.size());
   absl::flat_hash_set<std::string> variables;
-  for (int pos = 0; pos < schedule.size(); ++pos) {
-    const Node* n = schedule.nodes[pos];
+  for (int pos = 0; pos < order.size(); ++pos) {
+    const Node* n = order.nodes[pos];
     std::set<int>& preds = deps.preds[pos];
     for (int v : values.inputs[pos]) {
       if (values.producer[v] >= 0) preds.insert(values.producer[v]);
     }
     for (const Node* c : n->control_inputs())
-      preds.insert(schedule.position[c->id()]);
+      preds.insert(order.position[c->id()]);
     if (n->op_def().resource_access() != ResourceAccess::kNone) {
       variables.insert(ResourceKey(*n));
     }
   }
-  VariableOrderEdges(schedule.nodes,
+  VariableOrderEdges(order.nodes,
                      [&](int from, int to) { deps.preds[to].insert(from); });
   deps.variables.assign(variables.begin(), variables.end());
   std::sort(deps.variables.begin(), deps.variables.end());

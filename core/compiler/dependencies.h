@@ -5,7 +5,7 @@
 // that write. Variables are keyed by shared_name when set, so nodes of
 // variables that share one are ordered too.
 //
-// Input: the schedule and its values.
+// Input: the node order and its values.
 // Output: the predecessors of every position (all lower positions) and the
 // names of the variables the program touches.
 #ifndef IPUFLOW_CORE_COMPILER_DEPENDENCIES_H_
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "core/compiler/schedule.h"
+#include "core/compiler/node_order.h"
 #include "core/compiler/values.h"
 
 namespace ipuflow::compiler {
@@ -25,7 +25,7 @@ struct Dependencies {
   std::vector<std::string> variables;  // Sorted.
 };
 
-Dependencies FindDependencies(const Schedule& schedule, const Values& values);
+Dependencies FindDependencies(const NodeOrder& order, const Values& values);
 
 }  // namespace ipuflow::compiler
 

@@ -38,8 +38,8 @@ TEST(DependenciesTest, DataControlAndVariableAccessOrder) {
   ASSERT_EQ(done->id(), 12);
   const FrontPhases f =
       RunFrontPhases(*s.graph(), Spec({}, {}, {r1, r3, r4, ru}, {w1, done}));
-  ASSERT_EQ(f.schedule.size(), 13);  // Everything: positions are ids.
-  const Dependencies deps = FindDependencies(f.schedule, f.values);
+  ASSERT_EQ(f.order.size(), 13);  // Everything: positions are ids.
+  const Dependencies deps = FindDependencies(f.order, f.values);
   const std::vector<std::set<int>> expected = {
       {},            // c
       {},            // v
@@ -68,8 +68,8 @@ TEST(DependenciesTest, NoEdgeFromAFedValue) {
   const FrontPhases f = RunFrontPhases(
       *s.graph(), Spec({y, x}, {TensorShape({2}), TensorShape({2})}, {w}));
   // z (0), w (1); x and y are fed.
-  ASSERT_EQ(f.schedule.size(), 2);
-  const Dependencies deps = FindDependencies(f.schedule, f.values);
+  ASSERT_EQ(f.order.size(), 2);
+  const Dependencies deps = FindDependencies(f.order, f.values);
   EXPECT_EQ(deps.preds, (std::vector<std::set<int>>{{}, {0}}));
   EXPECT_TRUE(deps.variables.empty());
 }

@@ -30,8 +30,8 @@ bool FusionEnabled(const ProgramSpec& spec) {
 }
 
 Fusion FuseChains(const ProgramSpec& spec, const ValueTypes& types,
-                  Schedule* schedule, Values* values) {
-  const int n = schedule->size();
+                  NodeOrder* order, Values* values) {
+  const int n = order->size();
   Fusion fusion;
   fusion.chains.resize(n);
   fusion.defs.assign(n, nullptr);
@@ -48,14 +48,14 @@ Fusion FuseChains(const ProgramSpec& spec, const ValueTypes& types,
   for (int v : values->fetch_values) ++uses[v];
   absl::flat_hash_set<const Node*> pinned(spec.targets.begin(),
                                           spec.targets.end());
-  for (const Node* node : schedule->nodes) {
+  for (const Node* node : order->nodes) {
     for (const Node* c : node->control_inputs()) pinned.insert(c);
     if (!node->control_inputs().empty()) pinned.insert(node);
   }
 
   std::vector<bool> absorbed(n, false);
   for (int pos = n - 1; pos >= 0; --pos) {
-    const Node* last = schedule->nodes[pos];
+    const Node* last = order->nodes[pos];
     if (absorbed[pos] || !Plain(*last) || pinned.count(last)) continue;
     for (const FusionDef* def : defs) {
       if (def->ops.back() != last->op() || !def->kernel) continue;
@@ -76,7 +76,7 @@ Fusion FuseChains(const ProgramSpec& spec, const ValueTypes& types,
           ok = false;
           break;
         }
-        const Node* p = schedule->nodes[prod];
+        const Node* p = order->nodes[prod];
         ok = p->op() == def->ops[i - 1] && p->num_outputs() == 1 &&
              v == values->first_output[prod] && uses[v] == 1 &&
              !absorbed[prod] && fusion.chains[prod].empty() && Plain(*p) &&
@@ -87,7 +87,7 @@ Fusion FuseChains(const ProgramSpec& spec, const ValueTypes& types,
       std::vector<const Node*> chain;
       std::vector<int> chain_values;
       for (auto it = positions.rbegin(); it != positions.rend(); ++it) {
-        chain.push_back(schedule->nodes[*it]);
+        chain.push_back(order->nodes[*it]);
         chain_values.push_back(values->first_output[*it]);
       }
       if (def->applies && !def->applies(chain)) continue;
@@ -115,8 +115,8 @@ Fusion FuseChains(const ProgramSpec& spec, const ValueTypes& types,
 
   // Compact: absorbed nodes leave; their outputs lose their producer.
   std::vector<int> new_pos(n, -1);
-  Schedule out;
-  out.position.assign(schedule->position.size(), -1);
+  NodeOrder out;
+  out.position.assign(order->position.size(), -1);
   Values& v = *values;
   Fusion compact;
   compact.absorbed = fusion.absorbed;
@@ -125,8 +125,8 @@ Fusion FuseChains(const ProgramSpec& spec, const ValueTypes& types,
   for (int pos = 0; pos < n; ++pos) {
     if (absorbed[pos]) continue;
     new_pos[pos] = out.size();
-    out.position[schedule->nodes[pos]->id()] = out.size();
-    out.nodes.push_back(schedule->nodes[pos]);
+    out.position[order->nodes[pos]->id()] = out.size();
+    out.nodes.push_back(order->nodes[pos]);
     first_output.push_back(v.first_output[pos]);
     inputs.push_back(std::move(v.inputs[pos]));
     compact.chains.push_back(std::move(fusion.chains[pos]));
@@ -149,7 +149,7 @@ Fusion FuseChains(const ProgramSpec& spec, const ValueTypes& types,
   }
   v.first_output = std::move(first_output);
   v.inputs = std::move(inputs);
-  *schedule = std::move(out);
+  *order = std::move(out);
   return compact;
 }
 

@@ -17,7 +17,7 @@
 //
 // The fused node keeps the chain's last node (name, outputs, replica
 // identity); its inputs become the chain's inputs (FusionDef order). The
-// absorbed nodes leave the schedule. An intermediate of the fused output's
+// absorbed nodes leave the node order. An intermediate of the fused output's
 // dtype and shape is written into that output (no value of its own: not
 // planned); another one becomes a value of the fused node that nothing
 // reads, planned in the arena for that node's step only, so the fused
@@ -25,16 +25,16 @@
 // `spec.fuse == false`, or IPUFLOW_FUSION=0 in the environment, keeps the
 // unfused graph: the reference in tests.
 //
-// Input: the spec, the value types, the schedule and its values (after
+// Input: the spec, the value types, the node order and its values (after
 // shapes: each node's shape function ran on its own inputs).
-// Output: the schedule and values rewritten; the chain and FusionDef by
+// Output: the node order and values rewritten; the chain and FusionDef by
 // new position.
 #ifndef IPUFLOW_CORE_COMPILER_FUSION_H_
 #define IPUFLOW_CORE_COMPILER_FUSION_H_
 
 #include <vector>
 
-#include "core/compiler/schedule.h"
+#include "core/compiler/node_order.h"
 #include "core/compiler/shapes.h"
 #include "core/compiler/values.h"
 #include "core/op_registry.h"
@@ -43,21 +43,21 @@
 namespace ipuflow::compiler {
 
 struct Fusion {
-  // By position in the rewritten schedule: the chain (producer first, the
+  // By position in the rewritten node order: the chain (producer first, the
   // node at that position last) and its definition; empty / null when the
   // node is not fused.
   std::vector<std::vector<const Node*>> chains;
   std::vector<const FusionDef*> defs;
   // By position: the value id of each chain node's output 0.
   std::vector<std::vector<int>> chain_values;
-  int absorbed = 0;  // Nodes that left the schedule.
+  int absorbed = 0;  // Nodes that left the order.
 };
 
 // Whether fusion is on for `spec` (spec.fuse and not IPUFLOW_FUSION=0).
 bool FusionEnabled(const ProgramSpec& spec);
 
 Fusion FuseChains(const ProgramSpec& spec, const ValueTypes& types,
-                  Schedule* schedule, Values* values);
+                  NodeOrder* order, Values* values);
 
 }  // namespace ipuflow::compiler
 

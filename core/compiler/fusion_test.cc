@@ -1,4 +1,4 @@
-// Fusion: which chains become one node, and how the schedule and values
+// Fusion: which chains become one node, and how the node order and values
 // are rewritten. The fused kernels' results against the unfused graph are
 // tested with the kernels (ops/nn/fused_bias_activation_test.cc).
 #include "core/compiler/fusion.h"
@@ -60,17 +60,17 @@ std::vector<std::string> Ops(const std::vector<const Node*>& chain) {
 TEST(FusionTest, ConvBiasReluBecomesOneNodeWithTheChainsInputs) {
   Block g;
   FrontPhases f = RunFrontPhases(*g.s.graph(), g.SpecFor({g.relu}));
-  ASSERT_EQ(f.schedule.size(), 3);
+  ASSERT_EQ(f.order.size(), 3);
   const int x = f.values.feed_values[0], w = f.values.feed_values[1],
             b = f.values.feed_values[2];
   const int conv_value = f.values.first_output[0];
   const Fusion fusion =
-      FuseChains(g.SpecFor({g.relu}), f.types, &f.schedule, &f.values);
+      FuseChains(g.SpecFor({g.relu}), f.types, &f.order, &f.values);
   EXPECT_EQ(fusion.absorbed, 2);
-  ASSERT_EQ(f.schedule.size(), 1);
-  EXPECT_EQ(f.schedule.nodes[0], g.relu.node);
-  EXPECT_EQ(f.schedule.position[g.relu.node->id()], 0);
-  EXPECT_EQ(f.schedule.position[g.conv.node->id()], -1);
+  ASSERT_EQ(f.order.size(), 1);
+  EXPECT_EQ(f.order.nodes[0], g.relu.node);
+  EXPECT_EQ(f.order.position[g.relu.node->id()], 0);
+  EXPECT_EQ(f.order.position[g.conv.node->id()], -1);
   EXPECT_EQ(Ops(fusion.chains[0]),
             (std::vector<std::string>{"Conv2D", "BiasAdd", "Relu"}));
   ASSERT_NE(fusion.defs[0], nullptr);
@@ -80,7 +80,7 @@ TEST(FusionTest, ConvBiasReluBecomesOneNodeWithTheChainsInputs) {
   // The intermediates have the output's shape: written into it, never
   // produced, not planned.
   EXPECT_EQ(f.values.producer[conv_value], -1);
-  const Liveness live = ComputeLiveness(f.schedule, f.values, f.types, 1);
+  const Liveness live = ComputeLiveness(f.order, f.values, f.types, 1);
   EXPECT_TRUE(live.intervals.empty());  // The only output is fetched.
 }
 
@@ -89,9 +89,9 @@ TEST(FusionTest, NothingFusesWhenSwitchedOff) {
   ProgramSpec spec = g.SpecFor({g.relu});
   spec.fuse = false;
   FrontPhases f = RunFrontPhases(*g.s.graph(), spec);
-  const Fusion fusion = FuseChains(spec, f.types, &f.schedule, &f.values);
+  const Fusion fusion = FuseChains(spec, f.types, &f.order, &f.values);
   EXPECT_EQ(fusion.absorbed, 0);
-  EXPECT_EQ(f.schedule.size(), 3);
+  EXPECT_EQ(f.order.size(), 3);
   EXPECT_FALSE(FusionEnabled(spec));
 }
 
@@ -101,12 +101,12 @@ TEST(FusionTest, AFetchedIntermediateEndsTheChain) {
   // own output may be fetched) still absorbs the convolution.
   const ProgramSpec spec = g.SpecFor({g.relu, g.bias});
   FrontPhases f = RunFrontPhases(*g.s.graph(), spec);
-  const Fusion fusion = FuseChains(spec, f.types, &f.schedule, &f.values);
-  ASSERT_EQ(f.schedule.size(), 2);
+  const Fusion fusion = FuseChains(spec, f.types, &f.order, &f.values);
+  ASSERT_EQ(f.order.size(), 2);
   EXPECT_EQ(Ops(fusion.chains[0]),
             (std::vector<std::string>{"Conv2D", "BiasAdd"}));
   EXPECT_TRUE(fusion.chains[1].empty());
-  EXPECT_EQ(f.schedule.nodes[1], g.relu.node);
+  EXPECT_EQ(f.order.nodes[1], g.relu.node);
 }
 
 TEST(FusionTest, ASecondConsumerEndsTheChain) {
@@ -115,16 +115,16 @@ TEST(FusionTest, ASecondConsumerEndsTheChain) {
   Output other = ops::Add(g.s, g.conv, g.conv);
   const ProgramSpec spec = g.SpecFor({g.relu, other});
   FrontPhases f = RunFrontPhases(*g.s.graph(), spec);
-  const Fusion fusion = FuseChains(spec, f.types, &f.schedule, &f.values);
+  const Fusion fusion = FuseChains(spec, f.types, &f.order, &f.values);
   EXPECT_EQ(fusion.absorbed, 1);
   bool found = false;
-  for (int pos = 0; pos < f.schedule.size(); ++pos) {
-    if (f.schedule.nodes[pos] == g.relu.node) {
+  for (int pos = 0; pos < f.order.size(); ++pos) {
+    if (f.order.nodes[pos] == g.relu.node) {
       EXPECT_EQ(Ops(fusion.chains[pos]),
                 (std::vector<std::string>{"BiasAdd", "Relu"}));
       found = true;
     }
-    EXPECT_NE(f.schedule.nodes[pos], g.bias.node);
+    EXPECT_NE(f.order.nodes[pos], g.bias.node);
   }
   EXPECT_TRUE(found);
 }
@@ -141,16 +141,16 @@ TEST(FusionTest, AnIntermediateOfAnotherShapeIsPlannedForTheFusedStep) {
       {x, dy}, {TensorShape({2, 4, 4, 3}), TensorShape({2, 2, 2, 3})}, {dx, r});
   FrontPhases f = RunFrontPhases(*s.graph(), spec);
   const int masked_value =
-      f.values.first_output[f.schedule.position[masked.node->id()]];
-  const Fusion fusion = FuseChains(spec, f.types, &f.schedule, &f.values);
+      f.values.first_output[f.order.position[masked.node->id()]];
+  const Fusion fusion = FuseChains(spec, f.types, &f.order, &f.values);
   // MaxPool2D -> Relu does not fuse: MaxPoolGrad reads the pool's output.
   EXPECT_EQ(fusion.absorbed, 1);
-  const int pos = f.schedule.position[dx.node->id()];
+  const int pos = f.order.position[dx.node->id()];
   ASSERT_GE(pos, 0);
   EXPECT_EQ(Ops(fusion.chains[pos]),
             (std::vector<std::string>{"ReluGrad", "MaxPoolGrad"}));
   EXPECT_EQ(f.values.producer[masked_value], pos);
-  const Liveness live = ComputeLiveness(f.schedule, f.values, f.types, 1);
+  const Liveness live = ComputeLiveness(f.order, f.values, f.types, 1);
   bool planned = false;
   for (const Interval& iv : live.intervals) {
     if (iv.value != masked_value) continue;

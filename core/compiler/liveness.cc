@@ -14,7 +14,7 @@ int64_t AlignUp(int64_t n) {
 
 }  // namespace
 
-Liveness ComputeLiveness(const Schedule& schedule, const Values& values,
+Liveness ComputeLiveness(const NodeOrder& order, const Values& values,
                          const ValueTypes& types, int num_shards) {
   const int num_values = values.num_values;
   auto bytes_of = [&](int v) {
@@ -26,8 +26,8 @@ Liveness ComputeLiveness(const Schedule& schedule, const Values& values,
   for (int v = 0; v < num_values; ++v) live.root[v] = v;
   live.consumers.resize(num_values);
   live.shard_fetch_bytes.assign(num_shards, 0);
-  for (int pos = 0; pos < schedule.size(); ++pos) {
-    const Node* n = schedule.nodes[pos];
+  for (int pos = 0; pos < order.size(); ++pos) {
+    const Node* n = order.nodes[pos];
     const std::vector<int>& inputs = values.inputs[pos];
     for (int v : inputs) ++live.uses[v];
     for (const auto& [out, in] : n->op_def().forwards()) {
@@ -38,7 +38,7 @@ Liveness ComputeLiveness(const Schedule& schedule, const Values& values,
     for (int v : inputs) {
       live.consumers[live.root[v]].push_back(pos);
       const int producer = values.producer[v];
-      if (producer >= 0 && ShardOf(schedule.nodes[producer]) != ShardOf(n)) {
+      if (producer >= 0 && ShardOf(order.nodes[producer]) != ShardOf(n)) {
         live.cross_shard_bytes += bytes_of(v);
       }
     }
@@ -50,14 +50,14 @@ Liveness ComputeLiveness(const Schedule& schedule, const Values& values,
     fetched[live.root[v]] = true;
     live.fetch_bytes += bytes_of(v);
     if (values.producer[v] >= 0) {
-      live.shard_fetch_bytes[ShardOf(schedule.nodes[values.producer[v]])] +=
+      live.shard_fetch_bytes[ShardOf(order.nodes[values.producer[v]])] +=
           bytes_of(v);
     }
   }
   for (int v = 0; v < num_values; ++v) {
     const int def = values.producer[v];
     if (live.root[v] != v || def < 0 || fetched[v]) continue;
-    const Node* n = schedule.nodes[def];
+    const Node* n = order.nodes[def];
     if (n->op_def().always_live() != AlwaysLive::kNone ||
         types.dtypes[v] == DType::kResource ||
         !types.shapes[v].IsFullyDefined()) {

@@ -5,7 +5,7 @@
 // fetch), always-live, a resource handle, of unknown shape or empty; its
 // lifetime runs from its producer's position to its last consumer's.
 //
-// Input: the schedule, values, shapes and the number of shards.
+// Input: the node order, values, shapes and the number of shards.
 // Output: uses per value (what the executor counts down to free a value),
 // aliases, consumers, the planned values' intervals (offsets not yet set),
 // and the bytes fetched and sent between shards per run.
@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/compiler/schedule.h"
+#include "core/compiler/node_order.h"
 #include "core/compiler/shapes.h"
 #include "core/compiler/values.h"
 
@@ -42,7 +42,7 @@ struct Liveness {
   int64_t cross_shard_bytes = 0;            // Values consumed on another shard.
 };
 
-Liveness ComputeLiveness(const Schedule& schedule, const Values& values,
+Liveness ComputeLiveness(const NodeOrder& order, const Values& values,
                          const ValueTypes& types, int num_shards);
 
 }  // namespace ipuflow::compiler

@@ -35,7 +35,7 @@ TEST(LivenessTest, AliasesExtendLifetimesAndFetchesAreNotPlanned) {
   Output out = ops::Identity(s, c);       // 4, value 4: aliases c.
   const FrontPhases f =
       RunFrontPhases(*s.graph(), Spec({x}, {TensorShape({16})}, {out}));
-  const Liveness live = ComputeLiveness(f.schedule, f.values, f.types, 1);
+  const Liveness live = ComputeLiveness(f.order, f.values, f.types, 1);
   EXPECT_EQ(live.uses, (std::vector<int>{1, 1, 2, 1, 1, 3}));
   EXPECT_EQ(live.root, (std::vector<int>{0, 1, 1, 3, 3, 5}));
   EXPECT_EQ(live.consumers, (std::vector<std::vector<int>>{
@@ -60,7 +60,7 @@ TEST(LivenessTest, AlwaysLiveResourceAndEmptyValuesAreNotPlannedAndSizesAlign) {
   Output also_empty = ops::Add(s, empty, empty);         // 5: fetched
   const FrontPhases f = RunFrontPhases(
       *s.graph(), Spec({e}, {TensorShape({0})}, {sum, also_empty}));
-  const Liveness live = ComputeLiveness(f.schedule, f.values, f.types, 1);
+  const Liveness live = ComputeLiveness(f.order, f.values, f.types, 1);
   EXPECT_EQ(live.intervals, (std::vector<Interval>{{2, 0, 2, 3, 64}}));
   EXPECT_EQ(live.fetch_bytes, 12);
 }
@@ -73,7 +73,7 @@ TEST(LivenessTest, ValuesReadOnAnotherShardAreCounted) {
   Output c = ops::Add(s.WithIpu(1), b, b);  // 2.
   const FrontPhases f =
       RunFrontPhases(*s.graph(), Spec({x}, {TensorShape({8})}, {c}));
-  const Liveness live = ComputeLiveness(f.schedule, f.values, f.types, 2);
+  const Liveness live = ComputeLiveness(f.order, f.values, f.types, 2);
   EXPECT_EQ(live.cross_shard_bytes, 2 * 32);
   EXPECT_EQ(live.shard_fetch_bytes, (std::vector<int64_t>{0, 32}));
   EXPECT_EQ(live.intervals,

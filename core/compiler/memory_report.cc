@@ -5,7 +5,7 @@
 
 namespace ipuflow::compiler {
 
-MemoryReport ReportMemory(const Schedule& schedule,
+MemoryReport ReportMemory(const NodeOrder& order,
                           std::vector<MemoryPlan> always_live,
                           const std::vector<SubProgramNeed>& sub_programs,
                           const Liveness& liveness, const ArenaLayout& layout) {
@@ -35,7 +35,7 @@ MemoryReport ReportMemory(const Schedule& schedule,
       if (shard.largest_loop_body.empty() ||
           need.peak[k] > shard.loop_body_peak_bytes) {
         shard.loop_body_peak_bytes = need.peak[k];
-        shard.largest_loop_body = schedule.nodes[need.pos]->name();
+        shard.largest_loop_body = order.nodes[need.pos]->name();
       }
     }
   }

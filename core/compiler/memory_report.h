@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "core/compiler/liveness.h"
+#include "core/compiler/node_order.h"
 #include "core/compiler/offsets.h"
-#include "core/compiler/schedule.h"
 #include "core/compiler/sub_programs.h"
 #include "core/memory_plan.h"
 
@@ -25,7 +25,7 @@ struct MemoryReport {
   std::vector<MemoryPlan> shards;
 };
 
-MemoryReport ReportMemory(const Schedule& schedule,
+MemoryReport ReportMemory(const NodeOrder& order,
                           std::vector<MemoryPlan> always_live,
                           const std::vector<SubProgramNeed>& sub_programs,
                           const Liveness& liveness, const ArenaLayout& layout);

@@ -11,14 +11,14 @@ namespace {
 
 TEST(MemoryReportTest, HandComputedPeaksAndTotals) {
   Scope s = Scope::NewRootScope();
-  Schedule schedule;
+  NodeOrder order;
   for (const char* name : {"first", "loop1", "loop2"}) {
-    schedule.nodes.push_back(ops::Const(s.WithOpName(name), 1.f).node);
+    order.nodes.push_back(ops::Const(s.WithOpName(name), 1.f).node);
   }
   std::vector<MemoryPlan> always_live(2);
   always_live[0].constant_bytes = 16;
   always_live[0].variable_bytes = 24;
-  always_live[0].variables = {{schedule.nodes[0], 24}};
+  always_live[0].variables = {{order.nodes[0], 24}};
   always_live[0].loop_body_always_live_bytes = 8;
   always_live[1].constant_bytes = 4;
   Liveness live;
@@ -34,8 +34,7 @@ TEST(MemoryReportTest, HandComputedPeaksAndTotals) {
       {1, {100, 0}, {true, false}},
       {2, {250, 30}, {true, true}},
   };
-  const MemoryReport r =
-      ReportMemory(schedule, always_live, needs, live, layout);
+  const MemoryReport r = ReportMemory(order, always_live, needs, live, layout);
   ASSERT_EQ(r.shards.size(), 2u);
   const MemoryPlan& s0 = r.shards[0];
   // At 1 bytes up to 192 are in use: 192 + 100; at 2 up to 64: 64 + 250.
@@ -67,11 +66,11 @@ TEST(MemoryReportTest, HandComputedPeaksAndTotals) {
 }
 
 TEST(MemoryReportTest, WithoutLoopsThePeakIsTheArenaRegion) {
-  Schedule schedule;
+  NodeOrder order;
   Liveness live;
   live.intervals = {Interval{0, 0, 0, 0, 64, 0, 0}};
   live.shard_fetch_bytes = {0};
-  const MemoryReport r = ReportMemory(schedule, std::vector<MemoryPlan>(1), {},
+  const MemoryReport r = ReportMemory(order, std::vector<MemoryPlan>(1), {},
                                       live, ArenaLayout{{64}, {0}, 64});
   EXPECT_EQ(r.total.peak_bytes, 64);
   EXPECT_TRUE(r.total.largest_loop_body.empty());

@@ -2,7 +2,7 @@
 // nodes run in parallel. If value B takes bytes value A used and A's
 // lifetime ends before B's starts, B's producer must wait for every consumer
 // of A (and of A's aliases); each such edge goes from a lower position to a
-// higher one, so the schedule stays a topological order.
+// higher one, so the node order stays a topological order.
 //
 // Input: the intervals with offsets (offsets.h), the liveness (consumers)
 // and the values (producers).

@@ -52,7 +52,7 @@ TEST(PruneTest, AFeedCutsTheGraph) {
   // y fed: x and the node computing y are not run.
   EXPECT_EQ(PruneFor(*s.graph(), Spec({y}, {TensorShape({2})}, {z})),
             (std::vector<bool>{false, false, true, false}));
-  // w still reads x itself: x is needed (and must be fed, see schedule).
+  // w still reads x itself: x is needed (and must be fed, see node order).
   EXPECT_EQ(PruneFor(*s.graph(), Spec({y}, {TensorShape({2})}, {w})),
             (std::vector<bool>{true, false, true, true}));
   // Fetching a fed value runs nothing.

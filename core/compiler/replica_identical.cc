@@ -65,13 +65,13 @@ std::vector<bool> ReplicaIdenticalNodes(const Graph& graph) {
   return Analyse(graph, graph.num_nodes());
 }
 
-std::vector<bool> FindReplicaIdentical(const Schedule& schedule) {
-  std::vector<bool> out(schedule.size(), false);
-  if (schedule.size() == 0) return out;
-  const Graph& graph = *schedule.nodes[0]->graph();
+std::vector<bool> FindReplicaIdentical(const NodeOrder& order) {
+  std::vector<bool> out(order.size(), false);
+  if (order.size() == 0) return out;
+  const Graph& graph = *order.nodes[0]->graph();
   const std::vector<bool> identical = Analyse(graph, graph.num_nodes());
-  for (int pos = 0; pos < schedule.size(); ++pos) {
-    out[pos] = identical[schedule.nodes[pos]->id()];
+  for (int pos = 0; pos < order.size(); ++pos) {
+    out[pos] = identical[order.nodes[pos]->id()];
   }
   return out;
 }

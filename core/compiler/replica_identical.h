@@ -21,7 +21,7 @@
 // the same random bits on every replica. A fed output of a node that is not
 // a placeholder counts as its node would compute it.
 //
-// Input: the schedule (the analysis covers every node of its graph, so fed
+// Input: the node order (the analysis covers every node of its graph, so fed
 // values and variables written by other programs count).
 // Output: per position, true if the node's outputs are replica-identical.
 #ifndef IPUFLOW_CORE_COMPILER_REPLICA_IDENTICAL_H_
@@ -29,11 +29,11 @@
 
 #include <vector>
 
-#include "core/compiler/schedule.h"
+#include "core/compiler/node_order.h"
 
 namespace ipuflow::compiler {
 
-std::vector<bool> FindReplicaIdentical(const Schedule& schedule);
+std::vector<bool> FindReplicaIdentical(const NodeOrder& order);
 
 // The same analysis over every node of `graph`, by node id.
 std::vector<bool> ReplicaIdenticalNodes(const Graph& graph);

@@ -21,8 +21,8 @@ namespace {
 
 bool IdenticalIn(const Graph& g, const ProgramSpec& spec, const Output& o) {
   const FrontPhases f = RunFrontPhases(g, spec);
-  const std::vector<bool> identical = FindReplicaIdentical(f.schedule);
-  return identical[f.schedule.position[o.node->id()]];
+  const std::vector<bool> identical = FindReplicaIdentical(f.order);
+  return identical[f.order.position[o.node->id()]];
 }
 
 TEST(ReplicaIdenticalTest, FollowsInputsFromSources) {

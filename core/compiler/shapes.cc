@@ -7,7 +7,7 @@ namespace ipuflow::compiler {
 
 absl::StatusOr<ValueTypes> InferShapes(const Graph& graph,
                                        const ProgramSpec& spec,
-                                       const Schedule& schedule,
+                                       const NodeOrder& order,
                                        const Values& values) {
   ValueTypes t;
   t.dtypes.assign(values.num_values, DType::kInvalid);
@@ -16,8 +16,8 @@ absl::StatusOr<ValueTypes> InferShapes(const Graph& graph,
     t.dtypes[values.feed_values[i]] = spec.feeds[i].dtype();
     t.shapes[values.feed_values[i]] = spec.feed_shapes[i];
   }
-  for (int pos = 0; pos < schedule.size(); ++pos) {
-    const Node* n = schedule.nodes[pos];
+  for (int pos = 0; pos < order.size(); ++pos) {
+    const Node* n = order.nodes[pos];
     const std::vector<int>& inputs = values.inputs[pos];
     std::vector<DType> in_dtypes;
     std::vector<TensorShape> in_shapes;

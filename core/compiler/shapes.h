@@ -3,7 +3,7 @@
 // ([?, 784]); running each scheduled node's shape function again on its
 // inputs' concrete shapes makes them as defined as the feeds allow.
 //
-// Input: the spec (feed shapes), the schedule and its values.
+// Input: the spec (feed shapes), the node order and its values.
 // Output: dtype and shape by value id. Errors: a shape function's, prefixed
 // with the node's name.
 #ifndef IPUFLOW_CORE_COMPILER_SHAPES_H_
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/compiler/schedule.h"
+#include "core/compiler/node_order.h"
 #include "core/compiler/values.h"
 #include "core/dtype.h"
 #include "core/tensor_shape.h"
@@ -26,7 +26,7 @@ struct ValueTypes {
 
 absl::StatusOr<ValueTypes> InferShapes(const Graph& graph,
                                        const ProgramSpec& spec,
-                                       const Schedule& schedule,
+                                       const NodeOrder& order,
                                        const Values& values);
 
 }  // namespace ipuflow::compiler

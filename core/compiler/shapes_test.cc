@@ -37,12 +37,12 @@ TEST(ShapesTest, AShapeFunctionErrorNamesTheNode) {
   ProgramSpec spec = Spec({x, y}, {TensorShape({2}), TensorShape({3})}, {z});
   absl::StatusOr<FeedIndex> feeds = CheckSpec(*s.graph(), spec);
   ASSERT_TRUE(feeds.ok());
-  absl::StatusOr<Schedule> schedule =
-      MakeSchedule(*s.graph(), spec, Prune(*s.graph(), spec, *feeds));
-  ASSERT_TRUE(schedule.ok());
-  const Values values = AssignValues(*schedule, spec, *feeds);
+  absl::StatusOr<NodeOrder> order =
+      OrderNodes(*s.graph(), spec, Prune(*s.graph(), spec, *feeds));
+  ASSERT_TRUE(order.ok());
+  const Values values = AssignValues(*order, spec, *feeds);
   absl::StatusOr<ValueTypes> types =
-      InferShapes(*s.graph(), spec, *schedule, values);
+      InferShapes(*s.graph(), spec, *order, values);
   EXPECT_EQ(types.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(types.status().message().rfind("Add 'sum': ", 0), 0u)
       << types.status();
@@ -65,11 +65,11 @@ TEST(ShapesTest, ConstantInputsReachShapeFunctions) {
   Output rows = ops::Gather(s.WithOpName("rows"), table, indices);
   ProgramSpec spec = Spec({table}, {TensorShape({3, 2})}, {rows});
   absl::StatusOr<FeedIndex> feeds = CheckSpec(*s.graph(), spec);
-  absl::StatusOr<Schedule> schedule =
-      MakeSchedule(*s.graph(), spec, Prune(*s.graph(), spec, *feeds));
-  ASSERT_TRUE(schedule.ok());
-  absl::StatusOr<ValueTypes> types = InferShapes(
-      *s.graph(), spec, *schedule, AssignValues(*schedule, spec, *feeds));
+  absl::StatusOr<NodeOrder> order =
+      OrderNodes(*s.graph(), spec, Prune(*s.graph(), spec, *feeds));
+  ASSERT_TRUE(order.ok());
+  absl::StatusOr<ValueTypes> types =
+      InferShapes(*s.graph(), spec, *order, AssignValues(*order, spec, *feeds));
   EXPECT_FALSE(types.ok());
   EXPECT_NE(types.status().message().find("Gather 'rows'"), std::string::npos)
       << types.status();

@@ -8,12 +8,12 @@
 namespace ipuflow::compiler {
 
 absl::StatusOr<std::vector<SubProgramNeed>> PlanSubPrograms(
-    const Schedule& schedule, const Values& values, const ValueTypes& types,
+    const NodeOrder& order, const Values& values, const ValueTypes& types,
     const CompileSubProgramFn& compile, std::vector<MemoryPlan>* shards) {
   std::vector<SubProgramNeed> needs;
   const int num_shards = static_cast<int>(shards->size());
-  for (int pos = 0; pos < schedule.size(); ++pos) {
-    const Node* n = schedule.nodes[pos];
+  for (int pos = 0; pos < order.size(); ++pos) {
+    const Node* n = order.nodes[pos];
     const SubProgramsFn& sub_programs = n->op_def().sub_programs();
     if (!sub_programs) continue;
     std::vector<TensorShape> in_shapes;

@@ -9,7 +9,7 @@
 // A node whose input shapes are not all known is skipped: its kernel plans
 // its programs when it runs.
 //
-// Input: the schedule, values, shapes, a function compiling node `pos`'s
+// Input: the node order, values, shapes, a function compiling node `pos`'s
 // sub-program and returning its per-shard MemoryPlans (Program::Compile,
 // recursively, keeping the program), and the
 // always-live shards (always_live.h), to which the bodies' constants and
@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/compiler/schedule.h"
+#include "core/compiler/node_order.h"
 #include "core/compiler/shapes.h"
 #include "core/compiler/values.h"
 #include "core/memory_plan.h"
@@ -36,14 +36,14 @@ struct SubProgramNeed {
   std::vector<bool> uses;     // Shards the sub-programs put anything on.
 };
 
-// Compiles the sub-program `sub` of the node at schedule position `pos`;
-// called once per sub-program, in schedule order then role order.
+// Compiles the sub-program `sub` of the node at node order position `pos`;
+// called once per sub-program, in node order then role order.
 using CompileSubProgramFn =
     std::function<absl::StatusOr<std::vector<MemoryPlan>>(
         int pos, const SubProgramSpec& sub)>;
 
 absl::StatusOr<std::vector<SubProgramNeed>> PlanSubPrograms(
-    const Schedule& schedule, const Values& values, const ValueTypes& types,
+    const NodeOrder& order, const Values& values, const ValueTypes& types,
     const CompileSubProgramFn& compile, std::vector<MemoryPlan>* shards);
 
 }  // namespace ipuflow::compiler

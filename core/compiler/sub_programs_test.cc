@@ -44,7 +44,7 @@ TEST(SubProgramsTest, BodiesAddTheirAlwaysLiveBytesAndKeepTheirPeak) {
   Output unknown = s.AddNode("_SubProgramsTestLoop", {loop}, {}, "unknown");
   const FrontPhases f =
       RunFrontPhases(*s.graph(), Spec({x}, {TensorShape({4})}, {unknown}));
-  std::vector<MemoryPlan> shards = CountAlwaysLive(f.schedule);
+  std::vector<MemoryPlan> shards = CountAlwaysLive(f.order);
   ASSERT_EQ(shards.size(), 1u);
   ASSERT_EQ(shards[0].variable_bytes, 24);
 
@@ -70,11 +70,11 @@ TEST(SubProgramsTest, BodiesAddTheirAlwaysLiveBytesAndKeepTheirPeak) {
     return m;
   };
   absl::StatusOr<std::vector<SubProgramNeed>> needs =
-      PlanSubPrograms(f.schedule, f.values, f.types, plan, &shards);
+      PlanSubPrograms(f.order, f.values, f.types, plan, &shards);
   ASSERT_TRUE(needs.ok()) << needs.status();
   // Only "loop": "unknown"'s input shape is not known.
   ASSERT_EQ(needs->size(), 1u);
-  const int pos = f.schedule.position[loop.node->id()];
+  const int pos = f.order.position[loop.node->id()];
   EXPECT_EQ((*needs)[0].pos, pos);
   // Each sub-program compiled once, for its node, in role order.
   using Compiled = std::vector<std::pair<int, std::string>>;
@@ -95,7 +95,7 @@ TEST(SubProgramsTest, ABodyErrorNamesTheNodeAndTheRole) {
   Output loop = s.AddNode("_SubProgramsTestLoop", {x}, {}, "loop");
   const FrontPhases f =
       RunFrontPhases(*s.graph(), Spec({x}, {TensorShape({4})}, {loop}));
-  std::vector<MemoryPlan> shards = CountAlwaysLive(f.schedule);
+  std::vector<MemoryPlan> shards = CountAlwaysLive(f.order);
   CompileSubProgramFn plan =
       [](int,
          const SubProgramSpec& sub) -> absl::StatusOr<std::vector<MemoryPlan>> {
@@ -104,7 +104,7 @@ TEST(SubProgramsTest, ABodyErrorNamesTheNodeAndTheRole) {
     return std::vector<MemoryPlan>(1);
   };
   absl::StatusOr<std::vector<SubProgramNeed>> needs =
-      PlanSubPrograms(f.schedule, f.values, f.types, plan, &shards);
+      PlanSubPrograms(f.order, f.values, f.types, plan, &shards);
   EXPECT_EQ(needs.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(needs.status().message(),
             "_SubProgramsTestLoop 'loop' cond: too big");

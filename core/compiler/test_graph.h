@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/compiler/node_order.h"
 #include "core/compiler/prune.h"
-#include "core/compiler/schedule.h"
 #include "core/compiler/shapes.h"
 #include "core/compiler/spec_check.h"
 #include "core/compiler/values.h"
@@ -17,25 +17,25 @@ namespace ipuflow::compiler {
 
 struct FrontPhases {
   FeedIndex feeds;
-  Schedule schedule;
+  NodeOrder order;
   Values values;
   ValueTypes types;
 };
 
-// Spec check, prune, schedule, values and shapes; aborts on an error (the
+// Spec check, prune, node order, values and shapes; aborts on an error (the
 // tests that expect one call the phase directly).
 inline FrontPhases RunFrontPhases(const Graph& graph, const ProgramSpec& spec) {
   FrontPhases f;
   absl::StatusOr<FeedIndex> feeds = CheckSpec(graph, spec);
   IPU_CHECK_OK(feeds.status());
   f.feeds = *std::move(feeds);
-  absl::StatusOr<Schedule> schedule =
-      MakeSchedule(graph, spec, Prune(graph, spec, f.feeds));
-  IPU_CHECK_OK(schedule.status());
-  f.schedule = *std::move(schedule);
-  f.values = AssignValues(f.schedule, spec, f.feeds);
+  absl::StatusOr<NodeOrder> order =
+      OrderNodes(graph, spec, Prune(graph, spec, f.feeds));
+  IPU_CHECK_OK(order.status());
+  f.order = *std::move(order);
+  f.values = AssignValues(f.order, spec, f.feeds);
   absl::StatusOr<ValueTypes> types =
-      InferShapes(graph, spec, f.schedule, f.values);
+      InferShapes(graph, spec, f.order, f.values);
   IPU_CHECK_OK(types.status());
   f.types = *std::move(types);
   return f;

@@ -1,8 +1,8 @@
 // Compiler phase 3, values: numbers every tensor a run handles. A scheduled
-// node's outputs are consecutive values, in schedule order; the feeds come
+// node's outputs are consecutive values, in node order; the feeds come
 // after all of them.
 //
-// Input: the schedule and the feeds.
+// Input: the node order and the feeds.
 // Output: each node's input and first output value ids, each value's
 // producer, and the value ids of the feeds and fetches.
 #ifndef IPUFLOW_CORE_COMPILER_VALUES_H_
@@ -10,7 +10,7 @@
 
 #include <vector>
 
-#include "core/compiler/schedule.h"
+#include "core/compiler/node_order.h"
 #include "core/compiler/spec_check.h"
 #include "core/program_spec.h"
 
@@ -25,7 +25,7 @@ struct Values {
   std::vector<int> fetch_values;         // By fetch, in spec order.
 };
 
-Values AssignValues(const Schedule& schedule, const ProgramSpec& spec,
+Values AssignValues(const NodeOrder& order, const ProgramSpec& spec,
                     const FeedIndex& feeds);
 
 }  // namespace ipuflow::compiler

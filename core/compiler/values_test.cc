@@ -1,4 +1,4 @@
-// Values: node outputs first, consecutive in schedule order, then feeds.
+// Values: node outputs first, consecutive in node order, then feeds.
 #include "core/compiler/values.h"
 
 #include "core/compiler/test_graph.h"
@@ -21,7 +21,7 @@ TEST(ValuesTest, OutputsThenFeeds) {
   const FrontPhases f = RunFrontPhases(
       *s.graph(), Spec({y, x}, {TensorShape({2}), TensorShape({2})}, {c, x}));
   const Values& v = f.values;
-  ASSERT_EQ(f.schedule.size(), 3);
+  ASSERT_EQ(f.order.size(), 3);
   // a:0 b:1 c:2, then y:3 x:4 (feed order).
   EXPECT_EQ(v.num_values, 5);
   EXPECT_EQ(v.first_output, (std::vector<int>{0, 1, 2}));

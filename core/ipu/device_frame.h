@@ -17,7 +17,7 @@
 // CollectiveGroup (env.collectives at run time) and dropped by Release when
 // the program is destroyed, so several programs of one graph coexist.
 //
-// Ownership: the frame is owned by what built it (PipelineOp); the graph
+// Ownership: the frame is owned by what built it (Pipeline); the graph
 // and the programs hold weak references. Thread safety: Lower and Release
 // from host threads; RunReplica from each replica's first IPU thread,
 // concurrently for different replicas.

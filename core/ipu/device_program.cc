@@ -141,7 +141,7 @@ void PrepareHostResources(const Graph& graph, const Program& program,
                           std::vector<std::weak_ptr<HostResource>>* used_out) {
   if (graph.host_resources().empty()) return;
   std::set<const Node*> reached;
-  for (const Node* n : program.schedule()) {
+  for (const Node* n : program.nodes_in_order()) {
     ReachFrom(n, {}, &reached);
   }
   // A program that writes variables trains (an outfeed's Default mode).
@@ -169,7 +169,7 @@ std::vector<std::shared_ptr<T>> UsedResources(const Graph& graph,
   std::vector<std::shared_ptr<T>> found;
   if (graph.host_resources().empty()) return found;
   std::set<const Node*> reached;
-  for (const Node* n : program.schedule()) ReachFrom(n, {}, &reached);
+  for (const Node* n : program.nodes_in_order()) ReachFrom(n, {}, &reached);
   for (const auto& [id, entry] : graph.host_resources()) {
     std::shared_ptr<HostResource> r = entry.resource.lock();
     auto typed = std::dynamic_pointer_cast<T>(r);

@@ -15,8 +15,8 @@
 //
 // With several replicas each fetch gets a leading replica dimension.
 //
-//   ASSIGN_OR_RETURN(auto pipeline, pipelining::Pipeline(scope, options));
-//   ASSIGN_OR_RETURN(DeviceProgram* exe,        // as for a loop
+//   ASSIGN_OR_RETURN(auto pipeline, pipelining::Pipeline::Create(scope,
+//   options)); ASSIGN_OR_RETURN(DeviceProgram* exe,        // as for a loop
 //                    strategy.Compile(graph, {}, {pipeline->frame()}));
 //   RETURN_IF_ERROR(exe->Execute({{}}, &results));  // results: by outfeed
 //   pipeline->last_report();                    // replica 0's

@@ -409,7 +409,7 @@ TEST(LoopCompileTest, UnusedVariableReadsDoNotRunInTheBody) {
   ASSERT_TRUE(program.ok()) << program.status();
   const Program* body = (*program)->sub_program(loop->op, "body");
   ASSERT_NE(body, nullptr);
-  const std::vector<std::string> names = body->ScheduleNames();
+  const std::vector<std::string> names = body->NodeNamesInOrder();
   auto runs = [&](const Node* n) {
     return std::find(names.begin(), names.end(), n->name()) != names.end();
   };

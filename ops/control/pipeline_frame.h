@@ -6,15 +6,15 @@
 // compiled, to run the replica it is on. A graph with a frame compiles like
 // any loop:
 //
-//   ASSIGN_OR_RETURN(auto pipeline, pipelining::Pipeline(scope, options));
-//   ASSIGN_OR_RETURN(DeviceProgram* exe,
+//   ASSIGN_OR_RETURN(auto pipeline, pipelining::Pipeline::Create(scope,
+//   options)); ASSIGN_OR_RETURN(DeviceProgram* exe,
 //                    strategy.Compile(*scope.graph(), {},
 //                    {pipeline->frame()}));
 //   RETURN_IF_ERROR(exe->Execute({{}}, &results));  // every replica
 //
 // The frame's inputs are the pipeline's `inputs` (computed by the program,
 // or fed); it has no outputs (results leave by the outfeed) and is stateful.
-// Errors: FailedPrecondition when the frame's owner (the PipelineOp) is gone
+// Errors: FailedPrecondition when the frame's owner (the Pipeline) is gone
 // or the frame was not lowered for this program.
 #ifndef IPUFLOW_OPS_CONTROL_PIPELINE_FRAME_H_
 #define IPUFLOW_OPS_CONTROL_PIPELINE_FRAME_H_

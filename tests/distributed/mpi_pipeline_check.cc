@@ -79,7 +79,7 @@ Trained Train(int replicas, std::shared_ptr<ProcessLink> link, bool sharded) {
             std::make_shared<optimizers::MomentumOptimizer>(0.1f, 0.9f)),
         ops::SoftmaxCrossEntropyLoss(s, out[0], out[1])};
   };
-  auto pipeline = pipelining::Pipeline(scope, o);
+  auto pipeline = pipelining::Pipeline::Create(scope, o);
   EXPECT_TRUE(pipeline.ok()) << pipeline.status();
   if (!pipeline.ok()) return {};
   IPUStrategy strategy(system->get());

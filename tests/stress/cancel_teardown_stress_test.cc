@@ -205,7 +205,7 @@ void PipelineIteration(std::mt19937& rng, Watchdog& dog, int i, Tally* tally) {
   o.outfeed_queue = outfeed.get();
   o.pipeline_schedule = rng() % 2 ? pipelining::PipelineSchedule::kGrouped
                                   : pipelining::PipelineSchedule::kSequential;
-  auto pipeline = pipelining::Pipeline(s, o);
+  auto pipeline = pipelining::Pipeline::Create(s, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   Monitor monitor(outfeed.get(), "0");
   absl::Status run;

@@ -188,7 +188,7 @@ TEST(KernelErrorStressTest, PipelineErrorAtRandomMicroBatches) {
   o.repeat_count = kStepsPerRun / 4;
   o.infeed_queue = infeed.get();
   o.outfeed_queue = outfeed.get();
-  auto pipeline = pipelining::Pipeline(s, o);
+  auto pipeline = pipelining::Pipeline::Create(s, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   int64_t next = 0;
   bool last_failed = false;

@@ -1,6 +1,6 @@
-// Schedule: needed nodes in id order on one shard, grouped by shard where
+// NodeOrder: needed nodes in id order on one shard, grouped by shard where
 // the edges allow; unfed placeholders are errors.
-#include "core/compiler/schedule.h"
+#include "core/compiler/node_order.h"
 
 #include "core/compiler/test_graph.h"
 #include "core/op_registry.h"
@@ -22,17 +22,16 @@ TEST(ScheduleTest, NeededNodesInIdOrder) {
   Output b = ops::Const(s.WithOpName("b"), 3.f);
   Output c = ops::Add(s.WithOpName("c"), b, a);
   ProgramSpec spec = Spec({}, {}, {c});
-  absl::StatusOr<Schedule> schedule =
-      MakeSchedule(*s.graph(), spec, {true, false, true, true});
-  ASSERT_TRUE(schedule.ok()) << schedule.status();
-  EXPECT_EQ(schedule->nodes,
-            (std::vector<const Node*>{a.node, b.node, c.node}));
-  EXPECT_EQ(schedule->position, (std::vector<int>{0, -1, 1, 2}));
+  absl::StatusOr<NodeOrder> order =
+      OrderNodes(*s.graph(), spec, {true, false, true, true});
+  ASSERT_TRUE(order.ok()) << order.status();
+  EXPECT_EQ(order->nodes, (std::vector<const Node*>{a.node, b.node, c.node}));
+  EXPECT_EQ(order->position, (std::vector<int>{0, -1, 1, 2}));
 }
 
-std::vector<std::string> Names(const Schedule& schedule) {
+std::vector<std::string> Names(const NodeOrder& order) {
   std::vector<std::string> names;
-  for (const Node* n : schedule.nodes) names.push_back(std::string(n->name()));
+  for (const Node* n : order.nodes) names.push_back(std::string(n->name()));
   return names;
 }
 
@@ -45,12 +44,11 @@ TEST(ScheduleTest, IndependentNodesOfOneShardRunTogether) {
   Output a1 = ops::Const(ipu1.WithOpName("a1"), 1.f);
   Output b0 = ops::Add(ipu0.WithOpName("b0"), a0, a0);
   Output b1 = ops::Add(ipu1.WithOpName("b1"), a1, a1);
-  absl::StatusOr<Schedule> schedule = MakeSchedule(
-      *s.graph(), Spec({}, {}, {b0, b1}), {true, true, true, true});
-  ASSERT_TRUE(schedule.ok()) << schedule.status();
-  EXPECT_EQ(Names(*schedule),
-            (std::vector<std::string>{"a0", "b0", "a1", "b1"}));
-  EXPECT_EQ(schedule->position, (std::vector<int>{0, 2, 1, 3}));
+  absl::StatusOr<NodeOrder> order =
+      OrderNodes(*s.graph(), Spec({}, {}, {b0, b1}), {true, true, true, true});
+  ASSERT_TRUE(order.ok()) << order.status();
+  EXPECT_EQ(Names(*order), (std::vector<std::string>{"a0", "b0", "a1", "b1"}));
+  EXPECT_EQ(order->position, (std::vector<int>{0, 2, 1, 3}));
 }
 
 // Data edges, control edges and a variable's accesses across shards keep
@@ -67,12 +65,12 @@ TEST(ScheduleTest, EdgesAndVariableAccessesKeepTheirOrderAcrossShards) {
   Output f0 = ops::Const(
       ipu0.WithOpName("f0").WithControlDependencies({e1.node}), 3.f);  // 6
   ASSERT_EQ(f0.node->id(), 6);
-  absl::StatusOr<Schedule> schedule = MakeSchedule(
+  absl::StatusOr<NodeOrder> order = OrderNodes(
       *s.graph(), Spec({}, {}, {e1, f0}, {w}), std::vector<bool>(7, true));
-  ASSERT_TRUE(schedule.ok()) << schedule.status();
+  ASSERT_TRUE(order.ok()) << order.status();
   // r is on IPU 0 but reads v after w (IPU 1) wrote it; e1 needs d0; f0
   // waits for e1 through its control edge.
-  EXPECT_EQ(Names(*schedule),
+  EXPECT_EQ(Names(*order),
             (std::vector<std::string>{"v", "c1", "w", "r", "d0", "e1", "f0"}));
 }
 
@@ -80,10 +78,10 @@ TEST(ScheduleTest, AnUnfedPlaceholderNamesItselfAndTheFetches) {
   Scope s = Scope::NewRootScope();
   Output x = ops::Placeholder(s.WithOpName("images"), DType::kFloat32, {2});
   Output y = ops::Add(s.WithOpName("y"), x, x);
-  absl::StatusOr<Schedule> schedule =
-      MakeSchedule(*s.graph(), Spec({}, {}, {y}), {true, true});
-  EXPECT_EQ(schedule.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(schedule.status().message(),
+  absl::StatusOr<NodeOrder> order =
+      OrderNodes(*s.graph(), Spec({}, {}, {y}), {true, true});
+  EXPECT_EQ(order.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(order.status().message(),
             "Placeholder 'images' needs a value: feed it (fetching 'y:0')");
 }
 

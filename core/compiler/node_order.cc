@@ -1,4 +1,4 @@
-#include "core/compiler/schedule.h"
+#include "core/compiler/node_order.h"
 
 #include <functional>
 #include <map>
@@ -107,9 +107,9 @@ std::vector<int> ShardAffineOrder(const Graph& graph,
 
 }  // namespace
 
-absl::StatusOr<Schedule> MakeSchedule(const Graph& graph,
-                                      const ProgramSpec& spec,
-                                      const std::vector<bool>& needed) {
+absl::StatusOr<NodeOrder> OrderNodes(const Graph& graph,
+                                     const ProgramSpec& spec,
+                                     const std::vector<bool>& needed) {
   std::vector<int> ids;
   for (int id = 0; id < graph.num_nodes(); ++id) {
     if (needed[id]) ids.push_back(id);
@@ -134,13 +134,13 @@ absl::StatusOr<Schedule> MakeSchedule(const Graph& graph,
           absl::StrCat(n->DebugName(), ": op has no kernel"));
     }
   }
-  Schedule schedule;
-  schedule.position.assign(graph.num_nodes(), -1);
+  NodeOrder order;
+  order.position.assign(graph.num_nodes(), -1);
   for (int id : ShardAffineOrder(graph, ids)) {
-    schedule.position[id] = schedule.size();
-    schedule.nodes.push_back(graph.node(id));
+    order.position[id] = order.size();
+    order.nodes.push_back(graph.node(id));
   }
-  return schedule;
+  return order;
 }
 
 }  // namespace ipuflow::compiler

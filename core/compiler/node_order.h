@@ -1,6 +1,6 @@
-// Compiler phase 2, schedule: the order the needed nodes run in when run
+// Compiler phase 2, node order: the order the needed nodes run in when run
 // one at a time. Node ids are creation order, hence a topological order of
-// data and control edges. The schedule keeps those edges and each
+// data and control edges. The node order keeps those edges and each
 // variable's accesses in creation order (the edges dependencies.h adds) and
 // otherwise stays on one shard (IPU) while it can, lowest id first: a
 // sharded program run one node at a time hops to another IPU's thread at
@@ -8,17 +8,17 @@
 // variable interleaves them (the tutorial pipeline's weight update: 24
 // runs of nodes on alternating IPUs in id order, 8 in this one; the
 // main example's gap between pipeline runs went from ~0.9 to ~0.4 ms).
-// With one shard the schedule is id order. Every ordering edge the compiler
+// With one shard the node order is id order. Every ordering edge the compiler
 // adds later (dependencies.h, ordering.h) goes from a lower position to a
 // higher one, so this order stays valid.
 //
 // Input: the pruned nodes (prune.h).
-// Output: the nodes in schedule order and each node's position. Errors: a
+// Output: the nodes in node order and each node's position. Errors: a
 // needed node whose op needs a feed (OpDef::needs_feed) is not fed, an op
 // has no kernel, or a node is placed on an IPU outside [0, kMaxShards)
 // (InvalidArgument naming it: later phases size per-shard tables by it).
-#ifndef IPUFLOW_CORE_COMPILER_SCHEDULE_H_
-#define IPUFLOW_CORE_COMPILER_SCHEDULE_H_
+#ifndef IPUFLOW_CORE_COMPILER_NODE_ORDER_H_
+#define IPUFLOW_CORE_COMPILER_NODE_ORDER_H_
 
 #include <functional>
 #include <string>
@@ -34,15 +34,15 @@ namespace ipuflow::compiler {
 // IPUConfig accepts (core/ipu/ipu_system.h, kMaxIpus).
 inline constexpr int kMaxShards = 1024;
 
-struct Schedule {
+struct NodeOrder {
   std::vector<const Node*> nodes;  // By position.
   std::vector<int> position;       // By node id; -1 if pruned.
   int size() const { return static_cast<int>(nodes.size()); }
 };
 
-absl::StatusOr<Schedule> MakeSchedule(const Graph& graph,
-                                      const ProgramSpec& spec,
-                                      const std::vector<bool>& needed);
+absl::StatusOr<NodeOrder> OrderNodes(const Graph& graph,
+                                     const ProgramSpec& spec,
+                                     const std::vector<bool>& needed);
 
 // The variable a resource op (OpDef::resource_access) touches, for ordering
 // its accesses: the shared_name of its input 0's variable when set, else
@@ -61,4 +61,4 @@ inline int ShardOf(const Node* n) { return n->ipu() < 0 ? 0 : n->ipu(); }
 
 }  // namespace ipuflow::compiler
 
-#endif  // IPUFLOW_CORE_COMPILER_SCHEDULE_H_
+#endif  // IPUFLOW_CORE_COMPILER_NODE_ORDER_H_
