@@ -1,0 +1,288 @@
+// Builder, training: each part's backward (gradients, stash), the gradient
+// accumulators (optimizers::AccumulateGradient, the wrapper's formula fed
+// the micro-batch index) and the weight update (pipeline_builder.h).
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/gradients.h"
+#include "core/op_registry.h"
+#include "core/option_checks.h"
+#include "ops/array/const.h"
+#include "ops/array/fill.h"
+#include "ops/collective/sharded_update.h"
+#include "ops/control/pipeline_frame.h"
+#include "ops/math/add.h"
+#include "ops/math/cast.h"
+#include "ops/math/mul.h"
+#include "ops/state/assign.h"
+#include "ops/state/handle.h"
+#include "ops/state/read_variable.h"
+#include "ops/state/variable.h"
+#include "pipelining/pipeline_builder.h"
+#include "pipelining/pipeline_frame.h"
+#include "pipelining/pipeline_internal.h"
+#include "pipelining/validation.h"
+
+namespace ipuflow::pipelining::internal {
+
+bool Stashable(const Node* n) {
+  return n->op() != "Const" && !ops::IsVariable(n) &&
+         n->op() != "ReadVariable" && n->op() != "Placeholder";
+}
+
+void Builder::BuildBackward(PartDef& part, int begin, int end) {
+  Graph* g = scope_.graph();
+  const bool last = part.stage + 1 == num_stages();
+  Scope bs =
+      scope_
+          .NewSubScope(absl::StrCat(
+              "stage", part.stage,
+              part.part ? absl::StrCat("_", part.part) : "", "_backward"))
+          .WithIpu(part.ipu);
+  std::vector<Output> ys, grad_ys;
+  part.grad_outputs.assign(part.outputs.size(), Output());
+  if (last) {
+    if (!b_->loss.valid() || b_->optimizer == nullptr) {
+      violations_.push_back(
+          "optimizer_function must return an optimizer and a loss");
+      return;
+    }
+    if (!IsDifferentiable(b_->loss.dtype()) || b_->loss.shape().rank() != 0) {
+      violations_.push_back(absl::StrCat(
+          "the loss '", b_->loss.name(), "' must be a float scalar, got ",
+          DTypeName(b_->loss.dtype()), b_->loss.shape().DebugString()));
+      return;
+    }
+    if (b_->optimizer->accumulates_gradients()) {
+      violations_.push_back(absl::StrCat(
+          "optimizer_function returned a gradient-accumulation optimizer ('",
+          b_->optimizer->name(),
+          "'): a pipeline accumulates gradients "
+          "itself (gradient_accumulation_count); pass the inner optimizer"));
+      return;
+    }
+    if (b_->optimizer->updates_conditionally()) {
+      violations_.push_back(absl::StrCat(
+          "optimizer_function returned '", b_->optimizer->name(),
+          "', whose update is conditional (GradScaler's skipped steps): not "
+          "supported in a pipeline yet; use static or automatic (histogram) "
+          "loss scaling"));
+      return;
+    }
+    ys.push_back(b_->loss);
+    // A loss-scaling optimizer seeds the backward pass with its scale
+    // (loss x S differentiated); others with ones.
+    Output seed = b_->optimizer->LossGradientSeed(bs, b_->loss);
+    if (!scope_.ok()) {
+      violations_.push_back(std::string(scope_.status().message()));
+      return;
+    }
+    if (seed.valid()) grad_ys.push_back(seed);
+  } else {
+    for (size_t j = 0; j < part.outputs.size(); ++j) {
+      const Output& y = part.outputs[j];
+      if (!IsDifferentiable(y.dtype())) continue;
+      part.grad_outputs[j] = ops::Placeholder(
+          bs.WithOpName(absl::StrCat("d_output", j)), y.dtype(), y.shape());
+      ys.push_back(y);
+      grad_ys.push_back(part.grad_outputs[j]);
+    }
+  }
+  // xs: the float arguments the part reads, then every read of its
+  // trainable variables.
+  std::vector<Output> xs;
+  std::vector<int> arg_of_x;
+  // Stage 0's arguments come from the host: nobody needs their gradient.
+  for (size_t i = 0; i < part.args.size() && part.stage > 0; ++i) {
+    if (part.arg_used[i] && IsDifferentiable(part.args[i].dtype())) {
+      xs.push_back(part.args[i]);
+      arg_of_x.push_back(static_cast<int>(i));
+    }
+  }
+  const size_t num_arg_xs = xs.size();
+  std::vector<Node*> x_var;
+  for (int id = begin; id < end; ++id) {
+    Node* n = g->node(id);
+    if (n->op() != "ReadVariable") continue;
+    Node* var = n->input(0).node;
+    if (std::find(part.variables.begin(), part.variables.end(), var) ==
+        part.variables.end()) {
+      continue;
+    }
+    xs.push_back(Output(n));
+    x_var.push_back(var);
+  }
+  part.grad_args.assign(part.args.size(), Output());
+  if (ys.empty() || xs.empty()) return;
+  part.has_backward = true;
+  const int grads_begin = g->num_nodes();
+  std::vector<Output> grads;
+  absl::Status s = AddGradients(bs, ys, xs, grad_ys, &grads);
+  if (!s.ok()) {
+    violations_.push_back(absl::StrCat(part.name, ": ", s.message()));
+    return;
+  }
+  for (size_t k = 0; k < num_arg_xs; ++k)
+    part.grad_args[arg_of_x[k]] = grads[k];
+  for (size_t k = num_arg_xs; k < xs.size(); ++k) {
+    var_grads_[x_var[k - num_arg_xs]].push_back(grads[k]);
+  }
+  // Accumulate: acc <- acc * accum_scale + cast(grad) * grad_scale, the
+  // optimizer wrapper's formula (optimizers::ReductionScales) fed the
+  // micro-batch index; its first micro-batch overwrites (a stopped step may
+  // have left partial sums behind; the reset runs after the update).
+  Scope as = bs.NewSubScope("accumulate");
+  optimizers::MicroBatchScales step;
+  for (Node* var : part.variables) {
+    auto it = var_grads_.find(var);
+    if (it == var_grads_.end()) continue;
+    Node* acc = Accumulator(var);
+    if (acc == nullptr) return;
+    const DType dt = acc->attr<DType>("dtype");
+    if (!part.micro_batch.valid()) {
+      part.micro_batch =
+          ops::Placeholder(as.WithOpName("micro_batch"), DType::kInt32, {});
+      step = optimizers::MakeMicroBatchScales(as, o_.reduction_method,
+                                              part.micro_batch,
+                                              /*first_overwrites=*/true);
+    }
+    Scope vs = as.NewSubScope(var->name());
+    part.accumulate.push_back(optimizers::AccumulateGradient(
+        vs, Output(acc), dt, AddTerms(vs, it->second),
+        optimizers::ReductionScales(vs, o_.reduction_method,
+                                    o_.gradient_accumulation_count, step, dt)));
+  }
+  // The stash: forward values some backward node consumes.
+  std::set<Output> stash, stash_rc;
+  for (int id = grads_begin; id < g->num_nodes(); ++id) {
+    for (const Output& in : g->node(id)->inputs()) {
+      const int src = in.node->id();
+      if (src < begin || src >= end || !Stashable(in.node)) continue;
+      stash.insert(in);
+    }
+  }
+  // With recomputation only stateful values are kept (recomputing them
+  // would give other values) and recomputation checkpoints (kept to cap
+  // the recomputation, ops/array/recomputation_checkpoint.h); everything
+  // else is recomputed from the args.
+  for (int id = begin; id < end; ++id) {
+    Node* n = g->node(id);
+    const bool keep =
+        n->op_def().is_stateful() || n->op() == "RecomputationCheckpoint";
+    if (!keep || !Stashable(n)) continue;
+    for (int k = 0; k < n->num_outputs(); ++k) stash_rc.insert(Output(n, k));
+  }
+  part.stash.assign(stash.begin(), stash.end());
+  part.stash_recompute.assign(stash_rc.begin(), stash_rc.end());
+}
+
+Node* Builder::Accumulator(Node* var) {
+  auto it = accumulator_of_.find(var);
+  if (it != accumulator_of_.end()) return it->second;
+  absl::StatusOr<ops::VariableInfo> info = ops::GetVariableInfo(Output(var));
+  if (!info.ok()) {
+    violations_.push_back(std::string(info.status().message()));
+    return nullptr;
+  }
+  const DType dt = o_.gradient_accumulation_dtype.For(*info);
+  if (!IsFloating(dt)) {
+    // A fixed dtype is reported once by CheckOptions.
+    if (!o_.gradient_accumulation_dtype.fixed().has_value()) {
+      violations_.push_back(
+          absl::StrCat("gradient_accumulation_dtype of '", info->name,
+                       "' must be float32 or float16, got ", DTypeName(dt)));
+    }
+    return nullptr;
+  }
+  // One sub-scope for all: "<pipeline>/accumulators/<variable>".
+  if (!accumulators_scope_.has_value()) {
+    accumulators_scope_ = scope_.NewSubScope("accumulators");
+  }
+  const Scope s = accumulators_scope_->WithIpu(var->ipu());
+  ops::VariableOptions vo;
+  vo.trainable = false;
+  Output zeros = ops::Fill(s.WithOpName(var->name() + "/zeros"),
+                           var->attr<TensorShape>("shape"), 0, dt);
+  ops::VariableHandle acc = ops::Variable(s.WithOpName(var->name()), zeros, vo);
+  if (!scope_.ok()) return nullptr;
+  accumulator_of_[var] = acc.handle.node;
+  b_->accumulators.push_back(acc.handle.node);
+  return acc.handle.node;
+}
+
+void Builder::BuildWeightUpdate() {
+  Scope ws = scope_.NewSubScope("weight_update");
+  std::vector<optimizers::GradAndVar> gv;
+  for (Node* acc : b_->accumulators) {
+    Node* var = nullptr;
+    for (const auto& [v, a] : accumulator_of_) {
+      if (a == acc) var = v;
+    }
+    Scope vs = ws.NewSubScope(var->name()).WithIpu(var->ipu());
+    Output g = ops::ReadVariable(vs, Output(acc));
+    // In the dtype the optimizer wants: float32 for a variable with a
+    // float32 master, so a float32 accumulator is not rounded on its way.
+    absl::StatusOr<ops::VariableInfo> info = ops::GetVariableInfo(Output(var));
+    const DType want = info.ok() ? b_->optimizer->GradientDType(*info)
+                                 : var->attr<DType>("dtype");
+    if (g.dtype() != want) g = ops::Cast(vs, g, want);
+    gv.push_back({g, var});
+  }
+  if (gv.empty()) {
+    violations_.push_back(
+        "the loss does not depend on any trainable variable read in a stage: "
+        "nothing to train");
+    return;
+  }
+  // ZeRO-1: each weight's update takes a shard the runtime feeds (whether
+  // its state is sharded is known when the program is compiled).
+  std::map<const Node*, Output> shards;
+  if (o_.replicated_optimizer_state_sharding &&
+      o_.offload_weight_update_variables &&
+      b_->optimizer->UpdatesElementwise()) {
+    for (const optimizers::GradAndVar& x : gv) {
+      Output shard = ops::Placeholder(ws.NewSubScope(x.variable->name())
+                                          .WithIpu(x.variable->ipu())
+                                          .WithOpName("shard"),
+                                      DType::kInt32, TensorShape({2}));
+      shards[x.variable] = shard;
+      b_->weight_shards.push_back({x.variable, shard});
+    }
+  }
+  b_->optimizer->set_update_shards(shards);
+  Node* apply = b_->optimizer->ApplyGradients(ws, gv);
+  b_->optimizer->set_update_shards({});
+  if (!scope_.ok() || apply == nullptr) {
+    violations_.push_back(absl::StrCat("the weight update failed to build: ",
+                                       scope_.status().message()));
+    return;
+  }
+  b_->weight_update.push_back(apply);
+  // Each replica updated its chunk: one all-gather per weight makes it
+  // whole again (the state stays chunked until it is stored).
+  for (const BuiltPipeline::WeightShard& w : b_->weight_shards) {
+    b_->weight_update.push_back(
+        ops::GatherVariableShards(ws.NewSubScope(w.variable->name())
+                                      .WithIpu(w.variable->ipu())
+                                      .WithOpName("gather_shards")
+                                      .WithControlDependencies({apply}),
+                                  Output(w.variable), w.shard));
+  }
+  Scope rs = ws.NewSubScope("reset").WithControlDependencies({apply});
+  for (Node* acc : b_->accumulators) {
+    Scope as = rs.WithIpu(acc->ipu());
+    b_->weight_update.push_back(
+        ops::Assign(as, Output(acc),
+                    ops::Fill(as, acc->attr<TensorShape>("shape"), 0,
+                              acc->attr<DType>("dtype"))));
+  }
+}
+
+}  // namespace ipuflow::pipelining::internal

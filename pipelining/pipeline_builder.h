@@ -1,0 +1,74 @@
+// The graph builder behind Pipeline::Create(): validates the options
+// (pipeline_options_check.cc), builds each stage part's forward
+// (pipeline_builder.cc) and, in training, its backward, the gradient
+// accumulators and the weight update (pipeline_backward.cc), then the
+// outfeed and the PipelineFrame node. What it builds is a BuiltPipeline
+// (pipeline_internal.h). Internal to pipelining/; single-threaded.
+#ifndef IPUFLOW_PIPELINING_PIPELINE_BUILDER_H_
+#define IPUFLOW_PIPELINING_PIPELINE_BUILDER_H_
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/scope.h"
+#include "pipelining/pipeline.h"
+#include "pipelining/pipeline_frame.h"
+#include "pipelining/pipeline_internal.h"
+
+namespace ipuflow::pipelining::internal {
+
+struct ArgSpec {
+  DType dtype;
+  TensorShape shape;
+  std::string what;  // For errors: "output 1 of stage 0".
+};
+
+std::string ShapeStr(const ArgSpec& a);
+
+// The value feeding the backward pass that the forward computed, when the
+// backward consumes it: what the stash keeps (without recomputation).
+bool Stashable(const Node* n);
+
+// Graph building for one Pipeline::Create() call; collects violations.
+class Builder {
+ public:
+  Builder(const Scope& scope, BuiltPipeline* b)
+      : scope_(scope.NewSubScope(b->options.name)), b_(b), o_(b->options) {}
+
+  absl::Status Build();
+  // The PipelineFrame node running `frame`, named "<name>/frame".
+  absl::StatusOr<Node*> BuildFrame(std::shared_ptr<PipelineDeviceFrame> frame);
+
+ private:
+  int num_stages() const {
+    return static_cast<int>(o_.computational_stages.size());
+  }
+  void CheckOptions();
+  std::vector<ArgSpec> FirstStageArgs();
+  void BuildStage(int s, const std::vector<ArgSpec>& args);
+  void CheckCaptures(const PartDef& part, int begin, int end);
+  void FindUsesAndVariables(PartDef& part, int begin, int end);
+  void BuildBackward(PartDef& part, int begin, int end);
+  Node* Accumulator(Node* variable);
+  void BuildWeightUpdate();
+  void BuildOutfeed();
+
+  Scope scope_;
+  BuiltPipeline* b_;
+  const PipelineOptions& o_;
+  std::vector<std::string> violations_;
+  std::vector<int> logical_mapping_;
+  std::vector<std::vector<int>> part_ipus_;
+  bool mapping_ok_ = true;
+  std::map<Node*, std::string> variable_owner_;  // Variable -> part name.
+  std::optional<Scope> accumulators_scope_;
+  std::map<Node*, Node*> accumulator_of_;  // Variable -> accumulator.
+  std::map<Node*, std::vector<Output>> var_grads_;
+};
+
+}  // namespace ipuflow::pipelining::internal
+
+#endif  // IPUFLOW_PIPELINING_PIPELINE_BUILDER_H_
