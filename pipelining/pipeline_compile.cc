@@ -349,6 +349,13 @@ void PipelineRuntime::LowerToWorkLists() {
       std::move(devices), std::move(lists),
       /*lockstep=*/table.kind == PipelineSchedule::kSequential);
   lists_->SizeChannels();
+  for (auto& stage : parts_) {
+    for (auto& p : stage) {
+      if (b_->training) {
+        p->stash_fifo = Fifo(Key("stash", p->def->stage, p->def->part));
+      }
+    }
+  }
 }
 
 // Variables by kind and program arenas, per IPU; records the optimizer

@@ -1,5 +1,6 @@
-// PipelineRuntime, running: what each work-list item does (stage 0 reading
-// the infeed, forward, backward, outfeed delivery), the
+// PipelineRuntime, running: what each work-list item does between the
+// pops and pushes the device layer makes (forward, backward, outfeed
+// delivery), the
 // weight update and the report. Lowering is in pipeline_compile.cc; the
 // work lists themselves run in the device layer (core/ipu/work_lists.h).
 #include "pipelining/pipeline_runtime.h"
@@ -71,29 +72,31 @@ void PipelineRuntime::SentToIpu(RunState& rs, int from, int64_t bytes) {
                                                std::memory_order_relaxed);
 }
 
-absl::Status PipelineRuntime::Forward(RunState& rs, const Entry& e, int repeat,
+absl::Status PipelineRuntime::Forward(RunState& rs, const Entry& e,
+                                      std::vector<ChannelMessage>& popped,
+                                      std::vector<ItemPush>* pushes,
                                       ItemClock* clock) {
   Part& part = *parts_[e.item.stage][e.part];
   const PartDef& d = *part.def;
   const int s = d.stage;
   const int n = static_cast<int>(parts_.size());
+  // Pops, in LowerToWorkLists' order: the element stage 0's first part
+  // took (its other parts), or the previous stage's parts' outputs; then
+  // the other last-stage parts' outputs (the part that enqueues).
+  size_t next = 0;
   std::vector<Tensor> args(d.args.size());
   if (s == 0) {
     std::copy(rs.input_values.begin(), rs.input_values.end(), args.begin());
     if (!b_->infeed_id.empty() && part.element_fetch < 0) {
-      // Another part of stage 0: the element the first part's dequeue took.
-      ASSIGN_OR_RETURN(ChannelMessage msg,
-                       Fifo(Key("infeed", 0, e.part))->Pop());
-      std::move(msg.values.begin(), msg.values.end(),
+      std::vector<Tensor>& element = popped[next++].values;
+      std::move(element.begin(), element.end(),
                 args.begin() + rs.input_values.size());
     }
   } else {
     const StageDef& prev = b_->stages[s - 1];
     for (size_t q = 0; q < parts_[s - 1].size(); ++q) {
-      ASSIGN_OR_RETURN(ChannelMessage msg,
-                       Fifo(Key("act", s - 1, q, e.part))->Pop());
-      clock->virtual_ready = std::max(clock->virtual_ready, msg.virtual_time);
-      std::move(msg.values.begin(), msg.values.end(),
+      std::vector<Tensor>& values = popped[next++].values;
+      std::move(values.begin(), values.end(),
                 args.begin() + prev.output_offset[q]);
     }
   }
@@ -103,14 +106,11 @@ absl::Status PipelineRuntime::Forward(RunState& rs, const Entry& e, int repeat,
   if (part.enqueues) {
     // The other last-stage parts' outputs, for the OutfeedEnqueue node.
     for (int q = 0; q + 1 < parts; ++q) {
-      ASSIGN_OR_RETURN(ChannelMessage msg, Fifo(Key("out", s, q))->Pop());
-      clock->virtual_ready = std::max(clock->virtual_ready, msg.virtual_time);
-      std::move(msg.values.begin(), msg.values.end(),
-                std::back_inserter(feeds));
+      std::vector<Tensor>& values = popped[next++].values;
+      std::move(values.begin(), values.end(), std::back_inserter(feeds));
     }
   }
   std::vector<Tensor> out;
-  clock->wall_start = rs.WallSeconds();
   const double c0 = ThreadCpuSeconds();
   if (part.element_fetch >= 0) {
     // The InfeedDequeue node records the element in the micro-batch's
@@ -122,12 +122,12 @@ absl::Status PipelineRuntime::Forward(RunState& rs, const Entry& e, int repeat,
     RETURN_IF_ERROR(part.forward->Run(envs_[d.ipu], feeds, &out));
   }
   clock->cpu = VirtualCost(b_->options, e.item, ThreadCpuSeconds() - c0);
-  const double vend =
-      std::max(rs.vclock[d.ipu], clock->virtual_ready) + clock->cpu;
+  // Pushes, in LowerToWorkLists' order.
   const size_t num_out = d.outputs.size();
   std::vector<Tensor> outputs(out.begin(), out.begin() + num_out);
   if (part.element_fetch >= 0) {
-    // What the InfeedDequeue node took, for the stage's other parts.
+    // What the InfeedDequeue node took, for the stage's other parts (a
+    // hand-over: it does not hold them back on the virtual clock).
     std::vector<Tensor> element(out.begin() + part.element_fetch, out.end());
     const int64_t bytes = Bytes(element);
     rs.host_to_device += bytes * static_cast<int64_t>(parts);
@@ -135,7 +135,7 @@ absl::Status PipelineRuntime::Forward(RunState& rs, const Entry& e, int repeat,
       Device(parts_[0][q]->def->ipu)
           .counters()
           .host_to_device.fetch_add(bytes, std::memory_order_relaxed);
-      RETURN_IF_ERROR(Fifo(Key("infeed", 0, q))->Push({element, 0}));
+      pushes->push_back({element, /*timed=*/false});
     }
   }
   if (s + 1 < n) {
@@ -143,7 +143,7 @@ absl::Status PipelineRuntime::Forward(RunState& rs, const Entry& e, int repeat,
       if (parts_[s + 1][q]->def->ipu != d.ipu) {
         SentToIpu(rs, d.ipu, Bytes(outputs));
       }
-      RETURN_IF_ERROR(Fifo(Key("act", s, e.part, q))->Push({outputs, vend}));
+      pushes->push_back({outputs});
     }
   }
   if (b_->training) {
@@ -151,13 +151,11 @@ absl::Status PipelineRuntime::Forward(RunState& rs, const Entry& e, int repeat,
     for (int i : part.fed_args) stash.push_back(args[i]);
     stash.insert(stash.end(), out.begin() + num_out,
                  out.begin() + num_out + part.stash.size());
-    RETURN_IF_ERROR(
-        Fifo(Key("stash", s, e.part))->Push({std::move(stash), vend}));
+    pushes->push_back({std::move(stash)});
   }
   if (s + 1 == n && b_->outfeed_enqueue != nullptr) {
     if (!part.enqueues) {
-      RETURN_IF_ERROR(
-          Fifo(Key("out", s, e.part))->Push({std::move(outputs), vend}));
+      pushes->push_back({std::move(outputs)});
     } else if (!b_->options.accumulate_outfeed) {
       rs.delivered.fetch_add(1, std::memory_order_relaxed);
     } else if (e.item.micro_batch + 1 == b_->table.micro_batches) {
@@ -168,30 +166,26 @@ absl::Status PipelineRuntime::Forward(RunState& rs, const Entry& e, int repeat,
 }
 
 absl::Status PipelineRuntime::Backward(RunState& rs, const Entry& e,
+                                       std::vector<ChannelMessage>& popped,
+                                       std::vector<ItemPush>* pushes,
                                        ItemClock* clock) {
   Part& part = *parts_[e.item.stage][e.part];
   const PartDef& d = *part.def;
   const int s = d.stage;
   const int n = static_cast<int>(parts_.size());
   const int m = e.item.micro_batch;
-  ASSIGN_OR_RETURN(ChannelMessage stash, Fifo(Key("stash", s, e.part))->Pop());
-  clock->virtual_ready = std::max(clock->virtual_ready, stash.virtual_time);
+  // Pops: the stash, then each next-stage part's gradients (summed).
+  std::vector<Tensor>& stash = popped[0].values;
   std::vector<Tensor> dy(d.outputs.size());
-  if (s + 1 < n) {
-    for (size_t q = 0; q < parts_[s + 1].size(); ++q) {
-      ASSIGN_OR_RETURN(ChannelMessage msg,
-                       Fifo(Key("grad", s, q, e.part))->Pop());
-      clock->virtual_ready = std::max(clock->virtual_ready, msg.virtual_time);
-      for (size_t j = 0; j < dy.size(); ++j) {
-        if (msg.values[j].valid())
-          RETURN_IF_ERROR(AddInto(&dy[j], msg.values[j]));
-      }
+  for (size_t q = 0; s + 1 < n && q < parts_[s + 1].size(); ++q) {
+    const std::vector<Tensor>& g = popped[1 + q].values;
+    for (size_t j = 0; j < dy.size(); ++j) {
+      if (g[j].valid()) RETURN_IF_ERROR(AddInto(&dy[j], g[j]));
     }
   }
   std::vector<Tensor> grads(d.args.size());
-  clock->wall_start = rs.WallSeconds();
   if (part.backward != nullptr) {
-    std::vector<Tensor> feeds = std::move(stash.values);
+    std::vector<Tensor> feeds = std::move(stash);
     for (int j : part.dy_outputs) {
       feeds.push_back(dy[j].valid() ? dy[j]
                                     : Tensor::Filled(d.outputs[j].dtype(),
@@ -202,7 +196,6 @@ absl::Status PipelineRuntime::Backward(RunState& rs, const Entry& e,
       feeds.push_back(Tensor::Scalar<int32_t>(m));
     }
     std::vector<Tensor> out;
-    clock->wall_start = rs.WallSeconds();
     const double c0 = ThreadCpuSeconds();
     RETURN_IF_ERROR(part.backward->Run(envs_[d.ipu], feeds, &out));
     clock->cpu = ThreadCpuSeconds() - c0;
@@ -211,8 +204,7 @@ absl::Status PipelineRuntime::Backward(RunState& rs, const Entry& e,
     }
   }
   clock->cpu = VirtualCost(b_->options, e.item, clock->cpu);
-  const double vend =
-      std::max(rs.vclock[d.ipu], clock->virtual_ready) + clock->cpu;
+  // Pushes: each previous-stage part's share of the argument gradients.
   if (s > 0) {
     const StageDef& prev = b_->stages[s - 1];
     for (size_t q = 0; q < parts_[s - 1].size(); ++q) {
@@ -220,8 +212,7 @@ absl::Status PipelineRuntime::Backward(RunState& rs, const Entry& e,
       const int cnt = static_cast<int>(parts_[s - 1][q]->def->outputs.size());
       std::vector<Tensor> g(grads.begin() + off, grads.begin() + off + cnt);
       if (parts_[s - 1][q]->def->ipu != d.ipu) SentToIpu(rs, d.ipu, Bytes(g));
-      RETURN_IF_ERROR(
-          Fifo(Key("grad", s - 1, e.part, q))->Push({std::move(g), vend}));
+      pushes->push_back({std::move(g)});
     }
   }
   return absl::OkStatus();
@@ -229,10 +220,13 @@ absl::Status PipelineRuntime::Backward(RunState& rs, const Entry& e,
 
 absl::Status PipelineRuntime::RunItem(RunState& rs, int repeat,
                                       const WorkListItem& item,
+                                      std::vector<ChannelMessage>& popped,
+                                      std::vector<ItemPush>* pushes,
                                       WorkItemClock* clock) {
   const Entry& e = entries_[item.tag];
-  absl::Status s = e.item.pass == Pass::kForward ? Forward(rs, e, repeat, clock)
-                                                 : Backward(rs, e, clock);
+  absl::Status s = e.item.pass == Pass::kForward
+                       ? Forward(rs, e, popped, pushes, clock)
+                       : Backward(rs, e, popped, pushes, clock);
   if (!s.ok()) {
     const PartDef& d = *parts_[e.item.stage][e.part]->def;
     s = absl::Status(
@@ -248,13 +242,17 @@ absl::Status PipelineRuntime::RunItem(RunState& rs, int repeat,
     }
     return s;
   }
-  // Stash occupancy at this IPU's step boundary (stash.h's convention).
+  // Stash occupancy at this IPU's step boundary (stash.h's convention),
+  // as it is once this item's pushes are in: only this IPU's items push
+  // and pop its parts' stashes, and this item pushes its own (forward).
   if (b_->training && e.ends_step) {
     for (const auto& stage : parts_) {
       for (const auto& p : stage) {
         if (p->def->ipu != e.ipu) continue;
-        const int occ = static_cast<int>(
-            Fifo(Key("stash", p->def->stage, p->def->part))->size());
+        const bool pushing = e.item.pass == Pass::kForward &&
+                             p->def->stage == e.item.stage &&
+                             p->def->part == e.part;
+        const int occ = static_cast<int>(p->stash_fifo->size()) + pushing;
         int& peak = rs.stash_occupancy[e.ipu][p->def->stage];
         peak = std::max(peak, occ);
       }
@@ -367,8 +365,10 @@ absl::Status PipelineRuntime::RunOnce(RunState& rs, int repeat) {
   for (int k = 0; k < num_ipus_; ++k) before[k] = rs.timings[k].size();
   const absl::Status run = lists_->Run(
       rs,
-      [&rs, this, repeat](const WorkListItem& item, WorkItemClock* clock) {
-        return RunItem(rs, repeat, item, clock);
+      [&rs, this, repeat](const WorkListItem& item,
+                          std::vector<ChannelMessage>& popped,
+                          std::vector<ItemPush>* pushes, WorkItemClock* clock) {
+        return RunItem(rs, repeat, item, popped, pushes, clock);
       },
       absl::StrCat("replica ", replica_.index));
   RETURN_IF_ERROR(run);

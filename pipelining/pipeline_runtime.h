@@ -15,9 +15,11 @@
 // and channel contents at capacity) against the IPU's budget.
 //
 // Run, per pipeline run (repeat_count of them):
-//  - the work lists run (WorkLists::Run: every IPU's list on its thread);
-//    what an item does is this file's ItemFn: pop the part's inputs, run
-//    its program, push its outputs. The queues are reached by kernels, as
+//  - the work lists run (WorkLists::Run: every IPU's list on its thread):
+//    the device layer pops an item's channels (resolved once, when sized),
+//    this file's item function lays the popped values out as its
+//    program's feeds, runs it and returns what to push, and the device
+//    layer pushes it. The queues are reached by kernels, as
 //    in a device loop: stage 0's first program holds the InfeedDequeue
 //    node (it hands the element to the stage's other parts) and the last
 //    stage's last program the OutfeedEnqueue node (fed the other last-stage
@@ -122,13 +124,14 @@ class PipelineRuntime {
     // Stage 0's first part: where its forward fetches the element its
     // InfeedDequeue node took (-1: it takes none).
     int element_fetch = -1;
-    bool enqueues = false;        // Its forward runs the OutfeedEnqueue node.
-    std::vector<Output> stash;    // Forward values the backward is fed.
-    std::vector<int> dy_outputs;  // Outputs with a dy placeholder.
-    std::vector<int> grad_args;   // Arguments whose gradient is fetched.
-    int64_t stash_bytes = 0;      // One micro-batch.
-    int64_t output_bytes = 0;     // One micro-batch's outputs.
-    int64_t grad_bytes = 0;       // One micro-batch's float outputs.
+    bool enqueues = false;          // Its forward runs the OutfeedEnqueue node.
+    std::vector<Output> stash;      // Forward values the backward is fed.
+    std::vector<int> dy_outputs;    // Outputs with a dy placeholder.
+    std::vector<int> grad_args;     // Arguments whose gradient is fetched.
+    int64_t stash_bytes = 0;        // One micro-batch.
+    int64_t output_bytes = 0;       // One micro-batch's outputs.
+    int64_t grad_bytes = 0;         // One micro-batch's float outputs.
+    Channel* stash_fifo = nullptr;  // Training: its stash (sized lists).
   };
   // One work item of one part (a WorkListItem's tag indexes entries_).
   struct Entry {
@@ -159,11 +162,15 @@ class PipelineRuntime {
   absl::Status RunOnce(RunState& rs, int repeat);
   // What one work-list item does (WorkLists::ItemFn).
   absl::Status RunItem(RunState& rs, int repeat, const WorkListItem& item,
-                       WorkItemClock* clock);
+                       std::vector<ChannelMessage>& popped,
+                       std::vector<ItemPush>* pushes, WorkItemClock* clock);
   using ItemClock = WorkItemClock;
-  absl::Status Forward(RunState& rs, const Entry& e, int repeat,
-                       ItemClock* clock);
-  absl::Status Backward(RunState& rs, const Entry& e, ItemClock* clock);
+  absl::Status Forward(RunState& rs, const Entry& e,
+                       std::vector<ChannelMessage>& popped,
+                       std::vector<ItemPush>* pushes, ItemClock* clock);
+  absl::Status Backward(RunState& rs, const Entry& e,
+                        std::vector<ChannelMessage>& popped,
+                        std::vector<ItemPush>* pushes, ItemClock* clock);
   // Counts activations or gradients sent between IPUs.
   void SentToIpu(RunState& rs, int from, int64_t bytes);
   absl::Status WeightUpdate(RunState& rs);

@@ -98,11 +98,19 @@ void WorkLists::SizeChannels() {
     }
   }
   channels_.clear();
-  for (const auto& [key, cap] : peak) AddChannel(key, std::max(1, cap));
-}
-
-void WorkLists::AddChannel(const std::string& key, size_t capacity) {
-  channels_[key] = std::make_unique<Channel>(capacity, key);
+  for (const auto& [key, cap] : peak) {
+    channels_[key] = std::make_unique<Channel>(std::max(1, cap), key);
+  }
+  // Once: an item's run looks no channel up by name.
+  resolved_.assign(lists_.size(), {});
+  for (size_t k = 0; k < lists_.size(); ++k) {
+    for (const WorkListItem& it : lists_[k]) {
+      ItemChannels c;
+      for (const std::string& key : it.pops) c.pops.push_back(channel(key));
+      for (const std::string& key : it.pushes) c.pushes.push_back(channel(key));
+      resolved_[k].push_back(std::move(c));
+    }
+  }
 }
 
 Channel* WorkLists::channel(const std::string& key) const {
@@ -140,9 +148,34 @@ void WorkLists::RunList(WorkListsRun& run, int k, const ItemFn& fn,
       if (!run.status.ok()) return;
       barrier = run.step_end[it.step - 1];
     }
+    const ItemChannels& channels = resolved_[k][i];
     WorkItemClock clock;
     clock.virtual_ready = barrier;
-    absl::Status s = fn(it, &clock);
+    absl::Status s;
+    std::vector<ChannelMessage> popped;
+    popped.reserve(channels.pops.size());
+    for (Channel* c : channels.pops) {
+      absl::StatusOr<ChannelMessage> m = c->Pop();
+      if (!m.ok()) {
+        s = m.status();
+        break;
+      }
+      clock.virtual_ready = std::max(clock.virtual_ready, m->virtual_time);
+      popped.push_back(*std::move(m));
+    }
+    clock.wall_start = run.WallSeconds();
+    std::vector<ItemPush> pushes;
+    if (s.ok()) s = fn(it, popped, &pushes, &clock);
+    const double vstart = std::max(run.vclock[k], clock.virtual_ready);
+    if (s.ok() && pushes.size() != channels.pushes.size()) {
+      s = absl::InternalError(
+          absl::StrCat("the item function returned ", pushes.size(),
+                       " pushes for ", channels.pushes.size(), " channels"));
+    }
+    for (size_t j = 0; s.ok() && j < pushes.size(); ++j) {
+      s = channels.pushes[j]->Push({std::move(pushes[j].values),
+                                    pushes[j].timed ? vstart + clock.cpu : 0});
+    }
     if (!s.ok()) {
       if (!it.label.empty()) {
         s = absl::Status(s.code(), absl::StrCat(it.label, ": ", s.message()));
@@ -150,7 +183,6 @@ void WorkLists::RunList(WorkListsRun& run, int k, const ItemFn& fn,
       run.Abort(s, who, k, static_cast<int>(i));
       return;
     }
-    const double vstart = std::max(run.vclock[k], clock.virtual_ready);
     run.vclock[k] = vstart + clock.cpu;
     run.timings[k].push_back({static_cast<int>(i), vstart, vstart + clock.cpu,
                               clock.wall_start, run.WallSeconds()});

@@ -1,8 +1,11 @@
 // WorkLists: the device layer's engine for computations that keep several
 // IPUs of a replica busy at once (a pipeline's stages). Each IPU gets a
-// list of items, run in order on its worker thread; an item pops its inputs
-// from bounded channels, runs a compiled Program on its IPU and pushes its
-// outputs to channels read by items on the same or other IPUs. The lists
+// list of items, run in order on its worker thread. An item is data: the
+// channels it pops, the channels it pushes (resolved to the channels once,
+// when they are sized) and its time step; the engine pops its inputs from
+// those bounded channels, hands them to the item function (which runs the
+// item's compiled Program on its IPU) and pushes what it returns to the
+// channels read by items on the same or other IPUs. The lists
 // come from a schedule table (what runs at each time step on which IPU);
 // the engine knows nothing of stages or passes, only items, channels and
 // steps. pipelining/ lowers a built pipeline to work lists
@@ -12,6 +15,8 @@
 //   lists.SizeChannels();          // capacities from the lists, step by step
 //   WorkListsRun run(cancel, lists.num_ipus());
 //   RETURN_IF_ERROR(lists.Run(run, [&](const WorkListItem& it,
+//                                      std::vector<ChannelMessage>& popped,
+//                                      std::vector<ItemPush>* pushes,
 //                                      WorkItemClock* clock) { ... }));
 //
 // Channels carry ChannelMessages stamped with their producer's virtual end
@@ -67,13 +72,22 @@ struct ChannelMessage {
 };
 using Channel = BoundedQueue<ChannelMessage>;
 
+// What an item function returns for one of its item's pushes.
+struct ItemPush {
+  std::vector<Tensor> values;
+  // Stamped with the item's virtual end; false: with 0, a hand-over that
+  // does not hold its reader back on the virtual clock.
+  bool timed = true;
+};
+
 // One item of an IPU's list.
 struct WorkListItem {
   int ipu = 0;    // Index of the IPU within the replica's devices.
   int step = 0;   // The schedule's time step (lockstep barriers).
   int tag = 0;    // The caller's: which item this is (for its item function).
   int order = 0;  // Position in the table's order (SizeChannels replays it).
-  // Channels the item pops and pushes, for SizeChannels.
+  // Channels the item pops (before its function runs) and pushes (after),
+  // in this order; SizeChannels sizes and resolves them.
   std::vector<std::string> pops;
   std::vector<std::string> pushes;
   // Put in front of the item's errors ("stage1 (IPU 0) forward,
@@ -82,6 +96,7 @@ struct WorkListItem {
 };
 
 // When one item could start and what it cost; the item function sets it.
+// The engine sets the first and the third, the item function the second.
 struct WorkItemClock {
   double virtual_ready = 0;  // Latest input's virtual end (or the barrier).
   double cpu = 0;            // Seconds the item adds to its IPU's clock.
@@ -127,10 +142,13 @@ struct WorkListsRun {
 
 class WorkLists {
  public:
-  // What one item does: pop, run, push; sets `clock`. Called on the item's
-  // IPU thread.
-  using ItemFn =
-      std::function<absl::Status(const WorkListItem&, WorkItemClock*)>;
+  // What one item does between its pops and its pushes (runs its program):
+  // `popped` holds one message per item.pops, in order; it fills `pushes`
+  // with one entry per item.pushes, in order, and sets clock->cpu. Called
+  // on the item's IPU thread.
+  using ItemFn = std::function<absl::Status(
+      const WorkListItem&, std::vector<ChannelMessage>& popped,
+      std::vector<ItemPush>* pushes, WorkItemClock*)>;
 
   // `devices[k]`: the IPU that runs list k. `lists[k]`: its items, in
   // order, with non-decreasing steps.
@@ -144,10 +162,9 @@ class WorkLists {
 
   // Creates every channel the items use, each sized to its peak occupancy
   // when all items run one at a time by `order` (pops at an item's start,
-  // pushes at its end; at least 1); see the file comment.
+  // pushes at its end; at least 1), and resolves each item's channels; see
+  // the file comment.
   void SizeChannels();
-  // A channel the items do not fill themselves (fed by a host thread).
-  void AddChannel(const std::string& key, size_t capacity);
   // Dies if there is no such channel (a lowering bug).
   Channel* channel(const std::string& key) const;
   const std::map<std::string, std::unique_ptr<Channel>>& channels() const {
@@ -175,6 +192,11 @@ class WorkLists {
   bool lockstep_;
   std::vector<int> step_sizes_;  // Items per time step.
   std::map<std::string, std::unique_ptr<Channel>> channels_;
+  // Per IPU, per item: its pops' and pushes' channels (SizeChannels).
+  struct ItemChannels {
+    std::vector<Channel*> pops, pushes;
+  };
+  std::vector<std::vector<ItemChannels>> resolved_;
 };
 
 }  // namespace ipuflow

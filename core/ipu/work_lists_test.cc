@@ -1,7 +1,8 @@
 // WorkLists: items on two IPUs connected by a channel run in list order,
-// channels are sized by replaying the table's order, an item's error stops
-// the run with the root cause (waking a blocked producer), and a list whose
-// IPU is the calling thread's runs inline.
+// the engine pops and pushes their channels (the item function sees only
+// values), channels are sized by replaying the table's order, an item's
+// error stops the run with the root cause (waking a blocked producer), and
+// a list whose IPU is the calling thread's runs inline.
 #include "core/ipu/work_lists.h"
 
 #include <atomic>
@@ -62,17 +63,19 @@ TEST(WorkListsTest, ItemsRunInListOrderOnTheirIpus) {
   WorkListsRun run(nullptr, 2);
   const absl::Status s = lists.Run(
       run,
-      [&](const WorkListItem& it, WorkItemClock* clock) -> absl::Status {
+      [&](const WorkListItem& it, std::vector<ChannelMessage>& popped,
+          std::vector<ItemPush>* pushes, WorkItemClock* clock) {
         if (IPUDevice::Current() != &system->device(it.ipu)) ++wrong_thread;
         clock->cpu = 1;  // One virtual second per item.
         if (it.ipu == 0) {
-          return lists.channel("a")->Push({{Tensor::Scalar<float>(it.tag)},
-                                           static_cast<double>(it.tag + 1)});
+          EXPECT_TRUE(popped.empty());
+          pushes->push_back({{Tensor::Scalar<float>(it.tag)}});
+        } else {
+          EXPECT_EQ(popped.size(), 1u);
+          // Stamped by the engine with the producer's virtual end.
+          EXPECT_DOUBLE_EQ(popped[0].virtual_time, it.tag - 4 + 1);
+          got.push_back(popped[0].values[0].scalar<float>());
         }
-        absl::StatusOr<ChannelMessage> m = lists.channel("a")->Pop();
-        if (!m.ok()) return m.status();
-        clock->virtual_ready = m->virtual_time;
-        got.push_back(m->values[0].scalar<float>());
         return absl::OkStatus();
       },
       "replica 0");
@@ -94,9 +97,11 @@ TEST(WorkListsTest, AnItemErrorStopsTheRunWithTheRootCause) {
   const std::vector<int> tokens = lists.CancelChannelsWith(run.cancel);
   const absl::Status s = lists.Run(
       run,
-      [&](const WorkListItem& it, WorkItemClock*) -> absl::Status {
+      [&](const WorkListItem& it, std::vector<ChannelMessage>&,
+          std::vector<ItemPush>* pushes, WorkItemClock*) -> absl::Status {
         if (it.ipu == 0) {
-          return lists.channel("a")->Push({{Tensor::Scalar<float>(it.tag)}, 0});
+          pushes->push_back({{Tensor::Scalar<float>(it.tag)}});
+          return absl::OkStatus();
         }
         return absl::InvalidArgumentError("bad value");
       },
@@ -111,6 +116,44 @@ TEST(WorkListsTest, AnItemErrorStopsTheRunWithTheRootCause) {
       << run.cancel->reason();
 }
 
+TEST(WorkListsTest, AnUntimedPushDoesNotHoldItsReaderBack) {
+  auto system = TwoIpus();
+  WorkLists lists = Lists(*system, 2, /*producers_first=*/false);
+  lists.SizeChannels();
+  WorkListsRun run(nullptr, 2);
+  const absl::Status s = lists.Run(
+      run,
+      [&](const WorkListItem& it, std::vector<ChannelMessage>& popped,
+          std::vector<ItemPush>* pushes, WorkItemClock* clock) {
+        clock->cpu = 1;
+        if (it.ipu == 0) {
+          pushes->push_back({{Tensor::Scalar<float>(0)}, /*timed=*/false});
+        } else {
+          EXPECT_EQ(popped[0].virtual_time, 0);
+        }
+        return absl::OkStatus();
+      },
+      "replica 0");
+  ASSERT_TRUE(s.ok()) << s;
+  // IPU 1's two items cost 1 each and wait for nothing.
+  EXPECT_DOUBLE_EQ(run.vclock[1], 2);
+}
+
+TEST(WorkListsTest, AWrongNumberOfPushesIsAnInternalError) {
+  auto system = TwoIpus();
+  WorkLists lists = Lists(*system, 1, /*producers_first=*/false);
+  lists.SizeChannels();
+  WorkListsRun run(nullptr, 2);
+  const std::vector<int> tokens = lists.CancelChannelsWith(run.cancel);
+  const absl::Status s = lists.Run(
+      run,
+      [&](const WorkListItem&, std::vector<ChannelMessage>&,
+          std::vector<ItemPush>*, WorkItemClock*) { return absl::OkStatus(); },
+      "replica 0");
+  for (int t : tokens) run.cancel->Unregister(t);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+}
+
 TEST(WorkListsTest, TheCallingIpusListRunsInline) {
   auto system = TwoIpus();
   WorkLists lists = Lists(*system, 2, /*producers_first=*/false);
@@ -120,11 +163,10 @@ TEST(WorkListsTest, TheCallingIpusListRunsInline) {
     WorkListsRun run(nullptr, 2);
     s = lists.Run(
         run,
-        [&](const WorkListItem& it, WorkItemClock*) -> absl::Status {
-          if (it.ipu == 0) {
-            return lists.channel("a")->Push({{Tensor::Scalar<float>(0)}, 0});
-          }
-          return lists.channel("a")->Pop().status();
+        [&](const WorkListItem& it, std::vector<ChannelMessage>&,
+            std::vector<ItemPush>* pushes, WorkItemClock*) {
+          if (it.ipu == 0) pushes->push_back({{Tensor::Scalar<float>(0)}});
+          return absl::OkStatus();
         },
         "replica 0");
   });
