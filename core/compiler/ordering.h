@@ -1,8 +1,9 @@
 // Compiler phase 11, ordering: the edges that make arena reuse safe when
 // nodes run in parallel. If value B takes bytes value A used and A's
 // lifetime ends before B's starts, B's producer must wait for every consumer
-// of A (and of A's aliases); each such edge goes from a lower position to a
-// higher one, so the node order stays a topological order.
+// of A (and of A's aliases), or for an A nobody reads, for A's producer;
+// each such edge goes from a lower position to a higher one, so the node
+// order stays a topological order.
 //
 // Input: the intervals with offsets (offsets.h), the liveness (consumers)
 // and the values (producers).

@@ -40,5 +40,19 @@ TEST(OrderingTest, NoEdgeForDisjointBytesOrFromALaterPosition) {
   EXPECT_EQ(ReuseEdges(live, values), (std::set<std::pair<int, int>>{{1, 2}}));
 }
 
+// An output nobody reads (TopK's values when only its indices are used)
+// ends where it is produced; a later value in its bytes waits for its
+// producer, or the two can run in parallel and the dead write lands last.
+TEST(OrderingTest, ReuseOfAnUnreadValueWaitsForItsProducer) {
+  Values values;
+  values.producer = {0, 1, 2};
+  Liveness live;
+  live.consumers = {{}, {2}, {}};
+  live.intervals = {Interval{0, 0, 0, 0, 64, 0, 0},
+                    Interval{1, 0, 1, 2, 64, 0, 0},
+                    Interval{2, 0, 2, 2, 64, 64, 64}};
+  EXPECT_EQ(ReuseEdges(live, values), (std::set<std::pair<int, int>>{{0, 1}}));
+}
+
 }  // namespace
 }  // namespace ipuflow::compiler
