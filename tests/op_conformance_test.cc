@@ -666,6 +666,35 @@ double CtcNll64(const T64& lp, int64_t n, int64_t batch, int64_t classes,
 }
 
 void AddReferenceEntries(std::vector<OpEntry>& t) {
+  // -- Loss-scaling statistics, with infinities, NaN and a value beyond
+  // float16's range (inf as float16) planted among random values.
+  const auto plant = [](Refs& in) {
+    const double special[] = {INFINITY, -INFINITY, NAN, 1e5, -2, 0.5};
+    for (int i = 0; i < 6; ++i) in[0].v[i * 7] = special[i];
+  };
+  {
+    OpEntry e;
+    e.op = "NonFiniteCount";
+    e.inputs = {{kVec, -3, 3}};
+    e.derive = plant;
+    e.ref = [](const Refs& in, const AttrMap&) {
+      double n = 0;
+      for (double v : in[0].v) n += std::isfinite(v) ? 0 : 1;
+      return Refs{T64{TensorShape({}), {n}}};
+    };
+    e.ulps32 = 0;
+    e.ulps16 = 0;
+    t.push_back(e);
+    e.op = "GradientHistogram";
+    e.attrs = {{"edge", 1.0f}};
+    e.ref = [](const Refs& in, const AttrMap&) {
+      double lower = 0;
+      for (double v : in[0].v) lower += std::fabs(v) < 1 ? 1 : 0;
+      return Refs{T64{TensorShape({}), {lower}},
+                  T64{TensorShape({}), {in[0].size() - lower}}};
+    };
+    t.push_back(e);
+  }
   // -- Within-replica collectives over 3 shards [4], [3], [4] (the short one
   // zero-padded); the node computes the output of shard 1.
   const auto within = [](const Refs& in, const std::string& op, int64_t begin,
@@ -2270,12 +2299,6 @@ const std::vector<OpEntry>& OpTable() {
     for (const char* op : {"IpuDropout", "IpuDropoutWithSeed"}) {
       t.push_back(Exempt(op, "random mask; ops/nn/ipu_dropout_test.cc"));
     }
-    t.push_back(Exempt("GradientHistogram",
-                       "loss-scaling statistics; "
-                       "ops/state/gradient_statistics_test.cc"));
-    t.push_back(Exempt("NonFiniteCount",
-                       "loss-scaling statistics; "
-                       "ops/state/gradient_statistics_test.cc"));
     return t;
   }());
   return *table;
