@@ -28,6 +28,13 @@ Node* CrossReplicaOptimizer::ApplyGradients(
   auto reduce = [&](const Scope& vs, Output x) {
     return mean ? ops::CrossReplicaMean(vs, x) : ops::CrossReplicaSum(vs, x);
   };
+  // One collective per gradient; its node name is the rendezvous key, so
+  // the replicas meet on the same tensor whatever order they reach it in.
+  auto own_scope = [&](const GradAndVar& gv) {
+    return s.WithIpu(gv.variable->ipu())
+        .WithOpName(absl::StrCat(gv.variable->name(), "/",
+                                 ReplicaReductionName(reduction_)));
+  };
   std::vector<GradAndVar> reduced = grads_and_vars;
   // Fusion buckets: gradients on one IPU, of one dtype, packed in order
   // while the bucket stays within the threshold.
@@ -40,12 +47,7 @@ Node* CrossReplicaOptimizer::ApplyGradients(
   for (size_t i = 0; i < grads_and_vars.size(); ++i) {
     const GradAndVar& gv = grads_and_vars[i];
     if (!gv.grad.valid() || gv.variable == nullptr) continue;
-    // One collective per gradient; its node name is the rendezvous key, so
-    // the replicas meet on the same tensor whatever order they reach it in.
-    const Scope vs =
-        s.WithIpu(gv.variable->ipu())
-            .WithOpName(absl::StrCat(gv.variable->name(), "/",
-                                     ReplicaReductionName(reduction_)));
+    const Scope vs = own_scope(gv);
     const Output shard = UpdateShardOf(gv.variable);
     if (shard.valid()) {
       reduced[i].grad = mean ? ops::ShardedCrossReplicaMean(vs, gv.grad, shard)
@@ -74,11 +76,7 @@ Node* CrossReplicaOptimizer::ApplyGradients(
   for (const Bucket& b : buckets) {
     const GradAndVar& first = grads_and_vars[b.members[0]];
     if (b.members.size() == 1) {
-      reduced[b.members[0]].grad = reduce(
-          s.WithIpu(first.variable->ipu())
-              .WithOpName(absl::StrCat(first.variable->name(), "/",
-                                       ReplicaReductionName(reduction_))),
-          first.grad);
+      reduced[b.members[0]].grad = reduce(own_scope(first), first.grad);
       continue;
     }
     // Flat, concatenated, reduced once, cut back: the same sums element by
