@@ -5,9 +5,9 @@
 #include "Eigen/Core"
 #include "absl/strings/str_cat.h"
 #include "core/op_registry.h"
-#include "ops/array/fill.h"
 #include "ops/math/float32_output.h"
 #include "ops/math/half_io.h"
+#include "ops/rnn/rnn_graph.h"
 #include "ops/rnn/rnn_shapes.h"
 
 namespace ipuflow::ops {
@@ -42,6 +42,7 @@ REGISTER_OP("PopnnGRU")
     .Input("bias")
     .Attr("time_major", false)
     .Attr("reset_after", true)
+    .Attr("go_backwards", false)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       RETURN_IF_ERROR(c.ExpectFloat(0));
       for (int i = 1; i < 5; ++i) RETURN_IF_ERROR(c.ExpectSameDType(0, i));
@@ -64,7 +65,8 @@ REGISTER_OP("PopnnGRU")
           ctx.input(3).shape(), ctx.input(4).shape(),
           ctx.attr<bool>("time_major"), reset_after);
       if (!dims.ok()) return ctx.InvalidArgument(dims.status().message());
-      const RnnDims d = *dims;
+      RnnDims d = *dims;
+      d.go_backwards = ctx.attr<bool>("go_backwards");
       absl::StatusOr<TensorShape> cache_shape =
           rnn::CacheShape(d, kCacheBlocks);
       if (!cache_shape.ok()) {
@@ -94,7 +96,7 @@ REGISTER_OP("PopnnGRU")
         float* step = cache->data<float>() + t * b * kCacheBlocks * u;
         // z and r, and for reset_after = false the reset state r * h.
         for (int64_t n = 0; n < b; ++n) {
-          const float* zx = xw.data() + d.Row(t, n) * w;
+          const float* zx = xw.data() + d.SourceRow(t, n) * w;
           float* s = step + n * kCacheBlocks * u;
           for (int64_t j = 0; j < u; ++j) {
             float az = zx[j] + hr(n, j) + bias_x[j];
@@ -110,7 +112,7 @@ REGISTER_OP("PopnnGRU")
         }
         if (!reset_after) rhw.noalias() = rh * recurrent.rightCols(u);
         for (int64_t n = 0; n < b; ++n) {
-          const float* zx = xw.data() + d.Row(t, n) * w;
+          const float* zx = xw.data() + d.SourceRow(t, n) * w;
           float* s = step + n * kCacheBlocks * u;
           float* yr = out + d.Row(t, n) * u;
           for (int64_t j = 0; j < u; ++j) {
@@ -142,27 +144,10 @@ REGISTER_OP("PopnnGRU")
     // an output nothing depends on contributes zeros.
     .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> dy,
                     std::vector<Output>* dx) {
-      if (dy.size() > 2 && dy[2].valid()) {
-        return absl::UnimplementedError(absl::StrCat(
-            op.DebugName(),
-            ": output 2 (the cache for the gradient) is not differentiable"));
-      }
-      Node& fwd = const_cast<Node&>(op);
-      std::vector<Output> in;
-      for (int k = 0; k < 2; ++k) {
-        in.push_back(k < static_cast<int>(dy.size()) && dy[k].valid()
-                         ? dy[k]
-                         : ZerosLike(s, Output(&fwd, k)));
-      }
-      for (int k = 0; k < 5; ++k) in.push_back(op.input(k));
-      in.push_back(Output(&fwd, 2));
-      Node* n = s.AddNode("PopnnGRUGrad", in,
-                          {{"time_major", op.attr<bool>("time_major")},
-                           {"reset_after", op.attr<bool>("reset_after")}});
-      if (n == nullptr) return s.status();
-      *dx = {Output(n, 0), Output(n, 1), Output(n, 2), Output(n, 3),
-             Output(n, 4)};
-      return absl::OkStatus();
+      return rnn::AddRnnGradient(s, op, dy, /*state_outputs=*/2,
+                                 /*skipped_inputs=*/0, "PopnnGRUGrad",
+                                 {"time_major", "reset_after", "go_backwards"},
+                                 dx);
     });
 
 REGISTER_OP("PopnnGRUGrad")
@@ -176,6 +161,7 @@ REGISTER_OP("PopnnGRUGrad")
     .Input("cache")
     .Attr("time_major", false)
     .Attr("reset_after", true)
+    .Attr("go_backwards", false)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       RETURN_IF_ERROR(c.ExpectFloat(2));
       for (int i : {0, 1, 3, 4, 5, 6}) {
@@ -200,7 +186,8 @@ REGISTER_OP("PopnnGRUGrad")
           ctx.input(5).shape(), ctx.input(6).shape(),
           ctx.attr<bool>("time_major"), reset_after);
       if (!dims.ok()) return ctx.InvalidArgument(dims.status().message());
-      const RnnDims d = *dims;
+      RnnDims d = *dims;
+      d.go_backwards = ctx.attr<bool>("go_backwards");
       const int64_t u = d.units, b = d.batch, w = 3 * u, rows = d.time * b;
       if (ctx.input(0).shape() != d.Sequence(u) ||
           ctx.input(1).shape() != TensorShape({b, u}) ||
@@ -232,8 +219,8 @@ REGISTER_OP("PopnnGRUGrad")
         for (int64_t n = 0; n < b; ++n) {
           const float* s = step + n * kCacheBlocks * u;
           const float* prev = t > 0 ? s - b * kCacheBlocks * u : nullptr;
-          const int64_t row = d.Row(t, n);
-          const float* gr = gy + row * u;
+          const int64_t row = d.SourceRow(t, n);
+          const float* gr = gy + d.Row(t, n) * u;
           for (int64_t j = 0; j < u; ++j) {
             const float z = s[kZ * u + j], nn = s[kN * u + j];
             const float hp = prev ? prev[kH * u + j] : h0[n * u + j];
@@ -250,7 +237,7 @@ REGISTER_OP("PopnnGRUGrad")
         }
         for (int64_t n = 0; n < b; ++n) {
           const float* s = step + n * kCacheBlocks * u;
-          const int64_t row = d.Row(t, n);
+          const int64_t row = d.SourceRow(t, n);
           for (int64_t j = 0; j < u; ++j) {
             const float r = s[kR * u + j], q = s[kQ * u + j];
             float dr;
@@ -295,12 +282,9 @@ REGISTER_OP("PopnnGRUGrad")
       for (Float32Output* o : {&dx, &dh0, &dk, &dr, &db}) o->Finish(ctx);
       return absl::OkStatus();
     })
-    // Not NotDifferentiable: a second derivative must be an error, not zeros.
     .SetGradient([](const Scope&, const Node& op, absl::Span<const Output>,
                     std::vector<Output>*) {
-      return absl::UnimplementedError(absl::StrCat(
-          "second derivatives of PopnnGRU are not implemented (node '",
-          op.name(), "')"));
+      return rnn::NoSecondDerivative("PopnnGRU", op);
     });
 
 }  // namespace
@@ -313,30 +297,17 @@ GruOutputs PopnnGRU(const Scope& scope, Output input, Output kernel,
         "PopnnGRU: input and recurrent_kernel must be valid outputs"));
     return {};
   }
-  Output h0;
-  if (options.initial_h.has_value()) {
-    h0 = *options.initial_h;
-  } else {
-    const TensorShape& xs = input.shape();
-    const TensorShape& rs = recurrent_kernel.shape();
-    const int64_t batch =
-        xs.rank() == 3 ? xs.dim(options.time_major ? 1 : 0) : kUnknownDim;
-    const int64_t units = rs.rank() == 2 ? rs.dim(0) : kUnknownDim;
-    if (batch == kUnknownDim || units == kUnknownDim) {
-      scope.UpdateStatus(absl::InvalidArgumentError(absl::StrCat(
-          "PopnnGRU: a zero initial state needs a known batch and units; "
-          "input ",
-          xs.DebugString(), ", recurrent_kernel ", rs.DebugString(),
-          " (or give initial_h)")));
-      return {};
-    }
-    h0 = Fill(scope.NewSubScope(""), TensorShape({batch, units}), 0.0,
-              input.dtype());
-  }
+  const Output h0 =
+      options.initial_h.has_value()
+          ? *options.initial_h
+          : rnn::ZeroState(scope, "PopnnGRU", input, recurrent_kernel,
+                           options.time_major, "initial_h");
+  if (!h0.valid()) return {};
   Node* n =
       scope.AddNode("PopnnGRU", {input, h0, kernel, recurrent_kernel, bias},
                     {{"time_major", options.time_major},
-                     {"reset_after", options.reset_after}});
+                     {"reset_after", options.reset_after},
+                     {"go_backwards", options.go_backwards}});
   if (n == nullptr) return {};
   return {Output(n, 0), Output(n, 1), Output(n, 2)};
 }

@@ -34,6 +34,10 @@ namespace ipuflow::ops {
 struct GruOptions {
   bool time_major = false;
   bool reset_after = true;
+  // Keras's go_backwards: the steps read the input from its last time step
+  // to its first, and `output` is in the order of the steps (the reversed
+  // sequence, as Keras returns it).
+  bool go_backwards = false;
   std::optional<Output> initial_h;  // Zeros when absent.
 };
 

@@ -5,9 +5,9 @@
 #include "Eigen/Core"
 #include "absl/strings/str_cat.h"
 #include "core/op_registry.h"
-#include "ops/array/fill.h"
 #include "ops/math/float32_output.h"
 #include "ops/math/half_io.h"
+#include "ops/rnn/rnn_graph.h"
 #include "ops/rnn/rnn_shapes.h"
 
 namespace ipuflow::ops {
@@ -42,6 +42,7 @@ REGISTER_OP("PopnnLSTM")
     .Input("recurrent_kernel")
     .Input("bias")
     .Attr("time_major", false)
+    .Attr("go_backwards", false)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       RETURN_IF_ERROR(c.ExpectFloat(0));
       for (int i = 1; i < 6; ++i) RETURN_IF_ERROR(c.ExpectSameDType(0, i));
@@ -63,7 +64,8 @@ REGISTER_OP("PopnnLSTM")
           ctx.input(3).shape(), ctx.input(4).shape(), ctx.input(5).shape(),
           ctx.attr<bool>("time_major"));
       if (!dims.ok()) return ctx.InvalidArgument(dims.status().message());
-      const RnnDims d = *dims;
+      RnnDims d = *dims;
+      d.go_backwards = ctx.attr<bool>("go_backwards");
       absl::StatusOr<TensorShape> cache_shape =
           rnn::CacheShape(d, kCacheBlocks);
       if (!cache_shape.ok()) {
@@ -95,7 +97,7 @@ REGISTER_OP("PopnnLSTM")
         z.noalias() = h * recurrent;
         float* step = cache->data<float>() + t * b * kCacheBlocks * u;
         for (int64_t n = 0; n < b; ++n) {
-          const float* zx = xw.data() + d.Row(t, n) * w;
+          const float* zx = xw.data() + d.SourceRow(t, n) * w;
           const float* zh = z.data() + n * w;
           float* s = step + n * kCacheBlocks * u;
           float* yr = out + d.Row(t, n) * u;
@@ -130,26 +132,9 @@ REGISTER_OP("PopnnLSTM")
     // an output nothing depends on contributes zeros.
     .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> dy,
                     std::vector<Output>* dx) {
-      if (dy.size() > 3 && dy[3].valid()) {
-        return absl::UnimplementedError(absl::StrCat(
-            op.DebugName(),
-            ": output 3 (the cache for the gradient) is not differentiable"));
-      }
-      Node& fwd = const_cast<Node&>(op);
-      std::vector<Output> in;
-      for (int k = 0; k < 3; ++k) {
-        in.push_back(k < static_cast<int>(dy.size()) && dy[k].valid()
-                         ? dy[k]
-                         : ZerosLike(s, Output(&fwd, k)));
-      }
-      for (int k = 0; k < 5; ++k) in.push_back(op.input(k));
-      in.push_back(Output(&fwd, 3));
-      Node* n = s.AddNode("PopnnLSTMGrad", in,
-                          {{"time_major", op.attr<bool>("time_major")}});
-      if (n == nullptr) return s.status();
-      *dx = {Output(n, 0), Output(n, 1), Output(n, 2),
-             Output(n, 3), Output(n, 4), Output(n, 5)};
-      return absl::OkStatus();
+      return rnn::AddRnnGradient(s, op, dy, /*state_outputs=*/3,
+                                 /*skipped_inputs=*/1, "PopnnLSTMGrad",
+                                 {"time_major", "go_backwards"}, dx);
     });
 
 REGISTER_OP("PopnnLSTMGrad")
@@ -163,6 +148,7 @@ REGISTER_OP("PopnnLSTMGrad")
     .Input("recurrent_kernel")
     .Input("cache")
     .Attr("time_major", false)
+    .Attr("go_backwards", false)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       RETURN_IF_ERROR(c.ExpectFloat(3));
       for (int i : {0, 1, 2, 4, 5, 6, 7}) {
@@ -191,7 +177,8 @@ REGISTER_OP("PopnnLSTMGrad")
                    TensorShape({rs.rank() == 2 ? rs.dim(1) : 0}),
                    ctx.attr<bool>("time_major"));
       if (!dims.ok()) return ctx.InvalidArgument(dims.status().message());
-      const RnnDims d = *dims;
+      RnnDims d = *dims;
+      d.go_backwards = ctx.attr<bool>("go_backwards");
       const int64_t u = d.units, b = d.batch, w = 4 * u, rows = d.time * b;
       if (ctx.input(0).shape() != d.Sequence(u) ||
           ctx.input(1).shape() != TensorShape({b, u}) ||
@@ -227,8 +214,8 @@ REGISTER_OP("PopnnLSTMGrad")
         for (int64_t n = 0; n < b; ++n) {
           const float* s = step + n * kCacheBlocks * u;
           const float* prev = t > 0 ? s - b * kCacheBlocks * u : nullptr;
-          const int64_t row = d.Row(t, n);
-          const float* gr = gy + row * u;
+          const int64_t row = d.SourceRow(t, n);
+          const float* gr = gy + d.Row(t, n) * u;
           float* z = dz_t.data() + n * w;
           for (int64_t j = 0; j < u; ++j) {
             const float i = s[kI * u + j], f = s[kF * u + j];
@@ -266,12 +253,9 @@ REGISTER_OP("PopnnLSTMGrad")
       for (Float32Output* o : {&dx, &dh0, &dc0, &dk, &dr, &db}) o->Finish(ctx);
       return absl::OkStatus();
     })
-    // Not NotDifferentiable: a second derivative must be an error, not zeros.
     .SetGradient([](const Scope&, const Node& op, absl::Span<const Output>,
                     std::vector<Output>*) {
-      return absl::UnimplementedError(absl::StrCat(
-          "second derivatives of PopnnLSTM are not implemented (node '",
-          op.name(), "')"));
+      return rnn::NoSecondDerivative("PopnnLSTM", op);
     });
 
 }  // namespace
@@ -289,31 +273,18 @@ LstmOutputs PopnnLSTM(const Scope& scope, Output input, Output kernel,
         "PopnnLSTM: give both initial_h and initial_c, or neither"));
     return {};
   }
-  Output h0, c0;
-  if (options.initial_h.has_value()) {
-    h0 = *options.initial_h;
-    c0 = *options.initial_c;
-  } else {
-    const TensorShape& xs = input.shape();
-    const TensorShape& rs = recurrent_kernel.shape();
-    const int64_t batch =
-        xs.rank() == 3 ? xs.dim(options.time_major ? 1 : 0) : kUnknownDim;
-    const int64_t units = rs.rank() == 2 ? rs.dim(0) : kUnknownDim;
-    if (batch == kUnknownDim || units == kUnknownDim) {
-      scope.UpdateStatus(absl::InvalidArgumentError(absl::StrCat(
-          "PopnnLSTM: zero initial states need a known batch and units; "
-          "input ",
-          xs.DebugString(), ", recurrent_kernel ", rs.DebugString(),
-          " (or give initial_h and initial_c)")));
-      return {};
-    }
-    h0 = Fill(scope.NewSubScope(""), TensorShape({batch, units}), 0.0,
-              input.dtype());
+  Output h0 = options.initial_h.value_or(Output());
+  Output c0 = options.initial_c.value_or(Output());
+  if (!options.initial_h.has_value()) {
+    h0 = rnn::ZeroState(scope, "PopnnLSTM", input, recurrent_kernel,
+                        options.time_major, "initial_h and initial_c");
+    if (!h0.valid()) return {};
     c0 = h0;
   }
   Node* n = scope.AddNode("PopnnLSTM",
                           {input, h0, c0, kernel, recurrent_kernel, bias},
-                          {{"time_major", options.time_major}});
+                          {{"time_major", options.time_major},
+                           {"go_backwards", options.go_backwards}});
   if (n == nullptr) return {};
   return {Output(n, 0), Output(n, 1), Output(n, 2), Output(n, 3)};
 }

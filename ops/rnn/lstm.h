@@ -34,6 +34,10 @@ namespace ipuflow::ops {
 
 struct LstmOptions {
   bool time_major = false;
+  // Keras's go_backwards: the steps read the input from its last time step
+  // to its first, and `output` is in the order of the steps (the reversed
+  // sequence, as Keras returns it).
+  bool go_backwards = false;
   // Both or neither ([batch, units], the input's dtype); zeros when absent
   // (the batch and units must then be known when the graph is built).
   std::optional<Output> initial_h, initial_c;

@@ -20,9 +20,16 @@ struct RnnDims {
   int64_t time = 0, batch = 0, input_size = 0, units = 0;
   int gates = 0;  // 4 (LSTM) or 3 (GRU).
   bool time_major = false;
+  // Keras's go_backwards: step t reads input time `time - 1 - t`, and the
+  // output sequence is in the order of the steps (the reversed sequence).
+  bool go_backwards = false;
   // Row of (t, b) in the input / output sequence viewed as [rows, features].
   int64_t Row(int64_t t, int64_t b) const {
     return time_major ? t * batch + b : b * time + t;
+  }
+  // The input row that step `step` reads for batch element b.
+  int64_t SourceRow(int64_t step, int64_t b) const {
+    return Row(go_backwards ? time - 1 - step : step, b);
   }
   TensorShape Sequence(int64_t features) const {
     return time_major ? TensorShape({time, batch, features})

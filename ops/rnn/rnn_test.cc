@@ -321,6 +321,120 @@ TEST(GruTest, GradientThroughTimeMatchesFiniteDifferences) {
   }
 }
 
+// Keras's go_backwards: the layer equals the forward layer run on the
+// time-reversed input, its output sequence in the order of the steps.
+Tensor ReverseTime(const Tensor& x) {
+  const int64_t b = x.shape().dim(0), t = x.shape().dim(1),
+                f = x.shape().dim(2);
+  Tensor out(DType::kFloat32, x.shape());
+  for (int64_t n = 0; n < b; ++n) {
+    for (int64_t s = 0; s < t; ++s) {
+      for (int64_t i = 0; i < f; ++i) {
+        out.data<float>()[(n * t + s) * f + i] =
+            x.data<float>()[(n * t + (t - 1 - s)) * f + i];
+      }
+    }
+  }
+  return out;
+}
+
+TEST(RnnTest, GoBackwardsIsTheReversedInputForward) {
+  const LstmCase v = RandomLstm(3, 5, 4, 6, 50);
+  const Ref lstm = Lstm64(ReverseTime(v.x), v.h0, v.c0, v.k, v.r, v.b);
+  const Tensor gru_bias = RandomTensor({2, 18}, -0.5, 0.5, 51);
+  const Tensor gru_k = RandomTensor({4, 18}, -0.8, 0.8, 52);
+  const Tensor gru_r = RandomTensor({6, 18}, -0.8, 0.8, 53);
+  const Ref gru = Gru64(ReverseTime(v.x), v.h0, gru_k, gru_r, gru_bias,
+                        /*reset_after=*/true);
+  for (bool time_major : {false, true}) {
+    Scope s = Scope::NewRootScope();
+    Output x = Const(s, v.x);
+    if (time_major) x = Transpose(s, x, {1, 0, 2});
+    LstmOptions lo;
+    lo.time_major = time_major;
+    lo.go_backwards = true;
+    lo.initial_h = Const(s, v.h0);
+    lo.initial_c = Const(s, v.c0);
+    LstmOutputs l =
+        PopnnLSTM(s, x, Const(s, v.k), Const(s, v.r), Const(s, v.b), lo);
+    GruOptions go;
+    go.time_major = time_major;
+    go.go_backwards = true;
+    go.initial_h = Const(s, v.h0);
+    GruOutputs g = PopnnGRU(s, x, Const(s, gru_k), Const(s, gru_r),
+                            Const(s, gru_bias), go);
+    const auto batch_major = [&](Output y) {
+      return time_major ? Transpose(s, y, {1, 0, 2}) : y;
+    };
+    auto out = RunGraph(
+        s, {}, {batch_major(l.output), l.h, l.c, batch_major(g.output), g.h});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_TRUE(Near((*out)[0], lstm.seq, 2e-6)) << time_major;
+    EXPECT_TRUE(Near((*out)[1], lstm.h, 2e-6)) << time_major;
+    EXPECT_TRUE(Near((*out)[2], lstm.c, 2e-6)) << time_major;
+    EXPECT_TRUE(Near((*out)[3], gru.seq, 2e-6)) << time_major;
+    EXPECT_TRUE(Near((*out)[4], gru.h, 2e-6)) << time_major;
+  }
+}
+
+// The gradient reads the steps in the same reversed order: against finite
+// differences for the sequence (its rows in step order) and the final h.
+TEST(RnnTest, GoBackwardsGradientMatchesFiniteDifferences) {
+  const LstmCase v = RandomLstm(2, 4, 3, 5, 60);
+  for (bool time_major : {false, true}) {
+    for (int which : {0, 1}) {
+      Scope s = Scope::NewRootScope();
+      Tensor xv = v.x;
+      if (time_major) {
+        auto t = RunGraph(s, {}, {Transpose(s, Const(s, v.x), {1, 0, 2})});
+        ASSERT_TRUE(t.ok());
+        xv = (*t)[0];
+      }
+      const std::vector<Tensor> lstm_values = {xv, v.h0, v.c0, v.k, v.r, v.b};
+      std::vector<Output> in;
+      for (const Tensor& t : lstm_values) {
+        in.push_back(Placeholder(s, DType::kFloat32, t.shape()));
+      }
+      LstmOptions lo;
+      lo.time_major = time_major;
+      lo.go_backwards = true;
+      lo.initial_h = in[1];
+      lo.initial_c = in[2];
+      LstmOutputs l = PopnnLSTM(s, in[0], in[3], in[4], in[5], lo);
+      absl::StatusOr<double> err =
+          MaxGradientError(s, in, lstm_values, which == 0 ? l.output : l.h);
+      ASSERT_TRUE(err.ok()) << err.status();
+      EXPECT_LT(*err, 2e-3)
+          << "LSTM time_major " << time_major << " output " << which;
+
+      for (bool reset_after : {true, false}) {
+        Scope g_scope = Scope::NewRootScope();
+        const std::vector<Tensor> gru_values = {
+            xv, v.h0, RandomTensor({3, 15}, -0.8, 0.8, 61),
+            RandomTensor({5, 15}, -0.8, 0.8, 62),
+            reset_after ? RandomTensor({2, 15}, -0.5, 0.5, 63)
+                        : RandomTensor({15}, -0.5, 0.5, 63)};
+        std::vector<Output> gi;
+        for (const Tensor& t : gru_values) {
+          gi.push_back(Placeholder(g_scope, DType::kFloat32, t.shape()));
+        }
+        GruOptions go;
+        go.time_major = time_major;
+        go.reset_after = reset_after;
+        go.go_backwards = true;
+        go.initial_h = gi[1];
+        GruOutputs g = PopnnGRU(g_scope, gi[0], gi[2], gi[3], gi[4], go);
+        err = MaxGradientError(g_scope, gi, gru_values,
+                               which == 0 ? g.output : g.h);
+        ASSERT_TRUE(err.ok()) << err.status();
+        EXPECT_LT(*err, 2e-3)
+            << "GRU reset_after " << reset_after << " time_major " << time_major
+            << " output " << which;
+      }
+    }
+  }
+}
+
 // Both outputs used at once: their gradients add.
 TEST(LstmTest, GradientOfSequenceAndStateTogether) {
   const LstmCase v = RandomLstm(2, 3, 2, 3, 30);
@@ -438,7 +552,7 @@ TEST(RnnTest, BadShapesNameTheArgument) {
          PopnnLSTM(s, p(s, {2, 4, 3}), p(s, {3, 8}), p(s, {2, 8}), p(s, {8}),
                    o);
        }},
-      {"zero initial states need a known batch and units",
+      {"a zero initial state needs a known batch and units",
        [&](const Scope& s) {
          PopnnLSTM(s, p(s, {kUnknownDim, 4, 3}), p(s, {3, 8}), p(s, {2, 8}),
                    p(s, {8}));
