@@ -10,6 +10,7 @@
 #include "ops/math/float32_output.h"
 #include "ops/math/half_io.h"
 #include "ops/nn/conv2d_backprop.h"
+#include "ops/onednn/onednn_conv.h"
 
 namespace ipuflow::ops {
 namespace {
@@ -119,111 +120,15 @@ absl::StatusOr<Geo> KernelGeometry(const KernelContext& ctx, int x, int f) {
   return g;
 }
 
-// Calls fn(ih, iw, kh, kw) for the filter taps of output pixel (oh, ow)
-// that fall inside the input.
-template <typename F>
-void ForTaps(const Geo& g, int64_t oh, int64_t ow, const F& fn) {
-  for (int64_t a = 0; a < g.kh; ++a) {
-    const int64_t ih = oh * g.sh - g.pt + a * g.dh;
-    if (ih < 0 || ih >= g.h) continue;
-    for (int64_t b = 0; b < g.kw; ++b) {
-      const int64_t iw = ow * g.sw - g.pl + b * g.dw;
-      if (iw < 0 || iw >= g.w) continue;
-      fn(ih, iw, a, b);
-    }
-  }
-}
-
-void Forward(const KernelContext& ctx, const Geo& g, const float* x,
-             const float* f, float* y) {
-  const int64_t cg = g.cg(), ocg = g.ocg();
-  const double cost = 2.0 * g.ow * g.kh * g.kw * cg * g.oc;
-  ctx.ParallelFor(g.n * g.oh, cost, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t n = r / g.oh, oh = r % g.oh;
-      for (int64_t ow = 0; ow < g.ow; ++ow) {
-        float* out = y + ((n * g.oh + oh) * g.ow + ow) * g.oc;
-        std::fill_n(out, g.oc, 0.0f);
-        ForTaps(g, oh, ow, [&](int64_t ih, int64_t iw, int64_t a, int64_t b) {
-          const float* px = x + ((n * g.h + ih) * g.w + iw) * g.c;
-          const float* pf = f + (a * g.kw + b) * cg * g.oc;
-          for (int64_t grp = 0; grp < g.groups; ++grp) {
-            for (int64_t ci = 0; ci < cg; ++ci) {
-              const float v = px[grp * cg + ci];
-              const float* row = pf + ci * g.oc + grp * ocg;
-              float* o = out + grp * ocg;
-              for (int64_t k = 0; k < ocg; ++k) o[k] += v * row[k];
-            }
-          }
-        });
-      }
-    }
-  });
-}
-
-// dx: each image on its own (taps of several output pixels overlap).
-void BackpropInput(const KernelContext& ctx, const Geo& g, const float* dy,
-                   const float* f, float* dx) {
-  const int64_t cg = g.cg(), ocg = g.ocg();
-  const double cost = 2.0 * g.oh * g.ow * g.kh * g.kw * cg * g.oc;
-  ctx.ParallelFor(g.n, cost, [&](int64_t n0, int64_t n1) {
-    for (int64_t n = n0; n < n1; ++n) {
-      std::fill_n(dx + n * g.h * g.w * g.c, g.h * g.w * g.c, 0.0f);
-      for (int64_t oh = 0; oh < g.oh; ++oh) {
-        for (int64_t ow = 0; ow < g.ow; ++ow) {
-          const float* d = dy + ((n * g.oh + oh) * g.ow + ow) * g.oc;
-          ForTaps(g, oh, ow, [&](int64_t ih, int64_t iw, int64_t a, int64_t b) {
-            float* px = dx + ((n * g.h + ih) * g.w + iw) * g.c;
-            const float* pf = f + (a * g.kw + b) * cg * g.oc;
-            for (int64_t grp = 0; grp < g.groups; ++grp) {
-              for (int64_t ci = 0; ci < cg; ++ci) {
-                const float* row = pf + ci * g.oc + grp * ocg;
-                const float* dd = d + grp * ocg;
-                float s = 0;
-                for (int64_t k = 0; k < ocg; ++k) s += dd[k] * row[k];
-                px[grp * cg + ci] += s;
-              }
-            }
-          });
-        }
-      }
-    }
-  });
-}
-
-// dfilter: each tap (a, b) on its own, summed over images and pixels in
-// order.
-void BackpropFilter(const KernelContext& ctx, const Geo& g, const float* x,
-                    const float* dy, float* df) {
-  const int64_t cg = g.cg(), ocg = g.ocg();
-  const double cost = 2.0 * g.n * g.oh * g.ow * cg * g.oc;
-  ctx.ParallelFor(g.kh * g.kw, cost, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t a = t / g.kw, b = t % g.kw;
-      float* pf = df + t * cg * g.oc;
-      std::fill_n(pf, cg * g.oc, 0.0f);
-      for (int64_t n = 0; n < g.n; ++n) {
-        for (int64_t oh = 0; oh < g.oh; ++oh) {
-          const int64_t ih = oh * g.sh - g.pt + a * g.dh;
-          if (ih < 0 || ih >= g.h) continue;
-          for (int64_t ow = 0; ow < g.ow; ++ow) {
-            const int64_t iw = ow * g.sw - g.pl + b * g.dw;
-            if (iw < 0 || iw >= g.w) continue;
-            const float* px = x + ((n * g.h + ih) * g.w + iw) * g.c;
-            const float* d = dy + ((n * g.oh + oh) * g.ow + ow) * g.oc;
-            for (int64_t grp = 0; grp < g.groups; ++grp) {
-              for (int64_t ci = 0; ci < cg; ++ci) {
-                const float v = px[grp * cg + ci];
-                float* row = pf + ci * g.oc + grp * ocg;
-                const float* dd = d + grp * ocg;
-                for (int64_t k = 0; k < ocg; ++k) row[k] += v * dd[k];
-              }
-            }
-          }
-        }
-      }
-    }
-  });
+// The geometry in oneDNN's terms (ops/onednn/onednn_conv.h runs all three
+// passes: its grouped and depthwise kernels, dilation included).
+onednn::ConvDims OnednnDims(const Geo& g) {
+  onednn::ConvDims d{g.n,  g.h,  g.w,  g.c,  g.oc, g.kh, g.kw,
+                     g.sh, g.sw, g.oh, g.ow, g.pt, g.pl};
+  d.groups = g.groups;
+  d.dil_h = g.dh;
+  d.dil_w = g.dw;
+  return d;
 }
 
 absl::Status ConvShape(ShapeContext& c) {
@@ -257,9 +162,9 @@ REGISTER_OP("GroupedConv2D")
       const Tensor f = AsFloat32(ctx, ctx.input(1));
       Float32Output y;
       RETURN_IF_ERROR(y.Allocate(ctx, 0, OutShape(g)));
-      if (OutShape(g).num_elements() > 0) {
-        Forward(ctx, g, x.data<float>(), f.data<float>(), y.data());
-      }
+      RETURN_IF_ERROR(onednn::ConvForward(ctx.intra_op(), x.data<float>(),
+                                          f.data<float>(), y.data(),
+                                          OnednnDims(g)));
       y.Finish(ctx);
       return absl::OkStatus();
     })
@@ -303,11 +208,12 @@ absl::Status BackpropKernel(KernelContext& ctx, bool input) {
   Float32Output out;
   const TensorShape& shape = ctx.input(input ? 0 : 1).shape();
   RETURN_IF_ERROR(out.Allocate(ctx, 0, shape));
-  if (input) {
-    BackpropInput(ctx, g, dy.data<float>(), other.data<float>(), out.data());
-  } else {
-    BackpropFilter(ctx, g, other.data<float>(), dy.data<float>(), out.data());
-  }
+  RETURN_IF_ERROR(input ? onednn::ConvBackwardData(
+                              ctx.intra_op(), dy.data<float>(),
+                              other.data<float>(), out.data(), OnednnDims(g))
+                        : onednn::ConvBackwardWeights(
+                              ctx.intra_op(), other.data<float>(),
+                              dy.data<float>(), out.data(), OnednnDims(g)));
   out.Finish(ctx);
   return absl::OkStatus();
 }

@@ -6,8 +6,10 @@
 // (DepthwiseConv2D: filter [KH, KW, C, multiplier], as TensorFlow's
 // depthwise_conv2d). Padding "SAME" (out = ceil(in / stride), the dilated
 // window (K - 1) * d + 1 centred as TensorFlow does) or "VALID". Gradients
-// for input and filter (GroupedConv2DBackpropInput / ...Filter, direct
-// loops; their own gradients are not implemented). Conv1D ([N, W, C] by
+// for input and filter (GroupedConv2DBackpropInput / ...Filter; their own
+// gradients are not implemented). All three run on oneDNN's convolution
+// primitives (its grouped, depthwise and dilated kernels; the batch split
+// over the intra-op pool as Conv2D's oneDNN path, ops/onednn/onednn_conv.h). Conv1D ([N, W, C] by
 // [KW, C / groups, OC]) and ConvTranspose2D are builders over these and
 // Conv2DBackpropInput. float32 and float16 (computed in float32, rounded
 // once). Conv2D (conv2d.h) remains the fast path for groups 1 and no

@@ -16,11 +16,12 @@ using Tag = memory::format_tag;
 enum Kind : int64_t { kForward, kBackwardData, kBackwardWeights };
 
 // kind, batch, then the rest of ConvDims.
-using Key = std::array<int64_t, 14>;
+using Key = std::array<int64_t, 17>;
 
 Key MakeKey(Kind kind, int64_t batch, const ConvDims& d) {
-  return {kind, batch, d.h,  d.w,  d.c,  d.oc,      d.kh,
-          d.kw, d.sh,  d.sw, d.oh, d.ow, d.pad_top, d.pad_left};
+  return {kind,      batch,      d.h,      d.w,     d.c,    d.oc,
+          d.kh,      d.kw,       d.sh,     d.sw,    d.oh,   d.ow,
+          d.pad_top, d.pad_left, d.groups, d.dil_h, d.dil_w};
 }
 
 // One primitive and what running it needs. `weights` is the filter (or its
@@ -34,7 +35,7 @@ struct ConvPrimitive {
 
 struct Descs {
   memory::desc src, any_weights, hwio, dst;
-  memory::dims strides, pad_l, pad_r;
+  memory::dims strides, dilates, pad_l, pad_r;
 };
 
 Descs MakeDescs(int64_t batch, const ConvDims& d) {
@@ -42,14 +43,29 @@ Descs MakeDescs(int64_t batch, const ConvDims& d) {
   Descs s;
   s.src = memory::desc({batch, d.c, d.h, d.w}, f32, Tag::nhwc);
   s.dst = memory::desc({batch, d.oc, d.oh, d.ow}, f32, Tag::nhwc);
-  s.any_weights = memory::desc({d.oc, d.c, d.kh, d.kw}, f32, Tag::any);
-  s.hwio = memory::desc({d.oc, d.c, d.kh, d.kw}, f32, Tag::hwio);
+  if (d.groups == 1) {
+    s.any_weights = memory::desc({d.oc, d.c, d.kh, d.kw}, f32, Tag::any);
+    s.hwio = memory::desc({d.oc, d.c, d.kh, d.kw}, f32, Tag::hwio);
+  } else {
+    // oneDNN's grouped weights are [g, oc / g, c / g, kh, kw]; ipuflow's
+    // [kh, kw, c / g, oc] with oc = g * (oc / g) + o is that with strides.
+    const int64_t cg = d.c / d.groups, ocg = d.oc / d.groups;
+    const memory::dims dims = {d.groups, ocg, cg, d.kh, d.kw};
+    s.any_weights = memory::desc(dims, f32, Tag::any);
+    s.hwio = memory::desc(
+        dims, f32, memory::dims{ocg, 1, d.oc, d.kw * cg * d.oc, cg * d.oc});
+  }
   s.strides = {d.sh, d.sw};
+  s.dilates = {d.dil_h - 1, d.dil_w - 1};  // oneDNN counts the gaps.
   s.pad_l = {d.pad_top, d.pad_left};
-  // oneDNN wants oh = (h + top + bottom - kh) / sh + 1; VALID may leave
-  // rows unread (negative "padding"), which a bottom padding of 0 gives too.
-  s.pad_r = {std::max<int64_t>(0, (d.oh - 1) * d.sh + d.kh - d.h - d.pad_top),
-             std::max<int64_t>(0, (d.ow - 1) * d.sw + d.kw - d.w - d.pad_left)};
+  // oneDNN wants oh = (h + top + bottom - kh_eff) / sh + 1 for the dilated
+  // window kh_eff; VALID may leave rows unread (negative "padding"), which
+  // a bottom padding of 0 gives too.
+  const int64_t kh_eff = (d.kh - 1) * d.dil_h + 1;
+  const int64_t kw_eff = (d.kw - 1) * d.dil_w + 1;
+  s.pad_r = {
+      std::max<int64_t>(0, (d.oh - 1) * d.sh + kh_eff - d.h - d.pad_top),
+      std::max<int64_t>(0, (d.ow - 1) * d.sw + kw_eff - d.w - d.pad_left)};
   return s;
 }
 
@@ -57,7 +73,7 @@ dnnl::convolution_forward::primitive_desc ForwardPd(
     const Descs& s, const dnnl::primitive_attr& attr) {
   const dnnl::convolution_forward::desc desc(
       dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-      s.src, s.any_weights, s.dst, s.strides, s.pad_l, s.pad_r);
+      s.src, s.any_weights, s.dst, s.strides, s.dilates, s.pad_l, s.pad_r);
   return dnnl::convolution_forward::primitive_desc(desc, attr, Engine());
 }
 
@@ -93,7 +109,7 @@ ConvPrimitive MakePrimitive(Kind kind, int64_t batch, const ConvDims& d) {
     case kBackwardData: {
       const dnnl::convolution_backward_data::desc desc(
           dnnl::algorithm::convolution_direct, s.src, s.any_weights, s.dst,
-          s.strides, s.pad_l, s.pad_r);
+          s.strides, s.dilates, s.pad_l, s.pad_r);
       const dnnl::convolution_backward_data::primitive_desc pd(desc, attr,
                                                                Engine(), fwd);
       return Finish(dnnl::convolution_backward_data(pd), pd.weights_desc(),
@@ -102,7 +118,7 @@ ConvPrimitive MakePrimitive(Kind kind, int64_t batch, const ConvDims& d) {
     case kBackwardWeights: {
       const dnnl::convolution_backward_weights::desc desc(
           dnnl::algorithm::convolution_direct, s.src, s.any_weights, s.dst,
-          s.strides, s.pad_l, s.pad_r);
+          s.strides, s.dilates, s.pad_l, s.pad_r);
       const dnnl::convolution_backward_weights::primitive_desc pd(
           desc, attr, Engine(), fwd);
       return Finish(dnnl::convolution_backward_weights(pd),
@@ -137,7 +153,8 @@ struct Split {
 // Multiply-adds per image, as cycles for ThreadPool's split rule (about 16
 // per cycle).
 double CyclesPerImage(const ConvDims& d) {
-  return static_cast<double>(d.oh) * d.ow * d.kh * d.kw * d.c * d.oc / 16;
+  return static_cast<double>(d.oh) * d.ow * d.kh * d.kw * (d.c / d.groups) *
+         d.oc / 16;
 }
 
 // One share per thread the pool's split rule would use for the whole batch
@@ -175,8 +192,9 @@ absl::Status Guard(const char* what, const ConvDims& d, Fn fn) {
   } catch (const dnnl::error& e) {
     return absl::InternalError(absl::StrCat(
         "oneDNN ", what, " failed for input [", d.n, ",", d.h, ",", d.w, ",",
-        d.c, "], filter [", d.kh, ",", d.kw, ",", d.c, ",", d.oc,
-        "], strides [", d.sh, ",", d.sw, "]: ", e.what()));
+        d.c, "], filter [", d.kh, ",", d.kw, ",", d.c / d.groups, ",", d.oc,
+        "], strides [", d.sh, ",", d.sw, "], dilations [", d.dil_h, ",",
+        d.dil_w, "], groups ", d.groups, ": ", e.what()));
   }
 }
 
@@ -238,7 +256,7 @@ absl::Status ConvBackwardData(const ThreadPool& pool, const float* dy,
 absl::Status ConvBackwardWeights(const ThreadPool& pool, const float* x,
                                  const float* dy, float* dw,
                                  const ConvDims& d) {
-  const int64_t size = d.kh * d.kw * d.c * d.oc;
+  const int64_t size = d.FilterElements();
   if (IsEmpty(d)) {
     std::fill(dw, dw + size, 0.0f);
     return absl::OkStatus();

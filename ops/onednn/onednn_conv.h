@@ -1,5 +1,6 @@
-// Conv2D and its two gradients through oneDNN's convolution primitives, in
-// ipuflow's layouts: activations NHWC, filters HWIO ([kh, kw, in, out]).
+// Conv2D, GroupedConv2D and their gradients through oneDNN's convolution
+// primitives, in ipuflow's layouts: activations NHWC, filters HWIO ([kh,
+// kw, in / groups, out], output channel o in group o / (out / groups)).
 // The batch is split over an ipuflow intra-op pool (and the caller), each
 // share one single-threaded primitive execution (onednn.h); primitives are
 // created once per shape and kind and cached for the process's life.
@@ -25,15 +26,18 @@
 
 namespace ipuflow::ops::onednn {
 
-// The geometry of y [n, oh, ow, oc] = conv(x [n, h, w, c], w [kh, kw, c,
-// oc]) with strides (sh, sw) and the window's top-left corner at (-pad_top,
-// -pad_left): TF's SAME or VALID, as ops/nn/window_2d.h's Window2D.
+// The geometry of y [n, oh, ow, oc] = conv(x [n, h, w, c], w [kh, kw,
+// c / groups, oc]) with strides (sh, sw), dilations (dil_h, dil_w; 1 is
+// none) and the window's top-left corner at (-pad_top, -pad_left): TF's
+// SAME or VALID, as ops/nn/window_2d.h's Window2D.
 struct ConvDims {
   int64_t n = 0, h = 0, w = 0, c = 0;
   int64_t oc = 0, kh = 0, kw = 0;
   int64_t sh = 1, sw = 1;
   int64_t oh = 0, ow = 0;
   int64_t pad_top = 0, pad_left = 0;
+  int64_t groups = 1, dil_h = 1, dil_w = 1;
+  int64_t FilterElements() const { return kh * kw * (c / groups) * oc; }
 };
 
 // y = conv(x, w). Errors (Internal) only if oneDNN refuses the shape.
@@ -45,7 +49,7 @@ absl::Status ConvForward(const ThreadPool& pool, const float* x, const float* w,
 absl::Status ConvBackwardData(const ThreadPool& pool, const float* dy,
                               const float* w, float* dx, const ConvDims& d);
 
-// dw [kh, kw, c, oc] = sum over output pixels of patch(x)^T dy.
+// dw [kh, kw, c / groups, oc] = sum over output pixels of patch(x)^T dy.
 absl::Status ConvBackwardWeights(const ThreadPool& pool, const float* x,
                                  const float* dy, float* dw, const ConvDims& d);
 
