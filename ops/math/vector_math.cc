@@ -131,6 +131,30 @@ inline __m256 Sigmoid8(__m256 x) {
                        _mm256_add_ps(Set(1.0f), e));
 }
 
+// tanh as Cephes' tanhf (S. L. Moshier, Cephes Math Library, tanhf.c):
+// an odd polynomial below |x| = 0.625, else 1 - 2 / (e^2|x| + 1) with x's
+// sign (e^2|x| overflows to inf above 44.4, giving exactly 1); -0, NaN,
+// subnormals and the infinities as the C library's tanhf.
+inline __m256 Tanh8(__m256 x) {
+  const __m256 sign = Set(-0.0f);
+  const __m256 ax = _mm256_andnot_ps(sign, x);
+  const __m256 z = _mm256_mul_ps(x, x);
+  __m256 p = Set(-5.70498872745e-3f);
+  p = _mm256_fmadd_ps(p, z, Set(2.06390887954e-2f));
+  p = _mm256_fmadd_ps(p, z, Set(-5.37397155531e-2f));
+  p = _mm256_fmadd_ps(p, z, Set(1.33314422036e-1f));
+  p = _mm256_fmadd_ps(p, z, Set(-3.33332819422e-1f));
+  // Both on |x|, then x's sign (so tanh(-0) = -0).
+  const __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(p, z), ax, ax);
+  const __m256 e = Exp8(_mm256_add_ps(ax, ax));
+  const __m256 large = _mm256_sub_ps(
+      Set(1.0f), _mm256_div_ps(Set(2.0f), _mm256_add_ps(e, Set(1.0f))));
+  return _mm256_or_ps(
+      _mm256_and_ps(sign, x),
+      _mm256_blendv_ps(large, small,
+                       _mm256_cmp_ps(ax, Set(0.625f), _CMP_LT_OQ)));
+}
+
 // Full blocks of 8 in place, then the rest in a padded block through the
 // same function, so every value takes the same instructions.
 template <__m256 (*F)(__m256)>
@@ -166,7 +190,10 @@ void VecSigmoid(const float* x, float* y, int64_t n) {
   Apply<Sigmoid8>(x, y, n);
 }
 
+void VecTanh(const float* x, float* y, int64_t n) { Apply<Tanh8>(x, y, n); }
+
 float ExpExact(float x) { return One(Exp8, x); }
 float LogExact(float x) { return One(Log8, x); }
+float TanhExact(float x) { return One(Tanh8, x); }
 
 }  // namespace ipuflow::ops

@@ -1,5 +1,6 @@
 // VectorMath: the float32 elementary functions of the element-wise ops
-// (Exp, Log, Sqrt, Rsqrt, Sigmoid) and of the exp inside Softmax,
+// (Exp, Log, Sqrt, Rsqrt, Sigmoid; tanh for the recurrent layers' gates)
+// and of the exp inside Softmax,
 // LogSoftmax and the cross-entropy, exact at the edges:
 //
 //   VecExp(x, y, n);   // y[i] = e^x[i], n values; x == y allowed
@@ -21,7 +22,8 @@
 //   Newton step, as fast as Eigen's; its estimate differs between CPU
 //   vendors, so rsqrt's last bits may too); sigmoid within 2.6 ulp
 //   everywhere: e^-|x| / (1 + e^-|x|) for x < 0, 1 / (1 + e^-|x|) else (no
-//   cancellation for x < -9, where Eigen's was 2.5e-4 off).
+//   cancellation for x < -9, where Eigen's was 2.5e-4 off); tanh within
+//   1.2 ulp (Cephes' tanhf with FMA).
 //   (ops/math/vector_math_test.cc checks every 4099th bit pattern.)
 // The build's baseline is x86-64-v3 (AVX2, FMA), so these need no run-time
 // dispatch; an AVX-512 variant measured no faster for the memory-bound
@@ -41,11 +43,13 @@ void VecLog(const float* x, float* y, int64_t n);
 void VecSqrt(const float* x, float* y, int64_t n);
 void VecRsqrt(const float* x, float* y, int64_t n);
 void VecSigmoid(const float* x, float* y, int64_t n);
+void VecTanh(const float* x, float* y, int64_t n);
 
 // One value through the same code (for reference checks and scalar uses
 // that must agree with the arrays bitwise).
 float ExpExact(float x);
 float LogExact(float x);
+float TanhExact(float x);
 
 }  // namespace ipuflow::ops
 

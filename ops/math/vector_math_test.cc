@@ -25,11 +25,12 @@ double Rsqrt64(double x) { return 1 / std::sqrt(x); }
 double Exp64(double x) { return std::exp(x); }
 double Log64(double x) { return std::log(x); }
 double Sqrt64(double x) { return std::sqrt(x); }
+double Tanh64(double x) { return std::tanh(x); }
 
 const Case kCases[] = {
     {"exp", VecExp, Exp64, 1.5},           {"log", VecLog, Log64, 1},
     {"sqrt", VecSqrt, Sqrt64, 0.5},        {"rsqrt", VecRsqrt, Rsqrt64, 3.5},
-    {"sigmoid", VecSigmoid, Sigmoid64, 3},
+    {"sigmoid", VecSigmoid, Sigmoid64, 3}, {"tanh", VecTanh, Tanh64, 1.5},
 };
 
 float FromBits(uint32_t b) {
@@ -125,6 +126,13 @@ TEST(VectorMathTest, SpecialValuesAsTheCLibrary) {
   const float s = -20.0f;  // sigmoid(-20) = 2.06e-9, relative 1e-7.
   VecSigmoid(&s, &y, 1);
   EXPECT_NEAR(y / Sigmoid64(-20), 1.0, 5e-7);
+  VecTanh(&x[4], &y, 1);
+  EXPECT_EQ(Bits(y), Bits(-0.0f));
+  VecTanh(&x[0], &y, 1);
+  EXPECT_EQ(y, -1.0f);
+  VecTanh(&x[1], &y, 1);
+  EXPECT_EQ(y, 1.0f);
+  EXPECT_EQ(TanhExact(1e-30f), 1e-30f);
 }
 
 // A value gives the same bits at every position, in a body block or the

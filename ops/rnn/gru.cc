@@ -1,12 +1,12 @@
 #include "ops/rnn/gru.h"
 
-#include <cmath>
 
 #include "Eigen/Core"
 #include "absl/strings/str_cat.h"
 #include "core/op_registry.h"
 #include "ops/math/float32_output.h"
 #include "ops/math/half_io.h"
+#include "ops/math/vector_math.h"
 #include "ops/rnn/rnn_graph.h"
 #include "ops/rnn/rnn_shapes.h"
 
@@ -22,8 +22,6 @@ using Mat = Eigen::Map<RowMat>;
 // The cache's per-step blocks, each `units` wide. kQ is what the candidate's
 // recurrent weights multiplied: hr_n + b_h,n (reset_after) or r * h_{t-1}.
 enum CacheBlock { kZ, kR, kN, kH, kQ, kCacheBlocks };
-
-float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 absl::StatusOr<RnnDims> GruDims(const TensorShape& input, const TensorShape& h0,
                                 const TensorShape& kernel,
@@ -98,25 +96,24 @@ REGISTER_OP("PopnnGRU")
         for (int64_t n = 0; n < b; ++n) {
           const float* zx = xw.data() + d.SourceRow(t, n) * w;
           float* s = step + n * kCacheBlocks * u;
-          for (int64_t j = 0; j < u; ++j) {
-            float az = zx[j] + hr(n, j) + bias_x[j];
-            float ar = zx[u + j] + hr(n, u + j) + bias_x[u + j];
-            if (reset_after) {
-              az += bias_h[j];
-              ar += bias_h[u + j];
-            }
-            s[kZ * u + j] = Sigmoid(az);
-            s[kR * u + j] = Sigmoid(ar);
-            rh(n, j) = s[kR * u + j] * h(n, j);
+          // z's and r's pre-activations into their cache blocks, the
+          // sigmoid over both at once.
+          for (int64_t q = 0; q < 2 * u; ++q) {
+            s[kZ * u + q] = zx[q] + hr(n, q) + bias_x[q];
+            if (reset_after) s[kZ * u + q] += bias_h[q];
           }
+          VecSigmoid(s + kZ * u, s + kZ * u, 2 * u);
+          for (int64_t j = 0; j < u; ++j) rh(n, j) = s[kR * u + j] * h(n, j);
         }
         if (!reset_after) rhw.noalias() = rh * recurrent.rightCols(u);
         for (int64_t n = 0; n < b; ++n) {
           const float* zx = xw.data() + d.SourceRow(t, n) * w;
           float* s = step + n * kCacheBlocks * u;
           float* yr = out + d.Row(t, n) * u;
+          // The candidate's pre-activation into its cache block, tanh
+          // over the block at once (ops/math/vector_math.h).
           for (int64_t j = 0; j < u; ++j) {
-            const float z = s[kZ * u + j], r = s[kR * u + j];
+            const float r = s[kR * u + j];
             float q, an;
             if (reset_after) {
               q = hr(n, 2 * u + j) + bias_h[2 * u + j];
@@ -125,11 +122,14 @@ REGISTER_OP("PopnnGRU")
               q = rh(n, j);
               an = zx[2 * u + j] + rhw(n, j) + bias_x[2 * u + j];
             }
-            const float nn = std::tanh(an);
-            const float hn = z * h(n, j) + (1 - z) * nn;
-            s[kN * u + j] = nn;
-            s[kH * u + j] = hn;
+            s[kN * u + j] = an;
             s[kQ * u + j] = q;
+          }
+          VecTanh(s + kN * u, s + kN * u, u);
+          for (int64_t j = 0; j < u; ++j) {
+            const float z = s[kZ * u + j], nn = s[kN * u + j];
+            const float hn = z * h(n, j) + (1 - z) * nn;
+            s[kH * u + j] = hn;
             h(n, j) = hn;
             yr[j] = hn;
           }

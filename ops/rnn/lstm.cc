@@ -1,12 +1,13 @@
 #include "ops/rnn/lstm.h"
 
-#include <cmath>
+#include <vector>
 
 #include "Eigen/Core"
 #include "absl/strings/str_cat.h"
 #include "core/op_registry.h"
 #include "ops/math/float32_output.h"
 #include "ops/math/half_io.h"
+#include "ops/math/vector_math.h"
 #include "ops/rnn/rnn_graph.h"
 #include "ops/rnn/rnn_shapes.h"
 
@@ -22,8 +23,6 @@ using Mat = Eigen::Map<RowMat>;
 // The cache's per-step blocks, each `units` wide: gates after their
 // activations, then the new cell and hidden states.
 enum CacheBlock { kI, kF, kG, kO, kC, kH, kCacheBlocks };
-
-float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 absl::StatusOr<RnnDims> LstmDims(const TensorShape& input,
                                  const TensorShape& h0, const TensorShape& c0,
@@ -101,21 +100,22 @@ REGISTER_OP("PopnnLSTM")
           const float* zh = z.data() + n * w;
           float* s = step + n * kCacheBlocks * u;
           float* yr = out + d.Row(t, n) * u;
+          // The pre-activations into the cache's gate blocks (i, f, g, o,
+          // the kernel's order), the activations over whole blocks at once
+          // (ops/math/vector_math.h), tanh(c_t) through the h block.
+          for (int64_t q = 0; q < w; ++q) s[q] = zx[q] + zh[q] + bias(q);
+          VecSigmoid(s + kI * u, s + kI * u, 2 * u);  // i and f.
+          VecTanh(s + kG * u, s + kG * u, u);
+          VecSigmoid(s + kO * u, s + kO * u, u);
           for (int64_t j = 0; j < u; ++j) {
-            const auto pre = [&](int gate) {
-              return zx[gate * u + j] + zh[gate * u + j] + bias(gate * u + j);
-            };
-            const float i = Sigmoid(pre(0)), f = Sigmoid(pre(1));
-            const float g = std::tanh(pre(2)), o = Sigmoid(pre(3));
-            const float cn = f * c(n, j) + i * g;
-            const float hn = o * std::tanh(cn);
-            s[kI * u + j] = i;
-            s[kF * u + j] = f;
-            s[kG * u + j] = g;
-            s[kO * u + j] = o;
-            s[kC * u + j] = cn;
+            s[kC * u + j] =
+                s[kF * u + j] * c(n, j) + s[kI * u + j] * s[kG * u + j];
+          }
+          VecTanh(s + kC * u, s + kH * u, u);
+          for (int64_t j = 0; j < u; ++j) {
+            const float hn = s[kO * u + j] * s[kH * u + j];
             s[kH * u + j] = hn;
-            c(n, j) = cn;
+            c(n, j) = s[kC * u + j];
             h(n, j) = hn;
             yr[j] = hn;
           }
@@ -209,6 +209,7 @@ REGISTER_OP("PopnnLSTMGrad")
       RowMat dc = ConstMat(dc32.data<float>(), b, u);
       const float* h0 = h032.data<float>();
       const float* c0 = c032.data<float>();
+      std::vector<float> tanh_c(u);
       for (int64_t t = d.time - 1; t >= 0; --t) {
         const float* step = cache + t * b * kCacheBlocks * u;
         for (int64_t n = 0; n < b; ++n) {
@@ -217,10 +218,11 @@ REGISTER_OP("PopnnLSTMGrad")
           const int64_t row = d.SourceRow(t, n);
           const float* gr = gy + d.Row(t, n) * u;
           float* z = dz_t.data() + n * w;
+          VecTanh(s + kC * u, tanh_c.data(), u);  // The forward's bits.
           for (int64_t j = 0; j < u; ++j) {
             const float i = s[kI * u + j], f = s[kF * u + j];
             const float g = s[kG * u + j], o = s[kO * u + j];
-            const float tc = std::tanh(s[kC * u + j]);
+            const float tc = tanh_c[j];
             const float c_prev = prev ? prev[kC * u + j] : c0[n * u + j];
             h_prev(row, j) = prev ? prev[kH * u + j] : h0[n * u + j];
             const float dhv = dh(n, j) + gr[j];
