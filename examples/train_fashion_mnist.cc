@@ -15,7 +15,6 @@
 // and the replicas (PopTorch user guide, "Efficient data batching").
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <thread>
@@ -115,11 +114,6 @@ absl::StatusOr<pipelining::PipelineOptions> Options(
   return o;
 }
 
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-      .count();
-}
-
 // `procs`: under mpirun, this process's share (its replicas, its data).
 absl::Status RunTutorial(const TutorialFlags& f,
                          examples::TutorialProcesses& procs) {
@@ -132,30 +126,19 @@ absl::Status RunTutorial(const TutorialFlags& f,
   // per replica.
   ASSIGN_OR_RETURN(examples::TutorialData data,
                    examples::LoadTutorialData(f.train_limit, f.test_limit));
-  feeds::DataLoaderOptions lo;
-  lo.mode = f.loader_mode;
-  lo.num_workers = f.loader_workers;
-  lo.replicas = replicas;
-  lo.process_index = procs.index();
-  lo.process_count = procs.count();
-  feeds::DataLoaderOptions train_lo = lo, test_lo = lo;
-  train_lo.batch_size = f.batch_size;
-  train_lo.device_iterations = f.device_iterations;
-  train_lo.gradient_accumulation = f.gradient_accumulation;
-  train_lo.shuffle = true;
-  train_lo.seed = 42 + static_cast<uint64_t>(f.seed);
-  test_lo.batch_size = f.test_batch_size;
-  test_lo.device_iterations = f.test_iterations;
+  const auto loader_options = [&](bool training) {
+    return examples::LoaderOptions(f, training, procs.index(), procs.count());
+  };
   ASSIGN_OR_RETURN(
       auto train_loader,
       feeds::DataLoader::Create(
           feeds::FromTensorSlices({data.train.images, data.train.labels}),
-          train_lo));
+          loader_options(/*training=*/true)));
   ASSIGN_OR_RETURN(
       auto test_loader,
       feeds::DataLoader::Create(
           feeds::FromTensorSlices({data.test.images, data.test.labels}),
-          test_lo));
+          loader_options(/*training=*/false)));
   ASSIGN_OR_RETURN(feeds::DatasetPtr train_micro,
                    train_loader->ToInfeedDataset());
   ASSIGN_OR_RETURN(feeds::DatasetPtr test_micro,
@@ -267,19 +250,15 @@ absl::Status RunTutorial(const TutorialFlags& f,
   for (int64_t c = 0; c < calls && status.ok(); ++c) {
     status = trained->Execute({{}}, &none);
   }
-  const double train_seconds = SecondsSince(start);
+  const double train_seconds = examples::SecondsSince(start);
   train_out->Close();  // Ends the monitor early if a call failed.
   monitor.join();
   RETURN_IF_ERROR(status);
   const pipelining::PipelineReport last_run =
       training->last_report().value_or(pipelining::PipelineReport{});
-  std::printf(
-      "Trained %lld micro-batches (%lld weight updates) in %.1f s: %.0f "
-      "images/s; last %d micro-batches: loss %.4f, accuracy %.2f%%\n",
-      static_cast<long long>(steps * all_replicas),
-      static_cast<long long>(calls * f.device_iterations), train_seconds,
-      steps * all_replicas * f.batch_size / train_seconds,
-      window.micro_batches(), window.mean_loss(), 100 * window.mean_accuracy());
+  examples::PrintTrainingResult(
+      f, steps * all_replicas, calls * f.device_iterations, train_seconds,
+      window.micro_batches(), window.mean_loss(), window.mean_accuracy());
   if (replicas > 1) RETURN_IF_ERROR(examples::CheckReplicasAgree(*trained));
   RETURN_IF_ERROR(examples::PrintLossScale(f, *trained));
   examples::PrintPipelineReport(f, last_run);
@@ -292,18 +271,14 @@ absl::Status RunTutorial(const TutorialFlags& f,
   }
   const pipelining::PipelineReport test_run =
       inference->last_report().value_or(pipelining::PipelineReport{});
-  const double test_seconds = SecondsSince(test_start);
+  const double test_seconds = examples::SecondsSince(test_start);
   ASSIGN_OR_RETURN(feeds::OutfeedResult results, test_out->Dequeue());
   double mine = 0;
   for (float a : results["0"].span<float>()) mine += a * f.test_batch_size;
   ASSIGN_OR_RETURN(
       const auto all,  // Every process's share: (correct, images).
       procs.Sum(mine, results["0"].NumElements() * f.test_batch_size));
-  const auto [correct, test_images] = all;
-  std::printf("Test accuracy: %.2f%% (%lld of %lld images, %.0f images/s)\n",
-              100 * correct / test_images,
-              static_cast<long long>(std::llround(correct)),
-              static_cast<long long>(test_images), test_images / test_seconds);
+  examples::PrintTestAccuracy(all.first, all.second, test_seconds);
 
   return examples::WriteReports(f, last_run, test_run, *trained, *system);
 }
@@ -312,18 +287,5 @@ absl::Status RunTutorial(const TutorialFlags& f,
 }  // namespace ipuflow
 
 int main(int argc, char** argv) {
-  using ipuflow::examples::TutorialProcesses;
-  absl::StatusOr<TutorialProcesses> procs = TutorialProcesses::Join();
-  absl::StatusOr<ipuflow::examples::TutorialFlags> flags =
-      procs.ok()
-          ? ipuflow::examples::ParseTutorialFlags(argc, argv, procs->count())
-          : procs.status();
-  const absl::Status status =
-      flags.ok() ? ipuflow::RunTutorial(*flags, *procs) : flags.status();
-  if (!status.ok()) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "\n%s\n", status.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return ipuflow::examples::TutorialMain(argc, argv, ipuflow::RunTutorial);
 }

@@ -1,6 +1,7 @@
 #include "examples/tutorial_flags.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -404,6 +405,47 @@ std::string ReplicasText(const TutorialFlags& f) {
   return f.processes > 1 ? absl::StrCat(f.replicas, " replica(s) x ",
                                         f.processes, " processes")
                          : absl::StrCat(f.replicas, " replica(s)");
+}
+
+feeds::DataLoaderOptions LoaderOptions(const TutorialFlags& f, bool training,
+                                       int process_index, int process_count) {
+  feeds::DataLoaderOptions o;
+  o.mode = f.loader_mode;
+  o.num_workers = f.loader_workers;
+  o.replicas = f.replicas;
+  o.process_index = process_index;
+  o.process_count = process_count;
+  if (training) {
+    o.batch_size = f.batch_size;
+    o.device_iterations = f.device_iterations;
+    o.gradient_accumulation = f.gradient_accumulation;
+    o.shuffle = true;
+    o.seed = 42 + static_cast<uint64_t>(f.seed);
+  } else {
+    o.batch_size = f.test_batch_size;
+    o.device_iterations = f.test_iterations;
+  }
+  return o;
+}
+
+void PrintTrainingResult(const TutorialFlags& f, int64_t micro_batches,
+                         int64_t weight_updates, double seconds,
+                         int window_micro_batches, double mean_loss,
+                         double mean_accuracy) {
+  std::printf(
+      "Trained %lld micro-batches (%lld weight updates) in %.1f s: %.0f "
+      "images/s; last %d micro-batches: loss %.4f, accuracy %.2f%%\n",
+      static_cast<long long>(micro_batches),
+      static_cast<long long>(weight_updates), seconds,
+      micro_batches * f.batch_size / seconds, window_micro_batches, mean_loss,
+      100 * mean_accuracy);
+}
+
+void PrintTestAccuracy(double correct, int64_t images, double seconds) {
+  std::printf("Test accuracy: %.2f%% (%lld of %lld images, %.0f images/s)\n",
+              100 * correct / images,
+              static_cast<long long>(std::llround(correct)),
+              static_cast<long long>(images), images / seconds);
 }
 
 std::string TrainingSummary(const TutorialFlags& f) {

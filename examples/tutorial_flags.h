@@ -80,6 +80,25 @@ absl::StatusOr<TutorialFlags> ParseTutorialFlags(int argc, char** argv,
 absl::StatusOr<TutorialFlags> ParseTutorialFlagArgs(
     const std::vector<std::string>& args);
 
+// The DataLoader options the flags give (poptorch.DataLoader's): for
+// training, the micro-batch, device iterations and accumulation, shuffled
+// (seed 42 + --seed); for inference, the test micro-batch and test
+// iterations, in order. `process_index` of `process_count`: this
+// process's share of the data.
+feeds::DataLoaderOptions LoaderOptions(const TutorialFlags& flags,
+                                       bool training, int process_index,
+                                       int process_count);
+
+// "Trained N micro-batches (U weight updates) in S s: I images/s; last M
+// micro-batches: loss L, accuracy A%".
+void PrintTrainingResult(const TutorialFlags& flags, int64_t micro_batches,
+                         int64_t weight_updates, double seconds,
+                         int window_micro_batches, double mean_loss,
+                         double mean_accuracy);
+
+// "Test accuracy: A% (C of N images, I images/s)".
+void PrintTestAccuracy(double correct, int64_t images, double seconds);
+
 // "Training the ConvNet (B1-B4 on IPUs 0-3, pipelined) x 1 replica(s) ...":
 // what the training calls will do.
 std::string TrainingSummary(const TutorialFlags& flags);

@@ -59,4 +59,18 @@ absl::StatusOr<std::pair<double, int64_t>> TutorialProcesses::Sum(double a,
   return std::make_pair(sum_a, sum_b);
 }
 
+int TutorialMain(int argc, char** argv,
+                 absl::Status (*run)(const TutorialFlags&,
+                                     TutorialProcesses&)) {
+  absl::StatusOr<TutorialProcesses> procs = TutorialProcesses::Join();
+  absl::StatusOr<TutorialFlags> flags =
+      procs.ok() ? ParseTutorialFlags(argc, argv, procs->count())
+                 : procs.status();
+  const absl::Status status = flags.ok() ? run(*flags, *procs) : flags.status();
+  if (status.ok()) return 0;
+  std::fflush(stdout);
+  std::fprintf(stderr, "\n%s\n", status.ToString().c_str());
+  return 1;
+}
+
 }  // namespace ipuflow::examples

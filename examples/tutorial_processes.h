@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "core/ipu/ipu_system.h"
 #include "core/ipu/process_link.h"
+#include "examples/tutorial_flags.h"
 #include "feeds/data_loader.h"
 
 namespace ipuflow::examples {
@@ -46,6 +47,12 @@ class TutorialProcesses {
   std::shared_ptr<ProcessLink> link_;  // Null for one process.
   uint64_t next_tag_ = 0x7E570000;  // Of the next Sum (same on every process).
 };
+
+// An example's main(): joins the processes, parses the flags (knowing how
+// many processes train) and calls `run`. A failure is printed to stderr
+// (after stdout is flushed) and gives exit status 1.
+int TutorialMain(int argc, char** argv,
+                 absl::Status (*run)(const TutorialFlags&, TutorialProcesses&));
 
 }  // namespace ipuflow::examples
 

@@ -14,6 +14,7 @@
 #ifndef IPUFLOW_EXAMPLES_TUTORIAL_SUPPORT_H_
 #define IPUFLOW_EXAMPLES_TUTORIAL_SUPPORT_H_
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -45,6 +46,12 @@ feeds::DatasetPtr TrainingDataset(const feeds::FashionMnistData& split,
 // The test split once, in order, in batches of `batch_size` (drop_last).
 feeds::DatasetPtr TestDataset(const feeds::FashionMnistData& split,
                               int batch_size);
+
+// Wall seconds since `start` (the examples' images/s).
+inline double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
 
 // Called with (micro-batches done, total, loss, running accuracy).
 using ProgressCallback = std::function<void(int64_t, int64_t, float, float)>;
