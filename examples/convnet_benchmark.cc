@@ -25,12 +25,10 @@
 
 #include "benchmark/benchmark.h"
 #include "core/gradients.h"
-#include "core/machine_info.h"
 #include "core/session.h"
 #include "examples/models.h"
 #include "ops/array/const.h"
 #include "ops/nn/sparse_softmax_cross_entropy_with_logits.h"
-#include "ops/onednn/onednn.h"
 #include "optimizers/adamw.h"
 
 namespace ipuflow {
@@ -161,12 +159,6 @@ void BM_ConvNetAdamWStep(benchmark::State& state) {
 }
 BENCHMARK(BM_ConvNetAdamWStep)->Apply(ThreadArgs);
 
-// The machine and oneDNN's ISA in the report's context lines.
-const bool kContext = [] {
-  benchmark::AddCustomContext("machine", MachineDescription());
-  benchmark::AddCustomContext("onednn", ops::onednn::Description());
-  return true;
-}();
 
 }  // namespace
 }  // namespace ipuflow

@@ -24,7 +24,6 @@
 
 #include "Eigen/Core"
 #include "benchmark/benchmark.h"
-#include "core/machine_info.h"
 #include "core/session.h"
 #include "core/thread_pool.h"
 #include "ops/array/const.h"
@@ -161,12 +160,6 @@ BENCHMARK(BM_OnednnOwnThreadsMatMul)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-// The machine and oneDNN's ISA in the report's context lines.
-const bool kContext = [] {
-  benchmark::AddCustomContext("machine", MachineDescription());
-  benchmark::AddCustomContext("onednn", ops::onednn::Description());
-  return true;
-}();
 
 }  // namespace
 }  // namespace ipuflow

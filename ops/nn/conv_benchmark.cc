@@ -26,7 +26,6 @@
 #include "benchmark/benchmark.h"
 #include "core/cpu_isa.h"
 #include "core/gradients.h"
-#include "core/machine_info.h"
 #include "core/program.h"
 #include "core/thread_pool.h"
 #include "ops/array/const.h"
@@ -517,12 +516,6 @@ BENCHMARK(BM_OnednnConv2DBackpropFilter)->Apply(ConvArgs);
 BENCHMARK(BM_Conv2DBackpropInput)->Apply(ConvArgs);
 BENCHMARK(BM_OnednnConv2DBackpropInput)->Apply(ConvArgs);
 
-// The machine and oneDNN's ISA in the report's context lines.
-const bool kContext = [] {
-  benchmark::AddCustomContext("machine", MachineDescription());
-  benchmark::AddCustomContext("onednn", onednn::Description());
-  return true;
-}();
 
 }  // namespace
 }  // namespace ipuflow::ops

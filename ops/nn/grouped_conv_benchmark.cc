@@ -14,12 +14,10 @@
 #include <string>
 
 #include "benchmark/benchmark.h"
-#include "core/machine_info.h"
 #include "core/scope.h"
 #include "core/testing/op_test.h"
 #include "ops/array/const.h"
 #include "ops/nn/grouped_conv_2d.h"
-#include "ops/onednn/onednn.h"
 #include "ops/testing/bench_program.h"
 
 namespace ipuflow::ops {
@@ -88,11 +86,6 @@ BENCHMARK(BM_GroupedConv2D)->Apply(Args);
 BENCHMARK(BM_GroupedConv2DBackpropInput)->Apply(Args);
 BENCHMARK(BM_GroupedConv2DBackpropFilter)->Apply(Args);
 
-const bool kContext = [] {
-  benchmark::AddCustomContext("machine", MachineDescription());
-  benchmark::AddCustomContext("onednn", onednn::Description());
-  return true;
-}();
 
 }  // namespace
 }  // namespace ipuflow::ops

@@ -20,7 +20,6 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "core/machine_info.h"
 #include "core/testing/op_test.h"
 #include "ops/array/const.h"
 #include "ops/norm/batch_norm.h"
@@ -153,11 +152,6 @@ BENCHMARK(BM_BatchNorm)->Apply(BatchArgs);
 BENCHMARK(BM_OnednnBatchNorm)->Apply(BatchArgs);
 BENCHMARK(BM_BatchNormWithGrad)->Apply(BatchArgs);
 
-const bool kContext = [] {
-  benchmark::AddCustomContext("machine", MachineDescription());
-  benchmark::AddCustomContext("onednn", onednn::Description());
-  return true;
-}();
 
 }  // namespace
 }  // namespace ipuflow::ops

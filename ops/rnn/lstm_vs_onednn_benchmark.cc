@@ -15,7 +15,6 @@
 
 #include "benchmark/benchmark.h"
 #include "core/gradients.h"
-#include "core/machine_info.h"
 #include "core/testing/op_test.h"
 #include "ops/array/const.h"
 #include "ops/onednn/onednn.h"
@@ -119,11 +118,6 @@ BENCHMARK(BM_PopnnLSTM)->Apply(Args);
 BENCHMARK(BM_OnednnLSTM)->Apply(Args);
 BENCHMARK(BM_PopnnLSTMWithGrad)->Apply(Args);
 
-const bool kContext = [] {
-  benchmark::AddCustomContext("machine", MachineDescription());
-  benchmark::AddCustomContext("onednn", onednn::Description());
-  return true;
-}();
 
 }  // namespace
 }  // namespace ipuflow::ops
