@@ -99,6 +99,13 @@ class KernelState {
   virtual ~KernelState() = default;
 };
 
+// The state of a kernel that draws a new random stream on each run
+// (dropout, random ops): how many times its node has run in its program.
+// One type, so that checkpoints find and restore it (Program::RunCounters).
+struct NodeRunCount : KernelState {
+  uint64_t runs = 0;
+};
+
 // The nodes a fused node runs (core/compiler/fusion.h), producer first, with
 // what each one's own kernel needs when the fused kernel calls it
 // (KernelContext::RunChainKernel). Owned by the program.

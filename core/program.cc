@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <map>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -94,6 +95,123 @@ const Program* Program::sub_program(const Node* node,
     return subs == nullptr ? nullptr : subs->Find(role);
   }
   return nullptr;
+}
+
+void Program::CollectPrograms(
+    const std::string& prefix,
+    std::vector<std::pair<std::string, Program*>>* out) {
+  out->push_back({prefix, this});
+  for (const auto& en : nodes_) {
+    const auto* subs = dynamic_cast<const SubPrograms*>(en->state.get());
+    if (subs == nullptr) continue;
+    for (const auto& [role, sub] : subs->programs()) {
+      sub->CollectPrograms(absl::StrCat(prefix, prefix.empty() ? "" : "/",
+                                        en->node->name(), ":", role),
+                           out);
+    }
+  }
+}
+
+namespace {
+
+// The NodeRunCount slot of node `name` in `p`'s nodes (or a fused chain's),
+// or null when `p` has no such node.
+std::unique_ptr<KernelState>* CounterSlot(
+    std::vector<std::pair<const Node*, std::unique_ptr<KernelState>*>>& slots,
+    const std::string& name) {
+  for (auto& [node, slot] : slots) {
+    if (node->name() == name) return slot;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<std::pair<const Node*, std::unique_ptr<KernelState>*>>
+Program::StateSlots() {
+  std::vector<std::pair<const Node*, std::unique_ptr<KernelState>*>> out;
+  for (auto& en : nodes_) {
+    if (en->fused != nullptr) {
+      for (size_t i = 0; i < en->fused->nodes.size(); ++i) {
+        out.push_back({en->fused->nodes[i], &en->fused->states[i]});
+      }
+    } else {
+      out.push_back({en->node, &en->state});
+    }
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, uint64_t>> Program::RunCounters(
+    uint64_t seed_epoch) const {
+  std::vector<std::pair<std::string, Program*>> all;
+  const_cast<Program*>(this)->CollectPrograms("", &all);
+  std::vector<std::pair<std::string, uint64_t>> out;
+  for (const auto& [key, p] : all) {
+    out.push_back({key, p->seed_epoch_ == seed_epoch ? p->runs_ : 0});
+    for (const auto& [node, slot] : p->StateSlots()) {
+      if (const auto* c = dynamic_cast<const NodeRunCount*>(slot->get())) {
+        out.push_back({absl::StrCat(key, "#", node->name()), c->runs});
+      }
+    }
+  }
+  return out;
+}
+
+absl::Status Program::RestoreRunCounters(
+    const std::vector<std::pair<std::string, uint64_t>>& counters,
+    uint64_t seed_epoch, bool check_only) {
+  std::vector<std::pair<std::string, Program*>> all;
+  CollectPrograms("", &all);
+  std::map<std::string, Program*> by_key(all.begin(), all.end());
+  std::map<std::string,
+           std::vector<std::pair<const Node*, std::unique_ptr<KernelState>*>>>
+      slots;
+  for (const auto& [key, p] : all) slots[key] = p->StateSlots();
+  // Checked first: nothing changes unless every counter has its place.
+  std::map<std::string, uint64_t> programs;
+  std::vector<std::pair<std::unique_ptr<KernelState>*, uint64_t>> nodes;
+  for (const auto& [key, runs] : counters) {
+    const size_t hash = key.find('#');
+    const std::string program = key.substr(0, hash);
+    if (by_key.count(program) == 0) {
+      return absl::NotFoundError(absl::StrCat(
+          "run counter '", key, "': no program '", program, "' here"));
+    }
+    if (hash == std::string::npos) {
+      programs[key] = runs;
+      continue;
+    }
+    std::unique_ptr<KernelState>* slot =
+        CounterSlot(slots[program], key.substr(hash + 1));
+    if (slot == nullptr || (*slot != nullptr && dynamic_cast<NodeRunCount*>(
+                                                    slot->get()) == nullptr)) {
+      return absl::NotFoundError(
+          absl::StrCat("run counter '", key,
+                       "': no such random node in program '", program, "'"));
+    }
+    nodes.push_back({slot, runs});
+  }
+  for (const auto& [key, p] : by_key) {
+    if (programs.count(key) == 0) {
+      return absl::NotFoundError(
+          absl::StrCat("run counter of program '", key, "' is not given"));
+    }
+  }
+  if (check_only) return absl::OkStatus();
+  for (const auto& [key, p] : by_key) {
+    p->runs_ = programs[key];
+    p->seed_epoch_ = seed_epoch;
+    // Nodes that drew in this program but not in the saved one start over.
+    for (auto& [node, slot] : slots[key]) {
+      if (auto* c = dynamic_cast<NodeRunCount*>(slot->get())) c->runs = 0;
+    }
+  }
+  for (auto& [slot, runs] : nodes) {
+    if (*slot == nullptr) *slot = std::make_unique<NodeRunCount>();
+    static_cast<NodeRunCount*>(slot->get())->runs = runs;
+  }
+  return absl::OkStatus();
 }
 
 namespace {

@@ -91,6 +91,11 @@ class SubPrograms : public KernelState {
   // The program for `role`, or null.
   Program* Find(const std::string& role) const;
   void Add(std::string role, std::unique_ptr<Program> program);
+  // Every program, with its role.
+  const std::vector<std::pair<std::string, std::unique_ptr<Program>>>&
+  programs() const {
+    return programs_;
+  }
 
  private:
   bool fuse_;
@@ -143,6 +148,24 @@ class Program {
   // Runs so far (since the last IPUSystem::ResetSeed); a loop body counts
   // its iterations.
   uint64_t runs() const { return runs_; }
+  // The random-stream positions of this program and its sub-programs
+  // (checkpoint/training_state.h saves them): {key, runs} with key "" for
+  // this one and "<node>:<role>" for a sub-program ("loop:body", nested
+  // "loop:body/inner:body"), and "<program key>#<node>" for each node that
+  // counts its own runs (NodeRunCount: dropout, random ops). `seed_epoch`
+  // is the system's current FloatingPointBehaviour::seed_epoch: a program
+  // that has not run since the seed was reset counts 0 runs.
+  std::vector<std::pair<std::string, uint64_t>> RunCounters(
+      uint64_t seed_epoch) const;
+  // Sets the counters RunCounters gave, so the runs that follow draw the
+  // streams (stochastic rounding, dropout, random ops) the saved ones'
+  // successors drew; node counters not given restart at 0. All or nothing:
+  // NotFound naming the first key that is not a program or random node
+  // here, or a program left out. `check_only`: only the checks.
+  // REQUIRES: not running.
+  absl::Status RestoreRunCounters(
+      const std::vector<std::pair<std::string, uint64_t>>& counters,
+      uint64_t seed_epoch, bool check_only = false);
 
   // Per-node kernel times, to see where a run spends its time (benchmarks,
   // --profile). While on, runs are sequential and each kernel is timed with
@@ -160,6 +183,12 @@ class Program {
   struct ExecNode;
   class Executor;
   Program() = default;
+  // Every node's kernel-state slot (a fused chain's nodes each their own).
+  std::vector<std::pair<const Node*, std::unique_ptr<KernelState>*>>
+  StateSlots();
+  // This program and every sub-program under it, keyed as RunCounters.
+  void CollectPrograms(const std::string& prefix,
+                       std::vector<std::pair<std::string, Program*>>* out);
   // The executor's nodes and edges from the compiler phases' results; needs
   // value_shapes_ and num_values_ set.
   void BuildExecNodes(const compiler::NodeOrder& order,

@@ -120,6 +120,22 @@ class DataLoader::Impl : public std::enable_shared_from_this<Impl> {
     cv_.SignalAll();
   }
 
+  // Before the workers start: the consumer stands at step `step` of epoch
+  // `epoch` (step < steps_), as if the steps before had been taken.
+  void Seek(int64_t epoch, int64_t step) {
+    epoch_ = epoch;
+    step_ = step;
+    start_epoch_ = epoch;
+    start_step_ = step;
+    const int64_t t = epoch * units_per_epoch_ + step * c_ / unit_;
+    next_take_ = t;
+    MutexLock l(&mu_);
+    claim_ = take_ = t;
+    epoch_limit_ = (epoch + 1) * units_per_epoch_;
+    planner_->Block(epoch);
+    planner_->Prune(epoch);
+  }
+
   std::vector<int64_t> EpochSampleIndices(int64_t e) const {
     SampleOrderPlanner fresh(n_, o_, o_.drop_last ? per_process_ : 0);
     return *fresh.Block(e);
@@ -146,6 +162,7 @@ class DataLoader::Impl : public std::enable_shared_from_this<Impl> {
   int64_t units_alive_;
   // Consumer state (one consumer thread at a time).
   int64_t epoch_ = 0, step_ = 0;
+  int64_t start_epoch_ = 0, start_step_ = 0;  // Where CreateAt put it.
   int64_t next_take_ = 0;  // Async: the next unit the consumer takes.
   std::optional<absl::StatusOr<Element>>
       carry_;  // Rebatched: unit carry_unit_.
@@ -413,6 +430,12 @@ absl::StatusOr<DatasetPtr> DataLoader::Impl::ToInfeedDataset() {
 
 absl::StatusOr<std::unique_ptr<DataLoader>> DataLoader::Create(
     DatasetPtr samples, const DataLoaderOptions& options) {
+  return CreateAt(std::move(samples), options, 0, 0);
+}
+
+absl::StatusOr<std::unique_ptr<DataLoader>> DataLoader::CreateAt(
+    DatasetPtr samples, const DataLoaderOptions& options, int64_t epoch,
+    int64_t sample) {
   if (samples == nullptr) {
     return absl::InvalidArgumentError(
         "DataLoader: the samples dataset is null");
@@ -444,6 +467,19 @@ absl::StatusOr<std::unique_ptr<DataLoader>> DataLoader::Create(
   }
   RETURN_IF_ERROR(CheckSize(options, c, n, samples->DebugString()));
   auto impl = std::make_shared<Impl>(samples, options, n, c, std::move(store));
+  if (epoch < 0 || epoch > kMaxStartEpoch || sample < 0 ||
+      sample > impl->per_process_ || sample % c != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DataLoader: cannot start at sample ", sample, " of epoch ", epoch,
+        ": the position must be a whole number of steps of ", Factors(options),
+        " = ", c, " samples within the epoch's ", impl->per_process_,
+        " samples, and the epoch in [0, ", kMaxStartEpoch, "]"));
+  }
+  if (sample == impl->per_process_) {
+    ++epoch;  // The end of an epoch is the start of the next.
+    sample = 0;
+  }
+  if (epoch > 0 || sample > 0) impl->Seek(epoch, sample / c);
   RETURN_IF_ERROR(impl->StartWorkers());
   return std::unique_ptr<DataLoader>(new DataLoader(std::move(impl)));
 }
@@ -462,6 +498,10 @@ int64_t DataLoader::unused_samples_per_epoch() const {
 }
 int64_t DataLoader::num_samples() const { return impl_->n_; }
 int64_t DataLoader::epoch() const { return impl_->epoch_; }
+int64_t DataLoader::start_epoch() const { return impl_->start_epoch_; }
+int64_t DataLoader::start_sample() const {
+  return impl_->start_step_ * impl_->c_;
+}
 DataLoaderPlanKey DataLoader::plan_key() const {
   const DataLoaderOptions& o = impl_->o_;
   return {impl_->n_,   o.seed,    o.shuffle,

@@ -66,6 +66,19 @@ class DataLoader {
   // RepeatsForever: refused unread).
   static absl::StatusOr<std::unique_ptr<DataLoader>> Create(
       DatasetPtr samples, const DataLoaderOptions& options);
+  // The same loader standing at `sample` (samples of this process already
+  // consumed) of epoch `epoch`, as if the steps before had been taken: the
+  // next batch is the one an uninterrupted loader would give there (the
+  // same order, shuffle and worker split). A checkpoint's resume
+  // (checkpoint/training_state.h). `sample` must be a whole number of
+  // steps (a multiple of C) up to samples_per_epoch() (the end of an epoch
+  // is the start of the next); epoch at most kMaxStartEpoch (the plans of
+  // the epochs before are computed: O(epoch x N)). Otherwise
+  // InvalidArgument naming both and C.
+  static absl::StatusOr<std::unique_ptr<DataLoader>> CreateAt(
+      DatasetPtr samples, const DataLoaderOptions& options, int64_t epoch,
+      int64_t sample);
+  static constexpr int64_t kMaxStartEpoch = int64_t{1} << 20;
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
@@ -82,6 +95,9 @@ class DataLoader {
   int64_t unused_samples_per_epoch() const;
   int64_t num_samples() const;  // N.
   int64_t epoch() const;        // 0 until the first StartNextEpoch.
+  // Where the loader started (CreateAt; 0 and 0 for Create).
+  int64_t start_epoch() const;
+  int64_t start_sample() const;
   DataLoaderPlanKey plan_key() const;
 
   // The next combined batch of this epoch: tensors of leading dimension C

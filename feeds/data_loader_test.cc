@@ -899,3 +899,75 @@ TEST(DataLoaderTest, ProcessesThatDisagreeAreNamed) {
 
 }  // namespace
 }  // namespace ipuflow::feeds
+
+namespace ipuflow::feeds {
+namespace {
+
+// CreateAt (a checkpoint's resume) at every step of three epochs gives the
+// batches an uninterrupted kSync loader gives from there, in every mode and
+// worker count, shuffled or not, with the leftovers of drop_last carried
+// between epochs as they are.
+TEST(DataLoaderCreateAtTest, ContinuesExactlyWhereTheLoaderStood) {
+  for (bool shuffle : {true, false}) {
+    DataLoaderOptions base;
+    base.batch_size = 3;
+    base.device_iterations = 2;
+    base.replicas = 2;  // C = 12; 157 samples: 13 steps, 1 left over.
+    base.shuffle = shuffle;
+    base.seed = 5;
+    auto sync = Make(Samples(157), base);
+    ASSERT_NE(sync, nullptr);
+    std::vector<std::vector<int64_t>> expected;  // Every step of 3 epochs.
+    for (int epoch = 0; epoch < 3; ++epoch) {
+      if (epoch > 0) sync->StartNextEpoch();
+      for (const auto& b : Epoch(sync.get())) expected.push_back(b);
+    }
+    ASSERT_EQ(expected.size(), 39u);
+    for (auto [mode, workers, worker_size] :
+         {std::tuple{DataLoaderMode::kSync, 1, 0},
+          std::tuple{DataLoaderMode::kAsync, 2, 0},
+          std::tuple{DataLoaderMode::kAsyncRebatched, 2, 5}}) {
+      for (int64_t step : {0, 1, 6, 12, 13, 14, 26}) {
+        SCOPED_TRACE(::testing::Message()
+                     << DataLoaderModeName(mode) << " shuffle=" << shuffle
+                     << " step=" << step);
+        DataLoaderOptions o = base;
+        o.mode = mode;
+        o.num_workers = workers;
+        o.rebatched_worker_size = worker_size;
+        o.early_preload = true;
+        auto l =
+            DataLoader::CreateAt(Samples(157), o, step / 13, (step % 13) * 12);
+        ASSERT_TRUE(l.ok()) << l.status();
+        EXPECT_EQ((*l)->start_epoch(), step / 13);
+        EXPECT_EQ((*l)->start_sample(), (step % 13) * 12);
+        std::vector<std::vector<int64_t>> got;
+        for (int epoch = static_cast<int>(step / 13); epoch < 3; ++epoch) {
+          if (static_cast<int64_t>(got.size()) > 0 || epoch > step / 13) {
+            (*l)->StartNextEpoch();
+          }
+          for (const auto& b : Epoch(l->get())) got.push_back(b);
+        }
+        EXPECT_EQ(got, std::vector<std::vector<int64_t>>(
+                           expected.begin() + step, expected.end()));
+      }
+    }
+  }
+  // The end of an epoch is the start of the next; positions that are not
+  // whole steps are refused.
+  DataLoaderOptions o;
+  o.batch_size = 4;  // C = 4, 10 samples: 2 steps, 8 samples per epoch.
+  auto end = DataLoader::CreateAt(Samples(10), o, 0, 8);
+  ASSERT_TRUE(end.ok());
+  EXPECT_EQ((*end)->epoch(), 1);
+  absl::Status s = DataLoader::CreateAt(Samples(10), o, 0, 6).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(),
+              HasSubstr("cannot start at sample 6 of epoch 0: the position "
+                        "must be a whole number of steps of"));
+  EXPECT_FALSE(DataLoader::CreateAt(Samples(10), o, -1, 0).ok());
+  EXPECT_FALSE(DataLoader::CreateAt(Samples(10), o, 0, 12).ok());
+}
+
+}  // namespace
+}  // namespace ipuflow::feeds

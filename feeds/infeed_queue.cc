@@ -71,6 +71,12 @@ class InfeedChannel : public HostResource, public ElementSource {
   // later Starts fail.
   void Shutdown(const char* why);
   int64_t produced() const { return produced_.load(std::memory_order_relaxed); }
+  std::vector<int64_t> consumed() {
+    MutexLock l(&mu_);
+    std::vector<int64_t> out(num_replicas_);
+    for (int r = 0; r < num_replicas_; ++r) out[r] = caches_[r].consumed;
+    return out;
+  }
   int waiting_dequeues() const {
     if (started_replicas_.load(std::memory_order_acquire) == 0) return 0;
     int n = 0;
@@ -370,6 +376,10 @@ absl::Status IPUInfeedQueue::GiveBack(int replica, int num_replicas,
 
 int64_t IPUInfeedQueue::elements_produced() const {
   return channel_->produced();
+}
+
+std::vector<int64_t> IPUInfeedQueue::ConsumedPerReplica() const {
+  return channel_->consumed();
 }
 
 int IPUInfeedQueue::waiting_dequeues() const {

@@ -90,6 +90,13 @@ class IPUInfeedQueue : public loops::InfeedSource {
   absl::Status Start(int num_replicas);
   // Elements the host thread has taken from the dataset so far.
   int64_t elements_produced() const;
+  // Elements each replica's device side has consumed: taken and not given
+  // back (a stopped iteration's elements are not counted), so between runs
+  // this is exactly what the device used, whatever the host thread read
+  // ahead. The input position a checkpoint saves
+  // (checkpoint/training_state.h). Empty before Start. REQUIRES: no run
+  // in progress.
+  std::vector<int64_t> ConsumedPerReplica() const;
   // Device-side callers asleep in Dequeue now (tests use it to know a
   // thread is blocked before waking it, instead of sleeping).
   int waiting_dequeues() const;

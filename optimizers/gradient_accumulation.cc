@@ -86,6 +86,9 @@ std::vector<Node*> GradientAccumulationOptimizer::Prepare(const Scope& scope) {
       scope.WithOpName("counter"),
       ops::Const(scope.WithOpName("counter/initial_value"), 0, DType::kInt32),
       {/*shared_name=*/"", /*trainable=*/false});
+  if (counter.handle.node != nullptr) {
+    scope.graph()->AddToCollection(kAccumulationCounters, counter.handle.node);
+  }
   const Output n = counter.value;  // Read before the advance built below.
   is_last_ = ops::Equal(scope.WithOpName("is_last"), n,
                         ops::Const(scope.WithOpName("counter/last"),

@@ -76,9 +76,14 @@ class DeviceProgram : public Executable {
   int ipus_per_replica() const override { return ipus_per_replica_; }
   int num_shards() const { return num_shards_; }
   const Program& program(int replica) const { return *replicas_[replica]; }
+  // For restoring its run counters between Executes (checkpoints).
+  Program& mutable_program(int replica) { return *replicas_[replica]; }
   // The replicas' collectives (also what identifies this program to the
   // device frames it lowered).
   CollectiveGroup* collectives() const { return group_.get(); }
+  // Device frames (pipelines) this program lowered: their stage programs'
+  // state is not yet saved by checkpoints (docs/CHECKPOINTS.md).
+  int num_frames() const { return static_cast<int>(frames_.size()); }
   // The IPU that runs replica r (its first shard).
   int ipu_of_replica(int r) const { return r * ipus_per_replica_; }
 

@@ -9,12 +9,6 @@
 namespace ipuflow::ops {
 namespace {
 
-// How many times this node has run in its program. Runs of one program are
-// serialised (core/session.h), so no lock is needed.
-struct DropoutState : KernelState {
-  uint64_t runs = 0;
-};
-
 absl::Status CheckRate(float rate) {
   if (rate >= 0.0f && rate < 1.0f) return absl::OkStatus();
   return absl::InvalidArgumentError(
@@ -62,9 +56,9 @@ REGISTER_OP("Dropout")
       absl::Status valid = CheckRate(rate);
       if (!valid.ok()) return ctx.InvalidArgument(valid.message());
       if (ctx.state() == nullptr)
-        ctx.state() = std::make_unique<DropoutState>();
+        ctx.state() = std::make_unique<NodeRunCount>();
       const uint64_t run =
-          static_cast<DropoutState*>(ctx.state().get())->runs++;
+          static_cast<NodeRunCount*>(ctx.state().get())->runs++;
       const uint64_t seed = static_cast<uint64_t>(ctx.attr<int64_t>("seed"));
       const uint64_t replica = static_cast<uint64_t>(ctx.env().replica);
       const uint64_t key = DropoutKey(seed, run, replica);

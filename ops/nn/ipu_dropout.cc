@@ -8,12 +8,6 @@
 namespace ipuflow::ops {
 namespace {
 
-// How many times this node has run in its program. Runs of one program are
-// serialised (core/session.h), so no lock is needed.
-struct RunCount : KernelState {
-  uint64_t runs = 0;
-};
-
 absl::Status CheckRate(float rate) {
   if (rate >= 0.0f && rate < 1.0f) return absl::OkStatus();
   return absl::InvalidArgumentError(
@@ -68,8 +62,10 @@ REGISTER_OP("IpuDropout")
       return absl::OkStatus();
     })
     .SetKernel([](KernelContext& ctx) -> absl::Status {
-      if (ctx.state() == nullptr) ctx.state() = std::make_unique<RunCount>();
-      const uint64_t run = static_cast<RunCount*>(ctx.state().get())->runs++;
+      if (ctx.state() == nullptr)
+        ctx.state() = std::make_unique<NodeRunCount>();
+      const uint64_t run =
+          static_cast<NodeRunCount*>(ctx.state().get())->runs++;
       const uint64_t key =
           DropoutKey(static_cast<uint64_t>(ctx.attr<int64_t>("seed")), run,
                      static_cast<uint64_t>(ctx.env().replica));

@@ -39,16 +39,11 @@ class ElementStream {
   uint64_t state_;
 };
 
-// Counts the runs of one node within one program.
-struct RunCounter : KernelState {
-  uint64_t runs = 0;
-};
-
 // The key of this run: a function of the seed and the node's run count.
 uint64_t NextRunKey(KernelContext& ctx) {
   std::unique_ptr<KernelState>& state = ctx.state();
-  if (!state) state = std::make_unique<RunCounter>();
-  auto* counter = static_cast<RunCounter*>(state.get());
+  if (!state) state = std::make_unique<NodeRunCount>();
+  auto* counter = static_cast<NodeRunCount*>(state.get());
   const int64_t seed = ctx.attr<int64_t>("seed");
   const uint64_t s =
       seed != 0 ? static_cast<uint64_t>(seed) : HashString(ctx.node().name());

@@ -1,0 +1,127 @@
+// TrainingCheckpoint: what a training run is, for a checkpoint, and its save
+// and exact restore (in the spirit of TensorFlow's tf.train.Checkpoint: an
+// object that knows the run's parts, kept for the run's life). The run
+// continues bit for bit after a restore: same weights, same loss curve.
+//
+//   // The run: a compiled device program (step, loop, replicated), its
+//   // graph, and its infeeds with the DataLoaders that feed them.
+//   TrainingCheckpoint ckpt(&graph, exe);
+//   ckpt.AddInfeed("train", infeed.get(), loader.get());
+//   ...exe->Execute(...)...                      // k weight updates
+//   ASSIGN_OR_RETURN(std::string path, ckpt.Save("/ckpt", k));
+//
+//   // Resuming (a new process): the input first, at the saved position,
+//   ASSIGN_OR_RETURN(CheckpointContents c, ReadCheckpointFile(path));
+//   ASSIGN_OR_RETURN(auto loader, ResumeDataLoader(c, "train", samples, o));
+//   ... build the graph on loader->ToInfeedDataset(), compile, Initialize,
+//   TrainingCheckpoint ckpt(&graph, exe);
+//   ckpt.AddInfeed("train", infeed.get(), loader.get());
+//   RETURN_IF_ERROR(ckpt.Restore(c));            // all or nothing
+//
+// What is saved (docs/CHECKPOINTS.md):
+//   - every variable on the executable's IPUs, once when every replica holds
+//     the same value and per replica otherwise: weights, float32 master
+//     weights, optimizer slots and step counters, loss-scaling state,
+//     gradient accumulators (zero at a boundary), optimizer state offloaded
+//     to remote memory (RemoteState: sharded state gathered whole, sharded
+//     again by the next weight update's store);
+//   - the random streams: the system's seed (stochastic rounding) and the
+//     run counter of every program and loop body of every replica (dropout,
+//     random ops and stochastic rounding draw from seed, program and run;
+//     core/program.h);
+//   - the input position: per infeed the elements each replica's device
+//     consumed (IPUInfeedQueue::ConsumedPerReplica: not what the host read
+//     ahead), and per DataLoader the epoch and sample it reached, with what
+//     its order depends on (seed, shuffle, drop_last, sizes).
+// Refused (FailedPrecondition naming the cause): a checkpoint in the middle
+// of a gradient accumulation (a counter of optimizers::
+// kAccumulationCounters not at 0), or of a DataLoader step; a pipeline's
+// executable and multi-process runs are not covered yet (Unimplemented).
+//
+// Restore checks everything first (topology, every variable's presence,
+// dtype and shape, the feeds, the random streams' programs), and refuses
+// with an error naming the variable and both values; only then does it
+// assign. Into a different replica count where the data split allows: every
+// variable replica-identical, the infeed position a multiple of the new
+// replica count, a DataLoader's sample a whole number of its new steps.
+//
+// Thread safety: call Save and Restore between Executes of the executable,
+// from one thread. The graph, executable, infeeds and loaders must outlive
+// this object.
+#ifndef IPUFLOW_CHECKPOINT_TRAINING_STATE_H_
+#define IPUFLOW_CHECKPOINT_TRAINING_STATE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "checkpoint/checkpoint_file.h"
+#include "core/graph.h"
+#include "core/ipu/device_program.h"
+#include "feeds/data_loader.h"
+#include "feeds/infeed_queue.h"
+
+namespace ipuflow::checkpoint {
+
+class TrainingCheckpoint {
+ public:
+  TrainingCheckpoint(const Graph* graph, DeviceProgram* executable);
+
+  // An infeed the executable reads, saved under `name`. `loader` (may be
+  // null): the DataLoader whose ToInfeedDataset() the infeed reads, made
+  // for it (Create or ResumeDataLoader) and read only by it.
+  void AddInfeed(const std::string& name, feeds::IPUInfeedQueue* queue,
+                 feeds::DataLoader* loader = nullptr);
+
+  // The run's state now, with `weight_updates` as its step counter.
+  absl::StatusOr<CheckpointContents> Capture(int64_t weight_updates) const;
+  // Capture, then WriteNumberedCheckpoint(dir, weight_updates, keep_last).
+  absl::StatusOr<std::string> Save(const std::string& dir,
+                                   int64_t weight_updates, int keep_last = 3,
+                                   const WriteOptions& options = {}) const;
+  // Checks `c` against this run, then restores it (file comment).
+  absl::Status Restore(const CheckpointContents& c);
+
+  // A hash of the variables' names, dtypes and shapes: what "the same
+  // model" means for a checkpoint.
+  static uint64_t Fingerprint(const std::vector<TensorEntry>& variables);
+
+ private:
+  struct Feed {
+    std::string name;
+    feeds::IPUInfeedQueue* queue;
+    feeds::DataLoader* loader;
+    // Elements consumed before this queue existed (a restored run's), per
+    // replica.
+    std::vector<int64_t> base;
+  };
+  absl::Status CheckSupported(const char* what) const;
+
+  const Graph* graph_;
+  DeviceProgram* exe_;
+  std::vector<Feed> feeds_;
+};
+
+// The dataset an infeed saved as `name` reads in the resumed run: `dataset`
+// without the elements the devices consumed (Skip: a deterministic dataset
+// replays its order, shuffle buffers included). FailedPrecondition when the
+// replicas had consumed different counts; NotFound naming the infeeds the
+// checkpoint has.
+absl::StatusOr<feeds::DatasetPtr> ResumeDataset(const CheckpointContents& c,
+                                                const std::string& name,
+                                                feeds::DatasetPtr dataset);
+
+// The DataLoader of infeed `name` in the resumed run: `samples` and
+// `options` as saved (the replica count may differ where the split allows),
+// standing where the saved one's device had consumed (DataLoader::
+// CreateAt). InvalidArgument naming the field and both values when the
+// samples or options give another order.
+absl::StatusOr<std::unique_ptr<feeds::DataLoader>> ResumeDataLoader(
+    const CheckpointContents& c, const std::string& name,
+    feeds::DatasetPtr samples, const feeds::DataLoaderOptions& options);
+
+}  // namespace ipuflow::checkpoint
+
+#endif  // IPUFLOW_CHECKPOINT_TRAINING_STATE_H_

@@ -1,0 +1,530 @@
+// Exact resume (issue 24): a run stopped after k weight updates and resumed
+// from its checkpoint in a fresh IPU system gives bitwise the weights and
+// the loss curve of the uninterrupted run: a device loop, 2 replicas,
+// float16 weights with float32 masters, GradScaler loss scaling, stochastic
+// rounding, dropout, Adam state offloaded and sharded over the replicas,
+// gradient accumulation, an Async DataLoader with 2 workers shuffling,
+// mid-epoch and at both ends of an epoch. Then the replica-count change
+// (4 -> 2, 2 -> 4) by the sample ids each run consumed, and the refusals.
+#include "checkpoint/training_state.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "core/hash_mix.h"
+#include "core/ipu/ipu_strategy.h"
+#include "feeds/dataset.h"
+#include "feeds/outfeed_queue.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ops/control/loops.h"
+#include "ops/math/cast.h"
+#include "ops/math/mat_mul.h"
+#include "ops/math/reduce_mean.h"
+#include "ops/math/reduce_sum.h"
+#include "ops/math/square.h"
+#include "ops/math/sub.h"
+#include "ops/nn/ipu_dropout.h"
+#include "ops/state/random.h"
+#include "ops/state/variable.h"
+#include "optimizers/adam.h"
+#include "optimizers/gradient_accumulation.h"
+#include "optimizers/loss_scaling.h"
+
+namespace ipuflow::checkpoint {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string TestDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  std::string dir = absl::StrCat(tmp ? tmp : "/tmp", "/", name);
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+constexpr int64_t kSamples = 48;
+constexpr int64_t kBatch = 2;
+
+// Sample i: x = 4 features of i, y = a target of i, id = i.
+feeds::DatasetPtr Samples() {
+  std::vector<float> x, y;
+  std::vector<int32_t> id;
+  for (int i = 0; i < kSamples; ++i) {
+    x.insert(x.end(), {std::sin(0.7f * i), 0.5f * std::cos(1.3f * i),
+                       static_cast<float>(i % 7) / 7, 1});
+    y.push_back(std::cos(0.3f * i));
+    id.push_back(i);
+  }
+  return feeds::FromTensorSlices({Tensor::FromVector(x, {kSamples, 4}),
+                                  Tensor::FromVector(y, {kSamples}),
+                                  Tensor::FromVector(id, {kSamples})});
+}
+
+struct RunConfig {
+  int replicas = 2;
+  bool stochastic_rounding = true;
+  int accumulation = 2;     // Loop iterations per Execute = one weight update.
+  int loop_iterations = 0;  // 0: accumulation.
+  int loader_accumulation = 0;  // 0: accumulation.
+  int variable_width = 3;
+  bool extra_variable = false;
+};
+
+// One training run, built the same way every time: from scratch, or from
+// a checkpoint (the input first, then Restore after Initialize).
+class TrainingRun {
+ public:
+  TrainingRun(const RunConfig& cfg, const CheckpointContents* resume)
+      : cfg_(cfg),
+        adam_(0.01f),
+        ga_(&adam_, cfg.accumulation,
+            optimizers::GradientAccumulationReductionMethod::kSum,
+            optimizers::ReplicaReduction::kMean, {}, WeightUpdate()),
+        ls_(&ga_, optimizers::LossScaling::GradScaler(Scaler())) {
+    adam_.set_master_weights(true);
+    IPUConfig config;
+    config.set_auto_select_ipus(cfg.replicas);
+    config.set_seed(1234);
+    if (cfg.stochastic_rounding) {
+      config.mutable_floating_point_behaviour()->set_esr(
+          FloatingPointBehaviourConfig::ON);
+    }
+    system_ = std::move(IPUSystem::Create(config)).value();
+    feeds::DataLoaderOptions o;
+    o.batch_size = kBatch;
+    o.replicas = cfg.replicas;
+    o.gradient_accumulation = cfg.loader_accumulation > 0
+                                  ? cfg.loader_accumulation
+                                  : cfg.accumulation;
+    o.shuffle = true;
+    o.seed = 99;
+    o.mode = feeds::DataLoaderMode::kAsync;
+    o.num_workers = 2;
+    if (resume != nullptr) {
+      auto l = ResumeDataLoader(*resume, "train", Samples(), o);
+      status_ = l.status();
+      if (!l.ok()) return;
+      loader_ = *std::move(l);
+    } else {
+      loader_ = std::move(feeds::DataLoader::Create(Samples(), o)).value();
+    }
+    infeed_ =
+        std::move(feeds::IPUInfeedQueue::Create(
+                      std::move(loader_->ToInfeedDataset()).value()->Repeat()))
+            .value();
+    outfeed_ = std::move(feeds::IPUOutfeedQueue::Create()).value();
+    Scope s = Scope::NewRootScope();
+    graph_ = s.graph();
+    scope_ = std::make_unique<Scope>(s);
+    auto w = ops::Variable(
+        s.WithOpName("w"),
+        ops::Cast(
+            s, ops::RandomUniform(s, {4, cfg.variable_width}, -0.5f, 0.5f, 11),
+            DType::kFloat16));
+    if (cfg.extra_variable) {
+      ops::Variable(s.WithOpName("extra"),
+                    ops::RandomUniform(s, {2}, -1, 1, 12));
+    }
+    auto loop = loops::Repeat(
+        s, cfg.loop_iterations > 0 ? cfg.loop_iterations : cfg.accumulation,
+        [&](const Scope& b, const std::vector<Output>& args) {
+          Output h =
+              ops::MatMul(b, ops::Cast(b, args[0], DType::kFloat16), w.value);
+          Output d = ops::IpuDropout(b, h, 0.25f, 5).output;
+          Output pred =
+              ops::ReduceSum(b, ops::Cast(b, d, DType::kFloat32), {1});
+          Output loss =
+              ops::ReduceMean(b, ops::Square(b, ops::Sub(b, pred, args[1])));
+          ls_.Minimize(b, loss);
+          outfeed_->Enqueue(b, {{"loss", loss}, {"id", args[2]}});
+          return std::vector<Output>{};
+        },
+        {}, infeed_.get());
+    status_ = loop.status();
+    if (!status_.ok()) return;
+    strategy_ = std::make_unique<IPUStrategy>(system_.get());
+    auto exe = strategy_->Compile(*graph_, {}, {loop->op});
+    status_ = exe.status();
+    if (!status_.ok()) return;
+    exe_ = *exe;
+    status_ = strategy_->Initialize(*graph_);
+    if (!status_.ok()) return;
+    ckpt_ = std::make_unique<TrainingCheckpoint>(graph_, exe_);
+    ckpt_->AddInfeed("train", infeed_.get(), loader_.get());
+    if (resume != nullptr) status_ = ckpt_->Restore(*resume);
+  }
+
+  ~TrainingRun() { strategy_.reset(); }
+
+  const absl::Status& status() const { return status_; }
+  TrainingCheckpoint& ckpt() { return *ckpt_; }
+  DeviceProgram* exe() { return exe_; }
+
+  // n weight updates; appends each step's losses and sample ids.
+  absl::Status Train(int n) {
+    for (int i = 0; i < n; ++i) {
+      std::vector<std::vector<Tensor>> results;
+      RETURN_IF_ERROR(exe_->Execute({{}}, &results));
+      ASSIGN_OR_RETURN(feeds::OutfeedResult r, outfeed_->Dequeue());
+      const Tensor& loss = r["loss"];
+      const Tensor& id = r["id"];
+      losses.insert(losses.end(), loss.data<float>(),
+                    loss.data<float>() + loss.NumElements());
+      ids.insert(ids.end(), id.data<int32_t>(),
+                 id.data<int32_t>() + id.NumElements());
+    }
+    return absl::OkStatus();
+  }
+
+  std::map<std::string, std::vector<Tensor>> Variables() {
+    return std::move(exe_->ReadVariables(".*")).value();
+  }
+
+  std::vector<float> losses;
+  std::vector<int32_t> ids;
+
+ private:
+  static optimizers::WeightUpdateOptions WeightUpdate() {
+    optimizers::WeightUpdateOptions o;
+    o.offload_weight_update_variables = true;
+    o.replicated_optimizer_state_sharding = true;
+    return o;
+  }
+  static optimizers::GradScalerSettings Scaler() {
+    optimizers::GradScalerSettings g;
+    g.init_scale = 256;
+    g.growth_interval = 2;
+    return g;
+  }
+
+  RunConfig cfg_;
+  optimizers::AdamOptimizer adam_;
+  optimizers::CrossReplicaGradientAccumulationOptimizerV2 ga_;
+  optimizers::LossScalingOptimizer ls_;
+  std::unique_ptr<IPUSystem> system_;
+  std::unique_ptr<feeds::DataLoader> loader_;
+  std::unique_ptr<feeds::IPUInfeedQueue> infeed_;
+  std::unique_ptr<feeds::IPUOutfeedQueue> outfeed_;
+  Graph* graph_ = nullptr;
+  std::unique_ptr<Scope> scope_;
+  std::unique_ptr<IPUStrategy> strategy_;
+  DeviceProgram* exe_ = nullptr;
+  std::unique_ptr<TrainingCheckpoint> ckpt_;
+  absl::Status status_;
+};
+
+void ExpectBitwise(const std::map<std::string, std::vector<Tensor>>& a,
+                   const std::map<std::string, std::vector<Tensor>>& b,
+                   const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (const auto& [name, per] : a) {
+    ASSERT_EQ(b.count(name), 1u) << what << " " << name;
+    const auto& other = b.at(name);
+    ASSERT_EQ(per.size(), other.size()) << name;
+    for (size_t r = 0; r < per.size(); ++r) {
+      ASSERT_EQ(per[r].TotalBytes(), other[r].TotalBytes()) << name;
+      EXPECT_EQ(std::memcmp(per[r].raw_data(), other[r].raw_data(),
+                            per[r].TotalBytes()),
+                0)
+          << what << ": variable " << name << " replica " << r;
+    }
+  }
+}
+
+constexpr int kUpdates = 14;  // 6 per epoch: two epochs and a bit.
+
+TEST(ExactResumeTest, StoppedAfterKUpdatesContinuesBitwise) {
+  RunConfig cfg;
+  TrainingRun whole(cfg, nullptr);
+  ASSERT_TRUE(whole.status().ok()) << whole.status();
+  ASSERT_TRUE(whole.Train(kUpdates).ok());
+  const auto final_vars = whole.Variables();
+  // The run is not trivial: losses change, the replicas' rounding differs.
+  ASSERT_EQ(whole.losses.size(), static_cast<size_t>(kUpdates * 2 * 2));
+  EXPECT_NE(whole.losses.front(), whole.losses.back());
+
+  // k = 1 (the first update of epoch 0), 3 (mid-epoch), 5 and 6 (the last
+  // update of epoch 0 and the end of the epoch), 7 (the first of epoch 1).
+  for (int k : {1, 3, 5, 6, 7}) {
+    SCOPED_TRACE(absl::StrCat("k = ", k));
+    const std::string dir = TestDir(absl::StrCat("exact_", k));
+    std::string path;
+    std::vector<float> losses;
+    {
+      TrainingRun first(cfg, nullptr);
+      ASSERT_TRUE(first.status().ok()) << first.status();
+      ASSERT_TRUE(first.Train(k).ok());
+      auto saved = first.ckpt().Save(dir, k);
+      ASSERT_TRUE(saved.ok()) << saved.status();
+      path = *saved;
+      losses = first.losses;
+    }  // The whole first run, its IPU system included, is gone.
+    auto c = ReadCheckpointFile(path);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->manifest.steps().weight_updates(), k);
+    EXPECT_EQ(c->manifest.loaders(0).epoch(), k / 6);
+    EXPECT_EQ(c->manifest.loaders(0).sample(), (k % 6) * 8);
+    TrainingRun second(cfg, &*c);
+    ASSERT_TRUE(second.status().ok()) << second.status();
+    ASSERT_TRUE(second.Train(kUpdates - k).ok());
+    losses.insert(losses.end(), second.losses.begin(), second.losses.end());
+    ASSERT_EQ(losses.size(), whole.losses.size());
+    EXPECT_EQ(std::memcmp(losses.data(), whole.losses.data(),
+                          losses.size() * sizeof(float)),
+              0)
+        << "loss curves differ";
+    ExpectBitwise(second.Variables(), final_vars, "final weights");
+  }
+}
+
+// Without the random streams restored the resumed run differs: the test
+// above would notice a lost random state (dropout, stochastic rounding).
+TEST(ExactResumeTest, RandomStreamsAreWhatMakesItExact) {
+  RunConfig cfg;
+  TrainingRun whole(cfg, nullptr);
+  ASSERT_TRUE(whole.Train(4).ok());
+  const std::string dir = TestDir("streams");
+  TrainingRun first(cfg, nullptr);
+  ASSERT_TRUE(first.Train(2).ok());
+  auto saved = first.ckpt().Save(dir, 2);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  auto c = ReadCheckpointFile(*saved);
+  ASSERT_TRUE(c.ok());
+  for (ProgramRuns& p : *c->manifest.mutable_random()->mutable_programs()) {
+    p.set_runs(0);  // As if the streams had not been saved.
+  }
+  TrainingRun second(cfg, &*c);
+  ASSERT_TRUE(second.status().ok()) << second.status();
+  ASSERT_TRUE(second.Train(2).ok());
+  EXPECT_NE(std::memcmp(second.losses.data(), whole.losses.data() + 8,
+                        8 * sizeof(float)),
+            0);
+}
+
+// The ids of the samples a run's devices consumed, as a multiset hash.
+uint64_t IdHash(const std::vector<int32_t>& ids) {
+  uint64_t h = 0;
+  for (int32_t id : ids) h += Mix64(static_cast<uint64_t>(id) + 1);
+  return h;
+}
+
+// Save at R replicas, resume at R' (4 -> 2, 2 -> 4): the epoch's samples
+// are each consumed once (no sample repeated or skipped), and the next epoch
+// is the same set as the uninterrupted run's.
+TEST(ReplicaChangeTest, InputPositionReSplits) {
+  for (auto [from, to] : {std::pair{4, 2}, std::pair{2, 4}}) {
+    SCOPED_TRACE(absl::StrCat(from, " -> ", to));
+    RunConfig a, b;
+    a.replicas = from;
+    b.replicas = to;
+    a.stochastic_rounding = b.stochastic_rounding = false;
+    const int64_t step_a = kBatch * a.accumulation * from;  // Samples/update.
+    const int64_t step_b = kBatch * b.accumulation * to;
+    const int64_t k = 16 / step_a;  // Save at sample 16 of epoch 0.
+    const std::string dir = TestDir(absl::StrCat("resplit_", from, to));
+    std::vector<int32_t> before;
+    std::string path;
+    {
+      TrainingRun first(a, nullptr);
+      ASSERT_TRUE(first.status().ok()) << first.status();
+      ASSERT_TRUE(first.Train(static_cast<int>(k)).ok());
+      path = *first.ckpt().Save(dir, k);
+      before = first.ids;
+    }
+    auto c = ReadCheckpointFile(path);
+    ASSERT_TRUE(c.ok());
+    TrainingRun second(b, &*c);
+    ASSERT_TRUE(second.status().ok()) << second.status();
+    const int64_t rest = (kSamples - 16) / step_b;
+    ASSERT_TRUE(second.Train(static_cast<int>(rest + kSamples / step_b)).ok());
+    std::vector<int32_t> epoch0 = before, epoch1;
+    epoch0.insert(epoch0.end(), second.ids.begin(),
+                  second.ids.begin() + rest * step_b);
+    epoch1.assign(second.ids.begin() + rest * step_b, second.ids.end());
+    std::vector<int32_t> all(kSamples);
+    for (int i = 0; i < kSamples; ++i) all[i] = i;
+    EXPECT_EQ(IdHash(epoch0), IdHash(all));
+    std::sort(epoch0.begin(), epoch0.end());
+    EXPECT_EQ(epoch0, all);
+    // Epoch 1: the uninterrupted run's samples (the order of an epoch does
+    // not depend on the replica count when every sample is used).
+    TrainingRun whole(a, nullptr);
+    ASSERT_TRUE(whole.Train(static_cast<int>(2 * kSamples / step_a)).ok());
+    std::vector<int32_t> whole1(whole.ids.begin() + kSamples, whole.ids.end());
+    EXPECT_EQ(IdHash(epoch1), IdHash(whole1));
+    std::sort(epoch1.begin(), epoch1.end());
+    EXPECT_EQ(epoch1, all);
+  }
+}
+
+TEST(ReplicaChangeTest, PositionThatDoesNotSplitIsRefused) {
+  RunConfig a, b;
+  a.stochastic_rounding = b.stochastic_rounding = false;
+  b.replicas = 4;
+  const std::string dir = TestDir("no_split");
+  std::string path;
+  {
+    TrainingRun first(a, nullptr);
+    ASSERT_TRUE(first.Train(1).ok());  // Sample 8; a 4-replica step is 16.
+    path = *first.ckpt().Save(dir, 1);
+  }
+  auto c = ReadCheckpointFile(path);
+  ASSERT_TRUE(c.ok());
+  TrainingRun second(b, &*c);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(second.status().message(),
+              HasSubstr("stands at sample 8 of epoch 0, not a whole number of "
+                        "this loader's steps of 16 samples"));
+}
+
+TEST(ReplicaChangeTest, VariablesThatDifferPerReplicaAreRefused) {
+  // Stochastic rounding of each replica's float16 weights makes them differ.
+  RunConfig a, b;
+  b.replicas = 4;
+  b.stochastic_rounding = true;
+  const std::string dir = TestDir("per_replica");
+  std::string path;
+  {
+    TrainingRun first(a, nullptr);
+    ASSERT_TRUE(first.Train(2).ok());
+    path = *first.ckpt().Save(dir, 2);
+  }
+  auto c = ReadCheckpointFile(path);
+  ASSERT_TRUE(c.ok());
+  bool per_replica = false;
+  for (const TensorEntry& e : c->manifest.tensors()) {
+    per_replica |= e.replica() >= 0;
+  }
+  ASSERT_TRUE(per_replica);
+  TrainingRun second(b, &*c);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(second.status().message(),
+              HasSubstr("differs between the checkpoint's 2 replicas; it "
+                        "cannot be restored into 4 replicas"));
+}
+
+// ---- Refusals: nothing is loaded in part. ----
+
+class RefusalTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TrainingRun first(RunConfig{}, nullptr);
+    ASSERT_TRUE(first.Train(2).ok());
+    auto c = first.ckpt().Capture(2);
+    ASSERT_TRUE(c.ok()) << c.status();
+    saved_ = *std::move(c);
+  }
+  // A fresh run of `cfg` restoring `c`: its error; its variables untouched.
+  absl::Status Restore(const RunConfig& cfg, const CheckpointContents& c) {
+    TrainingRun fresh(cfg, nullptr);
+    EXPECT_TRUE(fresh.status().ok()) << fresh.status();
+    const auto before = fresh.Variables();
+    absl::Status s = fresh.ckpt().Restore(c);
+    ExpectBitwise(fresh.Variables(), before, "after a refused restore");
+    return s;
+  }
+  CheckpointContents saved_;
+};
+
+TEST_F(RefusalTest, AnotherShape) {
+  RunConfig cfg;
+  cfg.variable_width = 5;
+  absl::Status s = Restore(cfg, saved_);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("[4,3] in the checkpoint and "));
+  EXPECT_THAT(s.message(), HasSubstr("[4,5] in this program"));
+}
+
+TEST_F(RefusalTest, AnotherDType) {
+  CheckpointContents c = saved_;
+  for (int i = 0; i < c.manifest.tensors_size(); ++i) {
+    if (c.manifest.tensors(i).name() == "w") {
+      c.manifest.mutable_tensors(i)->set_dtype(
+          static_cast<int>(DType::kFloat32));
+    }
+  }
+  absl::Status s = Restore(RunConfig{}, c);
+  EXPECT_THAT(s.message(), HasSubstr("variable 'w' is float32[4,3] in the "
+                                     "checkpoint and float16[4,3]"));
+}
+
+TEST_F(RefusalTest, MissingAndExtraVariables) {
+  RunConfig cfg;
+  cfg.extra_variable = true;
+  absl::Status s = Restore(cfg, saved_);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(),
+              HasSubstr("another model: it lacks variable(s) 'extra' "
+                        "(float32[2]) of this program"));
+  CheckpointContents c = saved_;
+  c.manifest.mutable_tensors(0)->set_name("renamed");
+  s = Restore(RunConfig{}, c);
+  EXPECT_THAT(s.message(), HasSubstr("it has variable(s) 'renamed'"));
+}
+
+TEST_F(RefusalTest, AnotherTopology) {
+  CheckpointContents c = saved_;
+  c.manifest.mutable_topology()->set_processes(2);
+  absl::Status s = Restore(RunConfig{}, c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(s.message(), HasSubstr("2 processes"));
+}
+
+TEST_F(RefusalTest, AlteredFingerprint) {
+  CheckpointContents c = saved_;
+  c.manifest.set_model_fingerprint(c.manifest.model_fingerprint() + 1);
+  absl::Status s = Restore(RunConfig{}, c);
+  EXPECT_THAT(s.message(), HasSubstr("model fingerprint"));
+}
+
+TEST_F(RefusalTest, MissingInfeed) {
+  CheckpointContents c = saved_;
+  c.manifest.mutable_infeeds(0)->set_name("other");
+  absl::Status s = Restore(RunConfig{}, c);
+  EXPECT_THAT(
+      s.message(),
+      HasSubstr("the checkpoint has no infeed 'train' (it has: other)"));
+}
+
+TEST(MidAccumulationTest, IsRefused) {
+  // Loops of 3 iterations with an accumulation of 2: after the first run the
+  // accumulation is 1 micro-batch in, after the second at a boundary.
+  RunConfig cfg;
+  cfg.loop_iterations = 3;
+  TrainingRun run(cfg, nullptr);
+  ASSERT_TRUE(run.status().ok()) << run.status();
+  ASSERT_TRUE(run.Train(1).ok());
+  absl::StatusOr<CheckpointContents> c = run.ckpt().Capture(1);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("is 1 micro-batch(es) into an accumulation on "
+                        "replica 0; checkpoints are taken at weight-update "
+                        "boundaries only"));
+  ASSERT_TRUE(run.Train(1).ok());  // 6 micro-batches: at a boundary.
+  EXPECT_TRUE(run.ckpt().Capture(2).ok());
+}
+
+TEST(MidAccumulationTest, MidDataLoaderStepIsRefused) {
+  // One micro-batch per replica per run; the DataLoader's steps hold 2.
+  RunConfig cfg;
+  cfg.accumulation = 1;
+  cfg.loader_accumulation = 2;
+  TrainingRun run(cfg, nullptr);
+  ASSERT_TRUE(run.status().ok()) << run.status();
+  ASSERT_TRUE(run.Train(1).ok());
+  absl::StatusOr<CheckpointContents> c = run.ckpt().Capture(1);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("the devices consumed 2 micro-batches of its "
+                        "DataLoader, not a whole number of its steps"));
+  ASSERT_TRUE(run.Train(1).ok());
+  EXPECT_TRUE(run.ckpt().Capture(2).ok());
+}
+
+}  // namespace
+}  // namespace ipuflow::checkpoint
