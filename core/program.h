@@ -149,7 +149,7 @@ class Program {
   // its iterations.
   uint64_t runs() const { return runs_; }
   // The random-stream positions of this program and its sub-programs
-  // (checkpoint/training_state.h saves them): {key, runs} with key "" for
+  // (core/checkpoint/training_state.h saves them): {key, runs} with key "" for
   // this one and "<node>:<role>" for a sub-program ("loop:body", nested
   // "loop:body/inner:body"), and "<program key>#<node>" for each node that
   // counts its own runs (NodeRunCount: dropout, random ops). `seed_epoch`

@@ -70,7 +70,7 @@ class DataLoader {
   // consumed) of epoch `epoch`, as if the steps before had been taken: the
   // next batch is the one an uninterrupted loader would give there (the
   // same order, shuffle and worker split). A checkpoint's resume
-  // (checkpoint/training_state.h). `sample` must be a whole number of
+  // (core/checkpoint/training_state.h). `sample` must be a whole number of
   // steps (a multiple of C) up to samples_per_epoch() (the end of an epoch
   // is the start of the next); epoch at most kMaxStartEpoch (the plans of
   // the epochs before are computed: O(epoch x N)). Otherwise

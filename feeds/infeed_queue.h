@@ -94,7 +94,7 @@ class IPUInfeedQueue : public loops::InfeedSource {
   // back (a stopped iteration's elements are not counted), so between runs
   // this is exactly what the device used, whatever the host thread read
   // ahead. The input position a checkpoint saves
-  // (checkpoint/training_state.h). Empty before Start. REQUIRES: no run
+  // (core/checkpoint/training_state.h). Empty before Start. REQUIRES: no run
   // in progress.
   std::vector<int64_t> ConsumedPerReplica() const;
   // Device-side callers asleep in Dequeue now (tests use it to know a

@@ -127,7 +127,7 @@ namespace ipuflow::optimizers {
 
 // The graph collection of the accumulation counters' Variable nodes (one
 // per wrapper): 0 at a weight-update boundary, which is where checkpoints
-// may be taken (checkpoint/training_state.h refuses the others).
+// may be taken (core/checkpoint/training_state.h refuses the others).
 inline constexpr char kAccumulationCounters[] =
     "gradient_accumulation_counters";
 

@@ -10,7 +10,7 @@
 //             plain read(2) of the same file into memory.
 // The files go to $TMPDIR (default /tmp): the disk there is what is timed.
 //
-//   ./bazelw run -c opt //checkpoint:checkpoint_benchmark
+//   ./bazelw run -c opt //core/checkpoint:checkpoint_benchmark
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "checkpoint/checkpoint_file.h"
-#include "checkpoint/crc32c.h"
+#include "core/checkpoint/checkpoint_file.h"
+#include "core/checkpoint/crc32c.h"
 #include "core/machine_info.h"
 #include "core/status.h"
 #include "examples/models.h"

@@ -17,13 +17,12 @@
 //   RETURN_IF_ERROR(WriteCheckpointFile("/ckpt/a.ipuckpt", &c));
 //   ASSIGN_OR_RETURN(CheckpointContents back, ReadCheckpointFile(path));
 //
-// A directory of numbered checkpoints keeps the last K
-// (WriteNumberedCheckpoint, LatestCheckpoint).
+// A directory of numbered checkpoints: checkpoint_directory.h.
 //
 // Thread safety: functions share no state. Two writers of one directory
 // must not run at once (the caller's run writes its checkpoints in order).
-#ifndef IPUFLOW_CHECKPOINT_CHECKPOINT_FILE_H_
-#define IPUFLOW_CHECKPOINT_CHECKPOINT_FILE_H_
+#ifndef IPUFLOW_CORE_CHECKPOINT_CHECKPOINT_FILE_H_
+#define IPUFLOW_CORE_CHECKPOINT_CHECKPOINT_FILE_H_
 
 #include <cstdint>
 #include <functional>
@@ -33,7 +32,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "checkpoint/checkpoint.pb.h"
+#include "core/checkpoint/checkpoint.pb.h"
 #include "core/tensor.h"
 
 namespace ipuflow::checkpoint {
@@ -76,21 +75,6 @@ absl::StatusOr<CheckpointContents> ReadCheckpointFile(const std::string& path);
 absl::StatusOr<CheckpointContents> ParseCheckpoint(absl::string_view bytes,
                                                    absl::string_view what);
 
-// "<dir>/ckpt-<step, 12 digits>.ipuckpt".
-std::string NumberedCheckpointPath(const std::string& dir, int64_t step);
-// Writes checkpoint number `step` in `dir` (created if missing), then
-// deletes the oldest numbered checkpoints so that `keep_last` (>= 1)
-// remain, and temporary files a killed writer left. Returns the path.
-absl::StatusOr<std::string> WriteNumberedCheckpoint(
-    const std::string& dir, int64_t step, CheckpointContents* contents,
-    int keep_last, const WriteOptions& options = {});
-// The numbered checkpoints of `dir`, oldest first: {step, path}.
-absl::StatusOr<std::vector<std::pair<int64_t, std::string>>> ListCheckpoints(
-    const std::string& dir);
-// The newest numbered checkpoint of `dir`; NotFound naming the directory
-// when there is none.
-absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir);
-
 }  // namespace ipuflow::checkpoint
 
-#endif  // IPUFLOW_CHECKPOINT_CHECKPOINT_FILE_H_
+#endif  // IPUFLOW_CORE_CHECKPOINT_CHECKPOINT_FILE_H_

@@ -1,4 +1,4 @@
-#include "checkpoint/checkpoint_file.h"
+#include "core/checkpoint/checkpoint_file.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -11,7 +11,8 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "checkpoint/crc32c.h"
+#include "core/checkpoint/checkpoint_directory.h"
+#include "core/checkpoint/crc32c.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -281,8 +282,8 @@ TEST(CheckpointFileTest, MissingFileIsNotFound) {
 }
 
 // Writes the fuzzer's seed corpus when CHECKPOINT_FUZZ_SEEDS names a folder
-// (./bazelw test //checkpoint:checkpoint_file_test
-//  --test_env=CHECKPOINT_FUZZ_SEEDS=$PWD/checkpoint/testdata/fuzz/checkpoint).
+// (./bazelw test //core/checkpoint:checkpoint_file_test
+//  --test_env=CHECKPOINT_FUZZ_SEEDS=$PWD/core/checkpoint/testdata/fuzz/checkpoint).
 TEST(CheckpointFileTest, FuzzSeeds) {
   const char* out = std::getenv("CHECKPOINT_FUZZ_SEEDS");
   if (out == nullptr) GTEST_SKIP() << "CHECKPOINT_FUZZ_SEEDS not set";

@@ -1,8 +1,8 @@
-// Fuzz target: bytes as a checkpoint file (checkpoint/checkpoint_file.h).
+// Fuzz target: bytes as a checkpoint file (core/checkpoint/checkpoint_file.h).
 // The reader must refuse what it cannot trust and never crash, and what it
 // accepts must be self-consistent: every tensor as large as its manifest
 // entry says.
-#include "checkpoint/checkpoint_file.h"
+#include "core/checkpoint/checkpoint_file.h"
 #include "core/status.h"
 #include "core/testing/fuzz.h"
 

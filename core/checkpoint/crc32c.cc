@@ -1,4 +1,4 @@
-#include "checkpoint/crc32c.h"
+#include "core/checkpoint/crc32c.h"
 
 #include <array>
 #include <cstring>

@@ -5,8 +5,8 @@
 //
 //   uint32_t c = Crc32c(data, size);
 //   c = Crc32cExtend(c, more, more_size);  // == Crc32c of both, joined
-#ifndef IPUFLOW_CHECKPOINT_CRC32C_H_
-#define IPUFLOW_CHECKPOINT_CRC32C_H_
+#ifndef IPUFLOW_CORE_CHECKPOINT_CRC32C_H_
+#define IPUFLOW_CORE_CHECKPOINT_CRC32C_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -27,4 +27,4 @@ bool Crc32cUsesHardware();
 
 }  // namespace ipuflow::checkpoint
 
-#endif  // IPUFLOW_CHECKPOINT_CRC32C_H_
+#endif  // IPUFLOW_CORE_CHECKPOINT_CRC32C_H_

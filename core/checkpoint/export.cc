@@ -1,9 +1,9 @@
-#include "checkpoint/export.h"
+#include "core/checkpoint/export.h"
 
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "checkpoint/checkpoint_file.h"
+#include "core/checkpoint/checkpoint_file.h"
 #include "core/graph_def.h"
 #include "core/status.h"
 

@@ -17,8 +17,8 @@
 // initial values again).
 //
 // Thread safety: functions share no state.
-#ifndef IPUFLOW_CHECKPOINT_EXPORT_H_
-#define IPUFLOW_CHECKPOINT_EXPORT_H_
+#ifndef IPUFLOW_CORE_CHECKPOINT_EXPORT_H_
+#define IPUFLOW_CORE_CHECKPOINT_EXPORT_H_
 
 #include <memory>
 #include <string>
@@ -48,4 +48,4 @@ absl::StatusOr<LoadedModel> LoadModel(const std::string& path);
 
 }  // namespace ipuflow::checkpoint
 
-#endif  // IPUFLOW_CHECKPOINT_EXPORT_H_
+#endif  // IPUFLOW_CORE_CHECKPOINT_EXPORT_H_

@@ -3,14 +3,14 @@
 // and losses of 5 uninterrupted steps. Then the trained model exported as
 // GraphDef plus weights and loaded into a host Session, as another program
 // would, computing what the IPU computes.
-#include "checkpoint/export.h"
+#include "core/checkpoint/export.h"
 
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
-#include "checkpoint/training_state.h"
+#include "core/checkpoint/training_state.h"
 #include "core/ipu/ipu_strategy.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

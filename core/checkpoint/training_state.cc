@@ -1,4 +1,4 @@
-#include "checkpoint/training_state.h"
+#include "core/checkpoint/training_state.h"
 
 #include <algorithm>
 #include <cstring>

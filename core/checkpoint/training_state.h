@@ -48,8 +48,8 @@
 // Thread safety: call Save and Restore between Executes of the executable,
 // from one thread. The graph, executable, infeeds and loaders must outlive
 // this object.
-#ifndef IPUFLOW_CHECKPOINT_TRAINING_STATE_H_
-#define IPUFLOW_CHECKPOINT_TRAINING_STATE_H_
+#ifndef IPUFLOW_CORE_CHECKPOINT_TRAINING_STATE_H_
+#define IPUFLOW_CORE_CHECKPOINT_TRAINING_STATE_H_
 
 #include <cstdint>
 #include <memory>
@@ -57,7 +57,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "checkpoint/checkpoint_file.h"
+#include "core/checkpoint/checkpoint_directory.h"
+#include "core/checkpoint/checkpoint_file.h"
 #include "core/graph.h"
 #include "core/ipu/device_program.h"
 #include "feeds/data_loader.h"
@@ -124,4 +125,4 @@ absl::StatusOr<std::unique_ptr<feeds::DataLoader>> ResumeDataLoader(
 
 }  // namespace ipuflow::checkpoint
 
-#endif  // IPUFLOW_CHECKPOINT_TRAINING_STATE_H_
+#endif  // IPUFLOW_CORE_CHECKPOINT_TRAINING_STATE_H_

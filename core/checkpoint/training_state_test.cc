@@ -6,7 +6,7 @@
 // gradient accumulation, an Async DataLoader with 2 workers shuffling,
 // mid-epoch and at both ends of an epoch. Then the replica-count change
 // (4 -> 2, 2 -> 4) by the sample ids each run consumed, and the refusals.
-#include "checkpoint/training_state.h"
+#include "core/checkpoint/training_state.h"
 
 #include <cmath>
 #include <cstdlib>

@@ -23,7 +23,7 @@ ipu_config             //core/ipu:ipu_config_fuzzer               core/ipu/testd
 idx_reader             //feeds:idx_reader_fuzzer                  feeds/testdata/fuzz/idx
 dataset_benchmark_json //feeds:dataset_benchmark_json_fuzzer      feeds/testdata/fuzz/dataset_benchmark_json
 options                //tests/fuzz:options_fuzzer                tests/fuzz/testdata/options
-checkpoint             //checkpoint:checkpoint_fuzzer             checkpoint/testdata/fuzz/checkpoint
+checkpoint             //core/checkpoint:checkpoint_fuzzer        core/checkpoint/testdata/fuzz/checkpoint
 "
 
 output_base=${IPUFLOW_FUZZ_OUTPUT_BASE:-/tmp/bazel_fuzz}
