@@ -53,6 +53,8 @@ IpuMemory IpuMemory::FromPlan(const MemoryPlan& plan) {
   m.loop_body_peak_bytes = plan.loop_body_peak_bytes;
   m.loop_body_always_live_bytes = plan.loop_body_always_live_bytes;
   m.largest_loop_body = plan.largest_loop_body;
+  m.stash = plan.stash_bytes;
+  m.fifos = plan.fifo_bytes;
   return m;
 }
 

@@ -1,9 +1,9 @@
 // MemoryPlan: where a compiled program's bytes go, as the compiler's phases
 // find them. IpuMemory: what one IPU holds, in the categories of the one
-// memory report and check (DeviceProgram's, core/ipu/device_program.h), which
-// a program's plan and a device frame's lowering (a pipeline's stages, its
-// stash and channels) both fill. Their own header so the compiler's phases
-// can fill them without depending on Program.
+// memory report and check (DeviceProgram's, core/ipu/device_program.h),
+// filled from the plan of what runs (a pipeline's stages, stash and
+// channels included: its frame node's sub-programs). Their own header so the
+// compiler's phases can fill them without depending on Program.
 #ifndef IPUFLOW_CORE_MEMORY_PLAN_H_
 #define IPUFLOW_CORE_MEMORY_PLAN_H_
 
@@ -38,6 +38,11 @@ struct MemoryPlan {
   std::string largest_loop_body;  // The loop node whose body peaks highest.
   // Every variable counted above (loop bodies' included) and its bytes.
   std::vector<std::pair<const Node*, int64_t>> variables;
+  // Buffers a node's kernel holds between its sub-programs' runs (a
+  // pipeline frame's activation stash and incoming FIFOs at capacity,
+  // SubProgramSpec's held bytes): not always-live, not in the arena.
+  int64_t stash_bytes = 0;
+  int64_t fifo_bytes = 0;
   std::string DebugString() const;
 };
 

@@ -64,10 +64,13 @@ enum class ResourceAccess { kNone, kRead, kWrite };
 enum class AlwaysLive { kNone, kConstant, kVariable };
 using AlwaysLiveBytesFn = std::function<int64_t(const Node& node)>;
 
-// The programs a node's kernel runs (a loop's body and condition), for the
-// node's input shapes, so that the compiler can plan their memory too.
+// The programs a node's kernel runs (a loop's body and condition, a
+// pipeline frame's stage parts and weight update), for the node's input
+// shapes and the enclosing program's compile options (`enclosing`: its
+// fuse and recompute), so that the compiler can plan their memory too.
 using SubProgramsFn = std::function<absl::StatusOr<std::vector<SubProgramSpec>>(
-    const Node& node, absl::Span<const TensorShape> input_shapes)>;
+    const Node& node, absl::Span<const TensorShape> input_shapes,
+    const ProgramSpec& enclosing)>;
 
 // The value a node always outputs, known while building (a constant), so
 // that shape functions of its consumers can read it.

@@ -250,14 +250,15 @@ absl::StatusOr<std::unique_ptr<Program>> Program::Compile(
       -> absl::StatusOr<std::vector<MemoryPlan>> {
     ProgramSpec sub_spec = sub.spec;
     sub_spec.fuse = spec.fuse;
+    sub_spec.recompute = spec.recompute;
     ASSIGN_OR_RETURN(std::unique_ptr<Program> p, Compile(graph, sub_spec));
     std::vector<MemoryPlan> plans = p->shard_memory();
     subs[pos]->Add(sub.role, std::move(p));
     return plans;
   };
-  ASSIGN_OR_RETURN(
-      const std::vector<SubProgramNeed> sub_programs,
-      PlanSubPrograms(order, values, types, compile_sub_program, &always_live));
+  ASSIGN_OR_RETURN(const std::vector<SubProgramNeed> sub_programs,
+                   PlanSubPrograms(order, values, types, spec,
+                                   compile_sub_program, &always_live));
   const int num_shards = static_cast<int>(always_live.size());
   Liveness live = ComputeLiveness(order, values, types, num_shards);
   const ArenaLayout layout = AssignOffsets(num_shards, &live.intervals);

@@ -21,12 +21,27 @@ struct ProgramSpec {
   // (core/compiler/fusion.h); off gives the unfused graph, the reference.
   // IPUFLOW_FUSION=0 in the environment turns it off for every program.
   bool fuse = true;
+  // IPUConfig.allow_recompute (DeviceProgram::Compile sets it; sub-programs
+  // inherit it): a pipeline frame's backward programs recompute the forward
+  // values from the stage's arguments rather than stash them.
+  bool recompute = false;
 };
 
-// A program a node's kernel runs, named by its role ("body", "cond").
+// A program a node's kernel runs, named by its role ("body", "cond",
+// "stage 1 forward").
 struct SubProgramSpec {
   std::string role;
   ProgramSpec spec;
+  // The node's kernel runs shard k of this program on IPU k of the
+  // replica (a pipeline frame's parts), not on the node's own IPU: its
+  // memory counts there, and the enclosing program spans those IPUs.
+  bool own_ipus = false;
+  // Buffers the node's kernel holds for this program between its runs, on
+  // shard `held_shard`: a pipeline stage's activation stash and incoming
+  // channels (FIFOs) at capacity. Counted in the enclosing plan.
+  int held_shard = 0;
+  int64_t held_stash_bytes = 0;
+  int64_t held_fifo_bytes = 0;
 };
 
 }  // namespace ipuflow

@@ -214,6 +214,9 @@ Node* Builder::Accumulator(Node* var) {
   if (!scope_.ok()) return nullptr;
   accumulator_of_[var] = acc.handle.node;
   b_->accumulators.push_back(acc.handle.node);
+  // The memory plan counts it as an accumulator (core/memory_plan.h).
+  scope_.graph()->AddToCollection(kGradientAccumulatorsCollection,
+                                  acc.handle.node);
   return acc.handle.node;
 }
 

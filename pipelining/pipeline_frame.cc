@@ -23,30 +23,43 @@ std::string PipelineDeviceFrame::name() const {
   return absl::StrCat("pipeline '", b_->options.name, "'");
 }
 
+absl::StatusOr<std::shared_ptr<const PipelineLayout>>
+PipelineDeviceFrame::Layout(bool recompute) const {
+  MutexLock l(&mu_);
+  std::shared_ptr<const PipelineLayout>& layout = layouts_[recompute ? 1 : 0];
+  if (layout == nullptr) {
+    ASSIGN_OR_RETURN(layout, LayOut(*b_, recompute));
+  }
+  return layout;
+}
+
+absl::StatusOr<std::vector<SubProgramSpec>>
+PipelineDeviceFrame::SubProgramSpecs(const ProgramSpec& enclosing) const {
+  ASSIGN_OR_RETURN(std::shared_ptr<const PipelineLayout> layout,
+                   Layout(enclosing.recompute));
+  return pipelining::SubProgramSpecs(*b_, *layout);
+}
+
 absl::Status PipelineDeviceFrame::Lower(IPUSystem* system, int replicas,
                                         CollectiveGroup* group,
-                                        std::vector<IpuMemory>* memory) {
-  for (const StageDef& s : b_->stages) {
-    for (const PartDef& p : s.parts) {
-      if (p.ipu < 0 || p.ipu >= kMaxIpus) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(name(), ": ", p.name, " is placed on IPU ", p.ipu,
-                         "; IPUs are numbered 0 to ", kMaxIpus - 1));
-      }
-    }
-  }
-  auto lowering = std::make_shared<Lowering>();
+                                        std::vector<IpuMemory>* ipus) {
+  ASSIGN_OR_RETURN(std::shared_ptr<const PipelineLayout> layout,
+                   Layout(system->config().allow_recompute()));
   // The collectives span every replica of every process (one local replica
   // of several processes still reduces across them).
   CollectiveGroup* across =
       group != nullptr && group->num_replicas() > 1 ? group : nullptr;
+  const PipelineRuntime::Replica first{0, replicas, across};
+  ASSIGN_OR_RETURN(const OffloadPlan offload,
+                   PlanOffload(*b_, *system, first, ipus));
+  auto lowering = std::make_shared<Lowering>();
   for (int r = 0; r < replicas; ++r) {
     PipelineRuntime::Replica replica{r, replicas, across};
-    ASSIGN_OR_RETURN(std::unique_ptr<PipelineRuntime> rt,
-                     PipelineRuntime::Create(b_, system, replica));
+    ASSIGN_OR_RETURN(
+        std::unique_ptr<PipelineRuntime> rt,
+        PipelineRuntime::Create(b_, layout, system, replica, offload, *ipus));
     lowering->replicas.push_back(std::move(rt));
   }
-  *memory = lowering->replicas[0]->memory();
   MutexLock l(&mu_);
   lowerings_[group] = std::move(lowering);
   return absl::OkStatus();
@@ -61,8 +74,9 @@ void PipelineDeviceFrame::Release(CollectiveGroup* group) {
   lowerings_.erase(it);
 }
 
-absl::Status PipelineDeviceFrame::RunReplica(
-    const RunEnv& env, const std::vector<Tensor>& inputs) {
+absl::Status PipelineDeviceFrame::RunReplica(const RunEnv& env,
+                                             const std::vector<Tensor>& inputs,
+                                             SubPrograms& programs) {
   std::shared_ptr<Lowering> lowering;
   {
     MutexLock l(&mu_);
@@ -80,7 +94,7 @@ absl::Status PipelineDeviceFrame::RunReplica(
   std::shared_ptr<CancellationManager> cancel(env.cancellation,
                                               [](CancellationManager*) {});
   absl::StatusOr<PipelineReport> report = lowering->replicas[env.replica]->Run(
-      inputs, std::move(cancel), env.taken);
+      programs, inputs, std::move(cancel), env.taken);
   if (!report.ok()) return report.status();
   if (env.replica == 0) {
     report->replicas = static_cast<int>(lowering->replicas.size());
@@ -124,34 +138,6 @@ std::optional<Tensor> PipelineDeviceFrame::OffloadedValue(
     offset += n;
   }
   return full;
-}
-
-std::shared_ptr<HostResource> PipelineDeviceFrame::Outfeed() const {
-  if (b_->outfeed_id.empty()) return nullptr;
-  return b_->graph->FindHostResource(b_->outfeed_id);
-}
-
-absl::Status PipelineDeviceFrame::RunFinished() {
-  std::shared_ptr<HostResource> outfeed = Outfeed();
-  return outfeed == nullptr ? absl::OkStatus() : outfeed->RunFinished();
-}
-
-void PipelineDeviceFrame::RunStopped(const absl::Status& status) {
-  if (std::shared_ptr<HostResource> outfeed = Outfeed()) {
-    outfeed->RunStopped(status);
-  }
-}
-
-void PipelineDeviceFrame::AddProducer() {
-  std::shared_ptr<HostResource> outfeed = Outfeed();
-  if (auto* fed = dynamic_cast<FedResource*>(outfeed.get())) fed->AddProducer();
-}
-
-void PipelineDeviceFrame::RemoveProducer(const absl::Status& why) {
-  std::shared_ptr<HostResource> outfeed = Outfeed();
-  if (auto* fed = dynamic_cast<FedResource*>(outfeed.get())) {
-    fed->RemoveProducer(why);
-  }
 }
 
 }  // namespace ipuflow::pipelining

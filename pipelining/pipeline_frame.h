@@ -1,14 +1,19 @@
 // PipelineDeviceFrame: a built pipeline as the device layer's DeviceFrame
 // (core/ipu/device_frame.h), the host resource behind the PipelineFrame
 // node (ops/control/pipeline_frame.h) that Pipeline::Create() adds to the
-// graph. A device program that runs the node lowers the frame when it compiles:
-// one PipelineRuntime (the pipeline's work lists, pipeline_runtime.h) per
-// replica, on IPUs [r*S, r*S + S); its kernel then runs replica r's
-// lowering from IPU r*S's thread. Internal to pipelining/: users hold a
+// graph. Its stage parts and weight update are the node's sub-programs
+// (SubProgramSpecs, pipeline_programs.h): every program that runs the node
+// compiles them, plans their memory (stash and FIFOs included) and owns
+// them, as it owns a loop's body. Lowering the frame for a device program
+// gives one PipelineRuntime (the pipeline's work lists, pipeline_runtime.h)
+// per replica, on IPUs [r*S, r*S + S), and places its offloaded optimizer
+// state; its kernel then runs replica r's work lists from IPU r*S's thread
+// with that replica's programs. Internal to pipelining/: users hold a
 // Pipeline, which owns the frame.
 //
-// Thread safety: Lower / Release / LastReport from host threads,
-// RunReplica from the replicas' IPU threads (one per replica at a time).
+// Thread safety: SubProgramSpecs / Lower / Release / LastReport from host
+// threads, RunReplica from the replicas' IPU threads (one per replica at a
+// time).
 #ifndef IPUFLOW_PIPELINING_PIPELINE_FRAME_H_
 #define IPUFLOW_PIPELINING_PIPELINE_FRAME_H_
 
@@ -18,17 +23,17 @@
 #include <string>
 #include <vector>
 
-#include "core/fed_resource.h"
 #include "core/ipu/device_frame.h"
 #include "core/mutex.h"
 #include "pipelining/pipeline_internal.h"
+#include "pipelining/pipeline_programs.h"
 #include "pipelining/pipeline_report.h"
 
 namespace ipuflow::pipelining {
 
 class PipelineRuntime;
 
-class PipelineDeviceFrame : public DeviceFrame, public FedResource {
+class PipelineDeviceFrame : public DeviceFrame {
  public:
   // `built` must outlive the frame.
   explicit PipelineDeviceFrame(const BuiltPipeline* built);
@@ -36,36 +41,35 @@ class PipelineDeviceFrame : public DeviceFrame, public FedResource {
 
   std::string name() const override;
   int ipus_per_replica() const override { return ipus_per_replica_; }
-  // InvalidArgument for a stage placed outside [0, kMaxIpus);
+  // InvalidArgument for a stage placed outside [0, kMaxIpus).
+  absl::StatusOr<std::vector<SubProgramSpec>> SubProgramSpecs(
+      const ProgramSpec& enclosing) const override;
   // FailedPrecondition when the system has fewer IPUs than one replica
-  // uses; a stage program's compile error naming the stage and pass.
+  // uses; InvalidArgument for replicated optimizer-state sharding without
+  // replica-identical state.
   absl::Status Lower(IPUSystem* system, int replicas, CollectiveGroup* group,
-                     std::vector<IpuMemory>* memory) override;
+                     std::vector<IpuMemory>* ipus) override;
   void Release(CollectiveGroup* group) override;
-  absl::Status RunReplica(const RunEnv& env,
-                          const std::vector<Tensor>& inputs) override;
+  absl::Status RunReplica(const RunEnv& env, const std::vector<Tensor>& inputs,
+                          SubPrograms& programs) override;
   std::optional<Tensor> OffloadedValue(CollectiveGroup* group, int replica,
                                        const std::string& name) const override;
-  // The outfeed's output modes that hold values send them at the run's end;
-  // a stopped run tells the outfeed's readers why.
-  absl::Status RunFinished() override;
-  void RunStopped(const absl::Status& status) override;
-  // The executables that run the frame feed its outfeed.
-  void AddProducer() override;
-  void RemoveProducer(const absl::Status& why) override;
 
   // Replica 0's report of the last run that completed, of any lowering.
   std::optional<PipelineReport> LastReport() const;
 
  private:
-  // The outfeed its last stage enqueues to (the graph's), if any.
-  std::shared_ptr<HostResource> Outfeed() const;
+  // The layout for `recompute` (computed once each).
+  absl::StatusOr<std::shared_ptr<const PipelineLayout>> Layout(
+      bool recompute) const;
   struct Lowering {
     std::vector<std::unique_ptr<PipelineRuntime>> replicas;
   };
   const BuiltPipeline* b_;
   int ipus_per_replica_ = 0;
   mutable Mutex mu_;
+  mutable std::shared_ptr<const PipelineLayout> layouts_[2] ABSL_GUARDED_BY(
+      mu_);
   std::map<CollectiveGroup*, std::shared_ptr<Lowering>> lowerings_
       ABSL_GUARDED_BY(mu_);
   std::optional<PipelineReport> last_report_ ABSL_GUARDED_BY(mu_);

@@ -76,7 +76,7 @@ absl::Status PipelineRuntime::Forward(RunState& rs, const Entry& e,
                                       std::vector<ChannelMessage>& popped,
                                       std::vector<ItemPush>* pushes,
                                       ItemClock* clock) {
-  Part& part = *parts_[e.item.stage][e.part];
+  Part& part = parts_[e.item.stage][e.part];
   const PartDef& d = *part.def;
   const int s = d.stage;
   const int n = static_cast<int>(parts_.size());
@@ -132,7 +132,7 @@ absl::Status PipelineRuntime::Forward(RunState& rs, const Entry& e,
     const int64_t bytes = Bytes(element);
     rs.host_to_device += bytes * static_cast<int64_t>(parts);
     for (int q = 1; q < parts; ++q) {
-      Device(parts_[0][q]->def->ipu)
+      Device(parts_[0][q].def->ipu)
           .counters()
           .host_to_device.fetch_add(bytes, std::memory_order_relaxed);
       pushes->push_back({element, /*timed=*/false});
@@ -140,7 +140,7 @@ absl::Status PipelineRuntime::Forward(RunState& rs, const Entry& e,
   }
   if (s + 1 < n) {
     for (size_t q = 0; q < parts_[s + 1].size(); ++q) {
-      if (parts_[s + 1][q]->def->ipu != d.ipu) {
+      if (parts_[s + 1][q].def->ipu != d.ipu) {
         SentToIpu(rs, d.ipu, Bytes(outputs));
       }
       pushes->push_back({outputs});
@@ -169,7 +169,7 @@ absl::Status PipelineRuntime::Backward(RunState& rs, const Entry& e,
                                        std::vector<ChannelMessage>& popped,
                                        std::vector<ItemPush>* pushes,
                                        ItemClock* clock) {
-  Part& part = *parts_[e.item.stage][e.part];
+  Part& part = parts_[e.item.stage][e.part];
   const PartDef& d = *part.def;
   const int s = d.stage;
   const int n = static_cast<int>(parts_.size());
@@ -209,9 +209,9 @@ absl::Status PipelineRuntime::Backward(RunState& rs, const Entry& e,
     const StageDef& prev = b_->stages[s - 1];
     for (size_t q = 0; q < parts_[s - 1].size(); ++q) {
       const int off = prev.output_offset[q];
-      const int cnt = static_cast<int>(parts_[s - 1][q]->def->outputs.size());
+      const int cnt = static_cast<int>(parts_[s - 1][q].def->outputs.size());
       std::vector<Tensor> g(grads.begin() + off, grads.begin() + off + cnt);
-      if (parts_[s - 1][q]->def->ipu != d.ipu) SentToIpu(rs, d.ipu, Bytes(g));
+      if (parts_[s - 1][q].def->ipu != d.ipu) SentToIpu(rs, d.ipu, Bytes(g));
       pushes->push_back({std::move(g)});
     }
   }
@@ -223,12 +223,12 @@ absl::Status PipelineRuntime::RunItem(RunState& rs, int repeat,
                                       std::vector<ChannelMessage>& popped,
                                       std::vector<ItemPush>* pushes,
                                       WorkItemClock* clock) {
-  const Entry& e = entries_[item.tag];
+  const Entry& e = (*entries_)[item.tag];
   absl::Status s = e.item.pass == Pass::kForward
                        ? Forward(rs, e, popped, pushes, clock)
                        : Backward(rs, e, popped, pushes, clock);
   if (!s.ok()) {
-    const PartDef& d = *parts_[e.item.stage][e.part]->def;
+    const PartDef& d = *parts_[e.item.stage][e.part].def;
     s = absl::Status(
         s.code(),
         absl::StrCat(d.name, " (IPU ", e.ipu, ") ",
@@ -247,13 +247,13 @@ absl::Status PipelineRuntime::RunItem(RunState& rs, int repeat,
   // and pop its parts' stashes, and this item pushes its own (forward).
   if (b_->training && e.ends_step) {
     for (const auto& stage : parts_) {
-      for (const auto& p : stage) {
-        if (p->def->ipu != e.ipu) continue;
+      for (const Part& p : stage) {
+        if (p.def->ipu != e.ipu) continue;
         const bool pushing = e.item.pass == Pass::kForward &&
-                             p->def->stage == e.item.stage &&
-                             p->def->part == e.part;
-        const int occ = static_cast<int>(p->stash_fifo->size()) + pushing;
-        int& peak = rs.stash_occupancy[e.ipu][p->def->stage];
+                             p.def->stage == e.item.stage &&
+                             p.def->part == e.part;
+        const int occ = static_cast<int>(p.stash_fifo->size()) + pushing;
+        int& peak = rs.stash_occupancy[e.ipu][p.def->stage];
         peak = std::max(peak, occ);
       }
     }
@@ -379,7 +379,7 @@ absl::Status PipelineRuntime::RunOnce(RunState& rs, int repeat) {
   for (int k = 0; k < num_ipus_; ++k) {
     for (size_t i = before[k]; i < rs.timings[k].size(); ++i) {
       const WorkItemTiming& t = rs.timings[k][i];
-      const Entry& e = entries_[lists_->lists()[k][t.index].tag];
+      const Entry& e = (*entries_)[lists_->lists()[k][t.index].tag];
       const int mb = repeat * M + e.item.micro_batch;
       rs.items[k].push_back({k, e.item.stage, e.item.pass, mb, t.start, t.end});
       rs.wall_items[k].push_back(
@@ -421,11 +421,12 @@ void PipelineRuntime::SettleTaken(RunState& rs, bool stopped) {
 }
 
 absl::StatusOr<PipelineReport> PipelineRuntime::Run(
-    const std::vector<Tensor>& inputs,
+    SubPrograms& programs, const std::vector<Tensor>& inputs,
     std::shared_ptr<CancellationManager> cancel_run, TakenElements* taken) {
   if (system_->cancellation()->cancelled()) {
     return system_->cancellation()->reason();
   }
+  RETURN_IF_ERROR(BindPrograms(programs));
   RunState rs(std::move(cancel_run), num_ipus_);
   rs.parent_taken = taken;
   rs.items.assign(num_ipus_, {});
@@ -537,28 +538,33 @@ PipelineReport PipelineRuntime::MakeReport(RunState& rs) {
       r.stash_occupancy[s] = std::max(r.stash_occupancy[s], per_stage[s]);
     }
   }
-  r.ipu_peak_bytes = always_live_;
-  for (int k = 0; k < num_ipus_; ++k) r.ipu_peak_bytes[k] += peak_arena_[k];
+  r.ipu_peak_bytes.assign(num_ipus_, 0);
+  r.ipu_remote_bytes.assign(num_ipus_, 0);
+  for (int k = 0; k < num_ipus_; ++k) {
+    // Always-live and the largest arena (the plan's), the buffers as run.
+    r.ipu_peak_bytes[k] = memory_[k].always_live() + memory_[k].arena;
+    r.ipu_remote_bytes[k] = memory_[k].remote_shards;
+  }
   for (int s = 0; s < n; ++s) {
-    for (const auto& p : parts_[s]) {
-      const int q = p->def->part, k = p->def->ipu;
+    for (const Part& p : parts_[s]) {
+      const int q = p.def->part, k = p.def->ipu;
       if (b_->training) {
         Channel* st = Fifo(Key("stash", s, q));
         r.stash_capacity[s] =
             std::max(r.stash_capacity[s], static_cast<int>(st->capacity()));
-        r.stash_bytes_per_micro_batch[s] += p->stash_bytes;
+        r.stash_bytes_per_micro_batch[s] += p.stash_bytes;
         r.ipu_stash_bytes[k] +=
-            static_cast<int64_t>(st->peak()) * p->stash_bytes;
+            static_cast<int64_t>(st->peak()) * p.stash_bytes;
       }
       if (s + 1 < n) {
-        for (const auto& next : parts_[s + 1]) {
-          Channel* f = Fifo(Key("act", s, q, next->def->part));
+        for (const Part& next : parts_[s + 1]) {
+          Channel* f = Fifo(Key("act", s, q, next.def->part));
           r.activation_fifo_capacity[s] = std::max(
               r.activation_fifo_capacity[s], static_cast<int>(f->capacity()));
           r.activation_fifo_occupancy[s] = std::max(
               r.activation_fifo_occupancy[s], static_cast<int>(f->peak()));
-          r.ipu_peak_bytes[next->def->ipu] +=
-              static_cast<int64_t>(f->peak()) * p->output_bytes;
+          r.ipu_peak_bytes[next.def->ipu] +=
+              static_cast<int64_t>(f->peak()) * p.output_bytes;
         }
       }
     }
@@ -581,7 +587,6 @@ PipelineReport PipelineRuntime::MakeReport(RunState& rs) {
   r.ipu_to_ipu_bytes = rs.ipu_to_ipu;
   r.host_to_device_bytes = rs.host_to_device;
   r.offloaded_bytes_streamed = rs.streamed;
-  r.ipu_remote_bytes = offloaded_bytes_;
   return r;
 }
 

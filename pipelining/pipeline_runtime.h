@@ -5,14 +5,10 @@
 // i % R) and pushes to its outfeed ring; its weight update meets the other
 // replicas' in the collectives of a CrossReplicaOptimizer.
 //
-// Lowering (pipeline_compile.cc): one Program per stage part and pass
-// (forward; backward in training) plus the weight update, each for the
-// part's IPU; one work-list item per part of each schedule-table item, on
-// its IPU's list, with the channels it pops and pushes (activations to the
-// next stage, the stash to its own backward, gradients to the previous
-// stage), which the work lists size by replaying the table; the per-IPU
-// memory check (always-live variables, the largest program arena, stash
-// and channel contents at capacity) against the IPU's budget.
+// Lowering (pipeline_compile.cc): the layout's work lists
+// (pipeline_programs.h) on the replica's IPUs, their channels sized; the
+// programs are the frame node's sub-programs, compiled with the device
+// program (one set per replica's program) and handed to Run.
 //
 // Run, per pipeline run (repeat_count of them):
 //  - the work lists run (WorkLists::Run: every IPU's list on its thread):
@@ -59,16 +55,18 @@
 #include "core/program.h"
 #include "core/taken_elements.h"
 #include "pipelining/pipeline_internal.h"
+#include "pipelining/pipeline_programs.h"
 #include "pipelining/pipeline_report.h"
 
 namespace ipuflow::pipelining {
 
-namespace internal {
-// Bytes of one value of `o`'s (static) shape.
-int64_t Bytes(const Output& o);
-// The name of a FIFO: "act/<stage>/<from part>/<to part>", "stash/s/p/0"...
-std::string Key(const char* kind, int a, int b, int c = 0);
-}  // namespace internal
+// Offloaded optimizer state (offload_weight_update_variables): per IPU of
+// a replica, the variables kept in remote memory between weight updates;
+// those sharded over the replicas, with their full shapes.
+struct OffloadPlan {
+  std::vector<std::vector<std::string>> by_ipu;
+  std::map<std::string, TensorShape> sharded;
+};
 
 class PipelineRuntime {
  public:
@@ -88,18 +86,23 @@ class PipelineRuntime {
     }
   };
   // `built`, `system` and the group are not owned and must outlive the
-  // runtime.
+  // runtime. `memory`: what each IPU of a replica holds (the device
+  // program's plan, offloaded state placed), for the report.
   static absl::StatusOr<std::unique_ptr<PipelineRuntime>> Create(
-      const BuiltPipeline* built, IPUSystem* system, Replica replica);
+      const BuiltPipeline* built, std::shared_ptr<const PipelineLayout> layout,
+      IPUSystem* system, Replica replica, OffloadPlan offload,
+      std::vector<IpuMemory> memory);
   ~PipelineRuntime();
 
-  // repeat_count pipeline runs. `inputs`: the values of options.inputs
-  // (the frame node's inputs). `cancel` (shared by the replicas of one
-  // Execute; null: a new one) stops the run. `taken`: the enclosing device
-  // loop iteration's record (RunEnv::taken), which gets the infeed
-  // elements of the micro-batches that completed; null outside a loop.
+  // repeat_count pipeline runs of `programs` (the frame node's
+  // sub-programs in this replica's program, pipeline_programs.h's roles).
+  // `inputs`: the values of options.inputs (the frame node's inputs). `cancel`
+  // (shared by the replicas of one Execute; null: a new one) stops the run.
+  // `taken`: the enclosing device loop iteration's record (RunEnv::taken),
+  // which gets the infeed elements of the micro-batches that completed; null
+  // outside a loop.
   absl::StatusOr<PipelineReport> Run(
-      const std::vector<Tensor>& inputs,
+      SubPrograms& programs, const std::vector<Tensor>& inputs,
       std::shared_ptr<CancellationManager> cancel = nullptr,
       TakenElements* taken = nullptr);
 
@@ -111,48 +114,23 @@ class PipelineRuntime {
   // The IPUs one replica uses (max device index + 1).
   int num_ipus() const { return num_ipus_; }
   uint64_t generation() const { return generation_; }
-  // What each IPU of the replica holds, by category (unchecked: the device
-  // program that lowers the frame checks and reports it).
-  const std::vector<IpuMemory>& memory() const { return memory_; }
 
-  // Compiled programs and their feeds for one stage part.
-  struct Part {
-    const PartDef* def = nullptr;
-    std::unique_ptr<Program> forward;
-    std::unique_ptr<Program> backward;
-    std::vector<int> fed_args;  // Arguments the part reads, fed.
-    // Stage 0's first part: where its forward fetches the element its
-    // InfeedDequeue node took (-1: it takes none).
-    int element_fetch = -1;
-    bool enqueues = false;          // Its forward runs the OutfeedEnqueue node.
-    std::vector<Output> stash;      // Forward values the backward is fed.
-    std::vector<int> dy_outputs;    // Outputs with a dy placeholder.
-    std::vector<int> grad_args;     // Arguments whose gradient is fetched.
-    int64_t stash_bytes = 0;        // One micro-batch.
-    int64_t output_bytes = 0;       // One micro-batch's outputs.
-    int64_t grad_bytes = 0;         // One micro-batch's float outputs.
+  // One stage part: its layout and, during a Run, its programs.
+  struct Part : PartProgram {
+    Program* forward = nullptr;
+    Program* backward = nullptr;    // Null: none.
     Channel* stash_fifo = nullptr;  // Training: its stash (sized lists).
   };
-  // One work item of one part (a WorkListItem's tag indexes entries_).
-  struct Entry {
-    WorkItem item;
-    int part = 0;
-    int step = 0;
-    int ipu = 0;
-    bool ends_step = false;  // The last of its step on its IPU's list.
-  };
+  using Entry = PartItem;
   // State of one Run (clocks, errors, measurements).
   struct RunState;
 
  private:
   PipelineRuntime() = default;
-  absl::Status Compile();
-  absl::Status CompilePart(Part& part);
-  // The work lists: the table's items per IPU, their channels sized.
-  void LowerToWorkLists();
-  absl::Status AccountPrograms(std::vector<IpuMemory>* mem);
-  void AccountBuffers(std::vector<IpuMemory>* mem) const;
-  absl::Status AccountMemory();
+  absl::Status Init();
+  // Finds this run's programs among `programs` (FailedPrecondition when
+  // they were compiled for another layout).
+  absl::Status BindPrograms(SubPrograms& programs);
   Channel* Fifo(const std::string& key) const { return lists_->channel(key); }
   // IPU `k` of this replica.
   IPUDevice& Device(int k) const {
@@ -183,13 +161,14 @@ class PipelineRuntime {
   PipelineReport MakeReport(RunState& rs);
 
   const BuiltPipeline* b_ = nullptr;
+  std::shared_ptr<const PipelineLayout> layout_;
   IPUSystem* system_ = nullptr;
   Replica replica_;
   uint64_t generation_ = 0;
   bool recompute_ = false;
   int num_ipus_ = 0;
-  std::vector<std::vector<std::unique_ptr<Part>>> parts_;  // [stage][part]
-  std::vector<Entry> entries_;  // By WorkListItem::tag.
+  std::vector<std::vector<Part>> parts_;         // [stage][part]
+  const std::vector<Entry>* entries_ = nullptr;  // By WorkListItem::tag.
   std::unique_ptr<WorkLists> lists_;
   std::vector<RunEnv> envs_;  // Per IPU.
   RunEnv update_env_;         // IPU 0's, posting each IPU's part of the update.
@@ -197,7 +176,7 @@ class PipelineRuntime {
   // written only by IPU k's thread (RunEnv::post_to_shard), read after the
   // update's program returned.
   std::vector<double> update_hop_cpu_;
-  std::unique_ptr<Program> weight_update_;
+  Program* weight_update_ = nullptr;  // During a Run, in training.
   // Offloaded optimizer state: per IPU, variable names; values between
   // updates live in remote_ (this replica's shard of it, for names in
   // sharded_).
@@ -209,12 +188,20 @@ class PipelineRuntime {
   // updates load as this replica's chunk only (RemoteState's rule).
   std::vector<Tensor> weight_shards_;
   std::set<std::string> chunked_;
-  std::vector<int64_t> always_live_;  // Per IPU, as run.
-  std::vector<int64_t> peak_arena_;   // Per IPU.
-  std::vector<int64_t>
-      offloaded_bytes_;            // Per IPU, in this replica's remote memory.
   std::vector<IpuMemory> memory_;  // Per IPU of the replica.
 };
+
+// Which optimizer state the weight update keeps in remote memory (the rule
+// device loops' RemoteState shares, core/memory_plan.h's
+// PlaceOptimizerState), moving its bytes in `ipus` (replica 0's IPUs, from
+// the plan) from the optimizer state to the remote category. The optimizer
+// state is what the weight update reads besides the weights and the
+// accumulators. InvalidArgument for sharding over R > 1 replicas without
+// a CrossReplicaOptimizer.
+absl::StatusOr<OffloadPlan> PlanOffload(const BuiltPipeline& b,
+                                        const IPUSystem& system,
+                                        const PipelineRuntime::Replica& first,
+                                        std::vector<IpuMemory>* ipus);
 
 }  // namespace ipuflow::pipelining
 

@@ -36,6 +36,9 @@ MemoryReport ReportMemory(const NodeOrder& order,
           need.peak[k] > shard.loop_body_peak_bytes) {
         shard.loop_body_peak_bytes = need.peak[k];
         shard.largest_loop_body = order.nodes[need.pos]->name();
+        if (k < need.largest_role.size() && !need.largest_role[k].empty()) {
+          shard.largest_loop_body += " " + need.largest_role[k];
+        }
       }
     }
   }
@@ -50,6 +53,8 @@ MemoryReport ReportMemory(const NodeOrder& order,
     m.unplanned_bytes += shard.unplanned_bytes;
     m.num_planned_values += shard.num_planned_values;
     m.loop_body_always_live_bytes += shard.loop_body_always_live_bytes;
+    m.stash_bytes += shard.stash_bytes;
+    m.fifo_bytes += shard.fifo_bytes;
     if (shard.loop_body_peak_bytes > m.loop_body_peak_bytes) {
       m.loop_body_peak_bytes = shard.loop_body_peak_bytes;
       m.largest_loop_body = shard.largest_loop_body;

@@ -9,9 +9,9 @@ namespace ipuflow::compiler {
 
 absl::StatusOr<std::vector<SubProgramNeed>> PlanSubPrograms(
     const NodeOrder& order, const Values& values, const ValueTypes& types,
-    const CompileSubProgramFn& compile, std::vector<MemoryPlan>* shards) {
+    const ProgramSpec& spec, const CompileSubProgramFn& compile,
+    std::vector<MemoryPlan>* shards) {
   std::vector<SubProgramNeed> needs;
-  const int num_shards = static_cast<int>(shards->size());
   for (int pos = 0; pos < order.size(); ++pos) {
     const Node* n = order.nodes[pos];
     const SubProgramsFn& sub_programs = n->op_def().sub_programs();
@@ -24,14 +24,20 @@ absl::StatusOr<std::vector<SubProgramNeed>> PlanSubPrograms(
     }
     if (!known) continue;
     absl::StatusOr<std::vector<SubProgramSpec>> subs =
-        sub_programs(*n, in_shapes);
+        sub_programs(*n, in_shapes, spec);
     if (!subs.ok()) {
       return absl::Status(
           subs.status().code(),
           absl::StrCat(n->DebugName(), ": ", subs.status().message()));
     }
-    SubProgramNeed need{pos, std::vector<int64_t>(num_shards, 0),
-                        std::vector<bool>(num_shards, false)};
+    SubProgramNeed need{pos, {}, {}, {}};
+    auto grow = [&](size_t num_shards) {
+      if (shards->size() < num_shards) shards->resize(num_shards);
+      need.peak.resize(shards->size(), 0);
+      need.uses.resize(shards->size(), false);
+      need.largest_role.resize(shards->size());
+    };
+    grow(shards->size());
     for (const SubProgramSpec& sub : *subs) {
       absl::StatusOr<std::vector<MemoryPlan>> sub_shards = compile(pos, sub);
       if (!sub_shards.ok()) {
@@ -39,6 +45,11 @@ absl::StatusOr<std::vector<SubProgramNeed>> PlanSubPrograms(
                             absl::StrCat(n->DebugName(), " ", sub.role, ": ",
                                          sub_shards.status().message()));
       }
+      if (sub.own_ipus) {
+        grow(std::max(sub_shards->size(),
+                      static_cast<size_t>(sub.held_shard) + 1));
+      }
+      const int num_shards = static_cast<int>(shards->size());
       for (int j = 0; j < static_cast<int>(sub_shards->size()); ++j) {
         // A sub-program shard this program does not use counts on its node's.
         const int k = j < num_shards ? j : ShardOf(n);
@@ -55,13 +66,28 @@ absl::StatusOr<std::vector<SubProgramNeed>> PlanSubPrograms(
         }
         shard.constant_bytes += m.constant_bytes;
         shard.loop_body_always_live_bytes += m.constant_bytes;
-        // Condition and body run in turn: the larger peak counts.
+        shard.stash_bytes += m.stash_bytes;
+        shard.fifo_bytes += m.fifo_bytes;
+        // The node's programs run in turn on one IPU: the larger peak
+        // counts.
+        if (sub.own_ipus && m.peak_bytes > need.peak[k]) {
+          need.largest_role[k] = sub.role;
+        }
         need.peak[k] = std::max(need.peak[k], m.peak_bytes);
         need.uses[k] = need.uses[k] || m.peak_bytes > 0 ||
                        m.constant_bytes + m.variable_bytes > 0;
       }
+      const int held = sub.held_shard < num_shards ? sub.held_shard : 0;
+      (*shards)[held].stash_bytes += sub.held_stash_bytes;
+      (*shards)[held].fifo_bytes += sub.held_fifo_bytes;
     }
     needs.push_back(std::move(need));
+  }
+  // Shards added by a later node's sub-programs: every need spans them all.
+  for (SubProgramNeed& need : needs) {
+    need.peak.resize(shards->size(), 0);
+    need.uses.resize(shards->size(), false);
+    need.largest_role.resize(shards->size());
   }
   return needs;
 }

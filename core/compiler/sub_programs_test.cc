@@ -24,14 +24,15 @@ REGISTER_OP("_SubProgramsTestLoop")
       return absl::OkStatus();
     })
     .SetKernel([](KernelContext&) { return absl::OkStatus(); })
-    .SetSubPrograms([](const Node& n, absl::Span<const TensorShape>)
-                        -> absl::StatusOr<std::vector<SubProgramSpec>> {
-      std::vector<SubProgramSpec> subs(2);
-      subs[0].role = "body";
-      subs[0].spec.fetches = {n.input(0)};
-      subs[1].role = "cond";
-      return subs;
-    })
+    .SetSubPrograms(
+        [](const Node& n, absl::Span<const TensorShape>,
+           const ProgramSpec&) -> absl::StatusOr<std::vector<SubProgramSpec>> {
+          std::vector<SubProgramSpec> subs(2);
+          subs[0].role = "body";
+          subs[0].spec.fetches = {n.input(0)};
+          subs[1].role = "cond";
+          return subs;
+        })
     .NotDifferentiable("a test op");
 
 TEST(SubProgramsTest, BodiesAddTheirAlwaysLiveBytesAndKeepTheirPeak) {
@@ -70,7 +71,7 @@ TEST(SubProgramsTest, BodiesAddTheirAlwaysLiveBytesAndKeepTheirPeak) {
     return m;
   };
   absl::StatusOr<std::vector<SubProgramNeed>> needs =
-      PlanSubPrograms(f.order, f.values, f.types, plan, &shards);
+      PlanSubPrograms(f.order, f.values, f.types, ProgramSpec(), plan, &shards);
   ASSERT_TRUE(needs.ok()) << needs.status();
   // Only "loop": "unknown"'s input shape is not known.
   ASSERT_EQ(needs->size(), 1u);
@@ -104,7 +105,7 @@ TEST(SubProgramsTest, ABodyErrorNamesTheNodeAndTheRole) {
     return std::vector<MemoryPlan>(1);
   };
   absl::StatusOr<std::vector<SubProgramNeed>> needs =
-      PlanSubPrograms(f.order, f.values, f.types, plan, &shards);
+      PlanSubPrograms(f.order, f.values, f.types, ProgramSpec(), plan, &shards);
   EXPECT_EQ(needs.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(needs.status().message(),
             "_SubProgramsTestLoop 'loop' cond: too big");

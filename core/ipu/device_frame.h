@@ -6,12 +6,17 @@
 // device layer finds it without knowing any op by name:
 //
 //   strategy.Compile(graph, {}, {frame_node})   // a DeviceProgram:
+//     - Program::Compile compiles SubProgramSpecs() as the frame node's
+//       sub-programs (as a loop's body; once per replica's program), on
+//       the replica's IPUs: the plan, the one memory check and report,
+//       and whatever walks a program's sub-programs reach them;
 //     - replicas of ipus_per_replica() IPUs each (ReplicationFactor);
-//     - Lower(system, replicas, group): the frame compiles its programs for
-//       every replica and checks each IPU's memory (refused at compile time
-//       with the per-category report, core/memory_plan.h's IpuMemory);
+//     - Lower(system, replicas, group, ipus): the frame lays out its work
+//       lists for every replica and moves its offloaded state to the
+//       remote category of `ipus` (filled from the plan);
 //   Execute                                     // replica r's kernel, on
-//     - RunReplica(env, inputs)                 // IPU r*S's thread
+//     - RunReplica(env, inputs, programs)       // IPU r*S's thread, with
+//                                               // its node's sub-programs
 //
 // A lowering belongs to one device program: it is keyed by the program's
 // CollectiveGroup (env.collectives at run time) and dropped by Release when
@@ -34,6 +39,7 @@
 #include "core/ipu/ipu_system.h"
 #include "core/kernel.h"
 #include "core/memory_plan.h"
+#include "core/program.h"
 #include "core/tensor.h"
 
 namespace ipuflow {
@@ -44,19 +50,27 @@ class DeviceFrame : public HostResource {
   virtual std::string name() const = 0;
   // The IPUs one replica of the frame uses.
   virtual int ipus_per_replica() const = 0;
-  // Compiles the frame for `replicas` replicas on `system` (replica r on
+  // The programs the frame node's kernel runs, for the enclosing
+  // program's compile options (recompute); each with own_ipus.
+  virtual absl::StatusOr<std::vector<SubProgramSpec>> SubProgramSpecs(
+      const ProgramSpec& enclosing) const = 0;
+  // Lowers the frame for `replicas` replicas on `system` (replica r on
   // IPUs [r*S, r*S + S)), for the device program whose collectives are
-  // `group`. Fills `memory` with what each IPU of a replica holds; the
-  // caller checks it against the budgets (CheckIpuMemory).
+  // `group`. `ipus`: what each IPU of a replica holds, from the program's
+  // plan; the frame moves the optimizer state it offloads to the remote
+  // category (as RemoteState::Plan does); the caller then checks it
+  // against the budgets (CheckIpuMemory).
   virtual absl::Status Lower(IPUSystem* system, int replicas,
                              CollectiveGroup* group,
-                             std::vector<IpuMemory>* memory) = 0;
+                             std::vector<IpuMemory>* ipus) = 0;
   // Forgets the lowering for `group` (its program is being destroyed).
   virtual void Release(CollectiveGroup* group) = 0;
   // Runs replica env.replica of the lowering for env.collectives, with the
-  // values of the frame node's inputs.
+  // values of the frame node's inputs and the node's sub-programs (those
+  // of the replica's program).
   virtual absl::Status RunReplica(const RunEnv& env,
-                                  const std::vector<Tensor>& inputs) = 0;
+                                  const std::vector<Tensor>& inputs,
+                                  SubPrograms& programs) = 0;
   // A variable the frame keeps off its IPU between runs (offloaded
   // optimizer state) for replica `replica`, or nullopt.
   virtual std::optional<Tensor> OffloadedValue(CollectiveGroup* group,

@@ -119,7 +119,8 @@ void ReachFrom(const Node* n, const std::set<const Node*>& fed,
     if (!subs) continue;
     std::vector<TensorShape> shapes;
     for (const Output& in : m->inputs()) shapes.push_back(in.shape());
-    absl::StatusOr<std::vector<SubProgramSpec>> specs = subs(*m, shapes);
+    absl::StatusOr<std::vector<SubProgramSpec>> specs =
+        subs(*m, shapes, ProgramSpec());
     if (!specs.ok()) continue;  // Compiling the program reported it.
     for (const SubProgramSpec& sub : *specs) ReachNodes(sub.spec, reached);
   }
@@ -254,8 +255,11 @@ DeviceProgram::~DeviceProgram() {
 }
 
 absl::StatusOr<std::unique_ptr<DeviceProgram>> DeviceProgram::Compile(
-    IPUSystem* system, const Graph& graph, const ProgramSpec& spec) {
+    IPUSystem* system, const Graph& graph, const ProgramSpec& user_spec) {
   std::unique_ptr<DeviceProgram> dp(new DeviceProgram());
+  // The system's compile options reach every sub-program (a pipeline's).
+  ProgramSpec spec = user_spec;
+  spec.recompute = system->config().allow_recompute();
   dp->system_ = system;
   dp->generation_ = system->generation();
   ASSIGN_OR_RETURN(std::unique_ptr<Program> first,
@@ -269,7 +273,9 @@ absl::StatusOr<std::unique_ptr<DeviceProgram>> DeviceProgram::Compile(
   std::string what =
       absl::StrCat("the program (sharded over ", dp->num_shards_, " IPUs)");
   for (const auto& f : frames) {
-    if (f->ipus_per_replica() > dp->ipus_per_replica_) {
+    // The frame's parts are the program's sub-programs on their own IPUs
+    // (its shards), so the frame names what spans them.
+    if (f->ipus_per_replica() >= dp->ipus_per_replica_) {
       dp->ipus_per_replica_ = f->ipus_per_replica();
       what = f->name();
     }
@@ -283,21 +289,17 @@ absl::StatusOr<std::unique_ptr<DeviceProgram>> DeviceProgram::Compile(
           : std::make_unique<CollectiveGroup>(replicas, system->process_link(),
                                               system->NextProgramTag());
   // Memory: every replica has the same plan, so check replica 0's IPUs:
-  // the program's shards plus what its frames hold there, in one report.
+  // the plan of what runs (a frame's parts, stash and FIFOs are its node's
+  // sub-programs), in one report.
   std::vector<IpuMemory> ipus(dp->ipus_per_replica_);
   for (int s = 0; s < dp->num_shards_; ++s) {
     ipus[s] = IpuMemory::FromPlan(first->shard_memory()[s]);
   }
   for (const auto& f : frames) {
-    std::vector<IpuMemory> frame_memory;
-    // Lowered now, on the host: compile errors and budgets are reported
-    // here, not by the first run.
-    RETURN_IF_ERROR(
-        f->Lower(system, replicas, dp->group_.get(), &frame_memory));
+    // Lowered now, on the host: placement errors and offloaded state are
+    // reported here, not by the first run.
+    RETURN_IF_ERROR(f->Lower(system, replicas, dp->group_.get(), &ipus));
     dp->frames_.push_back(f);
-    for (size_t k = 0; k < frame_memory.size() && k < ipus.size(); ++k) {
-      ipus[k].Add(frame_memory[k]);
-    }
   }
   // Optimizer state offloaded by the program's weight updates (device
   // loops' gradient-accumulation wrappers): remote, not on the IPU.

@@ -81,9 +81,10 @@ WorkLists::WorkLists(std::vector<IPUDevice*> devices,
   }
 }
 
-void WorkLists::SizeChannels() {
+std::map<std::string, int> WorkLists::Capacities(
+    const std::vector<std::vector<WorkListItem>>& lists) {
   std::vector<const WorkListItem*> all;
-  for (const auto& list : lists_) {
+  for (const auto& list : lists) {
     for (const WorkListItem& it : list) all.push_back(&it);
   }
   std::stable_sort(all.begin(), all.end(),
@@ -97,8 +98,13 @@ void WorkLists::SizeChannels() {
       peak[k] = std::max(peak[k], ++occupancy[k]);
     }
   }
+  for (auto& [key, cap] : peak) cap = std::max(1, cap);
+  return peak;
+}
+
+void WorkLists::SizeChannels() {
   channels_.clear();
-  for (const auto& [key, cap] : peak) {
+  for (const auto& [key, cap] : Capacities(lists_)) {
     channels_[key] = std::make_unique<Channel>(std::max(1, cap), key);
   }
   // Once: an item's run looks no channel up by name.

@@ -165,6 +165,10 @@ class WorkLists {
   // pushes at its end; at least 1), and resolves each item's channels; see
   // the file comment.
   void SizeChannels();
+  // The capacity SizeChannels gives each channel of `lists` (a pure
+  // function of the lists: known before any device runs them).
+  static std::map<std::string, int> Capacities(
+      const std::vector<std::vector<WorkListItem>>& lists);
   // Dies if there is no such channel (a lowering bug).
   Channel* channel(const std::string& key) const;
   const std::map<std::string, std::unique_ptr<Channel>>& channels() const {

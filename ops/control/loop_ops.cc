@@ -67,7 +67,8 @@ absl::StatusOr<ProgramSpec> FrameSpec(
 
 // The loop's frames: the compiler compiles them (SetSubPrograms).
 absl::StatusOr<std::vector<SubProgramSpec>> LoopFrames(
-    const Node& loop, absl::Span<const TensorShape> input_shapes) {
+    const Node& loop, absl::Span<const TensorShape> input_shapes,
+    const ProgramSpec& /*enclosing: the compiler applies its options*/) {
   std::vector<SubProgramSpec> frames;
   for (const char* prefix : {"cond", "body"}) {
     if (std::string(prefix) == "cond" && !loop.has_attr("cond_result"))
@@ -93,7 +94,8 @@ absl::StatusOr<SubPrograms*> FramePrograms(KernelContext& ctx) {
   std::vector<TensorShape> shapes;
   for (int i = 0; i < ctx.num_inputs(); ++i)
     shapes.push_back(ctx.input(i).shape());
-  absl::StatusOr<std::vector<SubProgramSpec>> frames = LoopFrames(loop, shapes);
+  absl::StatusOr<std::vector<SubProgramSpec>> frames =
+      LoopFrames(loop, shapes, ProgramSpec());
   if (!frames.ok())
     return ctx.Error(frames.status().code(), frames.status().message());
   std::vector<std::unique_ptr<Program>> programs;  // All or none are kept.

@@ -12,8 +12,11 @@
 //                    {pipeline->frame()}));
 //   RETURN_IF_ERROR(exe->Execute({{}}, &results));  // every replica
 //
-// The frame's inputs are the pipeline's `inputs` (computed by the program,
-// or fed); it has no outputs (results leave by the outfeed) and is stateful.
+// The frame's stage parts (forward, backward) and weight update are the
+// node's sub-programs (SetSubPrograms, DeviceFrame::SubProgramSpecs),
+// compiled with the enclosing program as a loop's body is. The frame's
+// inputs are the pipeline's `inputs` (computed by the program, or fed); it
+// has no outputs (results leave by the outfeed) and is stateful.
 // Errors: FailedPrecondition when the frame's owner (the Pipeline) is gone
 // or the frame was not lowered for this program.
 #ifndef IPUFLOW_OPS_CONTROL_PIPELINE_FRAME_H_
