@@ -9,6 +9,7 @@
 //   ./bazelw run //examples:train_fashion_mnist -- --replication-factor 2
 //   mpirun -np 2 bazel-bin/examples/train_fashion_mnist
 //     --replication-factor 1        # (one line) 2 processes x 1 replica
+//   ... -- --checkpoint-dir /tmp/ckpt --checkpoint-every 10 [--resume]
 //
 // Replication: R replicas of the 4-stage pipeline on R x 4 IPUs; each
 // weight update averages the gradients over the accumulated micro-batches
@@ -24,6 +25,7 @@
 #include "core/ipu/ipu_strategy.h"
 #include "core/status.h"
 #include "examples/models.h"
+#include "examples/tutorial_checkpoints.h"
 #include "examples/tutorial_flags.h"
 #include "examples/tutorial_processes.h"
 #include "examples/tutorial_support.h"
@@ -126,14 +128,20 @@ absl::Status RunTutorial(const TutorialFlags& f,
   // per replica.
   ASSIGN_OR_RETURN(examples::TutorialData data,
                    examples::LoadTutorialData(f.train_limit, f.test_limit));
+  // --resume: the run continues from the newest checkpoint (docs/
+  // CHECKPOINTS.md), its training data where the devices had stopped.
+  ASSIGN_OR_RETURN(
+      examples::TutorialCheckpoints ckpt,
+      examples::TutorialCheckpoints::Open({f.checkpoint_dir, f.checkpoint_every,
+                                           f.keep_checkpoints, f.resume,
+                                           f.device_iterations, f.stop_after}));
   const auto loader_options = [&](bool training) {
     return examples::LoaderOptions(f, training, procs.index(), procs.count());
   };
-  ASSIGN_OR_RETURN(
-      auto train_loader,
-      feeds::DataLoader::Create(
-          feeds::FromTensorSlices({data.train.images, data.train.labels}),
-          loader_options(/*training=*/true)));
+  ASSIGN_OR_RETURN(auto train_loader,
+                   ckpt.TrainLoader(feeds::FromTensorSlices(
+                                        {data.train.images, data.train.labels}),
+                                    loader_options(/*training=*/true)));
   ASSIGN_OR_RETURN(
       auto test_loader,
       feeds::DataLoader::Create(
@@ -143,8 +151,9 @@ absl::Status RunTutorial(const TutorialFlags& f,
                    train_loader->ToInfeedDataset());
   ASSIGN_OR_RETURN(feeds::DatasetPtr test_micro,
                    test_loader->ToInfeedDataset());
-  ASSIGN_OR_RETURN(auto train_feed, feeds::IPUInfeedQueue::Create(
-                                        train_micro->Repeat(f.epochs)));
+  ASSIGN_OR_RETURN(auto train_feed,
+                   feeds::IPUInfeedQueue::Create(train_micro->Repeat(
+                       f.epochs - train_loader->start_epoch())));
   ASSIGN_OR_RETURN(auto test_feed, feeds::IPUInfeedQueue::Create(test_micro));
   ASSIGN_OR_RETURN(auto train_out, feeds::IPUOutfeedQueue::Create());
   ASSIGN_OR_RETURN(auto test_out, feeds::IPUOutfeedQueue::Create());
@@ -218,18 +227,31 @@ absl::Status RunTutorial(const TutorialFlags& f,
                    pipelining::Pipeline::Create(root, std::move(e)));
   RETURN_IF_ERROR(strategy.Initialize(*root.graph()));
 
+  // Each pipeline's frame node compiles as a loop's would; a call is one
+  // Execute on every replica (results leave by the outfeeds). --resume
+  // restores the checkpoint into the training program.
+  ASSIGN_OR_RETURN(DeviceProgram * trained,
+                   strategy.Compile(*root.graph(), {}, {training->frame()}));
+  ASSIGN_OR_RETURN(DeviceProgram * tested,
+                   strategy.Compile(*root.graph(), {}, {inference->frame()}));
+  RETURN_IF_ERROR(
+      ckpt.Attach(root.graph(), trained, train_feed.get(), train_loader.get()));
+
   // Training. The monitor thread takes each step's loss and accuracy
   // ([replicas] per step) from the outfeed as the device produces them and
   // draws the progress bar; each call returns replica 0's report.
   std::printf("%s", examples::TrainingSummary(f).c_str());
   std::fflush(stdout);
-  const int64_t calls = f.epochs * train_loader->len();
-  const int64_t steps = calls * f.device_iterations * f.gradient_accumulation;
+  ASSIGN_OR_RETURN(const auto calls,
+                   ckpt.Calls(f.epochs * train_loader->len()));
+  const int64_t per_call = f.device_iterations * f.gradient_accumulation;
+  const int64_t steps = calls.total * per_call;
   examples::RunningMeans window(/*micro_batches=*/50, replicas);
   // Every process trains in step: the run's micro-batches are P times ours.
   const int64_t all_replicas = int64_t{replicas} * procs.count();
   std::thread monitor([&] {
-    for (int64_t step = 1; step <= steps; ++step) {
+    for (int64_t step = calls.first * per_call + 1;
+         step <= calls.last * per_call; ++step) {
       absl::StatusOr<feeds::OutfeedElement> e = train_out->Next();
       if (!e.ok()) return;  // Closed early: a training call failed.
       window.Add((*e)["0"], (*e)["1"]);
@@ -238,17 +260,12 @@ absl::Status RunTutorial(const TutorialFlags& f,
                              window.last_loss(), window.mean_accuracy());
     }
   });
-  // Each pipeline's frame node compiles as a loop's would; a call is one
-  // Execute on every replica (results leave by the outfeeds).
-  ASSIGN_OR_RETURN(DeviceProgram * trained,
-                   strategy.Compile(*root.graph(), {}, {training->frame()}));
-  ASSIGN_OR_RETURN(DeviceProgram * tested,
-                   strategy.Compile(*root.graph(), {}, {inference->frame()}));
   std::vector<std::vector<Tensor>> none;
   absl::Status status;
   const auto start = std::chrono::steady_clock::now();
-  for (int64_t c = 0; c < calls && status.ok(); ++c) {
+  for (int64_t c = calls.first; c < calls.last && status.ok(); ++c) {
     status = trained->Execute({{}}, &none);
+    if (status.ok()) status = ckpt.AfterCall(c + 1, c + 1 == calls.last);
   }
   const double train_seconds = examples::SecondsSince(start);
   train_out->Close();  // Ends the monitor early if a call failed.
@@ -256,12 +273,14 @@ absl::Status RunTutorial(const TutorialFlags& f,
   RETURN_IF_ERROR(status);
   const pipelining::PipelineReport last_run =
       training->last_report().value_or(pipelining::PipelineReport{});
-  examples::PrintTrainingResult(
-      f, steps * all_replicas, calls * f.device_iterations, train_seconds,
-      window.micro_batches(), window.mean_loss(), window.mean_accuracy());
+  examples::PrintTrainingResult(f, calls.done() * per_call * all_replicas,
+                                calls.done() * f.device_iterations,
+                                train_seconds, window.micro_batches(),
+                                window.mean_loss(), window.mean_accuracy());
   if (replicas > 1) RETURN_IF_ERROR(examples::CheckReplicasAgree(*trained));
   RETURN_IF_ERROR(examples::PrintLossScale(f, *trained));
   examples::PrintPipelineReport(f, last_run);
+  if (calls.last < calls.total) return ckpt.Stopped();  // --stop-after.
 
   // Inference: every replica tests its share; the outfeed holds one
   // accuracy per micro-batch per replica ([steps, replicas]).

@@ -8,11 +8,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "core/checkpoint/checkpoint_directory.h"
+#include "core/checkpoint/checkpoint_file.h"
 #include "gtest/gtest.h"
 
 namespace {
@@ -232,6 +235,114 @@ TEST(TrainFashionMnistTest, BadStrategyIsAnError) {
       r.err.find("--strategy is 'phased'; it must be pipelined or sharded"),
       std::string::npos)
       << r.err;
+}
+
+// Issue 24: a run stopped after 4 of its 10 weight updates (--stop-after)
+// and resumed from its checkpoint (--resume, a new process) ends with
+// bitwise the weights and optimizer state of the uninterrupted run (their
+// last checkpoints compared tensor by tensor), the same loss and test
+// accuracy; its progress bar continues where the first part stopped. In
+// float16 with stochastic rounding on every result, so the stage programs'
+// random streams must be restored too.
+TEST(TrainFashionMnistTest, StoppedAndResumedRunEndsBitwiseAsOneRun) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string root = absl::StrCat(tmp ? tmp : "/tmp", "/resume");
+  const std::string whole_dir = root + "/whole", parts_dir = root + "/parts";
+  const std::string flags =
+      "--train-limit 4000 --test-limit 800 --device-iterations 2 "
+      "--checkpoint-every 2 --keep-checkpoints 2 --precision fp16 "
+      "--stochastic-rounding on --checkpoint-dir ";
+  Result whole = RunExample(flags + whole_dir);
+  ASSERT_EQ(whole.exit_code, 0) << whole.out << whole.err;
+  EXPECT_NE(whole.out.find("Checkpoints: 5 saved in " + whole_dir +
+                           " (the newest 2 kept)"),
+            std::string::npos)
+      << whole.out;
+  Result first = RunExample(flags + parts_dir + " --stop-after 4");
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  EXPECT_NE(first.out.find("Stopped after 4 weight updates (--stop-after)"),
+            std::string::npos)
+      << first.out;
+  EXPECT_EQ(first.out.find("Test accuracy"), std::string::npos) << first.out;
+  Result rest = RunExample(flags + parts_dir + " --resume");
+  ASSERT_EQ(rest.exit_code, 0) << rest.out << rest.err;
+  EXPECT_NE(rest.out.find("Resuming from " + parts_dir +
+                          "/ckpt-000000000004.ipuckpt (weight update 4)"),
+            std::string::npos)
+      << rest.out;
+  EXPECT_NE(rest.out.find("Trained 60 micro-batches (6 weight updates)"),
+            std::string::npos)
+      << rest.out;
+  // The bar goes on from 40 of 100 micro-batches to the end.
+  EXPECT_NE(rest.err.find("100/100"), std::string::npos) << rest.err;
+  EXPECT_EQ(rest.err.find(" 10/100"), std::string::npos) << rest.err;
+  // The last 50 micro-batches are all the resumed run's: the same losses.
+  ASSERT_NE(LineFrom(whole.out, "last 50 micro-batches"), "") << whole.out;
+  EXPECT_EQ(LineFrom(whole.out, "last 50 micro-batches"),
+            LineFrom(rest.out, "last 50 micro-batches"));
+  const std::string correct = LineFrom(whole.out, "Test accuracy");
+  ASSERT_NE(correct, "") << whole.out;
+  EXPECT_EQ(
+      correct.substr(0, correct.find(" images")),
+      LineFrom(rest.out, "Test accuracy").substr(0, correct.find(" images")));
+  // Every tensor of the final checkpoints, bitwise.
+  auto a = ipuflow::checkpoint::ReadCheckpointFile(
+      ipuflow::checkpoint::NumberedCheckpointPath(whole_dir, 10));
+  auto b = ipuflow::checkpoint::ReadCheckpointFile(
+      ipuflow::checkpoint::NumberedCheckpointPath(parts_dir, 10));
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_EQ(a->tensors.size(), b->tensors.size());
+  ASSERT_GT(a->tensors.size(), 8u);  // Weights, masters, AdamW, loss scale.
+  for (size_t i = 0; i < a->tensors.size(); ++i) {
+    const auto& ea = a->manifest.tensors(i);
+    const auto& eb = b->manifest.tensors(i);
+    EXPECT_EQ(ea.name(), eb.name());
+    ASSERT_EQ(a->tensors[i].TotalBytes(), b->tensors[i].TotalBytes());
+    EXPECT_EQ(std::memcmp(a->tensors[i].raw_data(), b->tensors[i].raw_data(),
+                          a->tensors[i].TotalBytes()),
+              0)
+        << ea.name();
+  }
+  // Two kept of each run.
+  EXPECT_EQ(ipuflow::checkpoint::ListCheckpoints(whole_dir)->size(), 2u);
+}
+
+TEST(TrainFashionMnistTest, ResumeRefusals) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = absl::StrCat(tmp ? tmp : "/tmp", "/refusals");
+  Result r = RunExample(
+      absl::StrCat("--train-limit 4000 --test-limit 800 --device-iterations 2 "
+                   "--stop-after 2 --checkpoint-dir ",
+                   dir));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // Another --device-iterations: the checkpoint is not a whole call.
+  r = RunExample(absl::StrCat(
+      "--train-limit 4000 --test-limit 800 --device-iterations 5 --resume "
+      "--checkpoint-dir ",
+      dir));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("stands at weight update 2, not a whole number of "
+                       "training calls of 5 weight updates"),
+            std::string::npos)
+      << r.err;
+  // Another model: the checkpoint's variables are float32.
+  r = RunExample(absl::StrCat(
+      "--train-limit 4000 --test-limit 800 --device-iterations 2 --resume "
+      "--precision fp16 --checkpoint-dir ",
+      dir));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--resume from " + dir), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the checkpoint is of another model"), std::string::npos)
+      << r.err;
+  // Bad flags never start.
+  r = RunExample("--checkpoint-every 15 --checkpoint-dir /tmp/x");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--checkpoint-every is 15 weight updates, not a "
+                       "multiple of --device-iterations (10)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("Trained"), std::string::npos);
 }
 
 }  // namespace

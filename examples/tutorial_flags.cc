@@ -88,6 +88,26 @@ ABSL_FLAG(std::string, loss_scaling, "automatic",
           "with --precision fp16: automatic (PopTorch's histogram rule) or a "
           "number (a static scale, at most 2^24)");
 
+// Checkpoints (docs/CHECKPOINTS.md): saved between training calls.
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "where checkpoints are written (ckpt-<weight updates>.ipuckpt) and "
+          "--resume reads them; empty: no checkpoints. With a directory, a "
+          "checkpoint is also saved after the last weight update");
+ABSL_FLAG(int64_t, checkpoint_every, 0,
+          "save a checkpoint every N weight updates: a multiple of "
+          "--device-iterations, the weight updates of one training call "
+          "(checkpoints are taken between calls); 0: only at the end");
+ABSL_FLAG(int, keep_checkpoints, 3,
+          "how many of the newest checkpoints --checkpoint-dir keeps");
+ABSL_FLAG(bool, resume, false,
+          "continue from the newest checkpoint of --checkpoint-dir, exactly "
+          "where it stopped (weights, optimizer state, random streams, data "
+          "order); starts from the beginning when there is none");
+ABSL_FLAG(int64_t, stop_after, 0,
+          "stop after N weight updates in all (a multiple of "
+          "--device-iterations), saving a checkpoint there, without testing; "
+          "0: train every epoch");
+
 namespace ipuflow::examples {
 namespace {
 
@@ -109,6 +129,8 @@ constexpr int64_t kMaxImagesPerCall = int64_t{1} << 30;
 // Automatic loss scaling's first scale; it halves or doubles after every
 // weight update (PopART's rule) from there.
 constexpr float kInitialLossScale = 128.f;
+constexpr int kMaxKeptCheckpoints = 1000;
+constexpr int64_t kMaxWeightUpdates = int64_t{1} << 40;
 
 // The gradient accumulation per replica: the flag's, or the one that keeps
 // one replica's combined batch. `replicas` is in [1, kMaxReplicas].
@@ -151,6 +173,50 @@ absl::StatusOr<int> GradientAccumulation(int replicas, int processes,
   return accumulation;
 }
 
+// --checkpoint-dir, --checkpoint-every, --keep-checkpoints, --resume and
+// --stop-after into `f`: checkpoints are taken between training calls, so
+// the weight-update counts must be whole calls of `per_call`.
+void CheckCheckpointFlags(int per_call, int processes, TutorialFlags* f,
+                          OptionChecker* check) {
+  const std::string dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  f->checkpoint_dir = dir.empty() ? "" : ResolveOutputPath(dir);
+  f->checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
+  f->keep_checkpoints = absl::GetFlag(FLAGS_keep_checkpoints);
+  f->resume = absl::GetFlag(FLAGS_resume);
+  f->stop_after = absl::GetFlag(FLAGS_stop_after);
+  check->Range("--keep-checkpoints", f->keep_checkpoints, 1,
+               kMaxKeptCheckpoints);
+  for (auto [name, n] : {std::pair<const char*, int64_t>{"--checkpoint-every",
+                                                         f->checkpoint_every},
+                         {"--stop-after", f->stop_after}}) {
+    check->Range(name, n, 0, kMaxWeightUpdates, " weight updates");
+    if (n > 0 && per_call > 0 && n % per_call != 0) {
+      check->Fail(
+          absl::StrCat(name, " is ", n,
+                       " weight updates, not a multiple of "
+                       "--device-iterations (",
+                       per_call, "): one training call does ", per_call,
+                       " weight updates and checkpoints are taken between "
+                       "calls; use ",
+                       (n / per_call) * per_call > 0
+                           ? absl::StrCat((n / per_call) * per_call, " or ")
+                           : "",
+                       (n / per_call + 1) * per_call));
+    }
+  }
+  if (f->checkpoint_dir.empty()) {
+    if (f->checkpoint_every > 0) {
+      check->Fail("--checkpoint-every needs --checkpoint-dir");
+    }
+    if (f->resume) check->Fail("--resume needs --checkpoint-dir");
+  } else if (processes > 1) {
+    check->Fail(absl::StrCat(
+        "--checkpoint-dir: checkpoints of a run of ", processes,
+        " processes are not supported yet (docs/CHECKPOINTS.md, \"Not yet "
+        "covered\"); run without it under mpirun"));
+  }
+}
+
 // The example's own flags (ParseTutorialFlagArgs sets no other).
 constexpr const char* kTutorialFlagNames[] = {
     "batch_size",
@@ -175,6 +241,11 @@ constexpr const char* kTutorialFlagNames[] = {
     "precision",
     "stochastic_rounding",
     "loss_scaling",
+    "checkpoint_dir",
+    "checkpoint_every",
+    "keep_checkpoints",
+    "resume",
+    "stop_after",
 };
 
 bool IsTutorialFlag(absl::string_view name) {
@@ -301,6 +372,7 @@ absl::StatusOr<TutorialFlags> FlagsFromAbsl(int processes = 1) {
     f.profile_dir = ResolveOutputPath(dir);
   }
   f.debug = absl::GetFlag(FLAGS_debug);
+  CheckCheckpointFlags(f.device_iterations, f.processes, &f, &check);
   RETURN_IF_ERROR(check.status());
   // The layout, once replicas are in range.
   ASSIGN_OR_RETURN(f.gradient_accumulation,

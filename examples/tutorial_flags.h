@@ -57,6 +57,15 @@ struct TutorialFlags {
   FloatingPointBehaviourConfig::StochasticRoundingBehaviour esr =
       FloatingPointBehaviourConfig::REPLICA_IDENTICAL_ONLY;
   optimizers::LossScaling loss_scaling;  // Set by the parser.
+  // Checkpoints (examples/tutorial_checkpoints.h): the directory (resolved;
+  // empty: none), weight updates between saves (a multiple of
+  // device_iterations; 0: at the end), how many stay, resume from the
+  // newest, and stop after this many weight updates in all (0: never).
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;
+  int keep_checkpoints = 3;
+  bool resume = false;
+  int64_t stop_after = 0;
 
   bool pipelined() const { return strategy == "pipelined"; }
 };

@@ -204,5 +204,56 @@ TEST(TutorialFlagsTest, ValuesThatDoNotParseAreErrorsNotExits) {
   EXPECT_EQ(Error({"--debug", "--nooffload-optimiser"}), "OK");
 }
 
+// Issue 24: checkpoints are taken between training calls, so their
+// weight-update counts are whole calls; every refusal names the flag, the
+// value and what would do.
+TEST(TutorialFlagsTest, CheckpointFlags) {
+  absl::StatusOr<TutorialFlags> f =
+      Parse({"--checkpoint-dir=/tmp/c", "--checkpoint-every=20",
+             "--keep-checkpoints=2", "--resume", "--stop-after=30"});
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->checkpoint_dir, "/tmp/c");
+  EXPECT_EQ(f->checkpoint_every, 20);
+  EXPECT_EQ(f->keep_checkpoints, 2);
+  EXPECT_TRUE(f->resume);
+  EXPECT_EQ(f->stop_after, 30);
+  f = Parse({});
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->checkpoint_dir, "");
+  EXPECT_EQ(f->checkpoint_every, 0);
+  EXPECT_EQ(f->keep_checkpoints, 3);
+  EXPECT_FALSE(f->resume);
+  // Not a multiple of --device-iterations (10): the nearest that are.
+  EXPECT_THAT(Error({"--checkpoint-dir=/tmp/c", "--checkpoint-every=15"}),
+              HasSubstr("--checkpoint-every is 15 weight updates, not a "
+                        "multiple of --device-iterations (10): one training "
+                        "call does 10 weight updates and checkpoints are "
+                        "taken between calls; use 10 or 20"));
+  EXPECT_THAT(Error({"--checkpoint-dir=/tmp/c", "--checkpoint-every=3"}),
+              HasSubstr("use 10"));
+  EXPECT_EQ(Error({"--checkpoint-dir=/tmp/c", "--checkpoint-every=3",
+                   "--device-iterations=3"}),
+            "OK");
+  EXPECT_THAT(Error({"--stop-after=25"}),
+              HasSubstr("--stop-after is 25 weight updates, not a multiple "
+                        "of --device-iterations (10)"));
+  EXPECT_THAT(Error({"--checkpoint-dir=/tmp/c", "--checkpoint-every=-10"}),
+              HasSubstr("--checkpoint-every"));
+  EXPECT_THAT(Error({"--stop-after=-1"}), HasSubstr("--stop-after"));
+  EXPECT_THAT(
+      Error({"--checkpoint-dir=/tmp/c", "--checkpoint-every=1099511627777"}),
+      HasSubstr("1099511627776"));
+  for (const char* keep : {"0", "-1", "1001"}) {
+    EXPECT_THAT(Error({"--checkpoint-dir=/tmp/c",
+                       absl::StrCat("--keep-checkpoints=", keep)}),
+                AllOf(HasSubstr("--keep-checkpoints"), HasSubstr(keep),
+                      HasSubstr("1000")));
+  }
+  EXPECT_THAT(Error({"--checkpoint-every=10"}),
+              HasSubstr("--checkpoint-every needs --checkpoint-dir"));
+  EXPECT_THAT(Error({"--resume"}),
+              HasSubstr("--resume needs --checkpoint-dir"));
+}
+
 }  // namespace
 }  // namespace ipuflow::examples

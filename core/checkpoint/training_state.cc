@@ -130,12 +130,6 @@ absl::Status TrainingCheckpoint::CheckSupported(const char* what) const {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": no executable or graph"));
   }
-  if (exe_->num_frames() > 0) {
-    return absl::UnimplementedError(absl::StrCat(
-        what,
-        ": the executable runs a pipeline; checkpoints of pipelines are not "
-        "covered yet (docs/CHECKPOINTS.md, \"Not yet covered\")"));
-  }
   if (exe_->system()->process_link() != nullptr) {
     return absl::UnimplementedError(absl::StrCat(
         what,

@@ -3,8 +3,9 @@
 // object that knows the run's parts, kept for the run's life). The run
 // continues bit for bit after a restore: same weights, same loss curve.
 //
-//   // The run: a compiled device program (step, loop, replicated), its
-//   // graph, and its infeeds with the DataLoaders that feed them.
+//   // The run: a compiled device program (step, loop, pipeline,
+//   // replicated), its graph, and its infeeds with the DataLoaders that
+//   // feed them.
 //   TrainingCheckpoint ckpt(&graph, exe);
 //   ckpt.AddInfeed("train", infeed.get(), loader.get());
 //   ...exe->Execute(...)...                      // k weight updates
@@ -26,7 +27,8 @@
 //     to remote memory (RemoteState: sharded state gathered whole, sharded
 //     again by the next weight update's store);
 //   - the random streams: the system's seed (stochastic rounding) and the
-//     run counter of every program and loop body of every replica (dropout,
+//     run counter of every program and sub-program of every replica (loop
+//     bodies, a pipeline's stage programs and weight update; dropout,
 //     random ops and stochastic rounding draw from seed, program and run;
 //     core/program.h);
 //   - the input position: per infeed the elements each replica's device
@@ -35,8 +37,9 @@
 //     its order depends on (seed, shuffle, drop_last, sizes).
 // Refused (FailedPrecondition naming the cause): a checkpoint in the middle
 // of a gradient accumulation (a counter of optimizers::
-// kAccumulationCounters not at 0), or of a DataLoader step; a pipeline's
-// executable and multi-process runs are not covered yet (Unimplemented).
+// kAccumulationCounters not at 0), or of a DataLoader step (a pipeline
+// stopped part-way through a run); multi-process runs are not covered yet
+// (Unimplemented).
 //
 // Restore checks everything first (topology, every variable's presence,
 // dtype and shape, the feeds, the random streams' programs), and refuses

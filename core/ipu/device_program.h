@@ -81,9 +81,6 @@ class DeviceProgram : public Executable {
   // The replicas' collectives (also what identifies this program to the
   // device frames it lowered).
   CollectiveGroup* collectives() const { return group_.get(); }
-  // Device frames (pipelines) this program lowered: their stage programs'
-  // state is not yet saved by checkpoints (docs/CHECKPOINTS.md).
-  int num_frames() const { return static_cast<int>(frames_.size()); }
   // The IPU that runs replica r (its first shard).
   int ipu_of_replica(int r) const { return r * ipus_per_replica_; }
 
