@@ -159,6 +159,5 @@ void BM_ConvNetAdamWStep(benchmark::State& state) {
 }
 BENCHMARK(BM_ConvNetAdamWStep)->Apply(ThreadArgs);
 
-
 }  // namespace
 }  // namespace ipuflow

@@ -92,7 +92,9 @@ absl::StatusOr<std::string> WriteNumberedCheckpoint(
   ASSIGN_OR_RETURN(auto all, ListCheckpoints(dir));
   for (size_t i = 0; i + keep_last < all.size(); ++i) {
     if (::unlink(all[i].second.c_str()) != 0) {
-      return absl::InternalError(absl::StrCat("checkpoint: remove old checkpoint '", all[i].second, "': ", std::strerror(errno)));
+      return absl::InternalError(
+          absl::StrCat("checkpoint: remove old checkpoint '", all[i].second,
+                       "': ", std::strerror(errno)));
     }
   }
   return path;

@@ -160,6 +160,5 @@ BENCHMARK(BM_OnednnOwnThreadsMatMul)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-
 }  // namespace
 }  // namespace ipuflow

@@ -516,6 +516,5 @@ BENCHMARK(BM_OnednnConv2DBackpropFilter)->Apply(ConvArgs);
 BENCHMARK(BM_Conv2DBackpropInput)->Apply(ConvArgs);
 BENCHMARK(BM_OnednnConv2DBackpropInput)->Apply(ConvArgs);
 
-
 }  // namespace
 }  // namespace ipuflow::ops

@@ -9,10 +9,10 @@
 // for input and filter (GroupedConv2DBackpropInput / ...Filter; their own
 // gradients are not implemented). All three run on oneDNN's convolution
 // primitives (its grouped, depthwise and dilated kernels; the batch split
-// over the intra-op pool as Conv2D's oneDNN path, ops/onednn/onednn_conv.h). Conv1D ([N, W, C] by
-// [KW, C / groups, OC]) and ConvTranspose2D are builders over these and
-// Conv2DBackpropInput. float32 and float16 (computed in float32, rounded
-// once). Conv2D (conv2d.h) remains the fast path for groups 1 and no
+// over the intra-op pool as Conv2D's oneDNN path, ops/onednn/onednn_conv.h).
+// Conv1D ([N, W, C] by [KW, C / groups, OC]) and ConvTranspose2D are builders
+// over these and Conv2DBackpropInput. float32 and float16 (computed in float32,
+// rounded once). Conv2D (conv2d.h) remains the fast path for groups 1 and no
 // dilation.
 //
 //   Output y = ops::GroupedConv2D(scope, x, w, {.strides = {1, 1},

@@ -5,8 +5,8 @@
 // 32 groups of 3x3, a dilated 3x3 (DeepLab's atrous convolution), and a
 // 1-D speech convolution of width 5 (Conv1D, so H = 1).
 //
-//   ./bazelw run //ops/nn:grouped_conv_benchmark -- \
-//     --benchmark_min_time=0.5
+//   ./bazelw run //ops/nn:grouped_conv_benchmark --
+//     --benchmark_min_time=0.5            # (one line)
 //
 // Counter MAC/s: the convolution's multiply-adds (a backprop costs as many
 // as the forward). The context lines print the CPU and the ISA.
@@ -85,7 +85,6 @@ void BM_GroupedConv2DBackpropFilter(benchmark::State& s) {
 BENCHMARK(BM_GroupedConv2D)->Apply(Args);
 BENCHMARK(BM_GroupedConv2DBackpropInput)->Apply(Args);
 BENCHMARK(BM_GroupedConv2DBackpropFilter)->Apply(Args);
-
 
 }  // namespace
 }  // namespace ipuflow::ops

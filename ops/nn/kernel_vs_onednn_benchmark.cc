@@ -24,9 +24,9 @@
 // BM_Kernel<Loop>/shape/avx512:{0,1} runs one loop of ops/math/
 // vector_kernels.h alone, its AVX2 (0) and AVX-512 (1) variants on the same
 // data: the measurement behind UsedVectorKernels()' choice. Alternate them:
-//   ./bazelw run //ops/nn:kernel_vs_onednn_benchmark -- \
-//     --benchmark_filter=BM_Kernel --benchmark_repetitions=5 \
-//     --benchmark_enable_random_interleaving=true
+//   ./bazelw run //ops/nn:kernel_vs_onednn_benchmark --
+//     --benchmark_filter=BM_Kernel --benchmark_repetitions=5
+//     --benchmark_enable_random_interleaving=true   # (one line)
 // The machine line ends with the ISA ipuflow's kernels use (core/cpu_isa.h;
 // IPUFLOW_MAX_ISA=avx2 caps them and oneDNN).
 #include <malloc.h>

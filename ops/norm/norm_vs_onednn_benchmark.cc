@@ -7,8 +7,8 @@
 // normalisation primitives failed to execute here, "could not execute a
 // primitive", so they have no oneDNN twin).
 //
-//   ./bazelw run //ops/norm:norm_vs_onednn_benchmark -- \
-//     --benchmark_min_time=0.5 --benchmark_repetitions=3
+//   ./bazelw run //ops/norm:norm_vs_onednn_benchmark --
+//     --benchmark_min_time=0.5 --benchmark_repetitions=3   # (one line)
 //
 // Shapes: LayerNorm over BERT-base's hidden size, [1024 tokens, 768]
 // (batch 8 x sequence 128); BatchNorm NHWC over the tutorial ConvNet's first
@@ -151,7 +151,6 @@ BENCHMARK(BM_LayerNormWithGrad)->Apply(LayerArgs);
 BENCHMARK(BM_BatchNorm)->Apply(BatchArgs);
 BENCHMARK(BM_OnednnBatchNorm)->Apply(BatchArgs);
 BENCHMARK(BM_BatchNormWithGrad)->Apply(BatchArgs);
-
 
 }  // namespace
 }  // namespace ipuflow::ops

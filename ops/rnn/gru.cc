@@ -1,6 +1,5 @@
 #include "ops/rnn/gru.h"
 
-
 #include "Eigen/Core"
 #include "absl/strings/str_cat.h"
 #include "core/op_registry.h"

@@ -3,8 +3,8 @@
 // backward pass would read, as the op writes its cache) on the same
 // shapes, one thread, in one run; and PopnnLSTM with its gradient op.
 //
-//   ./bazelw run //ops/rnn:lstm_vs_onednn_benchmark -- \
-//     --benchmark_min_time=0.5
+//   ./bazelw run //ops/rnn:lstm_vs_onednn_benchmark --
+//     --benchmark_min_time=0.5            # (one line)
 //
 // Shapes [time, batch, input] -> units: a speech-sized layer (100 frames,
 // batch 16, 80 features, 256 units) and a small one (20, 32, 32 -> 64).
@@ -117,7 +117,6 @@ void BM_PopnnLSTMWithGrad(benchmark::State& s) { OpCase(s, true); }
 BENCHMARK(BM_PopnnLSTM)->Apply(Args);
 BENCHMARK(BM_OnednnLSTM)->Apply(Args);
 BENCHMARK(BM_PopnnLSTMWithGrad)->Apply(Args);
-
 
 }  // namespace
 }  // namespace ipuflow::ops
