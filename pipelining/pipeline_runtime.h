@@ -40,6 +40,7 @@
 #ifndef IPUFLOW_PIPELINING_PIPELINE_RUNTIME_H_
 #define IPUFLOW_PIPELINING_PIPELINE_RUNTIME_H_
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <optional>
@@ -57,6 +58,7 @@
 #include "pipelining/pipeline_internal.h"
 #include "pipelining/pipeline_programs.h"
 #include "pipelining/pipeline_report.h"
+#include "pipelining/trace.h"
 
 namespace ipuflow::pipelining {
 
@@ -122,7 +124,7 @@ class PipelineRuntime {
     Channel* stash_fifo = nullptr;  // Training: its stash (sized lists).
   };
   using Entry = PartItem;
-  // State of one Run (clocks, errors, measurements).
+  // State of one Run (clocks, errors, measurements), defined below.
   struct RunState;
 
  private:
@@ -202,6 +204,32 @@ absl::StatusOr<OffloadPlan> PlanOffload(const BuiltPipeline& b,
                                         const IPUSystem& system,
                                         const PipelineRuntime::Replica& first,
                                         std::vector<IpuMemory>* ipus);
+
+// The state of one PipelineRuntime::Run: clocks, errors, measurements
+// (MakeReport, pipeline_runtime_report.cc, reads them).
+struct PipelineRuntime::RunState : WorkListsRun {
+  RunState(std::shared_ptr<CancellationManager> c, int num_ipus)
+      : WorkListsRun(std::move(c), num_ipus) {}
+  std::vector<std::vector<TimedItem>> items, wall_items;  // Per IPU.
+  std::vector<std::vector<double>> cpu_sum;  // [stage*2+pass][part]
+  std::vector<std::vector<int>> cpu_count;
+  // [ipu][stage]: stash occupancy at the IPU's step boundaries.
+  std::vector<std::vector<int>> stash_occupancy;
+  std::vector<std::pair<double, double>> spans;  // Per repeat: F/B span.
+  double weight_update_seconds = 0;
+  std::vector<Tensor> input_values;
+  std::atomic<int64_t> ipu_to_ipu{0}, host_to_device{0}, streamed{0};
+  // Per micro-batch of the repeat in progress: what stage 0's first part's
+  // InfeedDequeue node took (core/taken_elements.h, as a loop iteration's),
+  // settled after the lists ran (SettleTaken); how many micro-batches
+  // reached the outfeed, which one failed, and whether the weight update
+  // began.
+  std::vector<std::unique_ptr<TakenElements>> taken;
+  TakenElements* parent_taken = nullptr;  // The enclosing loop's, or null.
+  std::atomic<int> delivered{0};
+  int failed_micro_batch ABSL_GUARDED_BY(mu) = -1;
+  bool updating = false;
+};
 
 }  // namespace ipuflow::pipelining
 
