@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/checkpoint/checkpoint_directory.h"
 #include "core/checkpoint/crc32c.h"
+#include "core/testing/test_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -22,11 +23,7 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string TestDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  std::string dir = absl::StrCat(tmp ? tmp : "/tmp", "/", name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
+  return testing::FreshTestDir(name, /*create=*/true);
 }
 
 std::string ReadAll(const std::string& path) {

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/checkpoint/training_state.h"
 #include "core/ipu/ipu_strategy.h"
+#include "core/testing/test_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"
@@ -30,11 +31,7 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string TestDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  std::string dir = absl::StrCat(tmp ? tmp : "/tmp", "/", name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
+  return testing::FreshTestDir(name, /*create=*/true);
 }
 
 Tensor X(int step) {

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/checkpoint/training_state.h"
 #include "core/ipu/ipu_strategy.h"
+#include "core/testing/test_dir.h"
 #include "feeds/dataset.h"
 #include "feeds/outfeed_queue.h"
 #include "gtest/gtest.h"
@@ -43,10 +44,7 @@ constexpr int kAccumulation = 4;  // Micro-batches per weight update.
 constexpr int kUpdatesPerCall = 2;
 
 std::string TestDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  std::string dir = absl::StrCat(tmp ? tmp : "/tmp", "/", name);
-  std::filesystem::remove_all(dir);
-  return dir;
+  return testing::FreshTestDir(name, /*create=*/false);
 }
 
 feeds::DatasetPtr Samples() {

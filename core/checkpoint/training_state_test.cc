@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/hash_mix.h"
 #include "core/ipu/ipu_strategy.h"
+#include "core/testing/test_dir.h"
 #include "feeds/dataset.h"
 #include "feeds/outfeed_queue.h"
 #include "gmock/gmock.h"
@@ -41,10 +42,7 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string TestDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  std::string dir = absl::StrCat(tmp ? tmp : "/tmp", "/", name);
-  std::filesystem::remove_all(dir);
-  return dir;
+  return testing::FreshTestDir(name, /*create=*/false);
 }
 
 constexpr int64_t kSamples = 48;

@@ -260,62 +260,71 @@ TEST(GruTest, MatchesFloat64BatchAndTimeMajor) {
 // sequence, the final h and the final c (the others then get zeros).
 TEST(LstmTest, GradientThroughTimeMatchesFiniteDifferences) {
   const LstmCase v = RandomLstm(2, 4, 3, 5, 20);
-  for (bool time_major : {false, true}) {
-    for (int which : {0, 1, 2}) {
-      Scope s = Scope::NewRootScope();
-      Tensor xv = v.x;
-      if (time_major) {
-        auto t = RunGraph(s, {}, {Transpose(s, Const(s, v.x), {1, 0, 2})});
-        ASSERT_TRUE(t.ok());
-        xv = (*t)[0];
+  for (bool go_backwards : {false, true}) {
+    for (bool time_major : {false, true}) {
+      for (int which : {0, 1, 2}) {
+        Scope s = Scope::NewRootScope();
+        Tensor xv = v.x;
+        if (time_major) {
+          auto t = RunGraph(s, {}, {Transpose(s, Const(s, v.x), {1, 0, 2})});
+          ASSERT_TRUE(t.ok());
+          xv = (*t)[0];
+        }
+        const std::vector<Tensor> values = {xv, v.h0, v.c0, v.k, v.r, v.b};
+        std::vector<Output> in;
+        for (const Tensor& t : values) {
+          in.push_back(Placeholder(s, DType::kFloat32, t.shape()));
+        }
+        LstmOptions o;
+        o.time_major = time_major;
+        o.go_backwards = go_backwards;
+        o.initial_h = in[1];
+        o.initial_c = in[2];
+        LstmOutputs r = PopnnLSTM(s, in[0], in[3], in[4], in[5], o);
+        const Output y = which == 0 ? r.output : which == 1 ? r.h : r.c;
+        absl::StatusOr<double> err = MaxGradientError(s, in, values, y);
+        ASSERT_TRUE(err.ok()) << err.status();
+        EXPECT_LT(*err, 2e-3)
+            << "go_backwards " << go_backwards << " time_major " << time_major
+            << " output " << which;
       }
-      const std::vector<Tensor> values = {xv, v.h0, v.c0, v.k, v.r, v.b};
-      std::vector<Output> in;
-      for (const Tensor& t : values) {
-        in.push_back(Placeholder(s, DType::kFloat32, t.shape()));
-      }
-      LstmOptions o;
-      o.time_major = time_major;
-      o.initial_h = in[1];
-      o.initial_c = in[2];
-      LstmOutputs r = PopnnLSTM(s, in[0], in[3], in[4], in[5], o);
-      const Output y = which == 0 ? r.output : which == 1 ? r.h : r.c;
-      absl::StatusOr<double> err = MaxGradientError(s, in, values, y);
-      ASSERT_TRUE(err.ok()) << err.status();
-      EXPECT_LT(*err, 2e-3)
-          << "time_major " << time_major << " output " << which;
     }
   }
 }
 
 TEST(GruTest, GradientThroughTimeMatchesFiniteDifferences) {
   const int64_t b = 2, t = 4, in = 3, u = 5;
-  for (bool reset_after : {true, false}) {
-    for (bool time_major : {false, true}) {
-      for (int which : {0, 1}) {
-        Scope s = Scope::NewRootScope();
-        const std::vector<Tensor> values = {
-            time_major ? RandomTensor({t, b, in}, -1, 1, 1)
-                       : RandomTensor({b, t, in}, -1, 1, 1),
-            RandomTensor({b, u}, -1, 1, 2),
-            RandomTensor({in, 3 * u}, -0.8, 0.8, 3),
-            RandomTensor({u, 3 * u}, -0.8, 0.8, 4),
-            reset_after ? RandomTensor({2, 3 * u}, -0.5, 0.5, 5)
-                        : RandomTensor({3 * u}, -0.5, 0.5, 5)};
-        std::vector<Output> xs;
-        for (const Tensor& v : values) {
-          xs.push_back(Placeholder(s, DType::kFloat32, v.shape()));
+  for (bool go_backwards : {false, true}) {
+    for (bool reset_after : {true, false}) {
+      for (bool time_major : {false, true}) {
+        for (int which : {0, 1}) {
+          Scope s = Scope::NewRootScope();
+          const std::vector<Tensor> values = {
+              time_major ? RandomTensor({t, b, in}, -1, 1, 1)
+                         : RandomTensor({b, t, in}, -1, 1, 1),
+              RandomTensor({b, u}, -1, 1, 2),
+              RandomTensor({in, 3 * u}, -0.8, 0.8, 3),
+              RandomTensor({u, 3 * u}, -0.8, 0.8, 4),
+              reset_after ? RandomTensor({2, 3 * u}, -0.5, 0.5, 5)
+                          : RandomTensor({3 * u}, -0.5, 0.5, 5)};
+          std::vector<Output> xs;
+          for (const Tensor& v : values) {
+            xs.push_back(Placeholder(s, DType::kFloat32, v.shape()));
+          }
+          GruOptions o;
+          o.time_major = time_major;
+          o.reset_after = reset_after;
+          o.go_backwards = go_backwards;
+          o.initial_h = xs[1];
+          GruOutputs g = PopnnGRU(s, xs[0], xs[2], xs[3], xs[4], o);
+          absl::StatusOr<double> err =
+              MaxGradientError(s, xs, values, which == 0 ? g.output : g.h);
+          ASSERT_TRUE(err.ok()) << err.status();
+          EXPECT_LT(*err, 2e-3)
+              << "go_backwards " << go_backwards << " reset_after "
+              << reset_after << " time_major " << time_major << " output "
+              << which;
         }
-        GruOptions o;
-        o.time_major = time_major;
-        o.reset_after = reset_after;
-        o.initial_h = xs[1];
-        GruOutputs g = PopnnGRU(s, xs[0], xs[2], xs[3], xs[4], o);
-        absl::StatusOr<double> err =
-            MaxGradientError(s, xs, values, which == 0 ? g.output : g.h);
-        ASSERT_TRUE(err.ok()) << err.status();
-        EXPECT_LT(*err, 2e-3) << "reset_after " << reset_after << " time_major "
-                              << time_major << " output " << which;
       }
     }
   }
@@ -374,64 +383,6 @@ TEST(RnnTest, GoBackwardsIsTheReversedInputForward) {
     EXPECT_TRUE(Near((*out)[2], lstm.c, 2e-6)) << time_major;
     EXPECT_TRUE(Near((*out)[3], gru.seq, 2e-6)) << time_major;
     EXPECT_TRUE(Near((*out)[4], gru.h, 2e-6)) << time_major;
-  }
-}
-
-// The gradient reads the steps in the same reversed order: against finite
-// differences for the sequence (its rows in step order) and the final h.
-TEST(RnnTest, GoBackwardsGradientMatchesFiniteDifferences) {
-  const LstmCase v = RandomLstm(2, 4, 3, 5, 60);
-  for (bool time_major : {false, true}) {
-    for (int which : {0, 1}) {
-      Scope s = Scope::NewRootScope();
-      Tensor xv = v.x;
-      if (time_major) {
-        auto t = RunGraph(s, {}, {Transpose(s, Const(s, v.x), {1, 0, 2})});
-        ASSERT_TRUE(t.ok());
-        xv = (*t)[0];
-      }
-      const std::vector<Tensor> lstm_values = {xv, v.h0, v.c0, v.k, v.r, v.b};
-      std::vector<Output> in;
-      for (const Tensor& t : lstm_values) {
-        in.push_back(Placeholder(s, DType::kFloat32, t.shape()));
-      }
-      LstmOptions lo;
-      lo.time_major = time_major;
-      lo.go_backwards = true;
-      lo.initial_h = in[1];
-      lo.initial_c = in[2];
-      LstmOutputs l = PopnnLSTM(s, in[0], in[3], in[4], in[5], lo);
-      absl::StatusOr<double> err =
-          MaxGradientError(s, in, lstm_values, which == 0 ? l.output : l.h);
-      ASSERT_TRUE(err.ok()) << err.status();
-      EXPECT_LT(*err, 2e-3)
-          << "LSTM time_major " << time_major << " output " << which;
-
-      for (bool reset_after : {true, false}) {
-        Scope g_scope = Scope::NewRootScope();
-        const std::vector<Tensor> gru_values = {
-            xv, v.h0, RandomTensor({3, 15}, -0.8, 0.8, 61),
-            RandomTensor({5, 15}, -0.8, 0.8, 62),
-            reset_after ? RandomTensor({2, 15}, -0.5, 0.5, 63)
-                        : RandomTensor({15}, -0.5, 0.5, 63)};
-        std::vector<Output> gi;
-        for (const Tensor& t : gru_values) {
-          gi.push_back(Placeholder(g_scope, DType::kFloat32, t.shape()));
-        }
-        GruOptions go;
-        go.time_major = time_major;
-        go.reset_after = reset_after;
-        go.go_backwards = true;
-        go.initial_h = gi[1];
-        GruOutputs g = PopnnGRU(g_scope, gi[0], gi[2], gi[3], gi[4], go);
-        err = MaxGradientError(g_scope, gi, gru_values,
-                               which == 0 ? g.output : g.h);
-        ASSERT_TRUE(err.ok()) << err.status();
-        EXPECT_LT(*err, 2e-3)
-            << "GRU reset_after " << reset_after << " time_major " << time_major
-            << " output " << which;
-      }
-    }
   }
 }
 
