@@ -18,7 +18,6 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -246,20 +245,16 @@ absl::Status RunTutorial(const TutorialFlags& f,
                    ckpt.Calls(f.epochs * train_loader->len()));
   const int64_t per_call = f.device_iterations * f.gradient_accumulation;
   const int64_t steps = calls.total * per_call;
-  examples::RunningMeans window(/*micro_batches=*/50, replicas);
   // Every process trains in step: the run's micro-batches are P times ours.
   const int64_t all_replicas = int64_t{replicas} * procs.count();
-  std::thread monitor([&] {
-    for (int64_t step = calls.first * per_call + 1;
-         step <= calls.last * per_call; ++step) {
-      absl::StatusOr<feeds::OutfeedElement> e = train_out->Next();
-      if (!e.ok()) return;  // Closed early: a training call failed.
-      window.Add((*e)["0"], (*e)["1"]);
-      if (procs.index() != 0) continue;  // One progress bar for the run.
-      examples::DrawProgress(step * all_replicas, steps * all_replicas,
-                             window.last_loss(), window.mean_accuracy());
-    }
-  });
+  const int64_t first = calls.first * per_call;  // Steps before --resume.
+  examples::OutfeedMonitor monitor(
+      train_out.get(), calls.done() * per_call, replicas, "0", "1",
+      /*window=*/50, [&](int64_t done, int64_t, float loss, float accuracy) {
+        if (procs.index() != 0) return;  // One progress bar for the run.
+        examples::DrawProgress((first + done / replicas) * all_replicas,
+                               steps * all_replicas, loss, accuracy);
+      });
   std::vector<std::vector<Tensor>> none;
   absl::Status status;
   const auto start = std::chrono::steady_clock::now();
@@ -268,15 +263,14 @@ absl::Status RunTutorial(const TutorialFlags& f,
     if (status.ok()) status = ckpt.AfterCall(c + 1, c + 1 == calls.last);
   }
   const double train_seconds = examples::SecondsSince(start);
-  train_out->Close();  // Ends the monitor early if a call failed.
-  monitor.join();
+  monitor.Stop();  // Closes the outfeed: ends early if a call failed.
   RETURN_IF_ERROR(status);
   const pipelining::PipelineReport last_run =
       training->last_report().value_or(pipelining::PipelineReport{});
   examples::PrintTrainingResult(f, calls.done() * per_call * all_replicas,
                                 calls.done() * f.device_iterations,
-                                train_seconds, window.micro_batches(),
-                                window.mean_loss(), window.mean_accuracy());
+                                train_seconds, monitor.window_micro_batches(),
+                                monitor.mean_loss(), monitor.mean_accuracy());
   if (replicas > 1) RETURN_IF_ERROR(examples::CheckReplicasAgree(*trained));
   RETURN_IF_ERROR(examples::PrintLossScale(f, *trained));
   examples::PrintPipelineReport(f, last_run);

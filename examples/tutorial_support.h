@@ -105,6 +105,7 @@ class OutfeedMonitor {
   // monitor early); waits for the thread. The getters are valid after it.
   void Stop();
   int64_t steps_seen() const { return steps_seen_; }
+  int window_micro_batches() const { return means_.micro_batches(); }
   double mean_loss() const { return means_.mean_loss(); }
   double mean_accuracy() const { return means_.mean_accuracy(); }
 
