@@ -176,10 +176,22 @@ absl::Status CollectiveGroup::AllGather(int replica, const std::string& key,
   return Run(Kind::kAllGather, replica, key, in, out, ReduceOp::kSum, groups);
 }
 
-absl::Status CollectiveGroup::Run(Kind kind, int replica,
-                                  const std::string& key, const Tensor& in,
-                                  const Tensor& out, ReduceOp op,
-                                  const ReplicaGroups& groups) {
+int64_t CollectiveGroup::Call::BytesSent() const {
+  const int64_t bytes = static_cast<int64_t>(in->TotalBytes());
+  switch (kind) {
+    case Kind::kAllReduce:
+      return 2 * (group_size - 1) * bytes / group_size;
+    case Kind::kReduceScatter:
+      return (group_size - 1) * chunk * static_cast<int64_t>(esize);
+    case Kind::kAllGather:
+      return (group_size - 1) * bytes;
+  }
+  return 0;
+}
+
+absl::StatusOr<CollectiveGroup::Call> CollectiveGroup::CheckCall(
+    Kind kind, int replica, const Tensor& in, const Tensor& out, ReduceOp op,
+    const ReplicaGroups& groups) const {
   const char* name = kind == Kind::kAllReduce       ? "AllReduce"
                      : kind == Kind::kReduceScatter ? "ReduceScatter"
                                                     : "AllGather";
@@ -211,56 +223,113 @@ absl::Status CollectiveGroup::Run(Kind kind, int replica,
         " elements for input ", in.shape().DebugString(), " and group size ",
         g));
   }
-  const int global = first_replica_ + replica;
-  const int rank = groups.Rank(global, num_replicas_);
-  const size_t esize = DTypeSize(in.dtype());
+  const int rank = groups.Rank(first_replica_ + replica, num_replicas_);
   const int64_t begin = std::min(n, chunk * rank);
-  const int64_t end = std::min(n, begin + chunk);
-  auto* out_bytes = static_cast<char*>(out.raw_data());
+  return Call{kind,
+              name,
+              replica,
+              &in,
+              &out,
+              op,
+              g,
+              rank,
+              n,
+              chunk,
+              begin,
+              std::min(n, begin + chunk),
+              DTypeSize(in.dtype())};
+}
 
-  if (g == 1 || op == ReduceOp::kLocal) {
+CollectiveGroup::LocalMembers CollectiveGroup::FindLocalMembers(
+    int global, int group_size, const ReplicaGroups& groups) const {
+  LocalMembers m;
+  m.size = group_size;
+  if (link_ == nullptr) return m;
+  m.process.resize(group_size);
+  for (int k = 0; k < group_size; ++k) {
+    m.process[k] = groups.Member(global, k, num_replicas_) / local_replicas_;
+  }
+  const int me = link_->process_index();
+  m.first_rank = static_cast<int>(
+      std::find(m.process.begin(), m.process.end(), me) - m.process.begin());
+  m.size = static_cast<int>(std::count(m.process.begin(), m.process.end(), me));
+  if (m.size == group_size) m.process.clear();  // All of them here.
+  return m;
+}
+
+void CollectiveGroup::RunAlone(const Call& c) {
+  auto* out = static_cast<char*>(c.out->raw_data());
+  if (c.kind == Kind::kReduceScatter) {
+    std::memmove(out,
+                 static_cast<const char*>(c.in->raw_data()) + c.begin * c.esize,
+                 (c.end - c.begin) * c.esize);
+    std::memset(out + (c.end - c.begin) * c.esize, 0,
+                (c.chunk - (c.end - c.begin)) * c.esize);
+  } else if (out != c.in->raw_data()) {
+    std::memmove(out, c.in->raw_data(), c.n * c.esize);
+  }
+}
+
+void CollectiveGroup::RunShare(const Call& c, const Rendezvous& r) {
+  auto* out = static_cast<char*>(c.out->raw_data());
+  const size_t esize = c.esize;
+  switch (c.kind) {
+    case Kind::kAllReduce:
+      // Reduce chunk `rank` once, then write it into every output, a
+      // block at a time: the copies read the block from L1, not memory.
+      for (int64_t b = c.begin; b < c.end; b += kCopyBlockBytes / esize) {
+        const int64_t e = std::min<int64_t>(c.end, b + kCopyBlockBytes / esize);
+        IPUFLOW_SWITCH_NUMERIC(
+            c.in->dtype(), ReduceInto<T>(r, b, e, c.op, c.out->data<T>() + b),
+            break);
+        for (int k = 0; k < c.group_size; ++k) {
+          if (k == c.rank) continue;
+          std::memcpy(static_cast<char*>(r.outputs[k]->raw_data()) + b * esize,
+                      out + b * esize, (e - b) * esize);
+        }
+      }
+      break;
+    case Kind::kReduceScatter:
+      if (c.end > c.begin) {
+        IPUFLOW_SWITCH_NUMERIC(
+            c.in->dtype(),
+            ReduceInto<T>(r, c.begin, c.end, c.op, c.out->data<T>()), break);
+      }
+      std::memset(out + (c.end - c.begin) * esize, 0,
+                  (c.chunk - (c.end - c.begin)) * esize);
+      break;
+    case Kind::kAllGather:
+      for (int k = 0; k < c.group_size; ++k) {
+        std::memcpy(out + k * c.n * esize, r.inputs[k]->raw_data(),
+                    c.n * esize);
+      }
+      break;
+  }
+}
+
+absl::Status CollectiveGroup::Run(Kind kind, int replica,
+                                  const std::string& key, const Tensor& in,
+                                  const Tensor& out, ReduceOp op,
+                                  const ReplicaGroups& groups) {
+  ASSIGN_OR_RETURN(const Call c, CheckCall(kind, replica, in, out, op, groups));
+  if (c.group_size == 1 || op == ReduceOp::kLocal) {
     // Nothing to exchange: the result depends on this member's input only.
-    if (kind == Kind::kReduceScatter) {
-      std::memmove(out_bytes,
-                   static_cast<const char*>(in.raw_data()) + begin * esize,
-                   (end - begin) * esize);
-      std::memset(out_bytes + (end - begin) * esize, 0,
-                  (chunk - (end - begin)) * esize);
-    } else if (out.raw_data() != in.raw_data()) {
-      std::memmove(out_bytes, in.raw_data(), n * esize);
-    }
+    RunAlone(c);
     return absl::OkStatus();
   }
-
-  // The group's members in this process: all of them without a link.
-  std::vector<int> member_process;  // Rank -> process, when spread.
-  int local_size = g, first_rank = 0;
-  if (link_ != nullptr) {
-    member_process.resize(g);
-    for (int k = 0; k < g; ++k) {
-      member_process[k] =
-          groups.Member(global, k, num_replicas_) / local_replicas_;
-    }
-    const int me = link_->process_index();
-    first_rank = static_cast<int>(
-        std::find(member_process.begin(), member_process.end(), me) -
-        member_process.begin());
-    local_size = static_cast<int>(
-        std::count(member_process.begin(), member_process.end(), me));
-    if (local_size == g) member_process.clear();  // All of them here.
-  }
-  const int local_rank = rank - first_rank;
+  const int global = first_replica_ + replica;
+  const LocalMembers local = FindLocalMembers(global, c.group_size, groups);
+  const int local_rank = c.rank - local.first_rank;
 
   // Phase 1: publish this member's buffers. When `out` overlaps `in`, a
   // local copy of the input is published instead (chunks are written while
   // others still read); otherwise the input itself, with no copy.
   const char* in_begin = static_cast<const char*>(in.raw_data());
-  const char* out_begin = out_bytes;
+  const char* out_begin = static_cast<const char*>(out.raw_data());
   const bool overlap = in_begin < out_begin + out.TotalBytes() &&
                        out_begin < in_begin + in.TotalBytes();
-  Tensor local;
-  if (overlap) local = in.Copy();
-  const Tensor* published = overlap ? &local : &in;
+  Tensor copy;
+  if (overlap) copy = in.Copy();
   // One rendezvous per group: the groups of one collective run apart.
   const std::string group_key =
       absl::StrCat(key, "@", groups.DebugString(), "#",
@@ -269,79 +338,35 @@ absl::Status CollectiveGroup::Run(Kind kind, int replica,
   {
     MutexLock l(&mu_);
     auto& slot = rendezvous_[group_key];
-    if (!slot) slot = std::make_unique<Rendezvous>(local_size);
+    if (!slot) slot = std::make_unique<Rendezvous>(local.size);
     r = slot.get();
-    r->inputs[local_rank] = published;
+    r->inputs[local_rank] = overlap ? &copy : &in;
     r->outputs[local_rank] = &out;
     RETURN_IF_ERROR(Barrier(r, /*cancellable=*/true));
     // Every member sees the same verdict and none reads another's buffers.
     if (!r->mismatch.ok()) {
       return absl::Status(r->mismatch.code(),
-                          absl::StrCat(name, ": ", r->mismatch.message()));
+                          absl::StrCat(c.name, ": ", r->mismatch.message()));
     }
   }
-  if (!member_process.empty()) {
-    // Phase 2 across processes: the first local member runs it for all.
-    if (local_rank == 0) {
-      r->across = RunAcross(kind, group_key, member_process, *r, n, in.dtype(),
-                            op, first_rank);
-    }
-    const int64_t bytes = static_cast<int64_t>(in.TotalBytes());
-    bytes_sent_[replica].fetch_add(
-        kind == Kind::kAllReduce       ? 2 * (g - 1) * bytes / g
-        : kind == Kind::kReduceScatter ? (g - 1) * chunk * int64_t(esize)
-                                       : (g - 1) * bytes,
-        std::memory_order_relaxed);
-    MutexLock l(&mu_);
-    RETURN_IF_ERROR(Barrier(r, /*cancellable=*/false));
-    if (r->across.ok()) return absl::OkStatus();
-    return absl::Status(r->across.code(),
-                        absl::StrCat(name, ": ", r->across.message()));
+  // Phase 2: across processes, the first local member runs it for all;
+  // in one process, each member its share.
+  if (!local.process.empty() && local_rank == 0) {
+    r->across = RunAcross(kind, group_key, local.process, *r, c.n, in.dtype(),
+                          op, local.first_rank);
+  } else if (local.process.empty()) {
+    RunShare(c, *r);
   }
-
-  // Phase 2: this member's share of the work.
-  int64_t sent = 0;
-  switch (kind) {
-    case Kind::kAllReduce:
-      // Reduce chunk `rank` once, then write it into every output, a
-      // block at a time: the copies read the block from L1, not memory.
-      for (int64_t b = begin; b < end; b += kCopyBlockBytes / esize) {
-        const int64_t e = std::min<int64_t>(end, b + kCopyBlockBytes / esize);
-        IPUFLOW_SWITCH_NUMERIC(
-            in.dtype(), ReduceInto<T>(*r, b, e, op, out.data<T>() + b), break);
-        for (int k = 0; k < g; ++k) {
-          if (k == rank) continue;
-          std::memcpy(static_cast<char*>(r->outputs[k]->raw_data()) + b * esize,
-                      out_bytes + b * esize, (e - b) * esize);
-        }
-      }
-      sent = 2 * (g - 1) * static_cast<int64_t>(in.TotalBytes()) / g;
-      break;
-    case Kind::kReduceScatter:
-      if (end > begin) {
-        IPUFLOW_SWITCH_NUMERIC(in.dtype(),
-                               ReduceInto<T>(*r, begin, end, op, out.data<T>()),
-                               break);
-      }
-      std::memset(out_bytes + (end - begin) * esize, 0,
-                  (chunk - (end - begin)) * esize);
-      sent = (g - 1) * chunk * static_cast<int64_t>(esize);
-      break;
-    case Kind::kAllGather:
-      for (int k = 0; k < g; ++k) {
-        std::memcpy(out_bytes + k * n * esize, r->inputs[k]->raw_data(),
-                    n * esize);
-      }
-      sent = (g - 1) * n * static_cast<int64_t>(esize);
-      break;
-  }
-  bytes_sent_[replica].fetch_add(sent, std::memory_order_relaxed);
-  // Phase 3: nobody leaves (freeing `local`) until every member is done.
-  // Not cancellable: leaving on Cancel() would free `local` while others
+  bytes_sent_[replica].fetch_add(c.BytesSent(), std::memory_order_relaxed);
+  // Phase 3: nobody leaves (freeing `copy`) until every member is done.
+  // Not cancellable: leaving on Cancel() would free `copy` while others
   // still read it. Every member passed phase 1 and phase 2 never blocks, so
   // all of them get here.
   MutexLock l(&mu_);
-  return Barrier(r, /*cancellable=*/false);
+  RETURN_IF_ERROR(Barrier(r, /*cancellable=*/false));
+  if (local.process.empty() || r->across.ok()) return absl::OkStatus();
+  return absl::Status(r->across.code(),
+                      absl::StrCat(c.name, ": ", r->across.message()));
 }
 
 namespace {

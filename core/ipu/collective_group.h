@@ -154,9 +154,45 @@ class CollectiveGroup {
     absl::Status mismatch;  // Set by the last arrival: inputs disagree.
     absl::Status across;    // Set by the leader: what the link returned.
   };
+  // One member's call, checked (CheckCall): what it asks and where its
+  // chunk [begin, end) of the input's n elements lies.
+  struct Call {
+    Kind kind;
+    const char* name;  // "AllReduce", ... for errors.
+    int replica;       // Local.
+    const Tensor* in;
+    const Tensor* out;
+    ReduceOp op;
+    int group_size, rank;
+    int64_t n, chunk, begin, end;
+    size_t esize;
+    // What a ring implementation sends from this member (the transfer
+    // counters): 2(g-1)/g of the input for all-reduce, g-1 chunks for
+    // reduce-scatter, g-1 inputs for all-gather.
+    int64_t BytesSent() const;
+  };
+  // The group's members in this process (all of them without a link):
+  // the first one's rank, how many, and each rank's process when they
+  // are spread over processes (empty otherwise).
+  struct LocalMembers {
+    int first_rank = 0, size = 0;
+    std::vector<int> process;
+  };
   absl::Status Run(Kind kind, int replica, const std::string& key,
                    const Tensor& in, const Tensor& out, ReduceOp op,
                    const ReplicaGroups& groups);
+  // InvalidArgument naming the collective, the replica, a dtype or a shape
+  // at fault.
+  absl::StatusOr<Call> CheckCall(Kind kind, int replica, const Tensor& in,
+                                 const Tensor& out, ReduceOp op,
+                                 const ReplicaGroups& groups) const;
+  LocalMembers FindLocalMembers(int global, int group_size,
+                                const ReplicaGroups& groups) const;
+  // A group of one, or the local op: the result is this member's input.
+  static void RunAlone(const Call& c);
+  // Phase 2 of a group in one process: this member's share of the work,
+  // on every member's published buffers.
+  static void RunShare(const Call& c, const Rendezvous& r);
   // Phase 2 of a group spread over processes, run by its first local
   // member for all of them.
   absl::Status RunAcross(Kind kind, const std::string& tag_key,
