@@ -99,22 +99,6 @@ absl::StatusOr<pipelining::BlockModel> Network(
   return model;
 }
 
-// The options: one stage per block on its IPU (AutoStage SameAsIpu),
-// pipelined (PipelinedExecution) or sharded (ShardedExecution).
-absl::StatusOr<pipelining::PipelineOptions> Options(
-    const pipelining::BlockModel& model, const TutorialFlags& f,
-    const std::string& name) {
-  const auto auto_stage = pipelining::AutoStage::kSameAsIpu;
-  pipelining::PipelineOptions o;
-  RETURN_IF_ERROR(pipelining::ApplyStrategy(
-      model,
-      f.pipelined() ? pipelining::PipelinedExecution(auto_stage)
-                    : pipelining::ShardedExecution(auto_stage),
-      &o));
-  o.name = name;
-  return o;
-}
-
 // `procs`: under mpirun, this process's share (its replicas, its data).
 absl::Status RunTutorial(const TutorialFlags& f,
                          examples::TutorialProcesses& procs) {
@@ -182,12 +166,19 @@ absl::Status RunTutorial(const TutorialFlags& f,
       root.NewSubScope("convnet"), block_scopes, f.seed,
       f.fp16 ? DType::kFloat16 : DType::kFloat32);
 
+  // The options: one stage per block on its IPU (AutoStage SameAsIpu),
+  // pipelined (PipelinedExecution) or sharded (ShardedExecution).
+  const auto auto_stage = pipelining::AutoStage::kSameAsIpu;
+  const pipelining::ExecutionStrategy execution =
+      f.pipelined() ? pipelining::PipelinedExecution(auto_stage)
+                    : pipelining::ShardedExecution(auto_stage);
   // Training options, "Setting gradient accumulation and device
   // iterations": the mean of the accumulated gradients, as PopTorch;
   // float16 gradients accumulate in float32 (PopTorch's accum_type).
   ASSIGN_OR_RETURN(pipelining::BlockModel train_model, Network(params, true));
-  ASSIGN_OR_RETURN(pipelining::PipelineOptions t,
-                   Options(train_model, f, "train"));
+  pipelining::PipelineOptions t;
+  RETURN_IF_ERROR(pipelining::ApplyStrategy(train_model, execution, &t));
+  t.name = "train";
   t.gradient_accumulation_count = f.gradient_accumulation;
   t.repeat_count = f.device_iterations;
   t.reduction_method = pipelining::ReductionMethod::kMean;
@@ -217,8 +208,9 @@ absl::Status RunTutorial(const TutorialFlags& f,
   // Inference options: the same blocks without the loss; the device
   // iterations are the pipeline's micro-batches per call.
   ASSIGN_OR_RETURN(pipelining::BlockModel test_model, Network(params, false));
-  ASSIGN_OR_RETURN(pipelining::PipelineOptions e,
-                   Options(test_model, f, "inference"));
+  pipelining::PipelineOptions e;
+  RETURN_IF_ERROR(pipelining::ApplyStrategy(test_model, execution, &e));
+  e.name = "inference";
   e.gradient_accumulation_count = f.test_iterations;
   e.infeed_queue = test_feed.get();
   e.outfeed_queue = test_out.get();
