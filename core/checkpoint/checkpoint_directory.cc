@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -20,12 +21,23 @@ std::string NumberedCheckpointPath(const std::string& dir, int64_t step) {
   return absl::StrFormat("%s/ckpt-%012d.ipuckpt", dir, step);
 }
 
+std::string ProcessPartPath(const std::string& dir, int64_t step, int process,
+                            int processes) {
+  return absl::StrFormat("%s.part-%d-of-%d", NumberedCheckpointPath(dir, step),
+                         process, processes);
+}
+
 namespace {
-// The step of a numbered checkpoint's file name, or -1.
-int64_t StepOf(const std::string& name) {
-  constexpr absl::string_view kPrefix = "ckpt-", kSuffix = ".ipuckpt";
-  if (name.size() != kPrefix.size() + 12 + kSuffix.size() ||
-      !absl::StartsWith(name, kPrefix) || !absl::EndsWith(name, kSuffix)) {
+constexpr absl::string_view kPrefix = "ckpt-", kSuffix = ".ipuckpt";
+constexpr size_t kNumberedSize = kPrefix.size() + 12 + kSuffix.size();
+
+// The step of a file that belongs to a numbered checkpoint (the file
+// itself, "<it>.part-...", "<it>.tmp-..."), or -1; `rest` gets what follows
+// the checkpoint's name ("" for the committed file).
+int64_t StepOfAny(const std::string& name, std::string* rest) {
+  if (name.size() < kNumberedSize || !absl::StartsWith(name, kPrefix) ||
+      name.compare(kPrefix.size() + 12, kSuffix.size(), kSuffix.data(),
+                   kSuffix.size()) != 0) {
     return -1;
   }
   int64_t step;
@@ -34,7 +46,19 @@ int64_t StepOf(const std::string& name) {
       !absl::SimpleAtoi(digits, &step)) {
     return -1;
   }
+  *rest = name.substr(kNumberedSize);
+  if (!rest->empty() && !absl::StartsWith(*rest, ".part-") &&
+      !absl::StartsWith(*rest, ".tmp-")) {
+    return -1;
+  }
   return step;
+}
+
+// The step of a committed numbered checkpoint's file name, or -1.
+int64_t StepOf(const std::string& name) {
+  std::string rest;
+  const int64_t step = StepOfAny(name, &rest);
+  return rest.empty() ? step : -1;
 }
 }  // namespace
 
@@ -89,15 +113,42 @@ absl::StatusOr<std::string> WriteNumberedCheckpoint(
   }
   const std::string path = NumberedCheckpointPath(dir, step);
   RETURN_IF_ERROR(WriteCheckpointFile(path, contents, options));
+  RETURN_IF_ERROR(RemoveOldCheckpoints(dir, keep_last));
+  return path;
+}
+
+absl::Status RemoveOldCheckpoints(const std::string& dir, int keep_last) {
   ASSIGN_OR_RETURN(auto all, ListCheckpoints(dir));
-  for (size_t i = 0; i + keep_last < all.size(); ++i) {
-    if (::unlink(all[i].second.c_str()) != 0) {
+  std::set<int64_t> kept;
+  for (size_t i = all.size() > size_t(keep_last) ? all.size() - keep_last : 0;
+       i < all.size(); ++i) {
+    kept.insert(all[i].first);
+  }
+  std::error_code ec;
+  std::vector<std::string> doomed;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    std::string rest;
+    const std::string name = it->path().filename().string();
+    const int64_t step = StepOfAny(name, &rest);
+    if (step < 0) continue;
+    if (kept.count(step) == 0 || rest.find(".tmp-") != std::string::npos) {
+      doomed.push_back(it->path().string());
+    }
+  }
+  // The committed files first: a checkpoint stops being listed before it
+  // loses a part.
+  std::stable_partition(doomed.begin(), doomed.end(), [](const std::string& p) {
+    return absl::EndsWith(p, kSuffix);
+  });
+  for (const std::string& p : doomed) {
+    if (::unlink(p.c_str()) != 0 && errno != ENOENT) {
       return absl::InternalError(
-          absl::StrCat("checkpoint: remove old checkpoint '", all[i].second,
+          absl::StrCat("checkpoint: remove old checkpoint file '", p,
                        "': ", std::strerror(errno)));
     }
   }
-  return path;
+  return absl::OkStatus();
 }
 
 }  // namespace ipuflow::checkpoint

@@ -23,6 +23,16 @@ namespace ipuflow::checkpoint {
 
 // "<dir>/ckpt-<step, 12 digits>.ipuckpt".
 std::string NumberedCheckpointPath(const std::string& dir, int64_t step);
+// A multi-process checkpoint's part of `process` (process_parts.h):
+// "<dir>/ckpt-<step, 12 digits>.ipuckpt.part-<process>-of-<processes>".
+// Not a checkpoint by itself: LatestCheckpoint lists committed files only.
+std::string ProcessPartPath(const std::string& dir, int64_t step, int process,
+                            int processes);
+// Removes every file of `dir` that belongs to a numbered checkpoint (the
+// file, its parts, temporary files) except those of the newest `keep_last`
+// committed checkpoints, and every temporary file: call it when no writer
+// of `dir` is running.
+absl::Status RemoveOldCheckpoints(const std::string& dir, int keep_last);
 // Writes checkpoint number `step` in `dir` (created if missing), then
 // deletes the oldest numbered checkpoints so that `keep_last` (>= 1)
 // remain, and temporary files a killed writer left. Returns the path.

@@ -3,12 +3,16 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <random>
 #include <set>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "core/checkpoint/crc32c.h"
+#include "core/checkpoint/manifest_reading.h"
+#include "core/checkpoint/process_parts.h"
 #include "core/hash_mix.h"
 #include "core/resource.h"
 #include "core/status.h"
@@ -17,88 +21,79 @@
 namespace ipuflow::checkpoint {
 namespace {
 
-std::string TypeString(DType dtype, const TensorShape& shape) {
-  return absl::StrCat(DTypeName(dtype), shape.DebugString());
-}
-
-TensorShape ShapeOf(const TensorEntry& e) {
-  TensorShape s;
-  for (int64_t d : e.shape()) s.AddDim(d);
-  return s;
-}
-
-std::string EntryType(const TensorEntry& e) {
-  return TypeString(static_cast<DType>(e.dtype()), ShapeOf(e));
-}
-
 bool SameBytes(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.shape() == b.shape() &&
          std::memcmp(a.raw_data(), b.raw_data(), a.TotalBytes()) == 0;
 }
 
-// Key of a program's run counter in the file: "replica 1|loop:body".
-std::string ProgramKey(int replica, const std::string& key) {
-  return absl::StrCat("replica ", replica, "|", key);
+// What processes compare to find the variables every replica of every
+// process holds alike without sending them: the bytes' CRC32C and a 64-bit
+// sum of mixed words (96 bits; the same on every process).
+std::string Digest(const Tensor& t) {
+  const auto* p = static_cast<const unsigned char*>(t.raw_data());
+  const size_t n = t.TotalBytes();
+  uint64_t h = Mix64(n);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h += Mix64(w ^ (i * kGoldenGamma));
+  }
+  uint64_t tail = 0;
+  std::memcpy(&tail, p + i, n - i);
+  h += Mix64(tail ^ ~uint64_t{i});
+  return absl::StrCat(absl::Hex(Crc32c(p, n)), ":", absl::Hex(h));
 }
 
-// The variables on the IPUs of each replica, by name.
-std::map<std::string, std::vector<std::shared_ptr<VariableResource>>>
-VariablesOf(DeviceProgram* exe) {
-  std::map<std::string, std::vector<std::shared_ptr<VariableResource>>> out;
-  const int s = exe->ipus_per_replica(), replicas = exe->num_replicas();
-  for (int r = 0; r < replicas; ++r) {
-    for (int k = r * s; k < (r + 1) * s; ++k) {
-      for (auto& v : exe->system()->device(k).resources()->variables()) {
-        auto& per = out[v->name()];
-        per.resize(replicas);
-        per[r] = v;
-      }
+// The link's tag of Capture's meeting (the same on every process).
+constexpr uint64_t kCaptureTag = 0xC4EC0000;
+
+// Across processes: the checkpoint's id (process 0's) and the names of the
+// variables every process holds alike (`digests`: this process's locally
+// identical ones). Refuses processes that save different steps.
+absl::Status AgreeAcrossProcesses(
+    ProcessLink& link, int64_t weight_updates,
+    const std::map<std::string, std::string>& digests, uint64_t* id,
+    std::set<std::string>* shared) {
+  std::random_device random;
+  const uint64_t mine_id = (uint64_t{random()} << 32) ^ random();
+  std::string mine = absl::StrCat(mine_id, " ", weight_updates, "\n");
+  for (const auto& [name, digest] : digests) {
+    absl::StrAppend(&mine, digest, " ", name, "\n");
+  }
+  ASSIGN_OR_RETURN(std::vector<std::string> all,
+                   link.AllGatherStrings(kCaptureTag, mine));
+  std::vector<std::map<std::string, std::string>> held(all.size());
+  for (size_t p = 0; p < all.size(); ++p) {
+    std::vector<std::string> lines = absl::StrSplit(all[p], '\n');
+    std::vector<std::string> head = absl::StrSplit(lines[0], ' ');
+    int64_t steps = -1;
+    if (head.size() != 2 || (p == 0 && !absl::SimpleAtoi(head[0], id)) ||
+        !absl::SimpleAtoi(head[1], &steps)) {
+      return absl::InternalError(
+          absl::StrCat("checkpoint: process ", p, " sent '", lines[0], "'"));
+    }
+    if (steps != weight_updates) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("checkpoint: process ", p, " saves weight update ",
+                       steps, ", this process ", weight_updates,
+                       "; every process saves the same step"));
+    }
+    for (size_t i = 1; i < lines.size(); ++i) {
+      const size_t space = lines[i].find(' ');
+      if (space == std::string::npos) continue;
+      held[p][lines[i].substr(space + 1)] = lines[i].substr(0, space);
     }
   }
-  return out;
-}
-
-const InfeedPosition* FindInfeed(const Manifest& m, const std::string& name) {
-  for (const InfeedPosition& p : m.infeeds()) {
-    if (p.name() == name) return &p;
-  }
-  return nullptr;
-}
-
-const DataLoaderPosition* FindLoader(const Manifest& m,
-                                     const std::string& name) {
-  for (const DataLoaderPosition& p : m.loaders()) {
-    if (p.name() == name) return &p;
-  }
-  return nullptr;
-}
-
-std::string InfeedNames(const Manifest& m) {
-  std::vector<std::string> names;
-  for (const InfeedPosition& p : m.infeeds()) names.push_back(p.name());
-  return names.empty() ? "none" : absl::StrJoin(names, ", ");
-}
-
-// Elements the replicas consumed in all; FailedPrecondition unless every
-// replica consumed the same count (the round robin is then at replica 0).
-absl::StatusOr<int64_t> TotalConsumed(const InfeedPosition& p) {
-  int64_t total = 0;
-  for (int r = 0; r < p.consumed_size(); ++r) {
-    if (p.consumed(r) != p.consumed(0) || p.consumed(r) < 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "infeed '", p.name(), "': its replicas consumed ",
-          absl::StrJoin(p.consumed(), ", "),
-          " elements; a checkpoint resumes only where every replica consumed "
-          "the same count (the end of a run)"));
+  for (const auto& [name, digest] : digests) {
+    bool everywhere = true;
+    for (const auto& h : held) {
+      auto it = h.find(name);
+      everywhere = everywhere && it != h.end() && it->second == digest;
     }
-    total += p.consumed(r);
+    if (everywhere) shared->insert(name);
   }
-  return total;
-}
-
-// The micro-batches of one DataLoader step, and its samples.
-int64_t MicroBatchesPerStep(const feeds::DataLoaderOptions& o) {
-  return o.device_iterations * o.gradient_accumulation * o.replicas;
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -130,12 +125,6 @@ absl::Status TrainingCheckpoint::CheckSupported(const char* what) const {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": no executable or graph"));
   }
-  if (exe_->system()->process_link() != nullptr) {
-    return absl::UnimplementedError(absl::StrCat(
-        what,
-        ": multi-process runs are not covered yet (docs/CHECKPOINTS.md, "
-        "\"Not yet covered\")"));
-  }
   return absl::OkStatus();
 }
 
@@ -143,7 +132,20 @@ absl::StatusOr<CheckpointContents> TrainingCheckpoint::Capture(
     int64_t weight_updates) const {
   RETURN_IF_ERROR(CheckSupported("checkpoint"));
   const int replicas = exe_->num_replicas();
-  ASSIGN_OR_RETURN(auto values, exe_->ReadVariables(".*"));
+  ProcessLink* link = exe_->system()->process_link().get();
+  const int processes = link != nullptr ? link->process_count() : 1;
+  // This process's first replica's global index.
+  const int first = link != nullptr ? link->process_index() * replicas : 0;
+  absl::StatusOr<std::map<std::string, std::vector<Tensor>>> read =
+      exe_->ReadVariables(".*");
+  if (!read.ok() && link != nullptr) {
+    return absl::Status(
+        read.status().code(),
+        absl::StrCat("checkpoint: ", read.status().message(),
+                     " (optimizer state sharded over processes is not "
+                     "gathered for a multi-process checkpoint)"));
+  }
+  ASSIGN_OR_RETURN(auto values, std::move(read));
 
   // Only at weight-update boundaries: every accumulation counter at 0.
   for (const Node* n : graph_->collection(optimizers::kAccumulationCounters)) {
@@ -166,6 +168,8 @@ absl::StatusOr<CheckpointContents> TrainingCheckpoint::Capture(
   CheckpointContents c;
   Manifest& m = c.manifest;
   std::vector<TensorEntry> variables;
+  // Every replica of this process holds the same bytes: its digest.
+  std::map<std::string, std::string> digests;
   for (auto& [name, per] : values) {
     for (int r = 0; r < replicas; ++r) {
       if (!per[r].valid()) {
@@ -177,10 +181,22 @@ absl::StatusOr<CheckpointContents> TrainingCheckpoint::Capture(
     for (int r = 1; r < replicas && identical; ++r) {
       identical = SameBytes(per[0], per[r]);
     }
+    if (identical) digests[name] = link != nullptr ? Digest(per[0]) : "";
+  }
+  uint64_t id = 0;
+  std::set<std::string> shared;  // Alike on every replica of every process.
+  if (link != nullptr) {
+    RETURN_IF_ERROR(
+        AgreeAcrossProcesses(*link, weight_updates, digests, &id, &shared));
+  } else {
+    for (const auto& [name, digest] : digests) shared.insert(name);
+  }
+  for (auto& [name, per] : values) {
+    const bool identical = shared.count(name) > 0;
     for (int r = 0; r < (identical ? 1 : replicas); ++r) {
       TensorEntry* e = m.add_tensors();
       e->set_name(name);
-      e->set_replica(identical ? -1 : r);
+      e->set_replica(identical ? -1 : first + r);
       e->set_dtype(static_cast<int>(per[r].dtype()));
       for (int64_t d : per[r].shape().dims()) e->add_shape(d);
       c.tensors.push_back(per[r]);
@@ -188,8 +204,13 @@ absl::StatusOr<CheckpointContents> TrainingCheckpoint::Capture(
     }
   }
   m.set_model_fingerprint(Fingerprint(variables));
-  m.mutable_topology()->set_replicas(replicas);
-  m.mutable_topology()->set_processes(1);
+  m.mutable_topology()->set_replicas(replicas * processes);
+  m.mutable_topology()->set_processes(processes);
+  if (link != nullptr) {
+    m.mutable_part()->set_process(link->process_index());
+    m.mutable_part()->set_processes(processes);
+    m.mutable_part()->set_checkpoint_id(id);
+  }
   m.mutable_topology()->set_ipus_per_replica(exe_->ipus_per_replica());
   m.mutable_steps()->set_weight_updates(weight_updates);
 
@@ -199,7 +220,7 @@ absl::StatusOr<CheckpointContents> TrainingCheckpoint::Capture(
   for (int r = 0; r < replicas; ++r) {
     for (const auto& [key, runs] : exe_->program(r).RunCounters(epoch)) {
       ProgramRuns* p = m.mutable_random()->add_programs();
-      p->set_key(ProgramKey(r, key));
+      p->set_key(ProgramKey(first + r, key));
       p->set_runs(runs);
       if (r == 0 && key.empty()) m.mutable_steps()->set_executions(runs);
     }
@@ -253,280 +274,11 @@ absl::StatusOr<std::string> TrainingCheckpoint::Save(
     const std::string& dir, int64_t weight_updates, int keep_last,
     const WriteOptions& options) const {
   ASSIGN_OR_RETURN(CheckpointContents c, Capture(weight_updates));
+  if (ProcessLink* link = exe_->system()->process_link().get()) {
+    return WriteProcessCheckpoint(dir, weight_updates, c, keep_last, *link,
+                                  options);
+  }
   return WriteNumberedCheckpoint(dir, weight_updates, &c, keep_last, options);
-}
-
-absl::Status TrainingCheckpoint::Restore(const CheckpointContents& c) {
-  RETURN_IF_ERROR(CheckSupported("restore"));
-  const Manifest& m = c.manifest;
-  const int replicas = exe_->num_replicas();
-  const int saved_replicas = m.topology().replicas();
-  const bool resplit = saved_replicas != replicas;
-  if (m.topology().processes() != 1) {
-    return absl::UnimplementedError(absl::StrCat(
-        "restore: the checkpoint is of ", m.topology().processes(),
-        " processes; multi-process checkpoints are not covered yet"));
-  }
-  if (saved_replicas < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("restore: the checkpoint's topology has ", saved_replicas,
-                     " replicas"));
-  }
-
-  // Variables: every one present, same dtype and shape, per replica.
-  auto vars = VariablesOf(exe_);
-  std::map<std::string, std::vector<int>> entries;  // name -> tensor indices
-  for (int i = 0; i < m.tensors_size(); ++i) {
-    entries[m.tensors(i).name()].push_back(i);
-  }
-  std::vector<std::string> missing, extra;
-  for (const auto& [name, per] : vars) {
-    if (entries.count(name) == 0) {
-      missing.push_back(absl::StrCat(
-          "'", name, "' (", TypeString(per[0]->dtype(), per[0]->shape()), ")"));
-    }
-  }
-  for (const auto& [name, idx] : entries) {
-    if (vars.count(name) == 0) {
-      extra.push_back(
-          absl::StrCat("'", name, "' (", EntryType(m.tensors(idx[0])), ")"));
-    }
-  }
-  if (!missing.empty() || !extra.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "restore: the checkpoint is of another model: ",
-        missing.empty()
-            ? ""
-            : absl::StrCat("it lacks variable(s) ",
-                           absl::StrJoin(missing, ", "), " of this program"),
-        !missing.empty() && !extra.empty() ? "; " : "",
-        extra.empty()
-            ? ""
-            : absl::StrCat("it has variable(s) ", absl::StrJoin(extra, ", "),
-                           " this program does not")));
-  }
-  // [name][replica] -> the tensor to assign.
-  std::map<std::string, std::vector<const Tensor*>> plan;
-  std::vector<TensorEntry> seen;
-  for (const auto& [name, per] : vars) {
-    const std::vector<int>& idx = entries[name];
-    std::vector<const Tensor*>& to = plan[name];
-    to.resize(replicas, nullptr);
-    for (int r = 0; r < replicas; ++r) {
-      if (per[r] == nullptr) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("restore: variable '", name, "' is not on replica ", r,
-                         " of this program"));
-      }
-    }
-    const TensorEntry& first = m.tensors(idx[0]);
-    seen.push_back(first);
-    for (int i : idx) {
-      const TensorEntry& e = m.tensors(i);
-      const DType dtype = static_cast<DType>(e.dtype());
-      if (dtype != per[0]->dtype() || ShapeOf(e) != per[0]->shape()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "restore: variable '", name, "' is ", EntryType(e),
-            " in the checkpoint and ",
-            TypeString(per[0]->dtype(), per[0]->shape()), " in this program"));
-      }
-    }
-    if (first.replica() < 0) {
-      for (int r = 0; r < replicas; ++r) to[r] = &c.tensors[idx[0]];
-      continue;
-    }
-    if (resplit) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "restore: variable '", name, "' differs between the checkpoint's ",
-          saved_replicas, " replicas; it cannot be restored into ", replicas,
-          " replicas"));
-    }
-    for (int i : idx) {
-      const int r = m.tensors(i).replica();
-      if (r >= replicas) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("restore: variable '", name, "' of replica ", r,
-                         " in a checkpoint of ", saved_replicas, " replicas"));
-      }
-      to[r] = &c.tensors[i];
-    }
-    for (int r = 0; r < replicas; ++r) {
-      if (to[r] == nullptr) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("restore: variable '", name, "' of replica ", r,
-                         " is missing from the checkpoint"));
-      }
-    }
-  }
-  const uint64_t fingerprint = Fingerprint(seen);
-  if (fingerprint != m.model_fingerprint()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("restore: model fingerprint ", m.model_fingerprint(),
-                     " in the checkpoint, ", fingerprint,
-                     " for its variables: the manifest was altered"));
-  }
-
-  // Random streams: the same programs (replica r takes replica r % R's).
-  IPUSystem* system = exe_->system();
-  std::vector<std::vector<std::pair<std::string, uint64_t>>> saved_runs(
-      saved_replicas);
-  for (const ProgramRuns& p : m.random().programs()) {
-    const size_t bar = p.key().find('|');
-    int r = -1;
-    if (bar == std::string::npos ||
-        !absl::SimpleAtoi(absl::string_view(p.key()).substr(8, bar - 8), &r) ||
-        p.key().compare(0, 8, "replica ") != 0 || r < 0 ||
-        r >= saved_replicas) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "restore: random-stream key '", p.key(),
-          "' does not name a replica of the checkpoint's ", saved_replicas));
-    }
-    saved_runs[r].push_back({p.key().substr(bar + 1), p.runs()});
-  }
-  const uint64_t epoch_now = system->floating_point().seed_epoch;
-  for (int r = 0; r < replicas; ++r) {
-    absl::Status s = exe_->mutable_program(r).RestoreRunCounters(
-        saved_runs[r % saved_replicas], epoch_now, /*check_only=*/true);
-    if (!s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "restore: the random streams of replica ", r % saved_replicas,
-          " were saved from another program: ", s.message()));
-    }
-  }
-
-  // Feeds: the same names, fresh queues, positions that re-split.
-  std::vector<std::vector<int64_t>> bases(feeds_.size());
-  std::set<std::string> names;
-  for (size_t i = 0; i < feeds_.size(); ++i) {
-    const Feed& f = feeds_[i];
-    names.insert(f.name);
-    const InfeedPosition* p = FindInfeed(m, f.name);
-    if (p == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("restore: the checkpoint has no infeed '", f.name,
-                       "' (it has: ", InfeedNames(m), ")"));
-    }
-    for (int64_t n : f.queue->ConsumedPerReplica()) {
-      if (n != 0) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "restore: infeed '", f.name,
-            "' has already fed the devices; restore before the first run "
-            "(its dataset from ResumeDataset or ResumeDataLoader)"));
-      }
-    }
-    ASSIGN_OR_RETURN(const int64_t total, TotalConsumed(*p));
-    if (total % replicas != 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "restore: infeed '", f.name, "': ", total,
-          " elements consumed do not split over ", replicas, " replicas"));
-    }
-    bases[i].assign(replicas, total / replicas);
-    const DataLoaderPosition* l = FindLoader(m, f.name);
-    if ((l != nullptr) != (f.loader != nullptr)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "restore: infeed '", f.name, "' was ",
-          l != nullptr ? "fed by a DataLoader" : "not fed by a DataLoader",
-          " in the checkpoint and is ", f.loader != nullptr ? "" : "not ",
-          "here"));
-    }
-    if (l != nullptr) {
-      const int64_t want = l->epoch() * l->samples_per_epoch() + l->sample();
-      const int64_t have =
-          f.loader->start_epoch() * f.loader->samples_per_epoch() +
-          f.loader->start_sample();
-      if (want != have) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "restore: infeed '", f.name, "': its DataLoader starts at epoch ",
-            f.loader->start_epoch(), " sample ", f.loader->start_sample(),
-            ", the checkpoint stands at epoch ", l->epoch(), " sample ",
-            l->sample(), "; make it with ResumeDataLoader"));
-      }
-    }
-  }
-  if (names.size() != feeds_.size()) {
-    return absl::InvalidArgumentError("restore: two infeeds share a name");
-  }
-  for (const InfeedPosition& p : m.infeeds()) {
-    if (names.count(p.name()) == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("restore: the checkpoint has infeed '", p.name(),
-                       "', which this run does not (AddInfeed)"));
-    }
-  }
-
-  // Everything checked: apply.
-  if (system->floating_point().seed != m.random().seed()) {
-    RETURN_IF_ERROR(system->ResetSeed(m.random().seed()));
-  }
-  const uint64_t epoch = system->floating_point().seed_epoch;
-  for (int r = 0; r < replicas; ++r) {
-    RETURN_IF_ERROR(exe_->mutable_program(r).RestoreRunCounters(
-        saved_runs[r % saved_replicas], epoch));
-  }
-  for (auto& [name, per] : vars) {
-    for (int r = 0; r < replicas; ++r) {
-      // A copy: the file's buffer is not kept alive by the variables.
-      RETURN_IF_ERROR(per[r]->Assign(plan[name][r]->Copy()));
-    }
-  }
-  for (size_t i = 0; i < feeds_.size(); ++i) feeds_[i].base = bases[i];
-  return absl::OkStatus();
-}
-
-absl::StatusOr<feeds::DatasetPtr> ResumeDataset(const CheckpointContents& c,
-                                                const std::string& name,
-                                                feeds::DatasetPtr dataset) {
-  const InfeedPosition* p = FindInfeed(c.manifest, name);
-  if (p == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("ResumeDataset: the checkpoint has no infeed '", name,
-                     "' (it has: ", InfeedNames(c.manifest), ")"));
-  }
-  ASSIGN_OR_RETURN(const int64_t total, TotalConsumed(*p));
-  return dataset->Skip(total);
-}
-
-absl::StatusOr<std::unique_ptr<feeds::DataLoader>> ResumeDataLoader(
-    const CheckpointContents& c, const std::string& name,
-    feeds::DatasetPtr samples, const feeds::DataLoaderOptions& options) {
-  const DataLoaderPosition* l = FindLoader(c.manifest, name);
-  if (l == nullptr) {
-    return absl::NotFoundError(absl::StrCat(
-        "ResumeDataLoader: the checkpoint has no DataLoader for infeed '", name,
-        "' (infeeds: ", InfeedNames(c.manifest), ")"));
-  }
-  const std::string where = absl::StrCat("ResumeDataLoader '", name, "': ");
-  // Made at the start first, to learn its sizes; then at the position.
-  ASSIGN_OR_RETURN(std::unique_ptr<feeds::DataLoader> probe,
-                   feeds::DataLoader::Create(samples, options));
-  const feeds::DataLoaderPlanKey k = probe->plan_key();
-  auto differs = [&](const char* field, auto saved, auto here) -> absl::Status {
-    if (saved == here) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, field, " is ", saved, " in the checkpoint and ", here,
-        " here: the rest of the epoch would be another order"));
-  };
-  RETURN_IF_ERROR(differs("num_samples", l->num_samples(), k.num_samples));
-  RETURN_IF_ERROR(differs("seed", l->seed(), k.seed));
-  RETURN_IF_ERROR(differs("shuffle", l->shuffle(), k.shuffle));
-  RETURN_IF_ERROR(differs("drop_last", l->drop_last(), k.drop_last));
-  RETURN_IF_ERROR(
-      differs("process_count", l->process_count(), k.process_count));
-  RETURN_IF_ERROR(differs("samples per epoch", l->samples_per_epoch(),
-                          probe->samples_per_epoch()));
-  const int64_t c_here = probe->combined_batch_size();
-  if (l->sample() % c_here != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        where, "the checkpoint stands at sample ", l->sample(), " of epoch ",
-        l->epoch(), ", not a whole number of this loader's steps of ", c_here,
-        " samples (it saved with steps of ", l->combined_batch_size(),
-        "): the data cannot be split over these replicas there; resume with a "
-        "replica count whose step divides ",
-        l->sample()));
-  }
-  probe.reset();
-  return feeds::DataLoader::CreateAt(std::move(samples), options, l->epoch(),
-                                     l->sample());
 }
 
 }  // namespace ipuflow::checkpoint

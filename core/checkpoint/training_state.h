@@ -12,7 +12,7 @@
 //   ASSIGN_OR_RETURN(std::string path, ckpt.Save("/ckpt", k));
 //
 //   // Resuming (a new process): the input first, at the saved position,
-//   ASSIGN_OR_RETURN(CheckpointContents c, ReadCheckpointFile(path));
+//   ASSIGN_OR_RETURN(CheckpointContents c, ReadCheckpoint(path));
 //   ASSIGN_OR_RETURN(auto loader, ResumeDataLoader(c, "train", samples, o));
 //   ... build the graph on loader->ToInfeedDataset(), compile, Initialize,
 //   TrainingCheckpoint ckpt(&graph, exe);
@@ -38,8 +38,18 @@
 // Refused (FailedPrecondition naming the cause): a checkpoint in the middle
 // of a gradient accumulation (a counter of optimizers::
 // kAccumulationCounters not at 0), or of a DataLoader step (a pipeline
-// stopped part-way through a run); multi-process runs are not covered yet
-// (Unimplemented).
+// stopped part-way through a run).
+//
+// Multi-process runs (the system has a ProcessLink): Capture, Save and
+// Restore are collective, every process calls them at the same step.
+// Capture returns this process's view: the variables every replica of
+// every process holds alike (compared by digest) as replica -1, the others
+// per replica (global indices), its replicas' random streams and its
+// input positions. Save writes them as process_parts.h's shared file and
+// parts; resume from ReadCheckpoint(path, process_index, process_count).
+// Restore refuses another process count or replicas per process (no
+// re-split across processes), and a refusal on any process is every
+// process's.
 //
 // Restore checks everything first (topology, every variable's presence,
 // dtype and shape, the feeds, the random streams' programs), and refuses
@@ -57,13 +67,17 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/checkpoint/checkpoint_directory.h"
 #include "core/checkpoint/checkpoint_file.h"
+#include "core/checkpoint/process_parts.h"
+#include "core/checkpoint/resume_input.h"
 #include "core/graph.h"
 #include "core/ipu/device_program.h"
+#include "core/resource.h"
 #include "feeds/data_loader.h"
 #include "feeds/infeed_queue.h"
 
@@ -101,30 +115,23 @@ class TrainingCheckpoint {
     // replica.
     std::vector<int64_t> base;
   };
+  // What Restore assigns, once every check passed.
+  struct RestorePlan {
+    uint64_t seed = 0;
+    std::vector<std::vector<std::pair<std::string, uint64_t>>> runs;
+    std::vector<std::pair<std::shared_ptr<VariableResource>, const Tensor*>>
+        assign;
+    std::vector<std::vector<int64_t>> bases;  // [feed][replica]
+  };
   absl::Status CheckSupported(const char* what) const;
+  // Every check of Restore on this process (training_restore.cc).
+  absl::Status Check(const CheckpointContents& c, RestorePlan* plan) const;
+  absl::Status Apply(const RestorePlan& plan);
 
   const Graph* graph_;
   DeviceProgram* exe_;
   std::vector<Feed> feeds_;
 };
-
-// The dataset an infeed saved as `name` reads in the resumed run: `dataset`
-// without the elements the devices consumed (Skip: a deterministic dataset
-// replays its order, shuffle buffers included). FailedPrecondition when the
-// replicas had consumed different counts; NotFound naming the infeeds the
-// checkpoint has.
-absl::StatusOr<feeds::DatasetPtr> ResumeDataset(const CheckpointContents& c,
-                                                const std::string& name,
-                                                feeds::DatasetPtr dataset);
-
-// The DataLoader of infeed `name` in the resumed run: `samples` and
-// `options` as saved (the replica count may differ where the split allows),
-// standing where the saved one's device had consumed (DataLoader::
-// CreateAt). InvalidArgument naming the field and both values when the
-// samples or options give another order.
-absl::StatusOr<std::unique_ptr<feeds::DataLoader>> ResumeDataLoader(
-    const CheckpointContents& c, const std::string& name,
-    feeds::DatasetPtr samples, const feeds::DataLoaderOptions& options);
 
 }  // namespace ipuflow::checkpoint
 

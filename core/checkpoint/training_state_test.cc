@@ -469,8 +469,8 @@ TEST_F(RefusalTest, AnotherTopology) {
   CheckpointContents c = saved_;
   c.manifest.mutable_topology()->set_processes(2);
   absl::Status s = Restore(RunConfig{}, c);
-  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(s.message(), HasSubstr("2 processes"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("saved by 2 process(es); this run has 1"));
 }
 
 TEST_F(RefusalTest, AlteredFingerprint) {

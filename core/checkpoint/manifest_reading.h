@@ -1,0 +1,45 @@
+// Reading a checkpoint's manifest for TrainingCheckpoint (training_state.h)
+// and the resumed input (ResumeDataset, ResumeDataLoader): types as text,
+// the feeds by name, the random streams' keys. Internal to core/checkpoint.
+//
+// Thread safety: pure functions.
+#ifndef IPUFLOW_CORE_CHECKPOINT_MANIFEST_READING_H_
+#define IPUFLOW_CORE_CHECKPOINT_MANIFEST_READING_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/checkpoint/checkpoint.pb.h"
+#include "core/tensor.h"
+#include "feeds/data_loader.h"
+
+namespace ipuflow::checkpoint {
+
+// "float16[4,3]".
+std::string TypeString(DType dtype, const TensorShape& shape);
+TensorShape ShapeOf(const TensorEntry& e);
+std::string EntryType(const TensorEntry& e);
+
+// Key of a program's run counter in the file: "replica 1|loop:body", the
+// replica global (its index over every process).
+std::string ProgramKey(int replica, const std::string& key);
+
+const InfeedPosition* FindInfeed(const Manifest& m, const std::string& name);
+const DataLoaderPosition* FindLoader(const Manifest& m,
+                                     const std::string& name);
+// The infeeds' names, "a, b" ("none").
+std::string InfeedNames(const Manifest& m);
+
+// Elements the replicas consumed in all; FailedPrecondition unless every
+// replica consumed the same count (the round robin is then at replica 0).
+absl::StatusOr<int64_t> TotalConsumed(const InfeedPosition& p);
+
+// The micro-batches of one DataLoader step.
+inline int64_t MicroBatchesPerStep(const feeds::DataLoaderOptions& o) {
+  return o.device_iterations * o.gradient_accumulation * o.replicas;
+}
+
+}  // namespace ipuflow::checkpoint
+
+#endif  // IPUFLOW_CORE_CHECKPOINT_MANIFEST_READING_H_

@@ -1,0 +1,325 @@
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/checkpoint/manifest_reading.h"
+#include "core/checkpoint/training_state.h"
+#include "core/resource.h"
+#include "core/status.h"
+
+// TrainingCheckpoint::Restore (training_state.h): every check first, on
+// every process, then the assignment.
+namespace ipuflow::checkpoint {
+namespace {
+
+// The link's tag of Restore's meeting (the same on every process).
+constexpr uint64_t kRestoreTag = 0xC4EC0003;
+
+// The variables on the IPUs of each replica, by name.
+std::map<std::string, std::vector<std::shared_ptr<VariableResource>>>
+VariablesOf(DeviceProgram* exe) {
+  std::map<std::string, std::vector<std::shared_ptr<VariableResource>>> out;
+  const int s = exe->ipus_per_replica(), replicas = exe->num_replicas();
+  for (int r = 0; r < replicas; ++r) {
+    for (int k = r * s; k < (r + 1) * s; ++k) {
+      for (auto& v : exe->system()->device(k).resources()->variables()) {
+        auto& per = out[v->name()];
+        per.resize(replicas);
+        per[r] = v;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::Status TrainingCheckpoint::Restore(const CheckpointContents& c) {
+  RETURN_IF_ERROR(CheckSupported("restore"));
+  ProcessLink* link = exe_->system()->process_link().get();
+  RestorePlan plan;
+  absl::Status checked = Check(c, &plan);
+  if (link != nullptr) {
+    // Every process restores, or none: the first refusal on every process.
+    ASSIGN_OR_RETURN(
+        std::vector<std::string> all,
+        link->AllGatherStrings(
+            kRestoreTag, checked.ok()
+                             ? absl::StrCat(c.manifest.part().checkpoint_id())
+                             : absl::StrCat("!", checked.message())));
+    RETURN_IF_ERROR(checked);  // This process's own refusal first.
+    for (size_t p = 0; p < all.size(); ++p) {
+      if (!all[p].empty() && all[p][0] == '!') {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "restore: process ", p, " refused its part: ", all[p].substr(1)));
+      }
+      if (all[p] != all[0]) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "restore: process ", p, " restores checkpoint id ", all[p],
+            ", process 0 id ", all[0], "; every process restores the same"));
+      }
+    }
+  }
+  RETURN_IF_ERROR(checked);
+  return Apply(plan);
+}
+
+absl::Status TrainingCheckpoint::Check(const CheckpointContents& c,
+                                       RestorePlan* out) const {
+  RETURN_IF_ERROR(CheckSupported("restore"));
+  const Manifest& m = c.manifest;
+  const int replicas = exe_->num_replicas();
+  const int saved_replicas = m.topology().replicas();
+  ProcessLink* link = exe_->system()->process_link().get();
+  const int processes = link != nullptr ? link->process_count() : 1;
+  const int first_replica =
+      link != nullptr ? link->process_index() * replicas : 0;
+  if (m.topology().processes() != processes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "restore: the checkpoint was saved by ", m.topology().processes(),
+        " process(es); this run has ", processes));
+  }
+  if (saved_replicas < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("restore: the checkpoint's topology has ", saved_replicas,
+                     " replicas"));
+  }
+  if (link != nullptr) {
+    if (!m.has_part() || m.part().process() != link->process_index() ||
+        m.part().processes() != processes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "restore: the contents are process ", m.part().process(), "'s of ",
+          m.part().processes(), "; this is process ", link->process_index(),
+          " of ", processes, " (read them with ReadCheckpoint(path, ",
+          link->process_index(), ", ", processes, "))"));
+    }
+    if (saved_replicas != replicas * processes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "restore: the checkpoint has ", saved_replicas, " replicas (",
+          saved_replicas / processes, " per process), this run ",
+          replicas * processes, " (", replicas,
+          " per process); a multi-process run restores into the same "
+          "replicas"));
+    }
+  }
+  const bool resplit = saved_replicas != replicas * processes;
+
+  // Variables: every one present, same dtype and shape, per replica.
+  auto vars = VariablesOf(exe_);
+  std::map<std::string, std::vector<int>> entries;  // name -> tensor indices
+  for (int i = 0; i < m.tensors_size(); ++i) {
+    entries[m.tensors(i).name()].push_back(i);
+  }
+  std::vector<std::string> missing, extra;
+  for (const auto& [name, per] : vars) {
+    if (entries.count(name) == 0) {
+      missing.push_back(absl::StrCat(
+          "'", name, "' (", TypeString(per[0]->dtype(), per[0]->shape()), ")"));
+    }
+  }
+  for (const auto& [name, idx] : entries) {
+    if (vars.count(name) == 0) {
+      extra.push_back(
+          absl::StrCat("'", name, "' (", EntryType(m.tensors(idx[0])), ")"));
+    }
+  }
+  if (!missing.empty() || !extra.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "restore: the checkpoint is of another model: ",
+        missing.empty()
+            ? ""
+            : absl::StrCat("it lacks variable(s) ",
+                           absl::StrJoin(missing, ", "), " of this program"),
+        !missing.empty() && !extra.empty() ? "; " : "",
+        extra.empty()
+            ? ""
+            : absl::StrCat("it has variable(s) ", absl::StrJoin(extra, ", "),
+                           " this program does not")));
+  }
+  // [name][replica] -> the tensor to assign.
+  std::map<std::string, std::vector<const Tensor*>> plan;
+  std::vector<TensorEntry> seen;
+  for (const auto& [name, per] : vars) {
+    const std::vector<int>& idx = entries[name];
+    std::vector<const Tensor*>& to = plan[name];
+    to.resize(replicas, nullptr);
+    for (int r = 0; r < replicas; ++r) {
+      if (per[r] == nullptr) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("restore: variable '", name, "' is not on replica ", r,
+                         " of this program"));
+      }
+    }
+    const TensorEntry& first = m.tensors(idx[0]);
+    seen.push_back(first);
+    for (int i : idx) {
+      const TensorEntry& e = m.tensors(i);
+      const DType dtype = static_cast<DType>(e.dtype());
+      if (dtype != per[0]->dtype() || ShapeOf(e) != per[0]->shape()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "restore: variable '", name, "' is ", EntryType(e),
+            " in the checkpoint and ",
+            TypeString(per[0]->dtype(), per[0]->shape()), " in this program"));
+      }
+    }
+    if (first.replica() < 0) {
+      for (int r = 0; r < replicas; ++r) to[r] = &c.tensors[idx[0]];
+      continue;
+    }
+    if (resplit) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "restore: variable '", name, "' differs between the checkpoint's ",
+          saved_replicas, " replicas; it cannot be restored into ", replicas,
+          " replicas"));
+    }
+    for (int i : idx) {
+      const int r = m.tensors(i).replica() - first_replica;
+      if (r < 0 || r >= replicas) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("restore: variable '", name, "' of replica ",
+                         r + first_replica, " in the checkpoint of ",
+                         saved_replicas, " replicas; this process holds ",
+                         first_replica, " to ", first_replica + replicas - 1));
+      }
+      to[r] = &c.tensors[i];
+    }
+    for (int r = 0; r < replicas; ++r) {
+      if (to[r] == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("restore: variable '", name, "' of replica ", r,
+                         " is missing from the checkpoint"));
+      }
+    }
+  }
+  const uint64_t fingerprint = Fingerprint(seen);
+  if (fingerprint != m.model_fingerprint()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("restore: model fingerprint ", m.model_fingerprint(),
+                     " in the checkpoint, ", fingerprint,
+                     " for its variables: the manifest was altered"));
+  }
+
+  // Random streams: the same programs (replica r takes replica r % R's).
+  IPUSystem* system = exe_->system();
+  std::vector<std::vector<std::pair<std::string, uint64_t>>> saved_runs(
+      saved_replicas);
+  for (const ProgramRuns& p : m.random().programs()) {
+    const size_t bar = p.key().find('|');
+    int r = -1;
+    if (bar == std::string::npos ||
+        !absl::SimpleAtoi(absl::string_view(p.key()).substr(8, bar - 8), &r) ||
+        p.key().compare(0, 8, "replica ") != 0 || r < 0 ||
+        r >= saved_replicas) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "restore: random-stream key '", p.key(),
+          "' does not name a replica of the checkpoint's ", saved_replicas));
+    }
+    saved_runs[r].push_back({p.key().substr(bar + 1), p.runs()});
+  }
+  const uint64_t epoch_now = system->floating_point().seed_epoch;
+  for (int r = 0; r < replicas; ++r) {
+    const int from = (first_replica + r) % saved_replicas;
+    absl::Status s = exe_->mutable_program(r).RestoreRunCounters(
+        saved_runs[from], epoch_now, /*check_only=*/true);
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("restore: the random streams of replica ", from,
+                       " were saved from another program: ", s.message()));
+    }
+    out->runs.push_back(saved_runs[from]);  // R -> R' > R reuses it.
+  }
+
+  // Feeds: the same names, fresh queues, positions that re-split.
+  std::vector<std::vector<int64_t>> bases(feeds_.size());
+  std::set<std::string> names;
+  for (size_t i = 0; i < feeds_.size(); ++i) {
+    const Feed& f = feeds_[i];
+    names.insert(f.name);
+    const InfeedPosition* p = FindInfeed(m, f.name);
+    if (p == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("restore: the checkpoint has no infeed '", f.name,
+                       "' (it has: ", InfeedNames(m), ")"));
+    }
+    for (int64_t n : f.queue->ConsumedPerReplica()) {
+      if (n != 0) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "restore: infeed '", f.name,
+            "' has already fed the devices; restore before the first run "
+            "(its dataset from ResumeDataset or ResumeDataLoader)"));
+      }
+    }
+    ASSIGN_OR_RETURN(const int64_t total, TotalConsumed(*p));
+    if (total % replicas != 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "restore: infeed '", f.name, "': ", total,
+          " elements consumed do not split over ", replicas, " replicas"));
+    }
+    bases[i].assign(replicas, total / replicas);
+    const DataLoaderPosition* l = FindLoader(m, f.name);
+    if ((l != nullptr) != (f.loader != nullptr)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "restore: infeed '", f.name, "' was ",
+          l != nullptr ? "fed by a DataLoader" : "not fed by a DataLoader",
+          " in the checkpoint and is ", f.loader != nullptr ? "" : "not ",
+          "here"));
+    }
+    if (l != nullptr) {
+      const int64_t want = l->epoch() * l->samples_per_epoch() + l->sample();
+      const int64_t have =
+          f.loader->start_epoch() * f.loader->samples_per_epoch() +
+          f.loader->start_sample();
+      if (want != have) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "restore: infeed '", f.name, "': its DataLoader starts at epoch ",
+            f.loader->start_epoch(), " sample ", f.loader->start_sample(),
+            ", the checkpoint stands at epoch ", l->epoch(), " sample ",
+            l->sample(), "; make it with ResumeDataLoader"));
+      }
+    }
+  }
+  if (names.size() != feeds_.size()) {
+    return absl::InvalidArgumentError("restore: two infeeds share a name");
+  }
+  for (const InfeedPosition& p : m.infeeds()) {
+    if (names.count(p.name()) == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("restore: the checkpoint has infeed '", p.name(),
+                       "', which this run does not (AddInfeed)"));
+    }
+  }
+
+  out->seed = m.random().seed();
+  out->bases = std::move(bases);
+  for (auto& [name, per] : vars) {
+    for (int r = 0; r < replicas; ++r) {
+      out->assign.push_back({per[r], plan[name][r]});
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TrainingCheckpoint::Apply(const RestorePlan& plan) {
+  IPUSystem* system = exe_->system();
+  if (system->floating_point().seed != plan.seed) {
+    RETURN_IF_ERROR(system->ResetSeed(plan.seed));
+  }
+  const uint64_t epoch = system->floating_point().seed_epoch;
+  for (int r = 0; r < exe_->num_replicas(); ++r) {
+    RETURN_IF_ERROR(
+        exe_->mutable_program(r).RestoreRunCounters(plan.runs[r], epoch));
+  }
+  for (const auto& [variable, value] : plan.assign) {
+    // A copy: the file's buffer is not kept alive by the variables.
+    RETURN_IF_ERROR(variable->Assign(value->Copy()));
+  }
+  for (size_t i = 0; i < feeds_.size(); ++i) feeds_[i].base = plan.bases[i];
+  return absl::OkStatus();
+}
+
+}  // namespace ipuflow::checkpoint
