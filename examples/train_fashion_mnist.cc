@@ -115,9 +115,9 @@ absl::Status RunTutorial(const TutorialFlags& f,
   // CHECKPOINTS.md), its training data where the devices had stopped.
   ASSIGN_OR_RETURN(
       examples::TutorialCheckpoints ckpt,
-      examples::TutorialCheckpoints::Open({f.checkpoint_dir, f.checkpoint_every,
-                                           f.keep_checkpoints, f.resume,
-                                           f.device_iterations, f.stop_after}));
+      examples::TutorialCheckpoints::Open(
+          {f.checkpoint_dir, f.checkpoint_every, f.keep_checkpoints, f.resume,
+           f.device_iterations, f.stop_after, procs.index(), procs.count()}));
   const auto loader_options = [&](bool training) {
     return examples::LoaderOptions(f, training, procs.index(), procs.count());
   };

@@ -19,8 +19,9 @@ absl::StatusOr<TutorialCheckpoints> TutorialCheckpoints::Open(
   absl::StatusOr<std::string> latest = checkpoint::LatestCheckpoint(o.dir);
   if (absl::IsNotFound(latest.status())) return c;  // Nothing to resume.
   RETURN_IF_ERROR(latest.status());
-  ASSIGN_OR_RETURN(checkpoint::CheckpointContents contents,
-                   checkpoint::ReadCheckpointFile(*latest));
+  ASSIGN_OR_RETURN(
+      checkpoint::CheckpointContents contents,
+      checkpoint::ReadCheckpoint(*latest, o.process_index, o.process_count));
   const int64_t done = contents.manifest.steps().weight_updates();
   if (done < 0 || done % o.per_call != 0) {
     return absl::InvalidArgumentError(

@@ -17,6 +17,10 @@
 //     RETURN_IF_ERROR(ckpt.AfterCall(c + 1, c + 1 == calls.last));
 //   }
 //
+// Under mpirun every process makes one with its process index: each reads
+// the shared file and its own part, and every save and restore is
+// collective (every process saves at the same call).
+//
 // Owns what it reads (the checkpoint, until Attach restored it) and the
 // TrainingCheckpoint; the graph, program, infeed and loader it is attached
 // to must outlive it. Used from the thread that runs the training calls.
@@ -43,6 +47,10 @@ struct TutorialCheckpointOptions {
   bool resume = false;     // From the newest checkpoint of `dir`, if any.
   int64_t per_call = 1;    // Weight updates of one training call.
   int64_t stop_after = 0;  // Weight updates in all; 0: train to the end.
+  // Under mpirun: this process of the run's (its part of a checkpoint;
+  // core/checkpoint/process_parts.h).
+  int process_index = 0;
+  int process_count = 1;
 };
 
 // The training calls of a run: [first, last) of [0, total).

@@ -176,7 +176,7 @@ absl::StatusOr<int> GradientAccumulation(int replicas, int processes,
 // --checkpoint-dir, --checkpoint-every, --keep-checkpoints, --resume and
 // --stop-after into `f`: checkpoints are taken between training calls, so
 // the weight-update counts must be whole calls of `per_call`.
-void CheckCheckpointFlags(int per_call, int processes, TutorialFlags* f,
+void CheckCheckpointFlags(int per_call, TutorialFlags* f,
                           OptionChecker* check) {
   const std::string dir = absl::GetFlag(FLAGS_checkpoint_dir);
   f->checkpoint_dir = dir.empty() ? "" : ResolveOutputPath(dir);
@@ -209,11 +209,6 @@ void CheckCheckpointFlags(int per_call, int processes, TutorialFlags* f,
       check->Fail("--checkpoint-every needs --checkpoint-dir");
     }
     if (f->resume) check->Fail("--resume needs --checkpoint-dir");
-  } else if (processes > 1) {
-    check->Fail(absl::StrCat(
-        "--checkpoint-dir: checkpoints of a run of ", processes,
-        " processes are not supported yet (docs/CHECKPOINTS.md, \"Not yet "
-        "covered\"); run without it under mpirun"));
   }
 }
 
@@ -372,7 +367,7 @@ absl::StatusOr<TutorialFlags> FlagsFromAbsl(int processes = 1) {
     f.profile_dir = ResolveOutputPath(dir);
   }
   f.debug = absl::GetFlag(FLAGS_debug);
-  CheckCheckpointFlags(f.device_iterations, f.processes, &f, &check);
+  CheckCheckpointFlags(f.device_iterations, &f, &check);
   RETURN_IF_ERROR(check.status());
   // The layout, once replicas are in range.
   ASSIGN_OR_RETURN(f.gradient_accumulation,
