@@ -40,7 +40,7 @@ std::string Digest(const Tensor& t) {
     h += Mix64(w ^ (i * kGoldenGamma));
   }
   uint64_t tail = 0;
-  std::memcpy(&tail, p + i, n - i);
+  if (n > i) std::memcpy(&tail, p + i, n - i);
   h += Mix64(tail ^ ~uint64_t{i});
   return absl::StrCat(absl::Hex(Crc32c(p, n)), ":", absl::Hex(h));
 }
