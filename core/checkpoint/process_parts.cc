@@ -41,37 +41,40 @@ absl::StatusOr<std::string> WriteProcessCheckpoint(
     int keep_last, ProcessLink& link, const WriteOptions& options) {
   const int me = link.process_index(), processes = link.process_count();
   const Manifest& m = c.manifest;
+  // Any failure before the first meeting is told to the others there.
+  absl::Status written;
   if (m.part().process() != me || m.part().processes() != processes ||
       m.topology().processes() != processes) {
-    return absl::InvalidArgumentError(
+    written = absl::InvalidArgumentError(
         absl::StrCat("WriteProcessCheckpoint: the contents are process ",
                      m.part().process(), "'s of ", m.part().processes(),
                      " (topology: ", m.topology().processes(),
                      " processes), this is process ", me, " of ", processes));
-  }
-  if (keep_last < 1 || step < 0 || step > 999999999999) {
-    return absl::InvalidArgumentError(
+  } else if (keep_last < 1 || step < 0 || step > 999999999999) {
+    written = absl::InvalidArgumentError(
         absl::StrCat("WriteProcessCheckpoint: keep_last ", keep_last,
                      " (at least 1), step ", step, " (0 to 999999999999)"));
   }
-  // The part: this process's replicas' tensors, streams and positions.
-  CheckpointContents part;
-  part.manifest = m;
-  part.manifest.clear_tensors();
-  for (int i = 0; i < m.tensors_size(); ++i) {
-    if (m.tensors(i).replica() < 0) continue;
-    *part.manifest.add_tensors() = m.tensors(i);
-    part.tensors.push_back(c.tensors[i]);
-  }
-  absl::Status written;
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    written = absl::InternalError(absl::StrCat(
-        "checkpoint directory '", dir, "' cannot be created: ", ec.message()));
-  } else {
-    written = WriteCheckpointFile(ProcessPartPath(dir, step, me, processes),
-                                  &part, options);
+  if (written.ok()) {
+    // The part: this process's replicas' tensors, streams and positions.
+    CheckpointContents part;
+    part.manifest = m;
+    part.manifest.clear_tensors();
+    for (int i = 0; i < m.tensors_size(); ++i) {
+      if (m.tensors(i).replica() < 0) continue;
+      *part.manifest.add_tensors() = m.tensors(i);
+      part.tensors.push_back(c.tensors[i]);
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) {
+      written = absl::InternalError(
+          absl::StrCat("checkpoint directory '", dir,
+                       "' cannot be created: ", ec.message()));
+    } else {
+      written = WriteCheckpointFile(ProcessPartPath(dir, step, me, processes),
+                                    &part, options);
+    }
   }
   const std::string path = NumberedCheckpointPath(dir, step);
   RETURN_IF_ERROR(

@@ -50,9 +50,11 @@ constexpr uint64_t kCaptureTag = 0xC4EC0000;
 
 // Across processes: the checkpoint's id (process 0's) and the names of the
 // variables every process holds alike (`digests`: this process's locally
-// identical ones). Refuses processes that save different steps.
+// identical ones). `local`: this process's own refusal, if any; a refusal
+// on any process is every process's. Refuses processes that save different
+// steps.
 absl::Status AgreeAcrossProcesses(
-    ProcessLink& link, int64_t weight_updates,
+    ProcessLink& link, const absl::Status& local, int64_t weight_updates,
     const std::map<std::string, std::string>& digests, uint64_t* id,
     std::set<std::string>* shared) {
   std::random_device random;
@@ -61,8 +63,17 @@ absl::Status AgreeAcrossProcesses(
   for (const auto& [name, digest] : digests) {
     absl::StrAppend(&mine, digest, " ", name, "\n");
   }
+  if (!local.ok()) mine = absl::StrCat("!", local.message());
   ASSIGN_OR_RETURN(std::vector<std::string> all,
                    link.AllGatherStrings(kCaptureTag, mine));
+  RETURN_IF_ERROR(local);
+  for (size_t p = 0; p < all.size(); ++p) {
+    if (!all[p].empty() && all[p][0] == '!') {
+      return absl::FailedPreconditionError(
+          absl::StrCat("checkpoint: process ", p,
+                       " refused: ", absl::string_view(all[p]).substr(1)));
+    }
+  }
   std::vector<std::map<std::string, std::string>> held(all.size());
   for (size_t p = 0; p < all.size(); ++p) {
     std::vector<std::string> lines = absl::StrSplit(all[p], '\n');
@@ -136,59 +147,108 @@ absl::StatusOr<CheckpointContents> TrainingCheckpoint::Capture(
   const int processes = link != nullptr ? link->process_count() : 1;
   // This process's first replica's global index.
   const int first = link != nullptr ? link->process_index() * replicas : 0;
-  absl::StatusOr<std::map<std::string, std::vector<Tensor>>> read =
-      exe_->ReadVariables(".*");
-  if (!read.ok() && link != nullptr) {
-    return absl::Status(
-        read.status().code(),
-        absl::StrCat("checkpoint: ", read.status().message(),
-                     " (optimizer state sharded over processes is not "
-                     "gathered for a multi-process checkpoint)"));
-  }
-  ASSIGN_OR_RETURN(auto values, std::move(read));
-
-  // Only at weight-update boundaries: every accumulation counter at 0.
-  for (const Node* n : graph_->collection(optimizers::kAccumulationCounters)) {
-    auto it = values.find(n->name());
-    if (it == values.end()) continue;  // Not on this executable's IPUs.
-    for (int r = 0; r < replicas; ++r) {
-      const Tensor& t = it->second[r];
-      if (t.valid() && t.dtype() == DType::kInt32 && t.NumElements() == 1 &&
-          t.data<int32_t>()[0] != 0) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "checkpoint: gradient accumulation '", n->name(), "' is ",
-            t.data<int32_t>()[0],
-            " micro-batch(es) into an accumulation on replica ", r,
-            "; checkpoints are taken at weight-update boundaries only (run a "
-            "multiple of the accumulation's micro-batches before saving)"));
-      }
-    }
-  }
-
+  // This process's variables and its replicas' agreement; its refusal is
+  // every process's (AgreeAcrossProcesses).
   CheckpointContents c;
   Manifest& m = c.manifest;
-  std::vector<TensorEntry> variables;
-  // Every replica of this process holds the same bytes: its digest.
-  std::map<std::string, std::string> digests;
-  for (auto& [name, per] : values) {
-    for (int r = 0; r < replicas; ++r) {
-      if (!per[r].valid()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "checkpoint: variable '", name, "' is not on replica ", r));
+  std::map<std::string, std::vector<Tensor>> values;
+  std::map<std::string, std::string> digests;  // Alike on its replicas.
+  const absl::Status local = [&]() -> absl::Status {
+    absl::StatusOr<std::map<std::string, std::vector<Tensor>>> read =
+        exe_->ReadVariables(".*");
+    if (!read.ok() && link != nullptr) {
+      return absl::Status(
+          read.status().code(),
+          absl::StrCat("checkpoint: ", read.status().message(),
+                       " (optimizer state sharded over processes is not "
+                       "gathered for a multi-process checkpoint)"));
+    }
+    ASSIGN_OR_RETURN(values, std::move(read));
+    // Only at weight-update boundaries: every accumulation counter at 0.
+    for (const Node* n :
+         graph_->collection(optimizers::kAccumulationCounters)) {
+      auto it = values.find(n->name());
+      if (it == values.end()) continue;  // Not on this executable's IPUs.
+      for (int r = 0; r < replicas; ++r) {
+        const Tensor& t = it->second[r];
+        if (t.valid() && t.dtype() == DType::kInt32 && t.NumElements() == 1 &&
+            t.data<int32_t>()[0] != 0) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "checkpoint: gradient accumulation '", n->name(), "' is ",
+              t.data<int32_t>()[0],
+              " micro-batch(es) into an accumulation on replica ", r,
+              "; checkpoints are taken at weight-update boundaries only (run "
+              "a multiple of the accumulation's micro-batches before "
+              "saving)"));
+        }
       }
     }
-    bool identical = true;
-    for (int r = 1; r < replicas && identical; ++r) {
-      identical = SameBytes(per[0], per[r]);
+    for (auto& [name, per] : values) {
+      for (int r = 0; r < replicas; ++r) {
+        if (!per[r].valid()) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "checkpoint: variable '", name, "' is not on replica ", r));
+        }
+      }
+      bool identical = true;
+      for (int r = 1; r < replicas && identical; ++r) {
+        identical = SameBytes(per[0], per[r]);
+      }
+      if (identical) digests[name] = link != nullptr ? Digest(per[0]) : "";
     }
-    if (identical) digests[name] = link != nullptr ? Digest(per[0]) : "";
-  }
+    // The input positions.
+    for (const Feed& f : feeds_) {
+      std::vector<int64_t> consumed = f.queue->ConsumedPerReplica();
+      consumed.resize(replicas, 0);
+      int64_t since = 0;  // By this queue.
+      InfeedPosition* p = m.add_infeeds();
+      p->set_name(f.name);
+      for (int r = 0; r < replicas; ++r) {
+        since += consumed[r];
+        p->add_consumed(consumed[r] +
+                        (r < static_cast<int>(f.base.size()) ? f.base[r] : 0));
+      }
+      if (f.loader == nullptr) continue;
+      const feeds::DataLoaderOptions& o = f.loader->options();
+      const int64_t per_step = MicroBatchesPerStep(o);
+      if (since % per_step != 0) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "checkpoint: infeed '", f.name, "': the devices consumed ", since,
+            " micro-batches of its DataLoader, not a whole number of its "
+            "steps (device_iterations(",
+            o.device_iterations, ") x gradient_accumulation(",
+            o.gradient_accumulation, ") x replicas(", o.replicas,
+            ") = ", per_step, "); save after a whole step"));
+      }
+      const int64_t spe = f.loader->samples_per_epoch();
+      const int64_t at = f.loader->start_epoch() * spe +
+                         f.loader->start_sample() +
+                         since / per_step * f.loader->combined_batch_size();
+      const feeds::DataLoaderPlanKey key = f.loader->plan_key();
+      DataLoaderPosition* l = m.add_loaders();
+      l->set_name(f.name);
+      l->set_num_samples(key.num_samples);
+      l->set_seed(key.seed);
+      l->set_shuffle(key.shuffle);
+      l->set_drop_last(key.drop_last);
+      l->set_combined_batch_size(key.combined_batch_size);
+      l->set_process_count(key.process_count);
+      l->set_samples_per_epoch(spe);
+      l->set_epoch(at / spe);
+      l->set_sample(at % spe);
+      l->set_micro_batch_size(o.batch_size);
+    }
+    return absl::OkStatus();
+  }();
+
+  std::vector<TensorEntry> variables;
   uint64_t id = 0;
   std::set<std::string> shared;  // Alike on every replica of every process.
   if (link != nullptr) {
-    RETURN_IF_ERROR(
-        AgreeAcrossProcesses(*link, weight_updates, digests, &id, &shared));
+    RETURN_IF_ERROR(AgreeAcrossProcesses(*link, local, weight_updates, digests,
+                                         &id, &shared));
   } else {
+    RETURN_IF_ERROR(local);
     for (const auto& [name, digest] : digests) shared.insert(name);
   }
   for (auto& [name, per] : values) {
@@ -226,47 +286,6 @@ absl::StatusOr<CheckpointContents> TrainingCheckpoint::Capture(
     }
   }
 
-  for (const Feed& f : feeds_) {
-    std::vector<int64_t> consumed = f.queue->ConsumedPerReplica();
-    consumed.resize(replicas, 0);
-    int64_t since = 0;  // By this queue.
-    InfeedPosition* p = m.add_infeeds();
-    p->set_name(f.name);
-    for (int r = 0; r < replicas; ++r) {
-      since += consumed[r];
-      p->add_consumed(consumed[r] +
-                      (r < static_cast<int>(f.base.size()) ? f.base[r] : 0));
-    }
-    if (f.loader == nullptr) continue;
-    const feeds::DataLoaderOptions& o = f.loader->options();
-    const int64_t per_step = MicroBatchesPerStep(o);
-    if (since % per_step != 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "checkpoint: infeed '", f.name, "': the devices consumed ", since,
-          " micro-batches of its DataLoader, not a whole number of its steps ("
-          "device_iterations(",
-          o.device_iterations, ") x gradient_accumulation(",
-          o.gradient_accumulation, ") x replicas(", o.replicas,
-          ") = ", per_step, "); save after a whole step"));
-    }
-    const int64_t spe = f.loader->samples_per_epoch();
-    const int64_t at = f.loader->start_epoch() * spe +
-                       f.loader->start_sample() +
-                       since / per_step * f.loader->combined_batch_size();
-    const feeds::DataLoaderPlanKey key = f.loader->plan_key();
-    DataLoaderPosition* l = m.add_loaders();
-    l->set_name(f.name);
-    l->set_num_samples(key.num_samples);
-    l->set_seed(key.seed);
-    l->set_shuffle(key.shuffle);
-    l->set_drop_last(key.drop_last);
-    l->set_combined_batch_size(key.combined_batch_size);
-    l->set_process_count(key.process_count);
-    l->set_samples_per_epoch(spe);
-    l->set_epoch(at / spe);
-    l->set_sample(at % spe);
-    l->set_micro_batch_size(o.batch_size);
-  }
   return c;
 }
 

@@ -402,6 +402,18 @@ TEST(MpiCheckpointTest, AnotherProcessCountOrTopologyIsRefused) {
     ASSERT_TRUE(run.ckpt().Save(dir, 1).ok());
   }
   const std::string path = NumberedCheckpointPath(dir, 1);
+  if (P >= 2) {
+    // Processes that save different steps: every one refuses, nothing is
+    // written.
+    TrainingRun run(RunConfig{}, nullptr);
+    ASSERT_TRUE(run.status().ok()) << run.status();
+    ASSERT_TRUE(run.Train(1).ok());
+    auto s = run.ckpt().Save(dir, me == 1 ? 3 : 2);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(s.status().message(),
+                HasSubstr("every process saves the same step"));
+    EXPECT_EQ(*LatestCheckpoint(dir), path);
+  }
   // Read by another process count: refused, naming both.
   auto other = ReadCheckpoint(path, 0, P + 1);
   EXPECT_EQ(other.status().code(), absl::StatusCode::kInvalidArgument);
