@@ -8,33 +8,17 @@
 // (4 -> 2, 2 -> 4) by the sample ids each run consumed, and the refusals.
 #include "core/checkpoint/training_state.h"
 
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "core/checkpoint/checkpoint_test_model.h"
 #include "core/hash_mix.h"
-#include "core/ipu/ipu_strategy.h"
 #include "core/testing/test_dir.h"
-#include "feeds/dataset.h"
-#include "feeds/outfeed_queue.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "ops/control/loops.h"
-#include "ops/math/cast.h"
-#include "ops/math/mat_mul.h"
-#include "ops/math/reduce_mean.h"
-#include "ops/math/reduce_sum.h"
-#include "ops/math/square.h"
-#include "ops/math/sub.h"
-#include "ops/nn/ipu_dropout.h"
-#include "ops/state/random.h"
-#include "ops/state/variable.h"
-#include "optimizers/adam.h"
-#include "optimizers/gradient_accumulation.h"
-#include "optimizers/loss_scaling.h"
 
 namespace ipuflow::checkpoint {
 namespace {
@@ -42,197 +26,15 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string TestDir(const std::string& name) {
-  return testing::FreshTestDir(name, /*create=*/false);
+  return ::ipuflow::testing::FreshTestDir(name, /*create=*/false);
 }
 
-constexpr int64_t kSamples = 48;
-constexpr int64_t kBatch = 2;
+using ::ipuflow::checkpoint::testing::ExpectBitwise;
+using ::ipuflow::checkpoint::testing::kBatch;
+using ::ipuflow::checkpoint::testing::RunConfig;
+using ::ipuflow::checkpoint::testing::TrainingRun;
 
-// Sample i: x = 4 features of i, y = a target of i, id = i.
-feeds::DatasetPtr Samples() {
-  std::vector<float> x, y;
-  std::vector<int32_t> id;
-  for (int i = 0; i < kSamples; ++i) {
-    x.insert(x.end(), {std::sin(0.7f * i), 0.5f * std::cos(1.3f * i),
-                       static_cast<float>(i % 7) / 7, 1});
-    y.push_back(std::cos(0.3f * i));
-    id.push_back(i);
-  }
-  return feeds::FromTensorSlices({Tensor::FromVector(x, {kSamples, 4}),
-                                  Tensor::FromVector(y, {kSamples}),
-                                  Tensor::FromVector(id, {kSamples})});
-}
-
-struct RunConfig {
-  int replicas = 2;
-  bool stochastic_rounding = true;
-  int accumulation = 2;     // Loop iterations per Execute = one weight update.
-  int loop_iterations = 0;  // 0: accumulation.
-  int loader_accumulation = 0;  // 0: accumulation.
-  int variable_width = 3;
-  bool extra_variable = false;
-};
-
-// One training run, built the same way every time: from scratch, or from
-// a checkpoint (the input first, then Restore after Initialize).
-class TrainingRun {
- public:
-  TrainingRun(const RunConfig& cfg, const CheckpointContents* resume)
-      : cfg_(cfg),
-        adam_(0.01f),
-        ga_(&adam_, cfg.accumulation,
-            optimizers::GradientAccumulationReductionMethod::kSum,
-            optimizers::ReplicaReduction::kMean, {}, WeightUpdate()),
-        ls_(&ga_, optimizers::LossScaling::GradScaler(Scaler())) {
-    adam_.set_master_weights(true);
-    IPUConfig config;
-    config.set_auto_select_ipus(cfg.replicas);
-    config.set_seed(1234);
-    if (cfg.stochastic_rounding) {
-      config.mutable_floating_point_behaviour()->set_esr(
-          FloatingPointBehaviourConfig::ON);
-    }
-    system_ = std::move(IPUSystem::Create(config)).value();
-    feeds::DataLoaderOptions o;
-    o.batch_size = kBatch;
-    o.replicas = cfg.replicas;
-    o.gradient_accumulation = cfg.loader_accumulation > 0
-                                  ? cfg.loader_accumulation
-                                  : cfg.accumulation;
-    o.shuffle = true;
-    o.seed = 99;
-    o.mode = feeds::DataLoaderMode::kAsync;
-    o.num_workers = 2;
-    if (resume != nullptr) {
-      auto l = ResumeDataLoader(*resume, "train", Samples(), o);
-      status_ = l.status();
-      if (!l.ok()) return;
-      loader_ = *std::move(l);
-    } else {
-      loader_ = std::move(feeds::DataLoader::Create(Samples(), o)).value();
-    }
-    infeed_ =
-        std::move(feeds::IPUInfeedQueue::Create(
-                      std::move(loader_->ToInfeedDataset()).value()->Repeat()))
-            .value();
-    outfeed_ = std::move(feeds::IPUOutfeedQueue::Create()).value();
-    Scope s = Scope::NewRootScope();
-    graph_ = s.graph();
-    scope_ = std::make_unique<Scope>(s);
-    auto w = ops::Variable(
-        s.WithOpName("w"),
-        ops::Cast(
-            s, ops::RandomUniform(s, {4, cfg.variable_width}, -0.5f, 0.5f, 11),
-            DType::kFloat16));
-    if (cfg.extra_variable) {
-      ops::Variable(s.WithOpName("extra"),
-                    ops::RandomUniform(s, {2}, -1, 1, 12));
-    }
-    auto loop = loops::Repeat(
-        s, cfg.loop_iterations > 0 ? cfg.loop_iterations : cfg.accumulation,
-        [&](const Scope& b, const std::vector<Output>& args) {
-          Output h =
-              ops::MatMul(b, ops::Cast(b, args[0], DType::kFloat16), w.value);
-          Output d = ops::IpuDropout(b, h, 0.25f, 5).output;
-          Output pred =
-              ops::ReduceSum(b, ops::Cast(b, d, DType::kFloat32), {1});
-          Output loss =
-              ops::ReduceMean(b, ops::Square(b, ops::Sub(b, pred, args[1])));
-          ls_.Minimize(b, loss);
-          outfeed_->Enqueue(b, {{"loss", loss}, {"id", args[2]}});
-          return std::vector<Output>{};
-        },
-        {}, infeed_.get());
-    status_ = loop.status();
-    if (!status_.ok()) return;
-    strategy_ = std::make_unique<IPUStrategy>(system_.get());
-    auto exe = strategy_->Compile(*graph_, {}, {loop->op});
-    status_ = exe.status();
-    if (!status_.ok()) return;
-    exe_ = *exe;
-    status_ = strategy_->Initialize(*graph_);
-    if (!status_.ok()) return;
-    ckpt_ = std::make_unique<TrainingCheckpoint>(graph_, exe_);
-    ckpt_->AddInfeed("train", infeed_.get(), loader_.get());
-    if (resume != nullptr) status_ = ckpt_->Restore(*resume);
-  }
-
-  ~TrainingRun() { strategy_.reset(); }
-
-  const absl::Status& status() const { return status_; }
-  TrainingCheckpoint& ckpt() { return *ckpt_; }
-  DeviceProgram* exe() { return exe_; }
-
-  // n weight updates; appends each step's losses and sample ids.
-  absl::Status Train(int n) {
-    for (int i = 0; i < n; ++i) {
-      std::vector<std::vector<Tensor>> results;
-      RETURN_IF_ERROR(exe_->Execute({{}}, &results));
-      ASSIGN_OR_RETURN(feeds::OutfeedResult r, outfeed_->Dequeue());
-      const Tensor& loss = r["loss"];
-      const Tensor& id = r["id"];
-      losses.insert(losses.end(), loss.data<float>(),
-                    loss.data<float>() + loss.NumElements());
-      ids.insert(ids.end(), id.data<int32_t>(),
-                 id.data<int32_t>() + id.NumElements());
-    }
-    return absl::OkStatus();
-  }
-
-  std::map<std::string, std::vector<Tensor>> Variables() {
-    return std::move(exe_->ReadVariables(".*")).value();
-  }
-
-  std::vector<float> losses;
-  std::vector<int32_t> ids;
-
- private:
-  static optimizers::WeightUpdateOptions WeightUpdate() {
-    optimizers::WeightUpdateOptions o;
-    o.offload_weight_update_variables = true;
-    o.replicated_optimizer_state_sharding = true;
-    return o;
-  }
-  static optimizers::GradScalerSettings Scaler() {
-    optimizers::GradScalerSettings g;
-    g.init_scale = 256;
-    g.growth_interval = 2;
-    return g;
-  }
-
-  RunConfig cfg_;
-  optimizers::AdamOptimizer adam_;
-  optimizers::CrossReplicaGradientAccumulationOptimizerV2 ga_;
-  optimizers::LossScalingOptimizer ls_;
-  std::unique_ptr<IPUSystem> system_;
-  std::unique_ptr<feeds::DataLoader> loader_;
-  std::unique_ptr<feeds::IPUInfeedQueue> infeed_;
-  std::unique_ptr<feeds::IPUOutfeedQueue> outfeed_;
-  Graph* graph_ = nullptr;
-  std::unique_ptr<Scope> scope_;
-  std::unique_ptr<IPUStrategy> strategy_;
-  DeviceProgram* exe_ = nullptr;
-  std::unique_ptr<TrainingCheckpoint> ckpt_;
-  absl::Status status_;
-};
-
-void ExpectBitwise(const std::map<std::string, std::vector<Tensor>>& a,
-                   const std::map<std::string, std::vector<Tensor>>& b,
-                   const std::string& what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (const auto& [name, per] : a) {
-    ASSERT_EQ(b.count(name), 1u) << what << " " << name;
-    const auto& other = b.at(name);
-    ASSERT_EQ(per.size(), other.size()) << name;
-    for (size_t r = 0; r < per.size(); ++r) {
-      ASSERT_EQ(per[r].TotalBytes(), other[r].TotalBytes()) << name;
-      EXPECT_EQ(std::memcmp(per[r].raw_data(), other[r].raw_data(),
-                            per[r].TotalBytes()),
-                0)
-          << what << ": variable " << name << " replica " << r;
-    }
-  }
-}
+constexpr int64_t kSamples = 48;  // RunConfig::samples by default.
 
 constexpr int kUpdates = 14;  // 6 per epoch: two epochs and a bit.
 

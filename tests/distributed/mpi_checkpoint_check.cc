@@ -11,41 +11,28 @@
 // keep-last-K removes every part, a part that cannot be written leaves the
 // previous checkpoint the newest on every process, and another process count or
 // replicas per process is refused naming both values.
-#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "core/checkpoint/checkpoint_test_model.h"
 #include "core/checkpoint/training_state.h"
 #include "core/distributed/mpi_link.h"
-#include "core/ipu/ipu_strategy.h"
-#include "feeds/dataset.h"
-#include "feeds/outfeed_queue.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "ops/control/loops.h"
-#include "ops/math/cast.h"
-#include "ops/math/mat_mul.h"
-#include "ops/math/reduce_mean.h"
-#include "ops/math/reduce_sum.h"
-#include "ops/math/square.h"
-#include "ops/math/sub.h"
-#include "ops/nn/ipu_dropout.h"
-#include "ops/state/random.h"
-#include "ops/state/variable.h"
-#include "optimizers/adam.h"
-#include "optimizers/gradient_accumulation.h"
-#include "optimizers/loss_scaling.h"
 
 namespace ipuflow::checkpoint {
 namespace {
 
+using ::ipuflow::checkpoint::testing::ExpectBitwise;
+using ::ipuflow::checkpoint::testing::kBatch;
+using ::ipuflow::checkpoint::testing::RunConfig;
+using ::ipuflow::checkpoint::testing::TrainingRun;
 using ::testing::HasSubstr;
 
 constexpr int64_t kSamples = 96;
-constexpr int64_t kBatch = 2;
-constexpr int kAccumulation = 2;
+constexpr int kAccumulation = 2;  // RunConfig::accumulation by default.
 
 std::shared_ptr<distributed::MpiLink> Link() {
   static std::shared_ptr<distributed::MpiLink> link =
@@ -69,180 +56,14 @@ std::string SharedDir(const std::string& name) {
   return dir;
 }
 
-// Sample i: x = 4 features of i, y = a target of i, id = i.
-feeds::DatasetPtr Samples() {
-  std::vector<float> x, y;
-  std::vector<int32_t> id;
-  for (int i = 0; i < kSamples; ++i) {
-    x.insert(x.end(), {std::sin(0.7f * i), 0.5f * std::cos(1.3f * i),
-                       static_cast<float>(i % 7) / 7, 1});
-    y.push_back(std::cos(0.3f * i));
-    id.push_back(i);
-  }
-  return feeds::FromTensorSlices({Tensor::FromVector(x, {kSamples, 4}),
-                                  Tensor::FromVector(y, {kSamples}),
-                                  Tensor::FromVector(id, {kSamples})});
-}
-
-struct RunConfig {
-  int replicas = 2;  // Local.
-  bool linked = true;
-  bool restore = true;  // With a checkpoint: restore it (else only the input).
-  bool offload_sharded = false;  // Adam's state in remote memory, sharded.
-};
-
-// One training run of this process, from scratch or from a checkpoint (the
-// input first, then Restore after Initialize).
-class TrainingRun {
- public:
-  TrainingRun(const RunConfig& cfg, const CheckpointContents* resume)
-      : adam_(0.01f),
-        ga_(&adam_, kAccumulation,
-            optimizers::GradientAccumulationReductionMethod::kSum,
-            optimizers::ReplicaReduction::kMean, {}, WeightUpdate(cfg)),
-        ls_(&ga_, optimizers::LossScaling::GradScaler(Scaler())) {
-    adam_.set_master_weights(true);
-    IPUConfig config;
-    config.set_auto_select_ipus(cfg.replicas);
-    config.set_replication_factor(cfg.replicas);
-    config.set_seed(1234);
-    config.mutable_floating_point_behaviour()->set_esr(
-        FloatingPointBehaviourConfig::ON);
-    system_ = std::move(IPUSystem::Create(config)).value();
-    if (cfg.linked) {
-      status_ = system_->SetProcessLink(Link());
-      if (!status_.ok()) return;
-    }
-    feeds::DataLoaderOptions o;
-    o.batch_size = kBatch;
-    o.replicas = cfg.replicas;
-    o.gradient_accumulation = kAccumulation;
-    o.shuffle = true;
-    o.seed = 99;
-    o.mode = feeds::DataLoaderMode::kAsync;
-    o.num_workers = 2;
-    if (cfg.linked) {
-      o.process_index = Link()->process_index();
-      o.process_count = Link()->process_count();
-    }
-    if (resume != nullptr) {
-      auto l = ResumeDataLoader(*resume, "train", Samples(), o);
-      status_ = l.status();
-      if (!l.ok()) return;
-      loader_ = *std::move(l);
-    } else {
-      loader_ = std::move(feeds::DataLoader::Create(Samples(), o)).value();
-    }
-    infeed_ =
-        std::move(feeds::IPUInfeedQueue::Create(
-                      std::move(loader_->ToInfeedDataset()).value()->Repeat()))
-            .value();
-    outfeed_ = std::move(feeds::IPUOutfeedQueue::Create()).value();
-    Scope s = Scope::NewRootScope();
-    graph_ = s.graph();
-    scope_ = std::make_unique<Scope>(s);
-    auto w = ops::Variable(
-        s.WithOpName("w"),
-        ops::Cast(s, ops::RandomUniform(s, {4, 3}, -0.5f, 0.5f, 11),
-                  DType::kFloat16));
-    auto loop = loops::Repeat(
-        s, kAccumulation,
-        [&](const Scope& b, const std::vector<Output>& args) {
-          Output h =
-              ops::MatMul(b, ops::Cast(b, args[0], DType::kFloat16), w.value);
-          Output d = ops::IpuDropout(b, h, 0.25f, 5).output;
-          Output pred =
-              ops::ReduceSum(b, ops::Cast(b, d, DType::kFloat32), {1});
-          Output loss =
-              ops::ReduceMean(b, ops::Square(b, ops::Sub(b, pred, args[1])));
-          ls_.Minimize(b, loss);
-          outfeed_->Enqueue(b, {{"loss", loss}});
-          return std::vector<Output>{};
-        },
-        {}, infeed_.get());
-    status_ = loop.status();
-    if (!status_.ok()) return;
-    strategy_ = std::make_unique<IPUStrategy>(system_.get());
-    auto exe = strategy_->Compile(*graph_, {}, {loop->op});
-    status_ = exe.status();
-    if (!status_.ok()) return;
-    exe_ = *exe;
-    status_ = strategy_->Initialize(*graph_);
-    if (!status_.ok()) return;
-    ckpt_ = std::make_unique<TrainingCheckpoint>(graph_, exe_);
-    ckpt_->AddInfeed("train", infeed_.get(), loader_.get());
-    if (resume != nullptr && cfg.restore) status_ = ckpt_->Restore(*resume);
-  }
-
-  ~TrainingRun() { strategy_.reset(); }
-
-  const absl::Status& status() const { return status_; }
-  TrainingCheckpoint& ckpt() { return *ckpt_; }
-
-  // n weight updates; appends each one's losses.
-  absl::Status Train(int n) {
-    for (int i = 0; i < n; ++i) {
-      std::vector<std::vector<Tensor>> results;
-      RETURN_IF_ERROR(exe_->Execute({{}}, &results));
-      ASSIGN_OR_RETURN(feeds::OutfeedResult r, outfeed_->Dequeue());
-      const Tensor& loss = r["loss"];
-      losses.insert(losses.end(), loss.data<float>(),
-                    loss.data<float>() + loss.NumElements());
-    }
-    return absl::OkStatus();
-  }
-
-  std::map<std::string, std::vector<Tensor>> Variables() {
-    return std::move(exe_->ReadVariables(".*")).value();
-  }
-
-  std::vector<float> losses;
-
- private:
-  static optimizers::WeightUpdateOptions WeightUpdate(const RunConfig& cfg) {
-    optimizers::WeightUpdateOptions o;
-    o.offload_weight_update_variables = cfg.offload_sharded;
-    o.replicated_optimizer_state_sharding = cfg.offload_sharded;
-    return o;
-  }
-  static optimizers::GradScalerSettings Scaler() {
-    optimizers::GradScalerSettings g;
-    g.init_scale = 256;
-    g.growth_interval = 2;
-    return g;
-  }
-
-  optimizers::AdamOptimizer adam_;
-  optimizers::CrossReplicaGradientAccumulationOptimizerV2 ga_;
-  optimizers::LossScalingOptimizer ls_;
-  std::unique_ptr<IPUSystem> system_;
-  std::unique_ptr<feeds::DataLoader> loader_;
-  std::unique_ptr<feeds::IPUInfeedQueue> infeed_;
-  std::unique_ptr<feeds::IPUOutfeedQueue> outfeed_;
-  Graph* graph_ = nullptr;
-  std::unique_ptr<Scope> scope_;
-  std::unique_ptr<IPUStrategy> strategy_;
-  DeviceProgram* exe_ = nullptr;
-  std::unique_ptr<TrainingCheckpoint> ckpt_;
-  absl::Status status_;
-};
-
-void ExpectBitwise(const std::map<std::string, std::vector<Tensor>>& a,
-                   const std::map<std::string, std::vector<Tensor>>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  for (const auto& [name, per] : a) {
-    ASSERT_EQ(b.count(name), 1u) << name;
-    const auto& other = b.at(name);
-    ASSERT_EQ(per.size(), other.size()) << name;
-    for (size_t r = 0; r < per.size(); ++r) {
-      ASSERT_EQ(per[r].TotalBytes(), other[r].TotalBytes()) << name;
-      EXPECT_EQ(std::memcmp(per[r].raw_data(), other[r].raw_data(),
-                            per[r].TotalBytes()),
-                0)
-          << "process " << Link()->process_index() << ": variable " << name
-          << " replica " << r;
-    }
-  }
+// This process's run of the P-process run: 2 replicas, its share of 96
+// samples, Adam's state on the IPUs.
+RunConfig Config() {
+  RunConfig cfg;
+  cfg.samples = kSamples;
+  cfg.offload_sharded = false;
+  cfg.link = Link();
+  return cfg;
 }
 
 absl::StatusOr<CheckpointContents> ReadNewest(const std::string& dir) {
@@ -308,18 +129,19 @@ void ExpectExactResume(const RunConfig& cfg) {
                           losses.size() * sizeof(float)),
               0)
         << "process " << Link()->process_index() << ": loss curves differ";
-    ExpectBitwise(second.Variables(), final_vars);
+    ExpectBitwise(second.Variables(), final_vars,
+                  absl::StrCat("process ", Link()->process_index()));
   }
 }
 
 TEST(MpiCheckpointTest, StoppedAfterKUpdatesContinuesBitwise) {
-  ExpectExactResume(RunConfig{});
+  ExpectExactResume(Config());
 }
 
 // Adam's state offloaded to remote memory and sharded over the global
 // replicas (ZeRO-1 across the processes).
 TEST(MpiCheckpointTest, OffloadedShardedStateContinuesBitwise) {
-  RunConfig cfg;
+  RunConfig cfg = Config();
   cfg.offload_sharded = true;
   ExpectExactResume(cfg);
 }
@@ -341,7 +163,7 @@ std::vector<std::string> Files(const std::string& dir) {
 TEST(MpiCheckpointTest, KeepLastRemovesPartsAndAFailedPartCommitsNothing) {
   const int me = Link()->process_index(), P = Link()->process_count();
   const std::string dir = SharedDir("keep");
-  TrainingRun run(RunConfig{}, nullptr);
+  TrainingRun run(Config(), nullptr);
   ASSERT_TRUE(run.status().ok()) << run.status();
   for (int step = 1; step <= 3; ++step) {
     ASSERT_TRUE(run.Train(1).ok());
@@ -396,7 +218,7 @@ TEST(MpiCheckpointTest, AnotherProcessCountOrTopologyIsRefused) {
   const int me = Link()->process_index(), P = Link()->process_count();
   const std::string dir = SharedDir("refusals");
   {
-    TrainingRun run(RunConfig{}, nullptr);
+    TrainingRun run(Config(), nullptr);
     ASSERT_TRUE(run.status().ok()) << run.status();
     ASSERT_TRUE(run.Train(1).ok());
     ASSERT_TRUE(run.ckpt().Save(dir, 1).ok());
@@ -405,7 +227,7 @@ TEST(MpiCheckpointTest, AnotherProcessCountOrTopologyIsRefused) {
   if (P >= 2) {
     // Processes that save different steps: every one refuses, nothing is
     // written.
-    TrainingRun run(RunConfig{}, nullptr);
+    TrainingRun run(Config(), nullptr);
     ASSERT_TRUE(run.status().ok()) << run.status();
     ASSERT_TRUE(run.Train(1).ok());
     auto s = run.ckpt().Save(dir, me == 1 ? 3 : 2);
@@ -429,7 +251,7 @@ TEST(MpiCheckpointTest, AnotherProcessCountOrTopologyIsRefused) {
   auto c = ReadCheckpoint(path, me, P);
   ASSERT_TRUE(c.ok()) << c.status();
   {
-    RunConfig one;
+    RunConfig one = Config();
     one.replicas = 1;
     TrainingRun fresh(one, nullptr);
     ASSERT_TRUE(fresh.status().ok()) << fresh.status();
@@ -440,14 +262,15 @@ TEST(MpiCheckpointTest, AnotherProcessCountOrTopologyIsRefused) {
                 HasSubstr(absl::StrCat("the checkpoint has ", 2 * P,
                                        " replicas (2 per process), this run ",
                                        P, " (1 per process)")));
-    ExpectBitwise(fresh.Variables(), before);
+    ExpectBitwise(fresh.Variables(), before,
+                  absl::StrCat("process ", Link()->process_index()));
   }
   // Another process's part: every process refuses (process 0 is told by
   // process 1's refusal).
   if (P >= 2) {
     auto mine = ReadCheckpoint(path, me, P);
     ASSERT_TRUE(mine.ok());
-    RunConfig input_only;
+    RunConfig input_only = Config();
     input_only.restore = false;
     TrainingRun fresh(input_only, &*mine);
     ASSERT_TRUE(fresh.status().ok()) << fresh.status();
@@ -460,8 +283,8 @@ TEST(MpiCheckpointTest, AnotherProcessCountOrTopologyIsRefused) {
   // A single-process checkpoint into this multi-process run.
   const std::string solo = absl::StrCat(dir, "_solo_", me);
   {
-    RunConfig unlinked;
-    unlinked.linked = false;
+    RunConfig unlinked = Config();
+    unlinked.link = nullptr;
     TrainingRun run(unlinked, nullptr);
     ASSERT_TRUE(run.status().ok()) << run.status();
     ASSERT_TRUE(run.Train(1).ok());
