@@ -103,9 +103,10 @@
 // gradient all-reduce's 2 (R-1)/R x size to x c per reduce-scatter
 // and all-gather. Both collectives add in rank order, so the numbers are
 // bitwise those of sharding off. Other updates (LAMB, state kept whole,
-// R = 1) run on whole tensors and all-gather the state on load, as
-// pipelines still do. Emulation: tensors keep their whole shape on the
-// IPU (the report counts the 1/R); elements outside the chunk are not read.
+// R = 1) run on whole tensors and all-gather the state on load. Pipelines
+// offload through the same RemoteState (pipelining/pipeline_backward.cc).
+// Emulation: tensors keep their whole shape on the IPU (the report counts
+// the 1/R); elements outside the chunk are not read.
 // Between updates an offloaded slot is not on its IPU: read it with
 // Executable::ReadVariables.
 //

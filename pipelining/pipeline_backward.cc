@@ -25,6 +25,8 @@
 #include "ops/state/handle.h"
 #include "ops/state/read_variable.h"
 #include "ops/state/variable.h"
+#include "optimizers/cross_replica.h"
+#include "optimizers/offloaded_state.h"
 #include "pipelining/pipeline_builder.h"
 #include "pipelining/pipeline_frame.h"
 #include "pipelining/pipeline_internal.h"
@@ -244,21 +246,38 @@ void Builder::BuildWeightUpdate() {
         "nothing to train");
     return;
   }
-  // ZeRO-1: each weight's update takes a shard the runtime feeds (whether
-  // its state is sharded is known when the program is compiled).
+  // Offloading: the device loops' mechanism (core/ipu/remote_state.h).
+  // ZeRO-1: each weight's update takes the shard its load node gives
+  // (whether its state is sharded is known when the program is compiled).
   std::map<const Node*, Output> shards;
-  if (o_.replicated_optimizer_state_sharding &&
-      o_.offload_weight_update_variables &&
-      b_->optimizer->UpdatesElementwise()) {
-    for (const optimizers::GradAndVar& x : gv) {
-      Output shard = ops::Placeholder(ws.NewSubScope(x.variable->name())
-                                          .WithIpu(x.variable->ipu())
-                                          .WithOpName("shard"),
-                                      DType::kInt32, TensorShape({2}));
-      shards[x.variable] = shard;
-      b_->weight_shards.push_back({x.variable, shard});
+  if (o_.offload_weight_update_variables) {
+    RemoteStateOptions ro;
+    ro.offload_weight_update_variables = true;
+    ro.replicated_optimizer_state_sharding =
+        o_.replicated_optimizer_state_sharding;
+    ro.replica_identical =
+        dynamic_cast<const optimizers::CrossReplicaOptimizer*>(
+            b_->optimizer.get()) != nullptr;
+    ro.replica_identical_fix =
+        absl::StrCat("wrap the optimizer '", b_->optimizer->name(),
+                     "' in optimizers::CrossReplicaOptimizer");
+    b_->offloaded_state = std::make_shared<RemoteState>(
+        absl::StrCat("pipeline '", o_.name, "'"), ro);
+    offloaded_state_id_ = scope_.graph()->UniqueName(
+        absl::StrCat(ws.prefix(), "/offloaded_state"));
+    if (o_.replicated_optimizer_state_sharding &&
+        b_->optimizer->UpdatesElementwise()) {
+      for (const optimizers::GradAndVar& x : gv) {
+        const int update = static_cast<int>(b_->weight_shards.size());
+        Output shard = OffloadUpdate(
+            ws.NewSubScope(x.variable->name()).WithIpu(x.variable->ipu()),
+            update);
+        shards[x.variable] = shard;
+        b_->weight_shards.push_back({x.variable, shard});
+      }
     }
   }
+  const int first_new = scope_.graph()->num_nodes();
   b_->optimizer->set_update_shards(shards);
   Node* apply = b_->optimizer->ApplyGradients(ws, gv);
   b_->optimizer->set_update_shards({});
@@ -267,6 +286,7 @@ void Builder::BuildWeightUpdate() {
                                        scope_.status().message()));
     return;
   }
+  if (b_->offloaded_state != nullptr) ListOffloadedState(ws, first_new);
   b_->weight_update.push_back(apply);
   // Each replica updated its chunk: one all-gather per weight makes it
   // whole again (the state stays chunked until it is stored).
@@ -285,6 +305,74 @@ void Builder::BuildWeightUpdate() {
         ops::Assign(as, Output(acc),
                     ops::Fill(as, acc->attr<TensorShape>("shape"), 0,
                               acc->attr<DType>("dtype"))));
+  }
+}
+
+Output Builder::OffloadUpdate(const Scope& scope, int update) {
+  const std::shared_ptr<RemoteState>& state = b_->offloaded_state;
+  Output on =
+      ops::Const(scope.WithOpName("offload/on"), Tensor::Scalar<bool>(true));
+  Output load = optimizers::OffloadedStateLoad(
+      scope.WithOpName("offload/load"), offloaded_state_id_, state, update, on);
+  Output store =
+      optimizers::OffloadedStateStore(scope.WithOpName("offload/store"),
+                                      offloaded_state_id_, state, update, on);
+  if (!scope.ok()) return Output();
+  b_->offload_loads.push_back(load.node);
+  b_->offload_stores.push_back(store.node);
+  return Output(load.node, 1);
+}
+
+void Builder::ListOffloadedState(const Scope& ws, int first_new) {
+  const Graph& g = *scope_.graph();
+  const int end = g.num_nodes();
+  // A sharded weight's state: what its update ops (its shard's users) read.
+  std::map<const Node*, int> update_of;
+  std::vector<const Node*> state;
+  for (int i = first_new; i < end; ++i) {
+    const Node* n = g.node(i);
+    if (ops::IsVariable(n)) state.push_back(n);
+    for (size_t w = 0; w < b_->weight_shards.size(); ++w) {
+      const BuiltPipeline::WeightShard& shard = b_->weight_shards[w];
+      const auto& in = n->inputs();
+      if (std::find(in.begin(), in.end(), shard.shard) == in.end()) continue;
+      for (const Output& x : in) {
+        if (ops::IsVariable(x.node) && x.node->id() >= first_new &&
+            std::max(0, x.node->ipu()) == std::max(0, shard.variable->ipu())) {
+          update_of.emplace(x.node, static_cast<int>(w));
+        }
+      }
+    }
+  }
+  // The rest (Adam's step, state of whole updates): one update per IPU.
+  std::map<int, int> ipu_update;
+  for (const Node* n : state) {
+    absl::StatusOr<ops::VariableInfo> info =
+        ops::GetVariableInfo(Output(const_cast<Node*>(n)));
+    if (!info.ok()) {
+      violations_.push_back(std::string(info.status().message()));
+      return;
+    }
+    int update;
+    if (auto it = update_of.find(n); it != update_of.end()) {
+      update = it->second;
+    } else {
+      const int k = std::max(0, n->ipu());
+      auto [at, added] = ipu_update.try_emplace(
+          k, static_cast<int>(b_->weight_shards.size() + ipu_update.size()));
+      if (added) {
+        OffloadUpdate(ws.NewSubScope(absl::StrCat("offload_ipu", k)).WithIpu(k),
+                      at->second);
+      }
+      update = at->second;
+    }
+    b_->offloaded_state->AddVariable(update, n, info->name);
+  }
+  for (size_t w = 0; w < b_->weight_shards.size(); ++w) {
+    b_->offloaded_state->ShardUpdate(static_cast<int>(w),
+                                     b_->weight_shards[w]
+                                         .variable->attr<TensorShape>("shape")
+                                         .num_elements());
   }
 }
 

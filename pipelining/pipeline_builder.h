@@ -54,6 +54,13 @@ class Builder {
   void BuildBackward(PartDef& part, int begin, int end);
   Node* Accumulator(Node* variable);
   void BuildWeightUpdate();
+  // Offloaded optimizer state (b_->offloaded_state): the load and store
+  // nodes of `update` on `scope`'s IPU; returns the load's shard output.
+  Output OffloadUpdate(const Scope& scope, int update);
+  // Lists the variables the weight update created (nodes from `first_new`
+  // on) with b_->offloaded_state: a sharded weight's state under its
+  // update, the rest under one update per IPU.
+  void ListOffloadedState(const Scope& ws, int first_new);
   void BuildOutfeed();
 
   Scope scope_;
@@ -67,6 +74,7 @@ class Builder {
   std::optional<Scope> accumulators_scope_;
   std::map<Node*, Node*> accumulator_of_;  // Variable -> accumulator.
   std::map<Node*, std::vector<Output>> var_grads_;
+  std::string offloaded_state_id_;  // b_->offloaded_state's, in the graph.
 };
 
 }  // namespace ipuflow::pipelining::internal

@@ -1,7 +1,6 @@
 #include "pipelining/pipeline_frame.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "pipelining/pipeline_runtime.h"
@@ -45,19 +44,14 @@ absl::Status PipelineDeviceFrame::Lower(IPUSystem* system, int replicas,
                                         std::vector<IpuMemory>* ipus) {
   ASSIGN_OR_RETURN(std::shared_ptr<const PipelineLayout> layout,
                    Layout(system->config().allow_recompute()));
-  // The collectives span every replica of every process (one local replica
-  // of several processes still reduces across them).
-  CollectiveGroup* across =
-      group != nullptr && group->num_replicas() > 1 ? group : nullptr;
-  const PipelineRuntime::Replica first{0, replicas, across};
-  ASSIGN_OR_RETURN(const OffloadPlan offload,
-                   PlanOffload(*b_, *system, first, ipus));
   auto lowering = std::make_shared<Lowering>();
   for (int r = 0; r < replicas; ++r) {
-    PipelineRuntime::Replica replica{r, replicas, across};
+    // The program's collectives: they span every replica of every process
+    // (one local replica of several processes still reduces across them).
+    PipelineRuntime::Replica replica{r, replicas, group};
     ASSIGN_OR_RETURN(
         std::unique_ptr<PipelineRuntime> rt,
-        PipelineRuntime::Create(b_, layout, system, replica, offload, *ipus));
+        PipelineRuntime::Create(b_, layout, system, replica, *ipus));
     lowering->replicas.push_back(std::move(rt));
   }
   MutexLock l(&mu_);
@@ -107,37 +101,6 @@ absl::Status PipelineDeviceFrame::RunReplica(const RunEnv& env,
 std::optional<PipelineReport> PipelineDeviceFrame::LastReport() const {
   MutexLock l(&mu_);
   return last_report_;
-}
-
-std::optional<Tensor> PipelineDeviceFrame::OffloadedValue(
-    CollectiveGroup* group, int replica, const std::string& name) const {
-  std::shared_ptr<Lowering> lowering;
-  {
-    MutexLock l(&mu_);
-    auto it = lowerings_.find(group);
-    if (it == lowerings_.end()) return std::nullopt;
-    lowering = it->second;
-  }
-  const auto& replicas = lowering->replicas;
-  std::optional<TensorShape> full_shape;
-  std::optional<Tensor> value =
-      replicas[replica]->RemoteValue(name, &full_shape);
-  if (!value.has_value() || !full_shape.has_value()) return value;
-  // Sharded over the replicas: reassembled from every replica's shard.
-  Tensor full(value->dtype(), *full_shape);
-  const int64_t bytes = static_cast<int64_t>(full.TotalBytes());
-  int64_t offset = 0;
-  for (const auto& rt : replicas) {
-    std::optional<TensorShape> unused;
-    std::optional<Tensor> shard = rt->RemoteValue(name, &unused);
-    if (!shard.has_value()) return std::nullopt;
-    const int64_t n = std::min<int64_t>(shard->TotalBytes(), bytes - offset);
-    if (n <= 0) break;
-    std::memcpy(static_cast<char*>(full.raw_data()) + offset, shard->raw_data(),
-                n);
-    offset += n;
-  }
-  return full;
 }
 
 }  // namespace ipuflow::pipelining

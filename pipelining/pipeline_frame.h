@@ -6,10 +6,10 @@
 // compiles them, plans their memory (stash and FIFOs included) and owns
 // them, as it owns a loop's body. Lowering the frame for a device program
 // gives one PipelineRuntime (the pipeline's work lists, pipeline_runtime.h)
-// per replica, on IPUs [r*S, r*S + S), and places its offloaded optimizer
-// state; its kernel then runs replica r's work lists from IPU r*S's thread
-// with that replica's programs. Internal to pipelining/: users hold a
-// Pipeline, which owns the frame.
+// per replica, on IPUs [r*S, r*S + S) (its offloaded optimizer state is a
+// RemoteState the program plans, as a loop's); its kernel then runs replica r's
+// work lists from IPU r*S's thread with that replica's programs. Internal to
+// pipelining/: users hold a Pipeline, which owns the frame.
 //
 // Thread safety: SubProgramSpecs / Lower / Release / LastReport from host
 // threads, RunReplica from the replicas' IPU threads (one per replica at a
@@ -45,15 +45,12 @@ class PipelineDeviceFrame : public DeviceFrame {
   absl::StatusOr<std::vector<SubProgramSpec>> SubProgramSpecs(
       const ProgramSpec& enclosing) const override;
   // FailedPrecondition when the system has fewer IPUs than one replica
-  // uses; InvalidArgument for replicated optimizer-state sharding without
-  // replica-identical state.
+  // uses.
   absl::Status Lower(IPUSystem* system, int replicas, CollectiveGroup* group,
                      std::vector<IpuMemory>* ipus) override;
   void Release(CollectiveGroup* group) override;
   absl::Status RunReplica(const RunEnv& env, const std::vector<Tensor>& inputs,
                           SubPrograms& programs) override;
-  std::optional<Tensor> OffloadedValue(CollectiveGroup* group, int replica,
-                                       const std::string& name) const override;
 
   // Replica 0's report of the last run that completed, of any lowering.
   std::optional<PipelineReport> LastReport() const;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/graph.h"
+#include "core/ipu/remote_state.h"
 #include "pipelining/pipeline.h"
 #include "pipelining/schedule.h"
 
@@ -68,11 +69,23 @@ struct BuiltPipeline {
   // accumulators. Targets of one program over every IPU.
   std::vector<Node*> weight_update;
   std::vector<Node*> accumulators;  // Variable nodes.
+  // Offloaded optimizer state (offload_weight_update_variables): the
+  // device loops' mechanism, a RemoteState (core/ipu/remote_state.h) that
+  // the device program plans and whose load and store nodes
+  // (optimizers/offloaded_state.h) run in the weight update's first and
+  // last programs (pipeline_programs.h). Its updates: one per weight whose
+  // update may be sharded (below), then one per IPU for the rest of the
+  // state there. Null when nothing is offloaded.
+  std::shared_ptr<RemoteState> offloaded_state;
+  std::vector<Node*> offload_loads;
+  std::vector<Node*> offload_stores;
   // ZeRO-1 (replicated_optimizer_state_sharding with an elementwise
-  // optimizer, ops/state/update_shard.h): per weight, an int32 [2] shard
-  // placeholder that its gradient's reduce-scatter, its update ops and its
-  // all-gather take (ops/collective/sharded_update.h). The runtime feeds
-  // {r, R} when the program sharded all the weight's state, else {0, 1}.
+  // optimizer, ops/state/update_shard.h): per weight, the int32 [2] shard
+  // that its gradient's reduce-scatter, its update ops and its all-gather
+  // take (ops/collective/sharded_update.h): its load node's second output
+  // (RemoteState::UpdateShardOf: {r, R} when the program sharded all the
+  // weight's state, else {0, 1}), fetched by the load program and fed to
+  // the weight update.
   struct WeightShard {
     Node* variable;
     Output shard;

@@ -218,7 +218,11 @@ absl::StatusOr<std::shared_ptr<const PipelineLayout>> LayOut(
     for (const BuiltPipeline::WeightShard& w : b.weight_shards) {
       l->weight_update.feeds.push_back(w.shard);
       l->weight_update.feed_shapes.push_back(TensorShape({2}));
+      l->load_state.fetches.push_back(w.shard);
     }
+    l->offloads = b.offloaded_state != nullptr;
+    l->load_state.targets = b.offload_loads;
+    l->store_state.targets = b.offload_stores;
   }
   LayOutLists(b, l.get());
   return std::shared_ptr<const PipelineLayout>(std::move(l));
@@ -238,9 +242,11 @@ std::vector<SubProgramSpec> SubProgramSpecs(const BuiltPipeline& b,
       }
     }
   }
+  if (l.offloads) specs.push_back({kLoadStateRole, l.load_state, true});
   if (l.has_weight_update) {
     specs.push_back({kWeightUpdateRole, l.weight_update, true});
   }
+  if (l.offloads) specs.push_back({kStoreStateRole, l.store_state, true});
   return specs;
 }
 

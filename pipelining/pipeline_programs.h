@@ -28,8 +28,12 @@ int64_t Bytes(const Output& o);
 std::string Key(const char* kind, int a, int b, int c = 0);
 }  // namespace internal
 
-// The role of the weight update among the frame node's sub-programs.
+// The roles of the weight update among the frame node's sub-programs, and
+// of the programs around it that load offloaded optimizer state before it
+// and store it after (the RemoteState's nodes, pipeline_internal.h).
 inline constexpr char kWeightUpdateRole[] = "weight update";
+inline constexpr char kLoadStateRole[] = "offloaded state load";
+inline constexpr char kStoreStateRole[] = "offloaded state store";
 
 // One stage part's programs and the layout of their feeds and fetches.
 struct PartProgram {
@@ -65,7 +69,10 @@ struct PipelineLayout {
   int num_ipus = 0;                             // One replica's.
   std::vector<std::vector<PartProgram>> parts;  // [stage][part]
   bool has_weight_update = false;
-  ProgramSpec weight_update;
+  ProgramSpec weight_update;  // Fed the ZeRO-1 shards load_state fetches.
+  bool offloads = false;      // load_state and store_state run around it.
+  ProgramSpec load_state;
+  ProgramSpec store_state;
   // Per IPU, the table's items in table order, with the channels they pop
   // and push; `items` by WorkListItem::tag; each channel's capacity.
   std::vector<std::vector<WorkListItem>> lists;
@@ -79,7 +86,8 @@ absl::StatusOr<std::shared_ptr<const PipelineLayout>> LayOut(
 
 // The frame node's sub-programs: every part's forward (holding its stash
 // and incoming FIFOs at capacity on its IPU) and backward, then the weight
-// update; each on the replica's own IPUs.
+// update (with offloading, between the load and the store of the state);
+// each on the replica's own IPUs.
 std::vector<SubProgramSpec> SubProgramSpecs(const BuiltPipeline& b,
                                             const PipelineLayout& layout);
 

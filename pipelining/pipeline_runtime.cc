@@ -15,7 +15,6 @@
 #include "core/cancellation.h"
 #include "core/dtype.h"
 #include "core/ipu/ipu_device.h"
-#include "core/ipu/remote_state.h"
 #include "pipelining/planner.h"
 
 namespace ipuflow::pipelining {
@@ -237,75 +236,37 @@ absl::Status PipelineRuntime::RunItem(RunState& rs, int repeat,
   return absl::OkStatus();
 }
 
-absl::Status PipelineRuntime::StreamOptimizerState(bool in, RunState& rs) {
+int64_t PipelineRuntime::RemoteBytes() const {
+  int64_t n = 0;
   for (int k = 0; k < num_ipus_; ++k) {
-    for (const std::string& name : offloaded_[k]) {
-      std::shared_ptr<VariableResource> v =
-          envs_[k].resources->FindVariable(name);
-      if (v == nullptr) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "optimizer state '", name, "' does not exist on IPU ", k,
-            ": initialise the variables after building the pipeline"));
-      }
-      const bool sharded = sharded_.count(name) > 0;
-      if (in) {
-        auto it = remote_.find(name);
-        if (it == remote_.end()) continue;
-        rs.streamed += it->second.TotalBytes();
-        if (chunked_.count(name)) {
-          // A sharded update reads only this replica's chunk: no all-gather.
-          RETURN_IF_ERROR(v->Assign(ChunkInPlace(
-              it->second, replica_.global_index(), sharded_.at(name))));
-        } else if (sharded) {
-          ASSIGN_OR_RETURN(
-              Tensor full,
-              GatherFromRemote(replica_.group, replica_.index,
-                               replica_.global_count(), "rts/load/" + name,
-                               it->second, sharded_.at(name)));
-          RETURN_IF_ERROR(v->Assign(full));
-        } else {
-          RETURN_IF_ERROR(v->Assign(it->second));
-        }
-        remote_.erase(it);
-      } else if (v->initialized()) {
-        Tensor t = v->Release();
-        if (sharded) {
-          ASSIGN_OR_RETURN(t, ShardToRemote(replica_.group, replica_.index,
-                                            replica_.global_count(),
-                                            "rts/store/" + name, t));
-        }
-        rs.streamed += t.TotalBytes();
-        remote_[name] = std::move(t);
-      }
-    }
+    n += Device(k).counters().remote_memory.load(std::memory_order_relaxed);
   }
-  return absl::OkStatus();
-}
-
-std::optional<Tensor> PipelineRuntime::RemoteValue(
-    const std::string& name, std::optional<TensorShape>* full_shape) const {
-  auto it = remote_.find(name);
-  if (it == remote_.end()) return std::nullopt;
-  auto sharded = sharded_.find(name);
-  *full_shape = sharded == sharded_.end()
-                    ? std::nullopt
-                    : std::optional<TensorShape>(sharded->second);
-  return it->second;
+  return n;
 }
 
 absl::Status PipelineRuntime::WeightUpdate(RunState& rs) {
-  RETURN_IF_ERROR(StreamOptimizerState(/*in=*/true, rs));
   std::fill(update_hop_cpu_.begin(), update_hop_cpu_.end(), 0.0);
+  const int64_t remote0 = RemoteBytes();
   absl::Status status;
   double cpu0 = 0;
   RunOnDevice(Device(0), [&] {
     const double c0 = ThreadCpuSeconds();
-    std::vector<Tensor> none;
-    status = weight_update_->Run(update_env_, weight_shards_, &none);
+    // Offloaded state comes in before the update and goes out after it;
+    // the load hands the update its ZeRO-1 shards.
+    std::vector<Tensor> shards, none;
+    if (load_state_ != nullptr) {
+      status = load_state_->Run(update_env_, {}, &shards);
+    }
+    if (status.ok()) {
+      status = weight_update_->Run(update_env_, shards, &none);
+    }
+    if (status.ok() && store_state_ != nullptr) {
+      status = store_state_->Run(update_env_, {}, &none);
+    }
     cpu0 = ThreadCpuSeconds() - c0;
   });
   RETURN_IF_ERROR(status);
-  RETURN_IF_ERROR(StreamOptimizerState(/*in=*/false, rs));
+  rs.streamed += RemoteBytes() - remote0;
   // IPUs update their own variables in parallel after the last backward.
   double sync = 0, longest = 0;
   for (double c : rs.vclock) sync = std::max(sync, c);
@@ -439,7 +400,6 @@ absl::StatusOr<PipelineReport> PipelineRuntime::Run(
       });
   const std::vector<int> fifo_tokens = lists_->CancelChannelsWith(cancel);
   absl::Status status;
-  if (b_->training) status = StreamOptimizerState(/*in=*/false, rs);
   for (int r = 0; r < b_->options.repeat_count && status.ok(); ++r) {
     status = RunOnce(rs, r);
     SettleTaken(rs, /*stopped=*/!status.ok());

@@ -22,10 +22,10 @@
 //    parts' outputs);
 //  - after the last backward, the weight update runs (from IPU 0's thread;
 //    each IPU updates its own variables on its own thread, at the same time
-//    as the others where the update's edges allow), with offloaded optimizer
-//    state streamed in before and out after (with replicated optimizer-state
-//    sharding, a sharded weight's state as this replica's chunk: its update
-//    is fed the shard {r, R}, pipeline_internal.h's weight_shards).
+//    as the others where the update's edges allow); with offloading, the
+//    programs of the RemoteState's load and store nodes run before and
+//    after it, as a loop's nodes bracket its update (core/ipu/
+//    remote_state.h; the load's ZeRO-1 shards are fed to the update).
 // The first error cancels every channel and queue wait of the run; Run
 // returns it (a root cause in preference to the cancellations it caused).
 // The stream goes on where the stopped run's results end: each micro-batch
@@ -41,10 +41,7 @@
 #define IPUFLOW_PIPELINING_PIPELINE_RUNTIME_H_
 
 #include <atomic>
-#include <map>
 #include <memory>
-#include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -62,38 +59,23 @@
 
 namespace ipuflow::pipelining {
 
-// Offloaded optimizer state (offload_weight_update_variables): per IPU of
-// a replica, the variables kept in remote memory between weight updates;
-// those sharded over the replicas, with their full shapes.
-struct OffloadPlan {
-  std::vector<std::vector<std::string>> by_ipu;
-  std::map<std::string, TensorShape> sharded;
-};
-
 class PipelineRuntime {
  public:
   // Which replica a runtime runs, and the replicas' collectives.
   struct Replica {
     int index = 0;  // Local (this process's), as `count`.
     int count = 1;
-    // Not owned; null for one replica. Spans the processes of a
-    // multi-process run (core/ipu/process_link.h).
+    // The device program's (not owned; what its RemoteStates' plans are
+    // keyed by). Spans the processes of a multi-process run
+    // (core/ipu/process_link.h).
     CollectiveGroup* group = nullptr;
-    // Over every process: what sharded state is split by.
-    int global_index() const {
-      return group != nullptr ? group->global_replica(index) : index;
-    }
-    int global_count() const {
-      return group != nullptr ? group->num_replicas() : count;
-    }
   };
   // `built`, `system` and the group are not owned and must outlive the
   // runtime. `memory`: what each IPU of a replica holds (the device
   // program's plan, offloaded state placed), for the report.
   static absl::StatusOr<std::unique_ptr<PipelineRuntime>> Create(
       const BuiltPipeline* built, std::shared_ptr<const PipelineLayout> layout,
-      IPUSystem* system, Replica replica, OffloadPlan offload,
-      std::vector<IpuMemory> memory);
+      IPUSystem* system, Replica replica, std::vector<IpuMemory> memory);
   ~PipelineRuntime();
 
   // repeat_count pipeline runs of `programs` (the frame node's
@@ -109,10 +91,6 @@ class PipelineRuntime {
       TakenElements* taken = nullptr);
 
   IPUSystem* system() const { return system_; }
-  // Offloaded optimizer state `name` as held in this replica's remote
-  // memory (its shard, when sharded; `full_shape` then set), between runs.
-  std::optional<Tensor> RemoteValue(
-      const std::string& name, std::optional<TensorShape>* full_shape) const;
   // The IPUs one replica uses (max device index + 1).
   int num_ipus() const { return num_ipus_; }
   uint64_t generation() const { return generation_; }
@@ -154,7 +132,8 @@ class PipelineRuntime {
   // Counts activations or gradients sent between IPUs.
   void SentToIpu(RunState& rs, int from, int64_t bytes);
   absl::Status WeightUpdate(RunState& rs);
-  absl::Status StreamOptimizerState(bool in, RunState& rs);
+  // Bytes this replica's IPUs moved to and from remote memory so far.
+  int64_t RemoteBytes() const;
   // After a repeat: settles each micro-batch's TakenElements. Completed
   // micro-batches (all of them once the weight update began; on a stop,
   // those whose values reached the outfeed) are committed, the failing
@@ -178,32 +157,13 @@ class PipelineRuntime {
   // written only by IPU k's thread (RunEnv::post_to_shard), read after the
   // update's program returned.
   std::vector<double> update_hop_cpu_;
-  Program* weight_update_ = nullptr;  // During a Run, in training.
-  // Offloaded optimizer state: per IPU, variable names; values between
-  // updates live in remote_ (this replica's shard of it, for names in
-  // sharded_).
-  std::vector<std::vector<std::string>> offloaded_;
-  std::map<std::string, Tensor> remote_;
-  std::map<std::string, TensorShape> sharded_;  // Name -> full shape.
-  // ZeRO-1: the shard fed to each of b_->weight_shards ({r, R} when all the
-  // weight's state is in sharded_, else {0, 1}), and the state its sharded
-  // updates load as this replica's chunk only (RemoteState's rule).
-  std::vector<Tensor> weight_shards_;
-  std::set<std::string> chunked_;
+  // During a Run, in training; the offloaded state's load and store
+  // programs only with offloading.
+  Program* weight_update_ = nullptr;
+  Program* load_state_ = nullptr;
+  Program* store_state_ = nullptr;
   std::vector<IpuMemory> memory_;  // Per IPU of the replica.
 };
-
-// Which optimizer state the weight update keeps in remote memory (the rule
-// device loops' RemoteState shares, core/memory_plan.h's
-// PlaceOptimizerState), moving its bytes in `ipus` (replica 0's IPUs, from
-// the plan) from the optimizer state to the remote category. The optimizer
-// state is what the weight update reads besides the weights and the
-// accumulators. InvalidArgument for sharding over R > 1 replicas without
-// a CrossReplicaOptimizer.
-absl::StatusOr<OffloadPlan> PlanOffload(const BuiltPipeline& b,
-                                        const IPUSystem& system,
-                                        const PipelineRuntime::Replica& first,
-                                        std::vector<IpuMemory>* ipus);
 
 // The state of one PipelineRuntime::Run: clocks, errors, measurements
 // (MakeReport, pipeline_runtime_report.cc, reads them).
@@ -218,7 +178,8 @@ struct PipelineRuntime::RunState : WorkListsRun {
   std::vector<std::pair<double, double>> spans;  // Per repeat: F/B span.
   double weight_update_seconds = 0;
   std::vector<Tensor> input_values;
-  std::atomic<int64_t> ipu_to_ipu{0}, host_to_device{0}, streamed{0};
+  std::atomic<int64_t> ipu_to_ipu{0}, host_to_device{0};
+  int64_t streamed = 0;  // To and from remote memory.
   // Per micro-batch of the repeat in progress: what stage 0's first part's
   // InfeedDequeue node took (core/taken_elements.h, as a loop iteration's),
   // settled after the lists ran (SettleTaken); how many micro-batches

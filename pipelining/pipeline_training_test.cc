@@ -245,11 +245,12 @@ TEST(PipelineTrainingTest, OffloadingMovesOptimizerStateToRemoteMemory) {
   EXPECT_LT(MaxDifference(a.variables, b.variables), 1e-6);
   EXPECT_LT(MaxDifference(b.variables, Reference(on)), 2e-6);
   EXPECT_EQ(a.report.offloaded_bytes_streamed, 0);
-  // Adam keeps m and v per weight: streamed out at the start, then in and
-  // out at each of the two weight updates.
+  // Adam keeps m and v per weight: on the IPU until the first weight
+  // update stores them (RemoteState, as a loop's), then in and out at the
+  // second.
   int64_t weights = 0;
   for (const auto& [name, t] : a.variables) weights += t.TotalBytes();
-  EXPECT_GE(b.report.offloaded_bytes_streamed, 2 * weights * 5);
+  EXPECT_GE(b.report.offloaded_bytes_streamed, 2 * weights * 3);
   EXPECT_NE(b.memory.find("remote memory: optimizer state"), std::string::npos)
       << b.memory;
   for (int k = 0; k < 4; ++k) {

@@ -11,9 +11,10 @@
 //       the replica's IPUs: the plan, the one memory check and report,
 //       and whatever walks a program's sub-programs reach them;
 //     - replicas of ipus_per_replica() IPUs each (ReplicationFactor);
-//     - Lower(system, replicas, group, ipus): the frame lays out its work
-//       lists for every replica and moves its offloaded state to the
-//       remote category of `ipus` (filled from the plan);
+//     - RemoteState::Plan for the offloaded optimizer state its
+//       sub-programs' nodes load and store (as a loop's), then
+//       Lower(system, replicas, group, ipus): the frame lays out its work
+//       lists for every replica;
 //   Execute                                     // replica r's kernel, on
 //     - RunReplica(env, inputs, programs)       // IPU r*S's thread, with
 //                                               // its node's sub-programs
@@ -57,9 +58,9 @@ class DeviceFrame : public HostResource {
   // Lowers the frame for `replicas` replicas on `system` (replica r on
   // IPUs [r*S, r*S + S)), for the device program whose collectives are
   // `group`. `ipus`: what each IPU of a replica holds, from the program's
-  // plan; the frame moves the optimizer state it offloads to the remote
-  // category (as RemoteState::Plan does); the caller then checks it
-  // against the budgets (CheckIpuMemory).
+  // plan, offloaded state placed (a frame offloads through a RemoteState
+  // its sub-programs use); the caller then checks it against the budgets
+  // (CheckIpuMemory).
   virtual absl::Status Lower(IPUSystem* system, int replicas,
                              CollectiveGroup* group,
                              std::vector<IpuMemory>* ipus) = 0;
@@ -71,13 +72,6 @@ class DeviceFrame : public HostResource {
   virtual absl::Status RunReplica(const RunEnv& env,
                                   const std::vector<Tensor>& inputs,
                                   SubPrograms& programs) = 0;
-  // A variable the frame keeps off its IPU between runs (offloaded
-  // optimizer state) for replica `replica`, or nullopt.
-  virtual std::optional<Tensor> OffloadedValue(CollectiveGroup* group,
-                                               int replica,
-                                               const std::string& name) const {
-    return std::nullopt;
-  }
   absl::Status Prepare(int num_replicas, bool training) override {
     return absl::OkStatus();
   }

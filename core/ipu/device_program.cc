@@ -206,17 +206,18 @@ absl::StatusOr<std::unique_ptr<DeviceProgram>> DeviceProgram::Compile(
   for (int s = 0; s < dp->num_shards_; ++s) {
     ipus[s] = IpuMemory::FromPlan(first->shard_memory()[s]);
   }
-  for (const auto& f : frames) {
-    // Lowered now, on the host: placement errors and offloaded state are
-    // reported here, not by the first run.
-    RETURN_IF_ERROR(f->Lower(system, replicas, dp->group_.get(), &ipus));
-    dp->frames_.push_back(f);
-  }
   // Optimizer state offloaded by the program's weight updates (device
-  // loops' gradient-accumulation wrappers): remote, not on the IPU.
+  // loops' gradient-accumulation wrappers, pipelines): remote, not on the
+  // IPU.
   for (const auto& r : UsedResources<RemoteState>(graph, *first)) {
     RETURN_IF_ERROR(r->Plan(system, replicas, dp->group_.get(), &ipus));
     dp->remote_states_.push_back(r);
+  }
+  for (const auto& f : frames) {
+    // Lowered now, on the host: placement errors are reported here, not by
+    // the first run.
+    RETURN_IF_ERROR(f->Lower(system, replicas, dp->group_.get(), &ipus));
+    dp->frames_.push_back(f);
   }
   RETURN_IF_ERROR(CheckIpuMemory(*system, frames.empty() ? "the program" : what,
                                  ipus, &dp->memory_report_));
@@ -272,14 +273,6 @@ absl::StatusOr<std::unique_ptr<DeviceProgram>> DeviceProgram::Compile(
 
 std::optional<Tensor> DeviceProgram::OffloadedValue(
     int replica, const std::string& name) const {
-  for (const auto& weak : frames_) {
-    std::shared_ptr<DeviceFrame> f = weak.lock();
-    if (f == nullptr) continue;
-    if (std::optional<Tensor> v =
-            f->OffloadedValue(group_.get(), replica, name)) {
-      return v;
-    }
-  }
   for (const auto& r : remote_states_) {
     if (std::optional<Tensor> v =
             r->OffloadedValue(group_.get(), replica, name)) {

@@ -13,8 +13,8 @@
 // report, IpuMemory: weights, accumulators, optimizer state, constants,
 // remote state, arena, loop bodies, stash, FIFOs) and fails with
 // ResourceExhausted and that per-category report. Optimizer state that the
-// program's gradient-accumulation wrappers offload (a RemoteState host
-// resource, core/ipu/remote_state.h) counts as remote memory, 1/R per
+// program's gradient-accumulation wrappers and pipelines offload (a RemoteState
+// host resource, core/ipu/remote_state.h) counts as remote memory, 1/R per
 // replica with replicated optimizer-state sharding.
 //
 //   ASSIGN_OR_RETURN(auto program, DeviceProgram::Compile(&system, graph,

@@ -73,12 +73,12 @@ absl::Status RemoteState::Plan(IPUSystem* system, int replicas,
         "be offloaded by using offload_weight_update_variables."));
   }
   // Sharding assumes every replica holds the same optimizer state, which
-  // only replica-identical updates guarantee (as pipelines require).
+  // only replica-identical updates guarantee.
   if (rts && shards > 1 && !options_.replica_identical) {
     return absl::InvalidArgumentError(absl::StrCat(
         name_, ": replicated_optimizer_state_sharding over ", shards,
-        " replicas needs replica-identical optimizer state: use "
-        "optimizers::CrossReplicaGradientAccumulationOptimizerV2"));
+        " replicas needs replica-identical optimizer state: ",
+        options_.replica_identical_fix));
   }
   // The listed variables this program holds, by IPU.
   struct Held {

@@ -8,15 +8,16 @@
 //
 // Who builds what:
 //   - a gradient-accumulation wrapper (optimizers/gradient_accumulation.h)
-//     owns one RemoteState, registers it with the graph as a host resource
-//     (as an infeed queue is), lists the variables only its weight update
-//     uses (AddVariable: the inner optimizer's slots), and brackets each
-//     conditional update with a load and a store node
-//     (optimizers/offloaded_state.h) whose kernels call Load / Store;
+//     or a pipeline (pipelining/pipeline_backward.cc) owns one RemoteState,
+//     registers it with the graph as a host resource (as an infeed queue
+//     is), lists the variables only its weight update uses (AddVariable:
+//     the inner optimizer's slots), and brackets each (conditional) update
+//     with a load and a store node (optimizers/offloaded_state.h) whose
+//     kernels call Load / Store;
 //   - DeviceProgram::Compile finds it among the graph's host resources (by
 //     kind, as device frames) and calls Plan: which variables go to remote
-//     memory (PlaceOffloadedState, core/memory_plan.h, the rule pipelines
-//     use too), what each IPU holds (IpuMemory's remote category), errors;
+//     memory (PlaceOptimizerState, core/memory_plan.h), what each IPU holds
+//     (IpuMemory's remote category), errors;
 //   - at run time Store moves a variable's value off the IPU into this
 //     replica's remote buffer (with sharding: a reduce-scatter with the
 //     LOCAL op keeps 1/R of it), Load brings it back (an all-gather of the
@@ -61,14 +62,17 @@ struct RemoteStateOptions {
   std::optional<bool> offload_weight_update_variables;
   bool replicated_optimizer_state_sharding = false;
   // Whether every replica holds the same optimizer state (a cross-replica
-  // wrapper); sharding over R > 1 replicas needs it.
+  // wrapper); sharding over R > 1 replicas needs it, and the error without
+  // it ends with `replica_identical_fix` (what the owner's user should do).
   bool replica_identical = false;
+  std::string replica_identical_fix =
+      "use optimizers::CrossReplicaGradientAccumulationOptimizerV2";
 };
 
-// The store and load of replicated tensor sharding, as the original (and
-// pipelines): pad to a multiple of R, reduce-scatter with the LOCAL op
-// (each replica keeps its own chunk; nothing is exchanged) / all-gather the
-// chunks, drop the padding, restore `shape`.
+// The store and load of replicated tensor sharding, as the original: pad to a
+// multiple of R, reduce-scatter with the LOCAL op (each replica keeps its own
+// chunk; nothing is exchanged) / all-gather the chunks, drop the padding,
+// restore `shape`.
 absl::StatusOr<Tensor> ShardToRemote(CollectiveGroup* group, int replica,
                                      int replicas, const std::string& key,
                                      const Tensor& full);
@@ -80,7 +84,7 @@ absl::StatusOr<Tensor> GatherFromRemote(CollectiveGroup* group, int replica,
 // The load of a sharded update (ZeRO-1, ops/state/update_shard.h): the
 // whole-shaped value holding `replica`'s stored chunk in place and zeros
 // elsewhere (the update reads and writes only its chunk, so nothing is
-// all-gathered). Used by RemoteState::Load and by pipelines.
+// all-gathered). Used by RemoteState::Load.
 Tensor ChunkInPlace(const Tensor& chunk, int replica, const TensorShape& shape);
 
 class RemoteState : public HostResource {
