@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "core/ipu/device_program.h"
 #include "core/ipu/ipu_device.h"
 #include "pipelining/pipeline_runtime.h"
 
@@ -37,44 +38,18 @@ absl::Status PipelineRuntime::Init() {
   }
   memory_.resize(std::max<size_t>(memory_.size(), num_ipus_));
   recompute_ = layout_->recompute;
-  envs_.resize(num_ipus_);
+  envs_.clear();
   for (int k = 0; k < num_ipus_; ++k) {
-    IPUDevice& device = Device(k);
-    RunEnv& env = envs_[k];
-    env.intra_op = device.intra_op();
-    env.resources = device.resources();
-    env.ipu = device.id();
-    env.replica = replica_.index;
-    env.num_replicas = replica_.count;
-    env.collectives = replica_.group;
-    env.device = &device;
-    env.memory_budget = device.memory_budget_bytes();
-    env.floating_point = &system_->floating_point();
-    env.cancellation = system_->cancellation();
+    envs_.push_back(IpuRunEnv(*system_, replica_.index * num_ipus_ + k,
+                              replica_.index, replica_.count, replica_.group));
   }
   // Only the weight update spans IPUs (a stage's nodes are all on its IPU:
   // its env needs no hook): each IPU updates its own variables, at the same
   // time as the others where the update's edges allow. Its per-IPU CPU
   // time feeds the virtual clocks.
-  update_env_ = envs_[0];
-  update_env_.post_to_shard = [this](int shard,
-                                     std::function<void(RunEnv&)> work,
-                                     std::function<void()> done) {
-    RunEnv& target = envs_[shard];
-    if (IPUDevice::Current() == target.device) {
-      work(target);
-      done();
-      return;
-    }
-    target.device->Submit(
-        [this, shard, &target, work = std::move(work), done = std::move(done)] {
-          const double c0 = ThreadCpuSeconds();
-          work(target);
-          update_hop_cpu_[shard] += ThreadCpuSeconds() - c0;
-          done();
-        });
-  };
   update_hop_cpu_.assign(num_ipus_, 0);
+  update_env_ = envs_[0];
+  PostToShards(&envs_, &update_hop_cpu_, &update_env_);
   parts_.clear();
   for (const auto& stage : layout_->parts) {
     parts_.emplace_back();

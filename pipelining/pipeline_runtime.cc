@@ -360,9 +360,6 @@ void PipelineRuntime::SettleTaken(RunState& rs, bool stopped) {
 absl::StatusOr<PipelineReport> PipelineRuntime::Run(
     SubPrograms& programs, const std::vector<Tensor>& inputs,
     std::shared_ptr<CancellationManager> cancel_run, TakenElements* taken) {
-  if (system_->cancellation()->cancelled()) {
-    return system_->cancellation()->reason();
-  }
   RETURN_IF_ERROR(BindPrograms(programs));
   RunState rs(std::move(cancel_run), num_ipus_);
   rs.parent_taken = taken;
@@ -384,29 +381,19 @@ absl::StatusOr<PipelineReport> PipelineRuntime::Run(
         " argument(s) given for its ", b_->options.inputs.size(), " inputs"));
   }
   rs.input_values = inputs;
-  // The feed kernels' waits (infeed, outfeed) end with the run.
+  // The feed kernels' waits (infeed, outfeed) and the channels end with the
+  // run (the device program's: the system's cancellation cancels it).
   for (RunEnv& env : envs_) env.cancellation = rs.cancel.get();
   update_env_.cancellation = rs.cancel.get();
-  // Cancelling the system (what a reset or teardown does first) cancels the
-  // run, saying why; the callback only touches `cancel`, which it keeps
-  // alive, and the system's manager, which outlives the registration.
   std::shared_ptr<CancellationManager> cancel = rs.cancel;
-  CancellationManager* system_cancel = system_->cancellation();
-  const int token =
-      system_cancel->Register([cancel, system_cancel, name = b_->options.name] {
-        const absl::Status why = system_cancel->reason();
-        cancel->StartCancel(absl::CancelledError(absl::StrCat(
-            "pipeline '", name, "' was cancelled: ", why.message())));
-      });
   const std::vector<int> fifo_tokens = lists_->CancelChannelsWith(cancel);
   absl::Status status;
   for (int r = 0; r < b_->options.repeat_count && status.ok(); ++r) {
     status = RunOnce(rs, r);
     SettleTaken(rs, /*stopped=*/!status.ok());
   }
-  for (RunEnv& env : envs_) env.cancellation = system_cancel;
-  update_env_.cancellation = system_cancel;
-  system_cancel->Unregister(token);
+  for (RunEnv& env : envs_) env.cancellation = system_->cancellation();
+  update_env_.cancellation = system_->cancellation();
   for (int t : fifo_tokens) cancel->Unregister(t);
   RETURN_IF_ERROR(status);
   return MakeReport(rs);

@@ -80,14 +80,15 @@ class PipelineRuntime {
 
   // repeat_count pipeline runs of `programs` (the frame node's
   // sub-programs in this replica's program, pipeline_programs.h's roles).
-  // `inputs`: the values of options.inputs (the frame node's inputs). `cancel`
-  // (shared by the replicas of one Execute; null: a new one) stops the run.
+  // `inputs`: the values of options.inputs (the frame node's inputs).
+  // `cancel`: the device program's run (shared by the replicas of one
+  // Execute; the system's cancellation cancels it) stops the run.
   // `taken`: the enclosing device loop iteration's record (RunEnv::taken),
   // which gets the infeed elements of the micro-batches that completed; null
   // outside a loop.
   absl::StatusOr<PipelineReport> Run(
       SubPrograms& programs, const std::vector<Tensor>& inputs,
-      std::shared_ptr<CancellationManager> cancel = nullptr,
+      std::shared_ptr<CancellationManager> cancel,
       TakenElements* taken = nullptr);
 
   IPUSystem* system() const { return system_; }

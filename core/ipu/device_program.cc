@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/fed_resource.h"
 #include "core/ipu/remote_state.h"
+#include "core/ipu/work_lists.h"
 #include "core/mutex.h"
 #include "core/op_registry.h"
 
@@ -97,6 +98,44 @@ std::vector<std::shared_ptr<T>> UsedResources(const Graph& graph,
 }
 
 }  // namespace
+
+RunEnv IpuRunEnv(IPUSystem& system, int ipu, int replica, int replicas,
+                 CollectiveGroup* group) {
+  IPUDevice& device = system.device(ipu);
+  RunEnv env;
+  env.intra_op = device.intra_op();
+  env.resources = device.resources();
+  env.replica = replica;
+  env.num_replicas = replicas;
+  env.ipu = device.id();
+  env.cancellation = system.cancellation();
+  env.collectives = group;
+  env.device = &device;
+  env.memory_budget = device.memory_budget_bytes();
+  env.floating_point = &system.floating_point();
+  return env;
+}
+
+void PostToShards(std::vector<RunEnv>* shards, std::vector<double>* cpu,
+                  RunEnv* env) {
+  env->post_to_shard = [shards, cpu](int shard,
+                                     std::function<void(RunEnv&)> work,
+                                     std::function<void()> done) {
+    RunEnv& target = (*shards)[shard];
+    if (IPUDevice::Current() == target.device) {
+      work(target);
+      done();
+      return;
+    }
+    target.device->Submit(
+        [cpu, shard, &target, work = std::move(work), done = std::move(done)] {
+          const double c0 = ThreadCpuSeconds();
+          work(target);
+          (*cpu)[shard] += ThreadCpuSeconds() - c0;
+          done();
+        });
+  };
+}
 
 struct DeviceProgram::ProducerLink {
   // The system was destroyed, reconfigured or cancelled. During a run the
@@ -248,18 +287,9 @@ absl::StatusOr<std::unique_ptr<DeviceProgram>> DeviceProgram::Compile(
   DeviceProgram* self = dp.get();
   for (int r = 0; r < replicas; ++r) {
     for (int s = 0; s < dp->num_shards_; ++s) {
-      IPUDevice& device = system->device(dp->ipu_of_replica(r) + s);
       RunEnv& env = dp->envs_[r][s];
-      env.intra_op = device.intra_op();
-      env.resources = device.resources();
-      env.replica = r;
-      env.num_replicas = replicas;
-      env.ipu = device.id();
-      env.cancellation = system->cancellation();
-      env.collectives = dp->group_.get();
-      env.device = &device;
-      env.memory_budget = device.memory_budget_bytes();
-      env.floating_point = &system->floating_point();
+      env = IpuRunEnv(*system, dp->ipu_of_replica(r) + s, r, replicas,
+                      dp->group_.get());
       if (dp->num_shards_ > 1) {
         env.on_shard = [self, r](int shard,
                                  const std::function<void(RunEnv&)>& work) {

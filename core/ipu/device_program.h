@@ -63,6 +63,23 @@ absl::Status CheckIpuMemory(IPUSystem& system, const std::string& what,
                             const std::vector<IpuMemory>& ipus,
                             std::string* report);
 
+// The run environment of IPU `ipu` for replica `replica` of `replicas` of
+// a device program whose collectives are `group`: the IPU's threads,
+// variables and budget, the system's floating-point behaviour and
+// cancellation (a run sets its own). What every kernel of a device program
+// runs with, a pipeline's programs included.
+RunEnv IpuRunEnv(IPUSystem& system, int ipu, int replica, int replicas,
+                 CollectiveGroup* group);
+
+// Sets env->post_to_shard so that shard k of a program runs on the thread
+// of (*shards)[k].device with that env (inline when called there): the
+// IPUs of a replica working at once (a pipeline's weight update). The
+// thread CPU seconds of work run on another IPU's thread are added to
+// (*cpu)[k], which only that thread writes. `shards` and `cpu` must
+// outlive the env's runs.
+void PostToShards(std::vector<RunEnv>* shards, std::vector<double>* cpu,
+                  RunEnv* env);
+
 class DeviceProgram : public Executable {
  public:
   static absl::StatusOr<std::unique_ptr<DeviceProgram>> Compile(
