@@ -46,7 +46,20 @@ class Builder {
   int num_stages() const {
     return static_cast<int>(o_.computational_stages.size());
   }
+  // Every option, in the named checks below (pipeline_options_check.cc).
   void CheckOptions();
+  // The device mapping resolved per stage part (part_ipus_,
+  // logical_mapping_); a concurrent stage's IPU count checked.
+  void ResolveDeviceMapping();
+  // Interleaved training: no IPU holds two stages (concurrent parts too).
+  void CheckInterleavedSharing();
+  // repeat_count, the enums, the micro-batch product, accumulate_outfeed.
+  void CheckRanges();
+  void CheckVirtualCosts();
+  // Options that need or exclude others (outfeed_loss, sharding,
+  // accumulation dtype, recomputation modes, the last stage).
+  void CheckCombinations();
+  void CheckStageFunctions();  // Every stage has a function.
   std::vector<ArgSpec> FirstStageArgs();
   void BuildStage(int s, const std::vector<ArgSpec>& args);
   void CheckCaptures(const PartDef& part, int begin, int end);

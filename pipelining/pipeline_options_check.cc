@@ -1,5 +1,7 @@
 // Builder::CheckOptions: every option of Pipeline::Create() checked
-// before anything is built, all violations collected (pipeline_builder.h).
+// before anything is built, all violations collected (pipeline_builder.h),
+// in named checks: the device mapping, Interleaved sharing, ranges and
+// enums, virtual costs, option combinations, the stage functions.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -33,6 +35,22 @@ namespace ipuflow::pipelining::internal {
 
 void Builder::CheckOptions() {
   const int n = num_stages();
+  ResolveDeviceMapping();
+  // validation.h's rules first, then the concurrent-mapping ones.
+  std::vector<std::string> rules =
+      PipelineViolations(o_.pipeline_schedule, n, logical_mapping_,
+                         o_.gradient_accumulation_count, b_->training);
+  violations_.insert(violations_.begin(), rules.begin(), rules.end());
+  if (n < 2) mapping_ok_ = false;
+  CheckInterleavedSharing();
+  CheckRanges();
+  CheckVirtualCosts();
+  CheckCombinations();
+  CheckStageFunctions();
+}
+
+void Builder::ResolveDeviceMapping() {
+  const int n = num_stages();
   // Resolve the mapping: identity puts every part of stage s on IPU s.
   if (o_.device_mapping.empty()) {
     for (int s = 0; s < n; ++s) {
@@ -62,35 +80,36 @@ void Builder::CheckOptions() {
       }
     }
   }
+}
+
+void Builder::CheckInterleavedSharing() {
+  const int n = num_stages();
   const bool training = b_->training;
-  // validation.h's rules first, then the concurrent-mapping ones above.
-  std::vector<std::string> rules =
-      PipelineViolations(o_.pipeline_schedule, n, logical_mapping_,
-                         o_.gradient_accumulation_count, training);
-  violations_.insert(violations_.begin(), rules.begin(), rules.end());
-  if (n < 2) mapping_ok_ = false;
   // Interleaved training: one stage per IPU, concurrent parts included
-  // (the logical mapping above only sees each stage's first IPU).
-  if (training && mapping_ok_ &&
-      o_.pipeline_schedule == PipelineSchedule::kInterleaved) {
-    std::map<int, int> stage_on;
-    for (int s = 0; s < n; ++s) {
-      for (size_t p = 1; p < part_ipus_[s].size(); ++p) {
-        const int ipu = part_ipus_[s][p];
-        auto [it, fresh] = stage_on.insert({ipu, s});
-        bool clash = !fresh && it->second != s;
-        for (int t = 0; t < n; ++t)
-          clash |= t != s && logical_mapping_[t] == ipu;
-        if (clash) {
-          violations_.push_back(absl::StrCat(
-              "the pipelining schedule 'Interleaved' does not support several "
-              "stages on one IPU for training: concurrent stage ",
-              s, ".", p, " shares IPU ", ipu,
-              " with another stage; use Grouped"));
-        }
+  // (the logical mapping only sees each stage's first IPU).
+  if (!training || !mapping_ok_ ||
+      o_.pipeline_schedule != PipelineSchedule::kInterleaved) {
+    return;
+  }
+  std::map<int, int> stage_on;
+  for (int s = 0; s < n; ++s) {
+    for (size_t p = 1; p < part_ipus_[s].size(); ++p) {
+      const int ipu = part_ipus_[s][p];
+      auto [it, fresh] = stage_on.insert({ipu, s});
+      bool clash = !fresh && it->second != s;
+      for (int t = 0; t < n; ++t) clash |= t != s && logical_mapping_[t] == ipu;
+      if (clash) {
+        violations_.push_back(absl::StrCat(
+            "the pipelining schedule 'Interleaved' does not support several "
+            "stages on one IPU for training: concurrent stage ",
+            s, ".", p, " shares IPU ", ipu,
+            " with another stage; use Grouped"));
       }
     }
   }
+}
+
+void Builder::CheckRanges() {
   if (o_.repeat_count < 1) {
     violations_.push_back(
         absl::StrCat("repeat_count must be >= 1, got ", o_.repeat_count));
@@ -121,19 +140,28 @@ void Builder::CheckOptions() {
   }
   violations_.insert(violations_.end(), check.messages().begin(),
                      check.messages().end());
-  if (o_.virtual_costs.has_value()) {
-    const StageCosts& c = *o_.virtual_costs;
-    auto bad = [n](const std::vector<double>& v) {
-      return static_cast<int>(v.size()) != n ||
-             !std::all_of(v.begin(), v.end(),
-                          [](double x) { return std::isfinite(x) && x >= 0; });
-    };
-    if (bad(c.forward) || (training && bad(c.backward))) {
-      violations_.push_back(absl::StrCat(
-          "virtual_costs needs one finite cost >= 0 per stage for the forward",
-          training ? " and the backward" : "", " (", n, " stages)"));
-    }
+}
+
+void Builder::CheckVirtualCosts() {
+  const int n = num_stages();
+  const bool training = b_->training;
+  if (!o_.virtual_costs.has_value()) return;
+  const StageCosts& c = *o_.virtual_costs;
+  auto bad = [n](const std::vector<double>& v) {
+    return static_cast<int>(v.size()) != n ||
+           !std::all_of(v.begin(), v.end(),
+                        [](double x) { return std::isfinite(x) && x >= 0; });
+  };
+  if (bad(c.forward) || (training && bad(c.backward))) {
+    violations_.push_back(absl::StrCat(
+        "virtual_costs needs one finite cost >= 0 per stage for the forward",
+        training ? " and the backward" : "", " (", n, " stages)"));
   }
+}
+
+void Builder::CheckCombinations() {
+  const int n = num_stages();
+  const bool training = b_->training;
   if (o_.outfeed_loss && !training) {
     violations_.push_back(
         "outfeed_loss requires an optimizer_function (a training pipeline)");
@@ -177,6 +205,10 @@ void Builder::CheckOptions() {
         "stages: its outputs feed the optimizer_function's loss; add a stage "
         "after it that computes the loss");
   }
+}
+
+void Builder::CheckStageFunctions() {
+  const int n = num_stages();
   for (int s = 0; s < n; ++s) {
     if (o_.computational_stages[s].functions.empty()) {
       mapping_ok_ = false;
