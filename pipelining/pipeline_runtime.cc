@@ -268,17 +268,11 @@ absl::Status PipelineRuntime::WeightUpdate(RunState& rs) {
   RETURN_IF_ERROR(status);
   rs.streamed += RemoteBytes() - remote0;
   // IPUs update their own variables in parallel after the last backward.
-  double sync = 0, longest = 0;
-  for (double c : rs.vclock) sync = std::max(sync, c);
   update_hop_cpu_[0] += cpu0;
   if (b_->options.virtual_costs.has_value()) {  // Modelled: no update cost.
     std::fill(update_hop_cpu_.begin(), update_hop_cpu_.end(), 0.0);
   }
-  for (int k = 0; k < num_ipus_; ++k) {
-    rs.vclock[k] = sync + update_hop_cpu_[k];
-    longest = std::max(longest, update_hop_cpu_[k]);
-  }
-  rs.weight_update_seconds += longest;
+  rs.weight_update_seconds += rs.Meet(update_hop_cpu_);
   return absl::OkStatus();
 }
 
@@ -296,8 +290,7 @@ absl::Status PipelineRuntime::RunOnce(RunState& rs, int repeat) {
   rs.updating = false;
   // A run starts when every IPU has finished the previous one (the pipeline
   // drains between runs; in training the weight update already waited).
-  const double start = *std::max_element(rs.vclock.begin(), rs.vclock.end());
-  std::fill(rs.vclock.begin(), rs.vclock.end(), start);
+  rs.Meet();
   std::vector<size_t> before(num_ipus_);
   for (int k = 0; k < num_ipus_; ++k) before[k] = rs.timings[k].size();
   const absl::Status run = lists_->Run(

@@ -60,6 +60,17 @@ void WorkListsRun::Abort(const absl::Status& s, const std::string& who, int ipu,
                                                  " failed: ", s.message())));
 }
 
+double WorkListsRun::Meet(const std::vector<double>& seconds) {
+  double sync = 0, longest = 0;
+  for (double c : vclock) sync = std::max(sync, c);
+  for (size_t k = 0; k < vclock.size(); ++k) {
+    const double more = k < seconds.size() ? seconds[k] : 0;
+    vclock[k] = sync + more;
+    longest = std::max(longest, more);
+  }
+  return longest;
+}
+
 absl::Status WorkListsRun::Status() {
   MutexLock l(&mu);
   return status;

@@ -132,6 +132,10 @@ struct WorkListsRun {
 
   // Seconds since the run started, on the wall clock.
   double WallSeconds() const;
+  // Between runs of the lists: every IPU waits for the last one (the
+  // latest virtual clock), then IPU k works `seconds[k]` more (empty:
+  // none), e.g. its part of a weight update. Returns the longest of them.
+  double Meet(const std::vector<double>& seconds = {});
   // Stops the run with `s` (a root cause replaces an earlier Cancelled);
   // wakes every wait of the run with Cancelled "run cancelled: <who>
   // failed: ..." (`who`: "replica 1").

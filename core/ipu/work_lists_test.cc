@@ -173,5 +173,15 @@ TEST(WorkListsTest, TheCallingIpusListRunsInline) {
   EXPECT_TRUE(s.ok()) << s;
 }
 
+TEST(WorkListsTest, MeetSyncsTheClocksThenAddsEachIpusWork) {
+  WorkListsRun run(std::make_shared<CancellationManager>(), 3);
+  run.vclock = {1.0, 4.0, 2.5};
+  EXPECT_EQ(run.Meet(), 0.0);
+  EXPECT_EQ(run.vclock, (std::vector<double>{4.0, 4.0, 4.0}));
+  run.vclock[2] = 5.0;
+  EXPECT_EQ(run.Meet({0.5, 2.0, 1.0}), 2.0);
+  EXPECT_EQ(run.vclock, (std::vector<double>{5.5, 7.0, 6.0}));
+}
+
 }  // namespace
 }  // namespace ipuflow
