@@ -3,66 +3,27 @@
 // replicas end in step, the sharded and offloaded strategies compute the
 // same model, float16 learns as float32 in less memory, and bad flags are
 // clear errors. No verdict depends on timing.
-#include <sys/wait.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "core/checkpoint/checkpoint_directory.h"
 #include "core/checkpoint/checkpoint_file.h"
+#include "examples/example_run.h"
 #include "gtest/gtest.h"
 
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string out;  // stdout: the report.
-  std::string err;  // stderr: progress bar, errors.
-};
+using ::ipuflow::examples::testing::ExampleResult;
+using ::ipuflow::examples::testing::LineFrom;
+using ::ipuflow::examples::testing::NumberAfter;
 
-Result RunExample(const std::string& flags) {
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* workspace = std::getenv("TEST_WORKSPACE");
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string err_path = absl::StrCat(tmp ? tmp : "/tmp", "/stderr.txt");
-  const std::string command = absl::StrCat(
-      srcdir ? srcdir : ".", "/", workspace ? workspace : "ipuflow",
-      "/examples/train_fashion_mnist ", flags, " 2>", err_path);
-  Result r;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) {
-    r.out.append(buffer, n);
-  }
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream err(err_path);
-  std::stringstream text;
-  text << err.rdbuf();
-  r.err = text.str();
-  return r;
-}
-
-// The number printed right after `label` (NaN if absent).
-double NumberAfter(const std::string& text, const std::string& label) {
-  const size_t at = text.find(label);
-  if (at == std::string::npos) return std::nan("");
-  return std::strtod(text.c_str() + at + label.size(), nullptr);
-}
-
-// The rest of the line that starts with `label`, from `label` on.
-std::string LineFrom(const std::string& text, const std::string& label) {
-  const size_t at = text.find(label);
-  if (at == std::string::npos) return "";
-  return text.substr(at, text.find('\n', at) - at);
+ExampleResult RunExample(const std::string& flags) {
+  return ::ipuflow::examples::testing::RunMainExample(flags);
 }
 
 // 8000 training images: 2 host calls of 10 weight updates of 400 images;
@@ -70,7 +31,7 @@ std::string LineFrom(const std::string& text, const std::string& label) {
 constexpr char kShort[] = "--train-limit 8000 --test-limit 1600";
 
 TEST(TrainFashionMnistTest, OneReplicaLearns) {
-  Result r = RunExample(kShort);
+  ExampleResult r = RunExample(kShort);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("micro-batch 40 x gradient accumulation 10 x 1 "
                        "replica(s) = combined batch 400"),
@@ -88,8 +49,8 @@ TEST(TrainFashionMnistTest, OneReplicaLearns) {
 }
 
 TEST(TrainFashionMnistTest, TwoReplicasLearnAsOneAndStayInStep) {
-  Result r = RunExample(absl::StrCat(kShort, " --replication-factor 2"));
-  Result one = RunExample(kShort);
+  ExampleResult r = RunExample(absl::StrCat(kShort, " --replication-factor 2"));
+  ExampleResult one = RunExample(kShort);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   ASSERT_EQ(one.exit_code, 0) << one.out << one.err;
   // Gradient accumulation 10 -> 5: the same combined batch, the same
@@ -121,8 +82,9 @@ TEST(TrainFashionMnistTest, ShardedAndOffloadedComputeTheSameModel) {
   const std::string flags =
       "--train-limit 4000 --test-limit 1600 "
       "--device-iterations 2";
-  Result a = RunExample(flags);
-  Result b = RunExample(flags + " --strategy sharded --offload-optimiser");
+  ExampleResult a = RunExample(flags);
+  ExampleResult b =
+      RunExample(flags + " --strategy sharded --offload-optimiser");
   ASSERT_EQ(a.exit_code, 0) << a.out << a.err;
   ASSERT_EQ(b.exit_code, 0) << b.out << b.err;
   EXPECT_NE(b.out.find("sharded"), std::string::npos);
@@ -152,8 +114,9 @@ double IpuMemoryKiB(const std::string& out, int ipu) {
 // master weights, stochastic rounding and automatic loss scaling learn as
 // float32 does, in about half the memory.
 TEST(TrainFashionMnistTest, HalfPrecisionLearnsAsFloat32InLessMemory) {
-  Result half = RunExample(absl::StrCat(kShort, " --precision fp16 --debug"));
-  Result full = RunExample(absl::StrCat(kShort, " --debug"));
+  ExampleResult half =
+      RunExample(absl::StrCat(kShort, " --precision fp16 --debug"));
+  ExampleResult full = RunExample(absl::StrCat(kShort, " --debug"));
   ASSERT_EQ(half.exit_code, 0) << half.out << half.err;
   ASSERT_EQ(full.exit_code, 0) << full.out << full.err;
   EXPECT_NE(half.err.find("200/200"), std::string::npos) << half.err;
@@ -175,7 +138,7 @@ TEST(TrainFashionMnistTest, HalfPrecisionLearnsAsFloat32InLessMemory) {
 }
 
 TEST(TrainFashionMnistTest, BadPrecisionFlagsAreErrors) {
-  Result r = RunExample("--precision bf16");
+  ExampleResult r = RunExample("--precision bf16");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("--precision is 'bf16'; it must be fp32 or fp16"),
             std::string::npos)
@@ -197,7 +160,7 @@ TEST(TrainFashionMnistTest, BadPrecisionFlagsAreErrors) {
 // Issue 22: the example says so and exits 1 when it cannot write what it
 // was asked to; it finds out before training.
 TEST(TrainFashionMnistTest, AnUnwritableProfileDirectoryExitsNonZero) {
-  Result r = RunExample(
+  ExampleResult r = RunExample(
       absl::StrCat(kShort, " --profile --profile-dir /proc/ipuflow/profile"));
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.err.find("--profile: could not create '/proc/ipuflow/profile'"),
@@ -208,7 +171,7 @@ TEST(TrainFashionMnistTest, AnUnwritableProfileDirectoryExitsNonZero) {
 
 TEST(TrainFashionMnistTest, BadReplicationFactorsNameReplicasStagesAndIpus) {
   for (const char* bad : {"0", "3", "5", "17"}) {
-    Result r = RunExample(absl::StrCat("--replication-factor ", bad));
+    ExampleResult r = RunExample(absl::StrCat("--replication-factor ", bad));
     EXPECT_EQ(r.exit_code, 1) << bad;
     EXPECT_NE(r.err.find("INVALID_ARGUMENT"), std::string::npos) << r.err;
     for (const char* word :
@@ -229,7 +192,7 @@ TEST(TrainFashionMnistTest, BadReplicationFactorsNameReplicasStagesAndIpus) {
 }
 
 TEST(TrainFashionMnistTest, BadStrategyIsAnError) {
-  Result r = RunExample("--strategy phased");
+  ExampleResult r = RunExample("--strategy phased");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(
       r.err.find("--strategy is 'phased'; it must be pipelined or sharded"),
@@ -252,19 +215,19 @@ TEST(TrainFashionMnistTest, StoppedAndResumedRunEndsBitwiseAsOneRun) {
       "--train-limit 4000 --test-limit 800 --device-iterations 2 "
       "--checkpoint-every 2 --keep-checkpoints 2 --precision fp16 "
       "--stochastic-rounding on --checkpoint-dir ";
-  Result whole = RunExample(flags + whole_dir);
+  ExampleResult whole = RunExample(flags + whole_dir);
   ASSERT_EQ(whole.exit_code, 0) << whole.out << whole.err;
   EXPECT_NE(whole.out.find("Checkpoints: 5 saved in " + whole_dir +
                            " (the newest 2 kept)"),
             std::string::npos)
       << whole.out;
-  Result first = RunExample(flags + parts_dir + " --stop-after 4");
+  ExampleResult first = RunExample(flags + parts_dir + " --stop-after 4");
   ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
   EXPECT_NE(first.out.find("Stopped after 4 weight updates (--stop-after)"),
             std::string::npos)
       << first.out;
   EXPECT_EQ(first.out.find("Test accuracy"), std::string::npos) << first.out;
-  Result rest = RunExample(flags + parts_dir + " --resume");
+  ExampleResult rest = RunExample(flags + parts_dir + " --resume");
   ASSERT_EQ(rest.exit_code, 0) << rest.out << rest.err;
   EXPECT_NE(rest.out.find("Resuming from " + parts_dir +
                           "/ckpt-000000000004.ipuckpt (weight update 4)"),
@@ -311,7 +274,7 @@ TEST(TrainFashionMnistTest, StoppedAndResumedRunEndsBitwiseAsOneRun) {
 TEST(TrainFashionMnistTest, ResumeRefusals) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string dir = absl::StrCat(tmp ? tmp : "/tmp", "/refusals");
-  Result r = RunExample(
+  ExampleResult r = RunExample(
       absl::StrCat("--train-limit 4000 --test-limit 800 --device-iterations 2 "
                    "--stop-after 2 --checkpoint-dir ",
                    dir));

@@ -5,63 +5,32 @@
 // ends with bitwise every process's tensors of the uninterrupted run's last
 // checkpoint (the shared file and both parts), the same loss and test
 // accuracy. Another process count is refused, naming both.
-#include <sys/wait.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "core/checkpoint/checkpoint_directory.h"
 #include "core/checkpoint/process_parts.h"
+#include "examples/example_run.h"
 #include "gtest/gtest.h"
 
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string out;  // stdout: process 0's report.
-  std::string err;  // stderr: progress bar, errors.
-};
+using ::ipuflow::examples::testing::ExampleResult;
+using ::ipuflow::examples::testing::LineFrom;
 
 // The example under `mpirun -np <np>` with the flags of
 // core/distributed/mpirun_test.sh.
-Result RunExample(int np, const std::string& flags) {
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* workspace = std::getenv("TEST_WORKSPACE");
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string err_path = absl::StrCat(tmp ? tmp : "/tmp", "/stderr.txt");
-  const std::string command = absl::StrCat(
-      "mpirun -np ", np,
-      " --oversubscribe --allow-run-as-root --bind-to none --mca btl "
-      "self,vader --mca btl_vader_single_copy_mechanism none ",
-      srcdir ? srcdir : ".", "/", workspace ? workspace : "ipuflow",
-      "/examples/train_fashion_mnist ", flags, " 2>", err_path);
-  Result r;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) {
-    r.out.append(buffer, n);
-  }
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream err(err_path);
-  std::stringstream text;
-  text << err.rdbuf();
-  r.err = text.str();
-  return r;
-}
-
-std::string LineFrom(const std::string& text, const std::string& label) {
-  const size_t at = text.find(label);
-  if (at == std::string::npos) return "";
-  return text.substr(at, text.find('\n', at) - at);
+ExampleResult RunExample(int np, const std::string& flags) {
+  return ::ipuflow::examples::testing::RunMainExample(
+      flags, absl::StrCat("mpirun -np ", np,
+                          " --oversubscribe --allow-run-as-root --bind-to none "
+                          "--mca btl self,vader --mca "
+                          "btl_vader_single_copy_mechanism none"));
 }
 
 class MpiExampleCheckpointTest : public ::testing::Test {
@@ -87,18 +56,18 @@ TEST_F(MpiExampleCheckpointTest, StoppedAndResumedRunEndsBitwiseAsOneRun) {
       "--test-limit 1600 --device-iterations 2 --checkpoint-every 2 "
       "--keep-checkpoints 2 "
       "--precision fp16 --stochastic-rounding on --checkpoint-dir ";
-  Result whole = RunExample(2, flags + whole_dir);
+  ExampleResult whole = RunExample(2, flags + whole_dir);
   ASSERT_EQ(whole.exit_code, 0) << whole.out << whole.err;
   EXPECT_NE(whole.out.find("Checkpoints: 5 saved in " + whole_dir +
                            " (the newest 2 kept)"),
             std::string::npos)
       << whole.out;
-  Result first = RunExample(2, flags + parts_dir + " --stop-after 4");
+  ExampleResult first = RunExample(2, flags + parts_dir + " --stop-after 4");
   ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
   EXPECT_NE(first.out.find("Stopped after 4 weight updates (--stop-after)"),
             std::string::npos)
       << first.out;
-  Result rest = RunExample(2, flags + parts_dir + " --resume");
+  ExampleResult rest = RunExample(2, flags + parts_dir + " --resume");
   ASSERT_EQ(rest.exit_code, 0) << rest.out << rest.err;
   EXPECT_NE(rest.out.find("Resuming from " + parts_dir +
                           "/ckpt-000000000004.ipuckpt (weight update 4)"),
@@ -153,12 +122,12 @@ TEST_F(MpiExampleCheckpointTest, AnotherProcessCountIsRefused) {
       "--train-limit 4000 --test-limit 1600 --device-iterations 2 "
       "--checkpoint-dir " +
       dir;
-  Result saved =
+  ExampleResult saved =
       RunExample(2, "--replication-factor 1 --stop-after 2 " + flags);
   ASSERT_EQ(saved.exit_code, 0) << saved.out << saved.err;
   // One process with 2 replicas: the same global replicas, another process
   // count.
-  Result one = RunExample(1, "--replication-factor 2 --resume " + flags);
+  ExampleResult one = RunExample(1, "--replication-factor 2 --resume " + flags);
   EXPECT_NE(one.exit_code, 0);
   EXPECT_NE(one.err.find("was saved by 2 process(es); this run has 1"),
             std::string::npos)
