@@ -13,6 +13,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "core/checkpoint/checkpoint_test_model.h"
 #include "core/checkpoint/training_state.h"
 #include "core/ipu/ipu_strategy.h"
 #include "core/testing/test_dir.h"
@@ -37,6 +38,8 @@
 namespace ipuflow::checkpoint {
 namespace {
 
+using ::ipuflow::checkpoint::testing::ExpectBitwise;
+
 constexpr int64_t kSamples = 64;
 constexpr int64_t kBatch = 2;
 constexpr int kReplicas = 2;
@@ -44,7 +47,7 @@ constexpr int kAccumulation = 4;  // Micro-batches per weight update.
 constexpr int kUpdatesPerCall = 2;
 
 std::string TestDir(const std::string& name) {
-  return testing::FreshTestDir(name, /*create=*/false);
+  return ::ipuflow::testing::FreshTestDir(name, /*create=*/false);
 }
 
 feeds::DatasetPtr Samples() {
@@ -197,23 +200,6 @@ class PipelineRun {
   absl::Status status_;
 };
 
-void ExpectBitwise(const std::map<std::string, std::vector<Tensor>>& a,
-                   const std::map<std::string, std::vector<Tensor>>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  for (const auto& [name, per] : a) {
-    ASSERT_EQ(b.count(name), 1u) << name;
-    const auto& other = b.at(name);
-    ASSERT_EQ(per.size(), other.size()) << name;
-    for (size_t r = 0; r < per.size(); ++r) {
-      ASSERT_EQ(per[r].TotalBytes(), other[r].TotalBytes()) << name;
-      EXPECT_EQ(std::memcmp(per[r].raw_data(), other[r].raw_data(),
-                            per[r].TotalBytes()),
-                0)
-          << "variable " << name << " replica " << r;
-    }
-  }
-}
-
 // 6 calls of 2 weight updates; a call takes 32 samples: 2 calls per epoch.
 constexpr int kCalls = 6;
 
@@ -253,7 +239,7 @@ TEST(PipelineResumeTest, StoppedAfterKUpdatesContinuesBitwise) {
                           losses.size() * sizeof(float)),
               0)
         << "loss curves differ";
-    ExpectBitwise(second.Variables(), final_vars);
+    ExpectBitwise(second.Variables(), final_vars, "final weights");
   }
 }
 
