@@ -37,6 +37,201 @@ VariablesOf(DeviceProgram* exe) {
   return out;
 }
 
+// Where this process's replicas stand in the checkpoint's.
+struct Placement {
+  int replicas = 0;        // This process's.
+  int saved_replicas = 0;  // The checkpoint's, every process's.
+  int first_replica = 0;   // Global index of this process's replica 0.
+  bool resplit = false;    // Restoring into another replica count.
+};
+
+// The checkpoint's processes and replicas against this run's.
+absl::StatusOr<Placement> CheckTopology(const Manifest& m, DeviceProgram* exe) {
+  Placement at;
+  at.replicas = exe->num_replicas();
+  at.saved_replicas = m.topology().replicas();
+  ProcessLink* link = exe->system()->process_link().get();
+  const int processes = link != nullptr ? link->process_count() : 1;
+  at.first_replica = link != nullptr ? link->process_index() * at.replicas : 0;
+  if (m.topology().processes() != processes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "restore: the checkpoint was saved by ", m.topology().processes(),
+        " process(es); this run has ", processes));
+  }
+  if (at.saved_replicas < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("restore: the checkpoint's topology has ",
+                     at.saved_replicas, " replicas"));
+  }
+  if (link != nullptr) {
+    if (!m.has_part() || m.part().process() != link->process_index() ||
+        m.part().processes() != processes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "restore: the contents are process ", m.part().process(), "'s of ",
+          m.part().processes(), "; this is process ", link->process_index(),
+          " of ", processes, " (read them with ReadCheckpoint(path, ",
+          link->process_index(), ", ", processes, "))"));
+    }
+    if (at.saved_replicas != at.replicas * processes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "restore: the checkpoint has ", at.saved_replicas, " replicas (",
+          at.saved_replicas / processes, " per process), this run ",
+          at.replicas * processes, " (", at.replicas,
+          " per process); a multi-process run restores into the same "
+          "replicas"));
+    }
+  }
+  at.resplit = at.saved_replicas != at.replicas * processes;
+  return at;
+}
+
+using ProgramVariables =
+    std::map<std::string, std::vector<std::shared_ptr<VariableResource>>>;
+using Entries = std::map<std::string, std::vector<int>>;  // Name -> tensors.
+
+// The checkpoint holds exactly the program's variables: one error naming
+// every missing and every extra one.
+absl::Status CheckSameVariables(const Manifest& m, const ProgramVariables& vars,
+                                const Entries& entries) {
+  std::vector<std::string> missing, extra;
+  for (const auto& [name, per] : vars) {
+    if (entries.count(name) == 0) {
+      missing.push_back(absl::StrCat(
+          "'", name, "' (", TypeString(per[0]->dtype(), per[0]->shape()), ")"));
+    }
+  }
+  for (const auto& [name, idx] : entries) {
+    if (vars.count(name) == 0) {
+      extra.push_back(
+          absl::StrCat("'", name, "' (", EntryType(m.tensors(idx[0])), ")"));
+    }
+  }
+  if (missing.empty() && extra.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "restore: the checkpoint is of another model: ",
+      missing.empty()
+          ? ""
+          : absl::StrCat("it lacks variable(s) ", absl::StrJoin(missing, ", "),
+                         " of this program"),
+      !missing.empty() && !extra.empty() ? "; " : "",
+      extra.empty()
+          ? ""
+          : absl::StrCat("it has variable(s) ", absl::StrJoin(extra, ", "),
+                         " this program does not")));
+}
+
+// [name][replica] -> the tensor each replica's variable gets: dtypes,
+// shapes and replicas checked, then the manifest's model fingerprint.
+absl::StatusOr<std::map<std::string, std::vector<const Tensor*>>> PlanVariables(
+    const CheckpointContents& c, const ProgramVariables& vars,
+    const Placement& at) {
+  const Manifest& m = c.manifest;
+  Entries entries;
+  for (int i = 0; i < m.tensors_size(); ++i) {
+    entries[m.tensors(i).name()].push_back(i);
+  }
+  RETURN_IF_ERROR(CheckSameVariables(m, vars, entries));
+  const int replicas = at.replicas;
+  std::map<std::string, std::vector<const Tensor*>> plan;
+  std::vector<TensorEntry> seen;
+  for (const auto& [name, per] : vars) {
+    const std::vector<int>& idx = entries[name];
+    std::vector<const Tensor*>& to = plan[name];
+    to.resize(replicas, nullptr);
+    for (int r = 0; r < replicas; ++r) {
+      if (per[r] == nullptr) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("restore: variable '", name, "' is not on replica ", r,
+                         " of this program"));
+      }
+    }
+    const TensorEntry& first = m.tensors(idx[0]);
+    seen.push_back(first);
+    for (int i : idx) {
+      const TensorEntry& e = m.tensors(i);
+      const DType dtype = static_cast<DType>(e.dtype());
+      if (dtype != per[0]->dtype() || ShapeOf(e) != per[0]->shape()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "restore: variable '", name, "' is ", EntryType(e),
+            " in the checkpoint and ",
+            TypeString(per[0]->dtype(), per[0]->shape()), " in this program"));
+      }
+    }
+    if (first.replica() < 0) {
+      for (int r = 0; r < replicas; ++r) to[r] = &c.tensors[idx[0]];
+      continue;
+    }
+    if (at.resplit) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "restore: variable '", name, "' differs between the checkpoint's ",
+          at.saved_replicas, " replicas; it cannot be restored into ", replicas,
+          " replicas"));
+    }
+    for (int i : idx) {
+      const int r = m.tensors(i).replica() - at.first_replica;
+      if (r < 0 || r >= replicas) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "restore: variable '", name, "' of replica ", r + at.first_replica,
+            " in the checkpoint of ", at.saved_replicas,
+            " replicas; this process holds ", at.first_replica, " to ",
+            at.first_replica + replicas - 1));
+      }
+      to[r] = &c.tensors[i];
+    }
+    for (int r = 0; r < replicas; ++r) {
+      if (to[r] == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("restore: variable '", name, "' of replica ", r,
+                         " is missing from the checkpoint"));
+      }
+    }
+  }
+  const uint64_t fingerprint = TrainingCheckpoint::Fingerprint(seen);
+  if (fingerprint != m.model_fingerprint()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("restore: model fingerprint ", m.model_fingerprint(),
+                     " in the checkpoint, ", fingerprint,
+                     " for its variables: the manifest was altered"));
+  }
+  return plan;
+}
+
+using RunCounters = std::vector<std::pair<std::string, uint64_t>>;
+
+// The run counters each replica of this process takes (replica r takes
+// replica r % R's of the checkpoint's R), checked against its programs.
+absl::StatusOr<std::vector<RunCounters>> PlanRandomStreams(
+    const Manifest& m, DeviceProgram* exe, const Placement& at) {
+  std::vector<RunCounters> saved_runs(at.saved_replicas);
+  for (const ProgramRuns& p : m.random().programs()) {
+    const size_t bar = p.key().find('|');
+    int r = -1;
+    if (bar == std::string::npos ||
+        !absl::SimpleAtoi(absl::string_view(p.key()).substr(8, bar - 8), &r) ||
+        p.key().compare(0, 8, "replica ") != 0 || r < 0 ||
+        r >= at.saved_replicas) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "restore: random-stream key '", p.key(),
+          "' does not name a replica of the checkpoint's ", at.saved_replicas));
+    }
+    saved_runs[r].push_back({p.key().substr(bar + 1), p.runs()});
+  }
+  const uint64_t epoch_now = exe->system()->floating_point().seed_epoch;
+  std::vector<RunCounters> runs;
+  for (int r = 0; r < at.replicas; ++r) {
+    const int from = (at.first_replica + r) % at.saved_replicas;
+    absl::Status s = exe->mutable_program(r).RestoreRunCounters(
+        saved_runs[from], epoch_now, /*check_only=*/true);
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("restore: the random streams of replica ", from,
+                       " were saved from another program: ", s.message()));
+    }
+    runs.push_back(saved_runs[from]);  // R -> R' > R reuses it.
+  }
+  return runs;
+}
+
 }  // namespace
 
 absl::Status TrainingCheckpoint::Restore(const CheckpointContents& c) {
@@ -73,168 +268,24 @@ absl::Status TrainingCheckpoint::Check(const CheckpointContents& c,
                                        RestorePlan* out) const {
   RETURN_IF_ERROR(CheckSupported("restore"));
   const Manifest& m = c.manifest;
-  const int replicas = exe_->num_replicas();
-  const int saved_replicas = m.topology().replicas();
-  ProcessLink* link = exe_->system()->process_link().get();
-  const int processes = link != nullptr ? link->process_count() : 1;
-  const int first_replica =
-      link != nullptr ? link->process_index() * replicas : 0;
-  if (m.topology().processes() != processes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "restore: the checkpoint was saved by ", m.topology().processes(),
-        " process(es); this run has ", processes));
-  }
-  if (saved_replicas < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("restore: the checkpoint's topology has ", saved_replicas,
-                     " replicas"));
-  }
-  if (link != nullptr) {
-    if (!m.has_part() || m.part().process() != link->process_index() ||
-        m.part().processes() != processes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "restore: the contents are process ", m.part().process(), "'s of ",
-          m.part().processes(), "; this is process ", link->process_index(),
-          " of ", processes, " (read them with ReadCheckpoint(path, ",
-          link->process_index(), ", ", processes, "))"));
-    }
-    if (saved_replicas != replicas * processes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "restore: the checkpoint has ", saved_replicas, " replicas (",
-          saved_replicas / processes, " per process), this run ",
-          replicas * processes, " (", replicas,
-          " per process); a multi-process run restores into the same "
-          "replicas"));
+  ASSIGN_OR_RETURN(const Placement at, CheckTopology(m, exe_));
+  ProgramVariables vars = VariablesOf(exe_);
+  ASSIGN_OR_RETURN(auto plan, PlanVariables(c, vars, at));
+  ASSIGN_OR_RETURN(out->runs, PlanRandomStreams(m, exe_, at));
+  RETURN_IF_ERROR(CheckFeeds(m, at.replicas, &out->bases));
+  out->seed = m.random().seed();
+  for (auto& [name, per] : vars) {
+    for (int r = 0; r < at.replicas; ++r) {
+      out->assign.push_back({per[r], plan[name][r]});
     }
   }
-  const bool resplit = saved_replicas != replicas * processes;
+  return absl::OkStatus();
+}
 
-  // Variables: every one present, same dtype and shape, per replica.
-  auto vars = VariablesOf(exe_);
-  std::map<std::string, std::vector<int>> entries;  // name -> tensor indices
-  for (int i = 0; i < m.tensors_size(); ++i) {
-    entries[m.tensors(i).name()].push_back(i);
-  }
-  std::vector<std::string> missing, extra;
-  for (const auto& [name, per] : vars) {
-    if (entries.count(name) == 0) {
-      missing.push_back(absl::StrCat(
-          "'", name, "' (", TypeString(per[0]->dtype(), per[0]->shape()), ")"));
-    }
-  }
-  for (const auto& [name, idx] : entries) {
-    if (vars.count(name) == 0) {
-      extra.push_back(
-          absl::StrCat("'", name, "' (", EntryType(m.tensors(idx[0])), ")"));
-    }
-  }
-  if (!missing.empty() || !extra.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "restore: the checkpoint is of another model: ",
-        missing.empty()
-            ? ""
-            : absl::StrCat("it lacks variable(s) ",
-                           absl::StrJoin(missing, ", "), " of this program"),
-        !missing.empty() && !extra.empty() ? "; " : "",
-        extra.empty()
-            ? ""
-            : absl::StrCat("it has variable(s) ", absl::StrJoin(extra, ", "),
-                           " this program does not")));
-  }
-  // [name][replica] -> the tensor to assign.
-  std::map<std::string, std::vector<const Tensor*>> plan;
-  std::vector<TensorEntry> seen;
-  for (const auto& [name, per] : vars) {
-    const std::vector<int>& idx = entries[name];
-    std::vector<const Tensor*>& to = plan[name];
-    to.resize(replicas, nullptr);
-    for (int r = 0; r < replicas; ++r) {
-      if (per[r] == nullptr) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("restore: variable '", name, "' is not on replica ", r,
-                         " of this program"));
-      }
-    }
-    const TensorEntry& first = m.tensors(idx[0]);
-    seen.push_back(first);
-    for (int i : idx) {
-      const TensorEntry& e = m.tensors(i);
-      const DType dtype = static_cast<DType>(e.dtype());
-      if (dtype != per[0]->dtype() || ShapeOf(e) != per[0]->shape()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "restore: variable '", name, "' is ", EntryType(e),
-            " in the checkpoint and ",
-            TypeString(per[0]->dtype(), per[0]->shape()), " in this program"));
-      }
-    }
-    if (first.replica() < 0) {
-      for (int r = 0; r < replicas; ++r) to[r] = &c.tensors[idx[0]];
-      continue;
-    }
-    if (resplit) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "restore: variable '", name, "' differs between the checkpoint's ",
-          saved_replicas, " replicas; it cannot be restored into ", replicas,
-          " replicas"));
-    }
-    for (int i : idx) {
-      const int r = m.tensors(i).replica() - first_replica;
-      if (r < 0 || r >= replicas) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("restore: variable '", name, "' of replica ",
-                         r + first_replica, " in the checkpoint of ",
-                         saved_replicas, " replicas; this process holds ",
-                         first_replica, " to ", first_replica + replicas - 1));
-      }
-      to[r] = &c.tensors[i];
-    }
-    for (int r = 0; r < replicas; ++r) {
-      if (to[r] == nullptr) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("restore: variable '", name, "' of replica ", r,
-                         " is missing from the checkpoint"));
-      }
-    }
-  }
-  const uint64_t fingerprint = Fingerprint(seen);
-  if (fingerprint != m.model_fingerprint()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("restore: model fingerprint ", m.model_fingerprint(),
-                     " in the checkpoint, ", fingerprint,
-                     " for its variables: the manifest was altered"));
-  }
-
-  // Random streams: the same programs (replica r takes replica r % R's).
-  IPUSystem* system = exe_->system();
-  std::vector<std::vector<std::pair<std::string, uint64_t>>> saved_runs(
-      saved_replicas);
-  for (const ProgramRuns& p : m.random().programs()) {
-    const size_t bar = p.key().find('|');
-    int r = -1;
-    if (bar == std::string::npos ||
-        !absl::SimpleAtoi(absl::string_view(p.key()).substr(8, bar - 8), &r) ||
-        p.key().compare(0, 8, "replica ") != 0 || r < 0 ||
-        r >= saved_replicas) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "restore: random-stream key '", p.key(),
-          "' does not name a replica of the checkpoint's ", saved_replicas));
-    }
-    saved_runs[r].push_back({p.key().substr(bar + 1), p.runs()});
-  }
-  const uint64_t epoch_now = system->floating_point().seed_epoch;
-  for (int r = 0; r < replicas; ++r) {
-    const int from = (first_replica + r) % saved_replicas;
-    absl::Status s = exe_->mutable_program(r).RestoreRunCounters(
-        saved_runs[from], epoch_now, /*check_only=*/true);
-    if (!s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("restore: the random streams of replica ", from,
-                       " were saved from another program: ", s.message()));
-    }
-    out->runs.push_back(saved_runs[from]);  // R -> R' > R reuses it.
-  }
-
-  // Feeds: the same names, fresh queues, positions that re-split.
+// Feeds: the same names, fresh queues, positions that re-split.
+absl::Status TrainingCheckpoint::CheckFeeds(
+    const Manifest& m, int replicas,
+    std::vector<std::vector<int64_t>>* out) const {
   std::vector<std::vector<int64_t>> bases(feeds_.size());
   std::set<std::string> names;
   for (size_t i = 0; i < feeds_.size(); ++i) {
@@ -294,13 +345,7 @@ absl::Status TrainingCheckpoint::Check(const CheckpointContents& c,
     }
   }
 
-  out->seed = m.random().seed();
-  out->bases = std::move(bases);
-  for (auto& [name, per] : vars) {
-    for (int r = 0; r < replicas; ++r) {
-      out->assign.push_back({per[r], plan[name][r]});
-    }
-  }
+  *out = std::move(bases);
   return absl::OkStatus();
 }
 

@@ -126,6 +126,10 @@ class TrainingCheckpoint {
   absl::Status CheckSupported(const char* what) const;
   // Every check of Restore on this process (training_restore.cc).
   absl::Status Check(const CheckpointContents& c, RestorePlan* plan) const;
+  // The infeeds' names, queues, DataLoaders and positions against `m`'s;
+  // `bases`: what each feed's replicas had consumed.
+  absl::Status CheckFeeds(const Manifest& m, int replicas,
+                          std::vector<std::vector<int64_t>>* bases) const;
   absl::Status Apply(const RestorePlan& plan);
 
   const Graph* graph_;
