@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
 
 namespace ipuflow::examples::testing {
 
@@ -49,6 +50,17 @@ std::string LineFrom(const std::string& text, const std::string& label) {
   const size_t at = text.find(label);
   if (at == std::string::npos) return "";
   return text.substr(at, text.find('\n', at) - at);
+}
+
+void ExpectSameResults(const ExampleResult& a, const ExampleResult& b) {
+  ASSERT_NE(LineFrom(a.out, "last 50 micro-batches"), "") << a.out;
+  EXPECT_EQ(LineFrom(a.out, "last 50 micro-batches"),
+            LineFrom(b.out, "last 50 micro-batches"));
+  const std::string correct = LineFrom(a.out, "Test accuracy");
+  ASSERT_NE(correct, "") << a.out;
+  EXPECT_EQ(
+      correct.substr(0, correct.find(" images")),
+      LineFrom(b.out, "Test accuracy").substr(0, correct.find(" images")));
 }
 
 }  // namespace ipuflow::examples::testing

@@ -27,6 +27,12 @@ double NumberAfter(const std::string& text, const std::string& label);
 // absent).
 std::string LineFrom(const std::string& text, const std::string& label);
 
+// Two runs' reports end alike (a run and its stopped-and-resumed copy, or
+// another strategy of the same model):
+// the same line for the last 50 micro-batches' loss and accuracy, and the
+// same test accuracy (correct of images; the images/s may differ).
+void ExpectSameResults(const ExampleResult& a, const ExampleResult& b);
+
 }  // namespace ipuflow::examples::testing
 
 #endif  // IPUFLOW_EXAMPLES_EXAMPLE_RUN_H_

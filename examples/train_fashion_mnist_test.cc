@@ -19,6 +19,7 @@
 namespace {
 
 using ::ipuflow::examples::testing::ExampleResult;
+using ::ipuflow::examples::testing::ExpectSameResults;
 using ::ipuflow::examples::testing::LineFrom;
 using ::ipuflow::examples::testing::NumberAfter;
 
@@ -88,16 +89,9 @@ TEST(TrainFashionMnistTest, ShardedAndOffloadedComputeTheSameModel) {
   ASSERT_EQ(a.exit_code, 0) << a.out << a.err;
   ASSERT_EQ(b.exit_code, 0) << b.out << b.err;
   EXPECT_NE(b.out.find("sharded"), std::string::npos);
-  ASSERT_NE(LineFrom(a.out, "last 50 micro-batches"), "") << a.out;
-  ASSERT_NE(LineFrom(a.out, "Test accuracy"), "") << a.out;
   // Same micro-batches, same accumulation order: the same weights, so the
   // same losses and the same correctly classified test images.
-  EXPECT_EQ(LineFrom(a.out, "last 50 micro-batches"),
-            LineFrom(b.out, "last 50 micro-batches"));
-  const std::string correct = LineFrom(a.out, "Test accuracy");
-  EXPECT_EQ(
-      correct.substr(0, correct.find(" images")),
-      LineFrom(b.out, "Test accuracy").substr(0, correct.find(" images")));
+  ASSERT_NO_FATAL_FAILURE(ExpectSameResults(a, b));
 }
 
 // IPU k's total in the --debug memory report, in KiB (NaN if absent).
@@ -240,14 +234,7 @@ TEST(TrainFashionMnistTest, StoppedAndResumedRunEndsBitwiseAsOneRun) {
   EXPECT_NE(rest.err.find("100/100"), std::string::npos) << rest.err;
   EXPECT_EQ(rest.err.find(" 10/100"), std::string::npos) << rest.err;
   // The last 50 micro-batches are all the resumed run's: the same losses.
-  ASSERT_NE(LineFrom(whole.out, "last 50 micro-batches"), "") << whole.out;
-  EXPECT_EQ(LineFrom(whole.out, "last 50 micro-batches"),
-            LineFrom(rest.out, "last 50 micro-batches"));
-  const std::string correct = LineFrom(whole.out, "Test accuracy");
-  ASSERT_NE(correct, "") << whole.out;
-  EXPECT_EQ(
-      correct.substr(0, correct.find(" images")),
-      LineFrom(rest.out, "Test accuracy").substr(0, correct.find(" images")));
+  ASSERT_NO_FATAL_FAILURE(ExpectSameResults(whole, rest));
   // Every tensor of the final checkpoints, bitwise.
   auto a = ipuflow::checkpoint::ReadCheckpointFile(
       ipuflow::checkpoint::NumberedCheckpointPath(whole_dir, 10));

@@ -146,21 +146,31 @@ void TrainingRun::Build(const RunConfig& cfg,
 
 absl::Status TrainingRun::Train(int n) {
   for (int i = 0; i < n; ++i) {
-    std::vector<std::vector<Tensor>> results;
-    RETURN_IF_ERROR(exe_->Execute({{}}, &results));
-    ASSIGN_OR_RETURN(feeds::OutfeedResult r, outfeed_->Dequeue());
-    const Tensor& loss = r["loss"];
-    const Tensor& id = r["id"];
-    losses.insert(losses.end(), loss.data<float>(),
-                  loss.data<float>() + loss.NumElements());
-    ids.insert(ids.end(), id.data<int32_t>(),
-               id.data<int32_t>() + id.NumElements());
+    RETURN_IF_ERROR(
+        ExecuteAndRecord(exe_, outfeed_.get(), "loss", "id", &losses, &ids));
   }
   return absl::OkStatus();
 }
 
 std::map<std::string, std::vector<Tensor>> TrainingRun::Variables() {
   return std::move(exe_->ReadVariables(".*")).value();
+}
+
+absl::Status ExecuteAndRecord(DeviceProgram* exe,
+                              feeds::IPUOutfeedQueue* outfeed,
+                              const std::string& loss, const std::string& id,
+                              std::vector<float>* losses,
+                              std::vector<int32_t>* ids) {
+  std::vector<std::vector<Tensor>> none;
+  RETURN_IF_ERROR(exe->Execute({{}}, &none));
+  ASSIGN_OR_RETURN(feeds::OutfeedResult r, outfeed->Dequeue());
+  const Tensor& l = r[loss];
+  const Tensor& i = r[id];
+  losses->insert(losses->end(), l.data<float>(),
+                 l.data<float>() + l.NumElements());
+  ids->insert(ids->end(), i.data<int32_t>(),
+              i.data<int32_t>() + i.NumElements());
+  return absl::OkStatus();
 }
 
 void ExpectBitwise(const std::map<std::string, std::vector<Tensor>>& a,

@@ -83,6 +83,15 @@ class TrainingRun {
   absl::Status status_;
 };
 
+// One Execute of `exe` (one training call) and the outfeed element it
+// produced: appends its `loss` values to `losses` and its `id` values to
+// `ids`.
+absl::Status ExecuteAndRecord(DeviceProgram* exe,
+                              feeds::IPUOutfeedQueue* outfeed,
+                              const std::string& loss, const std::string& id,
+                              std::vector<float>* losses,
+                              std::vector<int32_t>* ids);
+
 // Every variable of `a` and `b` (ReadVariables: per replica) has the same
 // bytes; failures name `what`, the variable and the replica.
 void ExpectBitwise(const std::map<std::string, std::vector<Tensor>>& a,

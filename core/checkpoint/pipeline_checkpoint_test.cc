@@ -38,6 +38,7 @@
 namespace ipuflow::checkpoint {
 namespace {
 
+using ::ipuflow::checkpoint::testing::ExecuteAndRecord;
 using ::ipuflow::checkpoint::testing::ExpectBitwise;
 
 constexpr int64_t kSamples = 64;
@@ -167,15 +168,8 @@ class PipelineRun {
   // losses of each micro-batch (replica by replica) and the sample ids.
   absl::Status Train(int calls) {
     for (int c = 0; c < calls; ++c) {
-      std::vector<std::vector<Tensor>> none;
-      RETURN_IF_ERROR(exe_->Execute({{}}, &none));
-      ASSIGN_OR_RETURN(feeds::OutfeedResult r, outfeed_->Dequeue());
-      const Tensor& loss = r["0"];
-      const Tensor& id = r["1"];
-      losses.insert(losses.end(), loss.data<float>(),
-                    loss.data<float>() + loss.NumElements());
-      ids.insert(ids.end(), id.data<int32_t>(),
-                 id.data<int32_t>() + id.NumElements());
+      RETURN_IF_ERROR(
+          ExecuteAndRecord(exe_, outfeed_.get(), "0", "1", &losses, &ids));
     }
     return absl::OkStatus();
   }

@@ -42,6 +42,17 @@ std::vector<double> Values(const Tensor& t) {
   return v;
 }
 
+// A float32 placeholder per value, in order (fed with `values` by
+// MaxGradientError).
+std::vector<Output> PlaceholdersFor(const Scope& s,
+                                    const std::vector<Tensor>& values) {
+  std::vector<Output> out;
+  for (const Tensor& t : values) {
+    out.push_back(Placeholder(s, DType::kFloat32, t.shape()));
+  }
+  return out;
+}
+
 // Batch-major [B, T, I] LSTM in float64: returns the sequence, then h, c.
 struct Ref {
   std::vector<double> seq, h, c;
@@ -271,10 +282,7 @@ TEST(LstmTest, GradientThroughTimeMatchesFiniteDifferences) {
           xv = (*t)[0];
         }
         const std::vector<Tensor> values = {xv, v.h0, v.c0, v.k, v.r, v.b};
-        std::vector<Output> in;
-        for (const Tensor& t : values) {
-          in.push_back(Placeholder(s, DType::kFloat32, t.shape()));
-        }
+        const std::vector<Output> in = PlaceholdersFor(s, values);
         LstmOptions o;
         o.time_major = time_major;
         o.go_backwards = go_backwards;
@@ -307,10 +315,7 @@ TEST(GruTest, GradientThroughTimeMatchesFiniteDifferences) {
               RandomTensor({u, 3 * u}, -0.8, 0.8, 4),
               reset_after ? RandomTensor({2, 3 * u}, -0.5, 0.5, 5)
                           : RandomTensor({3 * u}, -0.5, 0.5, 5)};
-          std::vector<Output> xs;
-          for (const Tensor& v : values) {
-            xs.push_back(Placeholder(s, DType::kFloat32, v.shape()));
-          }
+          const std::vector<Output> xs = PlaceholdersFor(s, values);
           GruOptions o;
           o.time_major = time_major;
           o.reset_after = reset_after;
@@ -391,10 +396,7 @@ TEST(LstmTest, GradientOfSequenceAndStateTogether) {
   const LstmCase v = RandomLstm(2, 3, 2, 3, 30);
   Scope s = Scope::NewRootScope();
   const std::vector<Tensor> values = {v.x, v.h0, v.c0, v.k, v.r, v.b};
-  std::vector<Output> in;
-  for (const Tensor& t : values) {
-    in.push_back(Placeholder(s, DType::kFloat32, t.shape()));
-  }
+  const std::vector<Output> in = PlaceholdersFor(s, values);
   LstmOptions o;
   o.initial_h = in[1];
   o.initial_c = in[2];

@@ -21,7 +21,7 @@
 namespace {
 
 using ::ipuflow::examples::testing::ExampleResult;
-using ::ipuflow::examples::testing::LineFrom;
+using ::ipuflow::examples::testing::ExpectSameResults;
 
 // The example under `mpirun -np <np>` with the flags of
 // core/distributed/mpirun_test.sh.
@@ -74,14 +74,7 @@ TEST_F(MpiExampleCheckpointTest, StoppedAndResumedRunEndsBitwiseAsOneRun) {
             std::string::npos)
       << rest.out;
   // The last 50 micro-batches are the resumed run's: the same losses.
-  ASSERT_NE(LineFrom(whole.out, "last 50 micro-batches"), "") << whole.out;
-  EXPECT_EQ(LineFrom(whole.out, "last 50 micro-batches"),
-            LineFrom(rest.out, "last 50 micro-batches"));
-  const std::string correct = LineFrom(whole.out, "Test accuracy");
-  ASSERT_NE(correct, "") << whole.out;
-  EXPECT_EQ(
-      correct.substr(0, correct.find(" images")),
-      LineFrom(rest.out, "Test accuracy").substr(0, correct.find(" images")));
+  ASSERT_NO_FATAL_FAILURE(ExpectSameResults(whole, rest));
   // Every tensor of the final checkpoints, as each process reads them.
   for (int p = 0; p < 2; ++p) {
     SCOPED_TRACE(absl::StrCat("process ", p));
