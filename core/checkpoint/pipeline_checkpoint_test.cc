@@ -6,7 +6,6 @@
 // Stopped after k weight updates and resumed in a fresh IPU system, it
 // gives bitwise the weights and the loss curve of the uninterrupted run;
 // with the stage programs' run counters zeroed it does not.
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -51,19 +50,7 @@ std::string TestDir(const std::string& name) {
   return ::ipuflow::testing::FreshTestDir(name, /*create=*/false);
 }
 
-feeds::DatasetPtr Samples() {
-  std::vector<float> x, y;
-  std::vector<int32_t> id;
-  for (int i = 0; i < kSamples; ++i) {
-    x.insert(x.end(), {std::sin(0.7f * i), 0.5f * std::cos(1.3f * i),
-                       static_cast<float>(i % 7) / 7, 1});
-    y.push_back(std::cos(0.3f * i));
-    id.push_back(i);
-  }
-  return feeds::FromTensorSlices({Tensor::FromVector(x, {kSamples, 4}),
-                                  Tensor::FromVector(y, {kSamples}),
-                                  Tensor::FromVector(id, {kSamples})});
-}
+feeds::DatasetPtr Samples() { return testing::Samples(kSamples); }
 
 // One pipelined training run, from scratch or from a checkpoint.
 class PipelineRun {
