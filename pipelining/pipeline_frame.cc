@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "pipelining/pipeline_runtime.h"
+#include "pipelining/pipeline_run_report.h"
 
 namespace ipuflow::pipelining {
 
@@ -44,15 +44,23 @@ absl::Status PipelineDeviceFrame::Lower(IPUSystem* system, int replicas,
                                         std::vector<IpuMemory>* ipus) {
   ASSIGN_OR_RETURN(std::shared_ptr<const PipelineLayout> layout,
                    Layout(system->config().allow_recompute()));
+  if (system->num_ipus() < layout->num_ipus) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "pipeline '", b_->options.name, "' maps stages to ", layout->num_ipus,
+        " IPUs but the system has ", system->num_ipus(),
+        ": configure auto_select_ipus >= ", layout->num_ipus));
+  }
   auto lowering = std::make_shared<Lowering>();
+  lowering->layout = layout;
+  lowering->memory = *ipus;
+  lowering->memory.resize(std::max<size_t>(ipus->size(), layout->num_ipus));
   for (int r = 0; r < replicas; ++r) {
     // The program's collectives: they span every replica of every process
     // (one local replica of several processes still reduces across them).
-    PipelineRuntime::Replica replica{r, replicas, group};
     ASSIGN_OR_RETURN(
-        std::unique_ptr<PipelineRuntime> rt,
-        PipelineRuntime::Create(b_, layout, system, replica, *ipus));
-    lowering->replicas.push_back(std::move(rt));
+        std::unique_ptr<WorkListProgram> program,
+        WorkListProgram::Create(layout->work, system, {r, replicas, group}));
+    lowering->replicas.push_back(std::move(program));
   }
   MutexLock l(&mu_);
   lowerings_[group] = std::move(lowering);
@@ -87,13 +95,16 @@ absl::Status PipelineDeviceFrame::RunReplica(const RunEnv& env,
   // The run's cancellation is the program's (it outlives this call).
   std::shared_ptr<CancellationManager> cancel(env.cancellation,
                                               [](CancellationManager*) {});
-  absl::StatusOr<PipelineReport> report = lowering->replicas[env.replica]->Run(
-      programs, inputs, std::move(cancel), env.taken);
-  if (!report.ok()) return report.status();
+  const WorkListProgram& program = *lowering->replicas[env.replica];
+  ASSIGN_OR_RETURN(WorkListRecord record,
+                   lowering->replicas[env.replica]->Run(
+                       programs, inputs, std::move(cancel), env.taken));
   if (env.replica == 0) {
-    report->replicas = static_cast<int>(lowering->replicas.size());
+    PipelineReport report = MeasuredReport(*b_, *lowering->layout, program,
+                                           record, lowering->memory);
+    report.replicas = static_cast<int>(lowering->replicas.size());
     MutexLock l(&mu_);
-    last_report_ = *std::move(report);
+    last_report_ = std::move(report);
   }
   return absl::OkStatus();
 }

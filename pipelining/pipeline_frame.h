@@ -5,11 +5,13 @@
 // (SubProgramSpecs, pipeline_programs.h): every program that runs the node
 // compiles them, plans their memory (stash and FIFOs included) and owns
 // them, as it owns a loop's body. Lowering the frame for a device program
-// gives one PipelineRuntime (the pipeline's work lists, pipeline_runtime.h)
-// per replica, on IPUs [r*S, r*S + S) (its offloaded optimizer state is a
-// RemoteState the program plans, as a loop's); its kernel then runs replica r's
-// work lists from IPU r*S's thread with that replica's programs. Internal to
-// pipelining/: users hold a Pipeline, which owns the frame.
+// gives the device layer one WorkListProgram per replica (the layout's
+// work lists as data, core/ipu/work_list_program.h), on IPUs
+// [r*S, r*S + S) (its offloaded optimizer state is a RemoteState the
+// program plans, as a loop's); its kernel then runs replica r's from IPU
+// r*S's thread with that replica's programs, and the frame reads replica
+// 0's record as the run's PipelineReport. Internal to pipelining/: users
+// hold a Pipeline, which owns the frame.
 //
 // Thread safety: SubProgramSpecs / Lower / Release / LastReport from host
 // threads, RunReplica from the replicas' IPU threads (one per replica at a
@@ -30,8 +32,6 @@
 #include "pipelining/pipeline_report.h"
 
 namespace ipuflow::pipelining {
-
-class PipelineRuntime;
 
 class PipelineDeviceFrame : public DeviceFrame {
  public:
@@ -60,7 +60,9 @@ class PipelineDeviceFrame : public DeviceFrame {
   absl::StatusOr<std::shared_ptr<const PipelineLayout>> Layout(
       bool recompute) const;
   struct Lowering {
-    std::vector<std::unique_ptr<PipelineRuntime>> replicas;
+    std::shared_ptr<const PipelineLayout> layout;
+    std::vector<IpuMemory> memory;  // Per IPU of a replica, for the report.
+    std::vector<std::unique_ptr<WorkListProgram>> replicas;
   };
   const BuiltPipeline* b_;
   int ipus_per_replica_ = 0;

@@ -1,6 +1,7 @@
-// What Pipeline::Create() builds in the graph and PipelineRuntime lowers: for
-// each stage part (a stage, or one of a group of concurrent stages), the values
-// its forward and backward programs feed and fetch. Internal to pipelining/.
+// What Pipeline::Create() builds in the graph and pipeline_programs.h lays
+// out for the device layer: for each stage part (a stage, or one of a group
+// of concurrent stages), the values its forward and backward programs feed
+// and fetch. Internal to pipelining/.
 #ifndef IPUFLOW_PIPELINING_PIPELINE_INTERNAL_H_
 #define IPUFLOW_PIPELINING_PIPELINE_INTERNAL_H_
 

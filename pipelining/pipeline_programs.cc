@@ -89,76 +89,230 @@ PartProgram LayOutPart(const BuiltPipeline& b, const PartDef& d,
   return part;
 }
 
-// One work-list item per part of each table item, on its IPU's list in
-// table order, with the channels it pops and pushes; the work lists replay
-// the table in that order to size every channel to its peak
-// (core/ipu/work_lists.h says why that cannot deadlock).
-void LayOutLists(const BuiltPipeline& b, PipelineLayout* l) {
-  const auto& parts = l->parts;
+ItemValue Popped(int message, int index) {
+  return {ItemValue::From::kPopped, message, index};
+}
+ItemValue Fetched(int index) { return {ItemValue::From::kFetched, 0, index}; }
+
+// Values [begin, end) of the part's forward fetches.
+std::vector<ItemValue> FetchedRange(int begin, int end) {
+  std::vector<ItemValue> v;
+  for (int i = begin; i < end; ++i) v.push_back(Fetched(i));
+  return v;
+}
+
+// Counts the push as IPU-to-IPU traffic of `from` when `to` is another IPU.
+ItemPushValues Sent(std::vector<ItemValue> values, int from, int to) {
+  ItemPushValues push{std::move(values)};
+  if (from != to) {
+    push.transfer = ItemPushValues::Transfer::kIpuToIpu;
+    push.counted_ipu = from;
+  }
+  return push;
+}
+
+// A part's forward item: it pops the element stage 0's first part took
+// (the stage's other parts) or the previous stage's parts' outputs, then
+// the other last-stage parts' outputs (the part that enqueues); it pushes
+// the element on (stage 0's first part), its outputs to the next stage,
+// its stash, and its outputs to the part that enqueues.
+void LayOutForward(const BuiltPipeline& b, const PipelineLayout& l,
+                   const WorkItem& item, const PartProgram& part,
+                   WorkListItem* w, ItemProgram* ip) {
+  const auto& parts = l.parts;
   const int n = static_cast<int>(parts.size());
-  l->lists.assign(l->num_ipus, {});
-  for (int t = 0; t < b.table.num_steps(); ++t) {
-    for (const WorkItem& item : b.table.steps[t]) {
-      const int s = item.stage;
-      const int num_parts = static_cast<int>(parts[s].size());
-      for (int p = 0; p < num_parts; ++p) {
-        const PartProgram& part = parts[s][p];
-        PartItem e{item, part.def->part, t, part.def->ipu};
-        WorkListItem w;
-        w.ipu = e.ipu;
-        w.step = t;
-        w.tag = static_cast<int>(l->items.size());
-        w.order = w.tag;
-        if (item.pass == Pass::kForward) {
-          // Stage 0's first part reads the infeed and hands the element on.
-          if (s == 0 && !b.infeed_id.empty()) {
-            if (p == 0) {
-              for (int q = 1; q < num_parts; ++q) {
-                w.pushes.push_back(Key("infeed", 0, q));
-              }
-            } else {
-              w.pops.push_back(Key("infeed", 0, p));
-            }
-          }
-          for (size_t q = 0; s > 0 && q < parts[s - 1].size(); ++q) {
-            w.pops.push_back(Key("act", s - 1, q, p));
-          }
-          for (size_t q = 0; s + 1 < n && q < parts[s + 1].size(); ++q) {
-            w.pushes.push_back(Key("act", s, p, q));
-          }
-          if (b.training) w.pushes.push_back(Key("stash", s, p));
-          // The last stage's other parts send their outputs to the part
-          // that enqueues.
-          if (s + 1 == n && b.outfeed_enqueue != nullptr && num_parts > 1) {
-            if (part.enqueues) {
-              for (int q = 0; q + 1 < num_parts; ++q) {
-                w.pops.push_back(Key("out", s, q));
-              }
-            } else {
-              w.pushes.push_back(Key("out", s, p));
-            }
-          }
-        } else {
-          w.pops.push_back(Key("stash", s, p));
-          for (size_t q = 0; s + 1 < n && q < parts[s + 1].size(); ++q) {
-            w.pops.push_back(Key("grad", s, q, p));
-          }
-          for (size_t q = 0; s > 0 && q < parts[s - 1].size(); ++q) {
-            w.pushes.push_back(Key("grad", s - 1, p, q));
-          }
-        }
-        l->items.push_back(e);
-        l->lists[e.ipu].push_back(std::move(w));
+  const PartDef& d = *part.def;
+  const int s = d.stage, p = d.part;
+  const int num_parts = static_cast<int>(parts[s].size());
+  const int num_out = static_cast<int>(d.outputs.size());
+  const int num_inputs = static_cast<int>(b.options.inputs.size());
+  ip->role = part.forward_role;
+  const bool takes = s == 0 && !b.infeed_id.empty();
+  if (takes && p > 0) w->pops.push_back(Key("infeed", 0, p));
+  for (size_t q = 0; s > 0 && q < parts[s - 1].size(); ++q) {
+    w->pops.push_back(Key("act", s - 1, q, p));
+  }
+  for (int i : part.fed_args) {
+    if (s == 0) {
+      ip->feeds.push_back(
+          {{i < num_inputs ? ItemValue{ItemValue::From::kInput, 0, i}
+                           : Popped(0, i - num_inputs)}});
+      continue;
+    }
+    const StageDef& prev = b.stages[s - 1];
+    int q = 0;
+    while (q + 1 < static_cast<int>(prev.output_offset.size()) &&
+           i >= prev.output_offset[q + 1]) {
+      ++q;
+    }
+    ip->feeds.push_back({{Popped(q, i - prev.output_offset[q])}});
+  }
+  const bool to_outfeed = s + 1 == n && b.outfeed_enqueue != nullptr;
+  if (to_outfeed && part.enqueues) {
+    // The other last-stage parts' outputs, for the OutfeedEnqueue node.
+    for (int q = 0; q + 1 < num_parts; ++q) {
+      const int message = static_cast<int>(w->pops.size());
+      w->pops.push_back(Key("out", s, q));
+      for (size_t j = 0; j < parts[s][q].def->outputs.size(); ++j) {
+        ip->feeds.push_back({{Popped(message, static_cast<int>(j))}});
       }
     }
   }
-  for (auto& list : l->lists) {
-    for (size_t i = 0; i < list.size(); ++i) {
-      l->items[list[i].tag].ends_step =
-          i + 1 == list.size() || list[i + 1].step != list[i].step;
+  if (part.element_fetch >= 0) {
+    // What the InfeedDequeue node took, for the stage's other parts (a
+    // hand-over: it does not hold them back on the virtual clock).
+    ip->records_taken = true;
+    const int end =
+        part.element_fetch + static_cast<int>(d.args.size()) - d.dequeued_from;
+    for (int q = 1; q < num_parts; ++q) {
+      w->pushes.push_back(Key("infeed", 0, q));
+      ItemPushValues push{FetchedRange(part.element_fetch, end),
+                          /*timed=*/false,
+                          ItemPushValues::Transfer::kHostToDevice,
+                          parts[0][q].def->ipu};
+      ip->pushes.push_back(std::move(push));
     }
   }
-  l->capacities = WorkLists::Capacities(l->lists);
+  for (size_t q = 0; s + 1 < n && q < parts[s + 1].size(); ++q) {
+    w->pushes.push_back(Key("act", s, p, q));
+    ip->pushes.push_back(
+        Sent(FetchedRange(0, num_out), d.ipu, parts[s + 1][q].def->ipu));
+  }
+  if (b.training) {
+    w->pushes.push_back(Key("stash", s, p));
+    ItemPushValues stash;
+    for (size_t i = 0; i < part.fed_args.size(); ++i) {
+      stash.values.push_back({ItemValue::From::kFed, 0, static_cast<int>(i)});
+    }
+    for (ItemValue v :
+         FetchedRange(num_out, num_out + static_cast<int>(part.stash.size()))) {
+      stash.values.push_back(v);
+    }
+    ip->pushes.push_back(std::move(stash));
+  }
+  if (to_outfeed && num_parts > 1 && !part.enqueues) {
+    w->pushes.push_back(Key("out", s, p));
+    ip->pushes.push_back({FetchedRange(0, num_out)});
+  }
+  // Its micro-batch's values reach the outfeed (accumulated: all of them
+  // with the last).
+  const int m = item.micro_batch, M = b.table.micro_batches;
+  if (to_outfeed && part.enqueues) {
+    if (!b.options.accumulate_outfeed) {
+      ip->completes = m + 1;
+    } else if (m + 1 == M) {
+      ip->completes = M;
+    }
+  }
+}
+
+// A part's backward item: it pops its stash and each next-stage part's
+// gradients (summed), and pushes each previous-stage part its share of the
+// argument gradients.
+void LayOutBackward(const BuiltPipeline& b, const PipelineLayout& l,
+                    const WorkItem& item, const PartProgram& part,
+                    WorkListItem* w, ItemProgram* ip) {
+  const auto& parts = l.parts;
+  const int n = static_cast<int>(parts.size());
+  const PartDef& d = *part.def;
+  const int s = d.stage, p = d.part;
+  ip->role = part.backward_role;
+  w->pops.push_back(Key("stash", s, p));
+  const int next = s + 1 < n ? static_cast<int>(parts[s + 1].size()) : 0;
+  for (int q = 0; q < next; ++q) w->pops.push_back(Key("grad", s, q, p));
+  const int stashed =
+      static_cast<int>(part.fed_args.size() + part.stash.size());
+  for (int j = 0; j < stashed; ++j) ip->feeds.push_back({{Popped(0, j)}});
+  for (int j : part.dy_outputs) {
+    ItemFeed dy;
+    for (int q = 0; q < next; ++q) dy.terms.push_back(Popped(1 + q, j));
+    dy.zeros_dtype = d.outputs[j].dtype();
+    dy.zeros_shape = d.outputs[j].shape();
+    ip->feeds.push_back(std::move(dy));
+  }
+  if (!d.accumulate.empty()) {
+    // The accumulation's scales are computed from it in the program.
+    ip->constants.push_back(Tensor::Scalar<int32_t>(item.micro_batch));
+    ip->feeds.push_back({{{ItemValue::From::kConstant, 0, 0}}});
+  }
+  for (size_t q = 0; s > 0 && q < parts[s - 1].size(); ++q) {
+    w->pushes.push_back(Key("grad", s - 1, p, q));
+    const PartDef& to = *parts[s - 1][q].def;
+    const int off = b.stages[s - 1].output_offset[q];
+    std::vector<ItemValue> grads;
+    for (int a = off; a < off + static_cast<int>(to.outputs.size()); ++a) {
+      auto k = std::find(part.grad_args.begin(), part.grad_args.end(), a);
+      grads.push_back(
+          k == part.grad_args.end()
+              ? ItemValue{}
+              : Fetched(static_cast<int>(k - part.grad_args.begin())));
+    }
+    ip->pushes.push_back(Sent(std::move(grads), d.ipu, to.ipu));
+  }
+}
+
+// One work-list item per part of each table item, on its IPU's list in
+// table order, with the channels it pops and pushes and how its program's
+// feeds and its pushes are laid out; the work lists replay the table in
+// that order to size every channel to its peak (core/ipu/work_lists.h says
+// why that cannot deadlock).
+void LayOutLists(const BuiltPipeline& b, PipelineLayout* l) {
+  auto work = std::make_shared<WorkListSpec>();
+  work->name = absl::StrCat("pipeline '", b.options.name, "'");
+  work->lists.assign(l->num_ipus, {});
+  const std::optional<StageCosts>& costs = b.options.virtual_costs;
+  for (int t = 0; t < b.table.num_steps(); ++t) {
+    for (const WorkItem& item : b.table.steps[t]) {
+      for (const PartProgram& part : l->parts[item.stage]) {
+        const PartDef& d = *part.def;
+        const bool forward = item.pass == Pass::kForward;
+        WorkListItem w;
+        w.ipu = d.ipu;
+        w.step = t;
+        w.tag = static_cast<int>(l->items.size());
+        w.order = w.tag;
+        ItemProgram ip;
+        ip.iteration = item.micro_batch;
+        ip.label = absl::StrCat(d.name, " (IPU ", d.ipu, ") ",
+                                forward ? "forward" : "backward",
+                                ", micro-batch ", item.micro_batch);
+        if (costs.has_value()) {
+          ip.cost = (forward ? costs->forward : costs->backward)[item.stage];
+        }
+        if (forward) {
+          LayOutForward(b, *l, item, part, &w, &ip);
+        } else {
+          LayOutBackward(b, *l, item, part, &w, &ip);
+        }
+        l->items.push_back({item, d.part});
+        work->items.push_back(std::move(ip));
+        work->lists[d.ipu].push_back(std::move(w));
+      }
+    }
+  }
+  // Stash occupancy at each IPU's step boundaries (stash.h's convention).
+  for (auto& list : work->lists) {
+    for (size_t i = 0; b.training && i < list.size(); ++i) {
+      if (i + 1 < list.size() && list[i + 1].step == list[i].step) continue;
+      for (const auto& stage : l->parts) {
+        for (const PartProgram& p : stage) {
+          if (p.def->ipu != list[i].ipu) continue;
+          work->items[list[i].tag].observes.push_back(
+              Key("stash", p.def->stage, p.def->part));
+        }
+      }
+    }
+  }
+  work->lockstep = b.table.kind == PipelineSchedule::kSequential;
+  work->iterations = b.table.micro_batches;
+  work->repeats = b.options.repeat_count;
+  work->num_inputs = static_cast<int>(b.options.inputs.size());
+  if (l->offloads) work->epilogue.push_back(kLoadStateRole);
+  if (l->has_weight_update) work->epilogue.push_back(kWeightUpdateRole);
+  if (l->offloads) work->epilogue.push_back(kStoreStateRole);
+  work->modelled_costs = costs.has_value();
+  l->capacities = WorkLists::Capacities(work->lists);
+  l->work = std::move(work);
 }
 
 // What part `p` holds on its IPU between its programs' runs: its stash and

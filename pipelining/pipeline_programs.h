@@ -6,7 +6,8 @@
 // and fetches are laid out, and the schedule table lowered to per-IPU work
 // lists (core/ipu/work_lists.h) with every channel's capacity. A function
 // of the built pipeline and IPUConfig.allow_recompute (ProgramSpec's
-// recompute). Internal to pipelining/.
+// recompute). The device layer runs it (core/ipu/work_list_program.h):
+// nothing in pipelining/ runs an item. Internal to pipelining/.
 #ifndef IPUFLOW_PIPELINING_PIPELINE_PROGRAMS_H_
 #define IPUFLOW_PIPELINING_PIPELINE_PROGRAMS_H_
 
@@ -15,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "core/ipu/work_lists.h"
+#include "core/ipu/work_list_program.h"
 #include "core/program_spec.h"
 #include "pipelining/pipeline_internal.h"
 
@@ -55,13 +56,11 @@ struct PartProgram {
   int64_t grad_bytes = 0;       // One micro-batch's float outputs.
 };
 
-// One work-list item of one part (a WorkListItem's tag indexes these).
+// One work-list item of one part (a WorkListItem's tag indexes these):
+// what the report says it was.
 struct PartItem {
   WorkItem item;
   int part = 0;
-  int step = 0;
-  int ipu = 0;
-  bool ends_step = false;  // The last of its step on its IPU's list.
 };
 
 struct PipelineLayout {
@@ -73,9 +72,12 @@ struct PipelineLayout {
   bool offloads = false;      // load_state and store_state run around it.
   ProgramSpec load_state;
   ProgramSpec store_state;
-  // Per IPU, the table's items in table order, with the channels they pop
-  // and push; `items` by WorkListItem::tag; each channel's capacity.
-  std::vector<std::vector<WorkListItem>> lists;
+  // What the device layer runs (core/ipu/work_list_program.h): per IPU,
+  // the table's items in table order, each with the channels it pops and
+  // pushes and how its program's feeds and its pushes are laid out; the
+  // weight update as the epilogue. `items` by WorkListItem::tag; each
+  // channel's capacity.
+  std::shared_ptr<const WorkListSpec> work;
   std::vector<PartItem> items;
   std::map<std::string, int> capacities;
 };

@@ -8,8 +8,8 @@
 // channels read by items on the same or other IPUs. The lists
 // come from a schedule table (what runs at each time step on which IPU);
 // the engine knows nothing of stages or passes, only items, channels and
-// steps. pipelining/ lowers a built pipeline to work lists
-// (pipelining/pipeline_runtime.h); this file runs them.
+// steps. What an item runs, given as data, is work_list_program.h's
+// (the item function it hands this engine); this file runs the lists.
 //
 //   WorkLists lists(devices, {{item(0, "F0"), ...}, ...}, /*lockstep=*/false);
 //   lists.SizeChannels();          // capacities from the lists, step by step

@@ -1,0 +1,364 @@
+#include "core/ipu/work_list_program.h"
+
+#include <algorithm>
+#include <atomic>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/ipu/device_program.h"
+#include "core/status.h"
+
+namespace ipuflow {
+
+namespace {
+
+int64_t Bytes(const std::vector<Tensor>& ts) {
+  int64_t n = 0;
+  for (const Tensor& t : ts) n += t.valid() ? t.TotalBytes() : 0;
+  return n;
+}
+
+// The replica's IPUs' counters, summed.
+struct Counted {
+  int64_t ipu_to_ipu = 0, host_to_device = 0, remote = 0;
+};
+Counted CountersOf(const WorkListProgram& p) {
+  Counted c;
+  for (int k = 0; k < p.num_ipus(); ++k) {
+    const TransferCounters& t = p.device(k).counters();
+    c.ipu_to_ipu += t.ipu_to_ipu.load(std::memory_order_relaxed);
+    c.host_to_device += t.host_to_device.load(std::memory_order_relaxed);
+    c.remote += t.remote_memory.load(std::memory_order_relaxed);
+  }
+  return c;
+}
+
+}  // namespace
+
+// The state of one Run, shared by the IPUs' threads.
+struct WorkListProgram::RunState : WorkListsRun {
+  RunState(std::shared_ptr<CancellationManager> c, int num_ipus)
+      : WorkListsRun(std::move(c), num_ipus) {}
+  std::vector<Program*> programs;  // By tag; null: none runs.
+  std::vector<Program*> epilogue;
+  const std::vector<Tensor>* inputs = nullptr;
+  double epilogue_seconds = 0;
+  // Per IPU (written by its thread only): peak occupancy of observed
+  // channels, by channel.
+  std::vector<std::map<const Channel*, int>> observed;
+  // Per iteration of the run in progress: what its InfeedDequeue node
+  // took, settled after the lists ran (SettleTaken); how many iterations
+  // completed, which one failed, and whether the epilogue began.
+  std::vector<std::unique_ptr<TakenElements>> taken;
+  TakenElements* parent_taken = nullptr;
+  std::atomic<int> completed{0};
+  int failed_iteration ABSL_GUARDED_BY(mu) = -1;
+  bool in_epilogue = false;
+};
+
+WorkListProgram::~WorkListProgram() = default;
+
+IPUDevice& WorkListProgram::device(int k) const {
+  return system_->device(replica_.index * num_ipus() + k);
+}
+
+absl::StatusOr<std::unique_ptr<WorkListProgram>> WorkListProgram::Create(
+    std::shared_ptr<const WorkListSpec> spec, IPUSystem* system,
+    Replica replica) {
+  std::unique_ptr<WorkListProgram> p(new WorkListProgram());
+  p->spec_ = std::move(spec);
+  p->system_ = system;
+  p->replica_ = replica;
+  const int n = p->num_ipus();
+  if (system->num_ipus() < (replica.index + 1) * n) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        p->spec_->name, ": replica ", replica.index, " needs IPUs ",
+        replica.index * n, " to ", (replica.index + 1) * n - 1,
+        " but the system has ", system->num_ipus()));
+  }
+  for (int k = 0; k < n; ++k) {
+    p->envs_.push_back(IpuRunEnv(*system, replica.index * n + k, replica.index,
+                                 replica.count, replica.group));
+  }
+  // Only the epilogue spans IPUs (an item's nodes are all on its IPU: its
+  // env needs no hook): each IPU runs its own shard of it, at the same
+  // time as the others where its edges allow.
+  p->epilogue_cpu_.assign(n, 0);
+  p->epilogue_env_ = p->envs_[0];
+  PostToShards(&p->envs_, &p->epilogue_cpu_, &p->epilogue_env_);
+  std::vector<IPUDevice*> devices;
+  for (int k = 0; k < n; ++k) devices.push_back(&p->device(k));
+  p->lists_ = std::make_unique<WorkLists>(std::move(devices), p->spec_->lists,
+                                          p->spec_->lockstep);
+  p->lists_->SizeChannels();
+  // Each observed channel with how many of the item's pushes go to it.
+  p->observes_.resize(p->spec_->items.size());
+  for (const auto& list : p->spec_->lists) {
+    for (const WorkListItem& w : list) {
+      for (const std::string& key : p->spec_->items[w.tag].observes) {
+        const int pushing =
+            static_cast<int>(std::count(w.pushes.begin(), w.pushes.end(), key));
+        p->observes_[w.tag].push_back({p->lists_->channel(key), pushing});
+      }
+    }
+  }
+  return p;
+}
+
+absl::Status WorkListProgram::BindPrograms(SubPrograms& programs,
+                                           RunState& rs) const {
+  // The roles this spec names, each compiled for it (checked by the
+  // number of feeds: what the items lay out).
+  std::map<std::string, Program*> found;
+  auto find = [&](const std::string& role,
+                  int feeds) -> absl::StatusOr<Program*> {
+    Program* p = programs.Find(role);
+    if (p == nullptr ||
+        (feeds >= 0 && static_cast<int>(p->spec().feeds.size()) != feeds)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          spec_->name, ": its ", role,
+          " program was not compiled for this lowering (compile the frame "
+          "with the system that runs it)"));
+    }
+    return p;
+  };
+  rs.programs.assign(spec_->items.size(), nullptr);
+  for (size_t t = 0; t < spec_->items.size(); ++t) {
+    const ItemProgram& item = spec_->items[t];
+    if (item.role.empty()) continue;
+    Program*& p = found[item.role];
+    if (p == nullptr) {
+      ASSIGN_OR_RETURN(p, find(item.role, static_cast<int>(item.feeds.size())));
+    }
+    rs.programs[t] = p;
+  }
+  rs.epilogue.clear();
+  for (const std::string& role : spec_->epilogue) {
+    ASSIGN_OR_RETURN(Program * p, find(role, -1));
+    rs.epilogue.push_back(p);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WorkListProgram::RunItem(RunState& rs, int repeat,
+                                      const WorkListItem& w,
+                                      std::vector<ChannelMessage>& popped,
+                                      std::vector<ItemPush>* pushes,
+                                      WorkItemClock* clock) {
+  const ItemProgram& item = spec_->items[w.tag];
+  Program* program = rs.programs[w.tag];
+  std::vector<Tensor> feeds, fetches;
+  auto value = [&](const ItemValue& v) -> const Tensor& {
+    static const Tensor kNone;
+    switch (v.from) {
+      case ItemValue::From::kInput:
+        return (*rs.inputs)[v.index];
+      case ItemValue::From::kPopped:
+        return popped[v.message].values[v.index];
+      case ItemValue::From::kConstant:
+        return item.constants[v.index];
+      case ItemValue::From::kFed:
+        return feeds[v.index];
+      case ItemValue::From::kFetched:
+        return fetches[v.index];
+      case ItemValue::From::kNone:
+        break;
+    }
+    return kNone;
+  };
+  absl::Status s;
+  double cpu = 0;
+  if (program != nullptr) {
+    feeds.reserve(item.feeds.size());
+    for (const ItemFeed& f : item.feeds) {
+      if (f.terms.size() == 1 && !f.zeros_dtype.has_value()) {
+        feeds.push_back(value(f.terms[0]));
+        continue;
+      }
+      Tensor sum;
+      for (const ItemValue& v : f.terms) {
+        const Tensor& t = value(v);
+        if (t.valid() && s.ok()) s = AddInto(&sum, t);
+      }
+      if (!sum.valid() && f.zeros_dtype.has_value()) {
+        sum = Tensor::Filled(*f.zeros_dtype, f.zeros_shape, 0);
+      }
+      feeds.push_back(std::move(sum));
+    }
+    if (s.ok()) {
+      const double c0 = ThreadCpuSeconds();
+      if (item.records_taken) {
+        // Its InfeedDequeue node records the element in the iteration's
+        // TakenElements (given back if the iteration does not complete).
+        RunEnv env = envs_[w.ipu];
+        env.taken = rs.taken[item.iteration].get();
+        s = program->Run(env, feeds, &fetches);
+      } else {
+        s = program->Run(envs_[w.ipu], feeds, &fetches);
+      }
+      cpu = ThreadCpuSeconds() - c0;
+    }
+  }
+  if (!s.ok()) {
+    s = absl::Status(s.code(), absl::StrCat(item.label, " of run ", repeat,
+                                            ": ", s.message()));
+    MutexLock l(&rs.mu);
+    // The failing iteration is not given back to the infeed.
+    if ((rs.status.ok() || absl::IsCancelled(rs.status)) &&
+        !absl::IsCancelled(s)) {
+      rs.failed_iteration = item.iteration;
+    }
+    return s;
+  }
+  clock->cpu = item.cost >= 0 ? item.cost : cpu;
+  for (const ItemPushValues& p : item.pushes) {
+    std::vector<Tensor> values;
+    values.reserve(p.values.size());
+    for (const ItemValue& v : p.values) values.push_back(value(v));
+    if (p.transfer != ItemPushValues::Transfer::kNone) {
+      TransferCounters& c = device(p.counted_ipu).counters();
+      (p.transfer == ItemPushValues::Transfer::kIpuToIpu ? c.ipu_to_ipu
+                                                         : c.host_to_device)
+          .fetch_add(Bytes(values), std::memory_order_relaxed);
+    }
+    pushes->push_back({std::move(values), p.timed});
+  }
+  if (item.completes > 0) {
+    int done = rs.completed.load(std::memory_order_relaxed);
+    while (done < item.completes &&
+           !rs.completed.compare_exchange_weak(done, item.completes)) {
+    }
+  }
+  // Occupancy as it is once this item's pushes are in: only this IPU's
+  // items push and pop the observed channels.
+  for (const auto& [channel, pushing] : observes_[w.tag]) {
+    int& peak = rs.observed[w.ipu][channel];
+    peak = std::max(peak, static_cast<int>(channel->size()) + pushing);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WorkListProgram::RunEpilogue(RunState& rs) {
+  std::fill(epilogue_cpu_.begin(), epilogue_cpu_.end(), 0.0);
+  absl::Status status;
+  double cpu0 = 0;
+  RunOnDevice(device(0), [&] {
+    const double c0 = ThreadCpuSeconds();
+    std::vector<Tensor> values;
+    for (Program* p : rs.epilogue) {
+      std::vector<Tensor> out;
+      status = p->Run(epilogue_env_, values, &out);
+      if (!status.ok()) break;
+      values = std::move(out);
+    }
+    cpu0 = ThreadCpuSeconds() - c0;
+  });
+  RETURN_IF_ERROR(status);
+  epilogue_cpu_[0] += cpu0;
+  if (spec_->modelled_costs) {
+    std::fill(epilogue_cpu_.begin(), epilogue_cpu_.end(), 0.0);
+  }
+  rs.epilogue_seconds += rs.Meet(epilogue_cpu_);
+  return absl::OkStatus();
+}
+
+absl::Status WorkListProgram::RunOnce(RunState& rs, int repeat) {
+  if (rs.cancel->cancelled()) return rs.cancel->reason();
+  {
+    MutexLock l(&rs.mu);
+    rs.failed_iteration = -1;
+  }
+  rs.taken.clear();
+  for (int m = 0; m < spec_->iterations; ++m) {
+    rs.taken.push_back(std::make_unique<TakenElements>(rs.parent_taken));
+  }
+  rs.completed = 0;
+  rs.in_epilogue = false;
+  // A run starts when every IPU has finished the previous one (a pipeline
+  // drains between runs; after an epilogue the IPUs already met).
+  rs.Meet();
+  RETURN_IF_ERROR(lists_->Run(
+      rs,
+      [&rs, this, repeat](const WorkListItem& item,
+                          std::vector<ChannelMessage>& popped,
+                          std::vector<ItemPush>* pushes, WorkItemClock* clock) {
+        return RunItem(rs, repeat, item, popped, pushes, clock);
+      },
+      absl::StrCat("replica ", replica_.index)));
+  RETURN_IF_ERROR(rs.Status());
+  if (rs.epilogue.empty()) return absl::OkStatus();
+  rs.in_epilogue = true;
+  return RunEpilogue(rs);
+}
+
+void WorkListProgram::SettleTaken(RunState& rs, bool stopped) {
+  int failed;
+  {
+    MutexLock l(&rs.mu);
+    failed = rs.failed_iteration;
+  }
+  const int n = static_cast<int>(rs.taken.size());
+  const int done = !stopped || rs.in_epilogue ? n : rs.completed.load();
+  // Consumed, or handed to the enclosing loop iteration, oldest first.
+  for (int m = 0; m < done && m < n; ++m) rs.taken[m]->Commit();
+  // Back to the front of the stream, newest first: the order is kept.
+  for (int m = n - 1; m >= done; --m) {
+    if (m == failed) {
+      rs.taken[m]->Forget();
+    } else {
+      rs.taken[m]->GiveBack();
+    }
+  }
+  rs.taken.clear();
+}
+
+absl::StatusOr<WorkListRecord> WorkListProgram::Run(
+    SubPrograms& programs, const std::vector<Tensor>& inputs,
+    std::shared_ptr<CancellationManager> cancel_run, TakenElements* taken) {
+  const int n = num_ipus();
+  RunState rs(std::move(cancel_run), n);
+  RETURN_IF_ERROR(BindPrograms(programs, rs));
+  if (static_cast<int>(inputs.size()) != spec_->num_inputs) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        spec_->name, ": ", inputs.size(), " argument(s) given for its ",
+        spec_->num_inputs, " inputs"));
+  }
+  rs.inputs = &inputs;
+  rs.parent_taken = taken;
+  rs.observed.assign(n, {});
+  lists_->ResetChannels();
+  const Counted before = CountersOf(*this);
+  // The feed kernels' waits (infeed, outfeed) and the channels end with the
+  // run (the device program's: the system's cancellation cancels it).
+  for (RunEnv& env : envs_) env.cancellation = rs.cancel.get();
+  epilogue_env_.cancellation = rs.cancel.get();
+  std::shared_ptr<CancellationManager> cancel = rs.cancel;
+  const std::vector<int> tokens = lists_->CancelChannelsWith(cancel);
+  absl::Status status;
+  for (int r = 0; r < spec_->repeats && status.ok(); ++r) {
+    status = RunOnce(rs, r);
+    SettleTaken(rs, /*stopped=*/!status.ok());
+  }
+  for (RunEnv& env : envs_) env.cancellation = system_->cancellation();
+  epilogue_env_.cancellation = system_->cancellation();
+  for (int t : tokens) cancel->Unregister(t);
+  RETURN_IF_ERROR(status);
+  const Counted after = CountersOf(*this);
+  WorkListRecord record;
+  record.timings = std::move(rs.timings);
+  record.vclock = rs.vclock;
+  record.wall_seconds = rs.WallSeconds();
+  record.epilogue_seconds = rs.epilogue_seconds;
+  record.ipu_to_ipu_bytes = after.ipu_to_ipu - before.ipu_to_ipu;
+  record.host_to_device_bytes = after.host_to_device - before.host_to_device;
+  record.remote_bytes = after.remote - before.remote;
+  for (const auto& per_ipu : rs.observed) {
+    for (const auto& [channel, peak] : per_ipu) {
+      int& p = record.observed[channel->name()];
+      p = std::max(p, peak);
+    }
+  }
+  return record;
+}
+
+}  // namespace ipuflow
