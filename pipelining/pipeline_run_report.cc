@@ -57,6 +57,63 @@ Items ReadItems(const BuiltPipeline& b, const PipelineLayout& l,
   return r;
 }
 
+// Stash and FIFO capacities and peaks, and each IPU's peak bytes: the
+// plan's always-live and arena, the buffers as run.
+void Buffers(const BuiltPipeline& b, const PipelineLayout& layout,
+             const WorkListProgram& program, const WorkListRecord& record,
+             const std::vector<IpuMemory>& memory, PipelineReport* report) {
+  PipelineReport& r = *report;
+  const auto& parts = layout.parts;
+  const int n = static_cast<int>(parts.size());
+  const int num_ipus = layout.num_ipus;
+  r.stash_capacity.assign(n, 0);
+  r.stash_bytes_per_micro_batch.assign(n, 0);
+  r.ipu_stash_bytes.assign(num_ipus, 0);
+  r.activation_fifo_capacity.assign(n, 0);
+  r.activation_fifo_occupancy.assign(n, 0);
+  r.stash_occupancy.assign(n, 0);
+  r.ipu_peak_bytes.assign(num_ipus, 0);
+  r.ipu_remote_bytes.assign(num_ipus, 0);
+  for (int k = 0; k < num_ipus; ++k) {
+    r.ipu_peak_bytes[k] = memory[k].always_live() + memory[k].arena;
+    r.ipu_remote_bytes[k] = memory[k].remote_shards;
+  }
+  const WorkLists& lists = program.lists();
+  for (int s = 0; s < n; ++s) {
+    for (const PartProgram& p : parts[s]) {
+      const int q = p.def->part, k = p.def->ipu;
+      if (b.training) {
+        Channel* st = lists.channel(Key("stash", s, q));
+        r.stash_capacity[s] =
+            std::max(r.stash_capacity[s], static_cast<int>(st->capacity()));
+        r.stash_bytes_per_micro_batch[s] += p.stash_bytes;
+        r.ipu_stash_bytes[k] +=
+            static_cast<int64_t>(st->peak()) * p.stash_bytes;
+        // At the IPU's step boundaries (the items observed it).
+        auto seen = record.observed.find(st->name());
+        if (seen != record.observed.end()) {
+          r.stash_occupancy[s] = std::max(r.stash_occupancy[s], seen->second);
+        }
+      }
+      if (s + 1 < n) {
+        for (const PartProgram& next : parts[s + 1]) {
+          Channel* f = lists.channel(Key("act", s, q, next.def->part));
+          r.activation_fifo_capacity[s] = std::max(
+              r.activation_fifo_capacity[s], static_cast<int>(f->capacity()));
+          r.activation_fifo_occupancy[s] = std::max(
+              r.activation_fifo_occupancy[s], static_cast<int>(f->peak()));
+          r.ipu_peak_bytes[next.def->ipu] +=
+              static_cast<int64_t>(f->peak()) * p.output_bytes;
+        }
+      }
+    }
+  }
+  for (int k = 0; k < num_ipus; ++k) {
+    r.ipu_peak_bytes[k] += r.ipu_stash_bytes[k];
+    r.ipu_budget_bytes.push_back(program.device(k).memory_budget_bytes());
+  }
+}
+
 }  // namespace
 
 PipelineReport MeasuredReport(const BuiltPipeline& b,
@@ -116,53 +173,7 @@ PipelineReport MeasuredReport(const BuiltPipeline& b,
       (pass == 0 ? r.stage_costs.forward : r.stage_costs.backward)[s] = worst;
     }
   }
-  r.stash_capacity.assign(n, 0);
-  r.stash_bytes_per_micro_batch.assign(n, 0);
-  r.ipu_stash_bytes.assign(num_ipus, 0);
-  r.activation_fifo_capacity.assign(n, 0);
-  r.activation_fifo_occupancy.assign(n, 0);
-  r.stash_occupancy.assign(n, 0);
-  r.ipu_peak_bytes.assign(num_ipus, 0);
-  r.ipu_remote_bytes.assign(num_ipus, 0);
-  for (int k = 0; k < num_ipus; ++k) {
-    // Always-live and the largest arena (the plan's), the buffers as run.
-    r.ipu_peak_bytes[k] = memory[k].always_live() + memory[k].arena;
-    r.ipu_remote_bytes[k] = memory[k].remote_shards;
-  }
-  const WorkLists& lists = program.lists();
-  for (int s = 0; s < n; ++s) {
-    for (const PartProgram& p : parts[s]) {
-      const int q = p.def->part, k = p.def->ipu;
-      if (b.training) {
-        Channel* st = lists.channel(Key("stash", s, q));
-        r.stash_capacity[s] =
-            std::max(r.stash_capacity[s], static_cast<int>(st->capacity()));
-        r.stash_bytes_per_micro_batch[s] += p.stash_bytes;
-        r.ipu_stash_bytes[k] +=
-            static_cast<int64_t>(st->peak()) * p.stash_bytes;
-        // At the IPU's step boundaries (the items observed it).
-        auto seen = record.observed.find(st->name());
-        if (seen != record.observed.end()) {
-          r.stash_occupancy[s] = std::max(r.stash_occupancy[s], seen->second);
-        }
-      }
-      if (s + 1 < n) {
-        for (const PartProgram& next : parts[s + 1]) {
-          Channel* f = lists.channel(Key("act", s, q, next.def->part));
-          r.activation_fifo_capacity[s] = std::max(
-              r.activation_fifo_capacity[s], static_cast<int>(f->capacity()));
-          r.activation_fifo_occupancy[s] = std::max(
-              r.activation_fifo_occupancy[s], static_cast<int>(f->peak()));
-          r.ipu_peak_bytes[next.def->ipu] +=
-              static_cast<int64_t>(f->peak()) * p.output_bytes;
-        }
-      }
-    }
-  }
-  for (int k = 0; k < num_ipus; ++k) {
-    r.ipu_peak_bytes[k] += r.ipu_stash_bytes[k];
-    r.ipu_budget_bytes.push_back(program.device(k).memory_budget_bytes());
-  }
+  Buffers(b, layout, program, record, memory, &r);
   // The dry-run planner on what was measured, for comparison.
   if (b.training && parts.size() == static_cast<size_t>(b.table.num_stages)) {
     r.stage_costs.stash_bytes = r.stash_bytes_per_micro_batch;

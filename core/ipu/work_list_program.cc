@@ -33,6 +33,56 @@ Counted CountersOf(const WorkListProgram& p) {
   return c;
 }
 
+// What an item's feeds and pushes are read from while it runs.
+struct ItemValues {
+  const std::vector<Tensor>& inputs;
+  const std::vector<ChannelMessage>& popped;
+  const std::vector<Tensor>& constants;
+  std::vector<Tensor> feeds, fetches;
+
+  const Tensor& operator[](const ItemValue& v) const {
+    static const Tensor kNone;
+    switch (v.from) {
+      case ItemValue::From::kInput:
+        return inputs[v.index];
+      case ItemValue::From::kPopped:
+        return popped[v.message].values[v.index];
+      case ItemValue::From::kConstant:
+        return constants[v.index];
+      case ItemValue::From::kFed:
+        return feeds[v.index];
+      case ItemValue::From::kFetched:
+        return fetches[v.index];
+      case ItemValue::From::kNone:
+        break;
+    }
+    return kNone;
+  }
+};
+
+// values->feeds: each feed's one term, or its terms' sum (the gradients of
+// one output from every part reading it), zeros when none holds a value.
+absl::Status LayOutFeeds(const std::vector<ItemFeed>& feeds,
+                         ItemValues* values) {
+  values->feeds.reserve(feeds.size());
+  for (const ItemFeed& f : feeds) {
+    if (f.terms.size() == 1 && !f.zeros_dtype.has_value()) {
+      values->feeds.push_back((*values)[f.terms[0]]);
+      continue;
+    }
+    Tensor sum;
+    for (const ItemValue& v : f.terms) {
+      const Tensor& t = (*values)[v];
+      if (t.valid()) RETURN_IF_ERROR(AddInto(&sum, t));
+    }
+    if (!sum.valid() && f.zeros_dtype.has_value()) {
+      sum = Tensor::Filled(*f.zeros_dtype, f.zeros_shape, 0);
+    }
+    values->feeds.push_back(std::move(sum));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // The state of one Run, shared by the IPUs' threads.
@@ -147,44 +197,11 @@ absl::Status WorkListProgram::RunItem(RunState& rs, int repeat,
                                       WorkItemClock* clock) {
   const ItemProgram& item = spec_->items[w.tag];
   Program* program = rs.programs[w.tag];
-  std::vector<Tensor> feeds, fetches;
-  auto value = [&](const ItemValue& v) -> const Tensor& {
-    static const Tensor kNone;
-    switch (v.from) {
-      case ItemValue::From::kInput:
-        return (*rs.inputs)[v.index];
-      case ItemValue::From::kPopped:
-        return popped[v.message].values[v.index];
-      case ItemValue::From::kConstant:
-        return item.constants[v.index];
-      case ItemValue::From::kFed:
-        return feeds[v.index];
-      case ItemValue::From::kFetched:
-        return fetches[v.index];
-      case ItemValue::From::kNone:
-        break;
-    }
-    return kNone;
-  };
+  ItemValues values{*rs.inputs, popped, item.constants};
   absl::Status s;
   double cpu = 0;
   if (program != nullptr) {
-    feeds.reserve(item.feeds.size());
-    for (const ItemFeed& f : item.feeds) {
-      if (f.terms.size() == 1 && !f.zeros_dtype.has_value()) {
-        feeds.push_back(value(f.terms[0]));
-        continue;
-      }
-      Tensor sum;
-      for (const ItemValue& v : f.terms) {
-        const Tensor& t = value(v);
-        if (t.valid() && s.ok()) s = AddInto(&sum, t);
-      }
-      if (!sum.valid() && f.zeros_dtype.has_value()) {
-        sum = Tensor::Filled(*f.zeros_dtype, f.zeros_shape, 0);
-      }
-      feeds.push_back(std::move(sum));
-    }
+    s = LayOutFeeds(item.feeds, &values);
     if (s.ok()) {
       const double c0 = ThreadCpuSeconds();
       if (item.records_taken) {
@@ -192,9 +209,9 @@ absl::Status WorkListProgram::RunItem(RunState& rs, int repeat,
         // TakenElements (given back if the iteration does not complete).
         RunEnv env = envs_[w.ipu];
         env.taken = rs.taken[item.iteration].get();
-        s = program->Run(env, feeds, &fetches);
+        s = program->Run(env, values.feeds, &values.fetches);
       } else {
-        s = program->Run(envs_[w.ipu], feeds, &fetches);
+        s = program->Run(envs_[w.ipu], values.feeds, &values.fetches);
       }
       cpu = ThreadCpuSeconds() - c0;
     }
@@ -212,17 +229,23 @@ absl::Status WorkListProgram::RunItem(RunState& rs, int repeat,
   }
   clock->cpu = item.cost >= 0 ? item.cost : cpu;
   for (const ItemPushValues& p : item.pushes) {
-    std::vector<Tensor> values;
-    values.reserve(p.values.size());
-    for (const ItemValue& v : p.values) values.push_back(value(v));
+    std::vector<Tensor> pushed;
+    pushed.reserve(p.values.size());
+    for (const ItemValue& v : p.values) pushed.push_back(values[v]);
     if (p.transfer != ItemPushValues::Transfer::kNone) {
       TransferCounters& c = device(p.counted_ipu).counters();
       (p.transfer == ItemPushValues::Transfer::kIpuToIpu ? c.ipu_to_ipu
                                                          : c.host_to_device)
-          .fetch_add(Bytes(values), std::memory_order_relaxed);
+          .fetch_add(Bytes(pushed), std::memory_order_relaxed);
     }
-    pushes->push_back({std::move(values), p.timed});
+    pushes->push_back({std::move(pushed), p.timed});
   }
+  Completed(rs, w, item);
+  return absl::OkStatus();
+}
+
+void WorkListProgram::Completed(RunState& rs, const WorkListItem& w,
+                                const ItemProgram& item) const {
   if (item.completes > 0) {
     int done = rs.completed.load(std::memory_order_relaxed);
     while (done < item.completes &&
@@ -235,7 +258,6 @@ absl::Status WorkListProgram::RunItem(RunState& rs, int repeat,
     int& peak = rs.observed[w.ipu][channel];
     peak = std::max(peak, static_cast<int>(channel->size()) + pushing);
   }
-  return absl::OkStatus();
 }
 
 absl::Status WorkListProgram::RunEpilogue(RunState& rs) {

@@ -180,6 +180,10 @@ class WorkListProgram {
   absl::Status RunItem(RunState& rs, int repeat, const WorkListItem& item,
                        std::vector<ChannelMessage>& popped,
                        std::vector<ItemPush>* pushes, WorkItemClock* clock);
+  // After a successful item: the iterations it completed, the occupancy
+  // of the channels it observes.
+  void Completed(RunState& rs, const WorkListItem& w,
+                 const ItemProgram& item) const;
   absl::Status RunEpilogue(RunState& rs);
   void SettleTaken(RunState& rs, bool stopped);
 
