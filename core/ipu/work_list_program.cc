@@ -70,10 +70,22 @@ absl::Status LayOutFeeds(const std::vector<ItemFeed>& feeds,
       values->feeds.push_back((*values)[f.terms[0]]);
       continue;
     }
+    // The first value as it is (feeds are read-only), a copy to add to
+    // once there is a second.
     Tensor sum;
+    bool own = false;
     for (const ItemValue& v : f.terms) {
       const Tensor& t = (*values)[v];
-      if (t.valid()) RETURN_IF_ERROR(AddInto(&sum, t));
+      if (!t.valid()) continue;
+      if (!sum.valid()) {
+        sum = t;
+        continue;
+      }
+      if (!own) {
+        sum = sum.Copy();
+        own = true;
+      }
+      RETURN_IF_ERROR(AddInto(&sum, t));
     }
     if (!sum.valid() && f.zeros_dtype.has_value()) {
       sum = Tensor::Filled(*f.zeros_dtype, f.zeros_shape, 0);

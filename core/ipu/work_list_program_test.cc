@@ -108,8 +108,9 @@ class WorkListProgramTest : public ::testing::Test {
       consume.iteration = m;
       consume.cost = 2;
       consume.label = "consume " + std::to_string(m);
-      ItemFeed sum{{Value(ItemValue::From::kPopped, 0, 0),
-                    Value(ItemValue::From::kPopped, 1, 0)}};
+      // The input first: the sum must not be made in its buffer.
+      ItemFeed sum{{Value(ItemValue::From::kPopped, 1, 0),
+                    Value(ItemValue::From::kPopped, 0, 0)}};
       ItemFeed zeros;
       zeros.zeros_dtype = DType::kFloat32;
       zeros.zeros_shape = TensorShape({2});
@@ -142,6 +143,8 @@ TEST_F(WorkListProgramTest, ItemsLayTheirFeedsOutRunAndPush) {
   ASSERT_EQ(out->size(), 2u);
   EXPECT_THAT(out->Pop()->values[0].span<float>(), ElementsAre(4, 16));
   EXPECT_THAT(out->Pop()->values[0].span<float>(), ElementsAre(9, 36));
+  // The sums were made in copies: the values summed are unchanged.
+  EXPECT_THAT(a_.span<float>(), ElementsAre(1, 2));
   // Two [2] floats per push, 2 pushes, counted on IPU 0.
   EXPECT_EQ(record->ipu_to_ipu_bytes, 2 * 8 * 2);
   EXPECT_EQ(system_->device(0).counters().ipu_to_ipu.load(), 32);
