@@ -133,164 +133,244 @@ std::string TensorWhat(const TensorEntry& e) {
                             ")");
 }
 
-// Checks the file held in `buffer` (`size` bytes) and returns tensors that
-// view it.
-absl::StatusOr<CheckpointContents> ParseBuffer(
-    std::shared_ptr<TensorBuffer> buffer, uint64_t size,
-    const std::string& what) {
-  const std::string where = absl::StrCat("checkpoint ", what, ": ");
-  const char* base = static_cast<const char*>(buffer->data());
-  if (size < kHeaderBytes) {
+// The bytes of a checkpoint file being checked, and how errors name it.
+struct FileBytes {
+  const char* base;
+  uint64_t size;
+  std::string where;  // "checkpoint <what>: ", the start of every error
+};
+
+// Padding is checked like data, so that every byte of a file is checked.
+bool AllZeros(const char* base, uint64_t from, uint64_t to) {
+  for (uint64_t i = from; i < to; ++i) {
+    if (base[i] != 0) return false;
+  }
+  return true;
+}
+
+// Checks the fixed header (length, magic, version) and the manifest's extent
+// and CRC32C before the manifest is parsed; returns the manifest's length.
+absl::StatusOr<uint64_t> CheckHeader(const FileBytes& f) {
+  if (f.size < kHeaderBytes) {
     return absl::DataLossError(
-        absl::StrCat(where, "truncated: ", size, " bytes, fewer than the ",
+        absl::StrCat(f.where, "truncated: ", f.size, " bytes, fewer than the ",
                      kHeaderBytes, " of a checkpoint header"));
   }
-  if (std::memcmp(base, kCheckpointMagic, 8) != 0) {
+  if (std::memcmp(f.base, kCheckpointMagic, 8) != 0) {
     return absl::DataLossError(absl::StrCat(
-        where, "not an ipuflow checkpoint (it does not start with IPUFCKPT)"));
+        f.where,
+        "not an ipuflow checkpoint (it does not start with IPUFCKPT)"));
   }
   uint32_t version, manifest_crc;
   uint64_t manifest_bytes;
-  std::memcpy(&version, base + 8, 4);
-  std::memcpy(&manifest_crc, base + 12, 4);
-  std::memcpy(&manifest_bytes, base + 16, 8);
+  std::memcpy(&version, f.base + 8, 4);
+  std::memcpy(&manifest_crc, f.base + 12, 4);
+  std::memcpy(&manifest_bytes, f.base + 16, 8);
   if (version != kCheckpointFormatVersion) {
     return absl::InvalidArgumentError(
-        absl::StrCat(where, "format version ", version, "; this build reads ",
+        absl::StrCat(f.where, "format version ", version, "; this build reads ",
                      kCheckpointFormatVersion));
   }
   if (manifest_bytes > kMaxManifestBytes ||
-      manifest_bytes > size - kHeaderBytes) {
+      manifest_bytes > f.size - kHeaderBytes) {
     return absl::DataLossError(absl::StrCat(
-        where, "truncated or corrupt: the manifest is said to have ",
-        manifest_bytes, " bytes, the file has ", size - kHeaderBytes,
+        f.where, "truncated or corrupt: the manifest is said to have ",
+        manifest_bytes, " bytes, the file has ", f.size - kHeaderBytes,
         " after the header"));
   }
-  const uint32_t actual_crc = Crc32c(base + kHeaderBytes, manifest_bytes);
+  const uint32_t actual_crc = Crc32c(f.base + kHeaderBytes, manifest_bytes);
   if (actual_crc != manifest_crc) {
     return absl::DataLossError(absl::StrCat(
-        where, "the manifest is corrupt: CRC32C ", Hex(manifest_crc),
+        f.where, "the manifest is corrupt: CRC32C ", Hex(manifest_crc),
         " stored, ", Hex(actual_crc), " computed"));
   }
-  CheckpointContents out;
-  if (!out.manifest.ParseFromArray(base + kHeaderBytes,
-                                   static_cast<int>(manifest_bytes))) {
+  return manifest_bytes;
+}
+
+// Parses the manifest into `m` and checks that the file holds the payload it
+// lists after zero padding; returns the payload's offset in the file.
+absl::StatusOr<uint64_t> ParseManifest(const FileBytes& f,
+                                       uint64_t manifest_bytes, Manifest* m) {
+  if (!m->ParseFromArray(f.base + kHeaderBytes,
+                         static_cast<int>(manifest_bytes))) {
     return absl::DataLossError(
-        absl::StrCat(where, "the manifest does not parse"));
+        absl::StrCat(f.where, "the manifest does not parse"));
   }
-  const Manifest& m = out.manifest;
-  if (m.format_version() != kCheckpointFormatVersion) {
+  if (m->format_version() != kCheckpointFormatVersion) {
     return absl::InvalidArgumentError(
-        absl::StrCat(where, "manifest format version ", m.format_version(),
+        absl::StrCat(f.where, "manifest format version ", m->format_version(),
                      "; this build reads ", kCheckpointFormatVersion));
   }
   const uint64_t payload_start = AlignUp(kHeaderBytes + manifest_bytes);
-  const uint64_t payload = size >= payload_start ? size - payload_start : 0;
-  if (size < payload_start || payload != m.payload_size()) {
+  const uint64_t payload = f.size >= payload_start ? f.size - payload_start : 0;
+  if (f.size < payload_start || payload != m->payload_size()) {
     return absl::DataLossError(absl::StrCat(
-        where, payload < m.payload_size() ? "truncated" : "corrupt",
-        ": the manifest lists ", m.payload_size(),
+        f.where, payload < m->payload_size() ? "truncated" : "corrupt",
+        ": the manifest lists ", m->payload_size(),
         " payload bytes, the file holds ", payload));
   }
-  // Padding is zeros: every byte of a file is checked.
-  auto zeros = [&](uint64_t from, uint64_t to) {
-    for (uint64_t i = from; i < to; ++i) {
-      if (base[i] != 0) return false;
-    }
-    return true;
-  };
-  if (!zeros(kHeaderBytes + manifest_bytes, payload_start)) {
+  if (!AllZeros(f.base, kHeaderBytes + manifest_bytes, payload_start)) {
     return absl::DataLossError(
-        absl::StrCat(where,
+        absl::StrCat(f.where,
                      "corrupt: the padding after the manifest is not "
                      "zeros"));
   }
-  std::set<std::pair<std::string, int>> seen;
-  std::map<std::string, bool> every_replica;  // name -> replica == -1
-  uint64_t next = 0;
-  out.tensors.reserve(m.tensors_size());
-  for (const TensorEntry& e : m.tensors()) {
-    const std::string t = absl::StrCat(where, TensorWhat(e), ": ");
+  return payload_start;
+}
+
+// Checks an entry's dtype and shape against the limits and its stated size;
+// `t` names the entry in errors. Returns its size in bytes.
+absl::StatusOr<uint64_t> CheckedTensorBytes(const TensorEntry& e,
+                                            const std::string& t) {
+  if (!ValidDType(e.dtype())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(t, "dtype ", e.dtype(), " is not a stored dtype"));
+  }
+  if (e.shape_size() > kMaxTensorRank) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        t, "rank ", e.shape_size(), " above the limit ", kMaxTensorRank));
+  }
+  uint64_t bytes = DTypeSize(static_cast<DType>(e.dtype()));
+  for (int64_t d : e.shape()) {
+    if (d < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(t, "dimension ", d, " is negative"));
+    }
+    if (d != 0 && bytes > static_cast<uint64_t>(kMaxTensorBytes) / d) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(t, "more than ", kMaxTensorBytes, " bytes"));
+    }
+    bytes *= static_cast<uint64_t>(d);
+  }
+  if (e.size() != bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        t, "size ", e.size(), " bytes, its dtype and shape make ", bytes));
+  }
+  return bytes;
+}
+
+// Checks a tensor's `bytes` at `data` against the entry's CRC32C, and that a
+// bool tensor holds only 0 and 1.
+absl::Status CheckTensorData(const TensorEntry& e, const std::string& t,
+                             const char* data, uint64_t bytes) {
+  const uint32_t crc = Crc32c(data, bytes);
+  if (crc != e.crc32c()) {
+    return absl::DataLossError(absl::StrCat(t, "corrupt: CRC32C ",
+                                            Hex(e.crc32c()), " stored, ",
+                                            Hex(crc), " computed"));
+  }
+  if (static_cast<DType>(e.dtype()) == DType::kBool) {
+    for (uint64_t i = 0; i < bytes; ++i) {
+      if (static_cast<unsigned char>(data[i]) > 1) {
+        return absl::DataLossError(absl::StrCat(
+            t, "element ", i, " is not a bool (byte ",
+            static_cast<int>(static_cast<unsigned char>(data[i])), ")"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Checks the manifest's tensor entries one by one, in payload order. It keeps
+// what the entries so far claim: names, replicas and the payload they fill.
+class EntryChecker {
+ public:
+  EntryChecker(const FileBytes& f, uint64_t payload_start,
+               uint64_t payload_size)
+      : f_(f), payload_start_(payload_start), payload_size_(payload_size) {}
+
+  // Checks `e` and its bytes; returns their offset in the file.
+  absl::StatusOr<uint64_t> Check(const TensorEntry& e) {
+    const std::string t = absl::StrCat(f_.where, TensorWhat(e), ": ");
+    RETURN_IF_ERROR(CheckName(e, t));
+    ASSIGN_OR_RETURN(const uint64_t bytes, CheckedTensorBytes(e, t));
+    RETURN_IF_ERROR(Place(e, t, bytes));
+    const uint64_t at = payload_start_ + next_;
+    RETURN_IF_ERROR(CheckTensorData(e, t, f_.base + at, bytes));
+    next_ += bytes;
+    return at;
+  }
+
+  // Payload bytes filled by the entries checked so far.
+  uint64_t filled() const { return next_; }
+
+ private:
+  // Each (name, replica) once, and a name either for every replica (-1) or
+  // for single replicas, never both.
+  absl::Status CheckName(const TensorEntry& e, const std::string& t) {
     if (e.name().empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(where, "a tensor has no name"));
+          absl::StrCat(f_.where, "a tensor has no name"));
     }
     if (e.replica() < -1) {
       return absl::InvalidArgumentError(
           absl::StrCat(t, "replica ", e.replica(), " is negative"));
     }
-    if (!seen.insert({e.name(), e.replica()}).second) {
+    if (!seen_.insert({e.name(), e.replica()}).second) {
       return absl::InvalidArgumentError(absl::StrCat(t, "listed twice"));
     }
-    auto [it, fresh] = every_replica.insert({e.name(), e.replica() < 0});
+    auto [it, fresh] = every_replica_.insert({e.name(), e.replica() < 0});
     if (!fresh && it->second != (e.replica() < 0)) {
       return absl::InvalidArgumentError(
           absl::StrCat(t, "listed both for every replica and for one replica"));
     }
-    if (!ValidDType(e.dtype())) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(t, "dtype ", e.dtype(), " is not a stored dtype"));
-    }
-    const DType dtype = static_cast<DType>(e.dtype());
-    if (e.shape_size() > kMaxTensorRank) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          t, "rank ", e.shape_size(), " above the limit ", kMaxTensorRank));
-    }
-    uint64_t bytes = DTypeSize(dtype);
-    for (int64_t d : e.shape()) {
-      if (d < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(t, "dimension ", d, " is negative"));
-      }
-      if (d != 0 && bytes > static_cast<uint64_t>(kMaxTensorBytes) / d) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(t, "more than ", kMaxTensorBytes, " bytes"));
-      }
-      bytes *= static_cast<uint64_t>(d);
-    }
-    if (e.size() != bytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          t, "size ", e.size(), " bytes, its dtype and shape make ", bytes));
-    }
-    if (AlignUp(next) <= m.payload_size() &&
-        !zeros(payload_start + next, payload_start + AlignUp(next))) {
+    return absl::OkStatus();
+  }
+
+  // Tensors follow each other at aligned offsets with zero padding between;
+  // moves `next_` to the entry's aligned offset once it is checked.
+  absl::Status Place(const TensorEntry& e, const std::string& t,
+                     uint64_t bytes) {
+    if (AlignUp(next_) <= payload_size_ &&
+        !AllZeros(f_.base, payload_start_ + next_,
+                  payload_start_ + AlignUp(next_))) {
       return absl::DataLossError(
           absl::StrCat(t, "corrupt: the padding before it is not zeros"));
     }
-    next = AlignUp(next);
-    if (e.offset() != next) {
+    next_ = AlignUp(next_);
+    if (e.offset() != next_) {
       return absl::InvalidArgumentError(absl::StrCat(
-          t, "at payload offset ", e.offset(), ", expected ", next));
+          t, "at payload offset ", e.offset(), ", expected ", next_));
     }
-    if (bytes > m.payload_size() || next > m.payload_size() - bytes) {
+    if (bytes > payload_size_ || next_ > payload_size_ - bytes) {
       return absl::DataLossError(absl::StrCat(
-          t, "bytes [", next, ", ", next + bytes, ") lie past the payload's ",
-          m.payload_size(), ": truncated"));
+          t, "bytes [", next_, ", ", next_ + bytes, ") lie past the payload's ",
+          payload_size_, ": truncated"));
     }
-    const char* data = base + payload_start + next;
-    const uint32_t crc = Crc32c(data, bytes);
-    if (crc != e.crc32c()) {
-      return absl::DataLossError(absl::StrCat(t, "corrupt: CRC32C ",
-                                              Hex(e.crc32c()), " stored, ",
-                                              Hex(crc), " computed"));
-    }
-    if (dtype == DType::kBool) {
-      for (uint64_t i = 0; i < bytes; ++i) {
-        if (static_cast<unsigned char>(data[i]) > 1) {
-          return absl::DataLossError(absl::StrCat(
-              t, "element ", i, " is not a bool (byte ",
-              static_cast<int>(static_cast<unsigned char>(data[i])), ")"));
-        }
-      }
-    }
+    return absl::OkStatus();
+  }
+
+  const FileBytes& f_;
+  const uint64_t payload_start_;
+  const uint64_t payload_size_;
+  std::set<std::pair<std::string, int>> seen_;
+  std::map<std::string, bool> every_replica_;  // name -> replica == -1
+  uint64_t next_ = 0;  // payload offset after the last tensor checked
+};
+
+// Checks the file held in `buffer` (`size` bytes) and returns tensors that
+// view it.
+absl::StatusOr<CheckpointContents> ParseBuffer(
+    std::shared_ptr<TensorBuffer> buffer, uint64_t size,
+    const std::string& what) {
+  const FileBytes f{static_cast<const char*>(buffer->data()), size,
+                    absl::StrCat("checkpoint ", what, ": ")};
+  ASSIGN_OR_RETURN(const uint64_t manifest_bytes, CheckHeader(f));
+  CheckpointContents out;
+  ASSIGN_OR_RETURN(const uint64_t payload_start,
+                   ParseManifest(f, manifest_bytes, &out.manifest));
+  const Manifest& m = out.manifest;
+  EntryChecker entries(f, payload_start, m.payload_size());
+  out.tensors.reserve(m.tensors_size());
+  for (const TensorEntry& e : m.tensors()) {
+    ASSIGN_OR_RETURN(const uint64_t at, entries.Check(e));
     TensorShape shape;
     for (int64_t d : e.shape()) shape.AddDim(d);
-    out.tensors.emplace_back(dtype, shape, buffer, payload_start + next);
-    next += bytes;
+    out.tensors.emplace_back(static_cast<DType>(e.dtype()), shape, buffer, at);
   }
-  if (next != m.payload_size()) {
+  if (entries.filled() != m.payload_size()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(where, "the tensors fill ", next,
+        absl::StrCat(f.where, "the tensors fill ", entries.filled(),
                      " payload bytes, the manifest says ", m.payload_size()));
   }
   return out;
