@@ -107,6 +107,142 @@ absl::Status AgreeAcrossProcesses(
   return absl::OkStatus();
 }
 
+using VariableValues = std::map<std::string, std::vector<Tensor>>;
+
+// Every variable on the executable's IPUs, per replica. A multi-process run
+// says why a read can fail there.
+absl::StatusOr<VariableValues> ReadAllVariables(const DeviceProgram& exe,
+                                                bool multi_process) {
+  absl::StatusOr<VariableValues> read = exe.ReadVariables(".*");
+  if (!read.ok() && multi_process) {
+    return absl::Status(
+        read.status().code(),
+        absl::StrCat("checkpoint: ", read.status().message(),
+                     " (optimizer state sharded over processes is not "
+                     "gathered for a multi-process checkpoint)"));
+  }
+  return read;
+}
+
+// Only at weight-update boundaries: every accumulation counter at 0.
+absl::Status CheckAtWeightUpdate(const Graph& graph,
+                                 const VariableValues& values, int replicas) {
+  for (const Node* n : graph.collection(optimizers::kAccumulationCounters)) {
+    auto it = values.find(n->name());
+    if (it == values.end()) continue;  // Not on this executable's IPUs.
+    for (int r = 0; r < replicas; ++r) {
+      const Tensor& t = it->second[r];
+      if (t.valid() && t.dtype() == DType::kInt32 && t.NumElements() == 1 &&
+          t.data<int32_t>()[0] != 0) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "checkpoint: gradient accumulation '", n->name(), "' is ",
+            t.data<int32_t>()[0],
+            " micro-batch(es) into an accumulation on replica ", r,
+            "; checkpoints are taken at weight-update boundaries only (run "
+            "a multiple of the accumulation's micro-batches before "
+            "saving)"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The variables this process's replicas hold alike, with their digests
+// (empty on a single process, which compares nothing across processes).
+// Every variable must be on every replica.
+absl::StatusOr<std::map<std::string, std::string>> AlikeOnReplicas(
+    const VariableValues& values, int replicas, bool multi_process) {
+  std::map<std::string, std::string> digests;
+  for (const auto& [name, per] : values) {
+    for (int r = 0; r < replicas; ++r) {
+      if (!per[r].valid()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "checkpoint: variable '", name, "' is not on replica ", r));
+      }
+    }
+    bool identical = true;
+    for (int r = 1; r < replicas && identical; ++r) {
+      identical = SameBytes(per[0], per[r]);
+    }
+    if (identical) digests[name] = multi_process ? Digest(per[0]) : "";
+  }
+  return digests;
+}
+
+// A DataLoader's position after the devices consumed `consumed`
+// micro-batches of it: refused part-way through one of its steps.
+absl::Status AddLoaderPosition(const std::string& name,
+                               const feeds::DataLoader& loader,
+                               int64_t consumed, Manifest* m) {
+  const feeds::DataLoaderOptions& o = loader.options();
+  const int64_t per_step = MicroBatchesPerStep(o);
+  if (consumed % per_step != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint: infeed '", name, "': the devices consumed ", consumed,
+        " micro-batches of its DataLoader, not a whole number of its "
+        "steps (device_iterations(",
+        o.device_iterations, ") x gradient_accumulation(",
+        o.gradient_accumulation, ") x replicas(", o.replicas, ") = ", per_step,
+        "); save after a whole step"));
+  }
+  const int64_t spe = loader.samples_per_epoch();
+  const int64_t at = loader.start_epoch() * spe + loader.start_sample() +
+                     consumed / per_step * loader.combined_batch_size();
+  const feeds::DataLoaderPlanKey key = loader.plan_key();
+  DataLoaderPosition* l = m->add_loaders();
+  l->set_name(name);
+  l->set_num_samples(key.num_samples);
+  l->set_seed(key.seed);
+  l->set_shuffle(key.shuffle);
+  l->set_drop_last(key.drop_last);
+  l->set_combined_batch_size(key.combined_batch_size);
+  l->set_process_count(key.process_count);
+  l->set_samples_per_epoch(spe);
+  l->set_epoch(at / spe);
+  l->set_sample(at % spe);
+  l->set_micro_batch_size(o.batch_size);
+  return absl::OkStatus();
+}
+
+// Adds the variables to `c`: those in `shared` once as replica -1, the others
+// per replica with global indices from `first`. Returns one entry per
+// variable, for the model's fingerprint.
+std::vector<TensorEntry> AddVariables(const VariableValues& values,
+                                      const std::set<std::string>& shared,
+                                      int replicas, int first,
+                                      CheckpointContents* c) {
+  std::vector<TensorEntry> variables;
+  for (const auto& [name, per] : values) {
+    const bool identical = shared.count(name) > 0;
+    for (int r = 0; r < (identical ? 1 : replicas); ++r) {
+      TensorEntry* e = c->manifest.add_tensors();
+      e->set_name(name);
+      e->set_replica(identical ? -1 : first + r);
+      e->set_dtype(static_cast<int>(per[r].dtype()));
+      for (int64_t d : per[r].shape().dims()) e->add_shape(d);
+      c->tensors.push_back(per[r]);
+      if (r == 0) variables.push_back(*e);
+    }
+  }
+  return variables;
+}
+
+// The random streams: the system's seed and every program's run counter on
+// each replica (global indices from `first`).
+void AddRandomStreams(const DeviceProgram& exe, int first, Manifest* m) {
+  IPUSystem* system = exe.system();
+  const uint64_t epoch = system->floating_point().seed_epoch;
+  m->mutable_random()->set_seed(system->floating_point().seed);
+  for (int r = 0; r < exe.num_replicas(); ++r) {
+    for (const auto& [key, runs] : exe.program(r).RunCounters(epoch)) {
+      ProgramRuns* p = m->mutable_random()->add_programs();
+      p->set_key(ProgramKey(first + r, key));
+      p->set_runs(runs);
+      if (r == 0 && key.empty()) m->mutable_steps()->set_executions(runs);
+    }
+  }
+}
+
 }  // namespace
 
 uint64_t TrainingCheckpoint::Fingerprint(
@@ -139,6 +275,25 @@ absl::Status TrainingCheckpoint::CheckSupported(const char* what) const {
   return absl::OkStatus();
 }
 
+absl::Status TrainingCheckpoint::AddInputPositions(int replicas,
+                                                   Manifest* m) const {
+  for (const Feed& f : feeds_) {
+    std::vector<int64_t> consumed = f.queue->ConsumedPerReplica();
+    consumed.resize(replicas, 0);
+    int64_t since = 0;  // By this queue.
+    InfeedPosition* p = m->add_infeeds();
+    p->set_name(f.name);
+    for (int r = 0; r < replicas; ++r) {
+      since += consumed[r];
+      p->add_consumed(consumed[r] +
+                      (r < static_cast<int>(f.base.size()) ? f.base[r] : 0));
+    }
+    if (f.loader == nullptr) continue;
+    RETURN_IF_ERROR(AddLoaderPosition(f.name, *f.loader, since, m));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<CheckpointContents> TrainingCheckpoint::Capture(
     int64_t weight_updates) const {
   RETURN_IF_ERROR(CheckSupported("checkpoint"));
@@ -151,97 +306,16 @@ absl::StatusOr<CheckpointContents> TrainingCheckpoint::Capture(
   // every process's (AgreeAcrossProcesses).
   CheckpointContents c;
   Manifest& m = c.manifest;
-  std::map<std::string, std::vector<Tensor>> values;
+  VariableValues values;
   std::map<std::string, std::string> digests;  // Alike on its replicas.
   const absl::Status local = [&]() -> absl::Status {
-    absl::StatusOr<std::map<std::string, std::vector<Tensor>>> read =
-        exe_->ReadVariables(".*");
-    if (!read.ok() && link != nullptr) {
-      return absl::Status(
-          read.status().code(),
-          absl::StrCat("checkpoint: ", read.status().message(),
-                       " (optimizer state sharded over processes is not "
-                       "gathered for a multi-process checkpoint)"));
-    }
-    ASSIGN_OR_RETURN(values, std::move(read));
-    // Only at weight-update boundaries: every accumulation counter at 0.
-    for (const Node* n :
-         graph_->collection(optimizers::kAccumulationCounters)) {
-      auto it = values.find(n->name());
-      if (it == values.end()) continue;  // Not on this executable's IPUs.
-      for (int r = 0; r < replicas; ++r) {
-        const Tensor& t = it->second[r];
-        if (t.valid() && t.dtype() == DType::kInt32 && t.NumElements() == 1 &&
-            t.data<int32_t>()[0] != 0) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "checkpoint: gradient accumulation '", n->name(), "' is ",
-              t.data<int32_t>()[0],
-              " micro-batch(es) into an accumulation on replica ", r,
-              "; checkpoints are taken at weight-update boundaries only (run "
-              "a multiple of the accumulation's micro-batches before "
-              "saving)"));
-        }
-      }
-    }
-    for (auto& [name, per] : values) {
-      for (int r = 0; r < replicas; ++r) {
-        if (!per[r].valid()) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "checkpoint: variable '", name, "' is not on replica ", r));
-        }
-      }
-      bool identical = true;
-      for (int r = 1; r < replicas && identical; ++r) {
-        identical = SameBytes(per[0], per[r]);
-      }
-      if (identical) digests[name] = link != nullptr ? Digest(per[0]) : "";
-    }
-    // The input positions.
-    for (const Feed& f : feeds_) {
-      std::vector<int64_t> consumed = f.queue->ConsumedPerReplica();
-      consumed.resize(replicas, 0);
-      int64_t since = 0;  // By this queue.
-      InfeedPosition* p = m.add_infeeds();
-      p->set_name(f.name);
-      for (int r = 0; r < replicas; ++r) {
-        since += consumed[r];
-        p->add_consumed(consumed[r] +
-                        (r < static_cast<int>(f.base.size()) ? f.base[r] : 0));
-      }
-      if (f.loader == nullptr) continue;
-      const feeds::DataLoaderOptions& o = f.loader->options();
-      const int64_t per_step = MicroBatchesPerStep(o);
-      if (since % per_step != 0) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "checkpoint: infeed '", f.name, "': the devices consumed ", since,
-            " micro-batches of its DataLoader, not a whole number of its "
-            "steps (device_iterations(",
-            o.device_iterations, ") x gradient_accumulation(",
-            o.gradient_accumulation, ") x replicas(", o.replicas,
-            ") = ", per_step, "); save after a whole step"));
-      }
-      const int64_t spe = f.loader->samples_per_epoch();
-      const int64_t at = f.loader->start_epoch() * spe +
-                         f.loader->start_sample() +
-                         since / per_step * f.loader->combined_batch_size();
-      const feeds::DataLoaderPlanKey key = f.loader->plan_key();
-      DataLoaderPosition* l = m.add_loaders();
-      l->set_name(f.name);
-      l->set_num_samples(key.num_samples);
-      l->set_seed(key.seed);
-      l->set_shuffle(key.shuffle);
-      l->set_drop_last(key.drop_last);
-      l->set_combined_batch_size(key.combined_batch_size);
-      l->set_process_count(key.process_count);
-      l->set_samples_per_epoch(spe);
-      l->set_epoch(at / spe);
-      l->set_sample(at % spe);
-      l->set_micro_batch_size(o.batch_size);
-    }
-    return absl::OkStatus();
+    ASSIGN_OR_RETURN(values, ReadAllVariables(*exe_, link != nullptr));
+    RETURN_IF_ERROR(CheckAtWeightUpdate(*graph_, values, replicas));
+    ASSIGN_OR_RETURN(digests,
+                     AlikeOnReplicas(values, replicas, link != nullptr));
+    return AddInputPositions(replicas, &m);
   }();
 
-  std::vector<TensorEntry> variables;
   uint64_t id = 0;
   std::set<std::string> shared;  // Alike on every replica of every process.
   if (link != nullptr) {
@@ -251,19 +325,8 @@ absl::StatusOr<CheckpointContents> TrainingCheckpoint::Capture(
     RETURN_IF_ERROR(local);
     for (const auto& [name, digest] : digests) shared.insert(name);
   }
-  for (auto& [name, per] : values) {
-    const bool identical = shared.count(name) > 0;
-    for (int r = 0; r < (identical ? 1 : replicas); ++r) {
-      TensorEntry* e = m.add_tensors();
-      e->set_name(name);
-      e->set_replica(identical ? -1 : first + r);
-      e->set_dtype(static_cast<int>(per[r].dtype()));
-      for (int64_t d : per[r].shape().dims()) e->add_shape(d);
-      c.tensors.push_back(per[r]);
-      if (r == 0) variables.push_back(*e);
-    }
-  }
-  m.set_model_fingerprint(Fingerprint(variables));
+  m.set_model_fingerprint(
+      Fingerprint(AddVariables(values, shared, replicas, first, &c)));
   m.mutable_topology()->set_replicas(replicas * processes);
   m.mutable_topology()->set_processes(processes);
   if (link != nullptr) {
@@ -273,19 +336,7 @@ absl::StatusOr<CheckpointContents> TrainingCheckpoint::Capture(
   }
   m.mutable_topology()->set_ipus_per_replica(exe_->ipus_per_replica());
   m.mutable_steps()->set_weight_updates(weight_updates);
-
-  IPUSystem* system = exe_->system();
-  const uint64_t epoch = system->floating_point().seed_epoch;
-  m.mutable_random()->set_seed(system->floating_point().seed);
-  for (int r = 0; r < replicas; ++r) {
-    for (const auto& [key, runs] : exe_->program(r).RunCounters(epoch)) {
-      ProgramRuns* p = m.mutable_random()->add_programs();
-      p->set_key(ProgramKey(first + r, key));
-      p->set_runs(runs);
-      if (r == 0 && key.empty()) m.mutable_steps()->set_executions(runs);
-    }
-  }
-
+  AddRandomStreams(*exe_, first, &m);
   return c;
 }
 

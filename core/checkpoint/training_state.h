@@ -124,6 +124,8 @@ class TrainingCheckpoint {
     std::vector<std::vector<int64_t>> bases;  // [feed][replica]
   };
   absl::Status CheckSupported(const char* what) const;
+  // Capture's infeed and DataLoader positions, added to `m`.
+  absl::Status AddInputPositions(int replicas, Manifest* m) const;
   // Every check of Restore on this process (training_restore.cc).
   absl::Status Check(const CheckpointContents& c, RestorePlan* plan) const;
   // The infeeds' names, queues, DataLoaders and positions against `m`'s;
