@@ -39,103 +39,169 @@ bool Stashable(const Node* n) {
          n->op() != "ReadVariable" && n->op() != "Placeholder";
 }
 
-void Builder::BuildBackward(PartDef& part, int begin, int end) {
-  Graph* g = scope_.graph();
-  const bool last = part.stage + 1 == num_stages();
-  Scope bs =
-      scope_
-          .NewSubScope(absl::StrCat(
-              "stage", part.stage,
-              part.part ? absl::StrCat("_", part.part) : "", "_backward"))
-          .WithIpu(part.ipu);
-  std::vector<Output> ys, grad_ys;
-  part.grad_outputs.assign(part.outputs.size(), Output());
-  if (last) {
-    if (!b_->loss.valid() || b_->optimizer == nullptr) {
-      violations_.push_back(
-          "optimizer_function must return an optimizer and a loss");
-      return;
-    }
-    if (!IsDifferentiable(b_->loss.dtype()) || b_->loss.shape().rank() != 0) {
-      violations_.push_back(absl::StrCat(
-          "the loss '", b_->loss.name(), "' must be a float scalar, got ",
-          DTypeName(b_->loss.dtype()), b_->loss.shape().DebugString()));
-      return;
-    }
-    if (b_->optimizer->accumulates_gradients()) {
-      violations_.push_back(absl::StrCat(
-          "optimizer_function returned a gradient-accumulation optimizer ('",
-          b_->optimizer->name(),
-          "'): a pipeline accumulates gradients "
-          "itself (gradient_accumulation_count); pass the inner optimizer"));
-      return;
-    }
-    if (b_->optimizer->updates_conditionally()) {
-      violations_.push_back(absl::StrCat(
-          "optimizer_function returned '", b_->optimizer->name(),
-          "', whose update is conditional (GradScaler's skipped steps): not "
-          "supported in a pipeline yet; use static or automatic (histogram) "
-          "loss scaling"));
-      return;
-    }
-    ys.push_back(b_->loss);
-    // A loss-scaling optimizer seeds the backward pass with its scale
-    // (loss x S differentiated); others with ones.
-    Output seed = b_->optimizer->LossGradientSeed(bs, b_->loss);
-    if (!scope_.ok()) {
-      violations_.push_back(std::string(scope_.status().message()));
-      return;
-    }
-    if (seed.valid()) grad_ys.push_back(seed);
-  } else {
-    for (size_t j = 0; j < part.outputs.size(); ++j) {
-      const Output& y = part.outputs[j];
-      if (!IsDifferentiable(y.dtype())) continue;
-      part.grad_outputs[j] = ops::Placeholder(
-          bs.WithOpName(absl::StrCat("d_output", j)), y.dtype(), y.shape());
-      ys.push_back(y);
-      grad_ys.push_back(part.grad_outputs[j]);
-    }
-  }
-  // xs: the float arguments the part reads, then every read of its
-  // trainable variables.
+namespace {
+
+// What a part's backward differentiates for: the float arguments it reads
+// (not stage 0's: they come from the host, nobody needs their gradient),
+// then every read of its trainable variables.
+struct BackwardXs {
   std::vector<Output> xs;
-  std::vector<int> arg_of_x;
-  // Stage 0's arguments come from the host: nobody needs their gradient.
+  std::vector<int> arg_of_x;  // The argument of xs[k], k < arg_of_x.size().
+  std::vector<Node*> x_var;   // The variable of xs[arg_of_x.size() + k].
+};
+
+BackwardXs CollectXs(const Graph& g, const PartDef& part, int begin, int end) {
+  BackwardXs x;
   for (size_t i = 0; i < part.args.size() && part.stage > 0; ++i) {
     if (part.arg_used[i] && IsDifferentiable(part.args[i].dtype())) {
-      xs.push_back(part.args[i]);
-      arg_of_x.push_back(static_cast<int>(i));
+      x.xs.push_back(part.args[i]);
+      x.arg_of_x.push_back(static_cast<int>(i));
     }
   }
-  const size_t num_arg_xs = xs.size();
-  std::vector<Node*> x_var;
   for (int id = begin; id < end; ++id) {
-    Node* n = g->node(id);
+    Node* n = g.node(id);
     if (n->op() != "ReadVariable") continue;
     Node* var = n->input(0).node;
     if (std::find(part.variables.begin(), part.variables.end(), var) ==
         part.variables.end()) {
       continue;
     }
-    xs.push_back(Output(n));
-    x_var.push_back(var);
+    x.xs.push_back(Output(n));
+    x.x_var.push_back(var);
   }
+  return x;
+}
+
+// The stash: forward values of nodes [begin, end) that some backward node
+// (from `grads_begin` on) consumes.
+std::set<Output> BackwardReads(const Graph& g, int begin, int end,
+                               int grads_begin) {
+  std::set<Output> stash;
+  for (int id = grads_begin; id < g.num_nodes(); ++id) {
+    for (const Output& in : g.node(id)->inputs()) {
+      const int src = in.node->id();
+      if (src < begin || src >= end || !Stashable(in.node)) continue;
+      stash.insert(in);
+    }
+  }
+  return stash;
+}
+
+// With recomputation only stateful values are kept (recomputing them
+// would give other values) and recomputation checkpoints (kept to cap
+// the recomputation, ops/array/recomputation_checkpoint.h); everything
+// else is recomputed from the args.
+std::set<Output> RecomputationKeeps(const Graph& g, int begin, int end) {
+  std::set<Output> stash_rc;
+  for (int id = begin; id < end; ++id) {
+    Node* n = g.node(id);
+    const bool keep =
+        n->op_def().is_stateful() || n->op() == "RecomputationCheckpoint";
+    if (!keep || !Stashable(n)) continue;
+    for (int k = 0; k < n->num_outputs(); ++k) stash_rc.insert(Output(n, k));
+  }
+  return stash_rc;
+}
+
+}  // namespace
+
+void Builder::BuildBackward(PartDef& part, int begin, int end) {
+  Graph* g = scope_.graph();
+  Scope bs =
+      scope_
+          .NewSubScope(absl::StrCat(
+              "stage", part.stage,
+              part.part ? absl::StrCat("_", part.part) : "", "_backward"))
+          .WithIpu(part.ipu);
+  part.grad_outputs.assign(part.outputs.size(), Output());
+  std::optional<BackwardTargets> targets;
+  if (part.stage + 1 == num_stages()) {
+    targets = LossTargets(bs);
+    if (!targets.has_value()) return;
+  } else {
+    targets = OutputTargets(bs, part);
+  }
+  const BackwardXs x = CollectXs(*g, part, begin, end);
   part.grad_args.assign(part.args.size(), Output());
-  if (ys.empty() || xs.empty()) return;
+  if (targets->ys.empty() || x.xs.empty()) return;
   part.has_backward = true;
   const int grads_begin = g->num_nodes();
   std::vector<Output> grads;
-  absl::Status s = AddGradients(bs, ys, xs, grad_ys, &grads);
+  absl::Status s =
+      AddGradients(bs, targets->ys, x.xs, targets->grad_ys, &grads);
   if (!s.ok()) {
     violations_.push_back(absl::StrCat(part.name, ": ", s.message()));
     return;
   }
+  const size_t num_arg_xs = x.arg_of_x.size();
   for (size_t k = 0; k < num_arg_xs; ++k)
-    part.grad_args[arg_of_x[k]] = grads[k];
-  for (size_t k = num_arg_xs; k < xs.size(); ++k) {
-    var_grads_[x_var[k - num_arg_xs]].push_back(grads[k]);
+    part.grad_args[x.arg_of_x[k]] = grads[k];
+  for (size_t k = num_arg_xs; k < x.xs.size(); ++k) {
+    var_grads_[x.x_var[k - num_arg_xs]].push_back(grads[k]);
   }
+  if (!BuildAccumulation(part, bs)) return;
+  const std::set<Output> stash = BackwardReads(*g, begin, end, grads_begin);
+  const std::set<Output> stash_rc = RecomputationKeeps(*g, begin, end);
+  part.stash.assign(stash.begin(), stash.end());
+  part.stash_recompute.assign(stash_rc.begin(), stash_rc.end());
+}
+
+std::optional<Builder::BackwardTargets> Builder::LossTargets(const Scope& bs) {
+  if (!b_->loss.valid() || b_->optimizer == nullptr) {
+    violations_.push_back(
+        "optimizer_function must return an optimizer and a loss");
+    return std::nullopt;
+  }
+  if (!IsDifferentiable(b_->loss.dtype()) || b_->loss.shape().rank() != 0) {
+    violations_.push_back(absl::StrCat(
+        "the loss '", b_->loss.name(), "' must be a float scalar, got ",
+        DTypeName(b_->loss.dtype()), b_->loss.shape().DebugString()));
+    return std::nullopt;
+  }
+  if (b_->optimizer->accumulates_gradients()) {
+    violations_.push_back(absl::StrCat(
+        "optimizer_function returned a gradient-accumulation optimizer ('",
+        b_->optimizer->name(),
+        "'): a pipeline accumulates gradients "
+        "itself (gradient_accumulation_count); pass the inner optimizer"));
+    return std::nullopt;
+  }
+  if (b_->optimizer->updates_conditionally()) {
+    violations_.push_back(absl::StrCat(
+        "optimizer_function returned '", b_->optimizer->name(),
+        "', whose update is conditional (GradScaler's skipped steps): not "
+        "supported in a pipeline yet; use static or automatic (histogram) "
+        "loss scaling"));
+    return std::nullopt;
+  }
+  BackwardTargets t;
+  t.ys.push_back(b_->loss);
+  // A loss-scaling optimizer seeds the backward pass with its scale
+  // (loss x S differentiated); others with ones.
+  Output seed = b_->optimizer->LossGradientSeed(bs, b_->loss);
+  if (!scope_.ok()) {
+    violations_.push_back(std::string(scope_.status().message()));
+    return std::nullopt;
+  }
+  if (seed.valid()) t.grad_ys.push_back(seed);
+  return t;
+}
+
+Builder::BackwardTargets Builder::OutputTargets(const Scope& bs,
+                                                PartDef& part) {
+  BackwardTargets t;
+  for (size_t j = 0; j < part.outputs.size(); ++j) {
+    const Output& y = part.outputs[j];
+    if (!IsDifferentiable(y.dtype())) continue;
+    part.grad_outputs[j] = ops::Placeholder(
+        bs.WithOpName(absl::StrCat("d_output", j)), y.dtype(), y.shape());
+    t.ys.push_back(y);
+    t.grad_ys.push_back(part.grad_outputs[j]);
+  }
+  return t;
+}
+
+bool Builder::BuildAccumulation(PartDef& part, const Scope& bs) {
   // Accumulate: acc <- acc * accum_scale + cast(grad) * grad_scale, the
   // optimizer wrapper's formula (optimizers::ReductionScales) fed the
   // micro-batch index; its first micro-batch overwrites (a stopped step may
@@ -146,7 +212,7 @@ void Builder::BuildBackward(PartDef& part, int begin, int end) {
     auto it = var_grads_.find(var);
     if (it == var_grads_.end()) continue;
     Node* acc = Accumulator(var);
-    if (acc == nullptr) return;
+    if (acc == nullptr) return false;
     const DType dt = acc->attr<DType>("dtype");
     if (!part.micro_batch.valid()) {
       part.micro_batch =
@@ -161,28 +227,7 @@ void Builder::BuildBackward(PartDef& part, int begin, int end) {
         optimizers::ReductionScales(vs, o_.reduction_method,
                                     o_.gradient_accumulation_count, step, dt)));
   }
-  // The stash: forward values some backward node consumes.
-  std::set<Output> stash, stash_rc;
-  for (int id = grads_begin; id < g->num_nodes(); ++id) {
-    for (const Output& in : g->node(id)->inputs()) {
-      const int src = in.node->id();
-      if (src < begin || src >= end || !Stashable(in.node)) continue;
-      stash.insert(in);
-    }
-  }
-  // With recomputation only stateful values are kept (recomputing them
-  // would give other values) and recomputation checkpoints (kept to cap
-  // the recomputation, ops/array/recomputation_checkpoint.h); everything
-  // else is recomputed from the args.
-  for (int id = begin; id < end; ++id) {
-    Node* n = g->node(id);
-    const bool keep =
-        n->op_def().is_stateful() || n->op() == "RecomputationCheckpoint";
-    if (!keep || !Stashable(n)) continue;
-    for (int k = 0; k < n->num_outputs(); ++k) stash_rc.insert(Output(n, k));
-  }
-  part.stash.assign(stash.begin(), stash.end());
-  part.stash_recompute.assign(stash_rc.begin(), stash_rc.end());
+  return true;
 }
 
 Node* Builder::Accumulator(Node* var) {

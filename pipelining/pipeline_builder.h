@@ -65,6 +65,20 @@ class Builder {
   void CheckCaptures(const PartDef& part, int begin, int end);
   void FindUsesAndVariables(PartDef& part, int begin, int end);
   void BuildBackward(PartDef& part, int begin, int end);
+  // What a part's backward differentiates (ys) and the gradients that seed
+  // it (grad_ys; none: ones).
+  struct BackwardTargets {
+    std::vector<Output> ys, grad_ys;
+  };
+  // The last stage's: its loss, seeded by the optimizer; nullopt after a
+  // violation (a bad loss or optimizer).
+  std::optional<BackwardTargets> LossTargets(const Scope& bs);
+  // Another stage's: its float outputs, seeded by placeholders for their
+  // gradients (part.grad_outputs).
+  static BackwardTargets OutputTargets(const Scope& bs, PartDef& part);
+  // The accumulation of the part's variables' gradients (part.accumulate);
+  // false after a violation.
+  bool BuildAccumulation(PartDef& part, const Scope& bs);
   Node* Accumulator(Node* variable);
   void BuildWeightUpdate();
   // Offloaded optimizer state (b_->offloaded_state): the load and store
