@@ -1,22 +1,14 @@
 // The README's main example: Graphcore's tutorial "PopTorch Parallel
 // Execution Using Pipelining" in C++, on Fashion-MNIST and emulated IPUs, in
-// the tutorial's order: the network's layers, the blocks B1-B4 (one per
-// IPU), the options, the data loader, the training calls with a monitor
-// thread, then inference. Flags, their checks and the reports that are not
-// the tutorial's own are in examples/tutorial_flags.h.
+// the order: the network's layers, the blocks B1-B4 (one per IPU), the
+// options, the data loader, the training calls with a monitor thread, then
+// inference. Flags and reports: tutorial_flags.h; checkpoints:
+// tutorial_checkpoints.h; mpirun's processes: tutorial_processes.h.
 //
-//   ./bazelw run //examples:train_fashion_mnist
-//   ./bazelw run //examples:train_fashion_mnist -- --replication-factor 2
-//   mpirun -np 2 bazel-bin/examples/train_fashion_mnist
-//     --replication-factor 1        # (one line) 2 processes x 1 replica
-//   ... -- --checkpoint-dir /tmp/ckpt --checkpoint-every 10 [--resume]
-//
-// Replication: R replicas of the 4-stage pipeline on R x 4 IPUs; each
-// weight update averages the gradients over the accumulated micro-batches
-// and the replicas (PopTorch user guide, "Efficient data batching").
-#include <algorithm>
+//   ./bazelw run //examples:train_fashion_mnist [-- --replication-factor 2]
+//   mpirun -np 2 bazel-bin/examples/train_fashion_mnist --replication-factor 1
+//   ... --checkpoint-dir /tmp/ckpt --checkpoint-every 10 [--resume]
 #include <chrono>
-#include <cstdio>
 #include <memory>
 #include <vector>
 
@@ -44,7 +36,6 @@ namespace ipuflow {
 namespace {
 
 using examples::kStages;
-using examples::TutorialFlags;
 
 // The network's layers (the tutorial's Network): Block(1, 10, 5, 2),
 // Block(10, 20, 5, 2) (each a 5x5 convolution, 2x2 max pooling and ReLU),
@@ -53,30 +44,18 @@ using examples::TutorialFlags;
 // the device, so every activation is float16.
 Output Layer(const Scope& scope, const models::ConvNetParams& p, int b,
              Output x) {
-  switch (b) {
-    case 0: {
-      const Scope s = scope.NewSubScope("conv1");
-      if (x.dtype() != p.dtype) x = ops::Cast(s, x, p.dtype);
-      return models::ConvPoolRelu(s, p.blocks[0], x);
-    }
-    case 1:
-      return models::ConvPoolRelu(scope.NewSubScope("conv2"), p.blocks[1], x);
-    case 2: {
-      const Scope s = scope.NewSubScope("fc1");
-      return models::Dense(s, p.blocks[2], ops::Reshape(s, x, {-1, 320}),
-                           /*relu=*/true);
-    }
-    default:
-      return models::Dense(scope.NewSubScope("fc2"), p.blocks[3], x,
-                           /*relu=*/false);
-  }
+  const char* const kNames[kStages] = {"conv1", "conv2", "fc1", "fc2"};
+  const Scope s = scope.NewSubScope(kNames[b]);
+  if (b == 0 && x.dtype() != p.dtype) x = ops::Cast(s, x, p.dtype);
+  if (b < 2) return models::ConvPoolRelu(s, p.blocks[b], x);
+  if (b == 2) x = ops::Reshape(s, x, {-1, 320});
+  return models::Dense(s, p.blocks[b], x, /*relu=*/b == 2);
 }
 
 // "Annotation for model partitioning": layer b is block B<b+1> on IPU b
-// (poptorch.Block("B1", ipu_id=0)). A block maps (x, labels) -> (y,
-// labels); B4 adds the loss (in float32 whatever the precision, as
-// autocast does) and hands the pipeline loss and accuracy when training,
-// accuracy when testing.
+// (poptorch.Block("B1", ipu_id=0)), mapping (x, labels) -> (y, labels); B4
+// adds the loss (in float32 whatever the precision, as autocast does) and
+// hands the pipeline loss and accuracy when training, accuracy when testing.
 absl::StatusOr<pipelining::BlockModel> Network(
     const models::ConvNetParams& params, bool training) {
   pipelining::BlockModel model;
@@ -100,64 +79,10 @@ absl::StatusOr<pipelining::BlockModel> Network(
 }
 
 // `procs`: under mpirun, this process's share (its replicas, its data).
-absl::Status RunTutorial(const TutorialFlags& f,
+absl::Status RunTutorial(const examples::TutorialFlags& f,
                          examples::TutorialProcesses& procs) {
   if (f.profile) RETURN_IF_ERROR(examples::PrepareProfileDir(f.profile_dir));
-  const int replicas = f.replicas;
-  // The data loader (poptorch.DataLoader): one training call takes
-  // device_iterations weight updates of accumulation x replicas
-  // micro-batches, the combined batch; drop_last leaves a partial call for
-  // the next epoch. One inference call tests test_iterations micro-batches
-  // per replica.
-  ASSIGN_OR_RETURN(examples::TutorialData data,
-                   examples::LoadTutorialData(f.train_limit, f.test_limit));
-  // --resume: the run continues from the newest checkpoint (docs/
-  // CHECKPOINTS.md), its training data where the devices had stopped.
-  ASSIGN_OR_RETURN(
-      examples::TutorialCheckpoints ckpt,
-      examples::TutorialCheckpoints::Open(
-          {f.checkpoint_dir, f.checkpoint_every, f.keep_checkpoints, f.resume,
-           f.device_iterations, f.stop_after, procs.index(), procs.count()}));
-  const auto loader_options = [&](bool training) {
-    return examples::LoaderOptions(f, training, procs.index(), procs.count());
-  };
-  ASSIGN_OR_RETURN(auto train_loader,
-                   ckpt.TrainLoader(feeds::FromTensorSlices(
-                                        {data.train.images, data.train.labels}),
-                                    loader_options(/*training=*/true)));
-  ASSIGN_OR_RETURN(
-      auto test_loader,
-      feeds::DataLoader::Create(
-          feeds::FromTensorSlices({data.test.images, data.test.labels}),
-          loader_options(/*training=*/false)));
-  ASSIGN_OR_RETURN(feeds::DatasetPtr train_micro,
-                   train_loader->ToInfeedDataset());
-  ASSIGN_OR_RETURN(feeds::DatasetPtr test_micro,
-                   test_loader->ToInfeedDataset());
-  ASSIGN_OR_RETURN(auto train_feed,
-                   feeds::IPUInfeedQueue::Create(train_micro->Repeat(
-                       f.epochs - train_loader->start_epoch())));
-  ASSIGN_OR_RETURN(auto test_feed, feeds::IPUInfeedQueue::Create(test_micro));
-  ASSIGN_OR_RETURN(auto train_out, feeds::IPUOutfeedQueue::Create());
-  ASSIGN_OR_RETURN(auto test_out, feeds::IPUOutfeedQueue::Create());
-  examples::PrintDataLoader(f, *train_loader);
-  // The IPUs: replicas x stages. In float16, stochastic rounding
-  // (IPUConfig.floating_point_behaviour.esr), seeded so runs repeat.
-  IPUConfig config;
-  config.set_auto_select_ipus(replicas * kStages);
-  config.set_replication_factor(replicas);
-  if (f.fp16) {
-    config.mutable_floating_point_behaviour()->set_esr(f.esr);
-    config.set_seed(static_cast<uint64_t>(f.seed));
-  }
-  ASSIGN_OR_RETURN(std::unique_ptr<IPUSystem> system,
-                   IPUSystem::Create(config));
-  RETURN_IF_ERROR(procs.Link(*system));
-  RETURN_IF_ERROR(procs.Agree(*train_loader));
-  RETURN_IF_ERROR(procs.Agree(*test_loader));
-  IPUStrategy strategy(system.get());
-
-  // The network: block b's variables on IPU b of every replica; the
+  // The network's weights: block b's on IPU b of every replica; the
   // training and the inference pipeline share them.
   Scope root = Scope::NewRootScope();
   std::vector<Scope> block_scopes;
@@ -166,15 +91,28 @@ absl::Status RunTutorial(const TutorialFlags& f,
       root.NewSubScope("convnet"), block_scopes, f.seed,
       f.fp16 ? DType::kFloat16 : DType::kFloat32);
 
-  // The options: one stage per block on its IPU (AutoStage SameAsIpu),
-  // pipelined (PipelinedExecution) or sharded (ShardedExecution).
-  const auto auto_stage = pipelining::AutoStage::kSameAsIpu;
-  const pipelining::ExecutionStrategy execution =
-      f.pipelined() ? pipelining::PipelinedExecution(auto_stage)
-                    : pipelining::ShardedExecution(auto_stage);
-  // Training options, "Setting gradient accumulation and device
-  // iterations": the mean of the accumulated gradients, as PopTorch;
-  // float16 gradients accumulate in float32 (PopTorch's accum_type).
+  // The options. The IPUs: R replicas x 4 stages (each weight update
+  // averages the gradients over the micro-batches and the replicas: PopTorch
+  // user guide, "Efficient data batching"); in float16, stochastic rounding
+  // (IPUConfig.floating_point_behaviour.esr), seeded so runs repeat.
+  IPUConfig config;
+  config.set_auto_select_ipus(f.replicas * kStages);
+  config.set_replication_factor(f.replicas);
+  if (f.fp16) {
+    config.mutable_floating_point_behaviour()->set_esr(f.esr);
+    config.set_seed(static_cast<uint64_t>(f.seed));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<IPUSystem> system,
+                   IPUSystem::Create(config));
+  RETURN_IF_ERROR(procs.Link(*system));
+  // "Execution strategies": one stage per block on its IPU (AutoStage
+  // SameAsIpu), pipelined (PipelinedExecution) or sharded (ShardedExecution).
+  const auto stage = pipelining::AutoStage::kSameAsIpu;
+  const auto execution = f.pipelined() ? pipelining::PipelinedExecution(stage)
+                                       : pipelining::ShardedExecution(stage);
+  // Training, "Setting gradient accumulation and device iterations": the
+  // mean of the accumulated gradients, as PopTorch; float16 gradients
+  // accumulate in float32 (PopTorch's accum_type).
   ASSIGN_OR_RETURN(pipelining::BlockModel train_model, Network(params, true));
   pipelining::PipelineOptions t;
   RETURN_IF_ERROR(pipelining::ApplyStrategy(train_model, execution, &t));
@@ -183,14 +121,12 @@ absl::Status RunTutorial(const TutorialFlags& f,
   t.repeat_count = f.device_iterations;
   t.reduction_method = pipelining::ReductionMethod::kMean;
   if (f.fp16) t.gradient_accumulation_dtype = DType::kFloat32;
-  t.infeed_queue = train_feed.get();
-  t.outfeed_queue = train_out.get();
   // "Saving memory by offloading to remote buffers".
   t.offload_weight_update_variables = f.offload_optimiser;
   t.replicated_optimizer_state_sharding = f.replicated_optimizer_state_sharding;
-  // AdamW on the accumulated gradients, averaged over the replicas first.
-  // In float16: float32 master weights and state, and loss scaling around
-  // it, its scale shared by the replicas.
+  // AdamW on the accumulated gradients, averaged over the replicas first;
+  // in float16 with float32 master weights and state, inside loss scaling
+  // whose scale the replicas share.
   t.optimizer_function = [&f](const Scope&, const std::vector<Output>& out) {
     auto adamw = std::make_shared<optimizers::AdamWOptimizer>(f.learning_rate);
     std::shared_ptr<optimizers::Optimizer> optimizer =
@@ -202,25 +138,60 @@ absl::Status RunTutorial(const TutorialFlags& f,
     }
     return pipelining::OptimizerFunctionOutput{optimizer, out[0]};
   };
-  ASSIGN_OR_RETURN(auto training,
-                   pipelining::Pipeline::Create(root, std::move(t)));
-
-  // Inference options: the same blocks without the loss; the device
-  // iterations are the pipeline's micro-batches per call.
+  // Inference: the same blocks without the loss; the device iterations are
+  // the pipeline's micro-batches per call.
   ASSIGN_OR_RETURN(pipelining::BlockModel test_model, Network(params, false));
   pipelining::PipelineOptions e;
   RETURN_IF_ERROR(pipelining::ApplyStrategy(test_model, execution, &e));
   e.name = "inference";
   e.gradient_accumulation_count = f.test_iterations;
+
+  // The data loader (poptorch.DataLoader): one training call takes
+  // device_iterations weight updates of accumulation x replicas
+  // micro-batches, the combined batch; drop_last leaves a partial call for
+  // the next epoch. --resume: from the newest checkpoint, its data where the
+  // devices had stopped (docs/CHECKPOINTS.md).
+  ASSIGN_OR_RETURN(examples::TutorialData data,
+                   examples::LoadTutorialData(f.train_limit, f.test_limit));
+  ASSIGN_OR_RETURN(auto ckpt,
+                   examples::TutorialCheckpoints::Open(f, procs.index()));
+  ASSIGN_OR_RETURN(
+      auto train_loader,
+      ckpt.TrainLoader(
+          feeds::FromTensorSlices({data.train.images, data.train.labels}),
+          examples::LoaderOptions(f, true, procs.index())));
+  ASSIGN_OR_RETURN(
+      auto test_loader,
+      feeds::DataLoader::Create(
+          feeds::FromTensorSlices({data.test.images, data.test.labels}),
+          examples::LoaderOptions(f, false, procs.index())));
+  ASSIGN_OR_RETURN(feeds::DatasetPtr train_micro,
+                   train_loader->ToInfeedDataset());
+  ASSIGN_OR_RETURN(feeds::DatasetPtr test_micro,
+                   test_loader->ToInfeedDataset());
+  ASSIGN_OR_RETURN(auto train_feed,
+                   feeds::IPUInfeedQueue::Create(train_micro->Repeat(
+                       f.epochs - train_loader->start_epoch())));
+  ASSIGN_OR_RETURN(auto test_feed, feeds::IPUInfeedQueue::Create(test_micro));
+  ASSIGN_OR_RETURN(auto train_out, feeds::IPUOutfeedQueue::Create());
+  ASSIGN_OR_RETURN(auto test_out, feeds::IPUOutfeedQueue::Create());
+  examples::PrintDataLoader(f, *train_loader);
+  RETURN_IF_ERROR(procs.Agree({train_loader.get(), test_loader.get()}));
+  t.infeed_queue = train_feed.get();
+  t.outfeed_queue = train_out.get();
   e.infeed_queue = test_feed.get();
   e.outfeed_queue = test_out.get();
+
+  // The training and inference models (poptorch.trainingModel and
+  // inferenceModel): each pipeline's frame node compiles as a loop's
+  // would; a call is one Execute on every replica (results leave by the
+  // outfeeds). --resume restores the checkpoint into the training program.
+  ASSIGN_OR_RETURN(auto training,
+                   pipelining::Pipeline::Create(root, std::move(t)));
   ASSIGN_OR_RETURN(auto inference,
                    pipelining::Pipeline::Create(root, std::move(e)));
+  IPUStrategy strategy(system.get());
   RETURN_IF_ERROR(strategy.Initialize(*root.graph()));
-
-  // Each pipeline's frame node compiles as a loop's would; a call is one
-  // Execute on every replica (results leave by the outfeeds). --resume
-  // restores the checkpoint into the training program.
   ASSIGN_OR_RETURN(DeviceProgram * trained,
                    strategy.Compile(*root.graph(), {}, {training->frame()}));
   ASSIGN_OR_RETURN(DeviceProgram * tested,
@@ -228,25 +199,18 @@ absl::Status RunTutorial(const TutorialFlags& f,
   RETURN_IF_ERROR(
       ckpt.Attach(root.graph(), trained, train_feed.get(), train_loader.get()));
 
-  // Training. The monitor thread takes each step's loss and accuracy
-  // ([replicas] per step) from the outfeed as the device produces them and
-  // draws the progress bar; each call returns replica 0's report.
-  std::printf("%s", examples::TrainingSummary(f).c_str());
-  std::fflush(stdout);
+  // "Training the model". The monitor thread takes each step's loss and
+  // accuracy ([replicas] per step) from the outfeed as the device produces
+  // them and draws the progress bar.
+  examples::PrintTrainingSummary(f);
   ASSIGN_OR_RETURN(const auto calls,
                    ckpt.Calls(f.epochs * train_loader->len()));
   const int64_t per_call = f.device_iterations * f.gradient_accumulation;
-  const int64_t steps = calls.total * per_call;
-  // Every process trains in step: the run's micro-batches are P times ours.
-  const int64_t all_replicas = int64_t{replicas} * procs.count();
-  const int64_t first = calls.first * per_call;  // Steps before --resume.
   examples::OutfeedMonitor monitor(
-      train_out.get(), calls.done() * per_call, replicas, "0", "1",
-      /*window=*/50, [&](int64_t done, int64_t, float loss, float accuracy) {
-        if (procs.index() != 0) return;  // One progress bar for the run.
-        examples::DrawProgress((first + done / replicas) * all_replicas,
-                               steps * all_replicas, loss, accuracy);
-      });
+      train_out.get(), calls.done() * per_call, f.replicas, "0", "1",
+      /*window=*/50,
+      procs.ProgressBar(calls.first * per_call, calls.total * per_call,
+                        f.replicas));
   std::vector<std::vector<Tensor>> none;
   absl::Status status;
   const auto start = std::chrono::steady_clock::now();
@@ -257,15 +221,8 @@ absl::Status RunTutorial(const TutorialFlags& f,
   const double train_seconds = examples::SecondsSince(start);
   monitor.Stop();  // Closes the outfeed: ends early if a call failed.
   RETURN_IF_ERROR(status);
-  const pipelining::PipelineReport last_run =
-      training->last_report().value_or(pipelining::PipelineReport{});
-  examples::PrintTrainingResult(f, calls.done() * per_call * all_replicas,
-                                calls.done() * f.device_iterations,
-                                train_seconds, monitor.window_micro_batches(),
-                                monitor.mean_loss(), monitor.mean_accuracy());
-  if (replicas > 1) RETURN_IF_ERROR(examples::CheckReplicasAgree(*trained));
-  RETURN_IF_ERROR(examples::PrintLossScale(f, *trained));
-  examples::PrintPipelineReport(f, last_run);
+  RETURN_IF_ERROR(examples::ReportTraining(f, calls.done(), train_seconds,
+                                           monitor, *training, *trained));
   if (calls.last < calls.total) return ckpt.Stopped();  // --stop-after.
 
   // Inference: every replica tests its share; the outfeed holds one
@@ -274,18 +231,15 @@ absl::Status RunTutorial(const TutorialFlags& f,
   for (int64_t c = 0; c < test_loader->len(); ++c) {
     RETURN_IF_ERROR(tested->Execute({{}}, &none));
   }
-  const pipelining::PipelineReport test_run =
-      inference->last_report().value_or(pipelining::PipelineReport{});
   const double test_seconds = examples::SecondsSince(test_start);
   ASSIGN_OR_RETURN(feeds::OutfeedResult results, test_out->Dequeue());
-  double mine = 0;
-  for (float a : results["0"].span<float>()) mine += a * f.test_batch_size;
+  double correct = 0;
+  for (float a : results["0"].span<float>()) correct += a * f.test_batch_size;
   ASSIGN_OR_RETURN(
       const auto all,  // Every process's share: (correct, images).
-      procs.Sum(mine, results["0"].NumElements() * f.test_batch_size));
+      procs.Sum(correct, results["0"].NumElements() * f.test_batch_size));
   examples::PrintTestAccuracy(all.first, all.second, test_seconds);
-
-  return examples::WriteReports(f, last_run, test_run, *trained, *system);
+  return examples::WriteReports(f, *training, *inference, *trained, *system);
 }
 
 }  // namespace

@@ -38,6 +38,13 @@ absl::StatusOr<TutorialCheckpoints> TutorialCheckpoints::Open(
   return c;
 }
 
+absl::StatusOr<TutorialCheckpoints> TutorialCheckpoints::Open(
+    const TutorialFlags& f, int process_index) {
+  return Open({f.checkpoint_dir, f.checkpoint_every, f.keep_checkpoints,
+               f.resume, f.device_iterations, f.stop_after, process_index,
+               f.processes});
+}
+
 absl::StatusOr<TrainingCalls> TutorialCheckpoints::Calls(int64_t total) const {
   TrainingCalls c;
   c.total = total;

@@ -8,6 +8,7 @@
 // call's end).
 //
 //   ASSIGN_OR_RETURN(TutorialCheckpoints ckpt, TutorialCheckpoints::Open(o));
+//   // (or Open(flags, process_index))
 //   ASSIGN_OR_RETURN(auto loader, ckpt.TrainLoader(samples, loader_options));
 //   ASSIGN_OR_RETURN(auto calls, ckpt.Calls(epochs * loader->len()));
 //   ... build the pipelines on the loader, compile, Initialize ...
@@ -35,6 +36,7 @@
 #include "absl/status/statusor.h"
 #include "core/checkpoint/checkpoint_directory.h"
 #include "core/checkpoint/training_state.h"
+#include "examples/tutorial_flags.h"
 #include "feeds/data_loader.h"
 #include "feeds/infeed_queue.h"
 
@@ -68,6 +70,11 @@ class TutorialCheckpoints {
   // a damaged file's error (core/checkpoint/checkpoint_file.h).
   static absl::StatusOr<TutorialCheckpoints> Open(
       const TutorialCheckpointOptions& o);
+  // The same with the flags' options (--checkpoint-dir, --checkpoint-every,
+  // --keep-checkpoints, --resume, --device-iterations, --stop-after), for
+  // process `process_index` of flags.processes.
+  static absl::StatusOr<TutorialCheckpoints> Open(const TutorialFlags& flags,
+                                                  int process_index);
 
   // The weight updates done before this run (the checkpoint's), and its
   // file ("" when starting at the beginning).

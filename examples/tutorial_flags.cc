@@ -467,84 +467,13 @@ absl::StatusOr<TutorialFlags> ParseTutorialFlagArgs(
   return FlagsFromAbsl();
 }
 
+namespace {
+
 // "2 replica(s)", or "1 replica(s) x 2 processes".
 std::string ReplicasText(const TutorialFlags& f) {
   return f.processes > 1 ? absl::StrCat(f.replicas, " replica(s) x ",
                                         f.processes, " processes")
                          : absl::StrCat(f.replicas, " replica(s)");
-}
-
-feeds::DataLoaderOptions LoaderOptions(const TutorialFlags& f, bool training,
-                                       int process_index, int process_count) {
-  feeds::DataLoaderOptions o;
-  o.mode = f.loader_mode;
-  o.num_workers = f.loader_workers;
-  o.replicas = f.replicas;
-  o.process_index = process_index;
-  o.process_count = process_count;
-  if (training) {
-    o.batch_size = f.batch_size;
-    o.device_iterations = f.device_iterations;
-    o.gradient_accumulation = f.gradient_accumulation;
-    o.shuffle = true;
-    o.seed = 42 + static_cast<uint64_t>(f.seed);
-  } else {
-    o.batch_size = f.test_batch_size;
-    o.device_iterations = f.test_iterations;
-  }
-  return o;
-}
-
-void PrintTrainingResult(const TutorialFlags& f, int64_t micro_batches,
-                         int64_t weight_updates, double seconds,
-                         int window_micro_batches, double mean_loss,
-                         double mean_accuracy) {
-  std::printf(
-      "Trained %lld micro-batches (%lld weight updates) in %.1f s: %.0f "
-      "images/s; last %d micro-batches: loss %.4f, accuracy %.2f%%\n",
-      static_cast<long long>(micro_batches),
-      static_cast<long long>(weight_updates), seconds,
-      micro_batches * f.batch_size / seconds, window_micro_batches, mean_loss,
-      100 * mean_accuracy);
-}
-
-void PrintTestAccuracy(double correct, int64_t images, double seconds) {
-  std::printf("Test accuracy: %.2f%% (%lld of %lld images, %.0f images/s)\n",
-              100 * correct / images,
-              static_cast<long long>(std::llround(correct)),
-              static_cast<long long>(images), images / seconds);
-}
-
-std::string TrainingSummary(const TutorialFlags& f) {
-  return absl::StrFormat(
-      "Training the ConvNet (B1-B4 on IPUs 0-3, %s) x %s on %d "
-      "IPUs%s, Fashion-MNIST: micro-batch %d x gradient accumulation %d "
-      "x %s = combined batch %d, %d device iterations, %d epoch(s), "
-      "AdamW lr %g%s\n",
-      f.strategy, ReplicasText(f), f.replicas * kStages,
-      f.processes > 1 ? " per process" : "", f.batch_size,
-      f.gradient_accumulation, ReplicasText(f),
-      f.batch_size * f.gradient_accumulation * f.replicas * f.processes,
-      f.device_iterations, f.epochs, f.learning_rate,
-      f.offload_optimiser
-          ? (f.replicated_optimizer_state_sharding
-                 ? ", optimizer state offloaded and sharded over the replicas"
-                 : ", optimizer state offloaded")
-          : "");
-}
-
-void PrintDataLoader(const TutorialFlags& f,
-                     const feeds::DataLoader& train_loader) {
-  std::printf(
-      "DataLoader (%s, %d worker(s)): combined batch %d x %d device "
-      "iterations x %d replica(s) x %d gradient accumulation = %lld "
-      "images per host call, %lld calls per epoch (%lld images left "
-      "for the next epoch)\n",
-      feeds::DataLoaderModeName(f.loader_mode).c_str(), f.loader_workers,
-      f.batch_size, f.device_iterations, f.replicas, f.gradient_accumulation,
-      static_cast<long long>(train_loader.combined_batch_size()),
-      static_cast<long long>(train_loader.len()),
-      static_cast<long long>(train_loader.unused_samples_per_epoch()));
 }
 
 absl::Status PrintLossScale(const TutorialFlags& f, const Executable& trained) {
@@ -591,6 +520,94 @@ absl::Status CheckReplicasAgree(const Executable& exe) {
       "Replicas in step: %zu variables bitwise equal on all %d "
       "replicas\n",
       variables.size(), exe.num_replicas());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+feeds::DataLoaderOptions LoaderOptions(const TutorialFlags& f, bool training,
+                                       int process_index) {
+  feeds::DataLoaderOptions o;
+  o.mode = f.loader_mode;
+  o.num_workers = f.loader_workers;
+  o.replicas = f.replicas;
+  o.process_index = process_index;
+  o.process_count = f.processes;
+  if (training) {
+    o.batch_size = f.batch_size;
+    o.device_iterations = f.device_iterations;
+    o.gradient_accumulation = f.gradient_accumulation;
+    o.shuffle = true;
+    o.seed = 42 + static_cast<uint64_t>(f.seed);
+  } else {
+    o.batch_size = f.test_batch_size;
+    o.device_iterations = f.test_iterations;
+  }
+  return o;
+}
+
+void PrintTestAccuracy(double correct, int64_t images, double seconds) {
+  std::printf("Test accuracy: %.2f%% (%lld of %lld images, %.0f images/s)\n",
+              100 * correct / images,
+              static_cast<long long>(std::llround(correct)),
+              static_cast<long long>(images), images / seconds);
+}
+
+void PrintDataLoader(const TutorialFlags& f,
+                     const feeds::DataLoader& train_loader) {
+  std::printf(
+      "DataLoader (%s, %d worker(s)): combined batch %d x %d device "
+      "iterations x %d replica(s) x %d gradient accumulation = %lld "
+      "images per host call, %lld calls per epoch (%lld images left "
+      "for the next epoch)\n",
+      feeds::DataLoaderModeName(f.loader_mode).c_str(), f.loader_workers,
+      f.batch_size, f.device_iterations, f.replicas, f.gradient_accumulation,
+      static_cast<long long>(train_loader.combined_batch_size()),
+      static_cast<long long>(train_loader.len()),
+      static_cast<long long>(train_loader.unused_samples_per_epoch()));
+}
+
+std::string TrainingSummary(const TutorialFlags& f) {
+  return absl::StrFormat(
+      "Training the ConvNet (B1-B4 on IPUs 0-3, %s) x %s on %d "
+      "IPUs%s, Fashion-MNIST: micro-batch %d x gradient accumulation %d "
+      "x %s = combined batch %d, %d device iterations, %d epoch(s), "
+      "AdamW lr %g%s\n",
+      f.strategy, ReplicasText(f), f.replicas * kStages,
+      f.processes > 1 ? " per process" : "", f.batch_size,
+      f.gradient_accumulation, ReplicasText(f),
+      f.batch_size * f.gradient_accumulation * f.replicas * f.processes,
+      f.device_iterations, f.epochs, f.learning_rate,
+      f.offload_optimiser
+          ? (f.replicated_optimizer_state_sharding
+                 ? ", optimizer state offloaded and sharded over the replicas"
+                 : ", optimizer state offloaded")
+          : "");
+}
+
+void PrintTrainingSummary(const TutorialFlags& f) {
+  std::printf("%s", TrainingSummary(f).c_str());
+  std::fflush(stdout);
+}
+
+absl::Status ReportTraining(const TutorialFlags& f, int64_t calls,
+                            double seconds, const OutfeedMonitor& monitor,
+                            const pipelining::Pipeline& training,
+                            const Executable& trained) {
+  const int64_t weight_updates = calls * f.device_iterations;
+  const int64_t micro_batches =
+      weight_updates * f.gradient_accumulation * f.replicas * f.processes;
+  std::printf(
+      "Trained %lld micro-batches (%lld weight updates) in %.1f s: %.0f "
+      "images/s; last %d micro-batches: loss %.4f, accuracy %.2f%%\n",
+      static_cast<long long>(micro_batches),
+      static_cast<long long>(weight_updates), seconds,
+      micro_batches * f.batch_size / seconds, monitor.window_micro_batches(),
+      monitor.mean_loss(), 100 * monitor.mean_accuracy());
+  if (f.replicas > 1) RETURN_IF_ERROR(CheckReplicasAgree(trained));
+  RETURN_IF_ERROR(PrintLossScale(f, trained));
+  PrintPipelineReport(
+      f, training.last_report().value_or(pipelining::PipelineReport{}));
   return absl::OkStatus();
 }
 
@@ -662,9 +679,13 @@ absl::Status PrepareProfileDir(const std::string& dir) {
 }
 
 absl::Status WriteReports(const TutorialFlags& f,
-                          const pipelining::PipelineReport& train,
-                          const pipelining::PipelineReport& test,
+                          const pipelining::Pipeline& training,
+                          const pipelining::Pipeline& inference,
                           const Executable& trained, const IPUSystem& system) {
+  const pipelining::PipelineReport train =
+      training.last_report().value_or(pipelining::PipelineReport{});
+  const pipelining::PipelineReport test =
+      inference.last_report().value_or(pipelining::PipelineReport{});
   if (f.debug) {
     std::printf(
         "\nTraining pipeline, last call:\n%s\nInference pipeline, last "

@@ -21,9 +21,10 @@
 #include "absl/status/statusor.h"
 #include "core/ipu/executable.h"
 #include "core/ipu/ipu_config.pb.h"
+#include "examples/tutorial_support.h"
 #include "feeds/data_loader.h"
 #include "optimizers/loss_scaling.h"
-#include "pipelining/pipeline_report.h"
+#include "pipelining/pipeline.h"
 
 namespace ipuflow::examples {
 
@@ -92,46 +93,39 @@ absl::StatusOr<TutorialFlags> ParseTutorialFlagArgs(
 // The DataLoader options the flags give (poptorch.DataLoader's): for
 // training, the micro-batch, device iterations and accumulation, shuffled
 // (seed 42 + --seed); for inference, the test micro-batch and test
-// iterations, in order. `process_index` of `process_count`: this
+// iterations, in order. `process_index` of flags.processes: this
 // process's share of the data.
 feeds::DataLoaderOptions LoaderOptions(const TutorialFlags& flags,
-                                       bool training, int process_index,
-                                       int process_count);
-
-// "Trained N micro-batches (U weight updates) in S s: I images/s; last M
-// micro-batches: loss L, accuracy A%".
-void PrintTrainingResult(const TutorialFlags& flags, int64_t micro_batches,
-                         int64_t weight_updates, double seconds,
-                         int window_micro_batches, double mean_loss,
-                         double mean_accuracy);
-
-// "Test accuracy: A% (C of N images, I images/s)".
-void PrintTestAccuracy(double correct, int64_t images, double seconds);
-
-// "Training the ConvNet (B1-B4 on IPUs 0-3, pipelined) x 1 replica(s) ...":
-// what the training calls will do.
-std::string TrainingSummary(const TutorialFlags& flags);
+                                       bool training, int process_index);
 
 // "DataLoader (kAsync, 1 worker(s)): combined batch 40 x 10 device
 // iterations x ...": the training loader's combined batch and calls.
 void PrintDataLoader(const TutorialFlags& flags,
                      const feeds::DataLoader& train_loader);
 
-// With --precision fp16: the loss scale after training (static, or the
-// automatic scale's variable, the same on every replica).
-absl::Status PrintLossScale(const TutorialFlags& flags,
+// "Training the ConvNet (B1-B4 on IPUs 0-3, pipelined) x 1 replica(s) ...":
+// what the training calls will do; Print: flushed before the progress bar
+// starts.
+std::string TrainingSummary(const TutorialFlags& flags);
+void PrintTrainingSummary(const TutorialFlags& flags);
+
+// After `calls` training calls that took `seconds` (this run's; every
+// process made as many): "Trained N micro-batches (U weight updates) in S
+// s: I images/s; last M micro-batches: loss L, accuracy A%" (`monitor`'s
+// window); with replicas, "Replicas in step: ..." (data parallelism: every
+// replica applies the same averaged update, so weights and optimizer state
+// must be bitwise equal; Internal naming the first difference); with
+// --precision fp16, the loss scale; then "Pipeline (replica 0, last call,
+// virtual clocks): ... images/s on 4 IPUs, bubble ..., utilisation ...".
+// Virtual clocks count each IPU's own CPU time: what R x 4 IPUs that do not
+// share the host's cores would take.
+absl::Status ReportTraining(const TutorialFlags& flags, int64_t calls,
+                            double seconds, const OutfeedMonitor& monitor,
+                            const pipelining::Pipeline& training,
                             const Executable& trained);
 
-// "Pipeline (replica 0, last call, virtual clocks): ... images/s on 4 IPUs,
-// bubble ..., utilisation ...". Virtual clocks count each IPU's own CPU
-// time: what R x 4 IPUs that do not share the host's cores would take.
-void PrintPipelineReport(const TutorialFlags& flags,
-                         const pipelining::PipelineReport& last_run);
-
-// Data parallelism keeps replicas in step: every replica applies the same
-// averaged update, so weights and optimizer state must be bitwise equal.
-// Prints "Replicas in step: ..."; Internal naming the first difference.
-absl::Status CheckReplicasAgree(const Executable& exe);
+// "Test accuracy: A% (C of N images, I images/s)".
+void PrintTestAccuracy(double correct, int64_t images, double seconds);
 
 // --profile: makes the directory and checks a file can be written there,
 // before training: PermissionDenied naming it and why otherwise.
@@ -143,8 +137,8 @@ absl::Status PrepareProfileDir(const std::string& dir);
 // test_timeline.svg and summary.txt in --profile-dir; PermissionDenied
 // naming the file that could not be written (the example exits 1).
 absl::Status WriteReports(const TutorialFlags& flags,
-                          const pipelining::PipelineReport& train,
-                          const pipelining::PipelineReport& test,
+                          const pipelining::Pipeline& training,
+                          const pipelining::Pipeline& inference,
                           const Executable& trained, const IPUSystem& system);
 
 }  // namespace ipuflow::examples

@@ -32,9 +32,14 @@ absl::Status TutorialProcesses::Link(IPUSystem& system) const {
   return link_ != nullptr ? system.SetProcessLink(link_) : absl::OkStatus();
 }
 
-absl::Status TutorialProcesses::Agree(const feeds::DataLoader& loader) const {
+absl::Status TutorialProcesses::Agree(
+    std::initializer_list<const feeds::DataLoader*> loaders) const {
   if (link_ == nullptr) return absl::OkStatus();
-  return feeds::AgreeAcrossProcesses(loader.plan_key(), index_, *link_);
+  for (const feeds::DataLoader* loader : loaders) {
+    RETURN_IF_ERROR(
+        feeds::AgreeAcrossProcesses(loader->plan_key(), index_, *link_));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::pair<double, int64_t>> TutorialProcesses::Sum(double a,
@@ -57,6 +62,18 @@ absl::StatusOr<std::pair<double, int64_t>> TutorialProcesses::Sum(double a,
     sum_b += y;
   }
   return std::make_pair(sum_a, sum_b);
+}
+
+ProgressCallback TutorialProcesses::ProgressBar(int64_t first_step,
+                                                int64_t steps,
+                                                int replicas) const {
+  const int64_t all_replicas = int64_t{replicas} * count_;
+  return
+      [=, index = index_](int64_t done, int64_t, float loss, float accuracy) {
+        if (index != 0) return;  // One progress bar for the run.
+        DrawProgress((first_step + done / replicas) * all_replicas,
+                     steps * all_replicas, loss, accuracy);
+      };
 }
 
 int TutorialMain(int argc, char** argv,
