@@ -151,6 +151,9 @@ class WorkListProgram {
     // of a multi-process run (core/ipu/process_link.h).
     CollectiveGroup* group = nullptr;
   };
+  // InvalidArgument when the spec refers to what does not exist (a value,
+  // message, input or item out of range; a channel pushed and popped a
+  // different number of times per run, or with different value counts);
   // FailedPrecondition when the system has no IPUs for the replica.
   static absl::StatusOr<std::unique_ptr<WorkListProgram>> Create(
       std::shared_ptr<const WorkListSpec> spec, IPUSystem* system,
@@ -159,8 +162,9 @@ class WorkListProgram {
 
   // `programs`: the frame node's sub-programs in this replica's program,
   // by role (FailedPrecondition when one was compiled for another
-  // spec). `inputs`: the frame node's inputs. `cancel`: the device
-  // program's run. `taken`: the enclosing loop iteration's record, or null.
+  // spec: another number of feeds, fewer fetches than the items push).
+  // `inputs`: the frame node's inputs. `cancel`: the device program's run.
+  // `taken`: the enclosing loop iteration's record, or null.
   absl::StatusOr<WorkListRecord> Run(
       SubPrograms& programs, const std::vector<Tensor>& inputs,
       std::shared_ptr<CancellationManager> cancel,

@@ -219,5 +219,49 @@ TEST_F(WorkListProgramTest, ProgramsAndInputsAreChecked) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+TEST_F(WorkListProgramTest, ASpecReferringToWhatDoesNotExistIsRefused) {
+  auto refused = [&](std::shared_ptr<WorkListSpec> spec) {
+    return WorkListProgram::Create(spec, system_.get(), {}).status();
+  };
+  std::shared_ptr<WorkListSpec> spec = Spec(1);
+  spec->items[0].pushes.clear();  // Produce 0 pushes to "c".
+  EXPECT_THAT(refused(spec).message(),
+              HasSubstr("item 'produce 0': 0 push layouts for 1 channels"));
+
+  spec = Spec(1);  // "c" carries 2 values.
+  spec->items[1].feeds[0].terms[0] = Value(ItemValue::From::kPopped, 2, 0);
+  EXPECT_THAT(refused(spec).message(),
+              HasSubstr("item 'consume 0': a feed or push refers to a value"));
+
+  spec = Spec(1);  // A feed cannot be its own run's fetch.
+  spec->items[1].feeds[1].terms = {Value(ItemValue::From::kFetched, 0)};
+  EXPECT_EQ(refused(spec).code(), absl::StatusCode::kInvalidArgument);
+
+  // Nothing pops "out": it would fill up on the second run.
+  EXPECT_THAT(refused(Spec(2, /*out=*/true)).message(),
+              HasSubstr("channel 'out' is pushed and popped a different"));
+
+  spec = Spec(1);
+  spec->items[3].iteration = 2;  // Of 2 iterations.
+  EXPECT_THAT(refused(spec).message(),
+              HasSubstr("item 'consume 1': iteration"));
+
+  spec = Spec(1);
+  spec->lists[1].pop_back();  // Consume 1 is on no list.
+  EXPECT_THAT(refused(spec).message(), HasSubstr("'consume 1' is on no IPU"));
+
+  // Produce pushes a fetch its program does not have: found when bound.
+  spec = Spec(1);
+  spec->items[0].pushes[0].values[0] = Value(ItemValue::From::kFetched, 1);
+  auto program =
+      std::move(WorkListProgram::Create(spec, system_.get(), {})).value();
+  absl::StatusOr<WorkListRecord> record =
+      program->Run(Programs(), {a_}, nullptr);
+  EXPECT_EQ(record.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(record.status().message(),
+              HasSubstr("'produce 0' pushes fetch 1 of its produce program, "
+                        "which has 1"));
+}
+
 }  // namespace
 }  // namespace ipuflow
