@@ -95,41 +95,41 @@ absl::Status LayOutFeeds(const std::vector<ItemFeed>& feeds,
   return absl::OkStatus();
 }
 
-// The spec refers only to what exists, so that a run can neither index
-// past a value nor wait for a message no item sends: each list item's tag
-// names one item, listed once; its push layouts match its channels; every
-// channel's pushers send the same number of values, as many times per run
-// as it is popped; every value's source is in range.
-absl::Status CheckSpec(const WorkListSpec& spec) {
+absl::Status Refused(const WorkListSpec& spec, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(spec.name, ": ", what));
+}
+
+// The lists and their channels: each list item's tag names one item, listed
+// once; its push layouts match its channels and its iteration is one of the
+// run's; every channel's pushers send the same number of values (returned,
+// per channel), as many times per run as it is popped, so that no item
+// waits for a message none sends.
+absl::StatusOr<std::map<std::string, int>> CheckLists(
+    const WorkListSpec& spec) {
   const int num_items = static_cast<int>(spec.items.size());
-  auto bad = [&](const std::string& what) {
-    return absl::InvalidArgumentError(absl::StrCat(spec.name, ": ", what));
-  };
-  if (spec.iterations < 1 || spec.repeats < 0 || spec.num_inputs < 0) {
-    return bad(absl::StrCat("iterations ", spec.iterations, ", repeats ",
-                            spec.repeats, ", inputs ", spec.num_inputs,
-                            ": each must be >= 0 (iterations >= 1)"));
-  }
   std::vector<int> listed(num_items, 0);
   std::map<std::string, int> values, balance, pops;  // Per channel.
   for (const auto& list : spec.lists) {
     for (const WorkListItem& w : list) {
       if (w.tag < 0 || w.tag >= num_items || ++listed[w.tag] > 1) {
-        return bad(absl::StrCat("list item tag ", w.tag, " names none of the ",
-                                num_items, " items, or one listed before"));
+        return Refused(
+            spec, absl::StrCat("list item tag ", w.tag, " names none of the ",
+                               num_items, " items, or one listed before"));
       }
       const ItemProgram& item = spec.items[w.tag];
       const std::string at = absl::StrCat("item '", item.label, "': ");
       if (item.pushes.size() != w.pushes.size()) {
-        return bad(absl::StrCat(at, item.pushes.size(), " push layouts for ",
-                                w.pushes.size(), " channels"));
+        return Refused(
+            spec, absl::StrCat(at, item.pushes.size(), " push layouts for ",
+                               w.pushes.size(), " channels"));
       }
       if (item.iteration < 0 || item.iteration >= spec.iterations ||
           item.completes < 0 || item.completes > spec.iterations) {
-        return bad(absl::StrCat(at, "iteration ", item.iteration, " (of [0, ",
-                                spec.iterations, ")) or completes ",
-                                item.completes, " (of [0, ", spec.iterations,
-                                "]) out of range"));
+        return Refused(
+            spec,
+            absl::StrCat(at, "iteration ", item.iteration, " (of [0, ",
+                         spec.iterations, ")) or completes ", item.completes,
+                         " (of [0, ", spec.iterations, "]) out of range"));
       }
       for (const std::string& key : w.pops) {
         --balance[key];
@@ -140,16 +140,17 @@ absl::Status CheckSpec(const WorkListSpec& spec) {
         const int n = static_cast<int>(item.pushes[j].values.size());
         auto [it, first] = values.emplace(w.pushes[j], n);
         if (!first && it->second != n) {
-          return bad(absl::StrCat(at, "pushes ", n, " values to '", w.pushes[j],
-                                  "', another item ", it->second));
+          return Refused(
+              spec, absl::StrCat(at, "pushes ", n, " values to '", w.pushes[j],
+                                 "', another item ", it->second));
         }
       }
     }
   }
   for (int t = 0; t < num_items; ++t) {
     if (listed[t] == 0) {
-      return bad(
-          absl::StrCat("item '", spec.items[t].label, "' is on no IPU's list"));
+      return Refused(spec, absl::StrCat("item '", spec.items[t].label,
+                                        "' is on no IPU's list"));
     }
   }
   // A channel no item pops collects one run's values for the caller: with
@@ -157,53 +158,72 @@ absl::Status CheckSpec(const WorkListSpec& spec) {
   for (const auto& [key, b] : balance) {
     const bool collects = pops.count(key) == 0 && spec.repeats <= 1;
     if ((b != 0 && !collects) || values.count(key) == 0) {
-      return bad(absl::StrCat("channel '", key,
-                              "' is pushed and popped a "
-                              "different number of times per run"));
+      return Refused(spec, absl::StrCat("channel '", key,
+                                        "' is pushed and popped a different "
+                                        "number of times per run"));
     }
   }
+  return values;
+}
+
+// Every feed and push value of list item `w` refers to an input, popped
+// message and value (`values`: per channel), constant, feed or IPU that
+// exists; a fetch's bound is checked when the programs are bound.
+absl::Status CheckValues(const WorkListSpec& spec, const WorkListItem& w,
+                         const std::map<std::string, int>& values) {
+  const ItemProgram& item = spec.items[w.tag];
+  const int fed = static_cast<int>(item.feeds.size());
+  const bool runs = !item.role.empty();
+  // in_push: a push may carry the run's feeds and fetches.
+  auto in_range = [&](const ItemValue& v, bool in_push) {
+    switch (v.from) {
+      case ItemValue::From::kNone:
+        return true;
+      case ItemValue::From::kInput:
+        return v.index >= 0 && v.index < spec.num_inputs;
+      case ItemValue::From::kPopped:
+        return v.message >= 0 && v.message < static_cast<int>(w.pops.size()) &&
+               v.index >= 0 && v.index < values.at(w.pops[v.message]);
+      case ItemValue::From::kConstant:
+        return v.index >= 0 &&
+               v.index < static_cast<int>(item.constants.size());
+      case ItemValue::From::kFed:
+        return in_push && runs && v.index >= 0 && v.index < fed;
+      case ItemValue::From::kFetched:
+        return in_push && runs && v.index >= 0;
+    }
+    return false;
+  };
+  bool ok = true;
+  for (const ItemFeed& f : item.feeds) {
+    ok = ok && (!f.terms.empty() || f.zeros_dtype.has_value());
+    for (const ItemValue& v : f.terms) ok = ok && in_range(v, false);
+  }
+  for (const ItemPushValues& p : item.pushes) {
+    for (const ItemValue& v : p.values) ok = ok && in_range(v, true);
+    ok = ok && (p.transfer == ItemPushValues::Transfer::kNone ||
+                (p.counted_ipu >= 0 &&
+                 p.counted_ipu < static_cast<int>(spec.lists.size())));
+  }
+  if (ok) return absl::OkStatus();
+  return Refused(spec, absl::StrCat("item '", item.label,
+                                    "': a feed or push refers to a value, "
+                                    "message or IPU that does not exist"));
+}
+
+// The spec refers only to what exists, so that a run can neither index
+// past a value nor wait for a message no item sends.
+absl::Status CheckSpec(const WorkListSpec& spec) {
+  if (spec.iterations < 1 || spec.repeats < 0 || spec.num_inputs < 0) {
+    return Refused(spec,
+                   absl::StrCat("iterations ", spec.iterations, ", repeats ",
+                                spec.repeats, ", inputs ", spec.num_inputs,
+                                ": each must be >= 0 (iterations >= 1)"));
+  }
+  ASSIGN_OR_RETURN(const auto values, CheckLists(spec));
   for (const auto& list : spec.lists) {
     for (const WorkListItem& w : list) {
-      const ItemProgram& item = spec.items[w.tag];
-      const int fed = static_cast<int>(item.feeds.size());
-      const bool runs = !item.role.empty();
-      // in_push: a push may carry the run's feeds and fetches.
-      auto in_range = [&](const ItemValue& v, bool in_push) {
-        switch (v.from) {
-          case ItemValue::From::kNone:
-            return true;
-          case ItemValue::From::kInput:
-            return v.index >= 0 && v.index < spec.num_inputs;
-          case ItemValue::From::kPopped:
-            return v.message >= 0 &&
-                   v.message < static_cast<int>(w.pops.size()) &&
-                   v.index >= 0 && v.index < values[w.pops[v.message]];
-          case ItemValue::From::kConstant:
-            return v.index >= 0 &&
-                   v.index < static_cast<int>(item.constants.size());
-          case ItemValue::From::kFed:
-            return in_push && runs && v.index >= 0 && v.index < fed;
-          case ItemValue::From::kFetched:
-            return in_push && runs && v.index >= 0;  // Bound: at binding.
-        }
-        return false;
-      };
-      bool ok = true;
-      for (const ItemFeed& f : item.feeds) {
-        ok = ok && (!f.terms.empty() || f.zeros_dtype.has_value());
-        for (const ItemValue& v : f.terms) ok = ok && in_range(v, false);
-      }
-      for (const ItemPushValues& p : item.pushes) {
-        for (const ItemValue& v : p.values) ok = ok && in_range(v, true);
-        ok = ok && (p.transfer == ItemPushValues::Transfer::kNone ||
-                    (p.counted_ipu >= 0 &&
-                     p.counted_ipu < static_cast<int>(spec.lists.size())));
-      }
-      if (!ok) {
-        return bad(absl::StrCat("item '", item.label,
-                                "': a feed or push refers to a value, "
-                                "message or IPU that does not exist"));
-      }
+      RETURN_IF_ERROR(CheckValues(spec, w, values));
     }
   }
   return absl::OkStatus();
