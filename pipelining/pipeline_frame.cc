@@ -95,10 +95,9 @@ absl::Status PipelineDeviceFrame::RunReplica(const RunEnv& env,
   // The run's cancellation is the program's (it outlives this call).
   std::shared_ptr<CancellationManager> cancel(env.cancellation,
                                               [](CancellationManager*) {});
-  const WorkListProgram& program = *lowering->replicas[env.replica];
+  WorkListProgram& program = *lowering->replicas[env.replica];
   ASSIGN_OR_RETURN(WorkListRecord record,
-                   lowering->replicas[env.replica]->Run(
-                       programs, inputs, std::move(cancel), env.taken));
+                   program.Run(programs, inputs, std::move(cancel), env.taken));
   if (env.replica == 0) {
     PipelineReport report = MeasuredReport(*b_, *lowering->layout, program,
                                            record, lowering->memory);
