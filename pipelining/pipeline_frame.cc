@@ -44,12 +44,6 @@ absl::Status PipelineDeviceFrame::Lower(IPUSystem* system, int replicas,
                                         std::vector<IpuMemory>* ipus) {
   ASSIGN_OR_RETURN(std::shared_ptr<const PipelineLayout> layout,
                    Layout(system->config().allow_recompute()));
-  if (system->num_ipus() < layout->num_ipus) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "pipeline '", b_->options.name, "' maps stages to ", layout->num_ipus,
-        " IPUs but the system has ", system->num_ipus(),
-        ": configure auto_select_ipus >= ", layout->num_ipus));
-  }
   auto lowering = std::make_shared<Lowering>();
   lowering->layout = layout;
   lowering->memory = *ipus;

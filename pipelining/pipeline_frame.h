@@ -44,8 +44,8 @@ class PipelineDeviceFrame : public DeviceFrame {
   // InvalidArgument for a stage placed outside [0, kMaxIpus).
   absl::StatusOr<std::vector<SubProgramSpec>> SubProgramSpecs(
       const ProgramSpec& enclosing) const override;
-  // FailedPrecondition when the system has fewer IPUs than one replica
-  // uses.
+  // The device program has checked the system's IPUs against the
+  // replicas (ReplicationFactor, core/ipu/executable.h).
   absl::Status Lower(IPUSystem* system, int replicas, CollectiveGroup* group,
                      std::vector<IpuMemory>* ipus) override;
   void Release(CollectiveGroup* group) override;
