@@ -51,6 +51,23 @@ feeds::DatasetPtr Samples(int64_t samples) {
                                   Tensor::FromVector(id, {samples})});
 }
 
+absl::StatusOr<TrainingFeeds> MakeTrainingFeeds(
+    const CheckpointContents* resume, feeds::DatasetPtr samples,
+    const feeds::DataLoaderOptions& options) {
+  TrainingFeeds f;
+  if (resume != nullptr) {
+    ASSIGN_OR_RETURN(f.loader, ResumeDataLoader(*resume, "train",
+                                                std::move(samples), options));
+  } else {
+    ASSIGN_OR_RETURN(f.loader,
+                     feeds::DataLoader::Create(std::move(samples), options));
+  }
+  ASSIGN_OR_RETURN(feeds::DatasetPtr micro, f.loader->ToInfeedDataset());
+  ASSIGN_OR_RETURN(f.infeed, feeds::IPUInfeedQueue::Create(micro->Repeat()));
+  ASSIGN_OR_RETURN(f.outfeed, feeds::IPUOutfeedQueue::Create());
+  return f;
+}
+
 TrainingRun::TrainingRun(const RunConfig& cfg, const CheckpointContents* resume)
     : adam_(0.01f),
       ga_(&adam_, cfg.accumulation,
@@ -91,20 +108,13 @@ void TrainingRun::Build(const RunConfig& cfg,
     o.process_index = cfg.link->process_index();
     o.process_count = cfg.link->process_count();
   }
-  if (resume != nullptr) {
-    auto l = ResumeDataLoader(*resume, "train", Samples(cfg.samples), o);
-    status_ = l.status();
-    if (!l.ok()) return;
-    loader_ = *std::move(l);
-  } else {
-    loader_ =
-        std::move(feeds::DataLoader::Create(Samples(cfg.samples), o)).value();
-  }
-  infeed_ =
-      std::move(feeds::IPUInfeedQueue::Create(
-                    std::move(loader_->ToInfeedDataset()).value()->Repeat()))
-          .value();
-  outfeed_ = std::move(feeds::IPUOutfeedQueue::Create()).value();
+  absl::StatusOr<TrainingFeeds> fed =
+      MakeTrainingFeeds(resume, Samples(cfg.samples), o);
+  status_ = fed.status();
+  if (!fed.ok()) return;
+  loader_ = std::move(fed->loader);
+  infeed_ = std::move(fed->infeed);
+  outfeed_ = std::move(fed->outfeed);
   Scope s = Scope::NewRootScope();
   graph_ = s.graph();
   scope_ = std::make_unique<Scope>(s);

@@ -19,6 +19,8 @@
 #include "core/checkpoint/training_state.h"
 #include "core/ipu/ipu_strategy.h"
 #include "core/ipu/process_link.h"
+#include "feeds/data_loader.h"
+#include "feeds/infeed_queue.h"
 #include "feeds/outfeed_queue.h"
 #include "optimizers/adam.h"
 #include "optimizers/gradient_accumulation.h"
@@ -31,6 +33,18 @@ inline constexpr int64_t kBatch = 2;
 // `samples` samples; sample i: x = 4 features of i, y = a target of i,
 // id = i.
 feeds::DatasetPtr Samples(int64_t samples);
+
+// What a test run is fed and writes to: the DataLoader over `samples` with
+// `options` (resumed from `resume`'s positions when given), an infeed
+// repeating its micro-batches, and an outfeed.
+struct TrainingFeeds {
+  std::unique_ptr<feeds::DataLoader> loader;
+  std::unique_ptr<feeds::IPUInfeedQueue> infeed;
+  std::unique_ptr<feeds::IPUOutfeedQueue> outfeed;
+};
+absl::StatusOr<TrainingFeeds> MakeTrainingFeeds(
+    const CheckpointContents* resume, feeds::DatasetPtr samples,
+    const feeds::DataLoaderOptions& options);
 
 struct RunConfig {
   int replicas = 2;  // This process's.

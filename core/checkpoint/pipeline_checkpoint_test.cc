@@ -39,6 +39,8 @@ namespace {
 
 using ::ipuflow::checkpoint::testing::ExecuteAndRecord;
 using ::ipuflow::checkpoint::testing::ExpectBitwise;
+using ::ipuflow::checkpoint::testing::MakeTrainingFeeds;
+using ::ipuflow::checkpoint::testing::TrainingFeeds;
 
 constexpr int64_t kSamples = 64;
 constexpr int64_t kBatch = 2;
@@ -72,19 +74,12 @@ class PipelineRun {
     o.seed = 7;
     o.mode = feeds::DataLoaderMode::kAsync;
     o.num_workers = 2;
-    if (resume != nullptr) {
-      auto l = ResumeDataLoader(*resume, "train", Samples(), o);
-      status_ = l.status();
-      if (!l.ok()) return;
-      loader_ = *std::move(l);
-    } else {
-      loader_ = std::move(feeds::DataLoader::Create(Samples(), o)).value();
-    }
-    infeed_ =
-        std::move(feeds::IPUInfeedQueue::Create(
-                      std::move(loader_->ToInfeedDataset()).value()->Repeat()))
-            .value();
-    outfeed_ = std::move(feeds::IPUOutfeedQueue::Create()).value();
+    absl::StatusOr<TrainingFeeds> fed = MakeTrainingFeeds(resume, Samples(), o);
+    status_ = fed.status();
+    if (!fed.ok()) return;
+    loader_ = std::move(fed->loader);
+    infeed_ = std::move(fed->infeed);
+    outfeed_ = std::move(fed->outfeed);
     Scope root = Scope::NewRootScope();
     graph_ = root.graph();
     const Scope s0 = root.WithIpu(0), s1 = root.WithIpu(1);
