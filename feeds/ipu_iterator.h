@@ -4,14 +4,17 @@
 // scenes.
 //
 //   ASSIGN_OR_RETURN(auto it, IPUIterator::Create(dataset));
-//   loops::Repeat(scope, 100, [&](const Scope& s, const std::vector<Output>&) {
-//     std::vector<Output> x = it->Next(s);
+//   auto body = [&](const Scope& s, const std::vector<Output>&) {
+//     std::vector<Output> x = it->Next(s);  // this iteration's element
 //     outfeed->Enqueue(s, {ops::ReduceSum(s, x[0])});
 //     return std::vector<Output>{};
-//   });
+//   };
+//   ASSIGN_OR_RETURN(loops::Loop loop, loops::Repeat(scope, 100, body));
+//   RETURN_IF_ERROR(strategy.Run(*scope.graph(), {}, {loop.op}).status());
 //   float total = 0;
-//   for (const OutfeedElement& e : *outfeed) total +=
-//   e.tensors[0].scalar<float>();
+//   for (const OutfeedElement& e : *outfeed) {
+//     total += e.tensors[0].scalar<float>();
+//   }
 //
 // Thread safety: as IPUInfeedQueue.
 #ifndef IPUFLOW_FEEDS_IPU_ITERATOR_H_

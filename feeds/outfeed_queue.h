@@ -8,12 +8,18 @@
 // its own: a step reaches Next with one hand-over.
 //
 //   ASSIGN_OR_RETURN(auto outfeed, IPUOutfeedQueue::Create());
-//   outfeed->Enqueue(body_scope, {{"loss", loss}});   // inside a loop body
-//   ...
-//   ASSIGN_OR_RETURN(OutfeedResult all, outfeed->Dequeue());
-//   all["loss"].shape();   // [steps] or [steps, replicas] with replication
-//   for (const OutfeedElement& step : *outfeed) { ... }     // what is there
-//   now absl::StatusOr<OutfeedElement> next = outfeed->Next();   // blocks
+//   auto body = [&](const Scope& s, const std::vector<Output>&) {
+//     outfeed->Enqueue(s, {{"loss", ops::ReduceMean(s, x)}});  // each step
+//     return std::vector<Output>{};
+//   };
+//   ASSIGN_OR_RETURN(loops::Loop loop, loops::Repeat(scope, 4, body));
+//   RETURN_IF_ERROR(strategy.Run(*scope.graph(), {}, {loop.op}).status());
+//   absl::StatusOr<OutfeedElement> first = outfeed->Next();  // blocks
+//   ASSIGN_OR_RETURN(OutfeedResult rest, outfeed->Dequeue());  // 3 steps
+//   rest["loss"].shape();  // [3], or [3, replicas] with replication
+//
+// Next waits for one step; Dequeue takes every step there is, stacked;
+// `for (const OutfeedElement& step : *outfeed)` iterates over them.
 //
 // Modes: kAll keeps every step until it is dequeued; kLast keeps only the
 // latest. Dequeue before anything was enqueued: kAll returns empty tensors

@@ -12,9 +12,10 @@
 //   RETURN_IF_ERROR(ApplyStrategy(
 //       model,
 //       PipelinedExecution(Stage("B1", "B2").Ipu(0), Stage("B3").Ipu(1)), &o));
-//   o.gradient_accumulation_count = 8;            // then as for
-//   Pipeline::Create() o.infeed_queue = infeed.get(); o.outfeed_queue =
-//   outfeed.get(); ASSIGN_OR_RETURN(auto pipeline, Pipeline::Create(scope, o));
+//   o.gradient_accumulation_count = 8;  // then as for Pipeline::Create()
+//   o.infeed_queue = infeed.get();
+//   o.outfeed_queue = outfeed.get();
+//   ASSIGN_OR_RETURN(auto pipeline, Pipeline::Create(scope, o));
 //
 // Model. Block i + 1 receives the outputs of block i (block 0: the
 // pipeline's inputs then the infeed element). AddParallel appends a block

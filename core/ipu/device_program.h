@@ -17,8 +17,9 @@
 // host resource, core/ipu/remote_state.h) counts as remote memory, 1/R per
 // replica with replicated optimizer-state sharding.
 //
-//   ASSIGN_OR_RETURN(auto program, DeviceProgram::Compile(&system, graph,
-//   spec)); std::vector<std::vector<Tensor>> results;   // [replica][fetch]
+//   ASSIGN_OR_RETURN(auto program,
+//                    DeviceProgram::Compile(&system, graph, spec));
+//   std::vector<std::vector<Tensor>> results;  // [replica][fetch]
 //   RETURN_IF_ERROR(program->Execute({feeds}, &results));
 //
 // Errors: a replica's error is returned as "replica r (IPU k): <node>:

@@ -3,11 +3,11 @@
 // pipeline. The one execution model of ipuflow, in the shape of PJRT's
 // (device, buffer, executable; one Execute over [replica][argument]):
 //
-//   ASSIGN_OR_RETURN(Executable* exe, strategy.Compile(graph, {loss},
-//   {train})); std::vector<std::vector<Tensor>> results;       //
-//   [replica][fetch] RETURN_IF_ERROR(exe->Execute({feeds}, &results));  // one
-//   list: every replica ASSIGN_OR_RETURN(auto w, exe->ReadVariables(".*/w"));
-//   // [name][replica]
+//   ASSIGN_OR_RETURN(Executable* exe,
+//                    strategy.Compile(graph, {loss}, {train}, {{x, batch}}));
+//   std::vector<std::vector<Tensor>> results;              // [replica][fetch]
+//   RETURN_IF_ERROR(exe->Execute({{batch}}, &results));    // to every replica
+//   ASSIGN_OR_RETURN(auto w, exe->ReadVariables(".*/w"));  // [name][replica]
 //
 // Layout: replica r uses IPUs [r * S, r * S + S) of the system, where S is
 // ipus_per_replica() (a program's shards, a pipeline's stages' IPUs).

@@ -4,8 +4,12 @@
 // and counters of the bytes it moved.
 //
 //   IPUDevice& ipu = system.device(0);
-//   ipu.Submit([&] { status = program->Run(env, feeds, &out); done.Notify();
+//   absl::Notification done;
+//   ipu.Submit([&] {  // runs on the IPU's thread, after earlier tasks
+//     status = program->Run(env, feeds, &out);
+//     done.Notify();
 //   });
+//   done.WaitForNotification();
 //
 // Thread safety: Submit and the counters may be used from any thread. The
 // destructor runs the tasks already submitted, then joins the worker (the

@@ -15,12 +15,16 @@
 //
 // With several replicas each fetch gets a leading replica dimension.
 //
-//   ASSIGN_OR_RETURN(auto pipeline, pipelining::Pipeline::Create(scope,
-//   options)); ASSIGN_OR_RETURN(DeviceProgram* exe,        // as for a loop
-//                    strategy.Compile(graph, {}, {pipeline->frame()}));
+//   ASSIGN_OR_RETURN(auto pipeline,
+//                    pipelining::Pipeline::Create(scope, options));
+//   RETURN_IF_ERROR(strategy.Initialize(*scope.graph()));  // its variables
+//   ASSIGN_OR_RETURN(
+//       DeviceProgram* exe,  // as for a loop
+//       strategy.Compile(*scope.graph(), {}, {pipeline->frame()}));
+//   std::vector<std::vector<Tensor>> results;
 //   RETURN_IF_ERROR(exe->Execute({{}}, &results));  // results: by outfeed
-//   pipeline->last_report();                    // replica 0's
-//   exe->ReadVariables(".*/w");                 // per replica
+//   auto report = pipeline->last_report();          // replica 0's
+//   ASSIGN_OR_RETURN(auto w, exe->ReadVariables(".*/w"));  // per replica
 //
 // Ownership: the strategy owns the executables it compiles; an Executable*
 // it returns is valid while the strategy lives (after a reconfiguration of

@@ -5,8 +5,8 @@
 //   IPUConfig config;
 //   config.set_auto_select_ipus(4);
 //   ASSIGN_OR_RETURN(std::unique_ptr<IPUSystem> system,
-//   IPUSystem::Create(config)); system->device(2).memory_budget_bytes();   //
-//   1472 tiles x 624 KiB
+//                    IPUSystem::Create(config));
+//   system->device(2).memory_budget_bytes();  // 1472 tiles x 624 KiB
 //
 // Thread safety: accessors may be used from any thread while the system is
 // configured. Executables hold a RunLease while they run; Configure() and

@@ -9,9 +9,9 @@
 //   // 4 replicas, x = [1 2 3 4 5] * (r+1): replica 0 gets [10 20],
 //   // 1 gets [30 40], 2 gets [50 0], 3 gets [0 0].
 //   Output shard = ops::ReduceScatter(scope, x);
-//   Output half = ops::ReduceScatter(scope, x,
-//   CollectiveGroup::ReduceOp::kMean,
-//                                    ReplicaGroups::Consecutive(2));
+//   Output half =
+//       ops::ReduceScatter(scope, x, CollectiveGroup::ReduceOp::kMean,
+//                          ReplicaGroups::Consecutive(2));
 //
 // With G = 0 (all replicas) the output length is known only when the
 // program runs ([?] when building). The gradient needs x's element count.

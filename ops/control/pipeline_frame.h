@@ -6,10 +6,11 @@
 // compiled, to run the replica it is on. A graph with a frame compiles like
 // any loop:
 //
-//   ASSIGN_OR_RETURN(auto pipeline, pipelining::Pipeline::Create(scope,
-//   options)); ASSIGN_OR_RETURN(DeviceProgram* exe,
-//                    strategy.Compile(*scope.graph(), {},
-//                    {pipeline->frame()}));
+//   ASSIGN_OR_RETURN(auto pipeline,
+//                    pipelining::Pipeline::Create(scope, options));
+//   ASSIGN_OR_RETURN(
+//       DeviceProgram* exe,
+//       strategy.Compile(*scope.graph(), {}, {pipeline->frame()}));
 //   RETURN_IF_ERROR(exe->Execute({{}}, &results));  // every replica
 //
 // The frame's stage parts (forward, backward) and weight update are the
