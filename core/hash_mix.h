@@ -4,8 +4,8 @@
 // stochastic rounding (half_rounding.cc) and the random ops.
 //
 //   uint64_t key = Mix64(seed ^ Mix64(node_id));
-//   uint32_t bits = Mix32(Mix32(uint32_t(i) ^ uint32_t(key)) ^ uint32_t(key >>
-//   32));
+//   uint32_t bits =
+//       Mix32(Mix32(uint32_t(i) ^ uint32_t(key)) ^ uint32_t(key >> 32));
 //
 // Thread safety: pure functions.
 #ifndef IPUFLOW_CORE_HASH_MIX_H_

@@ -5,9 +5,9 @@
 // attribute, the graph's map and the cast; weak, so a destroyed queue is
 // still reported (FailedPrecondition) and never kept alive by a program.
 //
-//   ASSIGN_OR_RETURN(std::shared_ptr<InfeedChannel> queue,
-//                    FeedChannel<InfeedChannel>(ctx, "infeed",
-//                    "IPUInfeedQueue"));
+//   ASSIGN_OR_RETURN(
+//       std::shared_ptr<InfeedChannel> queue,
+//       FeedChannel<InfeedChannel>(ctx, "infeed", "IPUInfeedQueue"));
 //
 // The caller holds the returned pointer for the whole transfer: destroying
 // the queue meanwhile cancels the wait instead of freeing it under it.

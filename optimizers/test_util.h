@@ -4,8 +4,8 @@
 //   Scope s = Scope::NewRootScope();
 //   LinearLoss l(s, "w", {1, 2});               // loss = sum(w * c)
 //   Node* train = GradientDescentOptimizer(0.1f).Minimize(s, l.loss);
-//   std::vector<Tensor> w = RunSteps(s, train, {l.Feed({0.5f, -1})},
-//   l.w.value);
+//   std::vector<Tensor> w =
+//       RunSteps(s, train, {l.Feed({0.5f, -1})}, l.w.value);  // one step
 #ifndef IPUFLOW_OPTIMIZERS_TEST_UTIL_H_
 #define IPUFLOW_OPTIMIZERS_TEST_UTIL_H_
 

@@ -3,8 +3,9 @@
 // of the last stage's output. What pipeline_benchmark measures and the
 // timing tests check the virtual clocks and the planner against.
 //
-//   for (int s = 0; s < 4; ++s)
-//   o.computational_stages.push_back(DenseTanhStage(s, 256, 2));
+//   for (int s = 0; s < 4; ++s) {
+//     o.computational_stages.push_back(DenseTanhStage(s, 256, 2));
+//   }
 //   o.optimizer_function = MeanSquareSgd(0.01f);
 #ifndef IPUFLOW_PIPELINING_BALANCED_MODEL_H_
 #define IPUFLOW_PIPELINING_BALANCED_MODEL_H_

@@ -19,9 +19,9 @@
 //   };
 //   ASSIGN_OR_RETURN(auto pipeline, pipelining::Pipeline::Create(scope, o));
 //   RETURN_IF_ERROR(strategy.Initialize(*scope.graph()));  // variables, slots
-//   ASSIGN_OR_RETURN(DeviceProgram* exe,
-//                    strategy.Compile(*scope.graph(), {},
-//                    {pipeline->frame()}));
+//   ASSIGN_OR_RETURN(
+//       DeviceProgram* exe,
+//       strategy.Compile(*scope.graph(), {}, {pipeline->frame()}));
 //   std::vector<std::vector<Tensor>> results;  // Empty: results leave by
 //   RETURN_IF_ERROR(exe->Execute({{}}, &results));  // the outfeed.
 //   std::cout << pipeline->last_report()->Summary();
