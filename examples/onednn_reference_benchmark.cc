@@ -6,7 +6,7 @@
 // time to the faster oneDNN setting (one OpenMP thread, or --threads), the
 // CPU, oneDNN's ISA and the thread counts. This is the reference issue 12
 // asks ipuflow to beat, and the one harness for it (tests/perf/
-// readme_numbers.sh reads its "training step" and "forward" rows). On a
+// speed_table.sh reads its "training step" and "forward" rows). On a
 // busy machine oneDNN's OpenMP team can be many times slower than one
 // thread (its barriers wait for a descheduled thread): hence both columns.
 //

@@ -98,6 +98,7 @@ absl::Status RunTutorial(const examples::TutorialFlags& f,
   IPUConfig config;
   config.set_auto_select_ipus(f.replicas * kStages);
   config.set_replication_factor(f.replicas);
+  config.set_intra_op_threads_per_ipu(f.intra_op_threads);
   if (f.fp16) {
     config.mutable_floating_point_behaviour()->set_esr(f.esr);
     config.set_seed(static_cast<uint64_t>(f.seed));

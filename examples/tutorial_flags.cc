@@ -23,6 +23,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "core/command_line.h"
+#include "core/ipu/ipu_system.h"
+#include "core/machine_info.h"
 #include "core/option_checks.h"
 #include "core/status.h"
 #include "pipelining/trace.h"
@@ -71,6 +73,10 @@ ABSL_FLAG(std::string, loader_mode, "async",
           "thread), async (background workers, PopTorch's "
           "DataLoaderMode.Async) or rebatched (AsyncRebatched)");
 ABSL_FLAG(int, loader_workers, 1, "the DataLoader's worker threads");
+ABSL_FLAG(int, intra_op_threads, 0,
+          "worker threads per IPU for kernels, besides the IPU's own "
+          "(IPUConfig.intra_op_threads_per_ipu; 0: cores / IPUs - 1); the "
+          "results do not depend on it");
 ABSL_FLAG(std::string, precision, "fp32",
           "fp32, or fp16: the ConvNet in float16 (weights and activations) "
           "with float32 master weights and AdamW state, stochastic rounding "
@@ -233,6 +239,7 @@ constexpr const char* kTutorialFlagNames[] = {
     "seed",
     "loader_mode",
     "loader_workers",
+    "intra_op_threads",
     "precision",
     "stochastic_rounding",
     "loss_scaling",
@@ -281,6 +288,9 @@ absl::StatusOr<TutorialFlags> FlagsFromAbsl(int processes = 1) {
   }
   f.loader_workers = absl::GetFlag(FLAGS_loader_workers);
   check.Range("--loader-workers", f.loader_workers, 1, kMaxLoaderWorkers);
+  f.intra_op_threads = absl::GetFlag(FLAGS_intra_op_threads);
+  check.Range("--intra-op-threads", f.intra_op_threads, 0,
+              kMaxIntraOpThreadsPerIpu);
   f.train_limit = absl::GetFlag(FLAGS_train_limit);
   f.test_limit = absl::GetFlag(FLAGS_test_limit);
   for (auto [name, limit] :
@@ -586,7 +596,10 @@ std::string TrainingSummary(const TutorialFlags& f) {
 }
 
 void PrintTrainingSummary(const TutorialFlags& f) {
-  std::printf("%s", TrainingSummary(f).c_str());
+  // The machine first: the results' last digits depend on the ISA the
+  // kernels chose (docs/BENCHMARKS.md), the images/s on the CPU.
+  std::printf("Machine: %s\n%s", MachineDescription().c_str(),
+              TrainingSummary(f).c_str());
   std::fflush(stdout);
 }
 

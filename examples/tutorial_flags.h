@@ -54,6 +54,7 @@ struct TutorialFlags {
   int64_t seed = 0;
   feeds::DataLoaderMode loader_mode = feeds::DataLoaderMode::kAsync;
   int loader_workers = 1;
+  int intra_op_threads = 0;  // Per IPU, besides its own; 0: automatic.
   bool fp16 = false;
   FloatingPointBehaviourConfig::StochasticRoundingBehaviour esr =
       FloatingPointBehaviourConfig::REPLICA_IDENTICAL_ONLY;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # mpi_example_test.sh BINARY: the main example under
-# `mpirun -np 2 ... --replication-factor 1` (README, "More than one
-# process"): 2 processes x 1 replica train as 2 global replicas (the
+# `mpirun -np 2 ... --replication-factor 1` (examples/README.md, "Several
+# processes"): 2 processes x 1 replica train as 2 global replicas (the
 # default accumulation halves to 5, the combined batch stays 400), one
 # progress bar and one summary are printed (process 0), the test accuracy
 # counts both processes' images, and the run exits 0.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/perf/distributed_numbers.sh: the multi-process figures of
-# docs/DISTRIBUTED.md and the README, side by side in one run, with the CPU
+# docs/DISTRIBUTED.md, side by side in one run, with the CPU
 # model and ISA in use:
 #   - the main example, 1 process x 2 replicas vs 2 processes x 1 replica
 #     (mpirun), alternating, one epoch each: images/s and test accuracy;

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# tests/perf/readme_numbers.sh: prints the README's performance table, every
+# tests/perf/speed_table.sh: prints docs/BENCHMARKS.md's speed table, every
 # row measured side by side in this one run, with the CPU model, the ISA in
-# use and the thread counts. The README quotes its output; a reader who runs
-# it gets the same kind of numbers on their machine.
+# use and the thread counts. tests/perf/benchmarks.sh puts its output in
+# docs/BENCHMARKS.md; a reader who runs it gets the same kind of numbers on
+# their machine.
 #
-#   tests/perf/readme_numbers.sh            # about 3 minutes on 2 cores
-#   ROUNDS=5 tests/perf/readme_numbers.sh   # more rounds, steadier medians
-#   IPUFLOW_MAX_ISA=avx2 tests/perf/readme_numbers.sh  # as on an AVX2-only CPU
+#   tests/perf/speed_table.sh            # about 3 minutes on 2 cores
+#   ROUNDS=5 tests/perf/speed_table.sh   # more rounds, steadier medians
+#   IPUFLOW_MAX_ISA=avx2 tests/perf/speed_table.sh  # as on an AVX2-only CPU
 #
 # The ISA in use is the run-time dispatch's choice (core/cpu_isa.h): the
 # "machine:" line ends with "kernels: avx512|avx2 (...)", the "oneDNN" line
@@ -36,7 +37,6 @@ bench_csv() {  # BINARY FILTER: CSV rows, repetitions interleaved at random.
 # Median real time (in the benchmark's unit) of the rows whose name is $1.
 real_median() { awk -F, -v n="\"$1\"" '$1 == n { print $3 }' | median; }
 
-echo "## ipuflow performance, $(date -u +%Y-%m-%d)"
 "$bin/examples/onednn_reference_benchmark" --rounds=1 --steps=1 2>/dev/null |
   grep -E '^(machine|oneDNN)' || true
 echo "ISA override: IPUFLOW_MAX_ISA=${IPUFLOW_MAX_ISA:-unset} (avx2 caps ipuflow's kernels and oneDNN)"
@@ -102,13 +102,13 @@ echo "$fd" | awk '
   /^BM_OutfeedNext\/32\/real_time / { match($0, /ns\/elem=[0-9.]+[a-z]*/); print "outfeed", substr($0, RSTART + 8, RLENGTH - 8) }
   /^BM_RoundTrip\/real_time /      { match($0, /us\/trip=[0-9.]+[a-z]*/); print "trip", substr($0, RSTART + 8, RLENGTH - 8) }' |
   awk '{ v = $2; if (v ~ /us$/) v = v * 1000; else if (v ~ /ns$/) v = v + 0; else if (v ~ /m$/) v = v * 1e6; else if (v ~ /s$/) v = v * 1e9; else v = v + 0;
-         if ($1 == "trip") v = $2 + 0; print $1, v }' > /tmp/readme_numbers_feeds.$$
+         if ($1 == "trip") v = $2 + 0; print $1, v }' > /tmp/speed_table_feeds.$$
 for k in infeed outfeed trip; do
-  m=$(awk -v k="$k" '$1 == k { print $2 }' /tmp/readme_numbers_feeds.$$ | median)
+  m=$(awk -v k="$k" '$1 == k { print $2 }' /tmp/speed_table_feeds.$$ | median)
   case $k in
     infeed)  printf '| infeed -> device, 3200-byte elements, depth 32 | %.2f us/element | issue 12 target: 0.5 us | |\n' "$(awk -v m="$m" 'BEGIN { print m / 1000 }')" ;;
     outfeed) printf '| outfeed -> host thread (Next), depth 32 | %.2f us/element | issue 12 target: 2 us | |\n' "$(awk -v m="$m" 'BEGIN { print m / 1000 }')" ;;
     trip)    printf '| round trip host -> infeed -> device -> outfeed -> host | %.1f us | issue 12 target: 20 us | |\n' "$m" ;;
   esac
 done
-rm -f /tmp/readme_numbers_feeds.$$
+rm -f /tmp/speed_table_feeds.$$
