@@ -11,7 +11,7 @@
 //   RETURN_IF_ERROR(strategy.Initialize(*scope.graph()));   // every replica
 //   ASSIGN_OR_RETURN(std::vector<Tensor> out,
 //                    strategy.Run(*scope.graph(), {loss}, {train_op}));
-//   strategy.num_compiles();   // 1, however often Run is called
+//   strategy.num_compiles();   // 2 (initializers, step), however many Runs
 //
 // With several replicas each fetch gets a leading replica dimension.
 //
