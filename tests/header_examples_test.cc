@@ -1,13 +1,14 @@
-// Every usage example in a header's comment, compiled and run. For each
-// header a function sets up what its example needs, then holds the
-// example's lines exactly as the header shows them, between the markers
+// The usage examples of header comments, compiled and run. For each header
+// a function sets up what its example needs, then holds the example's lines
+// exactly as the header shows them, between the markers
 // "// BEGIN EXAMPLE <header>" and "// END EXAMPLE"; a test runs it. The
 // sync test reads each header and this file (Bazel data) and fails, naming
 // the header and the first line that differs, unless the header's comment
 // holds the marked lines as one run of "//   ..." lines (whitespace
-// collapsed). Change an example in one place and this test says where the
-// other is. The blocks are "clang-format off": they keep the header's line
-// breaks, which the check compares.
+// collapsed): change an example in one place and it says where the other
+// is. The blocks are "clang-format off" to keep the header's line breaks,
+// which the check compares. Another header's example: a function with a
+// block here, the header in kHeaders and in the test's BUILD data.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
