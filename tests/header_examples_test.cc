@@ -8,7 +8,9 @@
 // collapsed): change an example in one place and it says where the other
 // is. The blocks are "clang-format off" to keep the header's line breaks,
 // which the check compares. Another header's example: a function with a
-// block here, the header in kHeaders and in the test's BUILD data.
+// block here, the header in kHeaders and in the test's BUILD data. A
+// Markdown file's example (README.md's "A taste") is its ```cpp block, the
+// same lines without the "//".
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -40,7 +42,9 @@
 #include "core/session.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "examples/models.h"
 #include "feeds/dataset.h"
+#include "feeds/fashion_mnist.h"
 #include "feeds/infeed_queue.h"
 #include "feeds/ipu_iterator.h"
 #include "feeds/outfeed_queue.h"
@@ -61,6 +65,7 @@
 #include "ops/math/reduce_mean.h"
 #include "ops/math/reduce_sum.h"
 #include "ops/math/square.h"
+#include "ops/nn/sparse_softmax_cross_entropy_with_logits.h"
 #include "ops/nn/tanh.h"
 #include "ops/state/assign.h"
 #include "ops/state/variable.h"
@@ -74,8 +79,8 @@
 namespace ipuflow {
 namespace {
 
-// Issue 35's twelve headers, then the five reflowed examples found since.
-// Each must have a block here.
+// Issue 35's twelve headers, then the five reflowed examples found since,
+// then the README's taste of the API. Each must have a block here.
 const char* const kHeaders[] = {
     "core/ipu/executable.h",
     "core/ipu/ipu_strategy.h",
@@ -93,6 +98,7 @@ const char* const kHeaders[] = {
     "ops/state/assign.h",
     "optimizers/test_util.h",
     "pipelining/balanced_model.h",
+    "README.md",
     "pipelining/pipeline.h",
 };
 
@@ -646,6 +652,48 @@ absl::Status PipelineExample() {
   return absl::OkStatus();
 }
 
+// README.md, "A taste": ten ConvNet training steps in a device loop on
+// real Fashion-MNIST batches, the losses read from the outfeed.
+absl::Status ReadmeExample() {
+  // clang-format off
+  // BEGIN EXAMPLE README.md
+Scope root = Scope::NewRootScope();
+ASSIGN_OR_RETURN(auto infeed, feeds::IPUInfeedQueue::Create(
+    feeds::FashionMnist(feeds::Split::kTrain)->Batch(40, true)->Repeat()));
+ASSIGN_OR_RETURN(auto outfeed, feeds::IPUOutfeedQueue::Create());
+models::ConvNetParams params = models::CreateConvNetParams(root);
+optimizers::AdamWOptimizer adamw(1e-3f);
+ASSIGN_OR_RETURN(loops::Loop loop, loops::Repeat(root, 10,
+    [&](const Scope& s, const std::vector<Output>& batch) {
+      Output logits = models::ConvNet(s, params, batch[0]);
+      Output loss = ops::SoftmaxCrossEntropyLoss(s, logits, batch[1]);
+      adamw.Minimize(s, loss);
+      outfeed->Enqueue(s, {{"loss", loss}});
+      return std::vector<Output>{};
+    }, {}, infeed.get()));
+ASSIGN_OR_RETURN(auto system, IPUSystem::Create(IPUConfig()));
+IPUStrategy strategy(system.get());
+RETURN_IF_ERROR(strategy.Initialize(*root.graph()));
+RETURN_IF_ERROR(strategy.Run(*root.graph(), {}, {loop.op}).status());
+ASSIGN_OR_RETURN(feeds::OutfeedResult losses, outfeed->Dequeue());  // [10]
+  // END EXAMPLE
+  // clang-format on
+  const Tensor& l = losses["loss"];
+  if (l.shape() != TensorShape({10})) {
+    return absl::InternalError(
+        absl::StrCat("losses ", l.shape().DebugString()));
+  }
+  for (float v : l.ToVector<float>()) {
+    // Ten classes, Glorot-initialised: the first losses are near ln 10.
+    if (!(v > 0 && v < 5)) return absl::InternalError(absl::StrCat("loss ", v));
+  }
+  return absl::OkStatus();
+}
+
+TEST(HeaderExamplesTest, Readme) {
+  EXPECT_EQ(ReadmeExample(), absl::OkStatus());
+}
+
 TEST(HeaderExamplesTest, Executable) {
   EXPECT_EQ(ExecutableExample(), absl::OkStatus());
 }
@@ -813,8 +861,10 @@ std::string CheckBlock(const std::string& header_text,
                        const ExampleBlock& block,
                        absl::string_view source_name) {
   std::vector<std::string> header = absl::StrSplit(header_text, '\n');
+  const bool markdown = absl::EndsWith(block.header, ".md");
   auto example_line = [&](size_t i) -> std::optional<std::string> {
     absl::string_view h = absl::StripLeadingAsciiWhitespace(header[i]);
+    if (markdown) return Collapse(h);
     if (!absl::StartsWith(h, "//   ")) return std::nullopt;
     return Collapse(h.substr(2));
   };
@@ -833,9 +883,9 @@ std::string CheckBlock(const std::string& header_text,
   }
   const std::string where = absl::StrCat(source_name, ":", block.line + best);
   if (best == 0) {
-    return absl::StrCat(
-        block.header, ": the example's first line (", where,
-        ") is in no \"//   \" comment line of the header: ", block.lines[0]);
+    return absl::StrCat(block.header, ": the example's first line (", where,
+                        ") is in no example line of ", block.header, ": ",
+                        block.lines[0]);
   }
   const size_t h = best_at + best;
   return absl::StrCat(block.header, ": the example differs from ", source_name,
