@@ -3,8 +3,9 @@
 # (--config=fuzz: clang 14, ASan + UBSan) in its own Bazel output base, runs
 # each for SECONDS over a scratch copy of its seed corpus, and prints per
 # target the executions and crashes. Exits non-zero if any target crashed
-# (its reproducer is left in the work folder printed; add it to the seed
-# corpus once fixed). TARGET: a name from the table below (default: all).
+# or ran no input (a crash's reproducer is left in the work folder printed;
+# add it to the seed corpus once fixed). TARGET: a name from the table
+# below (default: all).
 #
 # Environment: IPUFLOW_FUZZ_OUTPUT_BASE (default /tmp/bazel_fuzz),
 # IPUFLOW_FUZZ_WORK (default /tmp/ipuflow_fuzz), IPUFLOW_FUZZ_JOBS (parallel
@@ -64,7 +65,7 @@ for row in "${selected[@]}"; do
   execs=$(grep -h 'stat::number_of_executed_units' "$log" | awk '{s += $2} END {print s + 0}')
   crashes=$(find "$dir/artifacts" -type f | wc -l)
   printf '%-24s %14s %8s\n' "$name" "$execs" "$crashes"
-  if [[ $rc -ne 0 || $crashes -ne 0 ]]; then
+  if [[ $rc -ne 0 || $crashes -ne 0 || $execs -eq 0 ]]; then
     echo "  $name: exit $rc; log $log; reproducers in $dir/artifacts" >&2
     status=1
   fi
