@@ -980,6 +980,44 @@ TEST(InfeedBatchTest, CancelledRunAndGiveBackKeepTheOrder) {
   }
 }
 
+// Issue 30: an element given back that does not match the spec is refused
+// there, naming the element, the dtype and shape given and those expected;
+// the stream is unchanged.
+TEST(InfeedBatchTest, GiveBackOfAWrongElementNamesDTypesAndShapes) {
+  auto infeed = IPUInfeedQueue::Create(Range(0, 10), 4);
+  ASSERT_TRUE(infeed.ok());
+  IPUInfeedQueue* q = infeed->get();
+  ASSERT_TRUE(q->Start(1).ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(q->Dequeue(0, 1, nullptr).ok());
+  struct Bad {
+    Tensor value;
+    const char* message;
+  };
+  const Bad bad[] = {
+      {Tensor::Scalar<float>(1),
+       "component 0 is float32[] but the spec says "
+       "int64[]"},
+      {Tensor::Scalar<int32_t>(1),
+       "component 0 is int32[] but the spec says int64[]"},
+      {Tensor::FromVector<int64_t>({1, 2}, {2}),
+       "component 0 is int64[2] but the spec says int64[]"},
+  };
+  for (const Bad& b : bad) {
+    std::vector<Element> back;
+    back.push_back(Element{Tensor::Scalar<int64_t>(1)});
+    back.push_back(Element{b.value});
+    const absl::Status st = q->GiveBack(0, 1, std::move(back));
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+    EXPECT_THAT(std::string(st.message()),
+                ::testing::HasSubstr("GiveBack to replica 0: element 1 "))
+        << st;
+    EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr(b.message))
+        << st;
+  }
+  // Nothing was given back: the stream continues at 3.
+  EXPECT_EQ(ValueOf(q->Dequeue(0, 1, nullptr)), 3);
+}
+
 // A dataset error reaches the device in place of its element, in order,
 // in the middle of a batch; the stream continues after it.
 TEST(InfeedBatchTest, ADatasetErrorMidBatchKeepsItsPlace) {

@@ -265,6 +265,16 @@ absl::Status InfeedChannel::GiveBack(int replica, int num_replicas,
         " element(s) to replica ", replica, " of ", num_replicas, " (it feeds ",
         num_replicas_, " replica(s))"));
   }
+  // An element that does not match the spec would fail the dequeue later
+  // with less to go on; say here which element, what it is and what the
+  // spec wants (dtypes and shapes).
+  for (size_t i = 0; i < elements.size(); ++i) {
+    RETURN_IF_ERROR(
+        spec().Check(elements[i],
+                     absl::StrCat("IPUInfeedQueue '", id_,
+                                  "': GiveBack to replica ", replica),
+                     static_cast<int64_t>(i)));
+  }
   std::deque<Element>& q = given_back_[replica];
   q.insert(q.begin(), std::make_move_iterator(elements.begin()),
            std::make_move_iterator(elements.end()));

@@ -9,6 +9,15 @@
 namespace ipuflow::optimizers {
 
 std::vector<Node*> AdamOptimizer::Prepare(const Scope& scope) {
+  // torch.optim.Adam's ranges (AdamW and Lamb share them).
+  if (!OptionRules(absl::StrCat(name(), " optimizer"))
+           .Decay("beta1", beta1_)
+           .Decay("beta2", beta2_)
+           .NonNegative("epsilon", epsilon_)
+           .NonNegative("weight_decay", weight_decay_)
+           .Record(scope)) {
+    return {};
+  }
   lr_ = learning_rate_.ToOutput(scope.WithOpName("learning_rate"),
                                 absl::StrCat(name(), " optimizer"),
                                 "learning_rate");

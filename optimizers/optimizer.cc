@@ -1,5 +1,6 @@
 #include "optimizers/optimizer.h"
 
+#include <cmath>
 #include <limits>
 
 #include "absl/container/flat_hash_map.h"
@@ -94,6 +95,43 @@ Output Hyperparameter::ToOutput(const Scope& scope, const std::string& owner,
     return ops::Const(scope, *v);
   }
   return std::get<Output>(value_);  // The op that reads it checks it.
+}
+
+OptionRules& OptionRules::NonNegative(const char* field, float value) {
+  if (!(std::isfinite(value) && value >= 0)) {
+    check_.Fail(absl::StrCat(field, " is ", value,
+                             "; it must be a finite number >= 0"));
+  }
+  return *this;
+}
+
+OptionRules& OptionRules::Between(const char* field, float value, float lo,
+                                  float hi) {
+  check_.FiniteRange(field, value, lo, hi);
+  return *this;
+}
+
+OptionRules& OptionRules::Decay(const char* field, float value) {
+  if (value == 1) {
+    check_.Fail(absl::StrCat(field,
+                             " is 1; it must be in [0, 1) (1 makes the bias "
+                             "correction 1 - ",
+                             field, "^t zero)"));
+  } else {
+    check_.FiniteRange(field, value, 0, 1);
+  }
+  return *this;
+}
+
+OptionRules& OptionRules::Fail(const std::string& message) {
+  check_.Fail(message);
+  return *this;
+}
+
+bool OptionRules::Record(const Scope& scope) const {
+  if (check_.ok()) return true;
+  scope.UpdateStatus(check_.status());
+  return false;
 }
 
 absl::Status CheckLossDType(const Output& loss) {

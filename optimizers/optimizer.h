@@ -48,6 +48,7 @@
 #include <variant>
 #include <vector>
 
+#include "core/option_checks.h"
 #include "core/scope.h"
 #include "ops/state/handle.h"
 #include "ops/state/variable.h"
@@ -80,6 +81,28 @@ class Hyperparameter {
 
 // OK if `loss` is float32 or float16; else InvalidArgument naming it.
 absl::Status CheckLossDType(const Output& loss);
+
+// An optimizer's constant options, checked when its update is built (the
+// ranges torch.optim's constructors enforce): add rules, then Record puts
+// InvalidArgument "<owner>: <field> is <value>; it must be ..." in `scope`
+// (every failed rule) and returns false if any failed.
+class OptionRules {
+ public:
+  explicit OptionRules(const std::string& owner) : check_(owner) {}
+  // Finite and >= 0 (momentum, weight decay, epsilon, ...).
+  OptionRules& NonNegative(const char* field, float value);
+  // Finite, in [lo, hi].
+  OptionRules& Between(const char* field, float value, float lo, float hi);
+  // Finite, in [0, 1): a moving-average decay (Adam's betas; 1 would divide
+  // by a bias correction of 0).
+  OptionRules& Decay(const char* field, float value);
+  // A rule of the caller's own that failed.
+  OptionRules& Fail(const std::string& message);
+  bool Record(const Scope& scope) const;
+
+ private:
+  OptionChecker check_;
+};
 
 class Optimizer {
  public:

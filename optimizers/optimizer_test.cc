@@ -1,6 +1,7 @@
 #include "optimizers/optimizer.h"
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <memory>
 
@@ -15,9 +16,12 @@
 #include "ops/math/reduce_sum.h"
 #include "ops/state/read_variable.h"
 #include "optimizers/adam.h"
+#include "optimizers/adamw.h"
 #include "optimizers/gradient_descent.h"
+#include "optimizers/lamb.h"
 #include "optimizers/loss_scaling.h"
 #include "optimizers/momentum.h"
+#include "optimizers/rms_prop.h"
 #include "optimizers/test_util.h"
 
 namespace ipuflow::optimizers {
@@ -219,6 +223,50 @@ TEST(OptimizerTest, NonFiniteOrNegativeLearningRatesAreRefused) {
   LinearLoss l(s, "w", {1, 2});
   GradientDescentOptimizer zero(0.f);
   EXPECT_NE(zero.Minimize(s, l.loss), nullptr) << s.status();
+}
+
+// Issue 30: the other constant options over their whole range (SGD's are
+// in sgd_test.cc), torch.optim's rules, refused when the update is built.
+TEST(OptimizerTest, OptionsOutOfRangeAreRefused) {
+  const float kNaN = std::nanf(""), kInf = INFINITY;
+  struct Bad {
+    std::function<std::unique_ptr<Optimizer>()> make;
+    const char* message;
+  };
+  const Bad bad[] = {
+      {[&] { return std::make_unique<AdamOptimizer>(0.1f, 1.f); },
+       "Adam optimizer: beta1 is 1; it must be in [0, 1)"},
+      {[&] { return std::make_unique<AdamOptimizer>(0.1f, -0.1f); },
+       "Adam optimizer: beta1 is -0.1"},
+      {[&] { return std::make_unique<AdamOptimizer>(0.1f, 0.9f, kNaN); },
+       "Adam optimizer: beta2 is nan"},
+      {[&] { return std::make_unique<AdamOptimizer>(0.1f, 0.9f, 0.999f, -1); },
+       "Adam optimizer: epsilon is -1"},
+      {[&] { return std::make_unique<AdamWOptimizer>(0.1f, -0.01f); },
+       "AdamW optimizer: weight_decay is -0.01"},
+      {[&] { return std::make_unique<AdamWOptimizer>(0.1f, kInf); },
+       "AdamW optimizer: weight_decay is inf"},
+      {[&] { return std::make_unique<LambOptimizer>(0.1f, 0, 0.9f, 1.5f); },
+       "Lamb optimizer: beta2 is 1.5"},
+      {[&] { return std::make_unique<RMSPropOptimizer>(0.1f, 1.5f); },
+       "RMSProp optimizer: rho is 1.5"},
+      {[&] { return std::make_unique<RMSPropOptimizer>(0.1f, 0.9f, -0.5f); },
+       "RMSProp optimizer: momentum is -0.5"},
+      {[&] { return std::make_unique<RMSPropOptimizer>(0.1f, 0.9f, 0, kNaN); },
+       "RMSProp optimizer: epsilon is nan"},
+      {[&] { return std::make_unique<AdagradOptimizer>(0.1f, -1.f); },
+       "Adagrad optimizer: initial_accumulator_value is -1"},
+      {[&] { return std::make_unique<AdagradOptimizer>(0.1f, 0.1f, kInf); },
+       "Adagrad optimizer: epsilon is inf"},
+  };
+  for (const Bad& b : bad) {
+    Scope s = Scope::NewRootScope();
+    LinearLoss l(s, "w", {1, 2});
+    EXPECT_EQ(b.make()->Minimize(s, l.loss), nullptr) << b.message;
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument)
+        << s.status();
+    EXPECT_THAT(Message(s), ::testing::HasSubstr(b.message));
+  }
 }
 
 // Issue 22: Minimize of an integer loss was OK (no gradient, no update).

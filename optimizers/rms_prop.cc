@@ -7,6 +7,14 @@
 namespace ipuflow::optimizers {
 
 std::vector<Node*> RMSPropOptimizer::Prepare(const Scope& scope) {
+  // torch.optim.RMSprop's ranges; rho is a moving-average decay.
+  if (!OptionRules(absl::StrCat(name(), " optimizer"))
+           .Between("rho", rho_, 0, 1)
+           .NonNegative("momentum", momentum_)
+           .NonNegative("epsilon", epsilon_)
+           .Record(scope)) {
+    return {};
+  }
   lr_ = learning_rate_.ToOutput(scope.WithOpName("learning_rate"),
                                 absl::StrCat(name(), " optimizer"),
                                 "learning_rate");
@@ -24,6 +32,13 @@ Node* RMSPropOptimizer::ApplyDense(const Scope& scope, Output grad,
 }
 
 std::vector<Node*> AdagradOptimizer::Prepare(const Scope& scope) {
+  // torch.optim.Adagrad's ranges.
+  if (!OptionRules(absl::StrCat(name(), " optimizer"))
+           .NonNegative("initial_accumulator_value", initial_)
+           .NonNegative("epsilon", epsilon_)
+           .Record(scope)) {
+    return {};
+  }
   lr_ = learning_rate_.ToOutput(scope.WithOpName("learning_rate"),
                                 absl::StrCat(name(), " optimizer"),
                                 "learning_rate");

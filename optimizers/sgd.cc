@@ -9,6 +9,21 @@
 namespace ipuflow::optimizers {
 
 std::vector<Node*> SGDOptimizer::Prepare(const Scope& scope) {
+  const SGDOptions& o = options_;
+  OptionRules rules(absl::StrCat(name(), " optimizer"));
+  // torch.optim.SGD refuses a negative momentum or weight decay, and
+  // Nesterov without momentum or with dampening; a dampening outside
+  // [0, 1] would scale the gradient up or flip its sign.
+  rules.NonNegative("momentum", o.momentum)
+      .Between("dampening", o.dampening, 0, 1)
+      .NonNegative("weight_decay", o.weight_decay);
+  if (o.nesterov && !(o.momentum > 0 && o.dampening == 0)) {
+    rules.Fail(absl::StrCat(
+        "nesterov is true: Nesterov momentum requires a momentum > 0 and "
+        "zero dampening (got momentum ",
+        o.momentum, ", dampening ", o.dampening, ")"));
+  }
+  if (!rules.Record(scope)) return {};
   lr_ = learning_rate_.ToOutput(scope.WithOpName("learning_rate"),
                                 absl::StrCat(name(), " optimizer"),
                                 "learning_rate");

@@ -1,5 +1,7 @@
 #include "optimizers/sgd.h"
 
+#include <cmath>
+
 #include "core/session.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
@@ -54,21 +56,49 @@ TEST(SGDTest, NesterovWithWeightDecay) {
   EXPECT_TRUE(TensorNear(w[1], {0.496871f, 2.823302f}, {2}));
 }
 
-TEST(SGDTest, NesterovNeedsMomentumWithoutDampening) {
+// Issue 30: torch.optim.SGD's checks, when the update is built (Nesterov's
+// failed only when the step ran; a momentum of -1 trained silently).
+TEST(SGDTest, OptionsOutOfRangeAreRefusedWhenBuilt) {
+  const float kNaN = std::nanf(""), kInf = INFINITY;
+  struct Bad {
+    float lr;
+    SGDOptions options;
+    const char* message;
+  };
+  const Bad bad[] = {
+      {0.1f, {.momentum = -1}, "momentum is -1; it must be a finite number"},
+      {0.1f, {.momentum = kNaN}, "momentum is nan"},
+      {0.1f, {.momentum = kInf}, "momentum is inf"},
+      {0.1f, {.momentum = 0.9f, .dampening = -0.5f}, "dampening is -0.5"},
+      {0.1f, {.momentum = 0.9f, .dampening = 2}, "dampening is 2"},
+      {0.1f, {.weight_decay = -0.5f}, "weight_decay is -0.5; it must be"},
+      {0.1f, {.weight_decay = kNaN}, "weight_decay is nan"},
+      {kNaN, {}, "learning_rate is nan"},
+      {kInf, {}, "learning_rate is inf"},
+      {0.1f,
+       {.momentum = 0.9f, .dampening = 0.1f, .nesterov = true},
+       "nesterov is true: Nesterov momentum requires a momentum > 0 and zero "
+       "dampening (got momentum 0.9, dampening 0.1)"},
+      {0.1f, {.nesterov = true}, "Nesterov momentum requires a momentum > 0"},
+  };
+  for (const Bad& b : bad) {
+    Scope s = Scope::NewRootScope();
+    LinearLoss l(s, "w", {1, 2});
+    EXPECT_EQ(SGDOptimizer(b.lr, b.options).Minimize(s, l.loss), nullptr);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument)
+        << s.status();
+    EXPECT_NE(s.status().message().find("SGD optimizer: "), std::string::npos)
+        << s.status();
+    EXPECT_NE(s.status().message().find(b.message), std::string::npos)
+        << s.status();
+  }
+  // The edges are fine: no momentum, full dampening, no decay.
   Scope s = Scope::NewRootScope();
   LinearLoss l(s, "w", {1, 2});
-  Node* train =
-      SGDOptimizer(0.1f,
-                   {.momentum = 0.9f, .dampening = 0.1f, .nesterov = true})
-          .Minimize(s, l.loss);
-  ASSERT_TRUE(s.ok()) << s.status();
-  Session session(s.graph());
-  ASSERT_TRUE(session.Initialize().ok());
-  absl::Status st = session.Run(l.Feed({1, -2}), {}, {train}, nullptr);
-  EXPECT_NE(st.message().find("Nesterov momentum requires a momentum > 0 "
-                              "and zero dampening"),
-            std::string::npos)
-      << st;
+  EXPECT_NE(
+      SGDOptimizer(0.f, {.momentum = 0, .dampening = 1}).Minimize(s, l.loss),
+      nullptr)
+      << s.status();
 }
 
 }  // namespace

@@ -1830,6 +1830,12 @@ const std::vector<OpEntry>& OpTable() {
         "Cos", [](double x) { return std::cos(x); }, -10, 10));
     t.push_back(Unary(
         "Erf", [](double x) { return std::erf(x); }, -3, 3));
+    t.push_back(Binary(
+        "ErfGrad",
+        [](double x, double dy) {
+          return dy * (2 / std::sqrt(M_PI) * std::exp(-x * x));
+        },
+        -3, 3, 2));
     t.push_back(Unary(
         "Log1p", [](double x) { return std::log1p(x); }, -0.9, 5));
     t.push_back(Unary(

@@ -67,10 +67,24 @@ void CumSlab(const KernelContext& ctx, const T* x, T* y, int64_t r,
   }
 }
 
+// The scan axis of a rank-`rank` input, in [0, rank). NormalizeAxis also
+// takes axis 0 of a scalar (for reductions), which has no dimension to
+// scan: TensorFlow's cumsum refuses it ("ScanOp: Expected scan axis in the
+// range [0, 0)").
+absl::StatusOr<int> ScanAxis(int64_t axis, int rank) {
+  if (rank == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("axis ", axis,
+                     " is out of range for rank 0: a scalar has no axis to "
+                     "sum along (reshape it to [1])"));
+  }
+  return NormalizeAxis(axis, rank);
+}
+
 template <typename T>
 absl::Status CumSumKernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  absl::StatusOr<int> axis = NormalizeAxis(ctx.attr<int64_t>("axis"), x.rank());
+  absl::StatusOr<int> axis = ScanAxis(ctx.attr<int64_t>("axis"), x.rank());
   if (!axis.ok()) return ctx.InvalidArgument(axis.status().message());
   ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.shape()));
   if (x.NumElements() == 0) return absl::OkStatus();
@@ -112,7 +126,7 @@ REGISTER_OP("CumSum")
       RETURN_IF_ERROR(c.attr<bool>("exclusive").status());
       RETURN_IF_ERROR(c.attr<bool>("reverse").status());
       const TensorShape& shape = c.input_shape(0);
-      absl::StatusOr<int> a = NormalizeAxis(axis, shape.rank());
+      absl::StatusOr<int> a = ScanAxis(axis, shape.rank());
       if (!a.ok()) {
         return absl::InvalidArgumentError(
             absl::StrCat(a.status().message(), "; ", c.InputName(0),

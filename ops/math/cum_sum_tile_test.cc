@@ -2,7 +2,9 @@
 // float16 against float32.
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
 #include "core/gradients.h"
+#include "core/graph_def.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"
@@ -54,6 +56,46 @@ TEST(CumSumTest, LongAxisKeepsFloat32Accuracy) {
   Tensor y = RunOne(s, {}, CumSum(s, x, 0));
   const double exact = static_cast<double>(0.1f) * n;
   EXPECT_EQ(y.data<float>()[n - 1], static_cast<float>(exact));
+}
+
+// Issue 30: axis 0 of a scalar passed NormalizeAxis and the kernel read
+// dim(0) of an empty shape (SIGILL with Debian's hardened Abseil, a heap
+// overflow without). Refused when built, for every dtype, and on import.
+TEST(CumSumTest, ScalarInputIsRefused) {
+  for (DType dtype : {DType::kFloat32, DType::kInt32, DType::kFloat16}) {
+    for (int64_t axis : {0, -1}) {
+      Scope s = Scope::NewRootScope();
+      CumSum(s.WithOpName("c"), Const(s, 2.0, dtype), axis);
+      EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument)
+          << s.status();
+      EXPECT_NE(ErrorOf(s).find("CumSum 'c'"), std::string::npos) << ErrorOf(s);
+      EXPECT_NE(ErrorOf(s).find(
+                    absl::StrCat("axis ", axis, " is out of range for rank 0")),
+                std::string::npos)
+          << ErrorOf(s);
+    }
+  }
+  // A GraphDef whose constant is a scalar (edited from a [1] one).
+  Scope s = Scope::NewRootScope();
+  CumSum(s.WithOpName("c"), Const<float>(s.WithOpName("x"), {1.5f}, {1}), 0);
+  ASSERT_TRUE(s.ok()) << s.status();
+  absl::StatusOr<GraphDef> def = ToGraphDef(*s.graph());
+  ASSERT_TRUE(def.ok()) << def.status();
+  for (NodeDef& node : *def->mutable_node()) {
+    if (node.name() == "x") {
+      (*node.mutable_attr())["value"]
+          .mutable_tensor()
+          ->mutable_shape()
+          ->clear_dim();
+    }
+  }
+  Graph imported;
+  const absl::Status st = ImportGraphDef(*def, &imported);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("CumSum 'c'"), std::string::npos) << st;
+  EXPECT_NE(st.message().find("axis 0 is out of range for rank 0"),
+            std::string::npos)
+      << st;
 }
 
 TEST(CumSumTest, ErrorsGradientAndHalf) {

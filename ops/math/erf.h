@@ -2,6 +2,7 @@
 // float32/float16, the C library's erff. erf(+-inf) = +-1.
 //
 //   Output y = ops::Erf(scope, x);
+//   Output dx = ops::ErfGrad(scope, x, dy);  // What AddGradients builds.
 #ifndef IPUFLOW_OPS_MATH_ERF_H_
 #define IPUFLOW_OPS_MATH_ERF_H_
 
@@ -10,6 +11,10 @@
 namespace ipuflow::ops {
 
 Output Erf(const Scope& scope, Output x);
+
+// dx = dy * 2/sqrt(pi) e^(-x^2), Erf's gradient (x and dy of one shape and
+// dtype; float16 computed in float32 and rounded once).
+Output ErfGrad(const Scope& scope, Output x, Output dy);
 
 }  // namespace ipuflow::ops
 

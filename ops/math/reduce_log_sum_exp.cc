@@ -6,6 +6,7 @@
 
 #include "core/op_registry.h"
 #include "ops/math/broadcast_grad.h"
+#include "ops/math/cast.h"
 #include "ops/math/exp.h"
 #include "ops/math/mul.h"
 #include "ops/math/reduce_grad_like.h"
@@ -44,13 +45,23 @@ REGISTER_OP("ReduceLogSumExp")
       return RowReductionKernel(ctx, LogSumExpRow);
     })
     // y = log(sum exp(x));  dy/dx = exp(x - y), the row's softmax.
+    // float16 in float32, rounded once: exp(x - y) with y rounded to
+    // float16 is off by up to |y| 2^-11 (x = [80, 80]: 0.50293, not 0.5),
+    // so y is recomputed in float32 from the widened x (TensorFlow IPU
+    // guide, "Half-precision floating point": float32 partials).
     .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> dy,
                     std::vector<Output>* dx) {
-      const Output x = op.input(0);
       const auto& axes = op.attr<std::vector<int64_t>>("axes");
-      const Output p =
-          Exp(s, Sub(s, x, ReduceGradLike(s, OutputOf(op), x, axes)));
-      dx->push_back(Mul(s, p, ReduceGradLike(s, dy[0], x, axes)));
+      const bool half = op.input(0).dtype() == DType::kFloat16;
+      const Output x =
+          half ? Cast(s, op.input(0), DType::kFloat32) : op.input(0);
+      const Output y =
+          half ? ReduceLogSumExp(s, x, axes, op.attr<bool>("keep_dims"))
+               : OutputOf(op);
+      const Output g = half ? Cast(s, dy[0], DType::kFloat32) : dy[0];
+      const Output p = Exp(s, Sub(s, x, ReduceGradLike(s, y, x, axes)));
+      const Output grad = Mul(s, p, ReduceGradLike(s, g, x, axes));
+      dx->push_back(half ? Cast(s, grad, DType::kFloat16) : grad);
       return absl::OkStatus();
     });
 

@@ -1,5 +1,6 @@
 #include "ops/nn/conv2d.h"
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,14 @@ struct ConvCase {
   int stride;
   std::string padding;
 };
+
+// Without it gtest prints a case byte by byte, its uninitialised padding
+// included (valgrind reports each read).
+void PrintTo(const ConvCase& c, std::ostream* os) {
+  *os << "x " << TensorShape(c.x_shape).DebugString() << " w "
+      << TensorShape(c.w_shape).DebugString() << " stride " << c.stride << " "
+      << c.padding;
+}
 
 class Conv2DReferenceTest : public ::testing::TestWithParam<ConvCase> {};
 

@@ -1,6 +1,8 @@
 #include "ops/nn/grouped_conv_2d.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -25,33 +27,59 @@ struct Geo {
   int64_t ocg() const { return oc / groups; }  // Output channels per group.
 };
 
+// oneDNN's convolution descriptors take 32-bit sizes: larger strides,
+// dilations or dilated windows fail there, at run time, as Internal.
+constexpr int64_t kMaxOnednnSize = std::numeric_limits<int32_t>::max();
+
 absl::Status Pair(const AttrMap& attrs, const char* name, int64_t* a,
                   int64_t* b) {
   ASSIGN_OR_RETURN(std::vector<int64_t> v,
                    GetAttr<std::vector<int64_t>>(attrs, name));
-  if (v.size() != 2 || v[0] < 1 || v[1] < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, " must be two integers >= 1, got ", v.size(),
-                     v.size() == 2 ? absl::StrCat(" (", v[0], ", ", v[1], ")")
-                                   : std::string(" values")));
+  if (v.size() != 2 || v[0] < 1 || v[1] < 1 || v[0] > kMaxOnednnSize ||
+      v[1] > kMaxOnednnSize) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, " must be two integers >= 1 and at most ", kMaxOnednnSize,
+        " (oneDNN's limit for a convolution), got ", v.size(),
+        v.size() == 2 ? absl::StrCat(" (", v[0], ", ", v[1], ")")
+                      : std::string(" values")));
   }
   *a = v[0];
   *b = v[1];
   return absl::OkStatus();
 }
 
-// Output size and padding before, TensorFlow's rule for the dilated
-// window k_eff = (k - 1) d + 1.
-absl::Status Dim(int64_t in, int64_t k, int64_t s, int64_t d, bool same,
-                 int64_t* out, int64_t* pad) {
-  const int64_t eff = (k - 1) * d + 1;
-  if (same) {
-    *out = (in + s - 1) / s;
-    *pad = std::max<int64_t>((*out - 1) * s + eff - in, 0) / 2;
-  } else {
-    *out = in >= eff ? (in - eff) / s + 1 : 0;
-    *pad = 0;
+// The dilated window k_eff = (k - 1) d + 1 of dimension `dim`, in checked
+// arithmetic, at most kMaxOnednnSize.
+absl::StatusOr<int64_t> DilatedWindow(const char* dim, int64_t k, int64_t d) {
+  int64_t eff = 0;
+  if (!CheckedMul(k - 1, d, &eff) || !CheckedAdd(eff, 1, &eff) ||
+      eff > kMaxOnednnSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the dilated filter ", dim, " (", k, " - 1) * dilation ",
+                     d, " + 1 is larger than ", kMaxOnednnSize,
+                     " (oneDNN's limit for a convolution window)"));
   }
+  return eff;
+}
+
+// Output size and padding before, TensorFlow's rule for the dilated
+// window `eff`. VALID refuses a window larger than the input, as
+// TensorFlow and PyTorch do (an empty output would hide the mistake).
+absl::Status Dim(const char* dim, int64_t in, int64_t k, int64_t eff, int64_t s,
+                 int64_t d, bool same, int64_t* out, int64_t* pad) {
+  if (same) {
+    *out = in / s + (in % s != 0);  // ceil(in / s) without overflow.
+    *pad = std::max<int64_t>((*out - 1) * s + eff - in, 0) / 2;
+    return absl::OkStatus();
+  }
+  if (eff > in) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "VALID padding: the dilated filter ", dim, " ", eff, " ((", k,
+        " - 1) * dilation ", d, " + 1) is larger than the input ", dim, " ", in,
+        " (use SAME padding, a smaller filter or a smaller dilation)"));
+  }
+  *out = (in - eff) / s + 1;
+  *pad = 0;
   return absl::OkStatus();
 }
 
@@ -96,16 +124,23 @@ absl::StatusOr<Geo> GeometryOf(const TensorShape& x, const TensorShape& f,
         "third dimension C / groups"));
   }
   const bool same = padding == "SAME";
-  if (g.h != kUnknownDim && g.kh != kUnknownDim) {
-    RETURN_IF_ERROR(Dim(g.h, g.kh, g.sh, g.dh, same, &g.oh, &g.pt));
-  } else {
-    g.oh = kUnknownDim;
-  }
-  if (g.w != kUnknownDim && g.kw != kUnknownDim) {
-    RETURN_IF_ERROR(Dim(g.w, g.kw, g.sw, g.dw, same, &g.ow, &g.pl));
-  } else {
-    g.ow = kUnknownDim;
-  }
+  g.oh = g.ow = kUnknownDim;
+  // The dilated window, then the output size, of one spatial dimension.
+  auto dim = [&](const char* name, int64_t in, int64_t k, int64_t s, int64_t d,
+                 int64_t* out, int64_t* pad) -> absl::Status {
+    if (k == kUnknownDim) return absl::OkStatus();
+    absl::StatusOr<int64_t> eff = DilatedWindow(name, k, d);
+    absl::Status st = eff.status();
+    if (st.ok() && in != kUnknownDim) {
+      st = Dim(name, in, k, *eff, s, d, same, out, pad);
+    }
+    if (st.ok()) return st;
+    return absl::InvalidArgumentError(absl::StrCat(st.message(), "; input ",
+                                                   x.DebugString(), ", filter ",
+                                                   f.DebugString()));
+  };
+  RETURN_IF_ERROR(dim("height", g.h, g.kh, g.sh, g.dh, &g.oh, &g.pt));
+  RETURN_IF_ERROR(dim("width", g.w, g.kw, g.sw, g.dw, &g.ow, &g.pl));
   return g;
 }
 

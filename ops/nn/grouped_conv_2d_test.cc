@@ -1,5 +1,6 @@
 #include "ops/nn/grouped_conv_2d.h"
 
+#include <limits>
 #include <vector>
 
 #include "core/gradients.h"
@@ -177,6 +178,63 @@ TEST(GroupedConv2DTest, Float16AndErrors) {
   EXPECT_NE(d.status().message().find("dilations must be two integers >= 1"),
             std::string::npos)
       << d.status();
+}
+
+// Issue 30: what TensorFlow and PyTorch refuse, or what oneDNN would refuse
+// only at run time (Internal), is InvalidArgument when the graph is built.
+TEST(GroupedConv2DTest, RefusesWindowsLargerThanTheInputAndHugeAttributes) {
+  struct Bad {
+    GroupedConvOptions options;
+    std::vector<int64_t> filter;
+    const char* message;
+  };
+  const Bad bad[] = {
+      // (3 - 1) * 3 + 1 = 7 > 5: TensorFlow and PyTorch refuse it; this
+      // returned an empty [1, 0, 0, 4] tensor.
+      {{.dilations = {3, 3}},
+       {3, 3, 4, 4},
+       "VALID padding: the dilated filter height 7 ((3 - 1) * dilation 3 + "
+       "1) is larger than the input height 5"},
+      {{},
+       {6, 1, 4, 4},
+       "the dilated filter height 6 ((6 - 1) * dilation 1 + 1) is larger "
+       "than the input height 5"},
+      // oneDNN refused these only at run time (Internal).
+      {{.dilations = {1, int64_t{1} << 62}, .padding = "SAME"},
+       {3, 3, 4, 4},
+       "dilations must be two integers >= 1 and at most 2147483647"},
+      {{.strides = {1, std::numeric_limits<int64_t>::max()}, .padding = "SAME"},
+       {3, 3, 4, 4},
+       "strides must be two integers >= 1 and at most 2147483647"},
+      {{.dilations = {2147483647, 1}, .padding = "SAME"},
+       {3, 3, 4, 4},
+       "the dilated filter height (3 - 1) * dilation 2147483647 + 1 is "
+       "larger than 2147483647"},
+      // (2^40 - 1) * 2^30 wraps int64: checked arithmetic.
+      {{.dilations = {1, int64_t{1} << 30}, .padding = "SAME"},
+       {1, int64_t{1} << 40, 4, 4},
+       "the dilated filter width (1099511627776 - 1) * dilation 1073741824 "
+       "+ 1 is larger than 2147483647"},
+  };
+  for (const Bad& b : bad) {
+    Scope s = Scope::NewRootScope();
+    GroupedConv2D(
+        s.WithOpName("g"), Const(s, RandomTensor({1, 5, 5, 4}, 0, 1, 1)),
+        Placeholder(s, DType::kFloat32, TensorShape(b.filter)), b.options);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument)
+        << s.status();
+    EXPECT_NE(s.status().message().find("GroupedConv2D 'g'"), std::string::npos)
+        << s.status();
+    EXPECT_NE(s.status().message().find(b.message), std::string::npos)
+        << s.status();
+  }
+  // A window that fits is still fine: (2 - 1) * 4 + 1 = 5.
+  Scope s = Scope::NewRootScope();
+  Output y = GroupedConv2D(s, Const(s, RandomTensor({1, 5, 5, 4}, 0, 1, 1)),
+                           Const(s, RandomTensor({2, 2, 4, 4}, 0, 1, 2)),
+                           {.dilations = {4, 4}});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(y.shape(), TensorShape({1, 1, 1, 4}));
 }
 
 }  // namespace

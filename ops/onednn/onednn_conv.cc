@@ -179,6 +179,43 @@ const float* PrimitiveWeights(const ConvPrimitive& p, const float* hwio,
   return storage->data();
 }
 
+// oneDNN 2.6's 1x1 backward-weights kernels (jit_avx2_1x1,
+// jit_avx512_common_1x1) run a strided 1x1 convolution of an NHWC source
+// at unit stride over a subsampled copy ("rtus") in the scratchpad, which
+// they book as is * ic floats per thread but address as is * ic_block:
+// with fewer input channels than the block (8 on AVX2, 16 on AVX-512) they
+// write past the scratchpad (oneDNN issue 6035, open in 2026). A 1x1
+// window is never padded, so the strided convolution is the unit-stride
+// one of x's pixels at (i * sh, j * sw): we subsample x here, and oneDNN
+// never takes that path.
+bool IsStridedPointwise(const ConvDims& d) {
+  return d.kh == 1 && d.kw == 1 && (d.sh > 1 || d.sw > 1) && d.pad_top == 0 &&
+         d.pad_left == 0;
+}
+
+// x's pixels that the windows of `d` read, [n, oh, ow, c], into `*out`;
+// returns the unit-stride geometry over them. REQUIRES:
+// IsStridedPointwise(d).
+ConvDims Subsample(const ThreadPool& pool, const float* x, const ConvDims& d,
+                   std::vector<float>* out) {
+  out->resize(d.n * d.oh * d.ow * d.c);
+  pool.ParallelFor(d.n * d.oh, 1.0 * d.ow * d.c, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t n = r / d.oh, i = r % d.oh;
+      const float* row = x + ((n * d.h + i * d.sh) * d.w) * d.c;
+      float* dst = out->data() + r * d.ow * d.c;
+      for (int64_t j = 0; j < d.ow; ++j) {
+        std::copy_n(row + j * d.sw * d.c, d.c, dst + j * d.c);
+      }
+    }
+  });
+  ConvDims unit = d;
+  unit.h = d.oh;
+  unit.w = d.ow;
+  unit.sh = unit.sw = 1;
+  return unit;
+}
+
 bool IsEmpty(const ConvDims& d) {
   return d.n * d.h * d.w * d.c * d.oc * d.kh * d.kw * d.oh * d.ow == 0;
 }
@@ -260,6 +297,11 @@ absl::Status ConvBackwardWeights(const ThreadPool& pool, const float* x,
   if (IsEmpty(d)) {
     std::fill(dw, dw + size, 0.0f);
     return absl::OkStatus();
+  }
+  if (IsStridedPointwise(d)) {
+    std::vector<float> pixels;
+    const ConvDims unit = Subsample(pool, x, d, &pixels);
+    return ConvBackwardWeights(pool, pixels.data(), dy, dw, unit);
   }
   return Guard("convolution backward weights", d, [&] {
     const Split split = SplitBatch(pool, d);
