@@ -3,11 +3,13 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <cstdlib>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "core/distributed/mpi_flight.h"
+#include "core/distributed/mpi_job.h"
 #include "core/status.h"
 #include "core/tensor.h"
 
@@ -91,10 +93,28 @@ void FoldChunk(T* acc, const std::vector<const void*>& local, int64_t off,
   if (last_divides) a /= static_cast<T>(group_size);
 }
 
-void FinalizeAtExit() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+// MPI_Comm_dup waits for every process, also one that refused its identity
+// and will never call it: the non-blocking form, polled until `timeout`.
+absl::Status DupWorld(absl::Duration timeout, MPI_Comm* comm) {
+  MPI_Request r;
+  RETURN_IF_ERROR(internal::FailJob(
+      MpiError(MPI_Comm_idup(MPI_COMM_WORLD, comm, &r), "MPI_Comm_idup")));
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    int done = 0;
+    RETURN_IF_ERROR(internal::FailJob(
+        MpiError(MPI_Test(&r, &done, MPI_STATUS_IGNORE), "MPI_Comm_idup")));
+    if (done) return absl::OkStatus();
+    if (absl::Now() > deadline) {
+      // `r` stays pending: MPI cannot cancel a collective.
+      return internal::FailJob(absl::DeadlineExceededError(absl::StrCat(
+          "MpiLink::World: not every process joined the link's communicator "
+          "(MPI_Comm_idup) within start_timeout ",
+          absl::FormatDuration(timeout),
+          " (did one refuse its identity, fail or stall before it?)")));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 }  // namespace
@@ -111,55 +131,46 @@ absl::StatusOr<std::shared_ptr<MpiLink>> MpiLink::World(Options options) {
   MutexLock l(&mu);
   if (world != nullptr) return *world;
   if (options.chunk_bytes < 1 || options.chunk_bytes > (1 << 30) ||
-      options.stall_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("MpiLink options: chunk_bytes ", options.chunk_bytes,
-                     " must be in [1, 2^30] and stall_timeout ",
-                     absl::FormatDuration(options.stall_timeout), " positive"));
+      options.stall_timeout <= absl::ZeroDuration() ||
+      options.start_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MpiLink options: chunk_bytes ", options.chunk_bytes,
+        " must be in [1, 2^30], stall_timeout ",
+        absl::FormatDuration(options.stall_timeout), " and start_timeout ",
+        absl::FormatDuration(options.start_timeout), " positive"));
   }
-  int initialized = 0, provided = 0;
-  MPI_Initialized(&initialized);
-  if (!initialized) {
-    RETURN_IF_ERROR(MpiError(
-        MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided),
-        "MPI_Init_thread"));
-    std::atexit(FinalizeAtExit);
-  } else {
-    MPI_Query_thread(&provided);
-  }
-  if (provided < MPI_THREAD_MULTIPLE) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "MPI provides thread level ", provided,
-        "; ipuflow's replicas call it from several threads and need "
-        "MPI_THREAD_MULTIPLE (",
-        MPI_THREAD_MULTIPLE, ")"));
-  }
+  // A failure from here on is recorded (FailJob): the other processes may
+  // wait for this one, so its exit must end the job (mpi_job.h).
+  RETURN_IF_ERROR(internal::StartMpi(options.start_timeout));
+  if (absl::Status s = internal::JobFailure(); !s.ok()) return s;
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  ASSIGN_OR_RETURN(ProcessIdentity env, ProcessIdentityFromEnvironment());
-  if (env.source != "single process" &&
-      (env.process_index != rank || env.process_count != size)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the launcher's environment says ", env.DebugString(),
-                     ", MPI says process ", rank, " of ", size));
+  absl::StatusOr<ProcessIdentity> env = ProcessIdentityFromEnvironment();
+  if (!env.ok()) return internal::FailJob(env.status());
+  if (env->source != "single process" &&
+      (env->process_index != rank || env->process_count != size)) {
+    return internal::FailJob(absl::InvalidArgumentError(
+        absl::StrCat("the launcher's environment says ", env->DebugString(),
+                     ", MPI says process ", rank, " of ", size)));
   }
-  ASSIGN_OR_RETURN(ProcessIdentity id, ConfigureProcessId(rank, size));
-  id.source = env.source == "single process" ? "MPI" : env.source;
-  id.total_replicas = env.total_replicas;
-  id.local_replicas = env.local_replicas;
-  id.replica_index_offset = env.replica_index_offset;
+  absl::StatusOr<ProcessIdentity> configured = ConfigureProcessId(rank, size);
+  if (!configured.ok()) return internal::FailJob(configured.status());
+  ProcessIdentity id = *std::move(configured);
+  id.source = env->source == "single process" ? "MPI" : env->source;
+  id.total_replicas = env->total_replicas;
+  id.local_replicas = env->local_replicas;
+  id.replica_index_offset = env->replica_index_offset;
 
   int* tag_ub = nullptr;
   int has_ub = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &has_ub);
   if (!has_ub || *tag_ub < (1 << 30) + 3) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "MPI_TAG_UB is ", has_ub ? *tag_ub : -1, "; ipuflow needs 2^30 + 3"));
+    return internal::FailJob(absl::FailedPreconditionError(absl::StrCat(
+        "MPI_TAG_UB is ", has_ub ? *tag_ub : -1, "; ipuflow needs 2^30 + 3")));
   }
   auto wire = std::make_unique<Wire>();
-  RETURN_IF_ERROR(
-      MpiError(MPI_Comm_dup(MPI_COMM_WORLD, &wire->comm), "MPI_Comm_dup"));
+  RETURN_IF_ERROR(DupWorld(options.start_timeout, &wire->comm));
   MPI_Comm_set_errhandler(wire->comm, MPI_ERRORS_RETURN);
   world = new std::shared_ptr<MpiLink>(
       new MpiLink(std::move(id), options, std::move(wire)));
@@ -181,6 +192,7 @@ absl::StatusOr<int> MpiLink::TagOf(uint64_t tag, const std::string& name,
 
 absl::Status MpiLink::Fail(bool notify, absl::Status s) {
   if (notify) NotifyFailure(s);  // Also marks the link broken.
+  internal::FailJob(s);
   MutexLock l(&mu_);
   if (broken_.ok()) broken_ = s;
   return s;
@@ -192,6 +204,7 @@ absl::Status MpiLink::Broken() const {
 }
 
 void MpiLink::NotifyFailure(const absl::Status& why) {
+  internal::FailJob(why);
   {
     MutexLock l(&mu_);
     if (broken_.ok()) broken_ = why;

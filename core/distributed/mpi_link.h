@@ -20,8 +20,10 @@
 // failure notice from another process (which then fails here too, naming
 // it), and a stall timer (no message for Options::stall_timeout: an error
 // naming the collective and the process it waits for). After a failure
-// the link is broken: every later call returns the first error at once.
-// Buffers that MPI may still touch are kept until the process ends.
+// the link is broken: every later call returns the first error at once,
+// and the process's exit ends the whole job (MPI_Abort, mpi_job.h) instead
+// of waiting for the others in MPI_Finalize. Buffers that MPI may still
+// touch are kept until the process ends.
 #ifndef IPUFLOW_CORE_DISTRIBUTED_MPI_LINK_H_
 #define IPUFLOW_CORE_DISTRIBUTED_MPI_LINK_H_
 
@@ -42,6 +44,10 @@ class MpiLink : public ProcessLink {
  public:
   struct Options {
     absl::Duration stall_timeout = absl::Seconds(10);
+    // How long World() waits for the other processes to start MPI and to
+    // join the link (a slow start is not a stall: processes load data or
+    // compile at their own pace before World()).
+    absl::Duration start_timeout = absl::Seconds(60);
     int64_t chunk_bytes = 1 << 20;
   };
 
@@ -49,6 +55,13 @@ class MpiLink : public ProcessLink {
   // first call (and finalises it at exit), checks the identity MPI reports
   // against the launcher's environment (ProcessIdentityFromEnvironment).
   // Later calls return the same link; `options` of the first call hold.
+  // Every process of the job waits here for the others (MPI_Init_thread,
+  // then the link's communicator), at most `start_timeout` each: then
+  // DeadlineExceeded, or, inside MPI_Init_thread, which cannot return, the
+  // process exits with status 1. An error after MPI started (a refused
+  // identity, that timeout) is kept: later calls return it, and the
+  // process's exit ends the job (MPI_Abort), so that the processes waiting
+  // for this one end too.
   static absl::StatusOr<std::shared_ptr<MpiLink>> World(Options options);
   static absl::StatusOr<std::shared_ptr<MpiLink>> World() {
     return World(Options());
