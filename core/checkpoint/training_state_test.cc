@@ -298,12 +298,26 @@ TEST_F(RefusalTest, MissingInfeed) {
 // ---- A manifest is hostile input (issue 30): every count, index and key
 // is checked before use; nothing is loaded in part. ----
 
+// A fresh run built from `c`'s input position (its DataLoader resumed), so
+// that only what the test altered can refuse the restore.
+absl::Status RestoreIntoResumedInput(const CheckpointContents& c) {
+  RunConfig cfg;
+  cfg.restore = false;
+  TrainingRun fresh(cfg, &c);
+  EXPECT_TRUE(fresh.status().ok()) << fresh.status();
+  const auto before = fresh.Variables();
+  absl::Status s = fresh.ckpt().Restore(c);
+  if (!s.ok()) ExpectBitwise(fresh.Variables(), before, "refused restore");
+  return s;
+}
+
 TEST_F(RefusalTest, ManifestListsMoreTensorsThanTheCheckpointHolds) {
   CheckpointContents c = saved_;
   const size_t n = c.tensors.size();
   c.tensors.pop_back();
   c.tensors.shrink_to_fit();
-  absl::Status s = Restore(RunConfig{}, c);
+  // At the saved input position: only the missing tensor can refuse it.
+  absl::Status s = RestoreIntoResumedInput(c);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(s.message(), HasSubstr(absl::StrCat(
                                "the manifest lists ", n,
@@ -356,19 +370,6 @@ TEST_F(RefusalTest, RandomStreamKeysThatNameNoReplica) {
                                        "' does not name a replica of the "
                                        "checkpoint's 2")));
   }
-}
-
-// A fresh run built from `c`'s input position (its DataLoader resumed), so
-// that only what the test altered can refuse the restore.
-absl::Status RestoreIntoResumedInput(const CheckpointContents& c) {
-  RunConfig cfg;
-  cfg.restore = false;
-  TrainingRun fresh(cfg, &c);
-  EXPECT_TRUE(fresh.status().ok()) << fresh.status();
-  const auto before = fresh.Variables();
-  absl::Status s = fresh.ckpt().Restore(c);
-  if (!s.ok()) ExpectBitwise(fresh.Variables(), before, "refused restore");
-  return s;
 }
 
 TEST_F(RefusalTest, ConsumedCountsThatOverflowInt64) {
