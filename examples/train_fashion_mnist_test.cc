@@ -282,6 +282,21 @@ TEST(TrainFashionMnistTest, ResumeRefusals) {
                    "--stop-after 2 --checkpoint-dir ",
                    dir));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // A new run in the first one's directory (issue 30): refused before it
+  // trains, instead of mixing two runs' checkpoints there.
+  r = RunExample(
+      absl::StrCat("--train-limit 4000 --test-limit 800 --device-iterations 2 "
+                   "--stop-after 4 --checkpoint-dir ",
+                   dir));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(
+      r.err.find("--checkpoint-dir " + dir +
+                 " holds checkpoints of an earlier run (the newest: " + dir +
+                 "/ckpt-000000000002.ipuckpt); continue it with "
+                 "--resume"),
+      std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("Trained"), std::string::npos);
   // Another --device-iterations: the checkpoint is not a whole call.
   r = RunExample(absl::StrCat(
       "--train-limit 4000 --test-limit 800 --device-iterations 5 --resume "

@@ -15,8 +15,23 @@ absl::StatusOr<TutorialCheckpoints> TutorialCheckpoints::Open(
     const TutorialCheckpointOptions& o) {
   TutorialCheckpoints c;
   c.o_ = o;
-  if (o.dir.empty() || !o.resume) return c;
+  if (o.dir.empty()) return c;
   absl::StatusOr<std::string> latest = checkpoint::LatestCheckpoint(o.dir);
+  if (!o.resume) {
+    // A new run would be refused at its first save (one run per directory,
+    // docs/CHECKPOINTS.md): say so before training.
+    if (latest.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("--checkpoint-dir ", o.dir,
+                       " holds checkpoints of an earlier run "
+                       "(the newest: ",
+                       *latest,
+                       "); continue it with --resume, or choose "
+                       "a directory without checkpoints"));
+    }
+    if (absl::IsNotFound(latest.status())) return c;
+    return latest.status();
+  }
   if (absl::IsNotFound(latest.status())) return c;  // Nothing to resume.
   RETURN_IF_ERROR(latest.status());
   ASSIGN_OR_RETURN(

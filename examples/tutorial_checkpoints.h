@@ -67,7 +67,10 @@ class TutorialCheckpoints {
   // "Resuming from <file> (weight update N)" (none: the run starts at the
   // beginning). InvalidArgument when it does not stand at
   // a whole number of training calls (another --device-iterations);
-  // a damaged file's error (core/checkpoint/checkpoint_file.h).
+  // a damaged file's error (core/checkpoint/checkpoint_file.h). Without
+  // resume, FailedPrecondition when `o.dir` holds checkpoints (an earlier
+  // run's: a directory holds one run's, core/checkpoint/
+  // checkpoint_directory.h), and the directory's own errors.
   static absl::StatusOr<TutorialCheckpoints> Open(
       const TutorialCheckpointOptions& o);
   // The same with the flags' options (--checkpoint-dir, --checkpoint-every,

@@ -459,7 +459,32 @@ absl::StatusOr<std::unique_ptr<DataLoader>> DataLoader::CreateAt(
         " repeats forever (or is empty), its cardinality unknown; an epoch "
         "needs a finite one (Take(n))"));
   }
-  if (n == kUnknownCardinality) n = store->Count();
+  if (n == kUnknownCardinality) {
+    // Every sample read is kept (SampleStore): never read without a bound.
+    const int64_t take = samples->CardinalityBound();
+    const int64_t own = options.unknown_size_limit;
+    if (take < 0 && own == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "DataLoader: the samples dataset ", samples->DebugString(),
+          " has an unknown size, and a DataLoader keeps every sample in "
+          "memory: give it its size (FromGenerator's cardinality, a Take(n) "
+          "last) or set DataLoaderOptions::unknown_size_limit to the most "
+          "samples it may read"));
+    }
+    const int64_t limit = take < 0   ? own
+                          : own == 0 ? take
+                                     : std::min(take, own);
+    n = store->CountUpTo(limit);
+    if (n < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "DataLoader: the samples dataset ", samples->DebugString(),
+          " has an unknown size, more than DataLoaderOptions::"
+          "unknown_size_limit = ",
+          own,
+          " samples; raise the limit if they fit in memory, or give the "
+          "dataset its size (FromGenerator's cardinality, a Take(n) last)"));
+    }
+  }
   store->SetExpected(n);
   if (n == 0) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -40,6 +40,13 @@ struct DataLoaderOptions {
   bool load_indefinitely = true;
   int64_t rebatched_worker_size = 0;  // 0: the combined batch size.
   int64_t num_workers = 1;            // Async modes only.
+  // A samples dataset of unknown size (FromGenerator without a cardinality,
+  // a Filter) is counted by reading it, and the DataLoader keeps every
+  // sample it reads, so it is read only up to a bound: a Take(n) outermost
+  // (Dataset::CardinalityBound), or this many samples, beyond which Create
+  // refuses it. 0 (the default): only a Take bounds it; without one the
+  // dataset is refused unread, naming it and this option.
+  int64_t unknown_size_limit = 0;
 };
 
 // What every process must agree on for the split by process to be a

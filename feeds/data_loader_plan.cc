@@ -150,6 +150,12 @@ absl::Status CheckOptions(const DataLoaderOptions& o) {
         "; use num_workers = 1, or mode kSync to load on the caller's "
         "thread"));
   }
+  if (o.unknown_size_limit < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DataLoader: unknown_size_limit must be >= 0 (0: no limit of its "
+        "own; a dataset of unknown size then needs a Take), got ",
+        o.unknown_size_limit));
+  }
   if (o.rebatched_worker_size < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "DataLoader: rebatched_worker_size must be >= 1, or 0 for the "

@@ -9,6 +9,7 @@
 #include "feeds/data_loader.h"
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <iterator>
 #include <map>
@@ -380,10 +381,55 @@ TEST(DataLoaderTest, ADatasetOfUnknownCardinalityIsCounted) {
   });
   DataLoaderOptions o;
   o.batch_size = 2;
+  o.unknown_size_limit = 11;  // Exactly its size: enough.
   auto l = Make(ds, o);
   ASSERT_NE(l, nullptr);
   EXPECT_EQ(l->num_samples(), 11);
   EXPECT_EQ(l->len(), 5);
+}
+
+// Issue 30: a generator that never ends (not a Repeat) was read into memory
+// until the OOM killer. A dataset of unknown size is read only up to a
+// bound: refused unread without one, refused after limit + 1 samples past
+// DataLoaderOptions::unknown_size_limit, counted under a Take(n).
+TEST(DataLoaderTest, ADatasetOfUnknownSizeIsNeverReadWithoutABound) {
+  auto reads = std::make_shared<std::atomic<int64_t>>(0);
+  DatasetPtr endless =
+      FromGenerator(ElementSpec{{DType::kInt64}, {{}}}, [reads] {
+        return [reads, i = int64_t{0}]() mutable -> absl::StatusOr<Element> {
+          reads->fetch_add(1);
+          return Element{Tensor::Scalar<int64_t>(i++)};
+        };
+      });
+  ASSERT_FALSE(endless->RepeatsForever());
+  DataLoaderOptions o;
+  auto refused = DataLoader::Create(endless, o);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("the samples dataset " + endless->DebugString() +
+                        " has an unknown size, and a DataLoader keeps every "
+                        "sample in memory"));
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("DataLoaderOptions::unknown_size_limit"));
+  EXPECT_EQ(reads->load(), 0);
+
+  o.unknown_size_limit = 1000;
+  refused = DataLoader::Create(endless, o);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("has an unknown size, more than DataLoaderOptions::"
+                        "unknown_size_limit = 1000 samples"));
+  EXPECT_EQ(reads->load(), 1001);
+
+  reads->store(0);
+  auto taken = DataLoader::Create(endless->Take(40), DataLoaderOptions());
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  EXPECT_EQ((*taken)->num_samples(), 40);
+  EXPECT_LE(reads->load(), 41);  // The Take may ask for one more.
+
+  o.unknown_size_limit = -1;
+  EXPECT_THAT(DataLoader::Create(endless, o).status().message(),
+              HasSubstr("unknown_size_limit must be >= 0"));
 }
 
 int64_t SliceOf(int64_t r, const DataLoaderOptions& o) {

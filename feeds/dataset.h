@@ -108,6 +108,14 @@ class Dataset : public std::enable_shared_from_this<Dataset> {
   // the cardinality may be unknown (Repeat() of a generator). Datasets of
   // several inputs answer false.
   virtual bool RepeatsForever() const { return false; }
+  // At most this many elements in a pass, known without reading it: the
+  // cardinality where it is known, a Take(n)'s n over a dataset of unknown
+  // size; -1 when no bound is known (a generator, a Filter, a Map over a
+  // Take). What lets a DataLoader count a dataset of unknown size.
+  virtual int64_t CardinalityBound() const {
+    const int64_t c = Cardinality();
+    return c >= 0 ? c : -1;
+  }
   // The chain that built this dataset: "Range(0, 6).Shard(2, 1).Repeat(2)".
   virtual std::string DebugString() const = 0;
 

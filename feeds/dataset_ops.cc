@@ -200,6 +200,13 @@ class FilterByPositionDataset : public UnaryDataset {
   bool RepeatsForever() const override {
     return !(kind_ == kTake && a_ >= 0) && input()->RepeatsForever();
   }
+  int64_t CardinalityBound() const override {
+    const int64_t c = Cardinality();
+    if (c >= 0) return c;
+    const int64_t bound = input()->CardinalityBound();  // Skip, Shard drop.
+    if (kind_ == kTake && a_ >= 0) return bound >= 0 ? std::min(bound, a_) : a_;
+    return bound;
+  }
   int64_t Cardinality() const override {
     const int64_t c = input()->Cardinality();
     switch (kind_) {

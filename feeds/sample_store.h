@@ -44,10 +44,14 @@ class SampleStore {
       if (!out->back()->ok()) return;
     }
   }
-  // Reads everything: the sample count of a dataset of unknown cardinality.
-  int64_t Count() {
+  // The sample count of a dataset of unknown cardinality, read (and kept)
+  // up to `limit` + 1 samples; -1 when it has more than `limit`.
+  int64_t CountUpTo(int64_t limit) {
     MutexLock l(&mu_);
-    while (!ended_) ReadUpTo(static_cast<int64_t>(samples_.size()));
+    while (!ended_ && static_cast<int64_t>(samples_.size()) <= limit) {
+      ReadUpTo(static_cast<int64_t>(samples_.size()));
+    }
+    if (!ended_) return -1;
     return static_cast<int64_t>(samples_.size()) - 1;  // The end marker.
   }
   void SetExpected(int64_t n) {

@@ -1,5 +1,7 @@
 #include "optimizers/loss_scaling.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "ops/array/const.h"
 #include "ops/array/identity.h"
@@ -127,7 +129,18 @@ std::vector<GradAndVar> LossScalingOptimizer::ComputeGradients(
   }
   Output scaled = ops::Mul(s.WithOpName("scaled_loss"), l, scale);
   if (!scope.ok()) return {};
-  return Optimizer::ComputeGradients(scope, scaled, var_list);
+  // The casts this backward pass makes from float16 gradients to float32.
+  const std::vector<Node*>& casts =
+      scope.graph()->collection(ops::kFloat16GradientCasts);
+  const size_t before = casts.size();
+  std::vector<GradAndVar> grads =
+      Optimizer::ComputeGradients(scope, scaled, var_list);
+  const std::vector<Node*>& after =
+      scope.graph()->collection(ops::kFloat16GradientCasts);
+  casts_graph_ = scope.graph();
+  float16_casts_.assign(after.begin() + std::min(before, after.size()),
+                        after.end());
+  return grads;
 }
 
 Output LossScalingOptimizer::LossGradientSeed(const Scope& scope, Output loss) {
@@ -299,6 +312,20 @@ Node* LossScalingOptimizer::GradScalerApply(
             .WithOpName(absl::StrCat(gv.variable->name(), "/non_finite")),
         gv.grad);
     bad = bad.valid() ? ops::Add(s.WithOpName("non_finite_sum"), bad, c) : c;
+  }
+  // A float32 gradient computed in float16 (a float32 weight cast to
+  // float16, as autocast does) saturated at 65504 there with nanoo off,
+  // where TF / PyTorch would have an inf; cast to float32 it is an ordinary
+  // number. Counted at its cast, where it is still a float16 65504
+  // (ops::kFloat16GradientCasts): the gradient's final dtype cannot tell.
+  if (bad.valid() && casts_graph_ == scope.graph()) {
+    for (Node* cast : float16_casts_) {
+      Output c = ops::NonFiniteCount(
+          s.WithIpu(cast->ipu())
+              .WithOpName(absl::StrCat(cast->name(), "/non_finite")),
+          cast->input(0));
+      bad = ops::Add(s.WithOpName("non_finite_sum"), bad, c);
+    }
   }
   if (!bad.valid()) {
     // The inner optimizer names the variables without a gradient.

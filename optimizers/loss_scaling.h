@@ -29,7 +29,10 @@
 //  - kGradScaler (PyTorch's torch.amp.GradScaler): S starts at init_scale;
 //    each step, if any gradient has an inf or NaN (summed over replicas; a
 //    float16 gradient's +-65504 counts too: with nanoo off, the default,
-//    that is where an overflow saturates instead of becoming inf),
+//    that is where an overflow saturates instead of becoming inf; and so
+//    does a float16 65504 cast to float32 on its way to a float32 weight,
+//    counted at that cast, ops::kFloat16GradientCasts, since as float32 it
+//    is an ordinary number),
 //    the inner update is skipped (variables and optimizer state unchanged),
 //    S <- S x backoff_factor and the growth tracker is reset; otherwise the
 //    update runs and tracker += 1, and when it reaches growth_interval:
@@ -229,6 +232,11 @@ class LossScalingOptimizer : public Optimizer {
   Output scale_handle_, tracker_handle_, counter_handle_;
   Output lower_handle_, upper_handle_, found_handle_;
   std::string scale_name_;
+  // The float16 -> float32 gradient casts (ops::kFloat16GradientCasts) the
+  // last ComputeGradients made, in `casts_graph_`: kGradScaler counts their
+  // float16 inputs too.
+  const Graph* casts_graph_ = nullptr;
+  std::vector<Node*> float16_casts_;
 };
 
 }  // namespace ipuflow::optimizers

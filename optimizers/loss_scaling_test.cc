@@ -490,5 +490,46 @@ TEST(GradScalerTest, SaturatedFloat16GradientBacksOffOnTheIpu) {
   EXPECT_TRUE(TensorNear((*out)[0], {0.5, 1.5, 2.5, 3.5}, {4}, 0, 0));
 }
 
+// Issue 30: a float32 weight computed in float16 (w16 = float16(w), as
+// autocast does), nanoo off: d(loss)/d(w16) = float16(S x c) saturates at
+// 65504, and the gradient reaches GradScaler as float32 65504 through the
+// Cast's gradient. It is counted at that cast: skip and back off.
+TEST(GradScalerTest, SaturationHiddenByAFloat16ToFloat32GradientCast) {
+  Scope s = Scope::NewRootScope();
+  ops::VariableHandle w =
+      ops::Variable(s.WithOpName("w"),
+                    ops::Const<float>(s, std::vector<float>{1, 2, 3, 4}, {4}));
+  Output c = ops::Placeholder(s.WithOpName("c"), DType::kFloat32, {4});
+  Output w16 = ops::Cast(s, w.value, DType::kFloat16);
+  Output loss =
+      ops::ReduceSum(s, ops::Mul(s, ops::Cast(s, w16, DType::kFloat32), c));
+  GradientDescentOptimizer sgd(0.5f);
+  LossScalingOptimizer opt(&sgd, LossScaling::GradScaler());
+  Node* train = opt.Minimize(s, loss);
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto system = IPUSystem::Create(IPUConfig());
+  ASSERT_TRUE(system.ok()) << system.status();
+  ASSERT_FALSE((*system)->floating_point().nanoo);
+  IPUStrategy strategy(system->get());
+  ASSERT_TRUE(strategy.Initialize(*s.graph()).ok());
+  auto feed = [&](std::vector<float> v) -> FeedList {
+    return {{c, Tensor::FromVector<float>(v)}};
+  };
+  // S x 2 = 131072: saturated in float16.
+  auto r = strategy.Run(*s.graph(), {}, {train}, feed({0.5f, 2, 0.5f, 0.5f}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto out =
+      strategy.Run(*s.graph(), {Read(s, opt.scale_variable()), Read(s, "w")});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].scalar<float>(), 32768.f);
+  EXPECT_TRUE(TensorNear((*out)[1], {1, 2, 3, 4}, {4}, 0, 0));
+  // In range (S x c = 32768): the step applies, w -= 0.5 x c.
+  r = strategy.Run(*s.graph(), {}, {train}, feed({1, 1, 1, 1}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  out = strategy.Run(*s.graph(), {Read(s, "w")});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(TensorNear((*out)[0], {0.5, 1.5, 2.5, 3.5}, {4}, 0, 0));
+}
+
 }  // namespace
 }  // namespace ipuflow::optimizers

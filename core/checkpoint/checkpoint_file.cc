@@ -187,10 +187,9 @@ absl::StatusOr<uint64_t> CheckHeader(const FileBytes& f) {
   return manifest_bytes;
 }
 
-// Parses the manifest into `m` and checks that the file holds the payload it
-// lists after zero padding; returns the payload's offset in the file.
-absl::StatusOr<uint64_t> ParseManifest(const FileBytes& f,
-                                       uint64_t manifest_bytes, Manifest* m) {
+// Parses the manifest (checked by CheckHeader) into `m`.
+absl::Status ParseManifestOnly(const FileBytes& f, uint64_t manifest_bytes,
+                               Manifest* m) {
   if (!m->ParseFromArray(f.base + kHeaderBytes,
                          static_cast<int>(manifest_bytes))) {
     return absl::DataLossError(
@@ -201,6 +200,14 @@ absl::StatusOr<uint64_t> ParseManifest(const FileBytes& f,
         absl::StrCat(f.where, "manifest format version ", m->format_version(),
                      "; this build reads ", kCheckpointFormatVersion));
   }
+  return absl::OkStatus();
+}
+
+// Parses the manifest into `m` and checks that the file holds the payload it
+// lists after zero padding; returns the payload's offset in the file.
+absl::StatusOr<uint64_t> ParseManifest(const FileBytes& f,
+                                       uint64_t manifest_bytes, Manifest* m) {
+  RETURN_IF_ERROR(ParseManifestOnly(f, manifest_bytes, m));
   const uint64_t payload_start = AlignUp(kHeaderBytes + manifest_bytes);
   const uint64_t payload = f.size >= payload_start ? f.size - payload_start : 0;
   if (f.size < payload_start || payload != m->payload_size()) {
@@ -492,6 +499,57 @@ absl::StatusOr<CheckpointContents> ReadCheckpointFile(const std::string& path) {
   }
   ::close(fd);
   return ParseBuffer(std::move(buffer), got, absl::StrCat("'", path, "'"));
+}
+
+absl::StatusOr<Manifest> ReadCheckpointManifest(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Errno("checkpoint: open", path);
+  // Reads up to `n` bytes at `offset` into `out`; returns how many.
+  auto read_at = [fd](uint64_t offset, uint64_t n, char* out) -> int64_t {
+    uint64_t got = 0;
+    while (got < n) {
+      const ssize_t r = ::pread(fd, out + got, n - got, offset + got);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return -1;
+      if (r == 0) break;
+      got += static_cast<uint64_t>(r);
+    }
+    return static_cast<int64_t>(got);
+  };
+  struct stat st;
+  absl::StatusOr<Manifest> out = [&]() -> absl::StatusOr<Manifest> {
+    if (::fstat(fd, &st) != 0) return Errno("checkpoint: stat", path);
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    std::string bytes(std::min(size, kHeaderBytes), '\0');
+    int64_t got = read_at(0, bytes.size(), bytes.data());
+    if (got < 0) return Errno("checkpoint: read", path);
+    FileBytes f{bytes.data(), static_cast<uint64_t>(got),
+                absl::StrCat("checkpoint '", path, "': ")};
+    if (f.size == kHeaderBytes) {
+      // The manifest, when the header's size of it is within the file;
+      // otherwise CheckHeader refuses it before it reads past the header.
+      f.size = size;
+      uint64_t manifest_bytes;
+      std::memcpy(&manifest_bytes, bytes.data() + 16, 8);
+      if (manifest_bytes <= kMaxManifestBytes &&
+          manifest_bytes <= size - kHeaderBytes) {
+        bytes.resize(kHeaderBytes + manifest_bytes);
+        got =
+            read_at(kHeaderBytes, manifest_bytes, bytes.data() + kHeaderBytes);
+        if (got < 0) return Errno("checkpoint: read", path);
+        f.base = bytes.data();
+        if (static_cast<uint64_t>(got) < manifest_bytes) {
+          f.size = kHeaderBytes + got;  // Shrunk since fstat: refused.
+        }
+      }
+    }
+    ASSIGN_OR_RETURN(const uint64_t manifest_bytes, CheckHeader(f));
+    Manifest m;
+    RETURN_IF_ERROR(ParseManifestOnly(f, manifest_bytes, &m));
+    return m;
+  }();
+  ::close(fd);
+  return out;
 }
 
 absl::StatusOr<CheckpointContents> ParseCheckpoint(absl::string_view bytes,

@@ -71,6 +71,10 @@ absl::Status WriteCheckpointFile(const std::string& path,
 // InvalidArgument for a manifest that contradicts itself, NotFound for a
 // missing file; errors start "checkpoint '<path>': ".
 absl::StatusOr<CheckpointContents> ReadCheckpointFile(const std::string& path);
+// Only the header and the manifest of a checkpoint file (magic, version,
+// the manifest's size and CRC32C checked; the payload is not read): what a
+// checkpoint directory is listed by. Errors as ReadCheckpointFile's.
+absl::StatusOr<Manifest> ReadCheckpointManifest(const std::string& path);
 // The same checks on bytes in memory (`what` names them in errors).
 absl::StatusOr<CheckpointContents> ParseCheckpoint(absl::string_view bytes,
                                                    absl::string_view what);

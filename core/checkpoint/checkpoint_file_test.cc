@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -225,6 +226,163 @@ TEST(CheckpointFileTest, NumberedKeepsTheLastK) {
             absl::StatusCode::kNotFound);
   CheckpointContents c = Sample();
   EXPECT_FALSE(WriteNumberedCheckpoint(dir, 6, &c, 0).ok());
+}
+
+// ---- One run per directory (issue 30): a save never removes what it wrote.
+
+// Sample contents of run `run_id`.
+CheckpointContents OfRun(uint64_t run_id, float scale = 1) {
+  CheckpointContents c = Sample(scale);
+  c.manifest.set_run_id(run_id);
+  return c;
+}
+
+std::vector<int64_t> Steps(const std::string& dir) {
+  std::vector<int64_t> steps;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    steps.push_back(std::stoll(name.substr(5, 12)));
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+TEST(CheckpointDirectoryTest, AnotherRunsDirectoryIsRefusedAndLeftAlone) {
+  const std::string dir = TestDir("other_run");
+  for (int step = 5; step <= 7; ++step) {
+    CheckpointContents a = OfRun(0xA, static_cast<float>(step));
+    ASSERT_TRUE(WriteNumberedCheckpoint(dir, step, &a, 3).ok());
+  }
+  // A new run at a lower step (it would have been removed at once) and at
+  // a higher one (it would have removed the other run's).
+  for (int step : {1, 9}) {
+    CheckpointContents b = OfRun(0xB);
+    absl::StatusOr<std::string> saved =
+        WriteNumberedCheckpoint(dir, step, &b, 1);
+    EXPECT_EQ(saved.status().code(), absl::StatusCode::kFailedPrecondition)
+        << step;
+    EXPECT_THAT(saved.status().message(),
+                HasSubstr("holds checkpoints of another run (run "
+                          "000000000000000a; its newest, '" +
+                          NumberedCheckpointPath(dir, 7) +
+                          "', at weight update 7); this is run "
+                          "000000000000000b: save into a fresh directory, or "
+                          "continue that run by resuming"));
+    EXPECT_EQ(Steps(dir), (std::vector<int64_t>{5, 6, 7})) << step;
+  }
+  absl::StatusOr<std::string> latest = LatestCheckpoint(dir);
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ(*latest, NumberedCheckpointPath(dir, 7));
+  // The same run continues.
+  CheckpointContents a = OfRun(0xA, 8);
+  ASSERT_TRUE(WriteNumberedCheckpoint(dir, 8, &a, 1).ok());
+  EXPECT_EQ(Steps(dir), (std::vector<int64_t>{8}));
+}
+
+TEST(CheckpointDirectoryTest, AFileNamedLikeACheckpointIsNotTakenForOne) {
+  const std::string dir = TestDir("junk");
+  CheckpointContents a = OfRun(0xA);
+  ASSERT_TRUE(WriteNumberedCheckpoint(dir, 1, &a, 1).ok());
+  const std::string junk = NumberedCheckpointPath(dir, 99);
+  WriteAll(junk, "not a checkpoint");
+  // keep 1 would have kept the junk alone.
+  CheckpointContents next = OfRun(0xA, 2);
+  absl::StatusOr<std::string> saved = WriteNumberedCheckpoint(dir, 2, &next, 1);
+  EXPECT_EQ(saved.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(saved.status().message(),
+              HasSubstr("'" + junk +
+                        "' is named as a checkpoint but is not one this build "
+                        "reads (checkpoint '" +
+                        junk + "': truncated"));
+  EXPECT_THAT(saved.status().message(), HasSubstr("remove that file"));
+  EXPECT_EQ(Steps(dir), (std::vector<int64_t>{1, 99}));
+  EXPECT_EQ(LatestCheckpoint(dir).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(RemoveOldCheckpoints(dir, 1).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Steps(dir), (std::vector<int64_t>{1, 99}));
+  // A real checkpoint renamed: its manifest's step is not its name's.
+  std::filesystem::rename(NumberedCheckpointPath(dir, 1), junk);
+  EXPECT_THAT(LatestCheckpoint(dir).status().message(),
+              HasSubstr("holds weight update 1, not its name's 99"));
+}
+
+TEST(CheckpointDirectoryTest, ASaveBehindTheRunsNewestIsRefused) {
+  const std::string dir = TestDir("lower_step");
+  CheckpointContents a = OfRun(0xA, 5);
+  ASSERT_TRUE(WriteNumberedCheckpoint(dir, 5, &a, 1).ok());
+  CheckpointContents older = OfRun(0xA, 3);
+  absl::StatusOr<std::string> saved =
+      WriteNumberedCheckpoint(dir, 3, &older, 1);
+  EXPECT_EQ(saved.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(saved.status().message(),
+              HasSubstr("of this run at weight update 5, after 3: a save never "
+                        "goes behind the newest checkpoint of its directory"));
+  EXPECT_EQ(Steps(dir), (std::vector<int64_t>{5}));
+  // The same step again replaces it: still the newest.
+  CheckpointContents again = OfRun(0xA, 6);
+  ASSERT_TRUE(WriteNumberedCheckpoint(dir, 5, &again, 1).ok());
+  absl::StatusOr<CheckpointContents> back =
+      ReadCheckpointFile(*LatestCheckpoint(dir));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->tensors[0].data<float>()[0], 9.0f);
+}
+
+TEST(CheckpointDirectoryTest, KeepBelowOneIsRefused) {
+  const std::string dir = TestDir("keep0");
+  CheckpointContents a = OfRun(0xA);
+  ASSERT_TRUE(WriteNumberedCheckpoint(dir, 1, &a, 1).ok());
+  for (int keep : {0, -5}) {
+    absl::Status s = RemoveOldCheckpoints(dir, keep);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << keep;
+    EXPECT_THAT(s.message(),
+                HasSubstr(absl::StrCat("keep_last ", keep, "; at least 1")));
+    CheckpointContents b = OfRun(0xA, 2);
+    EXPECT_EQ(WriteNumberedCheckpoint(dir, 2, &b, keep).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  EXPECT_EQ(Steps(dir), (std::vector<int64_t>{1}));
+}
+
+TEST(CheckpointDirectoryTest, TwoRunsInOneDirectoryHaveNoNewest) {
+  // As an older build could leave it: written file by file.
+  const std::string dir = TestDir("two_runs");
+  CheckpointContents a = OfRun(0xA), b = OfRun(0xB);
+  a.manifest.mutable_steps()->set_weight_updates(4);
+  b.manifest.mutable_steps()->set_weight_updates(99);
+  ASSERT_TRUE(WriteCheckpointFile(NumberedCheckpointPath(dir, 4), &a).ok());
+  ASSERT_TRUE(WriteCheckpointFile(NumberedCheckpointPath(dir, 99), &b).ok());
+  absl::StatusOr<std::string> latest = LatestCheckpoint(dir);
+  EXPECT_EQ(latest.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(latest.status().message(),
+              HasSubstr("holds checkpoints of two runs: run 000000000000000a"));
+  EXPECT_THAT(latest.status().message(), HasSubstr("run 000000000000000b"));
+}
+
+TEST(CheckpointFileTest, ReadCheckpointManifestReadsTheManifestOnly) {
+  const std::string dir = TestDir("manifest_only");
+  CheckpointContents c = OfRun(0xC);
+  const std::string path = dir + "/c.ipuckpt";
+  ASSERT_TRUE(WriteCheckpointFile(path, &c).ok());
+  absl::StatusOr<Manifest> m = ReadCheckpointManifest(path);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->run_id(), 0xCu);
+  EXPECT_EQ(m->tensors_size(), c.manifest.tensors_size());
+  // A damaged payload is not its business; a damaged manifest is.
+  std::string bytes = ReadAll(path);
+  bytes.back() ^= 1;
+  WriteAll(path, bytes);
+  EXPECT_TRUE(ReadCheckpointManifest(path).ok());
+  bytes[30] ^= 1;
+  WriteAll(path, bytes);
+  EXPECT_EQ(ReadCheckpointManifest(path).status().code(),
+            absl::StatusCode::kDataLoss);
+  for (size_t n : {size_t{0}, size_t{10}, size_t{24}, size_t{40}}) {
+    WriteAll(path, bytes.substr(0, n));
+    EXPECT_EQ(ReadCheckpointManifest(path).status().code(),
+              absl::StatusCode::kDataLoss)
+        << n;
+  }
 }
 
 // A writer killed by SIGKILL at any byte offset of its write (a hook in the

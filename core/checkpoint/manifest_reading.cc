@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/tensor_shape.h"
 
 namespace ipuflow::checkpoint {
 
@@ -49,16 +50,43 @@ std::string InfeedNames(const Manifest& m) {
 absl::StatusOr<int64_t> TotalConsumed(const InfeedPosition& p) {
   int64_t total = 0;
   for (int r = 0; r < p.consumed_size(); ++r) {
-    if (p.consumed(r) != p.consumed(0) || p.consumed(r) < 0) {
+    if (p.consumed(r) < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("infeed '", p.name(), "': replica ", r, " consumed ",
+                       p.consumed(r), " elements, a negative count"));
+    }
+    if (p.consumed(r) != p.consumed(0)) {
       return absl::FailedPreconditionError(absl::StrCat(
           "infeed '", p.name(), "': its replicas consumed ",
           absl::StrJoin(p.consumed(), ", "),
           " elements; a checkpoint resumes only where every replica consumed "
           "the same count (the end of a run)"));
     }
-    total += p.consumed(r);
+    // Read from a file: a sum past int64 would become a negative position.
+    if (!CheckedAdd(total, p.consumed(r), &total)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("infeed '", p.name(), "': its ", p.consumed_size(),
+                       " replicas consumed ", p.consumed(0),
+                       " elements each, more than int64 holds in all"));
+    }
   }
   return total;
+}
+
+absl::StatusOr<int64_t> LoaderPosition(const DataLoaderPosition& l) {
+  int64_t at = 0;
+  if (l.epoch() < 0 || l.samples_per_epoch() < 1 || l.sample() < 0 ||
+      l.sample() > l.samples_per_epoch() ||
+      !CheckedMul(l.epoch(), l.samples_per_epoch(), &at) ||
+      !CheckedAdd(at, l.sample(), &at)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DataLoader '", l.name(), "': position epoch ", l.epoch(), " sample ",
+        l.sample(), " of ", l.samples_per_epoch(),
+        " samples per epoch is not a position (epoch >= 0, 0 <= sample <= "
+        "samples per epoch >= 1, epoch x samples per epoch + sample within "
+        "int64)"));
+  }
+  return at;
 }
 
 }  // namespace ipuflow::checkpoint

@@ -32,8 +32,13 @@ const DataLoaderPosition* FindLoader(const Manifest& m,
 std::string InfeedNames(const Manifest& m);
 
 // Elements the replicas consumed in all; FailedPrecondition unless every
-// replica consumed the same count (the round robin is then at replica 0).
+// replica consumed the same count (the round robin is then at replica 0),
+// InvalidArgument for a negative count or a total past int64.
 absl::StatusOr<int64_t> TotalConsumed(const InfeedPosition& p);
+// A DataLoader's samples before its position, epoch x samples per epoch +
+// sample; InvalidArgument naming the three when they are not a position or
+// overflow int64 (the manifest is read from a file).
+absl::StatusOr<int64_t> LoaderPosition(const DataLoaderPosition& l);
 
 // The micro-batches of one DataLoader step.
 inline int64_t MicroBatchesPerStep(const feeds::DataLoaderOptions& o) {

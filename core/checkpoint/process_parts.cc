@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/status.h"
@@ -11,25 +12,41 @@
 namespace ipuflow::checkpoint {
 namespace {
 
-// The link's tags of the commit's two meetings (the same on every process).
+// The link's tags of the commit's meetings (the same on every process).
 constexpr uint64_t kPartsWrittenTag = 0xC4EC0001;
 constexpr uint64_t kCommittedTag = 0xC4EC0002;
+constexpr uint64_t kDirectoryCheckedTag = 0xC4EC0004;
 
 std::string PartOf(const std::string& path, int process, int processes) {
   return absl::StrFormat("%s.part-%d-of-%d", path, process, processes);
 }
 
-// Every process's `mine` ("" for OK); the first failure as this process's
-// error, naming its process.
+// Every process's `mine` ("" for OK, else "<code> <message>"); the first
+// failure, with its code, as this process's error, naming its process.
 absl::Status Meet(ProcessLink& link, uint64_t tag, const absl::Status& mine,
                   const std::string& what) {
   ASSIGN_OR_RETURN(
       std::vector<std::string> all,
-      link.AllGatherStrings(tag, mine.ok() ? "" : std::string(mine.message())));
+      link.AllGatherStrings(
+          tag, mine.ok() ? ""
+                         : absl::StrCat(static_cast<int>(mine.code()), " ",
+                                        mine.message())));
   for (size_t p = 0; p < all.size(); ++p) {
     if (all[p].empty()) continue;
-    return absl::InternalError(
-        absl::StrCat("checkpoint: process ", p, " ", what, ": ", all[p]));
+    const size_t space = all[p].find(' ');
+    int code = static_cast<int>(absl::StatusCode::kInternal);
+    if (space == std::string::npos ||
+        !absl::SimpleAtoi(absl::string_view(all[p]).substr(0, space), &code) ||
+        code <= 0 ||
+        code > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
+      code = static_cast<int>(absl::StatusCode::kInternal);
+    }
+    return absl::Status(
+        static_cast<absl::StatusCode>(code),
+        absl::StrCat("checkpoint: process ", p, " ", what, ": ",
+                     space == std::string::npos
+                         ? absl::string_view(all[p])
+                         : absl::string_view(all[p]).substr(space + 1)));
   }
   return absl::OkStatus();
 }
@@ -50,15 +67,27 @@ absl::StatusOr<std::string> WriteProcessCheckpoint(
                      m.part().process(), "'s of ", m.part().processes(),
                      " (topology: ", m.topology().processes(),
                      " processes), this is process ", me, " of ", processes));
+  } else if (c.tensors.size() != static_cast<size_t>(m.tensors_size())) {
+    written = absl::InvalidArgumentError(
+        absl::StrCat("WriteProcessCheckpoint: ", m.tensors_size(),
+                     " tensor entries but ", c.tensors.size(), " tensors"));
   } else if (keep_last < 1 || step < 0 || step > 999999999999) {
     written = absl::InvalidArgumentError(
         absl::StrCat("WriteProcessCheckpoint: keep_last ", keep_last,
                      " (at least 1), step ", step, " (0 to 999999999999)"));
   }
+  // Process 0 checks the directory before any part is written: a part of
+  // another run's checkpoint at this step would otherwise be overwritten.
+  if (written.ok() && me == 0) {
+    written = CheckCheckpointDirectory(dir, m.run_id(), step);
+  }
+  RETURN_IF_ERROR(Meet(link, kDirectoryCheckedTag, written,
+                       absl::StrCat("refused checkpoint ", step)));
   if (written.ok()) {
     // The part: this process's replicas' tensors, streams and positions.
     CheckpointContents part;
     part.manifest = m;
+    part.manifest.mutable_steps()->set_weight_updates(step);
     part.manifest.clear_tensors();
     for (int i = 0; i < m.tensors_size(); ++i) {
       if (m.tensors(i).replica() < 0) continue;
@@ -88,6 +117,7 @@ absl::StatusOr<std::string> WriteProcessCheckpoint(
   if (me == 0) {
     CheckpointContents shared;
     shared.manifest = m;
+    shared.manifest.mutable_steps()->set_weight_updates(step);
     shared.manifest.clear_tensors();
     shared.manifest.clear_infeeds();
     shared.manifest.clear_loaders();
@@ -99,7 +129,9 @@ absl::StatusOr<std::string> WriteProcessCheckpoint(
       shared.tensors.push_back(c.tensors[i]);
     }
     committed = WriteCheckpointFile(path, &shared, options);
-    if (committed.ok()) committed = RemoveOldCheckpoints(dir, keep_last);
+    if (committed.ok()) {
+      committed = RemoveOldCheckpoints(dir, keep_last, step);
+    }
   }
   RETURN_IF_ERROR(Meet(link, kCommittedTag, committed,
                        absl::StrCat("could not commit checkpoint ", step)));

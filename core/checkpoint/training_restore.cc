@@ -1,9 +1,12 @@
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -13,7 +16,9 @@
 #include "core/status.h"
 
 // TrainingCheckpoint::Restore (training_state.h): every check first, on
-// every process, then the assignment.
+// every process, then the assignment. The manifest is hostile input: its
+// CRC guards against corruption, not against a manifest written wrong or by
+// another version, so every count, index and key is checked before use.
 namespace ipuflow::checkpoint {
 namespace {
 
@@ -85,6 +90,56 @@ absl::StatusOr<Placement> CheckTopology(const Manifest& m, DeviceProgram* exe) {
   return at;
 }
 
+// Every manifest entry has its tensor, of the entry's dtype and shape: only
+// then may an entry's index be used in `c.tensors`.
+absl::Status CheckTensorsMatchEntries(const CheckpointContents& c) {
+  const Manifest& m = c.manifest;
+  if (static_cast<size_t>(m.tensors_size()) != c.tensors.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("restore: the manifest lists ", m.tensors_size(),
+                     " tensors, the checkpoint holds ", c.tensors.size(),
+                     ": the manifest does not describe its data"));
+  }
+  for (int i = 0; i < m.tensors_size(); ++i) {
+    const TensorEntry& e = m.tensors(i);
+    const Tensor& t = c.tensors[i];
+    bool same = t.valid() && static_cast<int>(t.dtype()) == e.dtype() &&
+                t.shape().dims().size() == static_cast<size_t>(e.shape_size());
+    for (int d = 0; same && d < e.shape_size(); ++d) {
+      same = t.shape().dims()[d] == e.shape(d);
+    }
+    if (!same) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "restore: tensor ", i, " ('", e.name(), "', replica ", e.replica(),
+          ") is ", EntryType(e), " in the manifest and ",
+          t.valid() ? TypeString(t.dtype(), t.shape()) : "missing",
+          " in the checkpoint's data"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A variable's entries: one for every replica (-1), or one per replica
+// (each >= 0, once).
+absl::Status CheckEntryReplicas(const Manifest& m, const std::string& name,
+                                const std::vector<int>& idx) {
+  const bool every = m.tensors(idx[0]).replica() < 0;
+  std::set<int> seen;
+  bool ok = !every || idx.size() == 1;
+  for (int i : idx) {
+    const int r = m.tensors(i).replica();
+    ok = ok && (every ? r == -1 : r >= 0) && seen.insert(r).second;
+  }
+  if (ok) return absl::OkStatus();
+  std::vector<int> replicas;
+  for (int i : idx) replicas.push_back(m.tensors(i).replica());
+  return absl::InvalidArgumentError(absl::StrCat(
+      "restore: variable '", name, "' is listed for replicas ",
+      absl::StrJoin(replicas, ", "),
+      "; a variable is listed once for every replica (-1) or once per "
+      "replica"));
+}
+
 using ProgramVariables =
     std::map<std::string, std::vector<std::shared_ptr<VariableResource>>>;
 using Entries = std::map<std::string, std::vector<int>>;  // Name -> tensors.
@@ -145,6 +200,7 @@ absl::StatusOr<std::map<std::string, std::vector<const Tensor*>>> PlanVariables(
                          " of this program"));
       }
     }
+    RETURN_IF_ERROR(CheckEntryReplicas(m, name, idx));
     const TensorEntry& first = m.tensors(idx[0]);
     seen.push_back(first);
     for (int i : idx) {
@@ -168,7 +224,8 @@ absl::StatusOr<std::map<std::string, std::vector<const Tensor*>>> PlanVariables(
           " replicas"));
     }
     for (int i : idx) {
-      const int r = m.tensors(i).replica() - at.first_replica;
+      // In int64: the replica is read from the file.
+      const int64_t r = int64_t{m.tensors(i).replica()} - at.first_replica;
       if (r < 0 || r >= replicas) {
         return absl::InvalidArgumentError(absl::StrCat(
             "restore: variable '", name, "' of replica ", r + at.first_replica,
@@ -198,23 +255,46 @@ absl::StatusOr<std::map<std::string, std::vector<const Tensor*>>> PlanVariables(
 
 using RunCounters = std::vector<std::pair<std::string, uint64_t>>;
 
+// The replica of a random-stream key "replica <r>|<program>" (ProgramKey),
+// with the program in `program`; -1 when the key is not of that form.
+int64_t KeyReplica(absl::string_view key, std::string* program) {
+  constexpr absl::string_view kPrefix = "replica ";
+  if (!absl::StartsWith(key, kPrefix)) return -1;
+  const size_t bar = key.find('|', kPrefix.size());
+  if (bar == absl::string_view::npos) return -1;
+  const absl::string_view digits =
+      key.substr(kPrefix.size(), bar - kPrefix.size());
+  int64_t r = -1;
+  if (digits.empty() || digits.size() > 10 ||
+      !std::all_of(digits.begin(), digits.end(), absl::ascii_isdigit) ||
+      !absl::SimpleAtoi(digits, &r)) {
+    return -1;
+  }
+  *program = std::string(key.substr(bar + 1));
+  return r;
+}
+
 // The run counters each replica of this process takes (replica r takes
 // replica r % R's of the checkpoint's R), checked against its programs.
 absl::StatusOr<std::vector<RunCounters>> PlanRandomStreams(
     const Manifest& m, DeviceProgram* exe, const Placement& at) {
-  std::vector<RunCounters> saved_runs(at.saved_replicas);
+  // By replica, only those listed: R comes from the file (no R-sized table).
+  std::map<int64_t, RunCounters> saved_runs;
+  std::set<std::string> keys;
   for (const ProgramRuns& p : m.random().programs()) {
-    const size_t bar = p.key().find('|');
-    int r = -1;
-    if (bar == std::string::npos ||
-        !absl::SimpleAtoi(absl::string_view(p.key()).substr(8, bar - 8), &r) ||
-        p.key().compare(0, 8, "replica ") != 0 || r < 0 ||
-        r >= at.saved_replicas) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "restore: random-stream key '", p.key(),
-          "' does not name a replica of the checkpoint's ", at.saved_replicas));
+    std::string program;
+    const int64_t r = KeyReplica(p.key(), &program);
+    if (r < 0 || r >= at.saved_replicas) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("restore: random-stream key '", p.key(),
+                       "' does not name a replica of the checkpoint's ",
+                       at.saved_replicas, " (\"replica <r>|<program>\")"));
     }
-    saved_runs[r].push_back({p.key().substr(bar + 1), p.runs()});
+    if (!keys.insert(p.key()).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "restore: random-stream key '", p.key(), "' is listed twice"));
+    }
+    saved_runs[r].push_back({program, p.runs()});
   }
   const uint64_t epoch_now = exe->system()->floating_point().seed_epoch;
   std::vector<RunCounters> runs;
@@ -268,12 +348,14 @@ absl::Status TrainingCheckpoint::Check(const CheckpointContents& c,
                                        RestorePlan* out) const {
   RETURN_IF_ERROR(CheckSupported("restore"));
   const Manifest& m = c.manifest;
+  RETURN_IF_ERROR(CheckTensorsMatchEntries(c));
   ASSIGN_OR_RETURN(const Placement at, CheckTopology(m, exe_));
   ProgramVariables vars = VariablesOf(exe_);
   ASSIGN_OR_RETURN(auto plan, PlanVariables(c, vars, at));
   ASSIGN_OR_RETURN(out->runs, PlanRandomStreams(m, exe_, at));
   RETURN_IF_ERROR(CheckFeeds(m, at.replicas, &out->bases));
   out->seed = m.random().seed();
+  out->run_id = m.run_id();
   for (auto& [name, per] : vars) {
     for (int r = 0; r < at.replicas; ++r) {
       out->assign.push_back({per[r], plan[name][r]});
@@ -305,7 +387,13 @@ absl::Status TrainingCheckpoint::CheckFeeds(
             "(its dataset from ResumeDataset or ResumeDataLoader)"));
       }
     }
-    ASSIGN_OR_RETURN(const int64_t total, TotalConsumed(*p));
+    absl::StatusOr<int64_t> total_or = TotalConsumed(*p);
+    if (!total_or.ok()) {
+      return absl::Status(
+          total_or.status().code(),
+          absl::StrCat("restore: ", total_or.status().message()));
+    }
+    const int64_t total = *total_or;
     if (total % replicas != 0) {
       return absl::FailedPreconditionError(absl::StrCat(
           "restore: infeed '", f.name, "': ", total,
@@ -321,11 +409,15 @@ absl::Status TrainingCheckpoint::CheckFeeds(
           "here"));
     }
     if (l != nullptr) {
-      const int64_t want = l->epoch() * l->samples_per_epoch() + l->sample();
+      absl::StatusOr<int64_t> want = LoaderPosition(*l);
+      if (!want.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "restore: infeed '", f.name, "': ", want.status().message()));
+      }
       const int64_t have =
           f.loader->start_epoch() * f.loader->samples_per_epoch() +
           f.loader->start_sample();
-      if (want != have) {
+      if (*want != have) {
         return absl::InvalidArgumentError(absl::StrCat(
             "restore: infeed '", f.name, "': its DataLoader starts at epoch ",
             f.loader->start_epoch(), " sample ", f.loader->start_sample(),
@@ -337,7 +429,12 @@ absl::Status TrainingCheckpoint::CheckFeeds(
   if (names.size() != feeds_.size()) {
     return absl::InvalidArgumentError("restore: two infeeds share a name");
   }
+  std::set<std::string> listed;
   for (const InfeedPosition& p : m.infeeds()) {
+    if (!listed.insert(p.name()).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "restore: the checkpoint lists infeed '", p.name(), "' twice"));
+    }
     if (names.count(p.name()) == 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("restore: the checkpoint has infeed '", p.name(),
@@ -364,6 +461,7 @@ absl::Status TrainingCheckpoint::Apply(const RestorePlan& plan) {
     RETURN_IF_ERROR(variable->Assign(value->Copy()));
   }
   for (size_t i = 0; i < feeds_.size(); ++i) feeds_[i].base = plan.bases[i];
+  run_id_ = plan.run_id;  // The resumed run continues the saved one.
   return absl::OkStatus();
 }
 

@@ -48,18 +48,24 @@ std::string Digest(const Tensor& t) {
 // The link's tag of Capture's meeting (the same on every process).
 constexpr uint64_t kCaptureTag = 0xC4EC0000;
 
-// Across processes: the checkpoint's id (process 0's) and the names of the
-// variables every process holds alike (`digests`: this process's locally
-// identical ones). `local`: this process's own refusal, if any; a refusal
-// on any process is every process's. Refuses processes that save different
-// steps.
+// A random 64-bit id, never 0 (the id of files written without one).
+uint64_t RandomId() {
+  std::random_device random;
+  const uint64_t id = (uint64_t{random()} << 32) ^ random();
+  return id != 0 ? id : 1;
+}
+
+// Across processes: the checkpoint's id and the run's id (process 0's) and
+// the names of the variables every process holds alike (`digests`: this
+// process's locally identical ones). `local`: this process's own refusal,
+// if any; a refusal on any process is every process's. Refuses processes
+// that save different steps.
 absl::Status AgreeAcrossProcesses(
     ProcessLink& link, const absl::Status& local, int64_t weight_updates,
-    const std::map<std::string, std::string>& digests, uint64_t* id,
-    std::set<std::string>* shared) {
-  std::random_device random;
-  const uint64_t mine_id = (uint64_t{random()} << 32) ^ random();
-  std::string mine = absl::StrCat(mine_id, " ", weight_updates, "\n");
+    uint64_t my_run_id, const std::map<std::string, std::string>& digests,
+    uint64_t* id, uint64_t* run_id, std::set<std::string>* shared) {
+  std::string mine =
+      absl::StrCat(RandomId(), " ", weight_updates, " ", my_run_id, "\n");
   for (const auto& [name, digest] : digests) {
     absl::StrAppend(&mine, digest, " ", name, "\n");
   }
@@ -79,8 +85,9 @@ absl::Status AgreeAcrossProcesses(
     std::vector<std::string> lines = absl::StrSplit(all[p], '\n');
     std::vector<std::string> head = absl::StrSplit(lines[0], ' ');
     int64_t steps = -1;
-    if (head.size() != 2 || (p == 0 && !absl::SimpleAtoi(head[0], id)) ||
-        !absl::SimpleAtoi(head[1], &steps)) {
+    if (head.size() != 3 || (p == 0 && !absl::SimpleAtoi(head[0], id)) ||
+        !absl::SimpleAtoi(head[1], &steps) ||
+        (p == 0 && !absl::SimpleAtoi(head[2], run_id))) {
       return absl::InternalError(
           absl::StrCat("checkpoint: process ", p, " sent '", lines[0], "'"));
     }
@@ -259,7 +266,7 @@ uint64_t TrainingCheckpoint::Fingerprint(
 
 TrainingCheckpoint::TrainingCheckpoint(const Graph* graph,
                                        DeviceProgram* executable)
-    : graph_(graph), exe_(executable) {}
+    : graph_(graph), exe_(executable), run_id_(RandomId()) {}
 
 void TrainingCheckpoint::AddInfeed(const std::string& name,
                                    feeds::IPUInfeedQueue* queue,
@@ -316,11 +323,11 @@ absl::StatusOr<CheckpointContents> TrainingCheckpoint::Capture(
     return AddInputPositions(replicas, &m);
   }();
 
-  uint64_t id = 0;
+  uint64_t id = 0, run_id = run_id_;
   std::set<std::string> shared;  // Alike on every replica of every process.
   if (link != nullptr) {
-    RETURN_IF_ERROR(AgreeAcrossProcesses(*link, local, weight_updates, digests,
-                                         &id, &shared));
+    RETURN_IF_ERROR(AgreeAcrossProcesses(*link, local, weight_updates, run_id_,
+                                         digests, &id, &run_id, &shared));
   } else {
     RETURN_IF_ERROR(local);
     for (const auto& [name, digest] : digests) shared.insert(name);
@@ -336,6 +343,7 @@ absl::StatusOr<CheckpointContents> TrainingCheckpoint::Capture(
   }
   m.mutable_topology()->set_ipus_per_replica(exe_->ipus_per_replica());
   m.mutable_steps()->set_weight_updates(weight_updates);
+  m.set_run_id(run_id);
   AddRandomStreams(*exe_, first, &m);
   return c;
 }

@@ -40,6 +40,12 @@
 // kAccumulationCounters not at 0), or of a DataLoader step (a pipeline
 // stopped part-way through a run).
 //
+// A run's checkpoints carry its id (Manifest.run_id): random for a new
+// TrainingCheckpoint, the checkpoint's after a Restore (the resumed run
+// continues it). Save refuses a directory that holds another run's
+// checkpoints, or this run's past `weight_updates`
+// (checkpoint_directory.h; docs/CHECKPOINTS.md, "One run per directory").
+//
 // Multi-process runs (the system has a ProcessLink): Capture, Save and
 // Restore are collective, every process calls them at the same step.
 // Capture returns this process's view: the variables every replica of
@@ -95,12 +101,17 @@ class TrainingCheckpoint {
 
   // The run's state now, with `weight_updates` as its step counter.
   absl::StatusOr<CheckpointContents> Capture(int64_t weight_updates) const;
-  // Capture, then WriteNumberedCheckpoint(dir, weight_updates, keep_last).
+  // Capture, then WriteNumberedCheckpoint(dir, weight_updates, keep_last)
+  // (WriteProcessCheckpoint with a ProcessLink). keep_last >= 1.
   absl::StatusOr<std::string> Save(const std::string& dir,
                                    int64_t weight_updates, int keep_last = 3,
                                    const WriteOptions& options = {}) const;
-  // Checks `c` against this run, then restores it (file comment).
+  // Checks `c` against this run, then restores it (file comment); this
+  // run then carries `c`'s run id.
   absl::Status Restore(const CheckpointContents& c);
+
+  // This run's id (process 0's in a multi-process run's checkpoints).
+  uint64_t run_id() const { return run_id_; }
 
   // A hash of the variables' names, dtypes and shapes: what "the same
   // model" means for a checkpoint.
@@ -118,6 +129,7 @@ class TrainingCheckpoint {
   // What Restore assigns, once every check passed.
   struct RestorePlan {
     uint64_t seed = 0;
+    uint64_t run_id = 0;
     std::vector<std::vector<std::pair<std::string, uint64_t>>> runs;
     std::vector<std::pair<std::shared_ptr<VariableResource>, const Tensor*>>
         assign;
@@ -137,6 +149,7 @@ class TrainingCheckpoint {
   const Graph* graph_;
   DeviceProgram* exe_;
   std::vector<Feed> feeds_;
+  uint64_t run_id_;
 };
 
 }  // namespace ipuflow::checkpoint

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -244,8 +245,11 @@ TEST_F(RefusalTest, AnotherDType) {
   CheckpointContents c = saved_;
   for (int i = 0; i < c.manifest.tensors_size(); ++i) {
     if (c.manifest.tensors(i).name() == "w") {
+      // Entry and tensor alike: a checkpoint of another model, not an
+      // inconsistent one (TensorOfAnotherShapeThanItsEntry).
       c.manifest.mutable_tensors(i)->set_dtype(
           static_cast<int>(DType::kFloat32));
+      c.tensors[i] = Tensor(DType::kFloat32, c.tensors[i].shape());
     }
   }
   absl::Status s = Restore(RunConfig{}, c);
@@ -289,6 +293,172 @@ TEST_F(RefusalTest, MissingInfeed) {
   EXPECT_THAT(
       s.message(),
       HasSubstr("the checkpoint has no infeed 'train' (it has: other)"));
+}
+
+// ---- A manifest is hostile input (issue 30): every count, index and key
+// is checked before use; nothing is loaded in part. ----
+
+// A fresh run built from `c`'s input position (its DataLoader resumed), so
+// that only what the test altered can refuse the restore.
+absl::Status RestoreIntoResumedInput(const CheckpointContents& c) {
+  RunConfig cfg;
+  cfg.restore = false;
+  TrainingRun fresh(cfg, &c);
+  EXPECT_TRUE(fresh.status().ok()) << fresh.status();
+  const auto before = fresh.Variables();
+  absl::Status s = fresh.ckpt().Restore(c);
+  if (!s.ok()) ExpectBitwise(fresh.Variables(), before, "refused restore");
+  return s;
+}
+
+TEST_F(RefusalTest, ManifestListsMoreTensorsThanTheCheckpointHolds) {
+  CheckpointContents c = saved_;
+  const size_t n = c.tensors.size();
+  c.tensors.pop_back();
+  c.tensors.shrink_to_fit();
+  // At the saved input position: only the missing tensor can refuse it.
+  absl::Status s = RestoreIntoResumedInput(c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr(absl::StrCat(
+                               "the manifest lists ", n,
+                               " tensors, the checkpoint holds ", n - 1)));
+}
+
+TEST_F(RefusalTest, TensorOfAnotherShapeThanItsEntry) {
+  CheckpointContents c = saved_;
+  int w = -1;
+  for (int i = 0; i < c.manifest.tensors_size() && w < 0; ++i) {
+    if (c.manifest.tensors(i).name() == "w") w = i;
+  }
+  ASSERT_GE(w, 0);
+  c.tensors[w] = Tensor(DType::kFloat16, TensorShape({2}));
+  absl::Status s = Restore(RunConfig{}, c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("is float16[4,3] in the manifest and "
+                                     "float16[2] in the checkpoint's data"));
+}
+
+TEST_F(RefusalTest, AVariableListedForEveryReplicaAndForOne) {
+  CheckpointContents c = saved_;
+  int every = -1;
+  for (int i = 0; i < c.manifest.tensors_size() && every < 0; ++i) {
+    if (c.manifest.tensors(i).replica() < 0) every = i;
+  }
+  ASSERT_GE(every, 0);
+  TensorEntry extra = c.manifest.tensors(every);
+  extra.set_replica(1);
+  *c.manifest.add_tensors() = extra;
+  c.tensors.push_back(c.tensors[every]);
+  absl::Status s = Restore(RunConfig{}, c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("is listed for replicas -1, 1; a variable "
+                                     "is listed once for every replica"));
+}
+
+TEST_F(RefusalTest, RandomStreamKeysThatNameNoReplica) {
+  // Shorter than "replica " with a '|' (an uncaught std::out_of_range before),
+  // another prefix, a sign, a replica past the checkpoint's 2.
+  for (const char* key : {"r|x", "|", "replica|x", "replicas 0|", "replica +1|",
+                          "replica 2|", "replica 99999999999|"}) {
+    SCOPED_TRACE(key);
+    CheckpointContents c = saved_;
+    c.manifest.mutable_random()->mutable_programs(0)->set_key(key);
+    absl::Status s = Restore(RunConfig{}, c);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(s.message(),
+                HasSubstr(absl::StrCat("random-stream key '", key,
+                                       "' does not name a replica of the "
+                                       "checkpoint's 2")));
+  }
+}
+
+TEST_F(RefusalTest, ConsumedCountsThatOverflowInt64) {
+  EXPECT_TRUE(RestoreIntoResumedInput(saved_).ok());
+  CheckpointContents c = saved_;
+  InfeedPosition* p = c.manifest.mutable_infeeds(0);
+  ASSERT_EQ(p->consumed_size(), 2);
+  p->set_consumed(0, int64_t{1} << 62);
+  p->set_consumed(1, int64_t{1} << 62);
+  absl::Status s = RestoreIntoResumedInput(c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(),
+              HasSubstr("restore: infeed 'train': its 2 replicas consumed "
+                        "4611686018427387904 elements each, more than int64 "
+                        "holds in all"));
+  p->set_consumed(0, -4);
+  p->set_consumed(1, -4);
+  EXPECT_THAT(RestoreIntoResumedInput(c).message(),
+              HasSubstr("replica 0 consumed -4 elements, a negative count"));
+}
+
+// A Save never removes what it wrote, and never mixes two runs' checkpoints
+// in one directory: a new run is refused there, the resumed run continues.
+TEST(RunDirectoryTest, AResumedRunSavesIntoItsDirectoryANewRunDoesNot) {
+  const std::string dir = TestDir("run_dir");
+  std::string path;
+  {
+    TrainingRun first(RunConfig{}, nullptr);
+    ASSERT_TRUE(first.status().ok()) << first.status();
+    ASSERT_TRUE(first.Train(2).ok());
+    auto saved = first.ckpt().Save(dir, 2);
+    ASSERT_TRUE(saved.ok()) << saved.status();
+    path = *saved;
+    EXPECT_EQ(first.ckpt().Save(dir, 3, /*keep_last=*/0).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  auto c = ReadCheckpointFile(path);
+  ASSERT_TRUE(c.ok()) << c.status();
+  {
+    // Another run, at a higher step: its save would have removed the first
+    // run's with keep_last 1.
+    TrainingRun other(RunConfig{}, nullptr);
+    ASSERT_TRUE(other.status().ok()) << other.status();
+    ASSERT_TRUE(other.Train(4).ok());
+    auto refused = other.ckpt().Save(dir, 4, /*keep_last=*/1);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(refused.status().message(),
+                HasSubstr("holds checkpoints of another run"));
+    EXPECT_EQ(*LatestCheckpoint(dir), path);
+  }
+  TrainingRun resumed(RunConfig{}, &*c);
+  ASSERT_TRUE(resumed.status().ok()) << resumed.status();
+  EXPECT_EQ(resumed.ckpt().run_id(), c->manifest.run_id());
+  ASSERT_TRUE(resumed.Train(2).ok());
+  auto saved = resumed.ckpt().Save(dir, 4, /*keep_last=*/1);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_EQ(*LatestCheckpoint(dir), *saved);
+  EXPECT_EQ(ListCheckpoints(dir)->size(), 1u);
+}
+
+// Writes the seed corpus of //core/checkpoint:checkpoint_restore_fuzzer
+// (RefusalTest's checkpoint, as the fuzzer's fixture makes it, and altered
+// as the tests above) when CHECKPOINT_RESTORE_FUZZ_SEEDS names a folder:
+//   ./bazelw test //core/checkpoint:training_state_test
+//     --test_filter='*FuzzSeeds*' --test_env=CHECKPOINT_RESTORE_FUZZ_SEEDS=
+//     $PWD/core/checkpoint/testdata/fuzz/checkpoint_restore
+TEST_F(RefusalTest, RestoreFuzzSeeds) {
+  const char* out = std::getenv("CHECKPOINT_RESTORE_FUZZ_SEEDS");
+  if (out == nullptr) GTEST_SKIP() << "CHECKPOINT_RESTORE_FUZZ_SEEDS not set";
+  auto write = [&](const std::string& name, const Manifest& m) {
+    std::string bytes;
+    ASSERT_TRUE(m.SerializeToString(&bytes));
+    std::ofstream(std::string(out) + "/" + name, std::ios::binary) << bytes;
+  };
+  write("valid", saved_.manifest);
+  Manifest m = saved_.manifest;
+  m.mutable_infeeds(0)->set_consumed(0, int64_t{1} << 62);
+  m.mutable_infeeds(0)->set_consumed(1, int64_t{1} << 62);
+  write("consumed_overflow", m);
+  m = saved_.manifest;
+  m.mutable_random()->mutable_programs(0)->set_key("r|x");
+  write("short_key", m);
+  m = saved_.manifest;
+  *m.add_tensors() = m.tensors(0);
+  m.mutable_tensors(m.tensors_size() - 1)->set_replica(7);
+  write("more_entries", m);
+  m = saved_.manifest;
+  m.mutable_loaders(0)->set_epoch(int64_t{1} << 62);
+  write("loader_epoch_overflow", m);
 }
 
 TEST(MidAccumulationTest, IsRefused) {

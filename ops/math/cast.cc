@@ -129,6 +129,12 @@ REGISTER_OP("Cast")
           IsFloating(x.dtype()) && IsFloating(op.output_dtype(0));
       dx->push_back(floats && dy[0].valid() ? Cast(s, dy[0], x.dtype())
                                             : Output());
+      // Where a float16 gradient becomes float32 its saturation stops being
+      // recognisable: recorded for GradScaler (kFloat16GradientCasts).
+      if (dx->back().valid() && dy[0].dtype() == DType::kFloat16 &&
+          x.dtype() == DType::kFloat32) {
+        s.graph()->AddToCollection(kFloat16GradientCasts, dx->back().node);
+      }
       return absl::OkStatus();
     });
 

@@ -19,6 +19,13 @@ namespace ipuflow::ops {
 
 Output Cast(const Scope& scope, Output x, DType dtype);
 
+// The graph collection of the Casts a backward pass makes from a float16
+// gradient to float32 (the gradient of a float32 -> float16 Cast). With
+// nanoo off an overflow saturates at 65504 in float16 and is an ordinary
+// 65504 once cast: GradScaler (optimizers/loss_scaling.h) counts these
+// casts' float16 inputs, where the saturation is still visible.
+inline constexpr char kFloat16GradientCasts[] = "float16_gradient_casts";
+
 }  // namespace ipuflow::ops
 
 #endif  // IPUFLOW_OPS_MATH_CAST_H_

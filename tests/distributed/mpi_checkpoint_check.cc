@@ -281,7 +281,10 @@ TEST(MpiCheckpointTest, AnotherProcessCountOrTopologyIsRefused) {
                                                : "process 1 refused its part"));
   }
   // A single-process checkpoint into this multi-process run.
+  // Emptied: mpirun_test.sh runs this binary several times in one
+  // TEST_TMPDIR, and a new run may not save into an earlier run's directory.
   const std::string solo = absl::StrCat(dir, "_solo_", me);
+  std::filesystem::remove_all(solo);
   {
     RunConfig unlinked = Config();
     unlinked.link = nullptr;

@@ -25,6 +25,7 @@ idx_reader             //feeds:idx_reader_fuzzer                  feeds/testdata
 dataset_benchmark_json //feeds:dataset_benchmark_json_fuzzer      feeds/testdata/fuzz/dataset_benchmark_json
 options                //tests/fuzz:options_fuzzer                tests/fuzz/testdata/options
 checkpoint             //core/checkpoint:checkpoint_fuzzer        core/checkpoint/testdata/fuzz/checkpoint
+checkpoint_restore     //core/checkpoint:checkpoint_restore_fuzzer core/checkpoint/testdata/fuzz/checkpoint_restore
 "
 
 output_base=${IPUFLOW_FUZZ_OUTPUT_BASE:-/tmp/bazel_fuzz}
