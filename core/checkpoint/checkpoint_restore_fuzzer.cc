@@ -24,14 +24,15 @@ namespace ipuflow::checkpoint {
 struct Fixture {
   Fixture() {
     testing::TrainingRun first(testing::RunConfig{}, nullptr);
-    IPU_CHECK(first.status().ok() && first.Train(2).ok());
+    IPU_CHECK_OK(first.status());
+    IPU_CHECK_OK(first.Train(2));
     absl::StatusOr<CheckpointContents> c = first.ckpt().Capture(2);
     IPU_CHECK(c.ok());
     saved = *std::move(c);
     testing::RunConfig input_only;
     input_only.restore = false;
     target = std::make_unique<testing::TrainingRun>(input_only, &saved);
-    IPU_CHECK(target->status().ok());
+    IPU_CHECK_OK(target->status());
     options.batch_size = testing::kBatch;
     options.replicas = 2;
     options.gradient_accumulation = 2;
