@@ -115,7 +115,7 @@ void NarrowToHalf(const float* src, half* dst, int64_t n) {
 }
 
 // The key of one kernel run's output: seed, run, node, output and (unless
-// the value is replica-identical and rounds without it) the replica.
+// the value is replica-identical and rounds without it) the global replica.
 uint64_t RoundingKey(const KernelContext& ctx, const FloatingPointBehaviour& fp,
                      int output, bool keyed_by_replica) {
   uint64_t k = Mix64(fp.seed + kGoldenGamma);
@@ -124,7 +124,7 @@ uint64_t RoundingKey(const KernelContext& ctx, const FloatingPointBehaviour& fp,
                  static_cast<uint64_t>(output)));
   if (keyed_by_replica) {
     k = Mix64(k +
-              (static_cast<uint64_t>(ctx.env().replica) + 1) * kGoldenGamma);
+              (static_cast<uint64_t>(ctx.global_replica()) + 1) * kGoldenGamma);
   }
   return k;
 }

@@ -49,8 +49,11 @@ struct RunEnv {
   ThreadPool* intra_op = nullptr;  // Required: kernels' ParallelFor.
   ThreadPool* inter_op = nullptr;  // Optional: independent nodes in parallel.
   ResourceMgr* resources = nullptr;
-  int replica = 0;
+  int replica = 0;  // This process's: indexes feeds and local collectives.
   int num_replicas = 1;
+  // Global index of this process's replica 0 (docs/DISTRIBUTED.md); 0 in
+  // one process. KernelContext::global_replica() adds `replica`.
+  int first_replica = 0;
   int ipu = 0;  // Index of the IPU this program runs on (within its system).
   // Cancels runs in progress; blocking kernels register with it. May be null.
   CancellationManager* cancellation = nullptr;
@@ -149,6 +152,11 @@ class KernelContext {
   }
   const ThreadPool& intra_op() const { return *env_->intra_op; }
   RunEnv& env() const { return *env_; }
+  // The replica's index among every process's replicas: what ReplicaIndex
+  // returns, and what every per-replica random stream (dropout, stochastic
+  // rounding) is keyed by, so that P processes x R replicas draw as one
+  // process with P x R (issue 33).
+  int global_replica() const { return env_->first_replica + env_->replica; }
   // Kernel-private state kept across runs of this program.
   std::unique_ptr<KernelState>& state() { return *state_; }
 

@@ -110,6 +110,7 @@ RunEnv IpuRunEnv(IPUSystem& system, int ipu, int replica, int replicas,
   env.ipu = device.id();
   env.cancellation = system.cancellation();
   env.collectives = group;
+  env.first_replica = group != nullptr ? group->global_replica(0) : 0;
   env.device = &device;
   env.memory_budget = device.memory_budget_bytes();
   env.floating_point = &system.floating_point();

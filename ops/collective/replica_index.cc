@@ -16,10 +16,7 @@ REGISTER_OP("ReplicaIndex")
     .SetKernel([](KernelContext& ctx) {
       ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, TensorShape()));
       // Global across processes (docs/DISTRIBUTED.md).
-      const CollectiveGroup* group = ctx.env().collectives;
-      *out->data<int32_t>() = group == nullptr
-                                  ? ctx.env().replica
-                                  : group->global_replica(ctx.env().replica);
+      *out->data<int32_t>() = ctx.global_replica();
       return absl::OkStatus();
     })
     .NotDifferentiable("an integer with no inputs");

@@ -40,7 +40,7 @@ REGISTER_OP("Dropout")
     .Attr("rate", 0.5f)
     .Attr("seed", int64_t{0})
     .SetStateful()
-    // Each replica draws its own mask (its key includes the replica).
+    // Each replica draws its own mask (its key includes the global replica).
     .SetReplicaIdentity(ReplicaIdentity::kDiffers)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       RETURN_IF_ERROR(c.ExpectFloat(0));
@@ -60,7 +60,7 @@ REGISTER_OP("Dropout")
       const uint64_t run =
           static_cast<NodeRunCount*>(ctx.state().get())->runs++;
       const uint64_t seed = static_cast<uint64_t>(ctx.attr<int64_t>("seed"));
-      const uint64_t replica = static_cast<uint64_t>(ctx.env().replica);
+      const uint64_t replica = static_cast<uint64_t>(ctx.global_replica());
       const uint64_t key = DropoutKey(seed, run, replica);
       const DType dtype = ctx.input(0).dtype();
       IPUFLOW_SWITCH_FLOAT(dtype, return DropoutKernel<T>(ctx, key, rate),

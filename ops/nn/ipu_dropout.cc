@@ -53,7 +53,7 @@ REGISTER_OP("IpuDropout")
     .Attr("rate", 0.5f)
     .Attr("seed", int64_t{0})
     .SetStateful()
-    // Each replica draws its own mask (its key includes the replica).
+    // Each replica draws its own mask (its key includes the global replica).
     .SetReplicaIdentity(ReplicaIdentity::kDiffers)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       RETURN_IF_ERROR(DropoutShape(c));
@@ -68,7 +68,7 @@ REGISTER_OP("IpuDropout")
           static_cast<NodeRunCount*>(ctx.state().get())->runs++;
       const uint64_t key =
           DropoutKey(static_cast<uint64_t>(ctx.attr<int64_t>("seed")), run,
-                     static_cast<uint64_t>(ctx.env().replica));
+                     static_cast<uint64_t>(ctx.global_replica()));
       ASSIGN_OR_RETURN(Tensor * seed, ctx.allocate_output(1, TensorShape()));
       seed->data<int64_t>()[0] = static_cast<int64_t>(key);
       return RunMask(ctx, key);

@@ -11,11 +11,18 @@
 #include "core/ipu/ipu_strategy.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"
+#include "ops/collective/cross_replica.h"
 #include "ops/collective/replica_index.h"
+#include "ops/control/loops.h"
 #include "ops/math/add.h"
 #include "ops/math/cast.h"
 #include "ops/math/mul.h"
 #include "ops/math/reduce_sum.h"
+#include "ops/math/sub.h"
+#include "ops/nn/dropout.h"
+#include "ops/nn/ipu_dropout.h"
+#include "ops/state/assign.h"
+#include "ops/state/read_variable.h"
 #include "ops/state/variable.h"
 #include "optimizers/adam.h"
 #include "optimizers/gradient_accumulation.h"
@@ -108,6 +115,91 @@ void ExpectAcrossEqualsOneProcess(bool sharded) {
       << " replicas";
   // And the weights moved.
   EXPECT_NE(across.data<float>()[1], 0.01f);
+}
+
+// A device loop of 6 steps on float16 weights with both dropouts and
+// stochastic rounding on (ESR ON, so each replica rounds with its own
+// stream): d = Dropout(x) + IpuDropout(x), x = float(w) * c;
+// g = CrossReplicaMean(d * (1 + 0.37 r)), r the global ReplicaIndex;
+// w <- half(float(w) - 2^-6 g). Returns w as [local, kWidth] float16.
+Tensor DropoutLoop(int local, std::shared_ptr<ProcessLink> link) {
+  Scope s = Scope::NewRootScope();
+  std::vector<float> w0(kWidth);
+  // Exact in float16: the initial Cast rounds nothing, stochastic or not.
+  for (int j = 0; j < kWidth; ++j) w0[j] = 0.5f + j * 0x1p-11f;
+  auto w = ops::Variable(
+      s.WithOpName("w"),
+      ops::Cast(s, ops::Const<float>(s, w0, {kWidth}), DType::kFloat16));
+  const std::vector<float> c = Steps(1)[0];
+  absl::StatusOr<loops::Loop> loop = loops::Repeat(
+      s, 6,
+      [&](const Scope& b, const std::vector<Output>& args) {
+        Output wf =
+            ops::Cast(b, ops::ReadVariable(b, w.handle), DType::kFloat32);
+        Output x = ops::Mul(b, wf, ops::Const<float>(b, c, {kWidth}));
+        Output d = ops::Add(b, ops::Dropout(b, x, 0.3f, 11).output,
+                            ops::IpuDropout(b, x, 0.5f, 12).output);
+        Output r = ops::Cast(b, ops::ReplicaIndex(b), DType::kFloat32);
+        Output scale = ops::Add(b, ops::Mul(b, r, ops::Const(b, 0.37f)),
+                                ops::Const(b, 1.f));
+        Output g = ops::CrossReplicaMean(b, ops::Mul(b, d, scale));
+        ops::Assign(
+            b, w.handle,
+            ops::Cast(b,
+                      ops::Sub(b, wf, ops::Mul(b, g, ops::Const(b, 0x1p-6f))),
+                      DType::kFloat16));
+        return std::vector<Output>{ops::Add(b, args[0], ops::Const(b, 1.f))};
+      },
+      {ops::Const(s, 0.f)});
+  EXPECT_TRUE(loop.ok()) << loop.status();
+  EXPECT_TRUE(s.ok()) << s.status();
+  if (!loop.ok() || !s.ok()) return Tensor();
+
+  IPUConfig config;
+  config.set_auto_select_ipus(local);
+  config.set_replication_factor(local);
+  config.set_seed(5);
+  config.mutable_floating_point_behaviour()->set_esr(
+      FloatingPointBehaviourConfig::ON);
+  auto system = IPUSystem::Create(config);
+  EXPECT_TRUE(system.ok()) << system.status();
+  if (!system.ok()) return Tensor();
+  if (link != nullptr) {
+    EXPECT_TRUE((*system)->SetProcessLink(link).ok());
+  }
+  IPUStrategy strategy(system->get());
+  EXPECT_TRUE(strategy.Initialize(*s.graph()).ok());
+  EXPECT_TRUE(strategy.Run(*s.graph(), loop->outputs).ok());
+  auto out = strategy.Run(*s.graph(), {w.value});
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? (*out)[0] : Tensor();
+}
+
+// Issue 33: random streams keyed by the global replica. Each process's
+// replicas draw the masks and rounding of the same global replicas of one
+// process with P x R replicas.
+TEST(MpiTrainingTest, DropoutAndStochasticRoundingAsOneProcess) {
+  auto link = Link();
+  const int P = link->process_count(), me = link->process_index();
+  const Tensor one = DropoutLoop(P * kLocalReplicas, nullptr);
+  const Tensor across = DropoutLoop(kLocalReplicas, link);
+  ASSERT_EQ(one.NumElements(), P * kLocalReplicas * kWidth);
+  ASSERT_EQ(across.NumElements(), kLocalReplicas * kWidth);
+  const size_t bytes = kLocalReplicas * kWidth * sizeof(half);
+  EXPECT_EQ(
+      std::memcmp(across.raw_data(),
+                  static_cast<const char*>(one.raw_data()) + me * bytes, bytes),
+      0)
+      << "process " << me << " of " << P
+      << ": float16 weights after dropout and stochastic rounding differ "
+         "from one process with "
+      << P * kLocalReplicas << " replicas";
+  // The replicas differ: their masks and rounding do.
+  EXPECT_NE(std::memcmp(across.raw_data(),
+                        static_cast<const char*>(across.raw_data()) +
+                            kWidth * sizeof(half),
+                        kWidth * sizeof(half)),
+            0);
 }
 
 TEST(MpiTrainingTest, UnevenReplicasAreRefusedOnEveryProcess) {
