@@ -51,7 +51,7 @@ section=$(mktemp)
   echo
   echo "Each row's two sides in the same run, rounds alternating."
   echo
-  ROUNDS=$rounds tests/perf/speed_table.sh 2>/dev/null | sed 's/^\(machine\|oneDNN\|ISA override\|threads\):/- \1:/'
+  ROUNDS=$rounds tests/perf/speed_table.sh 2>/dev/null | sed 's/^\(machine:\|oneDNN \|ISA override:\|threads:\)/- \1/'
   echo
   echo "### Pipelines, replicas, the DataLoader"
   echo
