@@ -7,6 +7,40 @@
 # kernels themselves are written with intrinsics, so nothing else changes.
 AVX512_COPTS = ["-fno-tree-slp-vectorize"]
 
+def unity_srcs(name, srcs, separate = [], per_unit = 16):
+    """A library's sources compiled as a few larger translation units.
+
+    Returns the files to give a cc_library as `srcs`: private headers and
+    `separate` as they are, and the other `.cc` files concatenated, at most `per_unit` to a generated
+    `<name>_<i>.cc`, each after a `#line 1 "path"` directive, so compiler
+    messages, __FILE__ and debuggers still name the original file and line.
+
+    Why: an op's file is mostly the headers every op parses (Abseil, Eigen,
+    core/) and the templates every op instantiates (ops/cwise.h); ops/math's
+    58 files compiled in 428 s of CPU as 58 units and in 111 s as one
+    (docs/ARCHITECTURE.md, "The build"). The price: the files of one unit
+    share their anonymous namespaces, so within a family an internal name
+    (a helper, an enumerator) is defined once: a second definition is a
+    compile error naming both files. A file whose names cannot be unique
+    (an input-index enum) goes in `separate`.
+    """
+    grouped = sorted([s for s in srcs if s.endswith(".cc") and s not in separate])
+    rest = [s for s in srcs if s not in grouped]
+    units = (len(grouped) + per_unit - 1) // per_unit
+    outs = []
+    for i in range(units):
+        part = grouped[i * len(grouped) // units:(i + 1) * len(grouped) // units]
+        out = "%s_unity_%d.cc" % (name, i)
+        native.genrule(
+            name = "%s_unity_%d" % (name, i),
+            srcs = part,
+            outs = [out],
+            cmd = "for f in $(SRCS); do printf '#line 1 \"%s\"\\n' \"$$f\"; " +
+                  "cat \"$$f\"; echo; done > $@",
+        )
+        outs.append(out)
+    return outs + rest
+
 def ipuflow_proto(name, src, deps = [], visibility = None):
     """C++ code for one .proto file: protoc in a genrule, then a cc_library.
 

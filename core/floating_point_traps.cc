@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "core/half.h"
 #include "core/op_registry.h"
 #include "core/resource.h"
 

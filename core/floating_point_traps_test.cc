@@ -5,6 +5,7 @@
 
 #include "core/op_registry.h"
 #include "core/session.h"
+#include "core/tensor_eigen.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"
 #include "ops/control/loops.h"

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/half.h"
 #include "core/scope.h"
 #include "core/session.h"
 #include "core/testing/op_test.h"

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "benchmark/benchmark.h"
+#include "core/half.h"
 #include "core/half_rounding.h"
 #include "core/machine_info.h"
 #include "core/op_registry.h"

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/half.h"
 #include "core/op_registry.h"
 #include "core/session.h"
 #include "gtest/gtest.h"

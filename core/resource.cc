@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/tensor_eigen.h"
 
 namespace ipuflow {
 

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "core/tensor_eigen.h"
 
 namespace ipuflow {
 

@@ -3,7 +3,7 @@
 //   Tensor t(DType::kFloat32, {2, 3});
 //   float* p = t.data<float>();
 //   Tensor rows = t.Slice(1, 2);            // zero-copy view of row 1
-//   auto v = t.flat<float>();               // Eigen::Map over the elements
+//   auto v = t.flat<float>();               // Eigen::Map (core/tensor_eigen.h)
 //   Tensor u = Tensor::FromVector<float>({1, 2, 3, 4}, {2, 2});
 //
 // Copying a Tensor copies the view, not the data: both share the buffer
@@ -22,7 +22,6 @@
 #include <string>
 #include <vector>
 
-#include "Eigen/Core"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "core/dtype.h"
@@ -30,6 +29,10 @@
 #include "core/tensor_shape.h"
 
 namespace ipuflow {
+
+// Tensor::flat() and matrix()'s Eigen types: core/tensor_eigen.h.
+template <typename T>
+struct EigenViews;
 
 inline constexpr size_t kTensorAlignment = 64;
 
@@ -123,20 +126,18 @@ class Tensor {
     auto s = span<T>();
     return std::vector<T>(s.begin(), s.end());
   }
-  // The elements as a flat Eigen array (unaligned: slices may start anywhere).
+  // The elements as a flat Eigen array (unaligned: slices may start
+  // anywhere), and a row-major [rows, cols] matrix view with rows * cols ==
+  // NumElements(). Their Eigen types live in core/tensor_eigen.h, which a
+  // file that calls them includes.
   template <typename T>
-  Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> flat() const {
-    return Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(data<T>(),
-                                                          num_elements_);
+  auto flat() const {
+    return EigenViews<T>::Flat(data<T>(), num_elements_);
   }
-  // A row-major [rows, cols] matrix view; rows * cols == NumElements().
   template <typename T>
-  Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>
-  matrix(int64_t rows, int64_t cols) const {
+  auto matrix(int64_t rows, int64_t cols) const {
     IPU_CHECK(rows * cols == num_elements_);
-    return Eigen::Map<
-        Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
-        data<T>(), rows, cols);
+    return EigenViews<T>::Matrix(data<T>(), rows, cols);
   }
   template <typename T>
   T scalar() const {

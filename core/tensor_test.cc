@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "core/tensor_eigen.h"
 #include "gtest/gtest.h"
 
 namespace ipuflow {

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/checkpoint/checkpoint_directory.h"
 #include "core/checkpoint/checkpoint_file.h"
+#include "core/half.h"
 #include "examples/example_run.h"
 #include "gtest/gtest.h"
 

@@ -1,6 +1,7 @@
 #include "feeds/fashion_mnist.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/tensor_eigen.h"
 #include "feeds/idx_reader.h"
 
 namespace ipuflow::feeds {

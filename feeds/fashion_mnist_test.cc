@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "core/tensor_eigen.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

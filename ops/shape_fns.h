@@ -15,6 +15,9 @@ absl::Status UnchangedFloat(ShapeContext& c);
 absl::Status BroadcastBinary(ShapeContext& c);
 // Like BroadcastBinary, but the output is bool (comparisons).
 absl::Status BroadcastCompare(ShapeContext& c);
+// Inputs 0 and 1: float, one dtype, equal shapes (an element-wise
+// gradient's x or y and dy); output 0: that shape and dtype.
+absl::Status SameShapeFloatPair(ShapeContext& c);
 
 }  // namespace ipuflow::ops::shape_fns
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/half.h"
 #include "core/ipu/ipu_strategy.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"

@@ -2,6 +2,7 @@
 // copies.
 #include <cmath>
 
+#include "core/half.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
 #include "ops/state/read_variable.h"

@@ -5,6 +5,7 @@
 
 #include "core/ipu/ipu_strategy.h"
 #include "core/session.h"
+#include "core/tensor_eigen.h"
 #include "core/testing/op_test.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -6,6 +6,7 @@
 #include <optional>
 #include <tuple>
 
+#include "core/half.h"
 #include "core/ipu/ipu_strategy.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

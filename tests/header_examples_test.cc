@@ -31,6 +31,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/notification.h"
+#include "core/half.h"
 #include "core/hash_mix.h"
 #include "core/ipu/device_program.h"
 #include "core/ipu/executable.h"

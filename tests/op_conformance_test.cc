@@ -32,6 +32,7 @@
 #include "absl/strings/str_join.h"
 #include "core/gradients.h"
 #include "core/graph_def.h"
+#include "core/half.h"
 #include "core/op_registry.h"
 #include "core/scope.h"
 #include "core/session.h"

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/checkpoint/checkpoint_directory.h"
 #include "core/checkpoint/crc32c.h"
+#include "core/half.h"
 #include "core/testing/test_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

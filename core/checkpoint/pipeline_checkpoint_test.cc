@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/checkpoint/checkpoint_test_model.h"
 #include "core/checkpoint/training_state.h"
+#include "core/half.h"
 #include "core/ipu/ipu_strategy.h"
 #include "core/testing/test_dir.h"
 #include "feeds/dataset.h"

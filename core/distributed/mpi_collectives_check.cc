@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/distributed/mpi_link.h"
+#include "core/half.h"
 #include "core/ipu/collective_group.h"
 #include "gtest/gtest.h"
 

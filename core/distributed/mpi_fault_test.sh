@@ -16,12 +16,7 @@ IFS=, read -r -a faults <<<"$2"
 shift 2
 counts=("$@")
 limit=120
-[[ -n "${ASAN_OPTIONS:-}" ]] && export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"
-exported=()
-for v in ASAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS; do
-  [[ -n "${!v:-}" ]] && exported+=(-x "$v")
-done
-unset XML_OUTPUT_FILE TEST_PREMATURE_EXIT_FILE GTEST_OUTPUT
+source "$TEST_SRCDIR/$TEST_WORKSPACE/core/distributed/mpirun_env.sh"
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/mpi_fault.XXXXXX")
 hour=3600
 rc=0
@@ -66,9 +61,7 @@ for fault in "${faults[@]}"; do
     ((verdicts)) && args+=("--verdict_dir=$run")
     start=$(date +%s%N)
     # --job_tag: finds the job's processes afterwards.
-    timeout -k 10 "$limit" mpirun -np "$np" --oversubscribe --allow-run-as-root \
-      --bind-to none --mca btl self,vader \
-      --mca btl_vader_single_copy_mechanism none "${exported[@]}" "${env[@]}" \
+    timeout -k 10 "$limit" "${MPIRUN[@]}" -np "$np" "${env[@]}" \
       "$binary" "${args[@]}" "--job_tag=$run" >"$run/log" 2>&1
     status=$?
     ms=$((($(date +%s%N) - start) / 1000000))

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/distributed/mpi_flight.h"
 #include "core/distributed/mpi_job.h"
+#include "core/half.h"
 #include "core/status.h"
 #include "core/tensor.h"
 

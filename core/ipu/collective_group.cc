@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/half.h"
 #include "core/ipu/spin_wait.h"
 
 namespace ipuflow {

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/half.h"
 #include "core/mutex.h"
 #include "gtest/gtest.h"
 

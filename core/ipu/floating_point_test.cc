@@ -5,6 +5,7 @@
 // nearest), and a trap stopping a replicated run.
 #include <cstring>
 
+#include "core/half.h"
 #include "core/half_rounding.h"
 #include "core/ipu/ipu_strategy.h"
 #include "gtest/gtest.h"

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/gradients.h"
+#include "core/half.h"
 
 namespace ipuflow::testing {
 

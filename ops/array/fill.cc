@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/op_registry.h"
+#include "core/tensor_eigen.h"
 #include "ops/cwise.h"
 #include "ops/shape_fns.h"
 

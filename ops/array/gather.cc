@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/half.h"
 #include "ops/array/copy_kernels.h"
 #include "ops/cwise.h"
 
@@ -13,20 +14,21 @@ namespace {
 
 // How a gather walks params: params is [outer, limit, inner] around the
 // axis, the output is [outer, num_indices, inner].
-struct Geometry {
+struct GatherGeometry {
   int axis = 0;
   int64_t outer = 1, limit = 0, inner = 1;
   TensorShape out;  // -1 where unknown.
 };
 
-absl::StatusOr<Geometry> GatherShape(const TensorShape& params,
-                                     const TensorShape& indices, int64_t axis,
-                                     const std::string& params_name) {
+absl::StatusOr<GatherGeometry> GatherShape(const TensorShape& params,
+                                           const TensorShape& indices,
+                                           int64_t axis,
+                                           const std::string& params_name) {
   if (params.rank() == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(params_name, " is a scalar; Gather needs rank >= 1"));
   }
-  Geometry g;
+  GatherGeometry g;
   ASSIGN_OR_RETURN(g.axis, NormalizeAxis(axis, params.rank()));
   for (int d = 0; d < g.axis; ++d) g.out.AddDim(params.dim(d));
   for (int64_t d : indices.dims()) g.out.AddDim(d);
@@ -58,7 +60,7 @@ std::string Position(const TensorShape& shape, int64_t i) {
 
 // An error naming the first index outside [0, g.limit).
 template <typename Index>
-absl::Status CheckIndices(const Tensor& indices, const Geometry& g,
+absl::Status CheckIndices(const Tensor& indices, const GatherGeometry& g,
                           const TensorShape& params,
                           const std::string& params_name) {
   const Index* idx = indices.data<Index>();
@@ -73,7 +75,7 @@ absl::Status CheckIndices(const Tensor& indices, const Geometry& g,
   return absl::OkStatus();
 }
 
-absl::Status CheckAnyIndices(const Tensor& indices, const Geometry& g,
+absl::Status CheckAnyIndices(const Tensor& indices, const GatherGeometry& g,
                              const TensorShape& params,
                              const std::string& params_name) {
   if (indices.dtype() == DType::kInt32) {
@@ -83,7 +85,7 @@ absl::Status CheckAnyIndices(const Tensor& indices, const Geometry& g,
 }
 
 template <typename Index>
-void GatherSlices(const KernelContext& ctx, const Geometry& g,
+void GatherSlices(const KernelContext& ctx, const GatherGeometry& g,
                   const Tensor& params, const Tensor& indices, Tensor* y) {
   const int64_t n = indices.NumElements();
   const int64_t bytes = g.inner * static_cast<int64_t>(DTypeSize(y->dtype()));
@@ -102,7 +104,7 @@ void GatherSlices(const KernelContext& ctx, const Geometry& g,
 absl::Status GatherKernel(KernelContext& ctx) {
   const Tensor& params = ctx.input(0);
   const Tensor& indices = ctx.input(1);
-  absl::StatusOr<Geometry> g =
+  absl::StatusOr<GatherGeometry> g =
       GatherShape(params.shape(), indices.shape(), ctx.attr<int64_t>("axis"),
                   "input 'params'");
   if (!g.ok()) return ctx.InvalidArgument(g.status().message());
@@ -123,8 +125,8 @@ absl::Status GatherKernel(KernelContext& ctx) {
 // inner columns), so no two shards touch the same element even when
 // indices repeat.
 template <typename T, typename Index>
-void ScatterAdd(const KernelContext& ctx, const Geometry& g, const Tensor& dy,
-                const Tensor& indices, Tensor* dx) {
+void ScatterAddRows(const KernelContext& ctx, const GatherGeometry& g,
+                    const Tensor& dy, const Tensor& indices, Tensor* dx) {
   constexpr int64_t kBlock = 512;
   const int64_t n = indices.NumElements();
   const int64_t blocks = (g.inner + kBlock - 1) / kBlock;
@@ -149,7 +151,7 @@ absl::Status GatherGradKernel(KernelContext& ctx) {
   const Tensor& dy = ctx.input(0);
   const Tensor& indices = ctx.input(1);
   const TensorShape& like = ctx.input(2).shape();
-  absl::StatusOr<Geometry> g = GatherShape(
+  absl::StatusOr<GatherGeometry> g = GatherShape(
       like, indices.shape(), ctx.attr<int64_t>("axis"), "input 'like'");
   if (!g.ok()) return ctx.InvalidArgument(g.status().message());
   if (dy.shape() != g->out) {
@@ -166,8 +168,8 @@ absl::Status GatherGradKernel(KernelContext& ctx) {
   const bool i32 = indices.dtype() == DType::kInt32;
   IPUFLOW_SWITCH_NUMERIC(
       dy.dtype(),
-      (i32 ? ScatterAdd<T, int32_t>(ctx, *g, dy, indices, dx)
-           : ScatterAdd<T, int64_t>(ctx, *g, dy, indices, dx)),
+      (i32 ? ScatterAddRows<T, int32_t>(ctx, *g, dy, indices, dx)
+           : ScatterAddRows<T, int64_t>(ctx, *g, dy, indices, dx)),
       return UnsupportedDType(ctx, dy.dtype()));
   return absl::OkStatus();
 }
@@ -180,7 +182,7 @@ REGISTER_OP("Gather")
       RETURN_IF_ERROR(ExpectDataInput(c, 0));
       RETURN_IF_ERROR(ExpectIndices(c, 1));
       ASSIGN_OR_RETURN(int64_t axis, c.attr<int64_t>("axis"));
-      ASSIGN_OR_RETURN(Geometry g,
+      ASSIGN_OR_RETURN(GatherGeometry g,
                        GatherShape(c.input_shape(0), c.input_shape(1), axis,
                                    c.InputName(0)));
       if (c.input_constant(1) != nullptr && g.limit >= 0) {  // Check early.
@@ -216,7 +218,7 @@ REGISTER_OP("GatherGrad")
                          "; expected a numeric type"));
       }
       ASSIGN_OR_RETURN(int64_t axis, c.attr<int64_t>("axis"));
-      ASSIGN_OR_RETURN(Geometry g,
+      ASSIGN_OR_RETURN(GatherGeometry g,
                        GatherShape(c.input_shape(2), c.input_shape(1), axis,
                                    c.InputName(2)));
       if (!c.input_shape(0).IsCompatibleWith(g.out)) {

@@ -5,22 +5,29 @@
 #include "ops/shape_fns.h"
 
 namespace ipuflow::ops {
+
+OpRegistration RegisterForwardingOp(const std::string& name) {
+  return OpRegistry::Global()
+      ->Register(name)
+      .Input("x")
+      .Forwards(0, 0)
+      .SetShapeFn(shape_fns::Unchanged)
+      .SetKernel([](KernelContext& ctx) {
+        ctx.set_output(0, ctx.input(0));
+        return absl::OkStatus();
+      })
+      // y = x;  dy/dx = 1
+      .SetGradient([](const Scope& s, const Node& op,
+                      absl::Span<const Output> dy, std::vector<Output>* dx) {
+        dx->push_back(dy[0]);
+        return absl::OkStatus();
+      });
+}
+
 namespace {
 
-REGISTER_OP("Identity")
-    .Input("x")
-    .Forwards(0, 0)
-    .SetShapeFn(shape_fns::Unchanged)
-    .SetKernel([](KernelContext& ctx) {
-      ctx.set_output(0, ctx.input(0));
-      return absl::OkStatus();
-    })
-    // y = x;  dy/dx = 1
-    .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> dy,
-                    std::vector<Output>* dx) {
-      dx->push_back(dy[0]);
-      return absl::OkStatus();
-    });
+[[maybe_unused]] const OpRegistration kIdentity =
+    RegisterForwardingOp("Identity");
 
 }  // namespace
 

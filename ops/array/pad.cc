@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/half.h"
 #include "core/half_rounding.h"
 #include "ops/array/copy_kernels.h"
 #include "ops/array/slice.h"

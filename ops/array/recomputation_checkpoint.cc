@@ -1,26 +1,12 @@
 #include "ops/array/recomputation_checkpoint.h"
 
-#include "core/kernel.h"
-#include "core/op_registry.h"
-#include "ops/shape_fns.h"
+#include "ops/array/identity.h"
 
 namespace ipuflow::ops {
 namespace {
 
-REGISTER_OP("RecomputationCheckpoint")
-    .Input("x")
-    .Forwards(0, 0)
-    .SetShapeFn(shape_fns::Unchanged)
-    .SetKernel([](KernelContext& ctx) {
-      ctx.set_output(0, ctx.input(0));
-      return absl::OkStatus();
-    })
-    // y = x;  dy/dx = 1
-    .SetGradient([](const Scope& s, const Node& op, absl::Span<const Output> dy,
-                    std::vector<Output>* dx) {
-      dx->push_back(dy[0]);
-      return absl::OkStatus();
-    });
+[[maybe_unused]] const OpRegistration kRecomputationCheckpoint =
+    RegisterForwardingOp("RecomputationCheckpoint");
 
 }  // namespace
 

@@ -1,6 +1,7 @@
 #include "ops/array/reshape.h"
 
 #include "core/gradients.h"
+#include "core/half.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"

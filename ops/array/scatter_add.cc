@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/half.h"
 #include "core/half_rounding.h"
 #include "core/op_registry.h"
 #include "ops/array/copy_kernels.h"
@@ -43,7 +44,7 @@ absl::StatusOr<int> AlongAxisGeometry(const TensorShape& x,
   return *a;
 }
 
-absl::Status ExpectIndices(const ShapeContext& c, int i) {
+absl::Status ExpectScatterIndices(const ShapeContext& c, int i) {
   const DType dt = c.input_dtype(i);
   if (dt != DType::kInt32 && dt != DType::kInt64) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -57,7 +58,7 @@ struct AlongAxis {
       inner;  // x as [outer, rx, inner], indices [.., rk, ..]
 };
 
-AlongAxis Dims(const Tensor& x, const Tensor& indices, int axis) {
+AlongAxis ScatterDims(const Tensor& x, const Tensor& indices, int axis) {
   return {x.shape().DimProduct(0, axis), x.dim(axis), indices.dim(axis),
           x.shape().DimProduct(axis + 1, x.rank())};
 }
@@ -157,7 +158,7 @@ absl::Status TakeKernel(KernelContext& ctx) {
   if (!axis.ok()) return ctx.InvalidArgument(axis.status().message());
   ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, indices.shape()));
   if (y->NumElements() == 0) return absl::OkStatus();
-  const AlongAxis g = Dims(x, indices, *axis);
+  const AlongAxis g = ScatterDims(x, indices, *axis);
   const bool i32 = indices.dtype() == DType::kInt32;
   RETURN_IF_ERROR(i32 ? CheckIndices<int32_t>(ctx, indices, x, *axis)
                       : CheckIndices<int64_t>(ctx, indices, x, *axis));
@@ -189,7 +190,7 @@ absl::Status ScatterKernel(KernelContext& ctx) {
   }
   ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.shape()));
   if (y->NumElements() == 0) return absl::OkStatus();
-  const AlongAxis g = Dims(x, indices, *axis);
+  const AlongAxis g = ScatterDims(x, indices, *axis);
   const bool i32 = indices.dtype() == DType::kInt32;
   RETURN_IF_ERROR(i32 ? CheckIndices<int32_t>(ctx, indices, x, *axis)
                       : CheckIndices<int64_t>(ctx, indices, x, *axis));
@@ -206,7 +207,7 @@ REGISTER_OP("TakeAlongAxis")
     .RequiredAttr("axis", AttrType::kInt)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       RETURN_IF_ERROR(ExpectDataInput(c, 0));
-      RETURN_IF_ERROR(ExpectIndices(c, 1));
+      RETURN_IF_ERROR(ExpectScatterIndices(c, 1));
       ASSIGN_OR_RETURN(int64_t axis, c.attr<int64_t>("axis"));
       RETURN_IF_ERROR(AlongAxisGeometry(c.input_shape(0), c.input_shape(1),
                                         axis, c.InputName(0), c.InputName(1))
@@ -237,7 +238,7 @@ REGISTER_OP("ScatterAdd")
             absl::StrCat(c.InputName(0), " is ", DTypeName(dt),
                          "; expected a numeric type"));
       }
-      RETURN_IF_ERROR(ExpectIndices(c, 1));
+      RETURN_IF_ERROR(ExpectScatterIndices(c, 1));
       RETURN_IF_ERROR(c.ExpectSameDType(2, 0));
       ASSIGN_OR_RETURN(int64_t axis, c.attr<int64_t>("axis"));
       RETURN_IF_ERROR(AlongAxisGeometry(c.input_shape(0), c.input_shape(1),

@@ -16,7 +16,7 @@ struct SliceAttrs {
 // What a strided slice of a given x reads. One entry per dimension of x;
 // a shrunk dimension has size 1. Invariant: element k of dimension i is
 // x's index begin[i] + k * stride[i].
-struct Geometry {
+struct SliceGeometry {
   std::vector<int64_t> begin, size, stride;
   TensorShape out;  // `size` without shrunk dimensions; -1 if unknown.
 };
@@ -86,12 +86,12 @@ int64_t SliceSize(int64_t dim, int64_t begin, int64_t end, int64_t stride,
   return length / stride + (length % stride != 0);
 }
 
-absl::StatusOr<Geometry> Resolve(const SliceAttrs& a, const TensorShape& x,
-                                 const std::string& input_name) {
+absl::StatusOr<SliceGeometry> Resolve(const SliceAttrs& a, const TensorShape& x,
+                                      const std::string& input_name) {
   const std::string where =
       absl::StrCat(input_name, " (shape ", x.DebugString(), ")");
   RETURN_IF_ERROR(CheckAttrs(a, x, where));
-  Geometry g;
+  SliceGeometry g;
   for (int i = 0; i < x.rank(); ++i) {
     const int64_t dim = x.dim(i);
     const bool sliced = i < static_cast<int>(a.begin.size());
@@ -124,14 +124,15 @@ absl::StatusOr<Geometry> Resolve(const SliceAttrs& a, const TensorShape& x,
   return g;
 }
 
-absl::StatusOr<Geometry> ResolveForNode(const Node& node, const TensorShape& x,
-                                        const std::string& input_name) {
+absl::StatusOr<SliceGeometry> ResolveForNode(const Node& node,
+                                             const TensorShape& x,
+                                             const std::string& input_name) {
   ASSIGN_OR_RETURN(SliceAttrs a, ReadAttrs(node.attrs()));
   return Resolve(a, x, input_name);
 }
 
 // Strides (in elements) with which the slice walks x, and its first element.
-void Walk(const Geometry& g, const TensorShape& x,
+void Walk(const SliceGeometry& g, const TensorShape& x,
           std::vector<int64_t>* strides, int64_t* offset) {
   const std::vector<int64_t> xs = RowMajorStrides(x);
   *offset = 0;
@@ -144,7 +145,7 @@ void Walk(const Geometry& g, const TensorShape& x,
 
 absl::Status StridedSliceKernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  absl::StatusOr<Geometry> g =
+  absl::StatusOr<SliceGeometry> g =
       ResolveForNode(ctx.node(), x.shape(), "input 'x'");
   if (!g.ok()) return ctx.InvalidArgument(g.status().message());
   ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, g->out));
@@ -162,7 +163,8 @@ absl::Status StridedSliceKernel(KernelContext& ctx) {
 absl::Status StridedSliceGradKernel(KernelContext& ctx) {
   const Tensor& dy = ctx.input(0);
   const TensorShape& x = ctx.input(1).shape();
-  absl::StatusOr<Geometry> g = ResolveForNode(ctx.node(), x, "input 'like'");
+  absl::StatusOr<SliceGeometry> g =
+      ResolveForNode(ctx.node(), x, "input 'like'");
   if (!g.ok()) return ctx.InvalidArgument(g.status().message());
   if (dy.shape() != g->out) {
     return ctx.InvalidArgument(
@@ -210,7 +212,7 @@ REGISTER_OP("StridedSlice")
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       RETURN_IF_ERROR(ExpectDataInput(c, 0));
       ASSIGN_OR_RETURN(SliceAttrs a, ReadAttrs(c.attrs()));
-      ASSIGN_OR_RETURN(Geometry g,
+      ASSIGN_OR_RETURN(SliceGeometry g,
                        Resolve(a, c.input_shape(0), c.InputName(0)));
       c.set_output(0, c.input_dtype(0), g.out);
       return absl::OkStatus();
@@ -238,7 +240,7 @@ REGISTER_OP("StridedSliceGrad")
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       RETURN_IF_ERROR(ExpectDataInput(c, 0));
       ASSIGN_OR_RETURN(SliceAttrs a, ReadAttrs(c.attrs()));
-      ASSIGN_OR_RETURN(Geometry g,
+      ASSIGN_OR_RETURN(SliceGeometry g,
                        Resolve(a, c.input_shape(1), c.InputName(1)));
       if (!c.input_shape(0).IsCompatibleWith(g.out)) {
         return absl::InvalidArgumentError(absl::StrCat(

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/half.h"
 #include "ops/array/copy_kernels.h"
 
 namespace ipuflow::ops {

@@ -18,7 +18,7 @@ namespace {
 
 enum class Op { kSum, kMul, kMin, kMax, kAnd, kOr, kLocal };
 
-absl::StatusOr<Op> ParseOp(const std::string& op) {
+absl::StatusOr<Op> ParseWithinReplicaOp(const std::string& op) {
   static const auto* ops = new std::vector<std::pair<std::string, Op>>{
       {"sum", Op::kSum},    {"mul", Op::kMul},         {"min", Op::kMin},
       {"max", Op::kMax},    {"logical_and", Op::kAnd}, {"logical_or", Op::kOr},
@@ -144,7 +144,7 @@ void Reduce(Op op, const std::vector<const T*>& in,
 // The kernel of AllReduce (begin 0, count L) and ReduceScatter (chunk
 // `shard`).
 absl::Status ReduceKernel(KernelContext& ctx, bool scatter) {
-  ASSIGN_OR_RETURN(Op op, ParseOp(ctx.attr<std::string>("op")));
+  ASSIGN_OR_RETURN(Op op, ParseWithinReplicaOp(ctx.attr<std::string>("op")));
   const int64_t shard = ctx.attr<int64_t>("shard");
   const int64_t n = ctx.num_inputs();
   const int64_t longest = LongestShard(InputShapes(ctx));
@@ -193,7 +193,7 @@ absl::Status ReduceKernel(KernelContext& ctx, bool scatter) {
 
 absl::Status ReduceShapeFn(ShapeContext& c, bool scatter) {
   ASSIGN_OR_RETURN(std::string name, c.attr<std::string>("op"));
-  ASSIGN_OR_RETURN(Op op, ParseOp(name));
+  ASSIGN_OR_RETURN(Op op, ParseWithinReplicaOp(name));
   RETURN_IF_ERROR(CheckShards(c, /*reduce=*/true, op));
   ASSIGN_OR_RETURN(int64_t shard, c.attr<int64_t>("shard"));
   if (shard < 0 || shard >= c.num_inputs()) {

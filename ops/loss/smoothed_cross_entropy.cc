@@ -18,7 +18,7 @@ absl::Status CheckSmoothing(float e) {
       absl::StrCat("label_smoothing must be in [0, 1], got ", e));
 }
 
-absl::Status CheckInputs(ShapeContext& c, int first) {
+absl::Status CheckSmoothedInputs(ShapeContext& c, int first) {
   RETURN_IF_ERROR(c.ExpectFloat(first));
   RETURN_IF_ERROR(c.ExpectRank(first, 2));
   RETURN_IF_ERROR(c.ExpectRank(first + 1, 1));
@@ -82,7 +82,7 @@ REGISTER_OP("SmoothedSparseSoftmaxCrossEntropy")
     .Input("labels")
     .Attr("label_smoothing", 0.0f)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
-      RETURN_IF_ERROR(CheckInputs(c, 0));
+      RETURN_IF_ERROR(CheckSmoothedInputs(c, 0));
       c.set_output(0, c.input_dtype(0), TensorShape({c.input_shape(0).dim(0)}));
       return absl::OkStatus();
     })
@@ -123,7 +123,7 @@ REGISTER_OP("SmoothedSparseSoftmaxCrossEntropyGrad")
     .Input("labels")
     .Attr("label_smoothing", 0.0f)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
-      RETURN_IF_ERROR(CheckInputs(c, 1));
+      RETURN_IF_ERROR(CheckSmoothedInputs(c, 1));
       RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
       RETURN_IF_ERROR(c.ExpectRank(0, 1));
       c.set_output(0, c.input_dtype(1), c.input_shape(1));

@@ -3,6 +3,7 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "core/half.h"
 #include "core/half_rounding.h"
 #include "core/op_registry.h"
 #include "ops/cwise.h"

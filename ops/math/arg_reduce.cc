@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "core/half.h"
 #include "ops/cwise.h"
 #include "ops/math/scalar_ops.h"
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/gradients.h"
+#include "core/half.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"

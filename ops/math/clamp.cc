@@ -52,18 +52,7 @@ REGISTER_OP("ClampGrad")
     .RequiredAttr("max", AttrType::kFloat)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       RETURN_IF_ERROR(CheckAttrs(c));
-      RETURN_IF_ERROR(c.ExpectFloat(0));
-      RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
-      absl::StatusOr<TensorShape> shape =
-          TensorShape::Merge(c.input_shape(0), c.input_shape(1));
-      if (!shape.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            c.InputName(0), " has shape ", c.input_shape(0).DebugString(),
-            " but ", c.InputName(1), " has shape ",
-            c.input_shape(1).DebugString(), "; they must be equal"));
-      }
-      c.set_output(0, c.input_dtype(0), *shape);
-      return absl::OkStatus();
+      return shape_fns::SameShapeFloatPair(c);
     })
     .SetKernel([](KernelContext& ctx) {
       const float min = ctx.attr<float>("min");

@@ -3,6 +3,7 @@
 #include <type_traits>
 
 #include "core/op_registry.h"
+#include "core/tensor_eigen.h"
 #include "ops/cwise.h"
 #include "ops/math/broadcast_grad.h"
 #include "ops/math/mul.h"

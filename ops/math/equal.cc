@@ -1,5 +1,6 @@
 #include "ops/math/equal.h"
 
+#include "core/half.h"
 #include "core/op_registry.h"
 #include "ops/cwise.h"
 #include "ops/shape_fns.h"

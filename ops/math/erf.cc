@@ -37,20 +37,7 @@ REGISTER_OP("Erf")
 REGISTER_OP("ErfGrad")
     .Input("x")
     .Input("dy")
-    .SetShapeFn([](ShapeContext& c) -> absl::Status {
-      RETURN_IF_ERROR(c.ExpectFloat(0));
-      RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
-      absl::StatusOr<TensorShape> shape =
-          TensorShape::Merge(c.input_shape(0), c.input_shape(1));
-      if (!shape.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            c.InputName(0), " has shape ", c.input_shape(0).DebugString(),
-            " but ", c.InputName(1), " has shape ",
-            c.input_shape(1).DebugString(), "; they must be equal"));
-      }
-      c.set_output(0, c.input_dtype(0), *shape);
-      return absl::OkStatus();
-    })
+    .SetShapeFn(shape_fns::SameShapeFloatPair)
     .SetKernel([](KernelContext& ctx) {
       return PointwiseGradKernel(ctx, [](float x, float dy) {
         const double xd = x;

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "core/half.h"
 #include "ops/cwise.h"
 #include "ops/math/half_io.h"
 #include "ops/math/partials_type.h"

@@ -1,6 +1,7 @@
 #include "ops/math/greater.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/half.h"
 #include "core/op_registry.h"
 #include "ops/cwise.h"
 #include "ops/shape_fns.h"

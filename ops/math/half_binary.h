@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/half.h"
 #include "core/half_rounding.h"
 #include "ops/cwise.h"
 #include "ops/math/half_io.h"

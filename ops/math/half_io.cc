@@ -7,6 +7,7 @@
 #include <immintrin.h>
 #endif
 
+#include "core/half.h"
 #include "core/half_rounding.h"
 
 namespace ipuflow::ops {

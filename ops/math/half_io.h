@@ -18,6 +18,7 @@
 
 #include <cstdint>
 
+#include "core/half.h"
 #include "core/kernel.h"
 #include "core/tensor.h"
 

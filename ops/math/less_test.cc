@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "core/half.h"
 #include "core/op_registry.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/half.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"

@@ -1,6 +1,7 @@
 #include "ops/math/mat_mul.h"
 
 #include "core/gradients.h"
+#include "core/half.h"
 #include "core/session.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"

@@ -1,5 +1,6 @@
 #include "ops/math/minimum.h"
 
+#include "core/half.h"
 #include "core/op_registry.h"
 #include "ops/array/fill.h"
 #include "ops/cwise.h"

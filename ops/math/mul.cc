@@ -1,5 +1,6 @@
 #include "ops/math/mul.h"
 
+#include "core/half.h"
 #include "core/op_registry.h"
 #include "ops/cwise.h"
 #include "ops/math/broadcast_grad.h"

@@ -1,5 +1,6 @@
 #include "ops/math/mul.h"
 
+#include "core/half.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"

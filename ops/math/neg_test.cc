@@ -1,5 +1,6 @@
 #include "ops/math/neg.h"
 
+#include "core/half.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"

@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "core/half.h"
 #include "core/op_registry.h"
 #include "ops/array/fill.h"
 #include "ops/cwise.h"

@@ -4,6 +4,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/half.h"
 #include "core/op_registry.h"
 #include "ops/math/broadcast_grad.h"
 #include "ops/math/cast.h"

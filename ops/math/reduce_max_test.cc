@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/gradients.h"
+#include "core/half.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"

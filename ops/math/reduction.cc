@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/half_rounding.h"
+#include "core/tensor_eigen.h"
 #include "ops/array/copy_kernels.h"
 #include "ops/cwise.h"
 #include "ops/math/half_io.h"

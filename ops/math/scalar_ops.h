@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "core/dtype.h"
+#include "core/half.h"
 
 namespace ipuflow::ops {
 

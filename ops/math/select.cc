@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "core/half.h"
 #include "core/op_registry.h"
 #include "ops/array/fill.h"
 #include "ops/cwise.h"

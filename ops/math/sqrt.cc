@@ -1,5 +1,6 @@
 #include "ops/math/sqrt.h"
 
+#include "core/half.h"
 #include "core/op_registry.h"
 #include "ops/array/const.h"
 #include "ops/cwise.h"

@@ -8,6 +8,7 @@
 #include "core/half_rounding.h"
 #include "core/mutex.h"
 #include "core/op_registry.h"
+#include "core/tensor_eigen.h"
 #include "ops/array/fill.h"
 #include "ops/cwise.h"
 #include "ops/math/half_io.h"

@@ -1,5 +1,6 @@
 #include "ops/nn/conv_half_partials.h"
 
+#include "core/half.h"
 #include "ops/math/partials_type.h"
 #include "ops/nn/conv_util.h"
 

@@ -17,14 +17,14 @@ namespace {
 
 // AVX2 packets: the build's baseline (x86-64-v3); the AVX-512 loops are in
 // conv_sparse_grad_avx512.cc.
-constexpr int64_t kLanes = 8;
+constexpr int64_t kSparseLanes = 8;
 
 // Lanes [0, r) set, for the tail of a row.
 __m256i TailMask(int64_t r) {
   alignas(32) static const int32_t kTable[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
                                                  0,  0,  0,  0,  0,  0,  0,  0};
   return _mm256_loadu_si256(
-      reinterpret_cast<const __m256i*>(kTable + kLanes - r));
+      reinterpret_cast<const __m256i*>(kTable + kSparseLanes - r));
 }
 
 // The nonzero channels of one output pixel's gradient: their count. Up
@@ -46,7 +46,7 @@ inline int NonzeroChannels(const float* d, int64_t oc, int* channel,
   const __m256 zero = _mm256_setzero_ps();
   uint64_t bits = 0;
   int64_t o = 0;
-  for (; o + kLanes <= oc; o += kLanes) {
+  for (; o + kSparseLanes <= oc; o += kSparseLanes) {
     const __m256 ne = _mm256_cmp_ps(_mm256_loadu_ps(d + o), zero, _CMP_NEQ_UQ);
     bits |= static_cast<uint64_t>(_mm256_movemask_ps(ne)) << o;
   }
@@ -90,43 +90,47 @@ double CyclesPerImage(const Window2D& g, int64_t oc) {
 template <int P>
 void AccumulatePackets(const float* const* src, int64_t at, const float* value,
                        int64_t count, int64_t row, int64_t packet, float* sum) {
-  const int64_t j0 = packet * kLanes;
+  const int64_t j0 = packet * kSparseLanes;
   // Fully unrolled (-O2 does not), so that acc lives in registers.
   __m256 acc[P];
 #pragma GCC unroll 8
-  for (int i = 0; i < P; ++i) acc[i] = _mm256_loadu_ps(sum + j0 + i * kLanes);
-  const bool partial = j0 + P * kLanes > row;
+  for (int i = 0; i < P; ++i)
+    acc[i] = _mm256_loadu_ps(sum + j0 + i * kSparseLanes);
+  const bool partial = j0 + P * kSparseLanes > row;
   if (!partial) {
     for (int64_t t = 0; t < count; ++t) {
       const __m256 v = _mm256_set1_ps(value[t]);
       const float* p = src[t] + at + j0;
 #pragma GCC unroll 8
       for (int i = 0; i < P; ++i) {
-        acc[i] = _mm256_fmadd_ps(v, _mm256_loadu_ps(p + i * kLanes), acc[i]);
+        acc[i] =
+            _mm256_fmadd_ps(v, _mm256_loadu_ps(p + i * kSparseLanes), acc[i]);
       }
     }
   } else {
-    const __m256i mask = TailMask(row - (j0 + (P - 1) * kLanes));
+    const __m256i mask = TailMask(row - (j0 + (P - 1) * kSparseLanes));
     for (int64_t t = 0; t < count; ++t) {
       const __m256 v = _mm256_set1_ps(value[t]);
       const float* p = src[t] + at + j0;
 #pragma GCC unroll 8
       for (int i = 0; i + 1 < P; ++i) {
-        acc[i] = _mm256_fmadd_ps(v, _mm256_loadu_ps(p + i * kLanes), acc[i]);
+        acc[i] =
+            _mm256_fmadd_ps(v, _mm256_loadu_ps(p + i * kSparseLanes), acc[i]);
       }
       acc[P - 1] = _mm256_fmadd_ps(
-          v, _mm256_maskload_ps(p + (P - 1) * kLanes, mask), acc[P - 1]);
+          v, _mm256_maskload_ps(p + (P - 1) * kSparseLanes, mask), acc[P - 1]);
     }
   }
 #pragma GCC unroll 8
-  for (int i = 0; i < P; ++i) _mm256_storeu_ps(sum + j0 + i * kLanes, acc[i]);
+  for (int i = 0; i < P; ++i)
+    _mm256_storeu_ps(sum + j0 + i * kSparseLanes, acc[i]);
 }
 
 // One window row of one channel's filter gradient: tiles of up to 8
 // packets in registers, each tile one pass over the channel's pixels.
 void AccumulateRow(const float* const* src, int64_t at, const float* value,
                    int64_t count, int64_t row, int64_t row_pad, float* sum) {
-  const int64_t packets = row_pad / kLanes;
+  const int64_t packets = row_pad / kSparseLanes;
   int64_t p = 0;
   for (; p + 8 <= packets; p += 8) {
     AccumulatePackets<8>(src, at, value, count, row, p, sum);
@@ -160,25 +164,25 @@ void AccumulateRow(const float* const* src, int64_t at, const float* value,
 inline void AddRow(float* dst, const float* const* rows, const float* value,
                    int m, int64_t at, int64_t row) {
   int64_t j = 0;
-  for (; j + 4 * kLanes <= row; j += 4 * kLanes) {
+  for (; j + 4 * kSparseLanes <= row; j += 4 * kSparseLanes) {
     __m256 a0 = _mm256_loadu_ps(dst + j);
-    __m256 a1 = _mm256_loadu_ps(dst + j + kLanes);
-    __m256 a2 = _mm256_loadu_ps(dst + j + 2 * kLanes);
-    __m256 a3 = _mm256_loadu_ps(dst + j + 3 * kLanes);
+    __m256 a1 = _mm256_loadu_ps(dst + j + kSparseLanes);
+    __m256 a2 = _mm256_loadu_ps(dst + j + 2 * kSparseLanes);
+    __m256 a3 = _mm256_loadu_ps(dst + j + 3 * kSparseLanes);
     for (int t = 0; t < m; ++t) {
       const __m256 v = _mm256_set1_ps(value[t]);
       const float* r = rows[t] + at + j;
       a0 = _mm256_fmadd_ps(v, _mm256_loadu_ps(r), a0);
-      a1 = _mm256_fmadd_ps(v, _mm256_loadu_ps(r + kLanes), a1);
-      a2 = _mm256_fmadd_ps(v, _mm256_loadu_ps(r + 2 * kLanes), a2);
-      a3 = _mm256_fmadd_ps(v, _mm256_loadu_ps(r + 3 * kLanes), a3);
+      a1 = _mm256_fmadd_ps(v, _mm256_loadu_ps(r + kSparseLanes), a1);
+      a2 = _mm256_fmadd_ps(v, _mm256_loadu_ps(r + 2 * kSparseLanes), a2);
+      a3 = _mm256_fmadd_ps(v, _mm256_loadu_ps(r + 3 * kSparseLanes), a3);
     }
     _mm256_storeu_ps(dst + j, a0);
-    _mm256_storeu_ps(dst + j + kLanes, a1);
-    _mm256_storeu_ps(dst + j + 2 * kLanes, a2);
-    _mm256_storeu_ps(dst + j + 3 * kLanes, a3);
+    _mm256_storeu_ps(dst + j + kSparseLanes, a1);
+    _mm256_storeu_ps(dst + j + 2 * kSparseLanes, a2);
+    _mm256_storeu_ps(dst + j + 3 * kSparseLanes, a3);
   }
-  for (; j + kLanes <= row; j += kLanes) {
+  for (; j + kSparseLanes <= row; j += kSparseLanes) {
     __m256 a = _mm256_loadu_ps(dst + j);
     for (int t = 0; t < m; ++t) {
       a = _mm256_fmadd_ps(_mm256_set1_ps(value[t]),
@@ -256,7 +260,7 @@ double NonzeroFractionAvx2(const float* dy, int64_t n) {
   if (n <= 0) return 0;
   int64_t count = 0, i = 0;
   const __m256 zero = _mm256_setzero_ps();
-  for (; i + kLanes <= n; i += kLanes) {
+  for (; i + kSparseLanes <= n; i += kSparseLanes) {
     // NaN != 0 too: a NaN gradient is never skipped.
     const __m256 ne = _mm256_cmp_ps(_mm256_loadu_ps(dy + i), zero, _CMP_NEQ_UQ);
     count += __builtin_popcount(_mm256_movemask_ps(ne));
@@ -279,7 +283,7 @@ bool UseSparseConvGrad(const float* dy, const Window2D& g, int64_t oc) {
   // rows: 3.4x slower than the dense filter gradient; B2's 50-float rows:
   // 1.6x faster). Windows that reach into padding (SAME) keep the dense
   // kernels.
-  if (g.kw * g.c < 2 * kLanes || oc <= 0) return false;
+  if (g.kw * g.c < 2 * kSparseLanes || oc <= 0) return false;
   if (g.pad_top != 0 || g.pad_left != 0 || (g.oh - 1) * g.sh + g.kh > g.h ||
       (g.ow - 1) * g.sw + g.kw > g.w) {
     return false;
@@ -305,7 +309,7 @@ void SparseConvBackpropInput(const ThreadPool& pool, CpuIsa isa,
                              const Window2D& g, int64_t oc) {
   // Filter rows on whole cache lines for the AVX-512 loop's loads.
   const SparseConvGradShape s =
-      ShapeOf(g, oc, isa == CpuIsa::kAvx512 ? 16 : kLanes);
+      ShapeOf(g, oc, isa == CpuIsa::kAvx512 ? 16 : kSparseLanes);
   // Row o: w[:, o] in the patch layout, zeros in the padding; 64-byte
   // aligned.
   std::vector<float> wt_buffer(oc * s.size + 16, 0.0f);
@@ -340,7 +344,7 @@ void SparseConvBackpropInput(const ThreadPool& pool, CpuIsa isa,
 void SparseConvBackpropFilter(const ThreadPool& pool, CpuIsa isa,
                               const float* x, const float* dy, float* dw,
                               const Window2D& g, int64_t oc) {
-  const SparseConvGradShape s = ShapeOf(g, oc, kLanes);
+  const SparseConvGradShape s = ShapeOf(g, oc, kSparseLanes);
   if (g.n <= 0) {
     std::fill(dw, dw + g.kh * s.row * oc, 0.0f);
     return;

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/gradients.h"
+#include "core/half.h"
 #include "core/testing/op_test.h"
 #include "core/thread_pool.h"
 #include "gtest/gtest.h"

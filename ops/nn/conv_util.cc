@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/half.h"
 #include "ops/math/partials_type.h"
 
 namespace ipuflow::ops {

@@ -1,6 +1,7 @@
 #include "ops/nn/dropout.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/half.h"
 #include "core/op_registry.h"
 #include "ops/cwise.h"
 #include "ops/nn/dropout_mask.h"
@@ -87,7 +88,7 @@ struct MulFn {
 REGISTER_OP("DropoutGrad")
     .Input("dy")
     .Input("mask")
-    .SetShapeFn(SameShapeFloatPair)
+    .SetShapeFn(shape_fns::SameShapeFloatPair)
     .SetKernel([](KernelContext& ctx) {
       return ElementwiseGradKernel(ctx, MulFn());
     })

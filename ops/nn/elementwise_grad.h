@@ -1,10 +1,10 @@
-// Shared by the element-wise gradient ops of ops/nn (SigmoidGrad, TanhGrad,
-// DropoutGrad; ReluGrad uses only the shape function, its kernel is
-// ops/math/vector_kernels.h's): two float inputs of one shape and dtype, one
-// output of that shape, computed by an Eigen functor in parallel.
+// The kernel of the element-wise gradient ops of ops/nn (SigmoidGrad,
+// TanhGrad, DropoutGrad; ReluGrad's is ops/math/vector_kernels.h's): two
+// float inputs of one shape and dtype, one output of that shape, computed
+// by an Eigen functor in parallel.
 //
 //   REGISTER_OP("TanhGrad").Input("y").Input("dy")
-//       .SetShapeFn(SameShapeFloatPair)
+//       .SetShapeFn(shape_fns::SameShapeFloatPair)  // ops/shape_fns.h
 //       .SetKernel([](KernelContext& ctx) {
 //         return ElementwiseGradKernel(ctx, TanhGradFn());  // f(y, dy)
 //       });
@@ -13,15 +13,13 @@
 #ifndef IPUFLOW_OPS_NN_ELEMENTWISE_GRAD_H_
 #define IPUFLOW_OPS_NN_ELEMENTWISE_GRAD_H_
 
+#include "core/half.h"
 #include "core/op_registry.h"
 #include "ops/cwise.h"
 #include "ops/math/half_binary.h"
+#include "ops/shape_fns.h"
 
 namespace ipuflow::ops {
-
-// Inputs 0 and 1: float, same dtype, compatible shapes; output 0: their
-// merged shape.
-absl::Status SameShapeFloatPair(ShapeContext& c);
 
 // out = f(in0, in1) for same-shaped float inputs (float32 or float16); f
 // maps two Eigen arrays of T to an array expression.

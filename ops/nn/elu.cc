@@ -41,7 +41,7 @@ REGISTER_OP("EluGrad")
     .Attr("alpha", 1.0f)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       RETURN_IF_ERROR(CheckAttrs(c));
-      return SameShapeFloatPair(c);
+      return shape_fns::SameShapeFloatPair(c);
     })
     .SetKernel([](KernelContext& ctx) {
       const float alpha = ctx.attr<float>("alpha");

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/half.h"
 #include "core/half_rounding.h"
 #include "core/op_registry.h"
 #include "ops/cwise.h"
@@ -39,7 +40,7 @@ bool AllChannelsLast(Chain chain) {
 }
 
 // Rows of c channels per block (about 256 values), as BiasAdd's kernel.
-int64_t BlockRows(int64_t c) {
+int64_t BiasBlockRows(int64_t c) {
   return c > 0 ? std::max<int64_t>(1, 256 / c) : 1;
 }
 
@@ -67,7 +68,7 @@ absl::Status BiasActivationInPlace(KernelContext& ctx, Tensor* y,
   }
   const Tensor b = AsFloat32(ctx, bias);
   const int64_t rows = c > 0 ? y->NumElements() / c : 0;
-  const int64_t block = BlockRows(c);
+  const int64_t block = BiasBlockRows(c);
   const ArrayX<float> tiled =
       ConstArrayMap<float>(b.data<float>(), c).replicate(block, 1);
   const auto add_bias = UsedVectorKernels().add_bias;  // AVX2 or AVX-512.
@@ -168,7 +169,7 @@ absl::Status ConvBiasKernel(KernelContext& ctx) {
           Tensor * y,
           ctx.allocate_output(0, TensorShape({g->n, g->oh, g->ow, oc})));
       const ArrayX<float> tiled = ConstArrayMap<float>(bias.data<float>(), oc)
-                                      .replicate(BlockRows(oc), 1);
+                                      .replicate(BiasBlockRows(oc), 1);
       float* py = y->data<float>();
       const int64_t row = g->ow * oc;
       SmallConvForward(ctx, x.data<float>(), w.data<float>(), py, *g, oc,

@@ -82,7 +82,7 @@ REGISTER_OP("GeluGrad")
     .Attr("approximate", "none")
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
       RETURN_IF_ERROR(CheckApproximate(c));
-      return SameShapeFloatPair(c);
+      return shape_fns::SameShapeFloatPair(c);
     })
     .SetKernel([](KernelContext& ctx) {
       return IsTanh(ctx) ? PointwiseGradKernel(ctx,

@@ -216,7 +216,7 @@ REGISTER_OP("GroupedConv2D")
     });
 
 // Inputs (input, filter, dy): one of the first two only for its shape.
-absl::Status BackpropShape(ShapeContext& c, int out_like) {
+absl::Status GroupedBackpropShape(ShapeContext& c, int out_like) {
   RETURN_IF_ERROR(c.ExpectFloat(0));
   RETURN_IF_ERROR(c.ExpectSameDType(0, 1));
   RETURN_IF_ERROR(c.ExpectSameDType(0, 2));
@@ -261,7 +261,7 @@ REGISTER_OP("GroupedConv2DBackpropInput")
     .Attr("dilations", std::vector<int64_t>{1, 1})
     .Attr("padding", "VALID")
     .Attr("groups", int64_t{1})
-    .SetShapeFn([](ShapeContext& c) { return BackpropShape(c, 0); })
+    .SetShapeFn([](ShapeContext& c) { return GroupedBackpropShape(c, 0); })
     .SetKernel([](KernelContext& ctx) { return BackpropKernel(ctx, true); })
     .NotDifferentiable(
         "second-order gradients of grouped convolution are not implemented");
@@ -274,7 +274,7 @@ REGISTER_OP("GroupedConv2DBackpropFilter")
     .Attr("dilations", std::vector<int64_t>{1, 1})
     .Attr("padding", "VALID")
     .Attr("groups", int64_t{1})
-    .SetShapeFn([](ShapeContext& c) { return BackpropShape(c, 1); })
+    .SetShapeFn([](ShapeContext& c) { return GroupedBackpropShape(c, 1); })
     .SetKernel([](KernelContext& ctx) { return BackpropKernel(ctx, false); })
     .NotDifferentiable(
         "second-order gradients of grouped convolution are not implemented");

@@ -16,6 +16,7 @@
 #include "benchmark/benchmark.h"
 #include "core/gradients.h"
 #include "core/program.h"
+#include "core/tensor_eigen.h"
 #include "core/thread_pool.h"
 #include "ops/array/const.h"
 #include "ops/array/reshape.h"

@@ -13,12 +13,12 @@
 namespace ipuflow::ops {
 namespace {
 
-absl::Status CheckAttrs(ShapeContext&) { return absl::OkStatus(); }
+absl::Status CheckHardSigmoidAttrs(ShapeContext&) { return absl::OkStatus(); }
 
 REGISTER_OP("HardSigmoid")
     .Input("x")
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
-      RETURN_IF_ERROR(CheckAttrs(c));
+      RETURN_IF_ERROR(CheckHardSigmoidAttrs(c));
       return shape_fns::UnchangedFloat(c);
     })
     .SetKernel([](KernelContext& ctx) {
@@ -37,8 +37,8 @@ REGISTER_OP("HardSigmoidGrad")
     .Input("x")
     .Input("dy")
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
-      RETURN_IF_ERROR(CheckAttrs(c));
-      return SameShapeFloatPair(c);
+      RETURN_IF_ERROR(CheckHardSigmoidAttrs(c));
+      return shape_fns::SameShapeFloatPair(c);
     })
     .SetKernel([](KernelContext& ctx) {
       return PointwiseGradKernel(ctx, [](float x, float dy) {

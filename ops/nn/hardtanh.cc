@@ -14,7 +14,7 @@ namespace ipuflow::ops {
 namespace {
 
 // min_val <= max_val (PyTorch's check).
-absl::Status CheckAttrs(ShapeContext& c) {
+absl::Status CheckHardtanhAttrs(ShapeContext& c) {
   ASSIGN_OR_RETURN(float lo, c.attr<float>("min_val"));
   ASSIGN_OR_RETURN(float hi, c.attr<float>("max_val"));
   if (!(lo <= hi)) {
@@ -29,7 +29,7 @@ REGISTER_OP("Hardtanh")
     .Attr("min_val", -1.0f)
     .Attr("max_val", 1.0f)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
-      RETURN_IF_ERROR(CheckAttrs(c));
+      RETURN_IF_ERROR(CheckHardtanhAttrs(c));
       return shape_fns::UnchangedFloat(c);
     })
     .SetKernel([](KernelContext& ctx) {
@@ -54,8 +54,8 @@ REGISTER_OP("HardtanhGrad")
     .Attr("min_val", -1.0f)
     .Attr("max_val", 1.0f)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
-      RETURN_IF_ERROR(CheckAttrs(c));
-      return SameShapeFloatPair(c);
+      RETURN_IF_ERROR(CheckHardtanhAttrs(c));
+      return shape_fns::SameShapeFloatPair(c);
     })
     .SetKernel([](KernelContext& ctx) {
       const float min_val = ctx.attr<float>("min_val");

@@ -1,6 +1,7 @@
 #include "ops/nn/ipu_dropout.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/half.h"
 #include "core/op_registry.h"
 #include "ops/cwise.h"
 #include "ops/nn/dropout_mask.h"
@@ -8,7 +9,7 @@
 namespace ipuflow::ops {
 namespace {
 
-absl::Status CheckRate(float rate) {
+absl::Status CheckIpuDropoutRate(float rate) {
   if (rate >= 0.0f && rate < 1.0f) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat("rate must be in [0, 1), got ", rate));
@@ -34,14 +35,14 @@ absl::Status ApplyMask(KernelContext& ctx, uint64_t key, float rate) {
 absl::Status DropoutShape(ShapeContext& c) {
   RETURN_IF_ERROR(c.ExpectFloat(0));
   ASSIGN_OR_RETURN(float rate, c.attr<float>("rate"));
-  RETURN_IF_ERROR(CheckRate(rate));
+  RETURN_IF_ERROR(CheckIpuDropoutRate(rate));
   c.set_output(0, c.input_dtype(0), c.input_shape(0));
   return absl::OkStatus();
 }
 
 absl::Status RunMask(KernelContext& ctx, uint64_t key) {
   const float rate = ctx.attr<float>("rate");
-  absl::Status valid = CheckRate(rate);
+  absl::Status valid = CheckIpuDropoutRate(rate);
   if (!valid.ok()) return ctx.InvalidArgument(valid.message());
   const DType dtype = ctx.input(0).dtype();
   IPUFLOW_SWITCH_FLOAT(dtype, return ApplyMask<T>(ctx, key, rate),

@@ -13,13 +13,13 @@
 namespace ipuflow::ops {
 namespace {
 
-absl::Status CheckAttrs(ShapeContext&) { return absl::OkStatus(); }
+absl::Status CheckLeakyReluAttrs(ShapeContext&) { return absl::OkStatus(); }
 
 REGISTER_OP("LeakyRelu")
     .Input("x")
     .Attr("alpha", 0.2f)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
-      RETURN_IF_ERROR(CheckAttrs(c));
+      RETURN_IF_ERROR(CheckLeakyReluAttrs(c));
       return shape_fns::UnchangedFloat(c);
     })
     .SetKernel([](KernelContext& ctx) {
@@ -40,8 +40,8 @@ REGISTER_OP("LeakyReluGrad")
     .Input("dy")
     .Attr("alpha", 0.2f)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
-      RETURN_IF_ERROR(CheckAttrs(c));
-      return SameShapeFloatPair(c);
+      RETURN_IF_ERROR(CheckLeakyReluAttrs(c));
+      return shape_fns::SameShapeFloatPair(c);
     })
     .SetKernel([](KernelContext& ctx) {
       const float alpha = ctx.attr<float>("alpha");

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/half.h"
 #include "core/op_registry.h"
 #include "ops/math/exp.h"
 #include "ops/math/mul.h"

@@ -24,14 +24,14 @@ namespace {
 // Eigen expressions over c = 10 floats spent most of their time peeling.
 namespace pk = Eigen::internal;
 using Packet = pk::packet_traits<float>::type;
-constexpr int64_t kLanes = pk::unpacket_traits<Packet>::size;
+constexpr int64_t kPoolLanes = pk::unpacket_traits<Packet>::size;
 
 // Calls f(offset) for the packets covering channels [0, c).
-// REQUIRES: c >= kLanes.
+// REQUIRES: c >= kPoolLanes.
 template <typename F>
 inline void ForEachPacket(int64_t c, F f) {
-  for (int64_t o = 0; o + kLanes < c; o += kLanes) f(o);
-  f(c - kLanes);
+  for (int64_t o = 0; o + kPoolLanes < c; o += kPoolLanes) f(o);
+  f(c - kPoolLanes);
 }
 
 // A packet of floats from float or float16 memory, and back. float16 is
@@ -44,12 +44,12 @@ inline Packet LoadPacket(const T* p) {
     return pk::ploadu<Packet>(p);
   } else {
 #if defined(__F16C__) && !defined(EIGEN_VECTORIZE_AVX512)
-    static_assert(kLanes == 8);
+    static_assert(kPoolLanes == 8);
     return _mm256_cvtph_ps(
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 #else
-    alignas(EIGEN_MAX_ALIGN_BYTES) float f[kLanes];
-    for (int64_t i = 0; i < kLanes; ++i) f[i] = static_cast<float>(p[i]);
+    alignas(EIGEN_MAX_ALIGN_BYTES) float f[kPoolLanes];
+    for (int64_t i = 0; i < kPoolLanes; ++i) f[i] = static_cast<float>(p[i]);
     return pk::pload<Packet>(f);
 #endif
   }
@@ -64,9 +64,9 @@ inline void StorePacket(T* p, const Packet& v) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
                      _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
 #else
-    alignas(EIGEN_MAX_ALIGN_BYTES) float f[kLanes];
+    alignas(EIGEN_MAX_ALIGN_BYTES) float f[kPoolLanes];
     pk::pstore(f, v);
-    for (int64_t i = 0; i < kLanes; ++i) p[i] = static_cast<half>(f[i]);
+    for (int64_t i = 0; i < kPoolLanes; ++i) p[i] = static_cast<half>(f[i]);
 #endif
   }
 }
@@ -96,7 +96,7 @@ inline Packet WindowMax(const T* p, int64_t row, int64_t col, int64_t kh,
 
 // The ConvNet's pool (2x2 windows, stride 2, no padding, every window
 // whole) one output row at a time: input rows `a` and `b`, `ow` windows of
-// c >= kLanes channels; everything in registers, no clipping. Same order
+// c >= kPoolLanes channels; everything in registers, no clipping. Same order
 // and NaN rule as WindowMax, so the same results. AVX2 on every CPU: an
 // AVX-512F variant (16-lane blocks, the channel tail masked) measured 1.2x
 // slower forward and 1.1x backward on the 2-vCPU EPYC with AVX-512
@@ -110,16 +110,17 @@ inline Packet WindowMax(const T* p, int64_t row, int64_t col, int64_t kh,
 // oneDNN's forward time and 0.87x its backward (kernel_vs_onednn_benchmark).
 inline bool Is2x2Tiled(const Window2D& g) {
   return g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.pad_top == 0 &&
-         g.pad_left == 0 && 2 * g.oh <= g.h && 2 * g.ow <= g.w && g.c >= kLanes;
+         g.pad_left == 0 && 2 * g.oh <= g.h && 2 * g.ow <= g.w &&
+         g.c >= kPoolLanes;
 }
 
 template <typename T>
 void MaxPool2x2Row(const T* a, const T* b, T* out, int64_t ow, int64_t c) {
-  const int64_t last = c - kLanes;
+  const int64_t last = c - kPoolLanes;
   const Packet ninf =
       pk::pset1<Packet>(-std::numeric_limits<float>::infinity());
   for (int64_t j = 0; j < ow; ++j, a += 2 * c, b += 2 * c, out += c) {
-    for (int64_t o = 0;; o += kLanes) {
+    for (int64_t o = 0;; o += kPoolLanes) {
       if (o > last) o = last;  // The last packet overlaps the one before.
       Packet m = pk::pmax(ninf, LoadPacket(a + o));
       m = pk::pmax(m, LoadPacket(a + c + o));
@@ -137,9 +138,9 @@ void MaxPool2x2Row(const T* a, const T* b, T* out, int64_t ow, int64_t c) {
 template <typename T>
 void MaxPoolGrad2x2Row(const T* a, const T* b, const T* y, const T* dy, T* da,
                        T* db, int64_t ow, int64_t c) {
-  const int64_t last = c - kLanes;
+  const int64_t last = c - kPoolLanes;
   for (int64_t j = 0; j < ow; ++j) {
-    for (int64_t o = 0;; o += kLanes) {
+    for (int64_t o = 0;; o += kPoolLanes) {
       if (o > last) o = last;
       const Packet yv = LoadPacket(y + o), dyv = LoadPacket(dy + o);
       Packet left = pk::ptrue(yv);
@@ -186,7 +187,7 @@ void MaxPoolForward(const KernelContext& ctx, const T* x, T* y,
           std::fill(out, out + g.c, T(0.0f));
           continue;
         }
-        if (g.c >= kLanes) {
+        if (g.c >= kPoolLanes) {
           const T* first = img + (h0 * g.w + w0) * g.c;
           if (h1 - h0 == 2 && w1 - w0 == 2) {  // The ConvNet's 2x2 windows.
             ForEachPacket(g.c, [&](int64_t o) {
@@ -202,7 +203,7 @@ void MaxPoolForward(const KernelContext& ctx, const T* x, T* y,
           continue;
         }
         if constexpr (!std::is_same_v<T, float>) {
-          return;  // REQUIRES for float16: c >= kLanes (MaxPoolKernel).
+          return;  // REQUIRES for float16: c >= kPoolLanes (MaxPoolKernel).
         } else {
           ArrayMap<float> outv(out, g.c);
           outv.setConstant(-std::numeric_limits<float>::infinity());
@@ -284,7 +285,7 @@ void MaxPoolGradWindow(const T* img, const T* y, const T* dy, T* dximg,
 }
 
 // The same when windows do not overlap (kh <= sh, kw <= sw) and c >=
-// kLanes: each input pixel belongs to at most one window, so output rows
+// kPoolLanes: each input pixel belongs to at most one window, so output rows
 // are independent and every window's pixels are assigned, not added to.
 // Output row r's shard also zeroes its band of input rows, [r * sh - pad,
 // (r + 1) * sh - pad) clipped to the image, unless the windows tile it.
@@ -342,7 +343,7 @@ void MaxPoolBackwardDisjoint(const KernelContext& ctx, const T* x, const T* y,
 
 void MaxPoolBackward(const KernelContext& ctx, const float* x, const float* y,
                      const float* dy, float* dx, const Window2D& g) {
-  if (g.c >= kLanes && g.kh <= g.sh && g.kw <= g.sw) {
+  if (g.c >= kPoolLanes && g.kh <= g.sh && g.kw <= g.sw) {
     MaxPoolBackwardDisjoint(ctx, x, y, dy, dx, g);
   } else {
     MaxPoolBackwardOverlapping(ctx, x, y, dy, dx, g);
@@ -352,7 +353,7 @@ void MaxPoolBackward(const KernelContext& ctx, const float* x, const float* y,
 // float16 NHWC with whole packets of channels pools in place.
 bool HalfInPlace(const Tensor& x, const WindowAttrs& a, const Window2D& g) {
   return x.dtype() == DType::kFloat16 && a.format == DataFormat::kNHWC &&
-         g.c >= kLanes;
+         g.c >= kPoolLanes;
 }
 
 absl::Status MaxPoolKernel(KernelContext& ctx) {

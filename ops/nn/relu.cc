@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/half.h"
 #include "core/op_registry.h"
 #include "ops/cwise.h"
 #include "ops/math/half_io.h"
@@ -109,7 +110,7 @@ REGISTER_OP("Relu")
 REGISTER_OP("ReluGrad")
     .Input("dy")
     .Input("y")
-    .SetShapeFn(SameShapeFloatPair)
+    .SetShapeFn(shape_fns::SameShapeFloatPair)
     .SetKernel([](KernelContext& ctx) -> absl::Status {
       const DType t = ctx.input(0).dtype();
       if (t != ctx.input(1).dtype()) return UnsupportedDType(ctx, t);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/half.h"
 #include "core/testing/op_test.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"

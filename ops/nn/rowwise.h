@@ -19,6 +19,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/half.h"
 #include "core/half_rounding.h"
 #include "core/op_registry.h"
 #include "ops/cwise.h"

@@ -37,7 +37,7 @@ REGISTER_OP("Sigmoid")
 REGISTER_OP("SigmoidGrad")
     .Input("y")
     .Input("dy")
-    .SetShapeFn(SameShapeFloatPair)
+    .SetShapeFn(shape_fns::SameShapeFloatPair)
     .SetKernel([](KernelContext& ctx) {
       return ElementwiseGradKernel(ctx, SigmoidGradFn());
     })

@@ -13,7 +13,7 @@
 namespace ipuflow::ops {
 namespace {
 
-absl::Status CheckAttrs(ShapeContext&) { return absl::OkStatus(); }
+absl::Status CheckSiluAttrs(ShapeContext&) { return absl::OkStatus(); }
 
 // In float64, rounded once: float32's e^-x overflows for x < -88.7 and
 // its sigmoid underflows for x < -87, where x sigmoid(x) is still a
@@ -24,7 +24,7 @@ float Silu64(double x) { return static_cast<float>(x * Sigmoid64(x)); }
 REGISTER_OP("Silu")
     .Input("x")
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
-      RETURN_IF_ERROR(CheckAttrs(c));
+      RETURN_IF_ERROR(CheckSiluAttrs(c));
       return shape_fns::UnchangedFloat(c);
     })
     .SetKernel([](KernelContext& ctx) {
@@ -41,8 +41,8 @@ REGISTER_OP("SiluGrad")
     .Input("x")
     .Input("dy")
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
-      RETURN_IF_ERROR(CheckAttrs(c));
-      return SameShapeFloatPair(c);
+      RETURN_IF_ERROR(CheckSiluAttrs(c));
+      return shape_fns::SameShapeFloatPair(c);
     })
     .SetKernel([](KernelContext& ctx) {
       return PointwiseGradKernel(ctx, [](float x, float dy) {

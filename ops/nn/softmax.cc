@@ -1,5 +1,6 @@
 #include "ops/nn/softmax.h"
 
+#include "core/half.h"
 #include "core/op_registry.h"
 #include "ops/math/mul.h"
 #include "ops/math/reduce_sum.h"

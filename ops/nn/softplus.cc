@@ -14,7 +14,7 @@ namespace ipuflow::ops {
 namespace {
 
 // beta is a finite non-zero divisor.
-absl::Status CheckAttrs(ShapeContext& c) {
+absl::Status CheckSoftplusAttrs(ShapeContext& c) {
   ASSIGN_OR_RETURN(float beta, c.attr<float>("beta"));
   if (beta == 0.0f || !std::isfinite(beta)) {
     return absl::InvalidArgumentError(
@@ -28,7 +28,7 @@ REGISTER_OP("Softplus")
     .Attr("beta", 1.0f)
     .Attr("threshold", 20.0f)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
-      RETURN_IF_ERROR(CheckAttrs(c));
+      RETURN_IF_ERROR(CheckSoftplusAttrs(c));
       return shape_fns::UnchangedFloat(c);
     })
     .SetKernel([](KernelContext& ctx) {
@@ -56,8 +56,8 @@ REGISTER_OP("SoftplusGrad")
     .Attr("beta", 1.0f)
     .Attr("threshold", 20.0f)
     .SetShapeFn([](ShapeContext& c) -> absl::Status {
-      RETURN_IF_ERROR(CheckAttrs(c));
-      return SameShapeFloatPair(c);
+      RETURN_IF_ERROR(CheckSoftplusAttrs(c));
+      return shape_fns::SameShapeFloatPair(c);
     })
     .SetKernel([](KernelContext& ctx) {
       const float beta = ctx.attr<float>("beta");

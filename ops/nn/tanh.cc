@@ -1,5 +1,6 @@
 #include "ops/nn/tanh.h"
 
+#include "core/half.h"
 #include "core/op_registry.h"
 #include "ops/array/const.h"
 #include "ops/cwise.h"
@@ -46,7 +47,7 @@ REGISTER_OP("Tanh")
 REGISTER_OP("TanhGrad")
     .Input("y")
     .Input("dy")
-    .SetShapeFn(SameShapeFloatPair)
+    .SetShapeFn(shape_fns::SameShapeFloatPair)
     .SetKernel([](KernelContext& ctx) {
       return ElementwiseGradKernel(ctx, TanhGradFn());
     })

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/half.h"
 #include "ops/math/half_io.h"
 
 namespace ipuflow::ops {

@@ -22,7 +22,7 @@ using Mat = Eigen::Map<RowMat>;
 
 // The cache's per-step blocks, each `units` wide: gates after their
 // activations, then the new cell and hidden states.
-enum CacheBlock { kI, kF, kG, kO, kC, kH, kCacheBlocks };
+enum LstmCacheBlock { kI, kF, kG, kO, kC, kLstmH, kLstmCacheBlocks };
 
 absl::StatusOr<RnnDims> LstmDims(const TensorShape& input,
                                  const TensorShape& h0, const TensorShape& c0,
@@ -50,7 +50,7 @@ REGISTER_OP("PopnnLSTM")
           RnnDims d, LstmDims(c.input_shape(0), c.input_shape(1),
                               c.input_shape(2), c.input_shape(3),
                               c.input_shape(4), c.input_shape(5), time_major));
-      ASSIGN_OR_RETURN(TensorShape cache, rnn::CacheShape(d, kCacheBlocks));
+      ASSIGN_OR_RETURN(TensorShape cache, rnn::CacheShape(d, kLstmCacheBlocks));
       c.set_output(0, c.input_dtype(0), d.Sequence(d.units));
       c.set_output(1, c.input_dtype(0), TensorShape({d.batch, d.units}));
       c.set_output(2, c.input_dtype(0), TensorShape({d.batch, d.units}));
@@ -66,7 +66,7 @@ REGISTER_OP("PopnnLSTM")
       RnnDims d = *dims;
       d.go_backwards = ctx.attr<bool>("go_backwards");
       absl::StatusOr<TensorShape> cache_shape =
-          rnn::CacheShape(d, kCacheBlocks);
+          rnn::CacheShape(d, kLstmCacheBlocks);
       if (!cache_shape.ok()) {
         return ctx.InvalidArgument(cache_shape.status().message());
       }
@@ -94,11 +94,11 @@ REGISTER_OP("PopnnLSTM")
       float* out = y.data();
       for (int64_t t = 0; t < d.time; ++t) {
         z.noalias() = h * recurrent;
-        float* step = cache->data<float>() + t * b * kCacheBlocks * u;
+        float* step = cache->data<float>() + t * b * kLstmCacheBlocks * u;
         for (int64_t n = 0; n < b; ++n) {
           const float* zx = xw.data() + d.SourceRow(t, n) * w;
           const float* zh = z.data() + n * w;
-          float* s = step + n * kCacheBlocks * u;
+          float* s = step + n * kLstmCacheBlocks * u;
           float* yr = out + d.Row(t, n) * u;
           // The pre-activations into the cache's gate blocks (i, f, g, o,
           // the kernel's order), the activations over whole blocks at once
@@ -111,10 +111,10 @@ REGISTER_OP("PopnnLSTM")
             s[kC * u + j] =
                 s[kF * u + j] * c(n, j) + s[kI * u + j] * s[kG * u + j];
           }
-          VecTanh(s + kC * u, s + kH * u, u);
+          VecTanh(s + kC * u, s + kLstmH * u, u);
           for (int64_t j = 0; j < u; ++j) {
-            const float hn = s[kO * u + j] * s[kH * u + j];
-            s[kH * u + j] = hn;
+            const float hn = s[kO * u + j] * s[kLstmH * u + j];
+            s[kLstmH * u + j] = hn;
             c(n, j) = s[kC * u + j];
             h(n, j) = hn;
             yr[j] = hn;
@@ -183,7 +183,7 @@ REGISTER_OP("PopnnLSTMGrad")
       if (ctx.input(0).shape() != d.Sequence(u) ||
           ctx.input(1).shape() != TensorShape({b, u}) ||
           ctx.input(2).shape() != TensorShape({b, u}) ||
-          ctx.input(8).shape() != *rnn::CacheShape(d, kCacheBlocks)) {
+          ctx.input(8).shape() != *rnn::CacheShape(d, kLstmCacheBlocks)) {
         return ctx.InvalidArgument(
             "doutput ", ctx.input(0).shape().DebugString(), ", dh ",
             ctx.input(1).shape().DebugString(), ", dc ",
@@ -211,10 +211,10 @@ REGISTER_OP("PopnnLSTMGrad")
       const float* c0 = c032.data<float>();
       std::vector<float> tanh_c(u);
       for (int64_t t = d.time - 1; t >= 0; --t) {
-        const float* step = cache + t * b * kCacheBlocks * u;
+        const float* step = cache + t * b * kLstmCacheBlocks * u;
         for (int64_t n = 0; n < b; ++n) {
-          const float* s = step + n * kCacheBlocks * u;
-          const float* prev = t > 0 ? s - b * kCacheBlocks * u : nullptr;
+          const float* s = step + n * kLstmCacheBlocks * u;
+          const float* prev = t > 0 ? s - b * kLstmCacheBlocks * u : nullptr;
           const int64_t row = d.SourceRow(t, n);
           const float* gr = gy + d.Row(t, n) * u;
           float* z = dz_t.data() + n * w;
@@ -224,7 +224,7 @@ REGISTER_OP("PopnnLSTMGrad")
             const float g = s[kG * u + j], o = s[kO * u + j];
             const float tc = tanh_c[j];
             const float c_prev = prev ? prev[kC * u + j] : c0[n * u + j];
-            h_prev(row, j) = prev ? prev[kH * u + j] : h0[n * u + j];
+            h_prev(row, j) = prev ? prev[kLstmH * u + j] : h0[n * u + j];
             const float dhv = dh(n, j) + gr[j];
             const float dcv = dc(n, j) + dhv * o * (1 - tc * tc);
             z[0 * u + j] = dcv * g * i * (1 - i);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 
+#include "core/half.h"
 #include "core/half_rounding.h"
 #include "core/session.h"
 #include "gtest/gtest.h"

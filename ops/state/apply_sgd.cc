@@ -1,5 +1,6 @@
 #include "ops/state/apply_sgd.h"
 
+#include "core/half.h"
 #include "core/op_registry.h"
 #include "ops/state/apply_util.h"
 #include "ops/state/handle.h"

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "core/half.h"
 #include "core/half_rounding.h"
 
 namespace ipuflow::ops {

@@ -29,6 +29,7 @@
 #include <string>
 #include <utility>
 
+#include "core/half.h"
 #include "core/kernel.h"
 #include "core/op_registry.h"
 #include "ops/cwise.h"

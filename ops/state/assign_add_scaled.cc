@@ -1,5 +1,6 @@
 #include "ops/state/assign_add_scaled.h"
 
+#include "core/half.h"
 #include "core/op_registry.h"
 #include "ops/cwise.h"
 #include "ops/state/handle.h"

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/half.h"
 #include "core/half_rounding.h"
 #include "core/kernel.h"
 #include "core/op_registry.h"

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "core/half.h"
 #include "core/hash_mix.h"
 #include "core/kernel.h"
 #include "core/op_registry.h"

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/gradients.h"
+#include "core/tensor_eigen.h"
 #include "core/testing/op_test.h"
 #include "ops/array/const.h"
 

@@ -7,13 +7,10 @@
 # counts both processes' images, and the run exits 0.
 set -uo pipefail
 binary=$1
-unset XML_OUTPUT_FILE TEST_PREMATURE_EXIT_FILE GTEST_OUTPUT
-[[ -n "${ASAN_OPTIONS:-}" ]] && export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"
+source "$TEST_SRCDIR/$TEST_WORKSPACE/core/distributed/mpirun_env.sh"
 out=$(mktemp "${TEST_TMPDIR:-/tmp}/example.XXXXXX")
-mpirun -np 2 --oversubscribe --allow-run-as-root --bind-to none \
-  --mca btl self,vader --mca btl_vader_single_copy_mechanism none \
-  "$binary" --replication-factor 1 --train-limit 8000 --test-limit 1600 \
-  >"$out" 2>&1
+"${MPIRUN[@]}" -np 2 "$binary" --replication-factor 1 --train-limit 8000 \
+  --test-limit 1600 >"$out" 2>&1
 rc=$?
 cat "$out"
 fail() { echo "FAILED: $*"; exit 1; }

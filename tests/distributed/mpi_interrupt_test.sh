@@ -10,12 +10,9 @@ set -m  # Job control: a background job would otherwise ignore SIGINT.
 binary=$1
 ready=$(mktemp -d "${TEST_TMPDIR:-/tmp}/interrupt.XXXXXX")
 log="$ready/mpirun.log"
-unset XML_OUTPUT_FILE TEST_PREMATURE_EXIT_FILE GTEST_OUTPUT
-[[ -n "${ASAN_OPTIONS:-}" ]] && export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"
+source "$TEST_SRCDIR/$TEST_WORKSPACE/core/distributed/mpirun_env.sh"
 
-mpirun -np 2 --oversubscribe --allow-run-as-root --bind-to none \
-  --mca btl self,vader --mca btl_vader_single_copy_mechanism none \
-  "$binary" "$ready" >"$log" 2>&1 &
+"${MPIRUN[@]}" -np 2 "$binary" "$ready" >"$log" 2>&1 &
 pid=$!
 fail() { echo "FAILED: $*"; cat "$log"; kill -KILL "$pid" 2>/dev/null; pkill -KILL -f "$binary $ready"; exit 1; }
 alive() { kill -0 "$pid" 2>/dev/null; }

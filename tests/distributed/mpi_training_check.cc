@@ -8,6 +8,7 @@
 #include <random>
 
 #include "core/distributed/mpi_link.h"
+#include "core/half.h"
 #include "core/ipu/ipu_strategy.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # tests/fuzz/run_fuzzers.sh SECONDS [TARGET...]: builds every libFuzzer target
-# (--config=fuzz: clang 14, ASan + UBSan) in its own Bazel output base, runs
-# each for SECONDS over a scratch copy of its seed corpus, and prints per
-# target the executions and crashes. Exits non-zero if any target crashed
-# or ran no input (a crash's reproducer is left in the work folder printed;
-# add it to the seed corpus once fixed). TARGET: a name from the table
-# below (default: all).
+# (--config=fuzz, the same build as --config=sanitize: clang 14, ASan +
+# UBSan) in its own Bazel output base, runs each for SECONDS over a scratch
+# copy of its seed corpus, and prints per target the executions and crashes.
+# Exits non-zero if any target crashed or ran no input (a crash's reproducer
+# is left in the work folder printed; add it to the seed corpus once fixed).
+# TARGET: a name from the table below (default: all).
 #
 # Environment: IPUFLOW_FUZZ_OUTPUT_BASE (default /tmp/bazel_fuzz),
 # IPUFLOW_FUZZ_WORK (default /tmp/ipuflow_fuzz), IPUFLOW_FUZZ_JOBS (parallel
