@@ -51,7 +51,7 @@ void ExpectHalfMatches(const std::function<Output(const Scope&, Output)>& f,
   EXPECT_LT(c->gradient_error, 4e-3);
 }
 
-std::string ErrorOf(const Scope& s) {
+std::string ReductionErrorOf(const Scope& s) {
   return std::string(s.status().message());
 }
 
@@ -102,10 +102,10 @@ TEST(ReduceProdTest, ValuesAndEmpty) {
 TEST(ReduceProdTest, IntegersAreRefused) {
   Scope s = Scope::NewRootScope();
   ReduceProd(s.WithOpName("p"), Const<int32_t>(s, {1, 2}, {2}));
-  EXPECT_NE(ErrorOf(s).find("ReduceProd 'p'"), std::string::npos) << ErrorOf(s);
-  EXPECT_NE(ErrorOf(s).find("must be float32 or float16, got int32"),
+  EXPECT_NE(ReductionErrorOf(s).find("ReduceProd 'p'"), std::string::npos) << ReductionErrorOf(s);
+  EXPECT_NE(ReductionErrorOf(s).find("must be float32 or float16, got int32"),
             std::string::npos)
-      << ErrorOf(s);
+      << ReductionErrorOf(s);
 }
 
 TEST(ReduceProdTest, GradientWithAndWithoutZeros) {
@@ -137,10 +137,10 @@ TEST(ArgMinTest, ValuesTiesNanAndErrors) {
   Tensor nan = RunOne(s, {}, ArgMin(s, Const<float>(s, {1, kNaN, -3}, {3}), 0));
   EXPECT_EQ(nan.data<int64_t>()[0], 1);
   ArgMin(s.WithOpName("a"), Const<float>(s, {1}, {}), 0);
-  EXPECT_NE(ErrorOf(s).find("ArgMin 'a'"), std::string::npos) << ErrorOf(s);
-  EXPECT_NE(ErrorOf(s).find("is a scalar; ArgMin needs rank >= 1"),
+  EXPECT_NE(ReductionErrorOf(s).find("ArgMin 'a'"), std::string::npos) << ReductionErrorOf(s);
+  EXPECT_NE(ReductionErrorOf(s).find("is a scalar; ArgMin needs rank >= 1"),
             std::string::npos)
-      << ErrorOf(s);
+      << ReductionErrorOf(s);
 }
 
 TEST(ReduceLogSumExpTest, StableValuesAndEdges) {
@@ -193,10 +193,10 @@ TEST(ReduceVarianceTest, ValuesAndCorrection) {
   EXPECT_TRUE(TensorNear(RunOne(s, {}, ReduceVariance(s, big)), {2 / 3.f}, {},
                          0, 1e-6));
   ReduceVariance(s.WithOpName("v"), x, {1}, false, -1);
-  EXPECT_NE(ErrorOf(s).find("ReduceVariance 'v'"), std::string::npos);
-  EXPECT_NE(ErrorOf(s).find("correction is -1; expected >= 0"),
+  EXPECT_NE(ReductionErrorOf(s).find("ReduceVariance 'v'"), std::string::npos);
+  EXPECT_NE(ReductionErrorOf(s).find("correction is -1; expected >= 0"),
             std::string::npos)
-      << ErrorOf(s);
+      << ReductionErrorOf(s);
 }
 
 TEST(ReduceVarianceTest, Gradients) {
@@ -243,9 +243,9 @@ TEST(NormTest, Values) {
   EXPECT_TRUE(std::isnan(e.data<float>()[1]));
   EXPECT_EQ(e.data<float>()[2], 0.f);
   Norm(s.WithOpName("n"), x, {1}, false, 0);
-  EXPECT_NE(ErrorOf(s).find("Norm 'n'"), std::string::npos);
-  EXPECT_NE(ErrorOf(s).find("ord is 0; expected > 0"), std::string::npos)
-      << ErrorOf(s);
+  EXPECT_NE(ReductionErrorOf(s).find("Norm 'n'"), std::string::npos);
+  EXPECT_NE(ReductionErrorOf(s).find("ord is 0; expected > 0"), std::string::npos)
+      << ReductionErrorOf(s);
 }
 
 TEST(NormTest, Gradients) {
@@ -288,9 +288,9 @@ TEST(ReduceAnyAllTest, Values) {
       RunOne(s, {}, ReduceAny(s, Const(s, Tensor(DType::kBool, {0}))));
   EXPECT_FALSE(any_f.data<bool>()[0]);
   ReduceAny(s.WithOpName("a"), Const<float>(s, {1}, {1}));
-  EXPECT_NE(ErrorOf(s).find("ReduceAny 'a'"), std::string::npos);
-  EXPECT_NE(ErrorOf(s).find("must be bool, got float32"), std::string::npos)
-      << ErrorOf(s);
+  EXPECT_NE(ReductionErrorOf(s).find("ReduceAny 'a'"), std::string::npos);
+  EXPECT_NE(ReductionErrorOf(s).find("must be bool, got float32"), std::string::npos)
+      << ReductionErrorOf(s);
 }
 
 TEST(MoreReductionsTest, HalfMinProdMatchFloat) {

@@ -18,7 +18,7 @@ using ::ipuflow::testing::RandomTensor;
 using ::ipuflow::testing::RunGraph;
 using ::ipuflow::testing::TensorNear;
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kSortNaN = std::numeric_limits<float>::quiet_NaN();
 
 std::vector<int32_t> Ints(const Tensor& t) {
   return std::vector<int32_t>(t.data<int32_t>(),
@@ -27,7 +27,7 @@ std::vector<int32_t> Ints(const Tensor& t) {
 
 TEST(SortTest, AscendingDescendingStableNan) {
   Scope s = Scope::NewRootScope();
-  Output x = Const<float>(s, {3, 1, kNaN, 1, 2}, {5});
+  Output x = Const<float>(s, {3, 1, kSortNaN, 1, 2}, {5});
   SortOutputs up = Sort(s, x);
   SortOutputs down = Sort(s, x, 0, true);
   auto out =

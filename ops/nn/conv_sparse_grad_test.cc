@@ -21,20 +21,20 @@ using ::ipuflow::testing::RandomTensor;
 using ::ipuflow::testing::RunOne;
 using ::ipuflow::testing::TensorNear;
 
-struct Case {
+struct SparseCase {
   int64_t n, h, w, c, k, oc, stride;
 };
 
 int64_t Out(int64_t in, int64_t k, int64_t s) { return (in - k) / s + 1; }
 
-Window2D WindowOf(const Case& p) {
+Window2D SparseWindowOf(const SparseCase& p) {
   const int64_t oh = Out(p.h, p.k, p.stride), ow = Out(p.w, p.k, p.stride);
   return {p.n, p.h, p.w, p.c, p.k, p.k, p.stride, p.stride, oh, ow, 0, 0};
 }
 
 // dy as max pooling 2x2 and a ReLU pass it back to a convolution: one
 // nonzero per window and channel, a third of those zeroed (about 17%).
-Tensor PooledDy(const Case& p, uint32_t seed) {
+Tensor PooledDy(const SparseCase& p, uint32_t seed) {
   const int64_t oh = Out(p.h, p.k, p.stride), ow = Out(p.w, p.k, p.stride);
   Tensor t = RandomTensor(TensorShape({p.n, oh, ow, p.oc}), -1, 1, seed);
   std::mt19937 gen(seed);
@@ -56,9 +56,9 @@ Tensor PooledDy(const Case& p, uint32_t seed) {
 
 // The gradients by definition, in double: dx[x pixel] and dw[k, o] summed
 // over every (output pixel, channel), zeros included.
-void Reference(const Case& p, const Tensor& x, const Tensor& w,
+void Reference(const SparseCase& p, const Tensor& x, const Tensor& w,
                const Tensor& dy, Tensor* dx, Tensor* dw) {
-  const Window2D g = WindowOf(p);
+  const Window2D g = SparseWindowOf(p);
   std::vector<double> sx(x.NumElements()), sw(w.NumElements());
   const float *px = x.data<float>(), *pw = w.data<float>(),
               *pd = dy.data<float>();
@@ -83,15 +83,15 @@ void Reference(const Case& p, const Tensor& x, const Tensor& w,
   for (size_t i = 0; i < sw.size(); ++i) dw->data<float>()[i] = sw[i];
 }
 
-class SparseConvGradTest : public ::testing::TestWithParam<Case> {};
+class SparseConvGradTest : public ::testing::TestWithParam<SparseCase> {};
 
 TEST_P(SparseConvGradTest, BothGradientsMatchTheDefinition) {
-  const Case& p = GetParam();
+  const SparseCase& p = GetParam();
   const Tensor xv = RandomTensor(TensorShape({p.n, p.h, p.w, p.c}), -1, 1, 1);
   const Tensor wv = RandomTensor(TensorShape({p.k, p.k, p.c, p.oc}), -1, 1, 2);
   const Tensor dyv = PooledDy(p, 3);
   // The ops take the sparse kernels on this dy.
-  ASSERT_TRUE(UseSparseConvGrad(dyv.data<float>(), WindowOf(p), p.oc));
+  ASSERT_TRUE(UseSparseConvGrad(dyv.data<float>(), SparseWindowOf(p), p.oc));
   Tensor want_dx, want_dw;
   Reference(p, xv, wv, dyv, &want_dx, &want_dw);
 
@@ -109,14 +109,14 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         // The tutorial ConvNet's second convolution (10 -> 20, k5), rows of
         // 50 floats (6 packets and a tail).
-        Case{3, 12, 12, 10, 5, 20, 1},
+        SparseCase{3, 12, 12, 10, 5, 20, 1},
         // Stride 2, a channel count that is not a multiple of 8, rows of
         // exactly two packets.
-        Case{2, 11, 9, 8, 2, 13, 2},
+        SparseCase{2, 11, 9, 8, 2, 13, 2},
         // Rows longer than 8 packets (two register tiles), one channel.
-        Case{2, 7, 8, 24, 3, 1, 1},
+        SparseCase{2, 7, 8, 24, 3, 1, 1},
         // More than 64 channels: the scalar scan.
-        Case{1, 6, 6, 16, 3, 70, 1}));
+        SparseCase{1, 6, 6, 16, 3, 70, 1}));
 
 // The kernels called directly, on each ISA this process may use (AVX2,
 // and AVX-512 unless IPUFLOW_MAX_ISA caps it): row lengths around the
@@ -124,7 +124,7 @@ INSTANTIATE_TEST_SUITE_P(
 // several register blocks, channel counts around the mask widths, and a
 // NaN gradient in the last image's last channel.
 struct DirectCase {
-  Case p;
+  SparseCase p;
   const char* what;
 };
 
@@ -134,19 +134,19 @@ class SparseConvGradDirectTest : public ::testing::TestWithParam<DirectCase> {};
 constexpr int kGuard = 33;
 constexpr float kGuardValue = 1234.5f;
 
-struct Outputs {
+struct SparseOutputs {
   std::vector<float> dx, dw;
 };
 
-Outputs RunDirect(const ThreadPool& pool, CpuIsa isa, const Case& p,
+SparseOutputs RunDirect(const ThreadPool& pool, CpuIsa isa, const SparseCase& p,
                   const Tensor& x, const Tensor& w, const Tensor& dy) {
-  Outputs out;
+  SparseOutputs out;
   out.dx.assign(x.NumElements() + kGuard, kGuardValue);
   out.dw.assign(w.NumElements() + kGuard, kGuardValue);
   SparseConvBackpropInput(pool, isa, dy.data<float>(), w.data<float>(),
-                          out.dx.data(), WindowOf(p), p.oc);
+                          out.dx.data(), SparseWindowOf(p), p.oc);
   SparseConvBackpropFilter(pool, isa, x.data<float>(), dy.data<float>(),
-                           out.dw.data(), WindowOf(p), p.oc);
+                           out.dw.data(), SparseWindowOf(p), p.oc);
   return out;
 }
 
@@ -182,7 +182,7 @@ bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 TEST_P(SparseConvGradDirectTest, MatchesTheDefinitionOnEveryIsa) {
-  const Case& p = GetParam().p;
+  const SparseCase& p = GetParam().p;
   const Tensor x = RandomTensor(TensorShape({p.n, p.h, p.w, p.c}), -1, 1, 11);
   const Tensor w = RandomTensor(TensorShape({p.k, p.k, p.c, p.oc}), -1, 1, 12);
   Tensor dy = PooledDy(p, 13);
@@ -196,11 +196,11 @@ TEST_P(SparseConvGradDirectTest, MatchesTheDefinitionOnEveryIsa) {
   ASSERT_TRUE(std::isnan(want_dw.data<float>()[p.oc - 1]));
 
   ThreadPool pool("sparse-grad-test", 1);
-  const Outputs avx2 = RunDirect(pool, CpuIsa::kAvx2, p, x, w, dy);
+  const SparseOutputs avx2 = RunDirect(pool, CpuIsa::kAvx2, p, x, w, dy);
   ExpectNear(avx2.dx, want_dx, "avx2 dx");
   ExpectNear(avx2.dw, want_dw, "avx2 dw");
   if (UsedIsa() == CpuIsa::kAvx512) {
-    const Outputs avx512 = RunDirect(pool, CpuIsa::kAvx512, p, x, w, dy);
+    const SparseOutputs avx512 = RunDirect(pool, CpuIsa::kAvx512, p, x, w, dy);
     ExpectNear(avx512.dx, want_dx, "avx512 dx");
     ExpectNear(avx512.dw, want_dw, "avx512 dw");
     // The same fused multiply-adds in the same order per output element.
@@ -232,17 +232,17 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(SparseConvGradTest, ChoosesTheDenseKernelsWhereTheyWin) {
-  const Case b2{2, 12, 12, 10, 5, 20, 1};
+  const SparseCase b2{2, 12, 12, 10, 5, 20, 1};
   const Tensor sparse = PooledDy(b2, 4);
   const Tensor dense = RandomTensor(sparse.shape(), 0.5, 1, 5);
-  EXPECT_TRUE(UseSparseConvGrad(sparse.data<float>(), WindowOf(b2), b2.oc));
-  EXPECT_FALSE(UseSparseConvGrad(dense.data<float>(), WindowOf(b2), b2.oc));
+  EXPECT_TRUE(UseSparseConvGrad(sparse.data<float>(), SparseWindowOf(b2), b2.oc));
+  EXPECT_FALSE(UseSparseConvGrad(dense.data<float>(), SparseWindowOf(b2), b2.oc));
   // Rows of 5 floats (the ConvNet's first convolution, 1 -> 10).
-  const Case b1{2, 28, 28, 1, 5, 10, 1};
+  const SparseCase b1{2, 28, 28, 1, 5, 10, 1};
   const Tensor b1_dy = PooledDy(b1, 6);
-  EXPECT_FALSE(UseSparseConvGrad(b1_dy.data<float>(), WindowOf(b1), b1.oc));
+  EXPECT_FALSE(UseSparseConvGrad(b1_dy.data<float>(), SparseWindowOf(b1), b1.oc));
   // Windows that reach into SAME padding.
-  Window2D same = WindowOf(b2);
+  Window2D same = SparseWindowOf(b2);
   same.pad_top = same.pad_left = 2;
   EXPECT_FALSE(UseSparseConvGrad(sparse.data<float>(), same, b2.oc));
 }
@@ -263,10 +263,10 @@ TEST(SparseConvGradTest, NonzeroFractionCountsNaNs) {
 }
 
 TEST(SparseConvGradTest, NaNGradientsReachBothOutputs) {
-  const Case p{1, 12, 12, 10, 5, 20, 1};
+  const SparseCase p{1, 12, 12, 10, 5, 20, 1};
   Tensor dyv = PooledDy(p, 7);
   dyv.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
-  ASSERT_TRUE(UseSparseConvGrad(dyv.data<float>(), WindowOf(p), p.oc));
+  ASSERT_TRUE(UseSparseConvGrad(dyv.data<float>(), SparseWindowOf(p), p.oc));
   Scope s = Scope::NewRootScope();
   Output x = Const(s, RandomTensor(TensorShape({1, 12, 12, 10}), -1, 1, 1));
   Output w = Const(s, RandomTensor(TensorShape({5, 5, 10, 20}), -1, 1, 2));

@@ -59,10 +59,10 @@ std::string Name(const onednn::ConvDims& d) {
 }
 
 // y, dx and dw by direct loops in float64.
-struct Reference {
+struct SweepReference {
   Tensor y, dx, dw;
 };
-Reference Naive(const onednn::ConvDims& d, const Tensor& x, const Tensor& w,
+SweepReference Naive(const onednn::ConvDims& d, const Tensor& x, const Tensor& w,
                 const Tensor& dy) {
   const int64_t cg = d.c / d.groups, ocg = d.oc / d.groups;
   std::vector<double> y(dy.NumElements()), dx(x.NumElements()),
@@ -125,7 +125,7 @@ double MaxAbs(const Tensor& t) {
 // oneDNN's three primitives directly, on a pool of the caller and one
 // worker (batches of 2 and 3 split over both).
 void CheckOnednn(const onednn::ConvDims& d, const Tensor& x, const Tensor& w,
-                 const Tensor& dy, const Reference& ref, double tol) {
+                 const Tensor& dy, const SweepReference& ref, double tol) {
   ThreadPool pool("conv-sweep", 1);
   Tensor y(DType::kFloat32, ref.y.shape()), dx(DType::kFloat32, x.shape()),
       dw(DType::kFloat32, w.shape());
@@ -146,10 +146,10 @@ void CheckOnednn(const onednn::ConvDims& d, const Tensor& x, const Tensor& w,
 // Conv2D and its backprops through the ops, with float and half partials,
 // dense and sparse dy: every path onednn_conv_choice.h may choose.
 void CheckOps(const onednn::ConvDims& d, bool same, const Tensor& x,
-              const Tensor& w, const Tensor& dy, const Reference& ref,
+              const Tensor& w, const Tensor& dy, const SweepReference& ref,
               double tol) {
   const Tensor dys = Sparse(dy);
-  const Reference sparse_ref = Naive(d, x, w, dys);
+  const SweepReference sparse_ref = Naive(d, x, w, dys);
   Scope s = Scope::NewRootScope();
   const std::vector<int64_t> strides = {d.sh, d.sw};
   const std::string padding = same ? "SAME" : "VALID";
@@ -202,7 +202,7 @@ TEST(ConvSweepTest, EveryPathMatchesTheReference) {
             const Tensor w = RandomTensor({k, k, c, oc}, -1, 1, cases + 1);
             const Tensor dy =
                 RandomTensor({d.n, d.oh, d.ow, oc}, -1, 1, cases + 2);
-            const Reference ref = Naive(d, x, w, dy);
+            const SweepReference ref = Naive(d, x, w, dy);
             CheckOnednn(d, x, w, dy, ref, Tolerance(d));
             CheckOps(d, same, x, w, dy, ref, Tolerance(d));
           }
@@ -224,7 +224,7 @@ TEST(ConvSweepTest, PointwiseStride2FilterGradientWithFewChannels) {
       const Tensor x = RandomTensor({1, 8, 8, c}, -1, 1, 11);
       const Tensor w = RandomTensor({1, 1, c, 10}, -1, 1, 12);
       const Tensor dy = RandomTensor({1, d.oh, d.ow, 10}, -1, 1, 13);
-      const Reference ref = Naive(d, x, w, dy);
+      const SweepReference ref = Naive(d, x, w, dy);
       CheckOnednn(d, x, w, dy, ref, Tolerance(d));
       CheckOps(d, false, x, w, dy, ref, Tolerance(d));
     }
@@ -254,7 +254,7 @@ TEST(ConvSweepTest, GroupedAndDilated) {
                 RandomTensor({k, k, c / groups, oc}, -1, 1, cases + 1);
             const Tensor dy =
                 RandomTensor({d.n, d.oh, d.ow, oc}, -1, 1, cases + 2);
-            const Reference ref = Naive(d, x, w, dy);
+            const SweepReference ref = Naive(d, x, w, dy);
             const double tol = Tolerance(d);
             CheckOnednn(d, x, w, dy, ref, tol);
             Scope s = Scope::NewRootScope();

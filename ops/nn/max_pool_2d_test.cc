@@ -36,7 +36,7 @@ Tensor DistinctValues(const TensorShape& shape, uint32_t seed) {
   return t;
 }
 
-std::vector<float> Iota(int n) {
+std::vector<float> PoolIota(int n) {
   std::vector<float> v(n);
   std::iota(v.begin(), v.end(), 1.0f);
   return v;
@@ -44,7 +44,7 @@ std::vector<float> Iota(int n) {
 
 TEST(MaxPool2DTest, ValidAndSame) {
   Scope s = Scope::NewRootScope();
-  Output x = Const<float>(s, Iota(16), {1, 4, 4, 1});
+  Output x = Const<float>(s, PoolIota(16), {1, 4, 4, 1});
   Output valid = MaxPool2D(s, x, {2, 2}, {2, 2}, "VALID");
   EXPECT_TRUE(TensorNear(RunOne(s, {}, valid), {6, 8, 14, 16}, {1, 2, 2, 1}));
   // 3x3 windows, stride 2, SAME: one row/column of padding after.
@@ -55,12 +55,12 @@ TEST(MaxPool2DTest, ValidAndSame) {
 TEST(MaxPool2DTest, PerChannelAndNchw) {
   // Channel 1 is the negation of channel 0: its max is channel 0's min.
   std::vector<float> nhwc;
-  for (float v : Iota(16)) {
+  for (float v : PoolIota(16)) {
     nhwc.push_back(v);
     nhwc.push_back(-v);
   }
-  std::vector<float> nchw = Iota(16);
-  for (float v : Iota(16)) nchw.push_back(-v);
+  std::vector<float> nchw = PoolIota(16);
+  for (float v : PoolIota(16)) nchw.push_back(-v);
   Scope s = Scope::NewRootScope();
   Output a = MaxPool2D(s, Const<float>(s, nhwc, {1, 4, 4, 2}), {1, 2, 2, 1},
                        {1, 2, 2, 1}, "VALID");

@@ -11,7 +11,7 @@ namespace {
 
 using ::ipuflow::testing::TensorNear;
 
-std::string Message(const absl::Status& s) { return std::string(s.message()); }
+std::string RandomMessage(const absl::Status& s) { return std::string(s.message()); }
 
 struct Moments {
   double mean = 0, stddev = 0, min = 1e30, max = -1e30;
@@ -108,19 +108,19 @@ TEST(RandomUniformTest, BadAttributesNameTheNode) {
   Scope s = Scope::NewRootScope();
   RandomUniform(s.WithOpName("u"), {2}, 1, 0);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(Message(s.status())
+  EXPECT_NE(RandomMessage(s.status())
                 .find("RandomUniform 'u': minval 1 must not "
                       "exceed maxval 0"),
             std::string::npos)
       << s.status();
   Scope s2 = Scope::NewRootScope();
   RandomUniform(s2.WithOpName("u"), {-1, 2});
-  EXPECT_NE(Message(s2.status()).find("[?,2] must be fully defined"),
+  EXPECT_NE(RandomMessage(s2.status()).find("[?,2] must be fully defined"),
             std::string::npos)
       << s2.status();
   Scope s3 = Scope::NewRootScope();
   RandomUniform(s3.WithOpName("u"), {2}, 0, 1, 0, DType::kInt32);
-  EXPECT_NE(Message(s3.status()).find("got int32"), std::string::npos)
+  EXPECT_NE(RandomMessage(s3.status()).find("got int32"), std::string::npos)
       << s3.status();
 }
 
@@ -137,7 +137,7 @@ TEST(RandomNormalTest, Statistics) {
 TEST(RandomNormalTest, NegativeStddevIsAnError) {
   Scope s = Scope::NewRootScope();
   RandomNormal(s.WithOpName("n"), {2}, 0, -1);
-  EXPECT_NE(Message(s.status())
+  EXPECT_NE(RandomMessage(s.status())
                 .find("RandomNormal 'n': stddev must be >= 0, "
                       "got -1"),
             std::string::npos)

@@ -16,7 +16,7 @@ namespace {
 
 using ::ipuflow::testing::TensorNear;
 
-std::string Message(const absl::Status& s) { return std::string(s.message()); }
+std::string VariableMessage(const absl::Status& s) { return std::string(s.message()); }
 
 TEST(VariableTest, InitialisesAndPersistsAcrossRuns) {
   Scope s = Scope::NewRootScope();
@@ -67,8 +67,8 @@ TEST(VariableTest, ReadBeforeInitialiseIsFailedPrecondition) {
   std::vector<Tensor> out;
   absl::Status st = session.Run({}, {w.value}, &out);
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(Message(st).find("ReadVariable 'w/Read'"), std::string::npos) << st;
-  EXPECT_NE(Message(st).find("variable 'w'"), std::string::npos) << st;
+  EXPECT_NE(VariableMessage(st).find("ReadVariable 'w/Read'"), std::string::npos) << st;
+  EXPECT_NE(VariableMessage(st).find("variable 'w'"), std::string::npos) << st;
 }
 
 TEST(VariableTest, SharedNameSharesTheValue) {
@@ -90,9 +90,9 @@ TEST(VariableTest, UnknownShapeIsAnErrorNamingTheVariable) {
   VariableHandle v = Variable(s.WithOpName("w"), x);
   EXPECT_FALSE(v.handle.valid());
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(Message(s.status()).find("Variable 'w'"), std::string::npos)
+  EXPECT_NE(VariableMessage(s.status()).find("Variable 'w'"), std::string::npos)
       << s.status();
-  EXPECT_NE(Message(s.status()).find("[?,3]"), std::string::npos) << s.status();
+  EXPECT_NE(VariableMessage(s.status()).find("[?,3]"), std::string::npos) << s.status();
 }
 
 TEST(VariableTest, SharedNameWithAnotherShapeIsAnError) {
@@ -102,7 +102,7 @@ TEST(VariableTest, SharedNameWithAnotherShapeIsAnError) {
   Session session(s.graph());
   absl::Status st = session.Initialize();
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(Message(st).find("variable 'shared' already exists"),
+  EXPECT_NE(VariableMessage(st).find("variable 'shared' already exists"),
             std::string::npos)
       << st;
 }
