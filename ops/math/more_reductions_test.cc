@@ -102,7 +102,8 @@ TEST(ReduceProdTest, ValuesAndEmpty) {
 TEST(ReduceProdTest, IntegersAreRefused) {
   Scope s = Scope::NewRootScope();
   ReduceProd(s.WithOpName("p"), Const<int32_t>(s, {1, 2}, {2}));
-  EXPECT_NE(ReductionErrorOf(s).find("ReduceProd 'p'"), std::string::npos) << ReductionErrorOf(s);
+  EXPECT_NE(ReductionErrorOf(s).find("ReduceProd 'p'"), std::string::npos)
+      << ReductionErrorOf(s);
   EXPECT_NE(ReductionErrorOf(s).find("must be float32 or float16, got int32"),
             std::string::npos)
       << ReductionErrorOf(s);
@@ -137,7 +138,8 @@ TEST(ArgMinTest, ValuesTiesNanAndErrors) {
   Tensor nan = RunOne(s, {}, ArgMin(s, Const<float>(s, {1, kNaN, -3}, {3}), 0));
   EXPECT_EQ(nan.data<int64_t>()[0], 1);
   ArgMin(s.WithOpName("a"), Const<float>(s, {1}, {}), 0);
-  EXPECT_NE(ReductionErrorOf(s).find("ArgMin 'a'"), std::string::npos) << ReductionErrorOf(s);
+  EXPECT_NE(ReductionErrorOf(s).find("ArgMin 'a'"), std::string::npos)
+      << ReductionErrorOf(s);
   EXPECT_NE(ReductionErrorOf(s).find("is a scalar; ArgMin needs rank >= 1"),
             std::string::npos)
       << ReductionErrorOf(s);
@@ -244,7 +246,8 @@ TEST(NormTest, Values) {
   EXPECT_EQ(e.data<float>()[2], 0.f);
   Norm(s.WithOpName("n"), x, {1}, false, 0);
   EXPECT_NE(ReductionErrorOf(s).find("Norm 'n'"), std::string::npos);
-  EXPECT_NE(ReductionErrorOf(s).find("ord is 0; expected > 0"), std::string::npos)
+  EXPECT_NE(ReductionErrorOf(s).find("ord is 0; expected > 0"),
+            std::string::npos)
       << ReductionErrorOf(s);
 }
 
@@ -289,7 +292,8 @@ TEST(ReduceAnyAllTest, Values) {
   EXPECT_FALSE(any_f.data<bool>()[0]);
   ReduceAny(s.WithOpName("a"), Const<float>(s, {1}, {1}));
   EXPECT_NE(ReductionErrorOf(s).find("ReduceAny 'a'"), std::string::npos);
-  EXPECT_NE(ReductionErrorOf(s).find("must be bool, got float32"), std::string::npos)
+  EXPECT_NE(ReductionErrorOf(s).find("must be bool, got float32"),
+            std::string::npos)
       << ReductionErrorOf(s);
 }
 

@@ -139,7 +139,7 @@ struct SparseOutputs {
 };
 
 SparseOutputs RunDirect(const ThreadPool& pool, CpuIsa isa, const SparseCase& p,
-                  const Tensor& x, const Tensor& w, const Tensor& dy) {
+                        const Tensor& x, const Tensor& w, const Tensor& dy) {
   SparseOutputs out;
   out.dx.assign(x.NumElements() + kGuard, kGuardValue);
   out.dw.assign(w.NumElements() + kGuard, kGuardValue);
@@ -235,12 +235,15 @@ TEST(SparseConvGradTest, ChoosesTheDenseKernelsWhereTheyWin) {
   const SparseCase b2{2, 12, 12, 10, 5, 20, 1};
   const Tensor sparse = PooledDy(b2, 4);
   const Tensor dense = RandomTensor(sparse.shape(), 0.5, 1, 5);
-  EXPECT_TRUE(UseSparseConvGrad(sparse.data<float>(), SparseWindowOf(b2), b2.oc));
-  EXPECT_FALSE(UseSparseConvGrad(dense.data<float>(), SparseWindowOf(b2), b2.oc));
+  EXPECT_TRUE(
+      UseSparseConvGrad(sparse.data<float>(), SparseWindowOf(b2), b2.oc));
+  EXPECT_FALSE(
+      UseSparseConvGrad(dense.data<float>(), SparseWindowOf(b2), b2.oc));
   // Rows of 5 floats (the ConvNet's first convolution, 1 -> 10).
   const SparseCase b1{2, 28, 28, 1, 5, 10, 1};
   const Tensor b1_dy = PooledDy(b1, 6);
-  EXPECT_FALSE(UseSparseConvGrad(b1_dy.data<float>(), SparseWindowOf(b1), b1.oc));
+  EXPECT_FALSE(
+      UseSparseConvGrad(b1_dy.data<float>(), SparseWindowOf(b1), b1.oc));
   // Windows that reach into SAME padding.
   Window2D same = SparseWindowOf(b2);
   same.pad_top = same.pad_left = 2;

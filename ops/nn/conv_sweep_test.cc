@@ -62,8 +62,8 @@ std::string Name(const onednn::ConvDims& d) {
 struct SweepReference {
   Tensor y, dx, dw;
 };
-SweepReference Naive(const onednn::ConvDims& d, const Tensor& x, const Tensor& w,
-                const Tensor& dy) {
+SweepReference Naive(const onednn::ConvDims& d, const Tensor& x,
+                     const Tensor& w, const Tensor& dy) {
   const int64_t cg = d.c / d.groups, ocg = d.oc / d.groups;
   std::vector<double> y(dy.NumElements()), dx(x.NumElements()),
       dw(w.NumElements());

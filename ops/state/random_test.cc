@@ -11,7 +11,9 @@ namespace {
 
 using ::ipuflow::testing::TensorNear;
 
-std::string RandomMessage(const absl::Status& s) { return std::string(s.message()); }
+std::string RandomMessage(const absl::Status& s) {
+  return std::string(s.message());
+}
 
 struct Moments {
   double mean = 0, stddev = 0, min = 1e30, max = -1e30;

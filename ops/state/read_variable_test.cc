@@ -13,7 +13,9 @@ namespace {
 
 using ::ipuflow::testing::TensorNear;
 
-std::string ReadMessage(const absl::Status& s) { return std::string(s.message()); }
+std::string ReadMessage(const absl::Status& s) {
+  return std::string(s.message());
+}
 
 TEST(ReadVariableTest, ReadsTheValue) {
   Scope s = Scope::NewRootScope();
@@ -102,7 +104,8 @@ TEST(ReadVariableTest, AttributesMustDescribeAVariable) {
       "ReadVariable", {h},
       {{"dtype", DType::kFloat32}, {"shape", TensorShape({-1})}});
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(ReadMessage(s.status()).find("ReadVariable 'bad'"), std::string::npos)
+  EXPECT_NE(ReadMessage(s.status()).find("ReadVariable 'bad'"),
+            std::string::npos)
       << s.status();
   EXPECT_NE(ReadMessage(s.status()).find("float32[?]"), std::string::npos)
       << s.status();
@@ -119,8 +122,10 @@ TEST(ReadVariableTest, RunTimeMismatchIsAnError) {
   std::vector<Tensor> out;
   absl::Status st = session.Run({}, {r}, &out);
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(ReadMessage(st).find("ReadVariable 'bad'"), std::string::npos) << st;
-  EXPECT_NE(ReadMessage(st).find("variable 'w' is float32[2]"), std::string::npos)
+  EXPECT_NE(ReadMessage(st).find("ReadVariable 'bad'"), std::string::npos)
+      << st;
+  EXPECT_NE(ReadMessage(st).find("variable 'w' is float32[2]"),
+            std::string::npos)
       << st;
 }
 

@@ -16,7 +16,9 @@ namespace {
 
 using ::ipuflow::testing::TensorNear;
 
-std::string VariableMessage(const absl::Status& s) { return std::string(s.message()); }
+std::string VariableMessage(const absl::Status& s) {
+  return std::string(s.message());
+}
 
 TEST(VariableTest, InitialisesAndPersistsAcrossRuns) {
   Scope s = Scope::NewRootScope();
@@ -67,7 +69,9 @@ TEST(VariableTest, ReadBeforeInitialiseIsFailedPrecondition) {
   std::vector<Tensor> out;
   absl::Status st = session.Run({}, {w.value}, &out);
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(VariableMessage(st).find("ReadVariable 'w/Read'"), std::string::npos) << st;
+  EXPECT_NE(VariableMessage(st).find("ReadVariable 'w/Read'"),
+            std::string::npos)
+      << st;
   EXPECT_NE(VariableMessage(st).find("variable 'w'"), std::string::npos) << st;
 }
 
@@ -92,7 +96,8 @@ TEST(VariableTest, UnknownShapeIsAnErrorNamingTheVariable) {
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(VariableMessage(s.status()).find("Variable 'w'"), std::string::npos)
       << s.status();
-  EXPECT_NE(VariableMessage(s.status()).find("[?,3]"), std::string::npos) << s.status();
+  EXPECT_NE(VariableMessage(s.status()).find("[?,3]"), std::string::npos)
+      << s.status();
 }
 
 TEST(VariableTest, SharedNameWithAnotherShapeIsAnError) {
