@@ -558,7 +558,8 @@ TEST_P(PipelineShardingTest, SameWeightsAndStateOneChunkOfTheUpdate) {
   // step counter (4 bytes). Sharded over R: each tensor's ceil(n/R) floats;
   // what is below minimum_remote_tensor_size x R = 4R bytes (b3's 12-byte
   // slots over 4 replicas, the counter) stays on the IPU.
-  const auto sharded = [&](int64_t n) { return n * 4 >= 4 * replicas; };
+  const int64_t r = replicas;  // (C++17 lambdas cannot capture a binding)
+  const auto sharded = [r](int64_t n) { return n * 4 >= 4 * r; };
   int64_t want_remote = 0;
   for (int64_t n : {48, 8, 64, 8, 64, 24, 3}) {
     if (sharded(n)) want_remote += 2 * 4 * ((n + replicas - 1) / replicas);
