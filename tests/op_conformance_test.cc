@@ -887,7 +887,7 @@ void AddReferenceEntries(std::vector<OpEntry>& t) {
                 {TensorShape({7}), 0, 3, DType::kInt32},
                 {TensorShape({4}), 0.5, 2}};
     e.attrs = {{"reduction", reduction}, {"ignore_index", ignore}};
-    e.ref = [r = reduction, ignore](const Refs& in, const AttrMap&) {
+    e.ref = [r = reduction, ignore = ignore](const Refs& in, const AttrMap&) {
       T64 none{TensorShape({7}), std::vector<double>(7)};
       double sum = 0, weights = 0;
       for (int64_t i = 0; i < 7; ++i) {
