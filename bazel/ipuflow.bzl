@@ -11,8 +11,8 @@ def unity_srcs(name, srcs, separate = [], per_unit = 16):
     """A library's sources compiled as a few larger translation units.
 
     Returns the files to give a cc_library as `srcs`: private headers and
-    `separate` as they are, and the other `.cc` files concatenated, at most `per_unit` to a generated
-    `<name>_<i>.cc`, each after a `#line 1 "path"` directive, so compiler
+    `separate` as they are, and the other `.cc` files concatenated, at most
+    `per_unit` to a generated `<name>_<i>.cc`, each after a `#line 1 "path"` directive, so compiler
     messages, __FILE__ and debuggers still name the original file and line.
 
     Why: an op's file is mostly the headers every op parses (Abseil, Eigen,

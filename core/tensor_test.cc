@@ -72,6 +72,18 @@ TEST(TensorShapeTest, CheckedArithmetic) {
   EXPECT_EQ(out, 3);
 }
 
+// The usage examples of core/tensor_eigen.h and core/half.h.
+TEST(TensorTest, EigenViewsAndHalfHeaderExamples) {
+  Tensor t = Tensor::FromVector<float>({1, 2, 3, 4}, {2, 2});
+  float sum = t.flat<float>().sum();           // 10
+  float corner = t.matrix<float>(2, 2)(1, 1);  // 4
+  EXPECT_EQ(sum, 10);
+  EXPECT_EQ(corner, 4);
+  half h(1.5f);
+  float f = static_cast<float>(h * h);  // 2.25
+  EXPECT_EQ(f, 2.25f);
+}
+
 TEST(TensorTest, AllocateRefusesWhatCannotExist) {
   absl::StatusOr<Tensor> ok =
       Tensor::Allocate(DType::kInt32, TensorShape({2, 3}));
