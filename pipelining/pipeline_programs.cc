@@ -59,7 +59,7 @@ PartProgram LayOutPart(const BuiltPipeline& b, const PartDef& d,
   if (d.dequeued_from >= 0) {
     // The element its InfeedDequeue node took: for the stage's other parts
     // and, should the run stop before its results are out, the infeed.
-    part.element_fetch = static_cast<int>(fwd.fetches.size());
+    part.takes_element = true;
     fwd.fetches.insert(fwd.fetches.end(), d.args.begin() + d.dequeued_from,
                        d.args.end());
   }
@@ -89,15 +89,20 @@ PartProgram LayOutPart(const BuiltPipeline& b, const PartDef& d,
   return part;
 }
 
-ItemValue Popped(int message, int index) {
-  return {ItemValue::From::kPopped, message, index};
+// Values by name (core/ipu/work_list_program.h): a value is its Output's
+// name, in a channel as in the program that fetches or is fed it.
+ItemValue Input(const Output& o) { return {ItemValue::From::kInput, o.name()}; }
+ItemValue Popped(const std::string& channel, const Output& o) {
+  return {ItemValue::From::kPopped, o.name(), channel};
 }
-ItemValue Fetched(int index) { return {ItemValue::From::kFetched, 0, index}; }
+ItemValue Fed(const Output& o) { return {ItemValue::From::kFed, o.name()}; }
+ItemValue Fetched(const Output& o) {
+  return {ItemValue::From::kFetched, o.name()};
+}
 
-// Values [begin, end) of the part's forward fetches.
-std::vector<ItemValue> FetchedRange(int begin, int end) {
+std::vector<ItemValue> FetchedAll(const std::vector<Output>& outputs) {
   std::vector<ItemValue> v;
-  for (int i = begin; i < end; ++i) v.push_back(Fetched(i));
+  for (const Output& o : outputs) v.push_back(Fetched(o));
   return v;
 }
 
@@ -111,32 +116,52 @@ ItemPushValues Sent(std::vector<ItemValue> values, int from, int to) {
   return push;
 }
 
-// A part's forward item: it pops the element stage 0's first part took
-// (the stage's other parts) or the previous stage's parts' outputs, then
-// the other last-stage parts' outputs (the part that enqueues); it pushes
-// the element on (stage 0's first part), its outputs to the next stage,
-// its stash, and its outputs to the part that enqueues.
+// What an item pops and pushes and where its program's feeds come from.
+struct ItemLayout {
+  WorkListItem* w;
+  ItemProgram* ip;
+  void Pop(std::string channel) { w->pops.push_back(std::move(channel)); }
+  void Push(std::string channel, ItemPushValues values) {
+    w->pushes.push_back(std::move(channel));
+    ip->pushes.push_back(std::move(values));
+  }
+  void Feed(const Output& feed, std::vector<ItemValue> terms) {
+    ip->feeds.push_back({feed.name(), std::move(terms)});
+  }
+};
+
+// A part's forward item, channel by channel:
+//   pops  infeed/0/p     stage 0's other parts: the element part 0 took
+//         act/s-1/q/p    each previous-stage part q's outputs
+//         out/s/q        the part that enqueues: the other last-stage
+//                        parts' outputs, for its OutfeedEnqueue node
+//   feeds each argument it reads from the run's inputs or what it popped
+//   pushes infeed/0/q    stage 0's first part: the element it took
+//         act/s/p/q      its outputs, to each next-stage part q
+//         stash/s/p      training: its fed arguments and its stash
+//         out/s/p        the other last-stage parts: their outputs
 void LayOutForward(const BuiltPipeline& b, const PipelineLayout& l,
                    const WorkItem& item, const PartProgram& part,
-                   WorkListItem* w, ItemProgram* ip) {
+                   ItemLayout out) {
   const auto& parts = l.parts;
   const int n = static_cast<int>(parts.size());
   const PartDef& d = *part.def;
   const int s = d.stage, p = d.part;
   const int num_parts = static_cast<int>(parts[s].size());
-  const int num_out = static_cast<int>(d.outputs.size());
   const int num_inputs = static_cast<int>(b.options.inputs.size());
-  ip->role = part.forward_role;
+  out.ip->role = part.forward_role;
+  const std::string element = Key("infeed", 0, p);
   const bool takes = s == 0 && !b.infeed_id.empty();
-  if (takes && p > 0) w->pops.push_back(Key("infeed", 0, p));
-  for (size_t q = 0; s > 0 && q < parts[s - 1].size(); ++q) {
-    w->pops.push_back(Key("act", s - 1, q, p));
+  if (takes && p > 0) out.Pop(element);
+  for (int q = 0; s > 0 && q < static_cast<int>(parts[s - 1].size()); ++q) {
+    out.Pop(Key("act", s - 1, q, p));
   }
   for (int i : part.fed_args) {
     if (s == 0) {
-      ip->feeds.push_back(
-          {{i < num_inputs ? ItemValue{ItemValue::From::kInput, 0, i}
-                           : Popped(0, i - num_inputs)}});
+      // The run's inputs, then the infeed element as part 0 took it.
+      out.Feed(d.args[i],
+               {i < num_inputs ? Input(b.options.inputs[i])
+                               : Popped(element, parts[0][0].def->args[i])});
       continue;
     }
     const StageDef& prev = b.stages[s - 1];
@@ -145,109 +170,112 @@ void LayOutForward(const BuiltPipeline& b, const PipelineLayout& l,
            i >= prev.output_offset[q + 1]) {
       ++q;
     }
-    ip->feeds.push_back({{Popped(q, i - prev.output_offset[q])}});
+    out.Feed(d.args[i],
+             {Popped(Key("act", s - 1, q, p),
+                     prev.parts[q].outputs[i - prev.output_offset[q]])});
   }
   const bool to_outfeed = s + 1 == n && b.outfeed_enqueue != nullptr;
   if (to_outfeed && part.enqueues) {
-    // The other last-stage parts' outputs, for the OutfeedEnqueue node.
+    size_t k = 0;
     for (int q = 0; q + 1 < num_parts; ++q) {
-      const int message = static_cast<int>(w->pops.size());
-      w->pops.push_back(Key("out", s, q));
-      for (size_t j = 0; j < parts[s][q].def->outputs.size(); ++j) {
-        ip->feeds.push_back({{Popped(message, static_cast<int>(j))}});
+      out.Pop(Key("out", s, q));
+      for (const Output& o : parts[s][q].def->outputs) {
+        out.Feed(d.outfeed_feeds[k++], {Popped(Key("out", s, q), o)});
       }
     }
   }
-  if (part.element_fetch >= 0) {
+  if (part.takes_element) {
     // What the InfeedDequeue node took, for the stage's other parts (a
     // hand-over: it does not hold them back on the virtual clock).
-    ip->records_taken = true;
-    const int end =
-        part.element_fetch + static_cast<int>(d.args.size()) - d.dequeued_from;
+    out.ip->records_taken = true;
+    const std::vector<Output> taken(d.args.begin() + d.dequeued_from,
+                                    d.args.end());
     for (int q = 1; q < num_parts; ++q) {
-      w->pushes.push_back(Key("infeed", 0, q));
-      ItemPushValues push{FetchedRange(part.element_fetch, end),
-                          /*timed=*/false,
-                          ItemPushValues::Transfer::kHostToDevice,
-                          parts[0][q].def->ipu};
-      ip->pushes.push_back(std::move(push));
+      out.Push(Key("infeed", 0, q),
+               {FetchedAll(taken), /*timed=*/false,
+                ItemPushValues::Transfer::kHostToDevice, parts[0][q].def->ipu});
     }
   }
   for (size_t q = 0; s + 1 < n && q < parts[s + 1].size(); ++q) {
-    w->pushes.push_back(Key("act", s, p, q));
-    ip->pushes.push_back(
-        Sent(FetchedRange(0, num_out), d.ipu, parts[s + 1][q].def->ipu));
+    out.Push(Key("act", s, p, q),
+             Sent(FetchedAll(d.outputs), d.ipu, parts[s + 1][q].def->ipu));
   }
   if (b.training) {
-    w->pushes.push_back(Key("stash", s, p));
     ItemPushValues stash;
-    for (size_t i = 0; i < part.fed_args.size(); ++i) {
-      stash.values.push_back({ItemValue::From::kFed, 0, static_cast<int>(i)});
-    }
-    for (ItemValue v :
-         FetchedRange(num_out, num_out + static_cast<int>(part.stash.size()))) {
-      stash.values.push_back(v);
-    }
-    ip->pushes.push_back(std::move(stash));
+    for (int i : part.fed_args) stash.values.push_back(Fed(d.args[i]));
+    for (const Output& o : part.stash) stash.values.push_back(Fetched(o));
+    out.Push(Key("stash", s, p), std::move(stash));
   }
   if (to_outfeed && num_parts > 1 && !part.enqueues) {
-    w->pushes.push_back(Key("out", s, p));
-    ip->pushes.push_back({FetchedRange(0, num_out)});
+    out.Push(Key("out", s, p), {FetchedAll(d.outputs)});
   }
   // Its micro-batch's values reach the outfeed (accumulated: all of them
   // with the last).
   const int m = item.micro_batch, M = b.table.micro_batches;
   if (to_outfeed && part.enqueues) {
     if (!b.options.accumulate_outfeed) {
-      ip->completes = m + 1;
+      out.ip->completes = m + 1;
     } else if (m + 1 == M) {
-      ip->completes = M;
+      out.ip->completes = M;
     }
   }
 }
 
-// A part's backward item: it pops its stash and each next-stage part's
-// gradients (summed), and pushes each previous-stage part its share of the
-// argument gradients.
+// A part's backward item, channel by channel:
+//   pops  stash/s/p      what its forward stashed
+//   pops  grad/s/q/p     each next-stage part q's gradients of its outputs
+//   feeds its fed arguments and stash from the stash; each output's dy,
+//         the sum of the next-stage parts' gradients of it (zeros when
+//         none has one); the micro-batch index, a constant
+//   pushes grad/s-1/p/q  to each previous-stage part q, the gradients of
+//                        q's outputs it has
 void LayOutBackward(const BuiltPipeline& b, const PipelineLayout& l,
                     const WorkItem& item, const PartProgram& part,
-                    WorkListItem* w, ItemProgram* ip) {
+                    ItemLayout out) {
   const auto& parts = l.parts;
   const int n = static_cast<int>(parts.size());
   const PartDef& d = *part.def;
   const int s = d.stage, p = d.part;
-  ip->role = part.backward_role;
-  w->pops.push_back(Key("stash", s, p));
+  out.ip->role = part.backward_role;
+  const std::string stash = Key("stash", s, p);
+  out.Pop(stash);
   const int next = s + 1 < n ? static_cast<int>(parts[s + 1].size()) : 0;
-  for (int q = 0; q < next; ++q) w->pops.push_back(Key("grad", s, q, p));
-  const int stashed =
-      static_cast<int>(part.fed_args.size() + part.stash.size());
-  for (int j = 0; j < stashed; ++j) ip->feeds.push_back({{Popped(0, j)}});
-  for (int j : part.dy_outputs) {
-    ItemFeed dy;
-    for (int q = 0; q < next; ++q) dy.terms.push_back(Popped(1 + q, j));
-    dy.zeros_dtype = d.outputs[j].dtype();
-    dy.zeros_shape = d.outputs[j].shape();
-    ip->feeds.push_back(std::move(dy));
-  }
-  if (!d.accumulate.empty()) {
-    // The accumulation's scales are computed from it in the program.
-    ip->constants.push_back(Tensor::Scalar<int32_t>(item.micro_batch));
-    ip->feeds.push_back({{{ItemValue::From::kConstant, 0, 0}}});
+  for (int q = 0; q < next; ++q) out.Pop(Key("grad", s, q, p));
+  // The gradient part `by` computed of its argument `arg`, if any.
+  auto grad = [](const PartProgram& by, int arg) -> const Output* {
+    const bool has = std::find(by.grad_args.begin(), by.grad_args.end(), arg) !=
+                     by.grad_args.end();
+    return has ? &by.def->grad_args[arg] : nullptr;
+  };
+  if (!part.backward_role.empty()) {
+    for (int i : part.fed_args) out.Feed(d.args[i], {Popped(stash, d.args[i])});
+    for (const Output& o : part.stash) out.Feed(o, {Popped(stash, o)});
+    const int off = b.stages[s].output_offset[p];
+    for (int j : part.dy_outputs) {
+      ItemFeed dy{d.grad_outputs[j].name()};
+      for (int q = 0; q < next; ++q) {
+        const Output* g = grad(parts[s + 1][q], off + j);
+        if (g != nullptr) dy.terms.push_back(Popped(Key("grad", s, q, p), *g));
+      }
+      dy.zeros_dtype = d.outputs[j].dtype();
+      dy.zeros_shape = d.outputs[j].shape();
+      out.ip->feeds.push_back(std::move(dy));
+    }
+    if (!d.accumulate.empty()) {
+      // The accumulation's scales are computed from it in the program.
+      const std::string mb = d.micro_batch.name();
+      out.ip->constants[mb] = Tensor::Scalar<int32_t>(item.micro_batch);
+      out.Feed(d.micro_batch, {{ItemValue::From::kConstant, mb}});
+    }
   }
   for (size_t q = 0; s > 0 && q < parts[s - 1].size(); ++q) {
-    w->pushes.push_back(Key("grad", s - 1, p, q));
     const PartDef& to = *parts[s - 1][q].def;
     const int off = b.stages[s - 1].output_offset[q];
     std::vector<ItemValue> grads;
     for (int a = off; a < off + static_cast<int>(to.outputs.size()); ++a) {
-      auto k = std::find(part.grad_args.begin(), part.grad_args.end(), a);
-      grads.push_back(
-          k == part.grad_args.end()
-              ? ItemValue{}
-              : Fetched(static_cast<int>(k - part.grad_args.begin())));
+      if (const Output* g = grad(part, a)) grads.push_back(Fetched(*g));
     }
-    ip->pushes.push_back(Sent(std::move(grads), d.ipu, to.ipu));
+    out.Push(Key("grad", s - 1, p, q), Sent(std::move(grads), d.ipu, to.ipu));
   }
 }
 
@@ -280,9 +308,9 @@ void LayOutLists(const BuiltPipeline& b, PipelineLayout* l) {
           ip.cost = (forward ? costs->forward : costs->backward)[item.stage];
         }
         if (forward) {
-          LayOutForward(b, *l, item, part, &w, &ip);
+          LayOutForward(b, *l, item, part, {&w, &ip});
         } else {
-          LayOutBackward(b, *l, item, part, &w, &ip);
+          LayOutBackward(b, *l, item, part, {&w, &ip});
         }
         l->items.push_back({item, d.part});
         work->items.push_back(std::move(ip));
@@ -306,7 +334,17 @@ void LayOutLists(const BuiltPipeline& b, PipelineLayout* l) {
   work->lockstep = b.table.kind == PipelineSchedule::kSequential;
   work->iterations = b.table.micro_batches;
   work->repeats = b.options.repeat_count;
-  work->num_inputs = static_cast<int>(b.options.inputs.size());
+  for (const Output& o : b.options.inputs) work->inputs.push_back(o.name());
+  for (const auto& stage : l->parts) {
+    for (const PartProgram& p : stage) {
+      work->programs[p.forward_role] = {p.forward_spec.feeds,
+                                        p.forward_spec.fetches};
+      if (!p.backward_role.empty()) {
+        work->programs[p.backward_role] = {p.backward_spec.feeds,
+                                           p.backward_spec.fetches};
+      }
+    }
+  }
   if (l->offloads) work->epilogue.push_back(kLoadStateRole);
   if (l->has_weight_update) work->epilogue.push_back(kWeightUpdateRole);
   if (l->offloads) work->epilogue.push_back(kStoreStateRole);

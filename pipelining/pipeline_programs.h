@@ -44,9 +44,9 @@ struct PartProgram {
   ProgramSpec forward_spec;
   ProgramSpec backward_spec;
   std::vector<int> fed_args;  // Arguments the part reads, fed.
-  // Stage 0's first part: where its forward fetches the element its
-  // InfeedDequeue node took (-1: it takes none).
-  int element_fetch = -1;
+  // Stage 0's first part: its InfeedDequeue node takes the element, which
+  // its forward fetches for the stage's other parts.
+  bool takes_element = false;
   bool enqueues = false;        // Its forward runs the OutfeedEnqueue node.
   std::vector<Output> stash;    // Forward values the backward is fed.
   std::vector<int> dy_outputs;  // Outputs with a dy placeholder.

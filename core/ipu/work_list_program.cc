@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/ipu/device_program.h"
 #include "core/status.h"
 
@@ -33,6 +35,37 @@ Counted CountersOf(const WorkListProgram& p) {
   return c;
 }
 
+}  // namespace
+
+namespace work_list_internal {
+
+// Where a value is, once its name is resolved.
+struct Slot {
+  ItemValue::From from = ItemValue::From::kInput;
+  int message = 0;  // kPopped: of the item's pops.
+  int index = 0;    // In the inputs, the message, constants, feeds, fetches.
+};
+
+struct ResolvedFeed {
+  std::vector<Slot> terms;
+  std::optional<DType> zeros_dtype;
+  TensorShape zeros_shape;
+};
+
+struct ResolvedItem {
+  std::vector<ResolvedFeed> feeds;  // In its program's feed order.
+  std::vector<std::vector<Slot>> pushes;
+  std::vector<Tensor> constants;
+};
+
+}  // namespace work_list_internal
+
+namespace {
+
+using work_list_internal::ResolvedFeed;
+using work_list_internal::ResolvedItem;
+using work_list_internal::Slot;
+
 // What an item's feeds and pushes are read from while it runs.
 struct ItemValues {
   const std::vector<Tensor>& inputs;
@@ -40,8 +73,7 @@ struct ItemValues {
   const std::vector<Tensor>& constants;
   std::vector<Tensor> feeds, fetches;
 
-  const Tensor& operator[](const ItemValue& v) const {
-    static const Tensor kNone;
+  const Tensor& operator[](const Slot& v) const {
     switch (v.from) {
       case ItemValue::From::kInput:
         return inputs[v.index];
@@ -52,20 +84,18 @@ struct ItemValues {
       case ItemValue::From::kFed:
         return feeds[v.index];
       case ItemValue::From::kFetched:
-        return fetches[v.index];
-      case ItemValue::From::kNone:
         break;
     }
-    return kNone;
+    return fetches[v.index];
   }
 };
 
 // values->feeds: each feed's one term, or its terms' sum (the gradients of
 // one output from every part reading it), zeros when none holds a value.
-absl::Status LayOutFeeds(const std::vector<ItemFeed>& feeds,
+absl::Status LayOutFeeds(const std::vector<ResolvedFeed>& feeds,
                          ItemValues* values) {
   values->feeds.reserve(feeds.size());
-  for (const ItemFeed& f : feeds) {
+  for (const ResolvedFeed& f : feeds) {
     if (f.terms.size() == 1 && !f.zeros_dtype.has_value()) {
       values->feeds.push_back((*values)[f.terms[0]]);
       continue;
@@ -74,7 +104,7 @@ absl::Status LayOutFeeds(const std::vector<ItemFeed>& feeds,
     // once there is a second.
     Tensor sum;
     bool own = false;
-    for (const ItemValue& v : f.terms) {
+    for (const Slot& v : f.terms) {
       const Tensor& t = (*values)[v];
       if (!t.valid()) continue;
       if (!sum.valid()) {
@@ -99,16 +129,26 @@ absl::Status Refused(const WorkListSpec& spec, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(spec.name, ": ", what));
 }
 
+// What each channel's messages carry, by name, in order.
+using ChannelValues = std::map<std::string, std::vector<std::string>>;
+
+std::vector<std::string> NamesOf(const ItemPushValues& push) {
+  std::vector<std::string> names;
+  for (const ItemValue& v : push.values) names.push_back(v.name);
+  return names;
+}
+
 // The lists and their channels: each list item's tag names one item, listed
 // once; its push layouts match its channels and its iteration is one of the
-// run's; every channel's pushers send the same number of values (returned,
+// run's; every channel's pushers send the same values by name (returned,
 // per channel), as many times per run as it is popped, so that no item
 // waits for a message none sends.
-absl::StatusOr<std::map<std::string, int>> CheckLists(
-    const WorkListSpec& spec) {
+absl::StatusOr<ChannelValues> CheckLists(const WorkListSpec& spec) {
   const int num_items = static_cast<int>(spec.items.size());
   std::vector<int> listed(num_items, 0);
-  std::map<std::string, int> values, balance, pops;  // Per channel.
+  ChannelValues values;
+  std::map<std::string, int> balance, pops;  // Per channel.
+  std::map<std::string, std::string> first_pusher;
   for (const auto& list : spec.lists) {
     for (const WorkListItem& w : list) {
       if (w.tag < 0 || w.tag >= num_items || ++listed[w.tag] > 1) {
@@ -136,13 +176,18 @@ absl::StatusOr<std::map<std::string, int>> CheckLists(
         ++pops[key];
       }
       for (size_t j = 0; j < w.pushes.size(); ++j) {
-        ++balance[w.pushes[j]];
-        const int n = static_cast<int>(item.pushes[j].values.size());
-        auto [it, first] = values.emplace(w.pushes[j], n);
-        if (!first && it->second != n) {
+        const std::string& key = w.pushes[j];
+        ++balance[key];
+        std::vector<std::string> names = NamesOf(item.pushes[j]);
+        auto [it, first] = values.emplace(key, names);
+        if (first) {
+          first_pusher[key] = item.label;
+        } else if (it->second != names) {
           return Refused(
-              spec, absl::StrCat(at, "pushes ", n, " values to '", w.pushes[j],
-                                 "', another item ", it->second));
+              spec,
+              absl::StrCat(at, "pushes [", absl::StrJoin(names, ", "), "] to '",
+                           key, "', item '", first_pusher[key], "' pushes [",
+                           absl::StrJoin(it->second, ", "), "]"));
         }
       }
     }
@@ -166,78 +211,144 @@ absl::StatusOr<std::map<std::string, int>> CheckLists(
   return values;
 }
 
-// Every feed and push value of list item `w` refers to an input, popped
-// message and value (`values`: per channel), constant, feed or IPU that
-// exists; a fetch's bound is checked when the programs are bound.
-absl::Status CheckValues(const WorkListSpec& spec, const WorkListItem& w,
-                         const std::map<std::string, int>& values) {
+// The position of `name` in `names`, -1 when absent.
+int IndexOf(const std::vector<std::string>& names, const std::string& name) {
+  auto it = std::find(names.begin(), names.end(), name);
+  return it == names.end() ? -1 : static_cast<int>(it - names.begin());
+}
+
+std::vector<std::string> NamesOf(const std::vector<Output>& outputs) {
+  std::vector<std::string> names;
+  for (const Output& o : outputs) names.push_back(o.name());
+  return names;
+}
+
+// List item `w`'s names resolved against the run's inputs, the channels
+// it pops (`channels`: what each carries), its constants and its
+// program's signature; every program feed filled, each by one item feed.
+absl::StatusOr<ResolvedItem> Resolve(const WorkListSpec& spec,
+                                     const WorkListItem& w,
+                                     const ChannelValues& channels) {
   const ItemProgram& item = spec.items[w.tag];
-  const int fed = static_cast<int>(item.feeds.size());
-  const bool runs = !item.role.empty();
-  // in_push: a push may carry the run's feeds and fetches.
-  auto in_range = [&](const ItemValue& v, bool in_push) {
-    switch (v.from) {
-      case ItemValue::From::kNone:
-        return true;
-      case ItemValue::From::kInput:
-        return v.index >= 0 && v.index < spec.num_inputs;
-      case ItemValue::From::kPopped:
-        return v.message >= 0 && v.message < static_cast<int>(w.pops.size()) &&
-               v.index >= 0 && v.index < values.at(w.pops[v.message]);
-      case ItemValue::From::kConstant:
-        return v.index >= 0 &&
-               v.index < static_cast<int>(item.constants.size());
-      case ItemValue::From::kFed:
-        return in_push && runs && v.index >= 0 && v.index < fed;
-      case ItemValue::From::kFetched:
-        return in_push && runs && v.index >= 0;
+  const std::string at = absl::StrCat("item '", item.label, "'");
+  std::vector<std::string> feeds, fetches;
+  if (!item.role.empty()) {
+    auto sig = spec.programs.find(item.role);
+    if (sig == spec.programs.end()) {
+      return Refused(spec, absl::StrCat(at, " runs its ", item.role,
+                                        " program, which the spec does not "
+                                        "describe"));
     }
-    return false;
+    feeds = NamesOf(sig->second.feeds);
+    fetches = NamesOf(sig->second.fetches);
+  }
+  ResolvedItem r;
+  std::vector<std::string> constants;
+  for (const auto& [name, value] : item.constants) {
+    constants.push_back(name);
+    r.constants.push_back(value);
+  }
+  // in_push: a push may carry the run's feeds and fetches.
+  auto resolve = [&](const ItemValue& v, bool in_push) -> absl::StatusOr<Slot> {
+    Slot slot{v.from, 0, -1};
+    std::string where;
+    switch (v.from) {
+      case ItemValue::From::kInput:
+        slot.index = IndexOf(spec.inputs, v.name);
+        where = "the run's inputs";
+        break;
+      case ItemValue::From::kPopped: {
+        slot.message = IndexOf(w.pops, v.channel);
+        where = absl::StrCat("channel '", v.channel, "'");
+        if (slot.message < 0) {
+          where += ", which it does not pop";
+          break;
+        }
+        slot.index = IndexOf(channels.at(v.channel), v.name);
+        break;
+      }
+      case ItemValue::From::kConstant:
+        slot.index = IndexOf(constants, v.name);
+        where = "its constants";
+        break;
+      case ItemValue::From::kFed:
+        if (in_push) slot.index = IndexOf(feeds, v.name);
+        where = absl::StrCat("its ", in_push ? "" : "own ", "program's feeds");
+        break;
+      case ItemValue::From::kFetched:
+        if (in_push) slot.index = IndexOf(fetches, v.name);
+        where =
+            absl::StrCat("its ", in_push ? "" : "own ", "program's fetches");
+        break;
+    }
+    if (slot.index >= 0) return slot;
+    return Refused(spec,
+                   absl::StrCat(at, ": no value '", v.name, "' in ", where));
   };
-  bool ok = true;
+  // Each program feed from the item feed of its name.
+  std::map<std::string, const ItemFeed*> by_name;
   for (const ItemFeed& f : item.feeds) {
-    ok = ok && (!f.terms.empty() || f.zeros_dtype.has_value());
-    for (const ItemValue& v : f.terms) ok = ok && in_range(v, false);
+    if (IndexOf(feeds, f.feed) < 0 || !by_name.emplace(f.feed, &f).second) {
+      return Refused(spec, absl::StrCat(at, " feeds '", f.feed,
+                                        "' twice, or its program has no such "
+                                        "feed"));
+    }
+  }
+  for (const std::string& name : feeds) {
+    auto f = by_name.find(name);
+    if (f == by_name.end() ||
+        (f->second->terms.empty() && !f->second->zeros_dtype.has_value())) {
+      return Refused(
+          spec, absl::StrCat(at, ": its ", item.role, " program's feed '", name,
+                             "' is given no value"));
+    }
+    ResolvedFeed feed{{}, f->second->zeros_dtype, f->second->zeros_shape};
+    for (const ItemValue& v : f->second->terms) {
+      ASSIGN_OR_RETURN(Slot slot, resolve(v, /*in_push=*/false));
+      feed.terms.push_back(slot);
+    }
+    r.feeds.push_back(std::move(feed));
   }
   for (const ItemPushValues& p : item.pushes) {
-    for (const ItemValue& v : p.values) ok = ok && in_range(v, true);
-    ok = ok && (p.transfer == ItemPushValues::Transfer::kNone ||
-                (p.counted_ipu >= 0 &&
-                 p.counted_ipu < static_cast<int>(spec.lists.size())));
+    std::vector<Slot>& push = r.pushes.emplace_back();
+    for (const ItemValue& v : p.values) {
+      ASSIGN_OR_RETURN(Slot slot, resolve(v, /*in_push=*/true));
+      push.push_back(slot);
+    }
+    if (p.transfer != ItemPushValues::Transfer::kNone &&
+        (p.counted_ipu < 0 ||
+         p.counted_ipu >= static_cast<int>(spec.lists.size()))) {
+      return Refused(
+          spec, absl::StrCat(at, ": its push counts on IPU ", p.counted_ipu,
+                             ", of ", spec.lists.size()));
+    }
   }
-  if (ok) return absl::OkStatus();
-  return Refused(spec, absl::StrCat("item '", item.label,
-                                    "': a feed or push refers to a value, "
-                                    "message or IPU that does not exist"));
+  return r;
 }
 
 // The spec refers only to what exists, so that a run can neither index
-// past a value nor wait for a message no item sends.
-absl::Status CheckSpec(const WorkListSpec& spec) {
-  if (spec.iterations < 1 || spec.repeats < 0 || spec.num_inputs < 0) {
-    return Refused(spec,
-                   absl::StrCat("iterations ", spec.iterations, ", repeats ",
-                                spec.repeats, ", inputs ", spec.num_inputs,
-                                ": each must be >= 0 (iterations >= 1)"));
+// past a value nor wait for a message no item sends: every item resolved,
+// by tag.
+absl::StatusOr<std::vector<ResolvedItem>> CheckSpec(const WorkListSpec& spec) {
+  if (spec.iterations < 1 || spec.repeats < 0) {
+    return Refused(spec, absl::StrCat("iterations ", spec.iterations,
+                                      ", repeats ", spec.repeats,
+                                      ": iterations must be >= 1, repeats "
+                                      ">= 0"));
   }
-  ASSIGN_OR_RETURN(const auto values, CheckLists(spec));
+  ASSIGN_OR_RETURN(const ChannelValues channels, CheckLists(spec));
+  std::vector<ResolvedItem> resolved(spec.items.size());
   for (const auto& list : spec.lists) {
     for (const WorkListItem& w : list) {
-      RETURN_IF_ERROR(CheckValues(spec, w, values));
+      if (std::set<std::string>(w.pops.begin(), w.pops.end()).size() !=
+          w.pops.size()) {
+        return Refused(spec, absl::StrCat("item '", spec.items[w.tag].label,
+                                          "' pops a channel twice"));
+      }
+      ASSIGN_OR_RETURN(resolved[w.tag], Resolve(spec, w, channels));
     }
   }
-  return absl::OkStatus();
-}
-
-// The largest fetch index the item's pushes read, -1 when none.
-int LastFetched(const ItemProgram& item) {
-  int last = -1;
-  for (const ItemPushValues& p : item.pushes) {
-    for (const ItemValue& v : p.values) {
-      if (v.from == ItemValue::From::kFetched) last = std::max(last, v.index);
-    }
-  }
-  return last;
+  return resolved;
 }
 
 }  // namespace
@@ -272,8 +383,9 @@ IPUDevice& WorkListProgram::device(int k) const {
 absl::StatusOr<std::unique_ptr<WorkListProgram>> WorkListProgram::Create(
     std::shared_ptr<const WorkListSpec> spec, IPUSystem* system,
     Replica replica) {
-  RETURN_IF_ERROR(CheckSpec(*spec));
+  ASSIGN_OR_RETURN(std::vector<ResolvedItem> resolved, CheckSpec(*spec));
   std::unique_ptr<WorkListProgram> p(new WorkListProgram());
+  p->resolved_ = std::move(resolved);
   p->spec_ = std::move(spec);
   p->system_ = system;
   p->replica_ = replica;
@@ -315,14 +427,15 @@ absl::StatusOr<std::unique_ptr<WorkListProgram>> WorkListProgram::Create(
 
 absl::Status WorkListProgram::BindPrograms(SubPrograms& programs,
                                            RunState& rs) const {
-  // The roles this spec names, each compiled for it (checked by the
-  // number of feeds: what the items lay out).
+  // The roles this spec names, each compiled with the feeds and fetches
+  // its names were resolved against.
   std::map<std::string, Program*> found;
   auto find = [&](const std::string& role,
-                  int feeds) -> absl::StatusOr<Program*> {
+                  const ItemProgramSignature* sig) -> absl::StatusOr<Program*> {
     Program* p = programs.Find(role);
     if (p == nullptr ||
-        (feeds >= 0 && static_cast<int>(p->spec().feeds.size()) != feeds)) {
+        (sig != nullptr && (p->spec().feeds != sig->feeds ||
+                            p->spec().fetches != sig->fetches))) {
       return absl::FailedPreconditionError(absl::StrCat(
           spec_->name, ": its ", role,
           " program was not compiled for this lowering (compile the frame "
@@ -336,19 +449,13 @@ absl::Status WorkListProgram::BindPrograms(SubPrograms& programs,
     if (item.role.empty()) continue;
     Program*& p = found[item.role];
     if (p == nullptr) {
-      ASSIGN_OR_RETURN(p, find(item.role, static_cast<int>(item.feeds.size())));
-    }
-    if (LastFetched(item) >= static_cast<int>(p->spec().fetches.size())) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(spec_->name, ": item '", item.label, "' pushes fetch ",
-                       LastFetched(item), " of its ", item.role,
-                       " program, which has ", p->spec().fetches.size()));
+      ASSIGN_OR_RETURN(p, find(item.role, &spec_->programs.at(item.role)));
     }
     rs.programs[t] = p;
   }
   rs.epilogue.clear();
   for (const std::string& role : spec_->epilogue) {
-    ASSIGN_OR_RETURN(Program * p, find(role, -1));
+    ASSIGN_OR_RETURN(Program * p, find(role, nullptr));
     rs.epilogue.push_back(p);
   }
   return absl::OkStatus();
@@ -360,12 +467,13 @@ absl::Status WorkListProgram::RunItem(RunState& rs, int repeat,
                                       std::vector<ItemPush>* pushes,
                                       WorkItemClock* clock) {
   const ItemProgram& item = spec_->items[w.tag];
+  const ResolvedItem& resolved = resolved_[w.tag];
   Program* program = rs.programs[w.tag];
-  ItemValues values{*rs.inputs, popped, item.constants};
+  ItemValues values{*rs.inputs, popped, resolved.constants};
   absl::Status s;
   double cpu = 0;
   if (program != nullptr) {
-    s = LayOutFeeds(item.feeds, &values);
+    s = LayOutFeeds(resolved.feeds, &values);
     if (s.ok()) {
       const double c0 = ThreadCpuSeconds();
       if (item.records_taken) {
@@ -392,10 +500,11 @@ absl::Status WorkListProgram::RunItem(RunState& rs, int repeat,
     return s;
   }
   clock->cpu = item.cost >= 0 ? item.cost : cpu;
-  for (const ItemPushValues& p : item.pushes) {
+  for (size_t j = 0; j < item.pushes.size(); ++j) {
+    const ItemPushValues& p = item.pushes[j];
     std::vector<Tensor> pushed;
     pushed.reserve(p.values.size());
-    for (const ItemValue& v : p.values) pushed.push_back(values[v]);
+    for (const Slot& v : resolved.pushes[j]) pushed.push_back(values[v]);
     if (p.transfer != ItemPushValues::Transfer::kNone) {
       TransferCounters& c = device(p.counted_ipu).counters();
       (p.transfer == ItemPushValues::Transfer::kIpuToIpu ? c.ipu_to_ipu
@@ -504,10 +613,10 @@ absl::StatusOr<WorkListRecord> WorkListProgram::Run(
   const int n = num_ipus();
   RunState rs(std::move(cancel_run), n);
   RETURN_IF_ERROR(BindPrograms(programs, rs));
-  if (static_cast<int>(inputs.size()) != spec_->num_inputs) {
+  if (inputs.size() != spec_->inputs.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         spec_->name, ": ", inputs.size(), " argument(s) given for its ",
-        spec_->num_inputs, " inputs"));
+        spec_->inputs.size(), " inputs"));
   }
   rs.inputs = &inputs;
   rs.parent_taken = taken;

@@ -1,11 +1,12 @@
 // WorkListProgram: one replica's run of a DeviceFrame whose computation is
 // work lists (core/ipu/work_lists.h) of sub-program runs, given as data (a
 // pipeline's stage parts: pipelining/pipeline_programs.h emits the data).
-// Each item names the frame node's sub-program it runs, how that
-// program's feeds are laid out from the messages it popped, the run's
-// inputs and its own constants, and what each of its pushes carries (feeds
-// or fetches of the run). The device layer pops, runs and pushes; nothing
-// outside core/ipu runs an item.
+// Each item names the frame node's sub-program it runs, where each of that
+// program's feeds comes from (a value of a message it popped, a run input,
+// one of its own constants) and what each of its pushes carries (feeds or
+// fetches of the run), every value by name; Create resolves the names to
+// positions once. The device layer pops, runs and pushes; nothing outside
+// core/ipu runs an item.
 //
 //   WorkListProgram::Create(spec, system, {replica, replicas, group})
 //   Run(programs, inputs, cancel, taken), per Execute:
@@ -55,31 +56,37 @@
 
 namespace ipuflow {
 
-// Where one value of an item's feeds or pushes comes from.
+// One value an item feeds its program or pushes, found by name: a name is
+// the Output::name() ("node:0") of a value of the graph the frame's
+// programs come from, so a value is found where it is instead of at a
+// position that must agree with the orders of the program's feeds, of its
+// fetches and of what every pusher of a channel appended.
 struct ItemValue {
   enum class From {
-    kNone,      // No value (an argument without a gradient).
-    kInput,     // The run's inputs[index].
-    kPopped,    // popped[message].values[index].
-    kConstant,  // The item's constants[index].
-    kFed,       // Its program's feeds[index] (pushes only).
-    kFetched,   // Its program's fetches[index] (pushes only).
+    kInput,     // The run input `name` (WorkListSpec::inputs).
+    kPopped,    // Value `name` of the message popped from `channel`.
+    kConstant,  // The item's constant `name`.
+    kFed,       // Its program's feed `name` (pushes only).
+    kFetched,   // Its program's fetch `name` (pushes only).
   };
-  From from = From::kNone;
-  int message = 0;
-  int index = 0;
+  From from = From::kInput;
+  std::string name;
+  std::string channel;  // kPopped only: one of the item's pops.
 };
 
-// One feed of an item's program: the sum of the terms that hold a value
-// (the gradients of an output from every part reading it), or, when none
-// does, zeros of `zeros_dtype` and `zeros_shape`.
+// The value of one feed of an item's program (`feed`, its name): the sum
+// of the terms (the gradients of an output from every part reading it),
+// or, when none holds a value, zeros of `zeros_dtype` and `zeros_shape`.
 struct ItemFeed {
+  std::string feed;
   std::vector<ItemValue> terms;
   std::optional<DType> zeros_dtype;
   TensorShape zeros_shape;
 };
 
-// What one of an item's pushes carries.
+// What one of an item's pushes carries, in order; a value is known in the
+// channel by its ItemValue::name (every item pushing to one channel sends
+// the same names, in the same order).
 struct ItemPushValues {
   std::vector<ItemValue> values;
   // False: stamped 0, a hand-over that does not hold its reader back on
@@ -96,10 +103,11 @@ struct ItemPushValues {
 // One item's program run, by WorkListItem::tag.
 struct ItemProgram {
   std::string role;  // The sub-program it runs; empty: none runs.
+  // One per feed of the program (none when no program runs), any order.
   std::vector<ItemFeed> feeds;
-  std::vector<ItemPushValues> pushes;  // One per WorkListItem::pushes.
-  std::vector<Tensor> constants;       // The micro-batch index.
-  int iteration = 0;                   // Of the run's iterations.
+  std::vector<ItemPushValues> pushes;       // One per WorkListItem::pushes.
+  std::map<std::string, Tensor> constants;  // The micro-batch index.
+  int iteration = 0;                        // Of the run's iterations.
   // Its InfeedDequeue node records in its iteration's TakenElements.
   bool records_taken = false;
   // Once it ran: iterations [0, completes) reached the outfeed.
@@ -112,14 +120,23 @@ struct ItemProgram {
   std::string label;  // "stage 1 (IPU 1) forward, micro-batch 3".
 };
 
+// The feeds and fetches a role's program is compiled with (its
+// ProgramSpec's), which the items' names are resolved against.
+struct ItemProgramSignature {
+  std::vector<Output> feeds;
+  std::vector<Output> fetches;
+};
+
 struct WorkListSpec {
   std::string name;                              // In errors: "pipeline 'p'".
   std::vector<std::vector<WorkListItem>> lists;  // Per IPU of a replica.
   std::vector<ItemProgram> items;                // By WorkListItem::tag.
   bool lockstep = false;
-  int iterations = 1;  // Per run of the lists.
-  int repeats = 1;     // Runs per Run.
-  int num_inputs = 0;
+  int iterations = 1;               // Per run of the lists.
+  int repeats = 1;                  // Runs per Run.
+  std::vector<std::string> inputs;  // The run inputs' names, in order.
+  // By role: every role an item runs.
+  std::map<std::string, ItemProgramSignature> programs;
   // Roles run after each run of the lists, in order, each fed the
   // previous one's fetches.
   std::vector<std::string> epilogue;
@@ -142,6 +159,10 @@ struct WorkListRecord {
   std::map<std::string, int> observed;
 };
 
+namespace work_list_internal {
+struct ResolvedItem;  // work_list_program.cc
+}  // namespace work_list_internal
+
 class WorkListProgram {
  public:
   struct Replica {
@@ -151,18 +172,21 @@ class WorkListProgram {
     // of a multi-process run (core/ipu/process_link.h).
     CollectiveGroup* group = nullptr;
   };
-  // InvalidArgument when the spec refers to what does not exist (a value,
-  // message, input or item out of range; a channel pushed and popped a
-  // different number of times per run, or with different value counts);
-  // FailedPrecondition when the system has no IPUs for the replica.
+  // Resolves every name to a position once. InvalidArgument, naming the
+  // item and the value, when the spec refers to what does not exist (a
+  // value no input, channel, constant, feed or fetch has; a program feed
+  // no item feed fills; a role without a signature; a list item's tag out
+  // of range) or when a channel is pushed and popped a different number
+  // of times per run, or with other values; FailedPrecondition when the
+  // system has no IPUs for the replica.
   static absl::StatusOr<std::unique_ptr<WorkListProgram>> Create(
       std::shared_ptr<const WorkListSpec> spec, IPUSystem* system,
       Replica replica);
   ~WorkListProgram();
 
   // `programs`: the frame node's sub-programs in this replica's program,
-  // by role (FailedPrecondition when one was compiled for another
-  // spec: another number of feeds, fewer fetches than the items push).
+  // by role (FailedPrecondition when one was compiled with other feeds or
+  // fetches than the spec's signature).
   // `inputs`: the frame node's inputs. `cancel`: the device program's run.
   // `taken`: the enclosing loop iteration's record, or null.
   absl::StatusOr<WorkListRecord> Run(
@@ -181,7 +205,7 @@ class WorkListProgram {
   WorkListProgram() = default;
   absl::Status BindPrograms(SubPrograms& programs, RunState& rs) const;
   absl::Status RunOnce(RunState& rs, int repeat);
-  absl::Status RunItem(RunState& rs, int repeat, const WorkListItem& item,
+  absl::Status RunItem(RunState& rs, int repeat, const WorkListItem& w,
                        std::vector<ChannelMessage>& popped,
                        std::vector<ItemPush>* pushes, WorkItemClock* clock);
   // After a successful item: the iterations it completed, the occupancy
@@ -195,6 +219,8 @@ class WorkListProgram {
   IPUSystem* system_ = nullptr;
   Replica replica_;
   std::unique_ptr<WorkLists> lists_;
+  // By tag: each item with its names resolved to positions.
+  std::vector<work_list_internal::ResolvedItem> resolved_;
   std::vector<RunEnv> envs_;  // Per IPU.
   RunEnv epilogue_env_;       // IPU 0's, posting each IPU's shard.
   // CPU seconds each IPU spent in the current epilogue; element k is

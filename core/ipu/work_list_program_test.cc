@@ -3,8 +3,8 @@
 // the input it was fed; a consumer on IPU 1 sums the two popped values
 // into one feed, adds a zero-filled feed and pushes the square. Checked by
 // hand: the values, the virtual clocks from modelled costs, the bytes
-// counted, an epilogue fed its predecessor's fetches, and errors naming
-// the item and run.
+// counted, an epilogue fed its predecessor's fetches, errors naming the
+// item and run, and every value found by name or refused naming it.
 #include "core/ipu/work_list_program.h"
 
 #include <memory>
@@ -23,8 +23,9 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-ItemValue Value(ItemValue::From from, int index, int message = 0) {
-  return {from, message, index};
+ItemValue Value(ItemValue::From from, const std::string& name,
+                const std::string& channel = "") {
+  return {from, name, channel};
 }
 
 class WorkListProgramTest : public ::testing::Test {
@@ -35,13 +36,15 @@ class WorkListProgramTest : public ::testing::Test {
     system_ = std::move(IPUSystem::Create(config)).value();
     Scope s = Scope::NewRootScope();
     // produce: y = a * b.
-    Output a = ops::Placeholder(s, DType::kFloat32, {2});
-    Output b = ops::Placeholder(s, DType::kFloat32, {2});
-    Add("produce", {{a, b}, {{2}, {2}}, {ops::Mul(s, a, b)}});
+    a_in_ = ops::Placeholder(s, DType::kFloat32, {2});
+    b_in_ = ops::Placeholder(s, DType::kFloat32, {2});
+    y_ = ops::Mul(s, a_in_, b_in_);
+    Add("produce", {{a_in_, b_in_}, {{2}, {2}}, {y_}});
     // consume: z = d * d + e.
-    Output d = ops::Placeholder(s, DType::kFloat32, {2});
-    Output e = ops::Placeholder(s, DType::kFloat32, {2});
-    Add("consume", {{d, e}, {{2}, {2}}, {ops::Add(s, ops::Mul(s, d, d), e)}});
+    d_ = ops::Placeholder(s, DType::kFloat32, {2});
+    e_ = ops::Placeholder(s, DType::kFloat32, {2});
+    z_ = ops::Add(s, ops::Mul(s, d_, d_), e_);
+    Add("consume", {{d_, e_}, {{2}, {2}}, {z_}});
     // The epilogue: "first" fetches [3, 4]; "second" is fed it.
     Add("first", {{}, {}, {ops::Const<float>(s, {3, 4}, {2})}});
     Output f = ops::Placeholder(s, DType::kFloat32, {2});
@@ -67,15 +70,19 @@ class WorkListProgramTest : public ::testing::Test {
   }
 
   // Two iterations: produce m (IPU 0, cost 1 s) then consume m (IPU 1,
-  // cost 2 s), through channel "c"; with `out` (one run: nothing pops it),
-  // consume pushes its result to "out".
-  static std::shared_ptr<WorkListSpec> Spec(int repeats, bool out = false) {
+  // cost 2 s), through channel "c", which carries y and the input a by
+  // their names; with `out` (one run: nothing pops it), consume pushes its
+  // result z to "out".
+  std::shared_ptr<WorkListSpec> Spec(int repeats, bool out = false) const {
+    using From = ItemValue::From;
     auto spec = std::make_shared<WorkListSpec>();
     spec->name = "frame 'test'";
     spec->lists.assign(2, {});
     spec->iterations = 2;
     spec->repeats = repeats;
-    spec->num_inputs = 1;
+    spec->inputs = {"x"};
+    spec->programs["produce"] = {{a_in_, b_in_}, {y_}};
+    spec->programs["consume"] = {{d_, e_}, {z_}};
     for (int m = 0; m < 2; ++m) {
       WorkListItem p;
       p.ipu = 0;
@@ -88,11 +95,12 @@ class WorkListProgramTest : public ::testing::Test {
       produce.iteration = m;
       produce.cost = 1;
       produce.label = "produce " + std::to_string(m);
-      produce.constants = {Tensor::FromVector<float>({m + 1.0f, m + 1.0f})};
-      produce.feeds = {{{Value(ItemValue::From::kInput, 0)}},
-                       {{Value(ItemValue::From::kConstant, 0)}}};
-      ItemPushValues c{{Value(ItemValue::From::kFetched, 0),
-                        Value(ItemValue::From::kFed, 0)}};
+      produce.constants["m"] = Tensor::FromVector<float>({m + 1.0f, m + 1.0f});
+      // Listed in another order than the program's feeds.
+      produce.feeds = {{b_in_.name(), {Value(From::kConstant, "m")}},
+                       {a_in_.name(), {Value(From::kInput, "x")}}};
+      ItemPushValues c{
+          {Value(From::kFetched, y_.name()), Value(From::kFed, a_in_.name())}};
       c.transfer = ItemPushValues::Transfer::kIpuToIpu;
       c.counted_ipu = 0;
       produce.pushes = {c};
@@ -109,13 +117,14 @@ class WorkListProgramTest : public ::testing::Test {
       consume.cost = 2;
       consume.label = "consume " + std::to_string(m);
       // The input first: the sum must not be made in its buffer.
-      ItemFeed sum{{Value(ItemValue::From::kPopped, 1, 0),
-                    Value(ItemValue::From::kPopped, 0, 0)}};
-      ItemFeed zeros;
+      ItemFeed sum{d_.name(),
+                   {Value(From::kPopped, a_in_.name(), "c"),
+                    Value(From::kPopped, y_.name(), "c")}};
+      ItemFeed zeros{e_.name()};
       zeros.zeros_dtype = DType::kFloat32;
       zeros.zeros_shape = TensorShape({2});
       consume.feeds = {sum, zeros};
-      if (out) consume.pushes = {{{Value(ItemValue::From::kFetched, 0)}}};
+      if (out) consume.pushes = {{{Value(From::kFetched, z_.name())}}};
       spec->lists[0].push_back(p);
       spec->lists[1].push_back(q);
       spec->items.push_back(produce);
@@ -128,6 +137,7 @@ class WorkListProgramTest : public ::testing::Test {
   std::shared_ptr<Graph> graph_;
   std::vector<std::pair<std::string, ProgramSpec>> specs_;
   std::unique_ptr<SubPrograms> programs_;
+  Output a_in_, b_in_, y_, d_, e_, z_;
   const Tensor a_ = Tensor::FromVector<float>({1, 2});
 };
 
@@ -185,7 +195,7 @@ TEST_F(WorkListProgramTest, TheEpilogueIsFedItsPredecessorsFetches) {
 TEST_F(WorkListProgramTest, AnItemsErrorNamesItAndTheRun) {
   std::shared_ptr<WorkListSpec> spec = Spec(2);
   // Produce 1 is fed an int32 constant for its float32 placeholder.
-  spec->items[2].constants = {Tensor::FromVector<int32_t>({1, 1})};
+  spec->items[2].constants["m"] = Tensor::FromVector<int32_t>({1, 1});
   auto program =
       std::move(WorkListProgram::Create(spec, system_.get(), {})).value();
   absl::StatusOr<WorkListRecord> record =
@@ -195,15 +205,24 @@ TEST_F(WorkListProgramTest, AnItemsErrorNamesItAndTheRun) {
 }
 
 TEST_F(WorkListProgramTest, ProgramsAndInputsAreChecked) {
+  // A role the spec describes no program for.
   std::shared_ptr<WorkListSpec> spec = Spec(1);
   spec->items[1].role = "missing";
+  EXPECT_THAT(
+      WorkListProgram::Create(spec, system_.get(), {}).status().message(),
+      HasSubstr("item 'consume 0' runs its missing program, which "
+                "the spec does not describe"));
+
+  // A program compiled with other feeds than the spec's signature.
+  spec = Spec(1);
+  spec->programs["consume"] = {{e_, d_}, {z_}};
   auto program =
       std::move(WorkListProgram::Create(spec, system_.get(), {})).value();
   absl::StatusOr<WorkListRecord> record =
       program->Run(Programs(), {a_}, nullptr);
   EXPECT_EQ(record.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(record.status().message(),
-              HasSubstr("frame 'test': its missing program was not compiled"));
+              HasSubstr("frame 'test': its consume program was not compiled"));
 
   program =
       std::move(WorkListProgram::Create(Spec(1), system_.get(), {})).value();
@@ -220,6 +239,7 @@ TEST_F(WorkListProgramTest, ProgramsAndInputsAreChecked) {
 }
 
 TEST_F(WorkListProgramTest, ASpecReferringToWhatDoesNotExistIsRefused) {
+  using From = ItemValue::From;
   auto refused = [&](std::shared_ptr<WorkListSpec> spec) {
     return WorkListProgram::Create(spec, system_.get(), {}).status();
   };
@@ -228,14 +248,58 @@ TEST_F(WorkListProgramTest, ASpecReferringToWhatDoesNotExistIsRefused) {
   EXPECT_THAT(refused(spec).message(),
               HasSubstr("item 'produce 0': 0 push layouts for 1 channels"));
 
-  spec = Spec(1);  // "c" carries 2 values.
-  spec->items[1].feeds[0].terms[0] = Value(ItemValue::From::kPopped, 2, 0);
+  // Every value is found by name, or its absence is named.
+  spec = Spec(1);  // "c" carries y and a, not z.
+  spec->items[1].feeds[0].terms[0] = Value(From::kPopped, z_.name(), "c");
   EXPECT_THAT(refused(spec).message(),
-              HasSubstr("item 'consume 0': a feed or push refers to a value"));
-
+              HasSubstr("item 'consume 0': no value '" + z_.name() +
+                        "' in channel 'c'"));
+  spec = Spec(1);
+  spec->items[1].feeds[0].terms[0] = Value(From::kPopped, y_.name(), "out");
+  EXPECT_THAT(refused(spec).message(),
+              HasSubstr("in channel 'out', which it does not pop"));
+  spec = Spec(1);
+  spec->items[0].feeds[1].terms[0] = Value(From::kInput, "learning rate");
+  EXPECT_THAT(refused(spec).message(),
+              HasSubstr("item 'produce 0': no value 'learning rate' in the "
+                        "run's inputs"));
+  spec = Spec(1);
+  spec->items[0].constants.clear();
+  EXPECT_THAT(refused(spec).message(),
+              HasSubstr("no value 'm' in its constants"));
+  spec = Spec(1);  // Produce pushes a fetch its program does not have.
+  for (int t : {0, 2}) {
+    spec->items[t].pushes[0].values[0] = Value(From::kFetched, z_.name());
+  }
+  EXPECT_THAT(refused(spec).message(),
+              HasSubstr("item 'produce 0': no value '" + z_.name() +
+                        "' in its program's fetches"));
   spec = Spec(1);  // A feed cannot be its own run's fetch.
-  spec->items[1].feeds[1].terms = {Value(ItemValue::From::kFetched, 0)};
-  EXPECT_EQ(refused(spec).code(), absl::StatusCode::kInvalidArgument);
+  spec->items[1].feeds[1].terms = {Value(From::kFetched, z_.name())};
+  EXPECT_THAT(refused(spec).message(),
+              HasSubstr("in its own program's fetches"));
+
+  // Every program feed is filled, each by one item feed of its name.
+  spec = Spec(1);
+  spec->items[1].feeds.pop_back();
+  EXPECT_THAT(refused(spec).message(),
+              HasSubstr("item 'consume 0': its consume program's feed '" +
+                        e_.name() + "' is given no value"));
+  spec = Spec(1);
+  spec->items[1].feeds[1].feed = z_.name();
+  EXPECT_THAT(refused(spec).message(), HasSubstr("feeds '" + z_.name() +
+                                                 "' twice, or its program has "
+                                                 "no such feed"));
+
+  // The pushers of a channel send the same values: produce 1 sends them
+  // in another order.
+  spec = Spec(1);
+  std::swap(spec->items[2].pushes[0].values[0],
+            spec->items[2].pushes[0].values[1]);
+  EXPECT_THAT(refused(spec).message(),
+              HasSubstr("item 'produce 1': pushes [" + a_in_.name() + ", " +
+                        y_.name() + "] to 'c', item 'produce 0' pushes [" +
+                        y_.name() + ", " + a_in_.name() + "]"));
 
   // Nothing pops "out": it would fill up on the second run.
   EXPECT_THAT(refused(Spec(2, /*out=*/true)).message(),
@@ -249,18 +313,6 @@ TEST_F(WorkListProgramTest, ASpecReferringToWhatDoesNotExistIsRefused) {
   spec = Spec(1);
   spec->lists[1].pop_back();  // Consume 1 is on no list.
   EXPECT_THAT(refused(spec).message(), HasSubstr("'consume 1' is on no IPU"));
-
-  // Produce pushes a fetch its program does not have: found when bound.
-  spec = Spec(1);
-  spec->items[0].pushes[0].values[0] = Value(ItemValue::From::kFetched, 1);
-  auto program =
-      std::move(WorkListProgram::Create(spec, system_.get(), {})).value();
-  absl::StatusOr<WorkListRecord> record =
-      program->Run(Programs(), {a_}, nullptr);
-  EXPECT_EQ(record.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(record.status().message(),
-              HasSubstr("'produce 0' pushes fetch 1 of its produce program, "
-                        "which has 1"));
 }
 
 }  // namespace
