@@ -8,6 +8,7 @@
 #include <set>
 #include <vector>
 
+#include "core/ipu/ipu_strategy.h"
 #include "core/ipu/ipu_system.h"
 #include "core/session.h"
 #include "examples/char_transformer_training.h"
@@ -17,6 +18,7 @@
 #include "ops/state/assign.h"
 #include "ops/state/read_variable.h"
 #include "optimizers/gradient_descent.h"
+#include "pipelining/pipeline.h"
 
 namespace ipuflow {
 namespace {
@@ -227,6 +229,112 @@ TEST(CharTransformerTrainingTest, OptionsOutOfRangeAreRefused) {
   o = TinyTraining();
   o.model.context = 40000;  // Longer than the 30000-character slice.
   EXPECT_EQ(refused(o).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Pipelined as Graphcore pipelines BERT (ops_and_transformer.md, section
+// 2): the embedding on IPU 0, one block on each of IPUs 1 and 2, the head
+// back on IPU 0 reading the tied embedding again, the Grouped schedule,
+// mean accumulation over 4 micro-batches of 2 windows. Three weight
+// updates give the losses of a device loop training on the combined
+// batches of 8: each step's loss is the mean of its micro-batches'.
+TEST(CharTransformerPipelineTest, PipelinedAsBertEqualsTheDeviceLoop) {
+  constexpr int kMicro = 4, kWindows = 2, kSteps = 3;
+  models::TransformerConfig config = Tiny();
+  Tensor text(DType::kInt32, TensorShape({500}));
+  for (int i = 0; i < 500; ++i) {
+    text.data<int32_t>()[i] = (i * 7 + i / 5) % 5;
+  }
+  auto windows = [&](int batch) {
+    return feeds::CharWindows(text, config.context, /*seed=*/5)
+        ->Batch(batch, /*drop_remainder=*/true);
+  };
+  // The device loop: one IPU, batches of 8.
+  std::vector<float> loop_losses;
+  {
+    auto system = std::move(IPUSystem::Create(IPUConfig())).value();
+    Scope scope = Scope::NewRootScope();
+    auto params = models::CreateTransformerParams(scope, config, 3);
+    auto infeed = *feeds::IPUInfeedQueue::Create(windows(kMicro * kWindows));
+    auto outfeed = *feeds::IPUOutfeedQueue::Create();
+    optimizers::GradientDescentOptimizer sgd(0.5f);
+    auto loop = loops::Repeat(
+        scope, kSteps,
+        [&](const Scope& s, const std::vector<Output>& batch) {
+          Output logits = models::TransformerLogits(s, params, batch[0]);
+          Output loss = models::TransformerLoss(s, logits, batch[1]);
+          sgd.Minimize(s, loss);
+          outfeed->Enqueue(s, {{"loss", loss}});
+          return std::vector<Output>{};
+        },
+        {}, infeed.get());
+    ASSERT_TRUE(loop.ok()) << loop.status();
+    IPUStrategy strategy(system.get());
+    ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
+    ASSERT_TRUE(strategy.Run(*scope.graph(), {}, {loop->op}).ok());
+    auto out = outfeed->Dequeue();
+    ASSERT_TRUE(out.ok()) << out.status();
+    for (float l : (*out)["loss"].span<float>()) loop_losses.push_back(l);
+  }
+  ASSERT_EQ(loop_losses.size(), static_cast<size_t>(kSteps));
+
+  IPUConfig ipus;
+  ipus.set_auto_select_ipus(3);
+  auto system = std::move(IPUSystem::Create(ipus)).value();
+  Scope scope = Scope::NewRootScope();
+  // Each variable on the IPU of the stages that read it.
+  auto params = models::CreateTransformerParams(
+      scope, config, 3, {scope.WithIpu(0), scope.WithIpu(1), scope.WithIpu(2)});
+  auto infeed = *feeds::IPUInfeedQueue::Create(windows(kWindows));
+  auto outfeed = *feeds::IPUOutfeedQueue::Create();
+  pipelining::PipelineOptions o;
+  using Args = std::vector<Output>;
+  o.computational_stages = {
+      [&](const Scope& s, const Args& a) {
+        return Args{models::TransformerEmbed(s, params, a[0]), a[1]};
+      },
+      [&](const Scope& s, const Args& a) {
+        return Args{models::TransformerBlock(s, params, 0, a[0]), a[1]};
+      },
+      [&](const Scope& s, const Args& a) {
+        return Args{models::TransformerBlock(s, params, 1, a[0]), a[1]};
+      },
+      [&](const Scope& s, const Args& a) {
+        return Args{models::TransformerHead(s, params, a[0]), a[1]};
+      }};
+  o.device_mapping = {0, 1, 2, 0};
+  o.gradient_accumulation_count = kMicro;
+  o.repeat_count = kSteps;
+  o.reduction_method = pipelining::ReductionMethod::kMean;
+  o.pipeline_schedule = pipelining::PipelineSchedule::kGrouped;
+  o.infeed_queue = infeed.get();
+  o.outfeed_queue = outfeed.get();
+  o.outfeed_loss = true;
+  o.optimizer_function = [](const Scope& s, const Args& out) {
+    return pipelining::OptimizerFunctionOutput{
+        std::make_shared<optimizers::GradientDescentOptimizer>(0.5f),
+        models::TransformerLoss(s, out[0], out[1])};
+  };
+  auto pipeline = pipelining::Pipeline::Create(scope, o);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  IPUStrategy strategy(system.get());
+  ASSERT_TRUE(strategy.Initialize(*scope.graph()).ok());
+  auto exe = strategy.Compile(*scope.graph(), {}, {(*pipeline)->frame()});
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  std::vector<std::vector<Tensor>> results;
+  ASSERT_TRUE((*exe)->Execute({{}}, &results).ok());
+  auto out = outfeed->Dequeue();
+  ASSERT_TRUE(out.ok()) << out.status();
+  const Tensor& losses = (*out)["loss"];
+  ASSERT_EQ(losses.NumElements(), kSteps * kMicro);
+  for (int step = 0; step < kSteps; ++step) {
+    double mean = 0;
+    for (int m = 0; m < kMicro; ++m) {
+      mean += losses.data<float>()[step * kMicro + m] / kMicro;
+    }
+    EXPECT_NEAR(mean, loop_losses[step], 2e-5) << "step " << step;
+  }
+  // The weights moved: the last step's loss is not the first's.
+  EXPECT_GT(std::abs(loop_losses[2] - loop_losses[0]), 1e-3);
 }
 
 }  // namespace

@@ -136,10 +136,13 @@ void Builder::BuildBackward(PartDef& part, int begin, int end) {
   const size_t num_arg_xs = x.arg_of_x.size();
   for (size_t k = 0; k < num_arg_xs; ++k)
     part.grad_args[x.arg_of_x[k]] = grads[k];
+  // This part's gradient of each variable (another part reading a tied
+  // weight accumulates its own).
+  std::map<Node*, std::vector<Output>> var_grads;
   for (size_t k = num_arg_xs; k < x.xs.size(); ++k) {
-    var_grads_[x.x_var[k - num_arg_xs]].push_back(grads[k]);
+    var_grads[x.x_var[k - num_arg_xs]].push_back(grads[k]);
   }
-  if (!BuildAccumulation(part, bs)) return;
+  if (!BuildAccumulation(part, bs, var_grads)) return;
   const std::set<Output> stash = BackwardReads(*g, begin, end, grads_begin);
   const std::set<Output> stash_rc = RecomputationKeeps(*g, begin, end);
   part.stash.assign(stash.begin(), stash.end());
@@ -201,7 +204,9 @@ Builder::BackwardTargets Builder::OutputTargets(const Scope& bs,
   return t;
 }
 
-bool Builder::BuildAccumulation(PartDef& part, const Scope& bs) {
+bool Builder::BuildAccumulation(
+    PartDef& part, const Scope& bs,
+    const std::map<Node*, std::vector<Output>>& var_grads) {
   // Accumulate: acc <- acc * accum_scale + cast(grad) * grad_scale, the
   // optimizer wrapper's formula (optimizers::ReductionScales) fed the
   // micro-batch index; its first micro-batch overwrites (a stopped step may
@@ -209,9 +214,9 @@ bool Builder::BuildAccumulation(PartDef& part, const Scope& bs) {
   Scope as = bs.NewSubScope("accumulate");
   optimizers::MicroBatchScales step;
   for (Node* var : part.variables) {
-    auto it = var_grads_.find(var);
-    if (it == var_grads_.end()) continue;
-    Node* acc = Accumulator(var);
+    auto it = var_grads.find(var);
+    if (it == var_grads.end()) continue;
+    Node* acc = Accumulator(var, part);
     if (acc == nullptr) return false;
     const DType dt = acc->attr<DType>("dtype");
     if (!part.micro_batch.valid()) {
@@ -230,9 +235,11 @@ bool Builder::BuildAccumulation(PartDef& part, const Scope& bs) {
   return true;
 }
 
-Node* Builder::Accumulator(Node* var) {
-  auto it = accumulator_of_.find(var);
-  if (it != accumulator_of_.end()) return it->second;
+Node* Builder::Accumulator(Node* var, const PartDef& part) {
+  std::vector<std::pair<std::string, Node*>>& accs = accumulators_of_[var];
+  for (const auto& [reader, acc] : accs) {
+    if (reader == part.name) return acc;
+  }
   absl::StatusOr<ops::VariableInfo> info = ops::GetVariableInfo(Output(var));
   if (!info.ok()) {
     violations_.push_back(std::string(info.status().message()));
@@ -257,9 +264,16 @@ Node* Builder::Accumulator(Node* var) {
   vo.trainable = false;
   Output zeros = ops::Fill(s.WithOpName(var->name() + "/zeros"),
                            var->attr<TensorShape>("shape"), 0, dt);
-  ops::VariableHandle acc = ops::Variable(s.WithOpName(var->name()), zeros, vo);
+  // The first reader's keeps the variable's name (checkpoints of untied
+  // weights are unchanged); another's adds its stage: ".../wte/stage3".
+  const std::string name =
+      accs.empty()
+          ? var->name()
+          : absl::StrCat(var->name(), "/stage", part.stage,
+                         part.part > 0 ? absl::StrCat("_", part.part) : "");
+  ops::VariableHandle acc = ops::Variable(s.WithOpName(name), zeros, vo);
   if (!scope_.ok()) return nullptr;
-  accumulator_of_[var] = acc.handle.node;
+  accs.push_back({part.name, acc.handle.node});
   b_->accumulators.push_back(acc.handle.node);
   // The memory plan counts it as an accumulator (core/memory_plan.h).
   scope_.graph()->AddToCollection(kGradientAccumulatorsCollection,
@@ -270,20 +284,28 @@ Node* Builder::Accumulator(Node* var) {
 void Builder::BuildWeightUpdate() {
   Scope ws = scope_.NewSubScope("weight_update");
   std::vector<optimizers::GradAndVar> gv;
+  // Each variable once, in the order of its first accumulator.
+  std::vector<Node*> vars;
   for (Node* acc : b_->accumulators) {
-    Node* var = nullptr;
-    for (const auto& [v, a] : accumulator_of_) {
-      if (a == acc) var = v;
+    for (const auto& [v, accs] : accumulators_of_) {
+      if (accs.front().second == acc) vars.push_back(v);
     }
+  }
+  for (Node* var : vars) {
     Scope vs = ws.NewSubScope(var->name()).WithIpu(var->ipu());
-    Output g = ops::ReadVariable(vs, Output(acc));
     // In the dtype the optimizer wants: float32 for a variable with a
     // float32 master, so a float32 accumulator is not rounded on its way.
     absl::StatusOr<ops::VariableInfo> info = ops::GetVariableInfo(Output(var));
     const DType want = info.ok() ? b_->optimizer->GradientDType(*info)
                                  : var->attr<DType>("dtype");
-    if (g.dtype() != want) g = ops::Cast(vs, g, want);
-    gv.push_back({g, var});
+    // A tied weight's gradient: its readers' accumulations summed.
+    std::vector<Output> terms;
+    for (const auto& [reader, acc] : accumulators_of_.at(var)) {
+      Output g = ops::ReadVariable(vs, Output(acc));
+      if (g.dtype() != want) g = ops::Cast(vs, g, want);
+      terms.push_back(g);
+    }
+    gv.push_back({AddTerms(vs, terms), var});
   }
   if (gv.empty()) {
     violations_.push_back(

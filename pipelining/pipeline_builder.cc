@@ -202,14 +202,9 @@ void Builder::FindUsesAndVariables(PartDef& part, int begin, int end) {
     }
     if (n->op() != "ReadVariable") continue;
     Node* var = n->input(0).node;
+    // Several parts may read one (tied weights): all on its IPU (checked
+    // with the placement), each accumulating its share of the gradient.
     if (!trainable.count(var) || !seen.insert(var).second) continue;
-    auto [it, fresh] = variable_owner_.insert({var, part.name});
-    if (!fresh && it->second != part.name) {
-      violations_.push_back(absl::StrCat(
-          "variable '", var->name(), "' is used by ", it->second, " and by ",
-          part.name, ": a trained variable belongs to one stage"));
-      continue;
-    }
     part.variables.push_back(var);
   }
 }

@@ -76,10 +76,13 @@ class Builder {
   // Another stage's: its float outputs, seeded by placeholders for their
   // gradients (part.grad_outputs).
   static BackwardTargets OutputTargets(const Scope& bs, PartDef& part);
-  // The accumulation of the part's variables' gradients (part.accumulate);
-  // false after a violation.
-  bool BuildAccumulation(PartDef& part, const Scope& bs);
-  Node* Accumulator(Node* variable);
+  // The accumulation of the part's variables' gradients `var_grads`
+  // (part.accumulate); false after a violation.
+  bool BuildAccumulation(PartDef& part, const Scope& bs,
+                         const std::map<Node*, std::vector<Output>>& var_grads);
+  // `part`'s accumulator of `variable`: one per part reading it (tied
+  // weights: an embedding and the output head), summed by the update.
+  Node* Accumulator(Node* variable, const PartDef& part);
   void BuildWeightUpdate();
   // Offloaded optimizer state (b_->offloaded_state): the load and store
   // nodes of `update` on `scope`'s IPU; returns the load's shard output.
@@ -97,10 +100,9 @@ class Builder {
   std::vector<int> logical_mapping_;
   std::vector<std::vector<int>> part_ipus_;
   bool mapping_ok_ = true;
-  std::map<Node*, std::string> variable_owner_;  // Variable -> part name.
   std::optional<Scope> accumulators_scope_;
-  std::map<Node*, Node*> accumulator_of_;  // Variable -> accumulator.
-  std::map<Node*, std::vector<Output>> var_grads_;
+  // Variable -> its accumulators, with the part each accumulates.
+  std::map<Node*, std::vector<std::pair<std::string, Node*>>> accumulators_of_;
   std::string offloaded_state_id_;  // b_->offloaded_state's, in the graph.
 };
 
