@@ -209,6 +209,48 @@ TEST(CharTransformerTrainingTest, ATinyModelLearnsTheFortunes) {
   EXPECT_FALSE((*trainer)->Sample("\x01", 4, {}).ok());
 }
 
+// The trainer pipelined over 3 IPUs (embedding and head on IPU 0, one
+// block each on IPUs 1 and 2, recomputation checkpoints, running-mean
+// accumulation of 4 micro-batches of 2) follows the device loop training
+// on batches of 8 with AdamW: the same windows, the same initial weights.
+TEST(CharTransformerTrainingTest, PipelinedTrainerFollowsTheDeviceLoop) {
+  examples::CharTransformerOptions o = TinyTraining();
+  o.model.layers = 2;
+  o.steps = 30;
+  o.device_iterations = 10;
+  o.eval_every = 30;
+  auto loop_system = std::move(IPUSystem::Create(IPUConfig())).value();
+  auto loop = examples::CharTransformerTrainer::Create(loop_system.get(), o);
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  std::vector<float> loop_losses;
+  auto loop_report = (*loop)->Train(
+      [&](int64_t, int64_t, float l) { loop_losses.push_back(l); });
+  ASSERT_TRUE(loop_report.ok()) << loop_report.status();
+
+  o.pipeline_ipus = 3;
+  o.micro_batches = 4;
+  IPUConfig config;
+  config.set_auto_select_ipus(3);
+  config.set_allow_recompute(true);
+  auto system = std::move(IPUSystem::Create(config)).value();
+  auto piped = examples::CharTransformerTrainer::Create(system.get(), o);
+  ASSERT_TRUE(piped.ok()) << piped.status();
+  std::vector<float> piped_losses;
+  auto report = (*piped)->Train(
+      [&](int64_t, int64_t, float l) { piped_losses.push_back(l); });
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(piped_losses.size(), 30u);
+  ASSERT_EQ(loop_losses.size(), 30u);
+  for (int step = 0; step < 30; ++step) {
+    EXPECT_NEAR(piped_losses[step], loop_losses[step], 1e-4) << step;
+  }
+  ASSERT_EQ(report->validation.size(), 2u);
+  EXPECT_NEAR(report->validation[1].second, loop_report->validation[1].second,
+              1e-4);
+  EXPECT_NE(report->pipeline_summary.find("bubble"), std::string::npos)
+      << report->pipeline_summary;
+}
+
 TEST(CharTransformerTrainingTest, OptionsOutOfRangeAreRefused) {
   auto system = std::move(IPUSystem::Create(IPUConfig())).value();
   auto refused = [&](examples::CharTransformerOptions o) {
@@ -229,6 +271,14 @@ TEST(CharTransformerTrainingTest, OptionsOutOfRangeAreRefused) {
   o = TinyTraining();
   o.model.context = 40000;  // Longer than the 30000-character slice.
   EXPECT_EQ(refused(o).code(), absl::StatusCode::kInvalidArgument);
+  o = TinyTraining();
+  o.pipeline_ipus = 3;  // 1 block: at most 2 IPUs.
+  EXPECT_EQ(refused(o).code(), absl::StatusCode::kInvalidArgument);
+  o.pipeline_ipus = 2;
+  o.micro_batches = 3;  // Does not divide 8.
+  EXPECT_EQ(refused(o).code(), absl::StatusCode::kInvalidArgument);
+  o.micro_batches = 4;  // The system has 1 IPU, not 2.
+  EXPECT_EQ(refused(o).code(), absl::StatusCode::kFailedPrecondition);
 }
 
 // Pipelined as Graphcore pipelines BERT (ops_and_transformer.md, section

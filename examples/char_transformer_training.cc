@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "examples/tutorial_support.h"
 #include "ops/array/const.h"
+#include "ops/array/recomputation_checkpoint.h"
 #include "optimizers/adamw.h"
 #include "optimizers/cross_replica.h"
 
@@ -27,6 +28,20 @@ absl::Status CharTransformerOptions::Validate() const {
                             " and eval_batches ", eval_batches,
                             " must be positive"));
   }
+  if (pipeline_ipus != 0) {
+    if (pipeline_ipus < 2 || pipeline_ipus > model.layers + 1) {
+      return bad(absl::StrCat(
+          "pipeline_ipus ", pipeline_ipus,
+          " must be 0 or in [2, layers + 1 = ", model.layers + 1, "]"));
+    }
+    if (micro_batches < pipeline_ipus + 1 || batch_size % micro_batches != 0) {
+      return bad(absl::StrCat("micro_batches ", micro_batches,
+                              " must divide batch_size ", batch_size,
+                              " and be at least ", pipeline_ipus + 1,
+                              " (the Grouped schedule's minimum for its ",
+                              pipeline_ipus + 1, " stages)"));
+    }
+  }
   if (!(learning_rate > 0) || !(weight_decay >= 0) ||
       !(beta2 > 0 && beta2 < 1)) {
     return bad(absl::StrCat("learning_rate ", learning_rate,
@@ -42,6 +57,13 @@ absl::StatusOr<std::unique_ptr<CharTransformerTrainer>>
 CharTransformerTrainer::Create(IPUSystem* system,
                                const CharTransformerOptions& options) {
   RETURN_IF_ERROR(options.Validate());
+  const bool pipelined = options.pipeline_ipus > 0;
+  const int ipus = pipelined ? options.pipeline_ipus : 1;
+  if (system->num_ipus() != ipus) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "char transformer: ", pipelined ? "the pipeline" : "the device loop",
+        " needs ", ipus, " IPU(s), the system has ", system->num_ipus()));
+  }
   std::unique_ptr<CharTransformerTrainer> t(new CharTransformerTrainer());
   t->options_ = options;
   t->system_ = system;
@@ -51,10 +73,13 @@ CharTransformerTrainer::Create(IPUSystem* system,
   RETURN_IF_ERROR(config.Validate());
   const int64_t context = config.context;
   const uint64_t seed = static_cast<uint64_t>(options.seed);
+  // Pipelined, the infeed gives micro-batches.
+  const int feed_batch = pipelined ? options.batch_size / options.micro_batches
+                                   : options.batch_size;
   ASSIGN_OR_RETURN(t->train_feed_,
                    feeds::IPUInfeedQueue::Create(
                        feeds::CharWindows(t->corpus_.train, context, seed)
-                           ->Batch(options.batch_size, /*drop_remainder=*/true)
+                           ->Batch(feed_batch, /*drop_remainder=*/true)
                            ->Prefetch(4)));
   ASSIGN_OR_RETURN(
       t->eval_feed_,
@@ -65,8 +90,20 @@ CharTransformerTrainer::Create(IPUSystem* system,
   ASSIGN_OR_RETURN(t->eval_out_, feeds::IPUOutfeedQueue::Create());
 
   Scope& root = t->root_;
+  // Pipelined, each variable lives on the IPU of the stages that read it:
+  // the embedding and the tied head on IPU 0, block l on block_ipu(l).
+  const int layers = static_cast<int>(config.layers);
+  const int block_ipus = ipus - 1;
+  auto block_ipu = [&](int l) { return 1 + l * block_ipus / layers; };
+  std::vector<Scope> placed;
+  if (pipelined) {
+    placed.push_back(root.WithIpu(0));
+    for (int l = 0; l < layers; ++l) {
+      placed.push_back(root.WithIpu(block_ipu(l)));
+    }
+  }
   t->params_ = models::CreateTransformerParams(root.NewSubScope("gpt"), config,
-                                               options.seed);
+                                               options.seed, placed);
   // AdamW as nanoGPT configures it (betas 0.9 / beta2, weight decay; here
   // on every variable), replicas averaging their gradients.
   auto adamw = std::make_shared<optimizers::AdamWOptimizer>(
@@ -74,22 +111,69 @@ CharTransformerTrainer::Create(IPUSystem* system,
   auto cross_replica =
       std::make_shared<optimizers::CrossReplicaOptimizer>(adamw.get());
   t->optimizers_ = {adamw, cross_replica};
-  optimizers::Optimizer& optimizer = *cross_replica;
   const models::TransformerParams& params = t->params_;
-  ASSIGN_OR_RETURN(t->train_loop_,
-                   loops::Repeat(
-                       root.NewSubScope("train"), options.device_iterations,
-                       [&](const Scope& s, const std::vector<Output>& batch) {
-                         Output logits = models::TransformerLogits(
-                             s, params, batch[0], options.seed);
-                         Output loss =
-                             models::TransformerLoss(s, logits, batch[1]);
-                         optimizer.Minimize(s, loss);
-                         t->train_out_->Enqueue(s, {{"loss", loss}});
-                         return std::vector<Output>{};
-                       },
-                       {}, t->train_feed_.get()));
-  // Evaluation and sampling read the same variables without dropout.
+  // The dropout streams of TransformerLogits, whichever way it is split.
+  const int64_t streams = options.seed * 1000;
+  if (pipelined) {
+    // Stage 0: the embedding; then each of IPUs 1..N-1 its blocks, each
+    // block's output a recomputation checkpoint; last: the tied head.
+    using Args = std::vector<Output>;
+    pipelining::PipelineOptions o;
+    o.computational_stages.push_back(
+        [&params, streams](const Scope& s, const Args& a) {
+          return Args{models::TransformerEmbed(s, params, a[0], streams), a[1]};
+        });
+    o.device_mapping.push_back(0);
+    for (int k = 1; k <= block_ipus; ++k) {
+      std::vector<int> blocks;
+      for (int l = 0; l < layers; ++l) {
+        if (block_ipu(l) == k) blocks.push_back(l);
+      }
+      o.computational_stages.push_back(
+          [&params, blocks, streams](const Scope& s, const Args& a) {
+            Output x = a[0];
+            for (int l : blocks) {
+              x = ops::RecomputationCheckpoint(
+                  s, models::TransformerBlock(s, params, l, x,
+                                              streams + 10 * (l + 1)));
+            }
+            return Args{x, a[1]};
+          });
+      o.device_mapping.push_back(k);
+    }
+    o.computational_stages.push_back([&params](const Scope& s, const Args& a) {
+      return Args{models::TransformerHead(s, params, a[0]), a[1]};
+    });
+    o.device_mapping.push_back(0);
+    o.gradient_accumulation_count = options.micro_batches;
+    o.repeat_count = options.device_iterations;
+    o.pipeline_schedule = pipelining::PipelineSchedule::kGrouped;
+    o.reduction_method = pipelining::ReductionMethod::kRunningMean;
+    o.infeed_queue = t->train_feed_.get();
+    o.outfeed_queue = t->train_out_.get();
+    o.outfeed_loss = true;
+    o.optimizer_function = [cross_replica](const Scope& s, const Args& out) {
+      return pipelining::OptimizerFunctionOutput{
+          cross_replica, models::TransformerLoss(s, out[0], out[1])};
+    };
+    ASSIGN_OR_RETURN(t->pipeline_, pipelining::Pipeline::Create(root, o));
+  } else {
+    ASSIGN_OR_RETURN(t->train_loop_,
+                     loops::Repeat(
+                         root.NewSubScope("train"), options.device_iterations,
+                         [&](const Scope& s, const std::vector<Output>& batch) {
+                           Output logits = models::TransformerLogits(
+                               s, params, batch[0], options.seed);
+                           Output loss =
+                               models::TransformerLoss(s, logits, batch[1]);
+                           cross_replica->Minimize(s, loss);
+                           t->train_out_->Enqueue(s, {{"loss", loss}});
+                           return std::vector<Output>{};
+                         },
+                         {}, t->train_feed_.get()));
+  }
+  // Evaluation and sampling read the same variables without dropout (as a
+  // program sharded over the IPUs that hold them, when pipelined).
   models::TransformerParams eval_params = params;
   eval_params.config.dropout = 0;
   ASSIGN_OR_RETURN(
@@ -142,16 +226,33 @@ absl::StatusOr<CharTransformerReport> CharTransformerTrainer::Train(
     return absl::OkStatus();
   };
   RETURN_IF_ERROR(evaluate(0));
-  OutfeedMonitor monitor(train_out_.get(), steps, /*replicas=*/1, "loss", "",
-                         /*window=*/50,
-                         [&](int64_t done, int64_t total, float loss, float) {
-                           if (on_step) on_step(done, total, loss);
-                         });
+  // Pipelined, every micro-batch's loss comes out: a step is micro_batches
+  // of them, its loss their mean.
+  const int per_step = pipeline_ != nullptr ? options_.micro_batches : 1;
+  OutfeedMonitor monitor(
+      train_out_.get(), steps * per_step, /*replicas=*/1, "loss", "",
+      /*window=*/50 * per_step,
+      [&, sum = 0.0](int64_t done, int64_t, float loss, float) mutable {
+        sum += loss;
+        if (done % per_step != 0) return;
+        if (on_step) on_step(done / per_step, steps, sum / per_step);
+        sum = 0;
+      });
+  auto train_run = [&]() -> absl::Status {
+    if (pipeline_ == nullptr) {
+      return strategy_->Run(*root_.graph(), {}, {train_loop_.op}).status();
+    }
+    ASSIGN_OR_RETURN(
+        DeviceProgram * exe,
+        strategy_->Compile(*root_.graph(), {}, {pipeline_->frame()}));
+    std::vector<std::vector<Tensor>> results;
+    return exe->Execute({{}}, &results);
+  };
   absl::Status status;
   double train_seconds = 0;
   for (int64_t r = 0; r < runs && status.ok(); ++r) {
     const auto start = std::chrono::steady_clock::now();
-    status = strategy_->Run(*root_.graph(), {}, {train_loop_.op}).status();
+    status = train_run();
     train_seconds += SecondsSince(start);
     if (status.ok() && ((r + 1) % eval_runs == 0 || r + 1 == runs)) {
       status = evaluate((r + 1) * iters);
@@ -160,6 +261,9 @@ absl::StatusOr<CharTransformerReport> CharTransformerTrainer::Train(
   monitor.Stop();
   RETURN_IF_ERROR(status);
   report.final_loss = monitor.mean_loss();
+  if (pipeline_ != nullptr && pipeline_->last_report().has_value()) {
+    report.pipeline_summary = pipeline_->last_report()->Summary();
+  }
   report.train_seconds = train_seconds;
   report.tokens_per_second = static_cast<double>(steps) * options_.batch_size *
                              params_.config.context /

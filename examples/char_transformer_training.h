@@ -1,10 +1,15 @@
 // Training the character transformer (transformer_model.h) on the fortunes
-// corpus (feeds/char_corpus.h) on one emulated IPU: the training step runs
+// corpus (feeds/char_corpus.h): on one emulated IPU, the training step runs
 // in a device loop (Repeat(device_iterations)) fed by an infeed of random
-// windows, each step's loss streams out through an outfeed to a
-// monitoring thread, an evaluation loop over held-out windows gives the
-// validation loss, and a forward program samples text. The example binary
-// (train_char_transformer) and its test share this code.
+// windows; with pipeline_ipus, it is pipelined as Graphcore pipelines BERT
+// (../shared/reference/ops_and_transformer.md, section 2): the embedding
+// and the output head tied to it on IPU 0, the blocks spread over the other
+// IPUs, a recomputation checkpoint after each block, the Grouped schedule
+// and a running-mean accumulation of the micro-batches' gradients. Either
+// way each loss streams out through an outfeed to a monitoring thread, an
+// evaluation loop over held-out windows gives the validation loss, and a
+// forward program samples text. The example binary (train_char_transformer)
+// and its test share this code.
 //
 //   CharTransformerOptions options;   // nanoGPT's CPU configuration
 //   ASSIGN_OR_RETURN(auto trainer,
@@ -29,6 +34,7 @@
 #include "feeds/infeed_queue.h"
 #include "feeds/outfeed_queue.h"
 #include "ops/control/loops.h"
+#include "pipelining/pipeline.h"
 
 namespace ipuflow::optimizers {
 class Optimizer;
@@ -51,6 +57,12 @@ struct CharTransformerOptions {
   int64_t eval_every = 250;  // Steps; rounded up to whole loop runs.
   int eval_batches = 20;
   int64_t seed = 1;  // Initial weights, data order, dropout.
+  // 0: a device loop on one IPU. N >= 2: pipelined over IPUs 0..N-1 (the
+  // system needs exactly N), in updates of batch_size windows made of
+  // micro_batches micro-batches (which must divide batch_size; at least
+  // N + 1 for the Grouped schedule), device_iterations updates per run.
+  int pipeline_ipus = 0;
+  int micro_batches = 6;
   // InvalidArgument naming the first option out of range.
   absl::Status Validate() const;
 };
@@ -64,6 +76,8 @@ struct CharTransformerReport {
   std::vector<std::pair<int64_t, double>> validation;
   double tokens_per_second = 0;  // Training, outside evaluations.
   double train_seconds = 0;
+  // Pipelined: the last run's report (timeline, bubble, memory per IPU).
+  std::string pipeline_summary;
 };
 
 struct SampleOptions {
@@ -111,6 +125,7 @@ class CharTransformerTrainer {
   Scope root_ = Scope::NewRootScope();
   models::TransformerParams params_;
   loops::Loop train_loop_, eval_loop_;
+  std::unique_ptr<pipelining::Pipeline> pipeline_;  // Pipelined only.
   Output sample_inputs_, sample_logits_;
   // AdamW and its cross-replica wrapper, kept as long as the graph.
   std::vector<std::shared_ptr<optimizers::Optimizer>> optimizers_;

@@ -3,10 +3,12 @@
 // IPU, with nanoGPT's CPU configuration as the default (4 layers, 128 wide,
 // 4 heads, context 64, batch 12, 2000 steps, AdamW 1e-3): a progress line
 // with the training loss and tokens/s, the validation loss every
-// --eval-every steps, then text sampled from the model.
+// --eval-every steps, then text sampled from the model. --pipeline-ipus=4
+// pipelines it over four IPUs as Graphcore pipelines BERT.
 //
 //   ./bazelw run //examples:train_char_transformer
 //   ./bazelw run //examples:train_char_transformer -- --steps=500 --layers=2
+//   ./bazelw run //examples:train_char_transformer -- --pipeline-ipus=4
 #include <cstdio>
 #include <string>
 
@@ -33,6 +35,11 @@ ABSL_FLAG(double, temperature, 0.8, "sampling temperature");
 ABSL_FLAG(int, top_k, 20, "sample from the k likeliest characters (0: all)");
 ABSL_FLAG(std::string, corpus_dir, ipuflow::feeds::kFortunesDir,
           "directory of text files");
+ABSL_FLAG(int, pipeline_ipus, 0,
+          "0: a device loop on one IPU; N: pipelined over N IPUs as BERT is "
+          "(embedding and tied head on IPU 0, blocks over the others)");
+ABSL_FLAG(int, micro_batches, 6,
+          "pipelined: micro-batches per update (divides --batch)");
 
 int main(int argc, char** argv) {
   using namespace ipuflow;
@@ -54,9 +61,15 @@ int main(int argc, char** argv) {
   o.eval_batches = absl::GetFlag(FLAGS_eval_batches);
   o.seed = absl::GetFlag(FLAGS_seed);
   o.corpus.dir = absl::GetFlag(FLAGS_corpus_dir);
+  o.pipeline_ipus = absl::GetFlag(FLAGS_pipeline_ipus);
+  o.micro_batches = absl::GetFlag(FLAGS_micro_batches);
 
-  absl::StatusOr<std::unique_ptr<IPUSystem>> system =
-      IPUSystem::Create(IPUConfig());
+  IPUConfig config;
+  if (o.pipeline_ipus > 0) {
+    config.set_auto_select_ipus(o.pipeline_ipus);
+    config.set_allow_recompute(true);  // The blocks' checkpoints.
+  }
+  absl::StatusOr<std::unique_ptr<IPUSystem>> system = IPUSystem::Create(config);
   if (!system.ok()) {
     std::fprintf(stderr, "%s\n", system.status().ToString().c_str());
     return 1;
@@ -108,6 +121,9 @@ int main(int argc, char** argv) {
       static_cast<long long>(report->steps), report->train_seconds,
       report->tokens_per_second, report->final_loss,
       report->validation.back().second);
+  if (!report->pipeline_summary.empty()) {
+    std::printf("%s\n", report->pipeline_summary.c_str());
+  }
   const int length = absl::GetFlag(FLAGS_sample);
   if (length > 0) {
     examples::SampleOptions s;
