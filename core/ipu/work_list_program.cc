@@ -288,10 +288,12 @@ absl::StatusOr<ResolvedItem> Resolve(const WorkListSpec& spec,
   // Each program feed from the item feed of its name.
   std::map<std::string, const ItemFeed*> by_name;
   for (const ItemFeed& f : item.feeds) {
-    if (IndexOf(feeds, f.feed) < 0 || !by_name.emplace(f.feed, &f).second) {
-      return Refused(spec, absl::StrCat(at, " feeds '", f.feed,
-                                        "' twice, or its program has no such "
-                                        "feed"));
+    if (IndexOf(feeds, f.feed) < 0) {
+      return Refused(spec, absl::StrCat(at, " feeds '", f.feed, "', which its ",
+                                        item.role, " program does not have"));
+    }
+    if (!by_name.emplace(f.feed, &f).second) {
+      return Refused(spec, absl::StrCat(at, " feeds '", f.feed, "' twice"));
     }
   }
   for (const std::string& name : feeds) {

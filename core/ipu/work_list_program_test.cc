@@ -287,9 +287,13 @@ TEST_F(WorkListProgramTest, ASpecReferringToWhatDoesNotExistIsRefused) {
                         e_.name() + "' is given no value"));
   spec = Spec(1);
   spec->items[1].feeds[1].feed = z_.name();
-  EXPECT_THAT(refused(spec).message(), HasSubstr("feeds '" + z_.name() +
-                                                 "' twice, or its program has "
-                                                 "no such feed"));
+  EXPECT_THAT(refused(spec).message(),
+              HasSubstr("item 'consume 0' feeds '" + z_.name() +
+                        "', which its consume program does not have"));
+  spec = Spec(1);
+  spec->items[1].feeds[1].feed = d_.name();
+  EXPECT_THAT(refused(spec).message(),
+              HasSubstr("item 'consume 0' feeds '" + d_.name() + "' twice"));
 
   // The pushers of a channel send the same values: produce 1 sends them
   // in another order.
