@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -114,18 +116,30 @@ class SlicesDataset : public Dataset {
   Element components_;
 };
 
+// How many of start, start + step, ... lie before `stop`, in unsigned
+// arithmetic: the distance and the step's magnitude always fit in 64 bits
+// (Range(0, INT64_MAX) has INT64_MAX elements; Range(INT64_MIN, INT64_MAX)
+// more than an int64 counts, which Range refuses).
+uint64_t RangeCount(int64_t start, int64_t stop, int64_t step) {
+  const bool up = step > 0;
+  if (up ? stop <= start : stop >= start) return 0;
+  const uint64_t span =
+      up ? static_cast<uint64_t>(stop) - static_cast<uint64_t>(start)
+         : static_cast<uint64_t>(start) - static_cast<uint64_t>(stop);
+  const uint64_t magnitude = up ? static_cast<uint64_t>(step)
+                                : uint64_t{0} - static_cast<uint64_t>(step);
+  return span / magnitude + (span % magnitude != 0 ? 1 : 0);
+}
+
 class RangeDataset : public Dataset {
  public:
   RangeDataset(int64_t start, int64_t stop, int64_t step)
       : Dataset(ElementSpec{{DType::kInt64}, {TensorShape()}}),
         start_(start),
         stop_(stop),
-        step_(step) {}
-  int64_t Cardinality() const override {
-    const int64_t span = step_ > 0 ? stop_ - start_ : start_ - stop_;
-    const int64_t step = step_ > 0 ? step_ : -step_;
-    return span <= 0 ? 0 : (span + step - 1) / step;
-  }
+        step_(step),
+        count_(static_cast<int64_t>(RangeCount(start, stop, step))) {}
+  int64_t Cardinality() const override { return count_; }
   std::string DebugString() const override {
     return step_ == 1
                ? absl::StrCat("Range(", start_, ", ", stop_, ")")
@@ -137,11 +151,16 @@ class RangeDataset : public Dataset {
         std::static_pointer_cast<const RangeDataset>(shared_from_this()));
   }
   Element ElementAt(int64_t i) const {
-    return {Tensor::Scalar<int64_t>(start_ + i * step_)};
+    // start + i * step lies in [start, stop); its intermediate product may
+    // not fit an int64 (a step of 2^62 from INT64_MIN): wrap in unsigned.
+    return {Tensor::Scalar<int64_t>(static_cast<int64_t>(
+        static_cast<uint64_t>(start_) +
+        static_cast<uint64_t>(i) * static_cast<uint64_t>(step_)))};
   }
 
  private:
   int64_t start_, stop_, step_;
+  int64_t count_;
 };
 
 class GeneratorDataset : public Dataset {
@@ -290,6 +309,12 @@ DatasetPtr Range(int64_t start, int64_t stop, int64_t step) {
   if (step == 0) {
     return ErrorDataset(absl::InvalidArgumentError(absl::StrCat(
         "Range(", start, ", ", stop, ", ", step, "): step must not be 0")));
+  }
+  if (RangeCount(start, stop, step) >
+      static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return ErrorDataset(absl::InvalidArgumentError(
+        absl::StrCat("Range(", start, ", ", stop, ", ", step,
+                     "): more elements than an int64 counts")));
   }
   return std::make_shared<RangeDataset>(start, stop, step);
 }

@@ -2,6 +2,7 @@
 // bounded with an error naming the limit (issue 9).
 #include "feeds/dataset.h"
 
+#include <limits>
 #include <memory>
 
 #include "feeds/dataset_test_util.h"
@@ -79,6 +80,24 @@ TEST(DatasetTest, RangeCountsUpAndDown) {
   EXPECT_EQ(Range(0, 1, 0)->status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Range(0, 6)->spec().DebugString(), "(int64[])");
+}
+
+TEST(DatasetTest, RangeCountsToTheInt64Bounds) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  EXPECT_EQ(Range(0, kMax)->Cardinality(), kMax);
+  EXPECT_THAT(Ints(Range(kMax - 2, kMax)), ElementsAre(kMax - 2, kMax - 1));
+  EXPECT_THAT(Ints(Range(kMin + 1, kMin, -1)), ElementsAre(kMin + 1));
+  // A step of 2^62 from INT64_MIN: 4 elements, the last near INT64_MAX.
+  const int64_t step = int64_t{1} << 62;
+  EXPECT_THAT(Ints(Range(kMin, kMax, step)),
+              ElementsAre(kMin, kMin + step, 0, step));
+  EXPECT_EQ(Range(kMax, kMin, kMin)->Cardinality(), 2);
+  // More elements than an int64 counts.
+  EXPECT_EQ(Range(kMin, kMax)->status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Range(kMax, kMin, -1)->status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(DatasetTest, FromGeneratorRestartsEachPassAndChecksTheSpec) {

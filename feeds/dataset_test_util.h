@@ -26,7 +26,11 @@ inline std::vector<int64_t> Ints(const DatasetPtr& ds,
   for (const Element& e : *all) {
     const Tensor& t = e[component];
     for (int64_t i = 0; i < t.NumElements(); ++i) {
-      out.push_back(static_cast<int64_t>(t.ElementAsDouble(i)));
+      // Integers exactly (a double holds 53 bits).
+      out.push_back(t.dtype() == DType::kInt64 ? t.data<int64_t>()[i]
+                    : t.dtype() == DType::kInt32
+                        ? t.data<int32_t>()[i]
+                        : static_cast<int64_t>(t.ElementAsDouble(i)));
     }
   }
   return out;
