@@ -272,6 +272,13 @@ TEST(CharTransformerTrainingTest, OptionsOutOfRangeAreRefused) {
   o.model.context = 40000;  // Longer than the 30000-character slice.
   EXPECT_EQ(refused(o).code(), absl::StatusCode::kInvalidArgument);
   o = TinyTraining();
+  o.steps = int64_t{1} << 40;
+  EXPECT_EQ(refused(o).code(), absl::StatusCode::kInvalidArgument);
+  o = TinyTraining();
+  o.model.width = 1 << 14;  // A 4w x w MLP weight of 2^30 elements.
+  o.model.heads = 1;
+  EXPECT_EQ(refused(o).code(), absl::StatusCode::kInvalidArgument);
+  o = TinyTraining();
   o.pipeline_ipus = 3;  // 1 block: at most 2 IPUs.
   EXPECT_EQ(refused(o).code(), absl::StatusCode::kInvalidArgument);
   o.pipeline_ipus = 2;

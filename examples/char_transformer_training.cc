@@ -21,12 +21,16 @@ absl::Status CharTransformerOptions::Validate() const {
   if (batch_size < 1 || batch_size > 65536) {
     return bad(absl::StrCat("batch_size ", batch_size, " not in [1, 65536]"));
   }
-  if (steps < 1 || device_iterations < 1 || eval_every < 1 ||
-      eval_batches < 1) {
+  // Bounds that keep every product of them (micro-batch losses counted,
+  // tokens) far inside an int64.
+  constexpr int64_t kMaxCount = int64_t{1} << 30;
+  if (steps < 1 || steps > kMaxCount || device_iterations < 1 ||
+      device_iterations > kMaxCount || eval_every < 1 ||
+      eval_every > kMaxCount || eval_batches < 1 || eval_batches > kMaxCount) {
     return bad(absl::StrCat("steps ", steps, ", device_iterations ",
                             device_iterations, ", eval_every ", eval_every,
                             " and eval_batches ", eval_batches,
-                            " must be positive"));
+                            " must be in [1, 2^30]"));
   }
   if (pipeline_ipus != 0) {
     if (pipeline_ipus < 2 || pipeline_ipus > model.layers + 1) {

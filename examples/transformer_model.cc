@@ -82,6 +82,15 @@ absl::Status TransformerConfig::Validate() const {
         absl::StrCat("must be in [1, 65536] and divisible by heads ", heads)
             .c_str());
   }
+  // The largest tables (the embeddings, an MLP weight) under 2^28
+  // elements each: 1 GiB of float32.
+  constexpr int64_t kMaxTable = int64_t{1} << 28;
+  if (vocab > kMaxTable / width || context > kMaxTable / width ||
+      4 * width > kMaxTable / width) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "transformer: vocab ", vocab, ", context ", context, " or 4 x width ",
+        4 * width, " times width ", width, " is over 2^28 elements"));
+  }
   if (!(dropout >= 0 && dropout < 1)) {
     return absl::InvalidArgumentError(
         absl::StrCat("transformer: dropout ", dropout, " is not in [0, 1)"));
