@@ -31,7 +31,9 @@
 // outputs of stage s (the concatenation of their outputs, for concurrent
 // stages). Stages are built in the caller's graph, each in a sub-scope
 // "<name>/stage<s>" placed on its IPU; they may create and read variables
-// (on their own IPU) but may capture no other value from outside.
+// (on their own IPU; several stages on one IPU may read one, as an
+// embedding and its tied output head: docs/PIPELINING.md, "Tied weights")
+// but may capture no other value from outside.
 // Inference pipelines enqueue the last stage's outputs to the outfeed;
 // training pipelines pass them to optimizer_function, whose loss is
 // differentiated stage by stage.
