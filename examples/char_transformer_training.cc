@@ -200,6 +200,13 @@ CharTransformerTrainer::Create(IPUSystem* system,
   return t;
 }
 
+absl::Status CharTransformerTrainer::InitializeOnce() {
+  if (initialized_) return absl::OkStatus();
+  RETURN_IF_ERROR(strategy_->Initialize(*root_.graph()));
+  initialized_ = true;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<double> CharTransformerTrainer::Evaluate() {
   RETURN_IF_ERROR(strategy_->Run(*root_.graph(), {}, {eval_loop_.op}).status());
   ASSIGN_OR_RETURN(feeds::OutfeedResult out, eval_out_->Dequeue());
@@ -211,10 +218,7 @@ absl::StatusOr<double> CharTransformerTrainer::Evaluate() {
 
 absl::StatusOr<CharTransformerReport> CharTransformerTrainer::Train(
     const StepCallback& on_step, const EvalCallback& on_eval) {
-  if (!initialized_) {
-    RETURN_IF_ERROR(strategy_->Initialize(*root_.graph()));
-    initialized_ = true;
-  }
+  RETURN_IF_ERROR(InitializeOnce());
   const int64_t iters = options_.device_iterations;
   const int64_t runs = (options_.steps + iters - 1) / iters;
   const int64_t steps = runs * iters;
@@ -285,10 +289,7 @@ absl::StatusOr<std::string> CharTransformerTrainer::Sample(
   if (prompt.empty()) {
     return absl::InvalidArgumentError("Sample: the prompt is empty");
   }
-  if (!initialized_) {
-    RETURN_IF_ERROR(strategy_->Initialize(*root_.graph()));
-    initialized_ = true;
-  }
+  RETURN_IF_ERROR(InitializeOnce());
   ASSIGN_OR_RETURN(std::vector<int32_t> ids, corpus_.Encode(prompt));
   const int64_t context = params_.config.context;
   const int vocab = corpus_.vocab_size();

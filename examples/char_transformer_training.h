@@ -116,6 +116,8 @@ class CharTransformerTrainer {
 
  private:
   CharTransformerTrainer() = default;
+  // Runs the variables' initialisers on the first call only.
+  absl::Status InitializeOnce();
 
   CharTransformerOptions options_;
   IPUSystem* system_ = nullptr;

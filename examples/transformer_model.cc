@@ -65,7 +65,7 @@ Output Drop(const Scope& scope, const TransformerConfig& c, Output x,
 }  // namespace
 
 absl::Status TransformerConfig::Validate() const {
-  auto bad = [](const char* field, int64_t value, const char* rule) {
+  auto bad = [](const char* field, int64_t value, const std::string& rule) {
     return absl::InvalidArgumentError(
         absl::StrCat("transformer: ", field, " ", value, " ", rule));
   };
@@ -79,8 +79,7 @@ absl::Status TransformerConfig::Validate() const {
       width % heads != 0) {
     return bad(
         "width", width,
-        absl::StrCat("must be in [1, 65536] and divisible by heads ", heads)
-            .c_str());
+        absl::StrCat("must be in [1, 65536] and divisible by heads ", heads));
   }
   // The largest tables (the embeddings, an MLP weight) under 2^28
   // elements each: 1 GiB of float32.

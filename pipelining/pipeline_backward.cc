@@ -273,6 +273,7 @@ Node* Builder::Accumulator(Node* var, const PartDef& part) {
                          part.part > 0 ? absl::StrCat("_", part.part) : "");
   ops::VariableHandle acc = ops::Variable(s.WithOpName(name), zeros, vo);
   if (!scope_.ok()) return nullptr;
+  if (accs.empty()) accumulated_.push_back(var);
   accs.push_back({part.name, acc.handle.node});
   b_->accumulators.push_back(acc.handle.node);
   // The memory plan counts it as an accumulator (core/memory_plan.h).
@@ -284,14 +285,7 @@ Node* Builder::Accumulator(Node* var, const PartDef& part) {
 void Builder::BuildWeightUpdate() {
   Scope ws = scope_.NewSubScope("weight_update");
   std::vector<optimizers::GradAndVar> gv;
-  // Each variable once, in the order of its first accumulator.
-  std::vector<Node*> vars;
-  for (Node* acc : b_->accumulators) {
-    for (const auto& [v, accs] : accumulators_of_) {
-      if (accs.front().second == acc) vars.push_back(v);
-    }
-  }
-  for (Node* var : vars) {
+  for (Node* var : accumulated_) {
     Scope vs = ws.NewSubScope(var->name()).WithIpu(var->ipu());
     // In the dtype the optimizer wants: float32 for a variable with a
     // float32 master, so a float32 accumulator is not rounded on its way.

@@ -103,6 +103,9 @@ class Builder {
   std::optional<Scope> accumulators_scope_;
   // Variable -> its accumulators, with the part each accumulates.
   std::map<Node*, std::vector<std::pair<std::string, Node*>>> accumulators_of_;
+  // The variables with an accumulator, in the order of their first one
+  // (the weight update's order).
+  std::vector<Node*> accumulated_;
   std::string offloaded_state_id_;  // b_->offloaded_state's, in the graph.
 };
 
