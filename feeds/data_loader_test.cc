@@ -19,12 +19,15 @@
 #include <thread>
 #include <tuple>
 
+#include "core/testing/test_system.h"
 #include "feeds/infeed_queue.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace ipuflow::feeds {
 namespace {
+
+using ::ipuflow::testing::AwaitTrue;
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
@@ -69,13 +72,6 @@ std::vector<int64_t> Flat(const std::vector<std::vector<int64_t>>& v) {
   std::vector<int64_t> f;
   for (const auto& b : v) f.insert(f.end(), b.begin(), b.end());
   return f;
-}
-
-// Spins (yielding) until `ready()`: waits for another thread's state
-// without sleeping.
-template <typename Fn>
-void AwaitTrue(Fn ready) {
-  while (!ready()) std::this_thread::yield();
 }
 
 absl::Status CreateError(DatasetPtr ds, const DataLoaderOptions& o) {

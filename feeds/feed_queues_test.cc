@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/ipu/ipu_strategy.h"
 #include "core/testing/op_test.h"
+#include "core/testing/test_system.h"
 #include "feeds/dataset.h"
 #include "feeds/infeed_queue.h"
 #include "feeds/ipu_iterator.h"
@@ -30,20 +31,10 @@
 namespace ipuflow::feeds {
 namespace {
 
+using ::ipuflow::testing::AwaitTrue;
+using ::ipuflow::testing::MakeSystem;
+
 using ::ipuflow::testing::TensorNear;
-
-std::unique_ptr<IPUSystem> MakeSystem(int ipus) {
-  IPUConfig config;
-  config.set_auto_select_ipus(ipus);
-  return std::move(IPUSystem::Create(config)).value();
-}
-
-// Spins (yielding) until `ready()`: how a test knows another thread is
-// blocked before it acts, without sleeping.
-template <typename Fn>
-void AwaitTrue(Fn ready) {
-  while (!ready()) std::this_thread::yield();
-}
 
 // A body that outfeeds the infeed element as float and carries nothing.
 loops::LoopBody Forward(IPUOutfeedQueue* outfeed) {

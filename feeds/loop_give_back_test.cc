@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/ipu/ipu_strategy.h"
+#include "core/testing/test_system.h"
 #include "feeds/dataset.h"
 #include "feeds/infeed_queue.h"
 #include "feeds/outfeed_queue.h"
@@ -21,16 +22,8 @@
 namespace ipuflow::feeds {
 namespace {
 
-template <typename Fn>
-void AwaitTrue(Fn ready) {
-  while (!ready()) std::this_thread::yield();
-}
-
-std::unique_ptr<IPUSystem> MakeSystem(int ipus) {
-  IPUConfig config;
-  config.set_auto_select_ipus(ipus);
-  return std::move(IPUSystem::Create(config)).value();
-}
+using ::ipuflow::testing::AwaitTrue;
+using ::ipuflow::testing::MakeSystem;
 
 // A loop of `n` iterations: dequeue x, outfeed x as float (the outfeed is
 // the iteration's last kernel). The outfeed holds one step on the host and

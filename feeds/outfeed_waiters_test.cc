@@ -12,6 +12,7 @@
 
 #include "core/ipu/device_program.h"
 #include "core/ipu/ipu_strategy.h"
+#include "core/testing/test_system.h"
 #include "feeds/dataset.h"
 #include "feeds/infeed_queue.h"
 #include "feeds/outfeed_queue.h"
@@ -25,13 +26,10 @@
 namespace ipuflow::feeds {
 namespace {
 
+using ::ipuflow::testing::AwaitTrue;
+
 using ::testing::AllOf;
 using ::testing::HasSubstr;
-
-template <typename Fn>
-void AwaitTrue(Fn ready) {
-  while (!ready()) std::this_thread::yield();
-}
 
 IPUConfig OneIpu() {
   IPUConfig config;

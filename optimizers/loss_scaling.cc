@@ -26,9 +26,6 @@
 namespace ipuflow::optimizers {
 namespace {
 
-using Method = LossScalingMethod;
-
-constexpr char kAls[] = "[AutomaticLossScale transform] ";
 constexpr float kHalfMax = 65504.f;
 
 ops::VariableHandle StateVariable(const Scope& s, const std::string& name,
@@ -53,11 +50,11 @@ Output LossScalingOptimizer::ReadScale(const Scope& scope) {
     state_scope_ = scope.NewSubScope("LossScaling");
   }
   const Scope& s = *state_scope_;
-  if (scaling_.method == Method::kStatic) {
+  if (scaling_.method == LossScalingMethod::kStatic) {
     return ops::Const(s.WithOpName("scale"), scaling_.loss_scaling);
   }
   if (!scale_handle_.valid() || scale_handle_.node->graph() != scope.graph()) {
-    const float initial = scaling_.method == Method::kGradScaler
+    const float initial = scaling_.method == LossScalingMethod::kGradScaler
                               ? scaling_.grad_scaler.init_scale
                               : scaling_.loss_scaling;
     scale_handle_ =
@@ -66,7 +63,7 @@ Output LossScalingOptimizer::ReadScale(const Scope& scope) {
             .handle;
     if (!s.ok()) return Output();
     scale_name_ = ops::GetVariableInfo(scale_handle_)->name;
-    const bool grad_scaler = scaling_.method == Method::kGradScaler;
+    const bool grad_scaler = scaling_.method == LossScalingMethod::kGradScaler;
     if (grad_scaler) {
       tracker_handle_ =
           StateVariable(s, "growth_tracker",
@@ -203,8 +200,9 @@ std::vector<Node*> LossScalingOptimizer::AutomaticUpdate(
     upper = upper.valid() ? ops::Add(s.WithOpName("upper_sum"), upper, up) : up;
   }
   if (!lower.valid()) {
-    scope.UpdateStatus(absl::InvalidArgumentError(absl::StrCat(
-        kAls, "No tracked gradient tensors of type fp16 were found.")));
+    scope.UpdateStatus(absl::InvalidArgumentError(
+        absl::StrCat(kAutomaticLossScaleError,
+                     "No tracked gradient tensors of type fp16 were found.")));
     return {};
   }
   std::vector<Node*> updates;
@@ -283,9 +281,9 @@ Node* LossScalingOptimizer::ApplyGradients(
   }
   if (!scope.ok()) return nullptr;
   switch (scaling_.method) {
-    case Method::kStatic:
+    case LossScalingMethod::kStatic:
       return optimizer_->ApplyGradients(scope, unscaled);
-    case Method::kAutomatic: {
+    case LossScalingMethod::kAutomatic: {
       std::vector<Node*> deps = AutomaticUpdate(scope, grads_and_vars, scale);
       if (!scope.ok()) return nullptr;
       Node* apply = optimizer_->ApplyGradients(scope, unscaled);
@@ -293,7 +291,7 @@ Node* LossScalingOptimizer::ApplyGradients(
       deps.push_back(apply);
       return ops::Group(s.WithOpName("apply"), deps);
     }
-    case Method::kGradScaler:
+    case LossScalingMethod::kGradScaler:
       return GradScalerApply(scope, grads_and_vars, unscaled, scale);
   }
   return nullptr;

@@ -92,6 +92,10 @@
 
 namespace ipuflow::optimizers {
 
+// PopART's prefix of the automatic method's errors, which ipuflow keeps.
+inline constexpr char kAutomaticLossScaleError[] =
+    "[AutomaticLossScale transform] ";
+
 enum class LossScalingMethod { kStatic, kAutomatic, kGradScaler };
 
 // PopART's AutomaticLossScalingSettings (defaults are PopART's).

@@ -10,19 +10,12 @@
 
 namespace ipuflow::optimizers {
 
-using Method = LossScalingMethod;
-
-namespace {
-// PopART's prefix for the automatic method's errors (as loss_scaling.cc's).
-constexpr char kAls[] = "[AutomaticLossScale transform] ";
-}  // namespace
-
 absl::Status CheckLossScaling(const LossScaling& l) {
   OptionChecker check("LossScaling");
   check.Enum("method", "LossScalingMethod", l.method,
-             {{Method::kStatic, "kStatic"},
-              {Method::kAutomatic, "kAutomatic"},
-              {Method::kGradScaler, "kGradScaler"}});
+             {{LossScalingMethod::kStatic, "kStatic"},
+              {LossScalingMethod::kAutomatic, "kAutomatic"},
+              {LossScalingMethod::kGradScaler, "kGradScaler"}});
   // (0, hi]: FiniteRange is inclusive, so 0 is reported on its own.
   auto positive = [&check](const char* field, double v, double hi) {
     if (v == 0) {
@@ -34,10 +27,10 @@ absl::Status CheckLossScaling(const LossScaling& l) {
       check.FiniteRange(field, v, 0, hi);
     }
   };
-  if (l.method != Method::kGradScaler) {
+  if (l.method != LossScalingMethod::kGradScaler) {
     positive("loss_scaling", l.loss_scaling, kMaxLossScale);
   }
-  if (l.method == Method::kAutomatic) {
+  if (l.method == LossScalingMethod::kAutomatic) {
     const AutomaticLossScalingSettings& a = l.automatic;
     check.FiniteRange("automatic.bin_edge_location", a.bin_edge_location, 0, 1);
     check.FiniteRange("automatic.threshold_upper_count_proportion",
@@ -45,7 +38,7 @@ absl::Status CheckLossScaling(const LossScaling& l) {
     check.Range("automatic.update_period", a.update_period, 1,
                 kMaxLossScalingPeriod);
   }
-  if (l.method == Method::kGradScaler) {
+  if (l.method == LossScalingMethod::kGradScaler) {
     const GradScalerSettings& g = l.grad_scaler;
     positive("grad_scaler.init_scale", g.init_scale, kMaxLossScale);
     if (g.growth_factor == 1) {
@@ -75,17 +68,17 @@ absl::Status LossScalingOptimizer::Validate() const {
         "LossScaling optimizer: the optimizer to wrap is null");
   }
   const LossScaling& l = scaling_;
-  if (l.method != Method::kGradScaler &&
+  if (l.method != LossScalingMethod::kGradScaler &&
       !(l.loss_scaling > 0 && std::isfinite(l.loss_scaling))) {
     return absl::InvalidArgumentError(absl::StrCat(
         "LossScaling optimizer: loss_scaling must be finite and > 0, got ",
         l.loss_scaling));
   }
-  if (l.method == Method::kAutomatic) {
+  if (l.method == LossScalingMethod::kAutomatic) {
     const AutomaticLossScalingSettings& a = l.automatic;
     if (!(a.bin_edge_location >= 0 && a.bin_edge_location <= 1)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          kAls,
+          kAutomaticLossScaleError,
           "Out of range value for 'binEdgeLocation'. The current value "
           "is ",
           a.bin_edge_location, ", but it should be in the range [0, 1]."));
@@ -93,7 +86,7 @@ absl::Status LossScalingOptimizer::Validate() const {
     if (!(a.threshold_upper_count_proportion >= 0 &&
           a.threshold_upper_count_proportion <= 1)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          kAls,
+          kAutomaticLossScaleError,
           "Out of range value for 'thresholdUpperCountProportion'. The "
           "current value is ",
           a.threshold_upper_count_proportion,
@@ -101,13 +94,13 @@ absl::Status LossScalingOptimizer::Validate() const {
     }
     if (a.update_period < 1) {
       return absl::InvalidArgumentError(
-          absl::StrCat(kAls,
+          absl::StrCat(kAutomaticLossScaleError,
                        "'updatePeriod' must be >= 1 (optimizer steps between "
                        "updates of the loss scale), got ",
                        a.update_period));
     }
   }
-  if (l.method == Method::kGradScaler) {
+  if (l.method == LossScalingMethod::kGradScaler) {
     const GradScalerSettings& g = l.grad_scaler;
     // PyTorch's own asserts, then what it leaves unchecked.
     if (!(g.growth_factor > 1)) {

@@ -27,16 +27,13 @@
 namespace ipuflow::optimizers {
 namespace {
 
+using ::ipuflow::optimizers::testing::At;
+
 using ::ipuflow::optimizers::testing::LinearLoss;
 using ::ipuflow::testing::TensorNear;
 using Grads = std::vector<std::vector<float>>;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
-
-float At(const Tensor& t, int i) {
-  return t.dtype() == DType::kFloat16 ? static_cast<float>(t.data<half>()[i])
-                                      : t.data<float>()[i];
-}
 
 // A variable's value as a fetch built now (after the step's updates).
 Output Read(const Scope& s, const std::string& variable) {

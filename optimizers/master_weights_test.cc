@@ -14,13 +14,10 @@
 namespace ipuflow::optimizers {
 namespace {
 
+using ::ipuflow::optimizers::testing::At;
+
 using ::ipuflow::optimizers::testing::LinearLoss;
 using ::ipuflow::optimizers::testing::RunSteps;
-
-float At(const Tensor& t, int i) {
-  return t.dtype() == DType::kFloat16 ? static_cast<float>(t.data<half>()[i])
-                                      : t.data<float>()[i];
-}
 
 // 100 SGD steps of lr * c = 1e-4 on w = [1, -0.5] (float16). In float16 the
 // spacing near 1 is 2^-11 below and 2^-10 above, so 1 - 1e-4 rounds back to

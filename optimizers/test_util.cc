@@ -1,5 +1,6 @@
 #include "optimizers/test_util.h"
 
+#include "core/half.h"
 #include "gtest/gtest.h"
 #include "ops/array/const.h"
 #include "ops/math/cast.h"
@@ -41,6 +42,11 @@ std::vector<Tensor> RunSteps(const Scope& scope, Node* train,
     values.push_back(out[0]);
   }
   return values;
+}
+
+float At(const Tensor& t, int i) {
+  return t.dtype() == DType::kFloat16 ? static_cast<float>(t.data<half>()[i])
+                                      : t.data<float>()[i];
 }
 
 }  // namespace ipuflow::optimizers::testing

@@ -38,6 +38,9 @@ struct LinearLoss {
 std::vector<Tensor> RunSteps(const Scope& scope, Node* train,
                              const std::vector<FeedList>& feeds, Output fetch);
 
+// Element i of a float32 or float16 tensor, as a float.
+float At(const Tensor& t, int i);
+
 }  // namespace ipuflow::optimizers::testing
 
 #endif  // IPUFLOW_OPTIMIZERS_TEST_UTIL_H_

@@ -2274,8 +2274,9 @@ const std::vector<OpEntry>& OpTable() {
     for (const char* op :
          {"ApplyAdam", "ApplyGradientDescent", "ApplyLamb", "ApplyMomentum",
           "ApplyRMSProp", "ApplyAdagrad", "ApplySGD", "Assign", "AssignAdd",
-          "AssignSub", "AssignZeros", "ReadVariable", "Variable",
-          "RandomNormal", "RandomUniform", "TruncatedNormal"}) {
+          "AssignAddScaled", "AssignScaledAddScaled", "AssignSub",
+          "AssignZeros", "ReadVariable", "Variable", "RandomNormal",
+          "RandomUniform", "TruncatedNormal"}) {
       t.push_back(Exempt(op, kState));
     }
     for (const char* op :

@@ -6,6 +6,9 @@
 
 namespace ipuflow::ops {
 namespace {
+// Its own namespace: the input enums of the fused updates share names
+// (kVar, kLr) in one unity unit.
+namespace gradient_descent {
 
 enum Input { kVar, kLr, kGrad, kShard };
 
@@ -48,6 +51,7 @@ REGISTER_OP("ApplyGradientDescent")
     })
     .NotDifferentiable("it updates a variable and has no outputs");
 
+}  // namespace gradient_descent
 }  // namespace
 
 Node* ApplyGradientDescent(const Scope& scope, Output var, Output lr,

@@ -6,6 +6,9 @@
 
 namespace ipuflow::ops {
 namespace {
+// Its own namespace: the input enums of the fused updates share names
+// (kVar, kLr) in one unity unit.
+namespace momentum {
 
 enum Input { kVar, kAccum, kLr, kGrad, kMomentum, kShard };
 
@@ -103,6 +106,7 @@ REGISTER_OP("ApplyMomentum")
     })
     .NotDifferentiable("it updates variables and has no outputs");
 
+}  // namespace momentum
 }  // namespace
 
 Node* ApplyMomentum(const Scope& scope, Output var, Output accum, Output lr,

@@ -7,6 +7,9 @@
 
 namespace ipuflow::ops {
 namespace {
+// Its own namespace: the input enums of the fused updates share names
+// (kVar, kLr) in one unity unit.
+namespace rms_prop {
 
 enum RmsInput {
   kVar,
@@ -142,6 +145,7 @@ REGISTER_OP("ApplyAdagrad")
     })
     .NotDifferentiable("it updates variables and has no outputs");
 
+}  // namespace rms_prop
 }  // namespace
 
 Node* ApplyRMSProp(const Scope& scope, Output var, Output ms, Output mom,

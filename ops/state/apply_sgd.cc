@@ -7,6 +7,9 @@
 
 namespace ipuflow::ops {
 namespace {
+// Its own namespace: the input enums of the fused updates share names
+// (kVar, kLr) in one unity unit.
+namespace sgd {
 
 enum Input {
   kVar,
@@ -99,6 +102,7 @@ REGISTER_OP("ApplySGD")
     })
     .NotDifferentiable("it updates variables and has no outputs");
 
+}  // namespace sgd
 }  // namespace
 
 Node* ApplySGD(const Scope& scope, Output var, Output buf, Output lr,
