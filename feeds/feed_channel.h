@@ -1,6 +1,7 @@
-// How a feed kernel (InfeedDequeue, OutfeedEnqueue) finds its channel: the
-// graph's host resource named by the node's "feed_id", looked up on the
-// first run of a program and then kept weakly in the kernel's state. An id
+// How feed code reaches its channel. A feed kernel (InfeedDequeue,
+// OutfeedEnqueue) finds it as the graph's host resource named by the node's
+// "feed_id", looked up on the first run of a program and then kept weakly
+// in the kernel's state; a queue's method holds it for the call. An id
 // names one channel for its whole life, so later elements skip the
 // attribute, the graph's map and the cast; weak, so a destroyed queue is
 // still reported (FailedPrecondition) and never kept alive by a program.
@@ -20,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "core/graph.h"
 #include "core/kernel.h"
+#include "core/lifetime_gate.h"
 
 namespace ipuflow::feeds::internal {
 
@@ -51,6 +53,23 @@ absl::StatusOr<std::shared_ptr<Channel>> FeedChannel(KernelContext& ctx,
   static_cast<FeedChannelState<Channel>*>(slot.get())->channel = queue;
   return queue;
 }
+
+// Holds a queue's channel, and a pass of its callers' gate, for one call of
+// the queue's methods. The gate closes only in the queue's destructor, so a
+// call never finds it closed.
+//
+//   return ChannelCall(channel_)->Dequeue(replica, num_replicas, cancel);
+template <typename Channel>
+class ChannelCall {
+ public:
+  explicit ChannelCall(const std::shared_ptr<Channel>& c)
+      : c_(c), pass_(c_->callers().Enter()) {}
+  Channel* operator->() const { return c_.get(); }
+
+ private:
+  std::shared_ptr<Channel> c_;
+  absl::StatusOr<LifetimeGate::Pass> pass_;
+};
 
 }  // namespace ipuflow::feeds::internal
 

@@ -287,7 +287,7 @@ absl::Status InfeedChannel::GiveBack(int replica, int num_replicas,
 }  // namespace internal
 
 namespace {
-std::atomic<int> next_id{0};
+std::atomic<int> next_infeed_id{0};
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<IPUInfeedQueue>> IPUInfeedQueue::Create(
@@ -325,7 +325,7 @@ absl::StatusOr<std::unique_ptr<IPUInfeedQueue>> IPUInfeedQueue::Create(
 }
 
 IPUInfeedQueue::IPUInfeedQueue(DatasetPtr dataset, int prefetch_depth)
-    : id_(absl::StrCat("infeed_", next_id.fetch_add(1))),
+    : id_(absl::StrCat("infeed_", next_infeed_id.fetch_add(1))),
       channel_(std::make_shared<internal::InfeedChannel>(
           id_, std::move(dataset), prefetch_depth)) {}
 
@@ -337,21 +337,6 @@ IPUInfeedQueue::~IPUInfeedQueue() {
   channel_->callers().CloseAndWait(absl::CancelledError(
       absl::StrCat("IPUInfeedQueue '", id_, "' was destroyed")));
 }
-
-namespace {
-// Holds the channel (and passes its gate) for one call. The gate closes
-// only in the queue's destructor, so a call never finds it closed.
-class Call {
- public:
-  explicit Call(const std::shared_ptr<internal::InfeedChannel>& c)
-      : c_(c), pass_(c_->callers().Enter()) {}
-  internal::InfeedChannel* operator->() const { return c_.get(); }
-
- private:
-  std::shared_ptr<internal::InfeedChannel> c_;
-  absl::StatusOr<LifetimeGate::Pass> pass_;
-};
-}  // namespace
 
 const ElementSpec& IPUInfeedQueue::spec() const { return channel_->spec(); }
 
@@ -371,17 +356,19 @@ absl::StatusOr<std::vector<Output>> IPUInfeedQueue::BuildDequeue(
 }
 
 absl::Status IPUInfeedQueue::Start(int num_replicas) {
-  return Call(channel_)->Start(num_replicas);
+  return internal::ChannelCall(channel_)->Start(num_replicas);
 }
 
 absl::StatusOr<Element> IPUInfeedQueue::Dequeue(
     int replica, int num_replicas, CancellationManager* cancellation) {
-  return Call(channel_)->Dequeue(replica, num_replicas, cancellation);
+  return internal::ChannelCall(channel_)->Dequeue(replica, num_replicas,
+                                                  cancellation);
 }
 
 absl::Status IPUInfeedQueue::GiveBack(int replica, int num_replicas,
                                       std::vector<Element> elements) {
-  return Call(channel_)->GiveBack(replica, num_replicas, std::move(elements));
+  return internal::ChannelCall(channel_)->GiveBack(replica, num_replicas,
+                                                   std::move(elements));
 }
 
 int64_t IPUInfeedQueue::elements_produced() const {

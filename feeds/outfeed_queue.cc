@@ -13,7 +13,7 @@
 namespace ipuflow::feeds {
 namespace {
 
-std::atomic<int> next_id{0};
+std::atomic<int> next_outfeed_id{0};
 
 }  // namespace
 
@@ -66,7 +66,7 @@ absl::StatusOr<std::unique_ptr<IPUOutfeedQueue>> IPUOutfeedQueue::Create(
 
 IPUOutfeedQueue::IPUOutfeedQueue(OutputMode output_mode, OutfeedMode mode,
                                  int buffer_depth, int64_t max_host_bytes)
-    : id_(absl::StrCat("outfeed_", next_id.fetch_add(1))),
+    : id_(absl::StrCat("outfeed_", next_outfeed_id.fetch_add(1))),
       channel_(std::make_shared<internal::OutfeedChannel>(
           id_, output_mode, mode, buffer_depth, max_host_bytes)) {}
 
@@ -77,21 +77,6 @@ IPUOutfeedQueue::~IPUOutfeedQueue() {
   channel_->callers().CloseAndWait(absl::CancelledError(
       absl::StrCat("IPUOutfeedQueue '", id_, "' was destroyed")));
 }
-
-namespace {
-// Holds the channel (and passes its gate) for one call. The gate closes
-// only in the queue's destructor, so a call never finds it closed.
-class Call {
- public:
-  explicit Call(const std::shared_ptr<internal::OutfeedChannel>& c)
-      : c_(c), pass_(c_->callers().Enter()) {}
-  internal::OutfeedChannel* operator->() const { return c_.get(); }
-
- private:
-  std::shared_ptr<internal::OutfeedChannel> c_;
-  absl::StatusOr<LifetimeGate::Pass> pass_;
-};
-}  // namespace
 
 OutfeedMode IPUOutfeedQueue::mode() const { return channel_->mode(); }
 
@@ -123,14 +108,14 @@ absl::Status IPUOutfeedQueue::Push(int replica, int num_replicas,
                                    std::vector<Tensor> values,
                                    CancellationManager* cancellation,
                                    int64_t iteration, IPUDevice* device) {
-  return Call(channel_)
+  return internal::ChannelCall(channel_)
       ->Push(replica, num_replicas, std::move(values), cancellation, iteration,
              device)
       .status();
 }
 
 absl::Status IPUOutfeedQueue::RunFinished() {
-  return Call(channel_)->RunFinished();
+  return internal::ChannelCall(channel_)->RunFinished();
 }
 
 OutputMode IPUOutfeedQueue::output_mode() const {
@@ -138,23 +123,23 @@ OutputMode IPUOutfeedQueue::output_mode() const {
 }
 
 void IPUOutfeedQueue::RunStopped(const absl::Status& status) {
-  Call(channel_)->RunStopped(status);
+  internal::ChannelCall(channel_)->RunStopped(status);
 }
 
 absl::Status IPUOutfeedQueue::Start(int num_replicas, bool training) {
-  return Call(channel_)->Start(num_replicas, training);
+  return internal::ChannelCall(channel_)->Start(num_replicas, training);
 }
 
 absl::StatusOr<OutfeedResult> IPUOutfeedQueue::Dequeue() {
-  return Call(channel_)->Dequeue();
+  return internal::ChannelCall(channel_)->Dequeue();
 }
 
 absl::StatusOr<OutfeedElement> IPUOutfeedQueue::Next() {
-  return Call(channel_)->Next();
+  return internal::ChannelCall(channel_)->Next();
 }
 
 std::vector<OutfeedElement> IPUOutfeedQueue::TakeAvailable() {
-  return Call(channel_)->TakeAvailable();
+  return internal::ChannelCall(channel_)->TakeAvailable();
 }
 
 void IPUOutfeedQueue::Close() { channel_->Close(); }
