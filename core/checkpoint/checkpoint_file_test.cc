@@ -22,11 +22,9 @@
 namespace ipuflow::checkpoint {
 namespace {
 
-using ::testing::HasSubstr;
+using ::ipuflow::testing::EmptyTestDir;
 
-std::string TestDir(const std::string& name) {
-  return testing::FreshTestDir(name, /*create=*/true);
-}
+using ::testing::HasSubstr;
 
 std::string ReadAll(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -77,7 +75,7 @@ void ExpectSameTensors(const CheckpointContents& a,
 }
 
 TEST(CheckpointFileTest, RoundTripIsBitwise) {
-  const std::string path = TestDir("roundtrip") + "/a.ipuckpt";
+  const std::string path = EmptyTestDir("roundtrip") + "/a.ipuckpt";
   CheckpointContents c = Sample();
   ASSERT_TRUE(WriteCheckpointFile(path, &c).ok());
   absl::StatusOr<CheckpointContents> back = ReadCheckpointFile(path);
@@ -101,7 +99,7 @@ TEST(CheckpointFileTest, RoundTripIsBitwise) {
 }
 
 TEST(CheckpointFileTest, EverySingleByteChangeIsRefused) {
-  const std::string path = TestDir("flips") + "/a.ipuckpt";
+  const std::string path = EmptyTestDir("flips") + "/a.ipuckpt";
   CheckpointContents c = Sample();
   ASSERT_TRUE(WriteCheckpointFile(path, &c).ok());
   const std::string good = ReadAll(path);
@@ -115,7 +113,7 @@ TEST(CheckpointFileTest, EverySingleByteChangeIsRefused) {
 }
 
 TEST(CheckpointFileTest, CorruptTensorNamesItAndBothChecksums) {
-  const std::string path = TestDir("corrupt") + "/a.ipuckpt";
+  const std::string path = EmptyTestDir("corrupt") + "/a.ipuckpt";
   CheckpointContents c = Sample();
   ASSERT_TRUE(WriteCheckpointFile(path, &c).ok());
   std::string bytes = ReadAll(path);
@@ -133,7 +131,7 @@ TEST(CheckpointFileTest, CorruptTensorNamesItAndBothChecksums) {
 }
 
 TEST(CheckpointFileTest, EveryTruncationIsRefused) {
-  const std::string path = TestDir("truncated") + "/a.ipuckpt";
+  const std::string path = EmptyTestDir("truncated") + "/a.ipuckpt";
   CheckpointContents c = Sample();
   ASSERT_TRUE(WriteCheckpointFile(path, &c).ok());
   const std::string good = ReadAll(path);
@@ -150,7 +148,7 @@ TEST(CheckpointFileTest, EveryTruncationIsRefused) {
 }
 
 TEST(CheckpointFileTest, InconsistentManifestsAreRefused) {
-  const std::string dir = TestDir("manifest");
+  const std::string dir = EmptyTestDir("manifest");
   // A tensor whose bytes do not match its dtype and shape, written by hand:
   // a writer bug the reader still catches.
   CheckpointContents c = Sample();
@@ -204,7 +202,7 @@ TEST(CheckpointFileTest, InconsistentManifestsAreRefused) {
 }
 
 TEST(CheckpointFileTest, NumberedKeepsTheLastK) {
-  const std::string dir = TestDir("numbered") + "/run";
+  const std::string dir = EmptyTestDir("numbered") + "/run";
   for (int step = 1; step <= 5; ++step) {
     CheckpointContents c = Sample(static_cast<float>(step));
     absl::StatusOr<std::string> path =
@@ -223,7 +221,7 @@ TEST(CheckpointFileTest, NumberedKeepsTheLastK) {
   absl::StatusOr<CheckpointContents> back = ReadCheckpointFile(*latest);
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->tensors[0].data<float>()[0], 7.5f);
-  EXPECT_EQ(LatestCheckpoint(TestDir("none")).status().code(),
+  EXPECT_EQ(LatestCheckpoint(EmptyTestDir("none")).status().code(),
             absl::StatusCode::kNotFound);
   CheckpointContents c = Sample();
   EXPECT_FALSE(WriteNumberedCheckpoint(dir, 6, &c, 0).ok());
@@ -249,7 +247,7 @@ std::vector<int64_t> Steps(const std::string& dir) {
 }
 
 TEST(CheckpointDirectoryTest, AnotherRunsDirectoryIsRefusedAndLeftAlone) {
-  const std::string dir = TestDir("other_run");
+  const std::string dir = EmptyTestDir("other_run");
   for (int step = 5; step <= 7; ++step) {
     CheckpointContents a = OfRun(0xA, static_cast<float>(step));
     ASSERT_TRUE(WriteNumberedCheckpoint(dir, step, &a, 3).ok());
@@ -281,7 +279,7 @@ TEST(CheckpointDirectoryTest, AnotherRunsDirectoryIsRefusedAndLeftAlone) {
 }
 
 TEST(CheckpointDirectoryTest, AFileNamedLikeACheckpointIsNotTakenForOne) {
-  const std::string dir = TestDir("junk");
+  const std::string dir = EmptyTestDir("junk");
   CheckpointContents a = OfRun(0xA);
   ASSERT_TRUE(WriteNumberedCheckpoint(dir, 1, &a, 1).ok());
   const std::string junk = NumberedCheckpointPath(dir, 99);
@@ -309,7 +307,7 @@ TEST(CheckpointDirectoryTest, AFileNamedLikeACheckpointIsNotTakenForOne) {
 }
 
 TEST(CheckpointDirectoryTest, ASaveBehindTheRunsNewestIsRefused) {
-  const std::string dir = TestDir("lower_step");
+  const std::string dir = EmptyTestDir("lower_step");
   CheckpointContents a = OfRun(0xA, 5);
   ASSERT_TRUE(WriteNumberedCheckpoint(dir, 5, &a, 1).ok());
   CheckpointContents older = OfRun(0xA, 3);
@@ -330,7 +328,7 @@ TEST(CheckpointDirectoryTest, ASaveBehindTheRunsNewestIsRefused) {
 }
 
 TEST(CheckpointDirectoryTest, KeepBelowOneIsRefused) {
-  const std::string dir = TestDir("keep0");
+  const std::string dir = EmptyTestDir("keep0");
   CheckpointContents a = OfRun(0xA);
   ASSERT_TRUE(WriteNumberedCheckpoint(dir, 1, &a, 1).ok());
   for (int keep : {0, -5}) {
@@ -347,7 +345,7 @@ TEST(CheckpointDirectoryTest, KeepBelowOneIsRefused) {
 
 TEST(CheckpointDirectoryTest, TwoRunsInOneDirectoryHaveNoNewest) {
   // As an older build could leave it: written file by file.
-  const std::string dir = TestDir("two_runs");
+  const std::string dir = EmptyTestDir("two_runs");
   CheckpointContents a = OfRun(0xA), b = OfRun(0xB);
   a.manifest.mutable_steps()->set_weight_updates(4);
   b.manifest.mutable_steps()->set_weight_updates(99);
@@ -361,7 +359,7 @@ TEST(CheckpointDirectoryTest, TwoRunsInOneDirectoryHaveNoNewest) {
 }
 
 TEST(CheckpointFileTest, ReadCheckpointManifestReadsTheManifestOnly) {
-  const std::string dir = TestDir("manifest_only");
+  const std::string dir = EmptyTestDir("manifest_only");
   CheckpointContents c = OfRun(0xC);
   const std::string path = dir + "/c.ipuckpt";
   ASSERT_TRUE(WriteCheckpointFile(path, &c).ok());
@@ -391,7 +389,7 @@ TEST(CheckpointFileTest, ReadCheckpointManifestReadsTheManifestOnly) {
 // checkpoint the latest and loadable; the next writer removes the
 // temporary file.
 TEST(CheckpointFileTest, KilledWriterLeavesThePreviousCheckpoint) {
-  const std::string dir = TestDir("killed");
+  const std::string dir = EmptyTestDir("killed");
   CheckpointContents first = Sample(1);
   ASSERT_TRUE(WriteNumberedCheckpoint(dir, 1, &first, 3).ok());
   const int64_t size =
@@ -432,7 +430,7 @@ TEST(CheckpointFileTest, KilledWriterLeavesThePreviousCheckpoint) {
 
 TEST(CheckpointFileTest, MissingFileIsNotFound) {
   absl::StatusOr<CheckpointContents> r =
-      ReadCheckpointFile(TestDir("missing") + "/nope.ipuckpt");
+      ReadCheckpointFile(EmptyTestDir("missing") + "/nope.ipuckpt");
   EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(r.status().message(), HasSubstr("nope.ipuckpt"));
 }

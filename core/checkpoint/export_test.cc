@@ -28,11 +28,9 @@
 namespace ipuflow::checkpoint {
 namespace {
 
-using ::testing::HasSubstr;
+using ::ipuflow::testing::EmptyTestDir;
 
-std::string TestDir(const std::string& name) {
-  return testing::FreshTestDir(name, /*create=*/true);
-}
+using ::testing::HasSubstr;
 
 Tensor X(int step) {
   std::vector<float> v(6);
@@ -91,7 +89,7 @@ struct StepModel {
 TEST(StepExecutableTest, SaveRestoreIsBitwise) {
   StepModel whole;
   whole.Train(0, 5);
-  const std::string dir = TestDir("step");
+  const std::string dir = EmptyTestDir("step");
   std::string path;
   std::vector<float> losses;
   {
@@ -126,7 +124,7 @@ TEST(StepExecutableTest, SaveRestoreIsBitwise) {
 TEST(ExportTest, AnotherProgramLoadsTheTrainedModel) {
   StepModel trained;
   trained.Train(0, 4);
-  const std::string path = TestDir("export") + "/model.ipuckpt";
+  const std::string path = EmptyTestDir("export") + "/model.ipuckpt";
   ASSERT_TRUE(ExportModel(*trained.graph, *trained.exe, path).ok());
   // What the IPU computes for a new input.
   const Tensor x = X(9);
@@ -145,7 +143,7 @@ TEST(ExportTest, AnotherProgramLoadsTheTrainedModel) {
       << out[0].DebugString() << " vs " << (*ipu)[0].DebugString();
   // A training checkpoint is not an export.
   TrainingCheckpoint ckpt(trained.graph, trained.exe);
-  const std::string dir = TestDir("export_ckpt");
+  const std::string dir = EmptyTestDir("export_ckpt");
   auto saved = ckpt.Save(dir, 4);
   ASSERT_TRUE(saved.ok());
   EXPECT_THAT(LoadModel(*saved).status().message(), HasSubstr("no graph"));

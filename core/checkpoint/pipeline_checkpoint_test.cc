@@ -38,22 +38,20 @@
 namespace ipuflow::checkpoint {
 namespace {
 
+using ::ipuflow::testing::AbsentTestDir;
+
 using ::ipuflow::checkpoint::testing::ExecuteAndRecord;
 using ::ipuflow::checkpoint::testing::ExpectBitwise;
 using ::ipuflow::checkpoint::testing::MakeTrainingFeeds;
 using ::ipuflow::checkpoint::testing::TrainingFeeds;
 
-constexpr int64_t kSamples = 64;
-constexpr int64_t kBatch = 2;
+constexpr int64_t kPipelineSamples = 64;
+constexpr int64_t kPipelineBatch = 2;
 constexpr int kReplicas = 2;
 constexpr int kAccumulation = 4;  // Micro-batches per weight update.
 constexpr int kUpdatesPerCall = 2;
 
-std::string TestDir(const std::string& name) {
-  return ::ipuflow::testing::FreshTestDir(name, /*create=*/false);
-}
-
-feeds::DatasetPtr Samples() { return testing::Samples(kSamples); }
+feeds::DatasetPtr Samples() { return testing::Samples(kPipelineSamples); }
 
 // One pipelined training run, from scratch or from a checkpoint.
 class PipelineRun {
@@ -67,7 +65,7 @@ class PipelineRun {
         FloatingPointBehaviourConfig::ON);
     system_ = std::move(IPUSystem::Create(config)).value();
     feeds::DataLoaderOptions o;
-    o.batch_size = kBatch;
+    o.batch_size = kPipelineBatch;
     o.replicas = kReplicas;
     o.gradient_accumulation = kAccumulation;
     o.device_iterations = kUpdatesPerCall;
@@ -193,7 +191,7 @@ TEST(PipelineResumeTest, StoppedAfterKUpdatesContinuesBitwise) {
   for (int calls : {1, 3, 4, 5}) {
     const int k = calls * kUpdatesPerCall;
     SCOPED_TRACE(absl::StrCat("k = ", k));
-    const std::string dir = TestDir(absl::StrCat("pipeline_", k));
+    const std::string dir = AbsentTestDir(absl::StrCat("pipeline_", k));
     std::string path;
     std::vector<float> losses;
     {

@@ -24,11 +24,9 @@
 namespace ipuflow::checkpoint {
 namespace {
 
-using ::testing::HasSubstr;
+using ::ipuflow::testing::AbsentTestDir;
 
-std::string TestDir(const std::string& name) {
-  return ::ipuflow::testing::FreshTestDir(name, /*create=*/false);
-}
+using ::testing::HasSubstr;
 
 using ::ipuflow::checkpoint::testing::ExpectBitwise;
 using ::ipuflow::checkpoint::testing::kBatch;
@@ -53,7 +51,7 @@ TEST(ExactResumeTest, StoppedAfterKUpdatesContinuesBitwise) {
   // update of epoch 0 and the end of the epoch), 7 (the first of epoch 1).
   for (int k : {1, 3, 5, 6, 7}) {
     SCOPED_TRACE(absl::StrCat("k = ", k));
-    const std::string dir = TestDir(absl::StrCat("exact_", k));
+    const std::string dir = AbsentTestDir(absl::StrCat("exact_", k));
     std::string path;
     std::vector<float> losses;
     {
@@ -89,7 +87,7 @@ TEST(ExactResumeTest, RandomStreamsAreWhatMakesItExact) {
   RunConfig cfg;
   TrainingRun whole(cfg, nullptr);
   ASSERT_TRUE(whole.Train(4).ok());
-  const std::string dir = TestDir("streams");
+  const std::string dir = AbsentTestDir("streams");
   TrainingRun first(cfg, nullptr);
   ASSERT_TRUE(first.Train(2).ok());
   auto saved = first.ckpt().Save(dir, 2);
@@ -127,7 +125,7 @@ TEST(ReplicaChangeTest, InputPositionReSplits) {
     const int64_t step_a = kBatch * a.accumulation * from;  // Samples/update.
     const int64_t step_b = kBatch * b.accumulation * to;
     const int64_t k = 16 / step_a;  // Save at sample 16 of epoch 0.
-    const std::string dir = TestDir(absl::StrCat("resplit_", from, to));
+    const std::string dir = AbsentTestDir(absl::StrCat("resplit_", from, to));
     std::vector<int32_t> before;
     std::string path;
     {
@@ -167,7 +165,7 @@ TEST(ReplicaChangeTest, PositionThatDoesNotSplitIsRefused) {
   RunConfig a, b;
   a.stochastic_rounding = b.stochastic_rounding = false;
   b.replicas = 4;
-  const std::string dir = TestDir("no_split");
+  const std::string dir = AbsentTestDir("no_split");
   std::string path;
   {
     TrainingRun first(a, nullptr);
@@ -188,7 +186,7 @@ TEST(ReplicaChangeTest, VariablesThatDifferPerReplicaAreRefused) {
   RunConfig a, b;
   b.replicas = 4;
   b.stochastic_rounding = true;
-  const std::string dir = TestDir("per_replica");
+  const std::string dir = AbsentTestDir("per_replica");
   std::string path;
   {
     TrainingRun first(a, nullptr);
@@ -394,7 +392,7 @@ TEST_F(RefusalTest, ConsumedCountsThatOverflowInt64) {
 // A Save never removes what it wrote, and never mixes two runs' checkpoints
 // in one directory: a new run is refused there, the resumed run continues.
 TEST(RunDirectoryTest, AResumedRunSavesIntoItsDirectoryANewRunDoesNot) {
-  const std::string dir = TestDir("run_dir");
+  const std::string dir = AbsentTestDir("run_dir");
   std::string path;
   {
     TrainingRun first(RunConfig{}, nullptr);

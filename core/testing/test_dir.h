@@ -18,6 +18,16 @@ inline std::string FreshTestDir(const std::string& name, bool create) {
   return dir;
 }
 
+// FreshTestDir(name, true): an empty directory.
+inline std::string EmptyTestDir(const std::string& name) {
+  return FreshTestDir(name, /*create=*/true);
+}
+
+// FreshTestDir(name, false): a path nothing exists at yet.
+inline std::string AbsentTestDir(const std::string& name) {
+  return FreshTestDir(name, /*create=*/false);
+}
+
 }  // namespace ipuflow::testing
 
 #endif  // IPUFLOW_CORE_TESTING_TEST_DIR_H_
