@@ -253,7 +253,9 @@ absl::Status VerifyScheduleTable(const ScheduleTable& table);
 std::vector<WorkItem> ItemsOnIpu(const ScheduleTable& table, int ipu);
 
 // One row per IPU, one column per step; a cell lists the IPU's items of the
-// step ("F3", "F3B0" for Grouped, "." when idle) labelled by micro-batch.
+// step ("F3", "F3B0" for Grouped, "." when idle) labelled by micro-batch,
+// and by stage first on an IPU with several stages ("2F3", as torch's
+// actions).
 std::string ScheduleTableToString(const ScheduleTable& table);
 
 }  // namespace ipuflow::pipelining

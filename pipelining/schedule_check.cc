@@ -125,11 +125,18 @@ std::string DrawScheduleGrid(const ScheduleTable& table,
   // cells[ipu][step]
   std::vector<std::vector<std::string>> cells(
       table.num_ipus, std::vector<std::string>(table.num_steps()));
+  // An IPU with several stages labels its cells with the stage, as torch's
+  // actions ("2F0").
+  std::vector<int> stages_on(table.num_ipus, 0);
+  for (int ipu : table.stage_ipu) {
+    if (ipu >= 0 && ipu < table.num_ipus) ++stages_on[ipu];
+  }
   for (int t = 0; t < table.num_steps(); ++t) {
     for (const WorkItem& item : table.steps[t]) {
       if (item.stage < 0 || item.stage >= table.num_stages) continue;
       const int ipu = table.ipu_of(item);
       if (ipu < 0 || ipu >= table.num_ipus) continue;
+      if (stages_on[ipu] > 1) absl::StrAppend(&cells[ipu][t], item.stage);
       absl::StrAppend(&cells[ipu][t], PassLetter(item.pass), item.micro_batch);
     }
   }

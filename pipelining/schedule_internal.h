@@ -66,6 +66,15 @@ absl::Status CheckScheduleArguments(const char* who, PipelineSchedule schedule,
 absl::StatusOr<std::vector<int>> ResolveMapping(
     const char* who, int num_stages, const std::vector<int>& device_mapping);
 
+// The rules of a torch.distributed.pipelining schedule on a resolved
+// mapping (see MakeSchedule): one stage per IPU (GPipe, 1F1B), the looped
+// placement (Interleaved1F1B, LoopedBFS), micro_batches a multiple of the
+// rounds (Interleaved1F1B). InvalidArgument naming the mapping or count,
+// with a valid nearby setting. REQUIRES: stage_ipu non-empty, entries >= 0.
+absl::Status CheckTorchSchedule(PipelineSchedule schedule,
+                                const std::vector<int>& stage_ipu,
+                                int micro_batches);
+
 // The per-IPU orders of a torch.distributed.pipelining schedule (GPipe,
 // 1F1B, Interleaved1F1B, LoopedBFS) for the resolved `stage_ipu`.
 // InvalidArgument naming the mapping or the count when the schedule cannot

@@ -40,7 +40,7 @@ absl::Status CheckOneStagePerIpu(PipelineSchedule schedule,
     for (int t = 0; t < s; ++t) {
       if (stage_ipu[t] != stage_ipu[s]) continue;
       return absl::InvalidArgumentError(absl::StrFormat(
-          "MakeSchedule: %s runs one stage per IPU "
+          "%s runs one stage per IPU "
           "(torch.distributed.pipelining, Schedule%s): device_mapping %s puts "
           "stages %d and %d on IPU %d; give each stage its own IPU, e.g. %s, "
           "or use Interleaved1F1B or LoopedBFS with the looped placement "
@@ -58,7 +58,7 @@ absl::Status CheckLooped(PipelineSchedule schedule,
   const int n = static_cast<int>(stage_ipu.size());
   if (n % num_ipus != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "MakeSchedule: %s needs the looped placement of "
+        "%s needs the looped placement of "
         "torch.distributed.pipelining (stage s on IPU s mod p, p IPUs, the "
         "same number of stages on each): device_mapping %s spreads %d stages "
         "over %d IPUs; use a stage count that is a multiple of the IPU count",
@@ -67,7 +67,7 @@ absl::Status CheckLooped(PipelineSchedule schedule,
   for (int s = 0; s < n; ++s) {
     if (stage_ipu[s] == s % num_ipus) continue;
     return absl::InvalidArgumentError(absl::StrFormat(
-        "MakeSchedule: %s needs the looped placement of "
+        "%s needs the looped placement of "
         "torch.distributed.pipelining (stage s on IPU s mod p): "
         "device_mapping %s puts stage %d on IPU %d, not %d; for %d stages on "
         "%d IPUs use %s",
@@ -91,7 +91,7 @@ absl::Status CheckRounds(int micro_batches, int num_ipus) {
   while (!ok(below)) --below;
   while (!ok(above)) ++above;
   return absl::InvalidArgumentError(absl::StrFormat(
-      "MakeSchedule: Interleaved 1F1B requires the number of micro-batches "
+      "Interleaved 1F1B requires the number of micro-batches "
       "(gradient_accumulation_count) to be a multiple of the number of rounds "
       "(torch.distributed.pipelining, ScheduleInterleaved1F1B): %d "
       "micro-batches on %d IPUs make max(1, %d / %d) = %d rounds; use %d or "
@@ -159,15 +159,39 @@ std::vector<WorkItem> LoopedBfsOrder(int r, int p, int v, int m) {
 
 }  // namespace
 
+absl::Status CheckTorchSchedule(PipelineSchedule schedule,
+                                const std::vector<int>& stage_ipu,
+                                int micro_batches) {
+  const int p = *std::max_element(stage_ipu.begin(), stage_ipu.end()) + 1;
+  if (schedule == PipelineSchedule::kGPipe ||
+      schedule == PipelineSchedule::k1F1B) {
+    return CheckOneStagePerIpu(schedule, stage_ipu);
+  }
+  if (!IsLoopedSchedule(schedule)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(PipelineScheduleName(schedule),
+                     " is not a torch.distributed.pipelining schedule"));
+  }
+  RETURN_IF_ERROR(CheckLooped(schedule, stage_ipu, p));
+  if (schedule == PipelineSchedule::kInterleaved1F1B) {
+    return CheckRounds(micro_batches, p);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<std::vector<WorkItem>>> TorchIpuOrders(
     PipelineSchedule schedule, int num_stages,
     const std::vector<int>& stage_ipu, int micro_batches, bool training) {
   const int n = num_stages, m = micro_batches;
   const int p = *std::max_element(stage_ipu.begin(), stage_ipu.end()) + 1;
+  absl::Status checked = CheckTorchSchedule(schedule, stage_ipu, m);
+  if (!checked.ok()) {
+    return absl::Status(checked.code(),
+                        absl::StrCat("MakeSchedule: ", checked.message()));
+  }
   std::vector<std::vector<WorkItem>> orders(p);
   if (schedule == PipelineSchedule::kGPipe ||
       schedule == PipelineSchedule::k1F1B) {
-    RETURN_IF_ERROR(CheckOneStagePerIpu(schedule, stage_ipu));
     for (int s = 0; s < n; ++s) {
       std::vector<WorkItem>& order = orders[stage_ipu[s]];
       if (schedule == PipelineSchedule::k1F1B) {
@@ -177,20 +201,12 @@ absl::StatusOr<std::vector<std::vector<WorkItem>>> TorchIpuOrders(
       for (int mb = 0; mb < m; ++mb) order.push_back({s, Pass::kForward, mb});
       for (int mb = 0; mb < m; ++mb) order.push_back({s, Pass::kBackward, mb});
     }
-  } else if (IsLoopedSchedule(schedule)) {
-    RETURN_IF_ERROR(CheckLooped(schedule, stage_ipu, p));
-    if (schedule == PipelineSchedule::kInterleaved1F1B) {
-      RETURN_IF_ERROR(CheckRounds(m, p));
-    }
+  } else {
     for (int r = 0; r < p; ++r) {
       orders[r] = schedule == PipelineSchedule::kInterleaved1F1B
                       ? Interleaved1F1BOrder(r, p, n / p, m)
                       : LoopedBfsOrder(r, p, n / p, m);
     }
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("MakeSchedule: ", PipelineScheduleName(schedule),
-                     " is not a torch.distributed.pipelining schedule"));
   }
   if (!training) {
     for (std::vector<WorkItem>& order : orders) {

@@ -1,7 +1,9 @@
 #include "pipelining/schedule.h"
 
+#include <iostream>
 #include <limits>
 #include <ostream>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -140,8 +142,8 @@ TEST(ScheduleTest, SharedIpuInterleavedInferenceMovesClashingItems) {
   ScheduleTable t = Make(kInterleaved, 4, {0, 1, 0, 1}, 3, false);
   EXPECT_EQ(t.num_ipus, 2);
   EXPECT_EQ(ScheduleTableToString(t),
-            "IPU0 | F0 F1 F0 F1 F2 .  F2 .\n"
-            "IPU1 | .  F0 F1 F0 F1 F2 .  F2\n");
+            "IPU0 | 0F0 0F1 2F0 2F1 0F2 .   2F2 .\n"
+            "IPU1 | .   1F0 1F1 3F0 3F1 1F2 .   3F2\n");
 }
 
 TEST(ScheduleTest, GroupedRunsSharedStagesInOneStep) {
@@ -175,7 +177,8 @@ TEST(ScheduleTest, BadArgumentsAreInvalidArgument) {
   t = MakeSchedule(static_cast<PipelineSchedule>(9), 2, {}, 4, true);
   EXPECT_THAT(t.status().message(),
               HasSubstr("schedule is 9, not a PipelineSchedule (0 Grouped, 1 "
-                        "Interleaved, 2 Sequential)"));
+                        "Interleaved, 2 Sequential, 3 GPipe, 4 1F1B, 5 "
+                        "Interleaved1F1B, 6 LoopedBFS, 7 Custom)"));
 }
 
 // Issue 22: 2 x N x M in int overflowed for M = 2^29 + 1 (SIGSEGV writing
