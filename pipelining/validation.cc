@@ -65,7 +65,9 @@ std::string GacViolation(PipelineSchedule schedule, int num_stages,
   if (gac >= minimum) return "";
   const std::string mode = absl::StrCat(PipelineScheduleName(schedule),
                                         training ? " training" : " inference");
-  if (minimum == 1) {
+  if (schedule != PipelineSchedule::kGrouped &&
+      schedule != PipelineSchedule::kInterleaved &&
+      schedule != PipelineSchedule::k1F1B) {
     return absl::StrFormat(
         "gradient_accumulation_count %d must be at least 1 (%s): use 1 or "
         "more",
