@@ -65,8 +65,8 @@
 //    from the last local stage down), then the remaining backwards.
 //  - kLoopedBFS (ScheduleLoopedBFS): the looped placement; every IPU runs
 //    the forwards of its stages by ascending stage (all micro-batches of one
-//    stage before the next), then the backwards by descending stage and
-//    descending micro-batch.
+//    stage before the next), then the backwards by descending stage (in
+//    ascending micro-batch order, see the invariants below).
 //  - kCustom: a table given as data (PipelineOptions::schedule_table);
 //    MakeSchedule has no generator for it.
 //
@@ -78,7 +78,13 @@
 //    F(s,m) and B(s+1,m) before B(s,m) (F(N-1,m) before B(N-1,m));
 //  - steps[t] lists forwards by ascending stage, then backwards by descending
 //    stage; an IPU runs its items of a step in that order, one at a time;
-//  - every schedule but Grouped: at most one item per IPU per step.
+//  - every schedule but Grouped: at most one item per IPU per step;
+//  - every stage runs its forwards, and its backwards, in ascending
+//    micro-batch order: the stash of a stage and the channels between IPUs
+//    are FIFOs (the micro-batch of a backward is the one its stash pops).
+//    This is why LoopedBFS runs the backwards of a stage in ascending order,
+//    where torch's ScheduleLoopedBFS runs them in descending order (same
+//    bubble and stash).
 // Hence a runtime may execute steps in lockstep (a barrier per step, as
 // Graphcore's BSP time slices) or let each IPU run its items in table order
 // and wait only for dependencies (what the planner's dataflow timing does):
@@ -206,17 +212,19 @@ absl::StatusOr<ScheduleTable> ScheduleFromIpuOrders(
 
 // A violated rule of a table (ValidateScheduleTable).
 enum class ScheduleRule {
-  kShape,        // num_stages, micro_batches, stage_ipu, num_ipus.
-  kUnknownItem,  // Not an item of this pipeline.
-  kDuplicate,    // An item in two places.
-  kStepOrder,    // Forwards by ascending stage, then backwards descending.
-  kExclusive,    // Two items of one IPU in a step (all but Grouped).
-  kSequential,   // Two items in a Sequential step.
-  kMissing,      // An item that appears nowhere.
-  kDependency,   // A dependency not in an earlier step.
+  kShape,            // num_stages, micro_batches, stage_ipu, num_ipus.
+  kUnknownItem,      // Not an item of this pipeline.
+  kDuplicate,        // An item in two places.
+  kStepOrder,        // Forwards by ascending stage, then backwards descending.
+  kExclusive,        // Two items of one IPU in a step (all but Grouped).
+  kSequential,       // Two items in a Sequential step.
+  kMissing,          // An item that appears nowhere.
+  kDependency,       // A dependency not in an earlier step.
+  kMicroBatchOrder,  // A stage's forwards or backwards out of order.
 };
 // "shape", "unknown item", "duplicate", "step order", "one item per IPU per
-// step", "one item per step", "missing item", "dependency".
+// step", "one item per step", "missing item", "dependency", "micro-batch
+// order".
 const char* ScheduleRuleName(ScheduleRule rule);
 
 struct ScheduleViolation {

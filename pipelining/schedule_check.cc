@@ -65,7 +65,7 @@ bool CheckShape(const ScheduleTable& table,
 // Unknown items, duplicates, the in-step order and exclusivity of step `t`,
 // recording each item's step in `step_of`.
 void CheckStep(const ScheduleTable& table, int t, std::vector<int>& step_of,
-               std::vector<ScheduleViolation>& out) {
+               std::vector<int>& last_mb, std::vector<ScheduleViolation>& out) {
   const int n = table.num_stages, mb = table.micro_batches;
   const std::vector<WorkItem>& step = table.steps[t];
   const bool sequential = table.kind == PipelineSchedule::kSequential;
@@ -91,7 +91,8 @@ void CheckStep(const ScheduleTable& table, int t, std::vector<int>& step_of,
     }
     const int ipu = table.ipu_of(item);
     int& seen = step_of[ItemIndex(item, n, mb)];
-    if (seen >= 0) {
+    const bool duplicate = seen >= 0;
+    if (duplicate) {
       out.push_back(
           {ScheduleRule::kDuplicate, t, ipu,
            absl::StrFormat("%s appears in steps %d and %d", name, seen, t)});
@@ -105,6 +106,17 @@ void CheckStep(const ScheduleTable& table, int t, std::vector<int>& step_of,
                                      "descending stage)",
                                      t, name, WorkItemName(step[i - 1]))});
     }
+    int& last = last_mb[ItemIndex({item.stage, item.pass, 0}, n, 1)];
+    if (!duplicate && item.micro_batch < last) {
+      out.push_back({ScheduleRule::kMicroBatchOrder, t, ipu,
+                     absl::StrFormat("step %d: %s comes after micro-batch %d "
+                                     "of its stage and pass: a stage runs its "
+                                     "micro-batches in ascending order (its "
+                                     "stash and the channels between IPUs "
+                                     "are FIFOs)",
+                                     t, name, last)});
+    }
+    last = std::max(last, item.micro_batch);
     if (++per_ipu[ipu] > 1 && IsExclusive(table.kind) && !sequential) {
       out.push_back(
           {ScheduleRule::kExclusive, t, ipu,
@@ -184,6 +196,8 @@ const char* ScheduleRuleName(ScheduleRule rule) {
       return "missing item";
     case ScheduleRule::kDependency:
       return "dependency";
+    case ScheduleRule::kMicroBatchOrder:
+      return "micro-batch order";
   }
   return "?";
 }
@@ -194,8 +208,9 @@ std::vector<ScheduleViolation> ValidateScheduleTable(
   if (!CheckShape(table, out)) return out;
   const int n = table.num_stages, mb = table.micro_batches;
   std::vector<int> step_of(2 * n * mb, -1);
+  std::vector<int> last_mb(2 * n, -1);  // Per stage and pass.
   for (int t = 0; t < table.num_steps(); ++t) {
-    CheckStep(table, t, step_of, out);
+    CheckStep(table, t, step_of, last_mb, out);
   }
   for (int m = 0; m < mb; ++m) {
     for (const WorkItem& item :

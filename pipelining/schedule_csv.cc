@@ -276,6 +276,7 @@ bool LayOut(const std::vector<std::vector<Action>>& rows, Layout& l,
     }
   }
   absl::flat_hash_set<std::pair<int, int>> reported;  // {stage, row}
+  std::vector<int> last_mb(2 * l.num_stages, -1);     // Per stage and pass.
   for (int r = 0; r < static_cast<int>(rows.size()); ++r) {
     for (const Action& a : rows[r]) {
       if (a.stage >= l.num_stages || a.micro_batch >= l.micro_batches) {
@@ -314,6 +315,19 @@ bool LayOut(const std::vector<std::vector<Action>>& rows, Layout& l,
         continue;
       }
       *at = {r, a.column};
+      if (IsCompute(a.type)) {
+        int& last = last_mb[2 * a.stage + (a.type == Type::kF ? 0 : 1)];
+        if (a.micro_batch < last) {
+          errors.Add(r, a.column, ActionName(a),
+                     absl::StrFormat("comes after micro-batch %d of its stage "
+                                     "and pass: a stage runs its "
+                                     "micro-batches in ascending order (its "
+                                     "stash and the channels between IPUs "
+                                     "are FIFOs)",
+                                     last));
+        }
+        last = std::max(last, a.micro_batch);
+      }
     }
   }
   for (int s = 0; s < l.num_stages; ++s) {

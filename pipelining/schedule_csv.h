@@ -19,6 +19,9 @@
 //    (on its stage's row, after the action it sends / before the one that
 //    needs it, matched by exactly one partner, every exchange between two
 //    IPUs present) and then dropped: ipuflow's channels carry the values.
+//  - A stage's forwards, and its backwards, must run in ascending
+//    micro-batch order (schedule.h: the stash and channels are FIFOs);
+//    torch's LoopedBFS CSVs, whose backwards descend, are refused.
 //  - Not supported: the split backward (I, W: issue 31's zero-bubble
 //    schedules) and torch's UNSHARD / RESHARD / REDUCE_GRAD; refused with
 //    the row, column and action.

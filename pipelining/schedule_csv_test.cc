@@ -140,6 +140,11 @@ TEST(ScheduleCsvTest, HandBrokenCsvsAreRefusedNamingTheRule) {
                     "1RECV_F0,1F0,1RECV_F1,1F1,1B0,1SEND_B0,1B1,1SEND_B1\n"),
               HasSubstr("row 0, column 2 ('0RECV_B0'): deadlock: waits for "
                         "1SEND_B0 (row 1, column 5)"));
+  // Backwards out of micro-batch order (torch's LoopedBFS writes these).
+  EXPECT_THAT(Error("0F0,0F1,,,0B1,0B0\n,1F0,1F1,1B1,1B0\n"),
+              HasSubstr("row 1, column 4 ('1B0'): comes after micro-batch 1 "
+                        "of its stage and pass: a stage runs its "
+                        "micro-batches in ascending order"));
   // Everything at once.
   EXPECT_THAT(Error("0F0,0Q0,0Z1\n"), HasSubstr("2 error(s)"));
 }

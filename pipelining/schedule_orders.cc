@@ -141,7 +141,9 @@ std::vector<WorkItem> Interleaved1F1BOrder(int r, int p, int v, int m) {
 }
 
 // ScheduleLoopedBFS on IPU r: forwards stage by stage (ascending), then
-// backwards by descending stage and descending micro-batch.
+// backwards by descending stage. torch runs a stage's backwards in
+// descending micro-batch order; ours ascend, as the FIFO stash needs
+// (schedule.h).
 std::vector<WorkItem> LoopedBfsOrder(int r, int p, int v, int m) {
   std::vector<WorkItem> order;
   for (int local = 0; local < v; ++local) {
@@ -150,7 +152,7 @@ std::vector<WorkItem> LoopedBfsOrder(int r, int p, int v, int m) {
     }
   }
   for (int local = v - 1; local >= 0; --local) {
-    for (int mb = m - 1; mb >= 0; --mb) {
+    for (int mb = 0; mb < m; ++mb) {
       order.push_back({local * p + r, Pass::kBackward, mb});
     }
   }
@@ -284,6 +286,7 @@ absl::StatusOr<ScheduleTable> ScheduleFromIpuOrders(
   // Every item once, on its stage's IPU.
   std::vector<std::string> errors;
   std::vector<std::pair<int, int>> place(2 * n * mb, {-1, -1});
+  std::vector<int> last_mb(2 * n, -1);  // Per stage and pass.
   for (int ipu = 0; ipu < num_orders; ++ipu) {
     for (int i = 0; i < static_cast<int>(orders[ipu].size()); ++i) {
       const WorkItem& item = orders[ipu][i];
@@ -307,6 +310,15 @@ absl::StatusOr<ScheduleTable> ScheduleFromIpuOrders(
         continue;
       }
       at = {ipu, i};
+      int& last = last_mb[ItemIndex({item.stage, item.pass, 0}, n, 1)];
+      if (item.micro_batch < last) {
+        errors.push_back(absl::StrFormat(
+            "%s comes after micro-batch %d of its stage and pass: a stage "
+            "runs its micro-batches in ascending order (its stash and the "
+            "channels between IPUs are FIFOs)",
+            Place(ipu, i, item), last));
+      }
+      last = std::max(last, item.micro_batch);
     }
   }
   for (int m = 0; m < mb; ++m) {

@@ -294,12 +294,13 @@ TEST(ScheduleTest, Interleaved1F1BFourStagesOnTwoIpus) {
 }
 
 // torch.distributed.pipelining, ScheduleLoopedBFS: the forwards stage by
-// stage, then the backwards by descending stage and micro-batch.
+// stage, then the backwards by descending stage (ascending micro-batch: the
+// FIFO stash's order, where torch descends).
 TEST(ScheduleTest, LoopedBfsFourStagesOnTwoIpus) {
   ScheduleTable t = Make(kLoopedBFS, 4, {0, 1, 0, 1}, 2, true);
   EXPECT_EQ(ScheduleTableToString(t),
-            "IPU0 | 0F0 0F1 2F0 2F1 .   .   2B1 2B0 0B1 0B0\n"
-            "IPU1 | .   1F0 1F1 3F0 3F1 3B1 3B0 1B1 1B0 .\n");
+            "IPU0 | 0F0 0F1 2F0 2F1 .   .   2B0 2B1 0B0 0B1\n"
+            "IPU1 | .   1F0 1F1 3F0 3F1 3B0 3B1 1B0 1B1 .\n");
 }
 
 TEST(ScheduleTest, TorchSchedulesRefuseWhatTheyCannotBuild) {
@@ -437,6 +438,20 @@ TEST(ScheduleTest, ValidateReportsEveryViolationOnTheGrid) {
   EXPECT_EQ(VerifyScheduleTable(t).message(),
             "VerifyScheduleTable: F s1 mb0 appears in steps 1 and 4");
   EXPECT_TRUE(ValidateScheduleTable(Make(k1F1B, 2, {}, 2, true)).empty());
+  // A stage's backwards out of micro-batch order (the FIFO stash would
+  // hand B(1,1) micro-batch 0's activations).
+  ScheduleTable reversed = Make(kGPipe, 2, {}, 2, true);
+  ASSERT_EQ(ScheduleTableToString(reversed),
+            "IPU0 | F0 F1 .  .  B0 B1\n"
+            "IPU1 | .  F0 F1 B0 B1 .\n");
+  std::swap(reversed.steps[3], reversed.steps[4]);
+  const std::vector<ScheduleViolation> order = ValidateScheduleTable(reversed);
+  ASSERT_FALSE(order.empty());
+  EXPECT_EQ(order[0].rule, ScheduleRule::kMicroBatchOrder);
+  EXPECT_THAT(order[0].message,
+              HasSubstr("B s1 mb0 comes after micro-batch 1 of its stage and "
+                        "pass: a stage runs its micro-batches in ascending "
+                        "order"));
   // A table with the wrong shape is not scanned.
   ScheduleTable shapeless = t;
   shapeless.stage_ipu = {0};
