@@ -224,6 +224,8 @@ class Pipeline {
   // device_mapping of the wrong length (or a concurrent entry whose IPU list
   // does not match its functions); a gradient_accumulation_count the schedule
   // cannot run (validation.h); Interleaved training with two stages on one IPU;
+  // a placement torch's schedules cannot use; a schedule_table that does not
+  // fit these options or is invalid (its grid with the cells marked);
   // a stage whose declared num_inputs differs from what it receives; a stage
   // capturing a non-variable value from outside, or a variable on another IPU;
   // a gradient-accumulation optimizer; an inference pipeline whose last stage

@@ -1,5 +1,7 @@
 #include "pipelining/schedule_csv.h"
 
+#include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -147,6 +149,23 @@ TEST(ScheduleCsvTest, HandBrokenCsvsAreRefusedNamingTheRule) {
                         "micro-batches in ascending order"));
   // Everything at once.
   EXPECT_THAT(Error("0F0,0Q0,0Z1\n"), HasSubstr("2 error(s)"));
+}
+
+TEST(ScheduleCsvTest, ReadsAFile) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  ASSERT_NE(dir, nullptr);
+  const std::string path = absl::StrCat(dir, "/gpipe.csv");
+  const ScheduleTable t = Make(PipelineSchedule::kGPipe, 3, {}, 3);
+  std::ofstream(path) << ScheduleTableToCsv(t);
+  absl::StatusOr<ScheduleTable> back = ScheduleTableFromCsvFile(path);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->steps, t.steps);
+  std::ofstream(path) << "0F0,0Q0\n";
+  EXPECT_THAT(ScheduleTableFromCsvFile(path).status().message(),
+              HasSubstr(absl::StrCat(path,
+                                     ": schedule CSV: 1 error(s):\n  "
+                                     "row 0, column 1 ('0Q0'): unknown "
+                                     "action Q")));
 }
 
 TEST(ScheduleCsvTest, HostileSizesAreBounded) {
