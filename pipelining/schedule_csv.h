@@ -51,7 +51,9 @@
 
 namespace ipuflow::pipelining {
 
-inline constexpr int64_t kMaxScheduleCsvBytes = int64_t{1} << 28;
+// At most 16 Mi actions of 4 bytes ("0F0,"), 256 MiB parsed: a bound on what
+// a hostile file costs, far above any schedule a person draws.
+inline constexpr int64_t kMaxScheduleCsvBytes = int64_t{1} << 26;
 
 // The compute-only CSV of `table`: one row per IPU (also idle ones), one
 // column per step; a step in which an IPU runs k > 1 items (Grouped) takes

@@ -176,6 +176,8 @@ TEST(ScheduleCsvTest, HostileSizesAreBounded) {
   EXPECT_THAT(Error("0F0,5000B5000\n"),
               HasSubstr("5001 stages x 5001 micro-batches x 2 passes = "
                         "50020002 items; the limit is 16777216"));
+  EXPECT_THAT(Error(std::string(kMaxScheduleCsvBytes + 1, ',')),
+              HasSubstr("67108865 bytes; the limit is 67108864"));
   EXPECT_THAT(Error(std::string(2000, '\n')),
               HasSubstr("2000 rows; a row is an IPU, at most 1024"));
   EXPECT_THAT(Error(std::string(40, '1')),
