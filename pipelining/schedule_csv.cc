@@ -293,6 +293,13 @@ bool LayOut(const std::vector<std::vector<Action>>& rows, Layout& l,
       }
       const int row_of = l.stage_row[a.stage];
       if (row_of < 0) continue;  // Reported below.
+      if (row_of != r && !IsCompute(a.type)) {
+        errors.Add(r, a.column, ActionName(a),
+                   absl::StrFormat("a send or receive of stage %d on row %d; "
+                                   "stage %d runs on row %d",
+                                   a.stage, r, a.stage, row_of));
+        continue;
+      }
       if (row_of != r) {
         if (reported.insert({a.stage, r}).second) {
           errors.Add(r, a.column, ActionName(a),

@@ -113,6 +113,9 @@ TEST(ScheduleCsvTest, HandBrokenCsvsAreRefusedNamingTheRule) {
   EXPECT_THAT(Error("0F0,1F0,1B0,0B0\n,,,,1F1\n"),
               HasSubstr("row 1, column 4 ('1F1'): stage 1 is on two IPUs, "
                         "rows 0 and 1"));
+  EXPECT_THAT(Error("0F0,1RECV_F0,0B0\n1F0,1B0\n"),
+              HasSubstr("row 0, column 1 ('1RECV_F0'): a send or receive of "
+                        "stage 1 on row 0; stage 1 runs on row 1"));
   // B before F: the replay cannot run it.
   EXPECT_THAT(Error("0B0,0F0\n1F0,1B0\n"),
               HasSubstr("row 0, column 0 ('0B0'): deadlock: waits for 0F0 "

@@ -274,33 +274,39 @@ absl::Status CheckOrderArguments(PipelineSchedule kind, int num_stages,
 
 }  // namespace
 
-absl::StatusOr<ScheduleTable> ScheduleFromIpuOrders(
-    PipelineSchedule kind, int num_stages, const std::vector<int>& stage_ipu,
-    int micro_batches, bool training,
-    const std::vector<std::vector<WorkItem>>& orders) {
-  RETURN_IF_ERROR(CheckOrderArguments(kind, num_stages, stage_ipu,
-                                      micro_batches, training, orders.size()));
-  const int n = num_stages, mb = micro_batches;
-  const int total = (training ? 2 : 1) * n * mb;
-  const int num_orders = static_cast<int>(orders.size());
-  // Every item once, on its stage's IPU.
+namespace {
+
+// The arguments of one ScheduleFromIpuOrders call.
+struct Orders {
+  int n = 0, mb = 0;
+  bool training = false;
+  const std::vector<int>& stage_ipu;
+  const std::vector<std::vector<WorkItem>>& lists;
+
+  int num_lists() const { return static_cast<int>(lists.size()); }
+};
+
+// Every item once, on its stage's IPU, each stage's micro-batches in
+// order; fills place[item] = {IPU, position}.
+std::vector<std::string> PlacementErrors(
+    const Orders& o, std::vector<std::pair<int, int>>& place) {
+  const int n = o.n, mb = o.mb;
   std::vector<std::string> errors;
-  std::vector<std::pair<int, int>> place(2 * n * mb, {-1, -1});
   std::vector<int> last_mb(2 * n, -1);  // Per stage and pass.
-  for (int ipu = 0; ipu < num_orders; ++ipu) {
-    for (int i = 0; i < static_cast<int>(orders[ipu].size()); ++i) {
-      const WorkItem& item = orders[ipu][i];
-      if (!internal::ItemInRange(item, n, mb, training)) {
+  for (int ipu = 0; ipu < o.num_lists(); ++ipu) {
+    for (int i = 0; i < static_cast<int>(o.lists[ipu].size()); ++i) {
+      const WorkItem& item = o.lists[ipu][i];
+      if (!internal::ItemInRange(item, n, mb, o.training)) {
         errors.push_back(absl::StrFormat(
             "%s is not an item of a %s pipeline with %d stages and %d "
             "micro-batches",
-            Place(ipu, i, item), training ? "training" : "inference", n, mb));
+            Place(ipu, i, item), o.training ? "training" : "inference", n, mb));
         continue;
       }
-      if (stage_ipu[item.stage] != ipu) {
+      if (o.stage_ipu[item.stage] != ipu) {
         errors.push_back(absl::StrFormat("%s: stage %d runs on IPU %d",
                                          Place(ipu, i, item), item.stage,
-                                         stage_ipu[item.stage]));
+                                         o.stage_ipu[item.stage]));
         continue;
       }
       std::pair<int, int>& at = place[ItemIndex(item, n, mb)];
@@ -322,30 +328,34 @@ absl::StatusOr<ScheduleTable> ScheduleFromIpuOrders(
     }
   }
   for (int m = 0; m < mb; ++m) {
-    for (const WorkItem& item : internal::MicroBatchItems(n, m, training)) {
+    for (const WorkItem& item : internal::MicroBatchItems(n, m, o.training)) {
       if (place[ItemIndex(item, n, mb)].first >= 0) continue;
       errors.push_back(
           absl::StrFormat("%s is missing (IPU %d has no place "
                           "for it)",
-                          WorkItemName(item), stage_ipu[item.stage]));
+                          WorkItemName(item), o.stage_ipu[item.stage]));
     }
   }
-  if (!errors.empty()) return OrdersError(errors);
+  return errors;
+}
 
-  // The replay: each IPU runs its next item as soon as its dependencies
-  // have run; an IPU blocked on an item waits in waiters[item].
+// The replay: each IPU runs its next item as soon as its dependencies have
+// run, one step after its previous item; an IPU blocked on an item waits in
+// waiters[item]. Returns every item's step (-1: never ran); `cursor` ends
+// at each IPU's first item that never ran.
+std::vector<int> Replay(const Orders& o, std::vector<size_t>& cursor) {
+  const int n = o.n, mb = o.mb;
   std::vector<int> step_of(2 * n * mb, -1);
-  std::vector<size_t> cursor(num_orders, 0);
-  std::vector<int> next_free(num_orders, 0);
+  cursor.assign(o.num_lists(), 0);
+  std::vector<int> next_free(o.num_lists(), 0);
   absl::flat_hash_map<int, std::vector<int>> waiters;
   std::deque<int> runnable;
-  for (int ipu = 0; ipu < num_orders; ++ipu) runnable.push_back(ipu);
-  int placed = 0;
+  for (int ipu = 0; ipu < o.num_lists(); ++ipu) runnable.push_back(ipu);
   while (!runnable.empty()) {
     const int ipu = runnable.front();
     runnable.pop_front();
-    while (cursor[ipu] < orders[ipu].size()) {
-      const WorkItem& item = orders[ipu][cursor[ipu]];
+    while (cursor[ipu] < o.lists[ipu].size()) {
+      const WorkItem& item = o.lists[ipu][cursor[ipu]];
       int step = next_free[ipu], blocked = -1;
       for (const WorkItem& d : internal::Dependencies(item, n)) {
         const int at = step_of[ItemIndex(d, n, mb)];
@@ -363,7 +373,6 @@ absl::StatusOr<ScheduleTable> ScheduleFromIpuOrders(
       step_of[index] = step;
       next_free[ipu] = step + 1;
       ++cursor[ipu];
-      ++placed;
       auto it = waiters.find(index);
       if (it != waiters.end()) {
         runnable.insert(runnable.end(), it->second.begin(), it->second.end());
@@ -371,23 +380,49 @@ absl::StatusOr<ScheduleTable> ScheduleFromIpuOrders(
       }
     }
   }
-  if (placed < total) {
-    for (int ipu = 0; ipu < num_orders; ++ipu) {
-      if (cursor[ipu] == orders[ipu].size()) continue;
-      const int i = static_cast<int>(cursor[ipu]);
-      const WorkItem& item = orders[ipu][i];
-      for (const WorkItem& d : internal::Dependencies(item, n)) {
-        if (step_of[ItemIndex(d, n, mb)] >= 0) continue;
-        const std::pair<int, int>& at = place[ItemIndex(d, n, mb)];
-        errors.push_back(absl::StrFormat(
-            "deadlock: %s waits for %s (IPU %d position %d, which never "
-            "runs)",
-            Place(ipu, i, item), WorkItemName(d), at.first, at.second));
-        break;
-      }
+  return step_of;
+}
+
+// One line per IPU stuck at an item, naming the dependency it waits for.
+std::vector<std::string> DeadlockErrors(
+    const Orders& o, const std::vector<size_t>& cursor,
+    const std::vector<int>& step_of,
+    const std::vector<std::pair<int, int>>& place) {
+  std::vector<std::string> errors;
+  for (int ipu = 0; ipu < o.num_lists(); ++ipu) {
+    if (cursor[ipu] == o.lists[ipu].size()) continue;
+    const int i = static_cast<int>(cursor[ipu]);
+    const WorkItem& item = o.lists[ipu][i];
+    for (const WorkItem& d : internal::Dependencies(item, o.n)) {
+      const int index = ItemIndex(d, o.n, o.mb);
+      if (step_of[index] >= 0) continue;
+      errors.push_back(absl::StrFormat(
+          "deadlock: %s waits for %s (IPU %d position %d, which never runs)",
+          Place(ipu, i, item), WorkItemName(d), place[index].first,
+          place[index].second));
+      break;
     }
-    return OrdersError(errors);
   }
+  return errors;
+}
+
+}  // namespace
+
+absl::StatusOr<ScheduleTable> ScheduleFromIpuOrders(
+    PipelineSchedule kind, int num_stages, const std::vector<int>& stage_ipu,
+    int micro_batches, bool training,
+    const std::vector<std::vector<WorkItem>>& orders) {
+  RETURN_IF_ERROR(CheckOrderArguments(kind, num_stages, stage_ipu,
+                                      micro_batches, training, orders.size()));
+  const Orders o{num_stages, micro_batches, training, stage_ipu, orders};
+  const int n = num_stages, mb = micro_batches;
+  std::vector<std::pair<int, int>> place(2 * n * mb, {-1, -1});
+  std::vector<std::string> errors = PlacementErrors(o, place);
+  if (!errors.empty()) return OrdersError(errors);
+  std::vector<size_t> cursor;
+  const std::vector<int> step_of = Replay(o, cursor);
+  errors = DeadlockErrors(o, cursor, step_of, place);
+  if (!errors.empty()) return OrdersError(errors);
 
   ScheduleTable table;
   table.num_stages = n;
@@ -399,8 +434,8 @@ absl::StatusOr<ScheduleTable> ScheduleFromIpuOrders(
   int num_steps = 0;
   for (int at : step_of) num_steps = std::max(num_steps, at + 1);
   table.steps.resize(num_steps);
-  for (int ipu = 0; ipu < num_orders; ++ipu) {
-    for (const WorkItem& item : orders[ipu]) {
+  for (const std::vector<WorkItem>& list : orders) {
+    for (const WorkItem& item : list) {
       table.steps[step_of[ItemIndex(item, n, mb)]].push_back(item);
     }
   }
