@@ -452,88 +452,119 @@ void CheckComms(const Layout& l, CsvErrors& errors) {
 
 // Runs the rows without timing: a compute action when its dependencies have
 // run, a send at once (torch's isend), a receive when its send has run.
-// Reports every row that cannot finish.
-void CheckDeadlock(const std::vector<std::vector<Action>>& rows,
-                   const Layout& l, CsvErrors& errors) {
-  const int num_rows = static_cast<int>(rows.size());
-  const int64_t sends_base = 2 * l.num_stages * l.micro_batches;
-  std::vector<char> compute_done(sends_base, 0);
-  absl::flat_hash_set<int64_t> sent;
-  absl::flat_hash_map<int64_t, std::vector<int>> waiters;
-  std::vector<size_t> cursor(num_rows, 0);
-  std::deque<int> runnable;
-  for (int r = 0; r < num_rows; ++r) runnable.push_back(r);
-  // The event an action waits for (-1: none pending), and its own event.
-  auto awaited = [&](const Action& a) -> int64_t {
+// Events are compute items (their dense index) and sends (sends_base_ +
+// CommKey).
+class RowRunner {
+ public:
+  RowRunner(const std::vector<std::vector<Action>>& rows, const Layout& l)
+      : rows_(rows),
+        l_(l),
+        sends_base_(int64_t{2} * l.num_stages * l.micro_batches),
+        compute_done_(sends_base_, 0),
+        cursor_(rows.size(), 0) {}
+
+  // Runs every row as far as it goes.
+  void Run() {
+    std::deque<int> runnable;
+    for (int r = 0; r < static_cast<int>(rows_.size()); ++r) {
+      runnable.push_back(r);
+    }
+    while (!runnable.empty()) {
+      const int r = runnable.front();
+      runnable.pop_front();
+      while (cursor_[r] < rows_[r].size()) {
+        const Action& a = rows_[r][cursor_[r]];
+        const int64_t wait = Awaited(a);
+        if (wait >= 0) {
+          waiters_[wait].push_back(r);
+          break;
+        }
+        const int64_t event = Done(a);
+        ++cursor_[r];
+        auto it = waiters_.find(event);
+        if (it != waiters_.end()) {
+          runnable.insert(runnable.end(), it->second.begin(), it->second.end());
+          waiters_.erase(it);
+        }
+      }
+    }
+  }
+
+  // Every row that could not finish, at its stuck action.
+  void Report(CsvErrors& errors) const {
+    for (int r = 0; r < static_cast<int>(rows_.size()); ++r) {
+      if (cursor_[r] == rows_[r].size()) continue;
+      const Action& a = rows_[r][cursor_[r]];
+      errors.Add(r, a.column, ActionName(a),
+                 absl::StrCat("deadlock: waits for ", EventName(Awaited(a)),
+                              ", which never runs"));
+    }
+  }
+
+ private:
+  // The event `a` waits for, or -1.
+  int64_t Awaited(const Action& a) const {
     if (IsCompute(a.type)) {
       const WorkItem item{a.stage,
                           a.type == Type::kF ? Pass::kForward : Pass::kBackward,
                           a.micro_batch};
-      for (const WorkItem& d : internal::Dependencies(item, l.num_stages)) {
-        const int i = internal::ItemIndex(d, l.num_stages, l.micro_batches);
-        if (!compute_done[i]) return i;
+      for (const WorkItem& d : internal::Dependencies(item, l_.num_stages)) {
+        const int i = internal::ItemIndex(d, l_.num_stages, l_.micro_batches);
+        if (!compute_done_[i]) return i;
       }
       return -1;
     }
     if (a.type == Type::kRecvF || a.type == Type::kRecvB) {
       const bool fwd = a.type == Type::kRecvF;
       const int64_t key =
-          sends_base + l.CommKey(fwd ? Type::kSendF : Type::kSendB,
-                                 a.stage + (fwd ? -1 : 1), a.micro_batch);
-      return sent.contains(key) ? -1 : key;
+          sends_base_ + l_.CommKey(fwd ? Type::kSendF : Type::kSendB,
+                                   a.stage + (fwd ? -1 : 1), a.micro_batch);
+      return sent_.contains(key) ? -1 : key;
     }
     return -1;
-  };
-  while (!runnable.empty()) {
-    const int r = runnable.front();
-    runnable.pop_front();
-    while (cursor[r] < rows[r].size()) {
-      const Action& a = rows[r][cursor[r]];
-      const int64_t wait = awaited(a);
-      if (wait >= 0) {
-        waiters[wait].push_back(r);
-        break;
-      }
-      int64_t event = -1;
-      if (IsCompute(a.type)) {
-        event = l.ComputeIndex(a);
-        compute_done[event] = 1;
-      } else if (a.type == Type::kSendF || a.type == Type::kSendB) {
-        event = sends_base + l.CommKey(a.type, a.stage, a.micro_batch);
-        sent.insert(event);
-      }
-      ++cursor[r];
-      auto it = waiters.find(event);
-      if (it != waiters.end()) {
-        runnable.insert(runnable.end(), it->second.begin(), it->second.end());
-        waiters.erase(it);
-      }
-    }
   }
-  for (int r = 0; r < num_rows; ++r) {
-    if (cursor[r] == rows[r].size()) continue;
-    const Action& a = rows[r][cursor[r]];
-    const int64_t wait = awaited(a);
-    std::string what;
-    if (wait < sends_base) {
+
+  // Marks `a` done; returns its event (-1 for a receive).
+  int64_t Done(const Action& a) {
+    if (IsCompute(a.type)) {
+      const int index = l_.ComputeIndex(a);
+      compute_done_[index] = 1;
+      return index;
+    }
+    if (a.type == Type::kSendF || a.type == Type::kSendB) {
+      const int64_t event =
+          sends_base_ + l_.CommKey(a.type, a.stage, a.micro_batch);
+      sent_.insert(event);
+      return event;
+    }
+    return -1;
+  }
+
+  // "1B0 (row 1, column 3)".
+  std::string EventName(int64_t event) const {
+    std::string name;
+    std::pair<int, int> at;
+    if (event < sends_base_) {
       const int stage =
-          static_cast<int>((wait / l.micro_batches) % l.num_stages);
-      const bool fwd = wait < l.num_stages * l.micro_batches;
-      const int m = static_cast<int>(wait % l.micro_batches);
-      const auto& [row, col] = l.compute_at[wait];
-      what = absl::StrFormat("%d%s%d (row %d, column %d)", stage,
-                             fwd ? "F" : "B", m, row, col);
+          static_cast<int>((event / l_.micro_batches) % l_.num_stages);
+      const bool fwd = event < int64_t{l_.num_stages} * l_.micro_batches;
+      name = absl::StrCat(stage, fwd ? "F" : "B", event % l_.micro_batches);
+      at = l_.compute_at[event];
     } else {
-      const int64_t key = wait - sends_base;
-      const auto& [row, col] = l.comm_at.at(key);
-      what =
-          absl::StrFormat("%s (row %d, column %d)", l.CommName(key), row, col);
+      name = l_.CommName(event - sends_base_);
+      at = l_.comm_at.at(event - sends_base_);
     }
-    errors.Add(
-        r, a.column, ActionName(a),
-        absl::StrCat("deadlock: waits for ", what, ", which never runs"));
+    return absl::StrFormat("%s (row %d, column %d)", name, at.first, at.second);
   }
-}
+
+  const std::vector<std::vector<Action>>& rows_;
+  const Layout& l_;
+  const int64_t sends_base_;
+  std::vector<char> compute_done_;
+  absl::flat_hash_set<int64_t> sent_;
+  absl::flat_hash_map<int64_t, std::vector<int>> waiters_;
+  std::vector<size_t> cursor_;
+};
 
 }  // namespace
 
@@ -575,7 +606,9 @@ absl::StatusOr<ScheduleTable> ScheduleTableFromCsv(absl::string_view csv) {
   CheckMissing(l, errors);
   if (l.has_comms) CheckComms(l, errors);
   RETURN_IF_ERROR(errors.status());
-  CheckDeadlock(rows, l, errors);
+  RowRunner runner(rows, l);
+  runner.Run();
+  runner.Report(errors);
   RETURN_IF_ERROR(errors.status());
   std::vector<std::vector<WorkItem>> orders(rows.size());
   for (size_t r = 0; r < rows.size(); ++r) {
