@@ -133,6 +133,9 @@ TEST(ScheduleCsvTest, HandBrokenCsvsAreRefusedNamingTheRule) {
   EXPECT_THAT(Error("0F0,0SEND_F0,0RECV_B0,0B0\n1RECV_F0,1F0,1B0\n"),
               HasSubstr("row 0, column 2 ('0RECV_B0'): unmatched receive: no "
                         "row has 1SEND_B0"));
+  EXPECT_THAT(Error("0RECV_F0,0F0,0B0\n"),
+              HasSubstr("row 0, column 0 ('0RECV_F0'): a send or receive with "
+                        "no partner stage"));
   // A receive after the action that needs it, a send before its result.
   EXPECT_THAT(
       Error("0SEND_F0,0F0,0RECV_B0,0B0\n1F0,1RECV_F0,1B0,1SEND_B0\n"),
