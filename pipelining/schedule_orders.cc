@@ -36,18 +36,21 @@ std::string LoopedMapping(int num_stages, int num_ipus) {
 absl::Status CheckOneStagePerIpu(PipelineSchedule schedule,
                                  const std::vector<int>& stage_ipu) {
   const int n = static_cast<int>(stage_ipu.size());
+  // REQUIRES (ResolveMapping): every IPU index below kMaxPipelineIpus.
+  std::vector<int> first_on(kMaxPipelineIpus, -1);
   for (int s = 0; s < n; ++s) {
-    for (int t = 0; t < s; ++t) {
-      if (stage_ipu[t] != stage_ipu[s]) continue;
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s runs one stage per IPU "
-          "(torch.distributed.pipelining, Schedule%s): device_mapping %s puts "
-          "stages %d and %d on IPU %d; give each stage its own IPU, e.g. %s, "
-          "or use Interleaved1F1B or LoopedBFS with the looped placement "
-          "(stage s on IPU s mod p)",
-          PipelineScheduleName(schedule), PipelineScheduleName(schedule),
-          MappingText(stage_ipu), t, s, stage_ipu[s], LoopedMapping(n, n)));
+    const int t = first_on[stage_ipu[s]];
+    if (t < 0) {
+      first_on[stage_ipu[s]] = s;
+      continue;
     }
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s runs one stage per IPU (torch.distributed.pipelining, "
+        "Schedule%s): device_mapping %s puts stages %d and %d on IPU %d; "
+        "give each stage its own IPU, e.g. %s, or use Interleaved1F1B or "
+        "LoopedBFS with the looped placement (stage s on IPU s mod p)",
+        PipelineScheduleName(schedule), PipelineScheduleName(schedule),
+        MappingText(stage_ipu), t, s, stage_ipu[s], LoopedMapping(n, n)));
   }
   return absl::OkStatus();
 }
