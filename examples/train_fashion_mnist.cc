@@ -117,6 +117,8 @@ absl::Status RunTutorial(const examples::TutorialFlags& f,
   ASSIGN_OR_RETURN(pipelining::BlockModel train_model, Network(params, true));
   pipelining::PipelineOptions t;
   RETURN_IF_ERROR(pipelining::ApplyStrategy(train_model, execution, &t));
+  // --schedule: Grouped (PipelinedExecution's) or another (PIPELINING.md).
+  if (f.pipelined()) t.pipeline_schedule = f.schedule;
   t.name = "train";
   t.gradient_accumulation_count = f.gradient_accumulation;
   t.repeat_count = f.device_iterations;

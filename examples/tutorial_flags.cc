@@ -52,6 +52,11 @@ ABSL_FLAG(double, learning_rate, 0.001, "AdamW learning rate");
 ABSL_FLAG(std::string, strategy, "pipelined",
           "pipelined (all IPUs busy: Grouped schedule) or sharded (one IPU "
           "at a time: Sequential schedule)");
+ABSL_FLAG(std::string, schedule, "grouped",
+          "the training pipeline's schedule with --strategy=pipelined: "
+          "grouped, interleaved (Graphcore's), gpipe, 1f1b, interleaved1f1b "
+          "or loopedbfs (torch.distributed.pipelining's, one stage per IPU; "
+          "docs/PIPELINING.md)");
 ABSL_FLAG(bool, offload_optimiser, false,
           "keep AdamW's state in remote memory between weight updates");
 ABSL_FLAG(bool, replicated_optimizer_state_sharding, false,
@@ -229,6 +234,7 @@ constexpr const char* kTutorialFlagNames[] = {
     "epochs",
     "learning_rate",
     "strategy",
+    "schedule",
     "offload_optimiser",
     "replicated_optimizer_state_sharding",
     "profile",
@@ -309,6 +315,23 @@ absl::StatusOr<TutorialFlags> FlagsFromAbsl(int processes = 1) {
   if (f.strategy != "pipelined" && f.strategy != "sharded") {
     check.Fail(absl::StrCat("--strategy is '", f.strategy,
                             "'; it must be pipelined or sharded"));
+  }
+  const std::string schedule = absl::GetFlag(FLAGS_schedule);
+  absl::StatusOr<pipelining::PipelineSchedule> kind =
+      pipelining::PipelineScheduleFromName(schedule);
+  if (!kind.ok() || *kind == pipelining::PipelineSchedule::kSequential ||
+      *kind == pipelining::PipelineSchedule::kCustom) {
+    check.Fail(absl::StrCat("--schedule is '", schedule,
+                            "'; it must be grouped, interleaved, gpipe, 1f1b, "
+                            "interleaved1f1b or loopedbfs (--strategy=sharded "
+                            "is the Sequential schedule)"));
+  } else if (!f.pipelined() &&
+             *kind != pipelining::PipelineSchedule::kGrouped) {
+    check.Fail(absl::StrCat("--schedule is '", schedule,
+                            "' with --strategy=sharded, whose schedule is "
+                            "Sequential: use --strategy=pipelined"));
+  } else {
+    f.schedule = *kind;
   }
   const std::string precision = absl::GetFlag(FLAGS_precision);
   if (precision != "fp32" && precision != "fp16") {

@@ -45,6 +45,9 @@ struct TutorialFlags {
   int epochs = 1;
   float learning_rate = 0.001f;
   std::string strategy = "pipelined";  // Or "sharded".
+  // The training pipeline's schedule when pipelined (--schedule).
+  pipelining::PipelineSchedule schedule =
+      pipelining::PipelineSchedule::kGrouped;
   bool offload_optimiser = false;
   bool replicated_optimizer_state_sharding = false;
   bool profile = false;

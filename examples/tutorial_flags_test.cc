@@ -171,6 +171,16 @@ TEST(TutorialFlagsTest, LossScalingIsAutomaticOrAFiniteScale) {
 }
 
 TEST(TutorialFlagsTest, NamedValuesAreOneOfTheirNames) {
+  EXPECT_EQ(Error({"--schedule=1F1B"}), "OK");
+  EXPECT_EQ(Error({"--schedule=interleaved-1f1b"}), "OK");
+  EXPECT_THAT(Error({"--schedule=zbv"}),
+              HasSubstr("--schedule is 'zbv'; it must be grouped, "
+                        "interleaved, gpipe, 1f1b, interleaved1f1b or "
+                        "loopedbfs"));
+  EXPECT_THAT(Error({"--schedule=sequential"}),
+              HasSubstr("--strategy=sharded is the Sequential schedule"));
+  EXPECT_THAT(Error({"--schedule=gpipe", "--strategy=sharded"}),
+              HasSubstr("--schedule is 'gpipe' with --strategy=sharded"));
   EXPECT_THAT(Error({"--strategy=both"}),
               HasSubstr("--strategy is 'both'; it must be pipelined or "
                         "sharded"));

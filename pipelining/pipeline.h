@@ -156,6 +156,16 @@ struct PipelineOptions {
   // Empty: an inference pipeline.
   OptimizerFunction optimizer_function;
   PipelineSchedule pipeline_schedule = PipelineSchedule::kGrouped;
+  // A table to run instead of MakeSchedule's (schedule.h): hand-written,
+  // edited, or read from torch.distributed.pipelining's CSV
+  // (schedule_csv.h, whose tables are kCustom). pipeline_schedule must equal
+  // its kind (kCustom needs a table); it must have one stage per
+  // computational stage on device_mapping's IPUs (each stage's first),
+  // gradient_accumulation_count micro-batches, backwards iff training, and
+  // pass ValidateScheduleTable. Violations are listed with the others, each
+  // naming the field; an invalid table with its grid, offending cells
+  // marked.
+  std::optional<ScheduleTable> schedule_table;
   RecomputationMode recomputation_mode = RecomputationMode::kAuto;
   // Keep optimizer state (slots) in emulated remote memory between weight
   // updates, streaming it in for each update.
@@ -214,6 +224,8 @@ class Pipeline {
   // device_mapping of the wrong length (or a concurrent entry whose IPU list
   // does not match its functions); a gradient_accumulation_count the schedule
   // cannot run (validation.h); Interleaved training with two stages on one IPU;
+  // a placement torch's schedules cannot use; a schedule_table that does not
+  // fit these options or is invalid (its grid with the cells marked);
   // a stage whose declared num_inputs differs from what it receives; a stage
   // capturing a non-variable value from outside, or a variable on another IPU;
   // a gradient-accumulation optimizer; an inference pipeline whose last stage

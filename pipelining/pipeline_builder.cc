@@ -299,9 +299,13 @@ absl::Status Builder::Build() {
   if (scope_.ok() && violations_.empty()) BuildOutfeed();
   if (b_->training && scope_.ok() && violations_.empty()) BuildWeightUpdate();
   RETURN_IF_ERROR(error());
-  ASSIGN_OR_RETURN(b_->table,
-                   MakeSchedule(o_.pipeline_schedule, n, logical_mapping_,
+  if (o_.schedule_table.has_value()) {
+    b_->table = *o_.schedule_table;  // Checked in CheckScheduleTable.
+  } else {
+    ASSIGN_OR_RETURN(
+        b_->table, MakeSchedule(o_.pipeline_schedule, n, logical_mapping_,
                                 o_.gradient_accumulation_count, b_->training));
+  }
   return absl::OkStatus();
 }
 

@@ -53,6 +53,7 @@ class Builder {
   void ResolveDeviceMapping();
   // Interleaved training: no IPU holds two stages (concurrent parts too).
   void CheckInterleavedSharing();
+  void CheckScheduleTable();
   // repeat_count, the enums, the micro-batch product, accumulate_outfeed.
   void CheckRanges();
   void CheckVirtualCosts();

@@ -43,6 +43,7 @@ void Builder::CheckOptions() {
   violations_.insert(violations_.begin(), rules.begin(), rules.end());
   if (n < 2) mapping_ok_ = false;
   CheckInterleavedSharing();
+  CheckScheduleTable();
   CheckRanges();
   CheckVirtualCosts();
   CheckCombinations();
@@ -106,6 +107,57 @@ void Builder::CheckInterleavedSharing() {
             " with another stage; use Grouped"));
       }
     }
+  }
+}
+
+void Builder::CheckScheduleTable() {
+  const int n = num_stages();
+  const bool training = b_->training;
+  const char* schedule = PipelineScheduleName(o_.pipeline_schedule);
+  if (!o_.schedule_table.has_value()) {
+    if (o_.pipeline_schedule == PipelineSchedule::kCustom) {
+      violations_.push_back(
+          "pipeline_schedule Custom needs a schedule_table (a ScheduleTable: "
+          "hand-written, or from ScheduleTableFromCsv)");
+    }
+    return;
+  }
+  const ScheduleTable& t = *o_.schedule_table;
+  if (t.kind != o_.pipeline_schedule) {
+    violations_.push_back(absl::StrCat(
+        "schedule_table is a ", PipelineScheduleName(t.kind),
+        " table but pipeline_schedule is ", schedule,
+        ": set pipeline_schedule to ", PipelineScheduleName(t.kind)));
+  }
+  if (t.num_stages != n) {
+    violations_.push_back(absl::StrCat("schedule_table has ", t.num_stages,
+                                       " stages; computational_stages has ",
+                                       n));
+  }
+  if (t.micro_batches != o_.gradient_accumulation_count) {
+    violations_.push_back(
+        absl::StrCat("schedule_table has ", t.micro_batches,
+                     " micro-batches; gradient_accumulation_count is ",
+                     o_.gradient_accumulation_count));
+  }
+  if (t.training != training) {
+    violations_.push_back(absl::StrCat(
+        "schedule_table is ", t.training ? "a training" : "an inference",
+        " table; the pipeline is ", training ? "a training" : "an inference",
+        " pipeline (optimizer_function ", training ? "set" : "empty", ")"));
+  }
+  if (mapping_ok_ && t.num_stages == n && t.stage_ipu != logical_mapping_) {
+    violations_.push_back(absl::StrCat(
+        "schedule_table places the stages on IPUs [",
+        absl::StrJoin(t.stage_ipu, ", "), "]; device_mapping puts them on [",
+        absl::StrJoin(logical_mapping_, ", "), "]"));
+  }
+  const std::vector<ScheduleViolation> invalid = ValidateScheduleTable(t);
+  if (!invalid.empty()) {
+    std::string report = ScheduleViolationsToString(t, invalid);
+    while (!report.empty() && report.back() == '\n') report.pop_back();
+    violations_.push_back(
+        absl::StrCat("schedule_table is not valid: ", report));
   }
 }
 

@@ -158,9 +158,7 @@ PipelineReport MeasuredReport(const BuiltPipeline& b,
         total_span > 0 ? r.ipu_busy_seconds[k] / total_span : 0;
   }
   r.bubble = total_span > 0 && used > 0 ? 1 - busy / (total_span * used) : 0;
-  r.theoretical_bubble = b.table.kind == PipelineSchedule::kSequential
-                             ? (n - 1.0) / n
-                             : TheoreticalBubble(n, M);
+  r.theoretical_bubble = TheoreticalBubble(b.table);
   r.stage_costs.forward.assign(n, 0);
   if (b.training) r.stage_costs.backward.assign(n, 0);
   for (int s = 0; s < n; ++s) {

@@ -2,6 +2,7 @@
 // micro-batches: every schedule, with and without recomputation, each
 // reduction method, concurrent stages; plus what the run reports (stash
 // occupancy, FIFOs, memory, offloading, the planner's prediction).
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <tuple>
@@ -22,11 +23,13 @@
 #include "optimizers/momentum.h"
 #include "pipelining/pipeline.h"
 #include "pipelining/pipeline_test_model.h"
+#include "pipelining/schedule_csv.h"
 #include "pipelining/stash.h"
 
 namespace ipuflow::pipelining {
 namespace {
 
+using ::testing::HasSubstr;
 using testing::InitialValues;
 using testing::MakeSystem;
 using testing::MaxDifference;
@@ -49,6 +52,9 @@ struct TrainingSetup {
   testing::OptimizerFactory optimizer = [] {
     return std::make_shared<optimizers::MomentumOptimizer>(0.1f, 0.9f);
   };
+  std::vector<StageDevices> device_mapping = {0, 1, 2, 3};
+  // PipelineOptions::schedule_table (schedule = its kind).
+  std::optional<ScheduleTable> table;
 };
 
 struct Trained {
@@ -61,7 +67,12 @@ struct Trained {
 Trained TrainPipelined(const TrainingSetup& setup) {
   Trained result;
   auto init = InitialValues(1);
-  auto system = MakeSystem(4, setup.recompute);
+  // One replica: the system has the IPUs of the mapping.
+  int num_ipus = 0;
+  for (const StageDevices& d : setup.device_mapping) {
+    for (int ipu : d.ipus) num_ipus = std::max(num_ipus, ipu + 1);
+  }
+  auto system = MakeSystem(num_ipus, setup.recompute);
   Scope scope = Scope::NewRootScope();
   auto infeed = *feeds::IPUInfeedQueue::Create(
       MicroBatches(setup.micro_batches * setup.runs));
@@ -77,9 +88,10 @@ Trained TrainPipelined(const TrainingSetup& setup) {
         },
         /*num_inputs=*/2);
   }
-  o.device_mapping = {0, 1, 2, 3};
+  o.device_mapping = setup.device_mapping;
   o.gradient_accumulation_count = setup.micro_batches;
   o.repeat_count = setup.runs;
+  o.schedule_table = setup.table;
   o.infeed_queue = infeed.get();
   o.outfeed_queue = outfeed.get();
   o.outfeed_loss = true;
@@ -105,7 +117,7 @@ Trained TrainPipelined(const TrainingSetup& setup) {
       strategy.Compile(*scope.graph(), {}, {(*pipeline)->frame()});  // Cached.
   EXPECT_TRUE(program.ok()) << program.status();
   if (program.ok()) result.memory = (*program)->MemoryReport();
-  result.variables = ReadPipelineVariables(system.get(), 4);
+  result.variables = ReadPipelineVariables(system.get(), num_ipus);
   auto losses = outfeed->Dequeue();
   EXPECT_TRUE(losses.ok()) << losses.status();
   if (losses.ok()) result.losses.push_back((*losses)["loss"]);
@@ -502,6 +514,104 @@ TEST(PipelineTrainingTest, OffloadedShardedSlotsAreNotListedAsAlwaysLive) {
     const std::string listed = report.substr(at, report.find(')', at) - at);
     EXPECT_EQ(listed.find("/Adam/"), std::string::npos) << listed;
   }
+}
+
+// torch.distributed.pipelining's schedules train the model to Grouped's
+// weights and losses, bitwise: every stage accumulates its micro-batches'
+// gradients in ascending micro-batch order under all of them (schedule.h's
+// FIFO rule; LoopedBFS's backwards descended in torch and broke it: 0.15
+// off before the rule).
+TEST(PipelineTrainingTest, TorchSchedulesTrainLikeGrouped) {
+  const Trained grouped = TrainPipelined(TrainingSetup());
+  ASSERT_EQ(grouped.variables.size(), 7u);
+  struct Case {
+    PipelineSchedule schedule;
+    std::vector<StageDevices> mapping;
+    bool bitwise;
+  };
+  const std::vector<Case> cases = {
+      {PipelineSchedule::kGPipe, {0, 1, 2, 3}, true},
+      {PipelineSchedule::k1F1B, {0, 1, 2, 3}, true},
+      {PipelineSchedule::kInterleaved1F1B, {0, 1, 2, 3}, true},
+      {PipelineSchedule::kInterleaved1F1B, {0, 1, 0, 1}, true},
+      {PipelineSchedule::kLoopedBFS, {0, 1, 0, 1}, true}};
+  for (const Case& c : cases) {
+    TrainingSetup setup;
+    setup.schedule = c.schedule;
+    setup.device_mapping = c.mapping;
+    const Trained t = TrainPipelined(setup);
+    const std::string what = absl::StrCat(
+        PipelineScheduleName(c.schedule), " on ",
+        c.mapping[1].ipus[0] == 1 && c.mapping[2].ipus[0] == 0 ? "2 IPUs"
+                                                               : "4 IPUs");
+    ASSERT_EQ(t.variables.size(), 7u) << what;
+    if (c.bitwise) {
+      EXPECT_EQ(MaxDifference(t.variables, grouped.variables), 0.0f) << what;
+      ASSERT_EQ(t.losses.size(), 1u);
+      EXPECT_EQ(
+          MaxDifference({{"loss", t.losses[0]}}, {{"loss", grouped.losses[0]}}),
+          0.0f)
+          << what;
+    } else {
+      EXPECT_LT(MaxDifference(t.variables, grouped.variables), 1e-6) << what;
+    }
+  }
+}
+
+// A user-supplied table runs: 1F1B's table written as torch's CSV, read
+// back (a Custom table) and given as PipelineOptions::schedule_table.
+TEST(PipelineTrainingTest, ATableFromTorchsCsvTrainsLikeGrouped) {
+  const Trained grouped = TrainPipelined(TrainingSetup());
+  absl::StatusOr<ScheduleTable> table = ScheduleTableFromCsv(
+      ScheduleTableToCsv(*MakeSchedule(PipelineSchedule::k1F1B, 4, {}, 8,
+                                       /*training=*/true)));
+  ASSERT_TRUE(table.ok()) << table.status();
+  TrainingSetup setup;
+  setup.schedule = PipelineSchedule::kCustom;
+  setup.table = *table;
+  const Trained t = TrainPipelined(setup);
+  ASSERT_EQ(t.variables.size(), 7u);
+  EXPECT_EQ(MaxDifference(t.variables, grouped.variables), 0.0f);
+}
+
+TEST(PipelineTrainingTest, AScheduleTableIsCheckedAgainstTheOptions) {
+  auto init = InitialValues(1);
+  Scope scope = Scope::NewRootScope();
+  auto infeed = *feeds::IPUInfeedQueue::Create(MicroBatches(8));
+  PipelineOptions o;
+  o.computational_stages = ModelStages(init);
+  o.device_mapping = {0, 1, 2, 3};
+  o.gradient_accumulation_count = 8;
+  o.infeed_queue = infeed.get();
+  o.optimizer_function = testing::SgdCrossEntropy(0.1f);
+  ScheduleTable wrong =
+      *MakeSchedule(PipelineSchedule::k1F1B, 4, {3, 2, 1, 0}, 6, true);
+  wrong.steps.pop_back();  // B(0,5), the last item.
+  o.schedule_table = wrong;
+  absl::StatusOr<std::unique_ptr<Pipeline>> p = Pipeline::Create(scope, o);
+  ASSERT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string message(p.status().message());
+  EXPECT_THAT(message, HasSubstr("schedule_table is a 1F1B table but "
+                                 "pipeline_schedule is Grouped: set "
+                                 "pipeline_schedule to 1F1B"));
+  EXPECT_THAT(message, HasSubstr("schedule_table has 6 micro-batches; "
+                                 "gradient_accumulation_count is 8"));
+  EXPECT_THAT(message, HasSubstr("schedule_table places the stages on IPUs "
+                                 "[3, 2, 1, 0]; device_mapping puts them on "
+                                 "[0, 1, 2, 3]"));
+  EXPECT_THAT(message,
+              HasSubstr("schedule_table is not valid: 1 violation(s) of the "
+                        "1F1B schedule table (4 stages, 6 micro-batches, "
+                        "training):"));
+  EXPECT_THAT(message, HasSubstr("1. IPU 3, missing item: B s0 mb5 is "
+                                 "missing"));
+
+  Scope scope2 = Scope::NewRootScope();
+  o.schedule_table.reset();
+  o.pipeline_schedule = PipelineSchedule::kCustom;
+  p = Pipeline::Create(scope2, o);
+  EXPECT_THAT(p.status().message(),
+              HasSubstr("pipeline_schedule Custom needs a schedule_table"));
 }
 
 }  // namespace

@@ -21,14 +21,14 @@ namespace ipuflow::pipelining {
 namespace {
 
 absl::StatusOr<PipelineSchedule> ParseSchedule(const std::string& text) {
-  const std::string name = absl::AsciiStrToLower(text);
-  if (name == "grouped") return PipelineSchedule::kGrouped;
-  if (name == "interleaved") return PipelineSchedule::kInterleaved;
-  if (name == "sequential") return PipelineSchedule::kSequential;
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "--schedule=%s is not a schedule: use grouped, interleaved or "
-      "sequential",
-      text));
+  absl::StatusOr<PipelineSchedule> schedule = PipelineScheduleFromName(text);
+  if (!schedule.ok() || *schedule == PipelineSchedule::kCustom) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--schedule=%s is not a schedule: use grouped, interleaved, "
+        "sequential, gpipe, 1f1b, interleaved1f1b or loopedbfs",
+        text));
+  }
+  return *schedule;
 }
 
 absl::StatusOr<PlanTiming> ParseTiming(const std::string& text) {

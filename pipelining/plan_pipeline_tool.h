@@ -28,7 +28,9 @@ namespace ipuflow::pipelining {
 
 // One field per flag of plan_pipeline, with the flags' defaults.
 struct PlanPipelineOptions {
-  std::string schedule = "grouped";  // grouped | interleaved | sequential.
+  // grouped | interleaved | sequential | gpipe | 1f1b | interleaved1f1b |
+  // loopedbfs (any case; '-' and '_' ignored).
+  std::string schedule = "grouped";
   int stages = 4;
   std::string device_mapping;  // "0,1,2,3"; empty = stage s on IPU s.
   int gradient_accumulation_count = 8;

@@ -172,8 +172,8 @@ TEST(PlanPipelineToolTest, ParseErrorsNameTheFlag) {
     std::string expected;
   };
   std::vector<Case> cases(6);
-  cases[0].options.schedule = "gpipe";
-  cases[0].expected = "--schedule=gpipe is not a schedule";
+  cases[0].options.schedule = "zbv";
+  cases[0].expected = "--schedule=zbv is not a schedule";
   cases[1].options.timing = "async";
   cases[1].expected = "--timing=async is not a timing model";
   cases[2].options.forward_costs = "1,2,3";

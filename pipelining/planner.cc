@@ -39,6 +39,12 @@ bool AllEqual(const std::vector<double>& v) {
   return std::all_of(v.begin(), v.end(), [&](double x) { return x == v[0]; });
 }
 
+bool IsGraphcoreSchedule(PipelineSchedule kind) {
+  return kind == PipelineSchedule::kGrouped ||
+         kind == PipelineSchedule::kInterleaved ||
+         kind == PipelineSchedule::kSequential;
+}
+
 // Key of an item for dependency look-ups.
 std::tuple<int, int, int> Key(const WorkItem& item) {
   return {item.pass == Pass::kForward ? 0 : 1, item.stage, item.micro_batch};
@@ -106,12 +112,22 @@ void Summarise(Plan* plan) {
 
   const int n = t.num_stages;
   const bool sequential = t.kind == PipelineSchedule::kSequential;
-  plan->theoretical_bubble =
-      sequential ? (n - 1.0) / n : TheoreticalBubble(n, t.micro_batches);
-  plan->theory_applies = static_cast<int>(used.size()) == n &&
-                         AllEqual(plan->costs.forward) &&
-                         (!t.training || AllEqual(plan->costs.backward)) &&
-                         (sequential || plan->timing == PlanTiming::kDataflow);
+  plan->theoretical_bubble = TheoreticalBubble(t);
+  const bool balanced = AllEqual(plan->costs.forward) &&
+                        (!t.training || AllEqual(plan->costs.backward));
+  if (IsGraphcoreSchedule(t.kind)) {
+    plan->theory_applies =
+        static_cast<int>(used.size()) == n && balanced &&
+        (sequential || plan->timing == PlanTiming::kDataflow);
+  } else {
+    // torch's: F = B, and M a multiple of p for the looped ones (above).
+    const int p = static_cast<int>(used.size());
+    plan->theory_applies =
+        t.kind != PipelineSchedule::kCustom && balanced &&
+        plan->timing == PlanTiming::kDataflow &&
+        (!t.training || plan->costs.forward[0] == plan->costs.backward[0]) &&
+        (!IsLoopedSchedule(t.kind) || t.micro_batches % p == 0);
+  }
 }
 
 std::string Percent(double fraction) {
@@ -122,6 +138,15 @@ std::string Percent(double fraction) {
 
 double TheoreticalBubble(int num_stages, int micro_batches) {
   return (num_stages - 1.0) / (micro_batches + num_stages - 1.0);
+}
+
+double TheoreticalBubble(const ScheduleTable& table) {
+  const int n = table.num_stages, m = table.micro_batches;
+  if (table.kind == PipelineSchedule::kSequential) return (n - 1.0) / n;
+  if (IsGraphcoreSchedule(table.kind)) return TheoreticalBubble(n, m);
+  const double p =
+      std::set<int>(table.stage_ipu.begin(), table.stage_ipu.end()).size();
+  return (p - 1) / (static_cast<double>(n) * m / p + p - 1);
 }
 
 absl::StatusOr<Plan> PlanSchedule(const ScheduleTable& table,
@@ -145,6 +170,10 @@ absl::StatusOr<Plan> PlanSchedule(const ScheduleTable& table,
                                      : std::vector<int>(table.num_stages, 0);
   plan.stash_occupancy = MeasureStashOccupancy(table);
   plan.stash_peak_entries = PeakStashEntries(table);
+  plan.predicted_ipu_stash_peak = PredictedPeakStashPerIpu(table);
+  if (!plan.predicted_ipu_stash_peak.empty()) {
+    plan.ipu_stash_peak = PeakStashEntriesPerIpu(table);
+  }
   if (!costs.stash_bytes.empty()) {
     if (static_cast<int>(costs.stash_bytes.size()) != table.num_stages) {
       return absl::InvalidArgumentError(
@@ -193,21 +222,41 @@ std::string PlanDebugString(const Plan& plan) {
                           Percent(plan.ipu_utilisation[ipu]));
   }
   const bool sequential = t.kind == PipelineSchedule::kSequential;
+  const int p = static_cast<int>(
+      std::set<int>(t.stage_ipu.begin(), t.stage_ipu.end()).size());
+  std::string formula =
+      sequential ? absl::StrFormat("(N-1)/N = %d/%d", n - 1, n)
+                 : absl::StrFormat("(N-1)/(M+N-1) = %d/%d", n - 1, m + n - 1);
+  if (!IsGraphcoreSchedule(t.kind)) {
+    formula = absl::StrFormat("(p-1)/(vM+p-1) = %d/%g", p - 1,
+                              static_cast<double>(n) * m / p + p - 1);
+  }
   absl::StrAppendFormat(
       &out, "  bubble: %s measured, %s theory %s%s\n", Percent(plan.bubble),
-      Percent(plan.theoretical_bubble),
-      sequential ? absl::StrFormat("(N-1)/N = %d/%d", n - 1, n)
-                 : absl::StrFormat("(N-1)/(M+N-1) = %d/%d", n - 1, m + n - 1),
+      Percent(plan.theoretical_bubble), formula,
       plan.theory_applies
           ? ""
-          : " (theory assumes balanced stages, one IPU per stage and "
+          : " (theory assumes balanced stages, one IPU per stage (torch's "
+            "schedules: the looped placement, F = B, M a multiple of p) and "
             "dataflow timing: not the case here)");
-  absl::StrAppendFormat(
-      &out,
-      "  stash per stage: FIFO depths [%s], measured peak live [%s] "
-      "(= depth + 1 in training, see stash.h)\n",
-      absl::StrJoin(plan.stash_depths, ", "),
-      absl::StrJoin(plan.stash_occupancy, ", "));
+  if (IsGraphcoreSchedule(t.kind)) {
+    absl::StrAppendFormat(
+        &out,
+        "  stash per stage: FIFO depths [%s], measured peak live [%s] "
+        "(= depth + 1 in training, see stash.h)\n",
+        absl::StrJoin(plan.stash_depths, ", "),
+        absl::StrJoin(plan.stash_occupancy, ", "));
+  } else if (!plan.predicted_ipu_stash_peak.empty()) {
+    absl::StrAppendFormat(
+        &out,
+        "  stash per IPU: predicted peak [%s] (torch.distributed.pipelining's "
+        "orders, see stash.h), measured peak [%s]\n",
+        absl::StrJoin(plan.predicted_ipu_stash_peak, ", "),
+        absl::StrJoin(plan.ipu_stash_peak, ", "));
+  } else {
+    absl::StrAppendFormat(&out, "  stash per stage: measured peak [%s]\n",
+                          absl::StrJoin(plan.stash_peak_entries, ", "));
+  }
   if (!plan.ipu_stash_bytes.empty()) {
     absl::StrAppendFormat(
         &out, "  stash memory per IPU (peak entries [%s] x bytes): [%s] B\n",

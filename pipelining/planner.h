@@ -20,7 +20,12 @@
 // Sequential tables are always timed in lockstep (their steps are barriers
 // by definition; in dataflow an inference table would pipeline).
 //
-// Bubble = idle / (makespan x IPUs that host a stage). The textbook value
+// Bubble = idle / (makespan x IPUs that host a stage). torch's schedules
+// (GPipe, 1F1B, Interleaved1F1B, LoopedBFS) meet their textbook value
+// (p-1)/(vM+p-1) of wall time (idle / ideal = (p-1)/(vM), p IPUs, v stages
+// each) exactly under kDataflow timing with balanced stages and F = B, for
+// M a multiple of p (planner_test checks p = 2, 4, M = p, 2p, 4p). The
+// textbook value
 // TheoreticalBubble(N, M) = (N-1)/(M+N-1) (GPipe, 1F1B) is exact here for
 // Grouped and Interleaved tables under kDataflow timing when the stages are
 // balanced (all forwards cost the same, all backwards cost the same, forward
@@ -72,11 +77,15 @@ struct Plan {
   std::vector<double> ipu_busy;         // Seconds, per IPU.
   std::vector<double> ipu_utilisation;  // busy / makespan, per IPU.
   double bubble = 0;                    // Measured idle fraction.
-  double theoretical_bubble = 0;        // (N-1)/(M+N-1), Sequential (N-1)/N.
+  double theoretical_bubble = 0;        // TheoreticalBubble(table).
   bool theory_applies = false;          // The conditions above hold.
   std::vector<int> stash_depths;        // StashDepths (training), else 0s.
   std::vector<int> stash_occupancy;     // MeasureStashOccupancy(table).
   std::vector<int> stash_peak_entries;  // PeakStashEntries(table).
+  // torch's schedules: PredictedPeakStashPerIpu and the measured
+  // PeakStashEntriesPerIpu (empty for the others).
+  std::vector<int> predicted_ipu_stash_peak;
+  std::vector<int> ipu_stash_peak;
   // Per IPU: peak entries x costs.stash_bytes (empty without stash_bytes).
   std::vector<int64_t> ipu_stash_bytes;
 };
@@ -90,6 +99,13 @@ absl::StatusOr<Plan> PlanSchedule(const ScheduleTable& table,
 
 // (N - 1) / (M + N - 1). REQUIRES: num_stages >= 1, micro_batches >= 1.
 double TheoreticalBubble(int num_stages, int micro_batches);
+
+// The textbook bubble of `table`'s schedule as a fraction of wall time:
+// Graphcore's Grouped and Interleaved (N-1)/(M+N-1), Sequential (N-1)/N;
+// torch's schedules and Custom tables (p-1)/(vM+p-1), p the IPUs that host
+// a stage and v = N/p (for one stage per IPU, (N-1)/(M+N-1)).
+// REQUIRES: VerifyScheduleTable(table).ok().
+double TheoreticalBubble(const ScheduleTable& table);
 
 // The plan's timeline as text (ToTextTimeline of plan.items).
 std::string PlanTimelineString(const Plan& plan);

@@ -1,5 +1,6 @@
 #include "pipelining/planner.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -239,6 +240,66 @@ TEST(PlannerTest, WritesExampleArtifacts) {
         << ToChromeTraceJson(plan.items, name);
     std::ofstream(absl::StrCat(dir, "/", name, ".txt"))
         << PlanDebugString(plan);
+  }
+}
+
+// torch.distributed.pipelining's schedules on modelled equal costs (T_F =
+// T_B = 1 per stage): the measured bubble is the textbook value exactly,
+// idle / ideal = (p-1)/(vM), and the peak stash is the formula of each
+// schedule (stash.h), for p = 2, 4 IPUs and M = p, 2p, 4p.
+TEST(PlannerTest, TorchSchedulesMeetTheirBubbleAndStashFormulas) {
+  for (int p : {2, 4}) {
+    for (int m : {p, 2 * p, 4 * p}) {
+      for (PipelineSchedule kind :
+           {PipelineSchedule::kGPipe, PipelineSchedule::k1F1B,
+            PipelineSchedule::kInterleaved1F1B, PipelineSchedule::kLoopedBFS}) {
+        const bool looped = IsLoopedSchedule(kind);
+        for (int v : looped ? std::vector<int>{1, 2, 3} : std::vector<int>{1}) {
+          const int n = v * p;
+          std::vector<int> mapping(n);
+          for (int s = 0; s < n; ++s) mapping[s] = s % p;
+          const Plan plan = MakePlan(Make(kind, n, m, true, mapping),
+                                     StageCosts::Uniform(n, 1, 1));
+          const std::string what =
+              absl::StrCat(PipelineScheduleName(kind), " p=", p, " v=", v,
+                           " m=", m, "\n", PlanDebugString(plan));
+          const double busy = 2.0 * v * m;  // Per IPU.
+          EXPECT_DOUBLE_EQ(plan.makespan, busy + 2 * (p - 1)) << what;
+          const double idle = plan.makespan * p - busy * p;
+          EXPECT_NEAR(idle / (busy * p), (p - 1.0) / (v * m), 1e-12) << what;
+          EXPECT_NEAR(plan.bubble, (p - 1.0) / (v * m + p - 1.0), 1e-12)
+              << what;
+          EXPECT_NEAR(plan.theoretical_bubble, plan.bubble, 1e-12) << what;
+          EXPECT_TRUE(plan.theory_applies) << what;
+          // The formulas, per IPU (= per stage for GPipe and 1F1B).
+          std::vector<int> expected(p);
+          for (int r = 0; r < p; ++r) {
+            switch (kind) {
+              case PipelineSchedule::kGPipe:
+                expected[r] = m;
+                break;
+              case PipelineSchedule::k1F1B:
+                expected[r] = std::min(m, p - r);
+                break;
+              case PipelineSchedule::kInterleaved1F1B: {
+                const int per_round = m / std::max(1, m / p);
+                const int warmup =
+                    std::min(v * m, (v - 1) * per_round + 2 * (p - 1 - r));
+                expected[r] = warmup + (warmup < v * m ? 1 : 0);
+                break;
+              }
+              default:
+                expected[r] = v * m;
+            }
+          }
+          EXPECT_EQ(plan.ipu_stash_peak, expected) << what;
+          EXPECT_EQ(plan.predicted_ipu_stash_peak, expected) << what;
+          if (!looped) {
+            EXPECT_EQ(plan.stash_peak_entries, expected) << what;
+          }
+        }
+      }
+    }
   }
 }
 

@@ -23,8 +23,10 @@
 // the backward stage's input buffer (for the last stage, depth 0, the forward
 // output goes straight to the next step's backward; for Sequential, depth 0,
 // the one micro-batch in flight sits in the stage buffers).
-// Note: the seed's rule of thumb "2N+1 activations on the first IPU (Grouped),
-// N+1 (Interleaved)" counts buffers differently; we follow the C++ depths.
+// Note: Graphcore's rule of thumb "2N+1 activations on the first IPU
+// (Grouped), N+1 (Interleaved)" counts buffers differently; we follow the
+// C++ depths. torch.distributed.pipelining's schedules have no FIFO rule:
+// their peaks (PredictedPeakStashPerIpu) are those of its per-rank orders.
 // Inference tables have no backward, so nothing is stashed (all zeros).
 //
 // Thread safety: pure functions.
@@ -37,7 +39,8 @@
 
 namespace ipuflow::pipelining {
 
-// FIFO depth per stage, training (see above). REQUIRES: num_stages >= 1.
+// FIFO depth per stage, training (see above); all zeros for the schedules
+// that are not Graphcore's. REQUIRES: num_stages >= 1.
 std::vector<int> StashDepths(PipelineSchedule schedule, int num_stages);
 
 // Peak live stash per stage measured on `table` (see the convention above).
@@ -54,6 +57,26 @@ std::vector<int> MeasureStashOccupancy(const ScheduleTable& table);
 // inference.
 // REQUIRES: VerifyScheduleTable(table).ok().
 std::vector<int> PeakStashEntries(const ScheduleTable& table);
+
+// As PeakStashEntries, per IPU: the most micro-batch activations the IPU's
+// stages hold at once (one entry = one stage's activations for one
+// micro-batch: a "chunk" of torch's interleaved schedules). All zeros for
+// inference. REQUIRES: VerifyScheduleTable(table).ok().
+std::vector<int> PeakStashEntriesPerIpu(const ScheduleTable& table);
+
+// torch.distributed.pipelining's peak activations per IPU for its own
+// schedules (its schedules.py; the Megatron-LM and PipeDream-Flush papers),
+// in PeakStashEntriesPerIpu's units, for the tables MakeSchedule builds:
+//  - GPipe: M (every forward before any backward);
+//  - 1F1B: min(M, N - s) on stage s's IPU (its warm-up forwards; after them
+//    a backward always comes before the next forward);
+//  - Interleaved1F1B: on IPU r, w(r) = min(vM, (v-1)R + 2(p-1-r)) warm-up
+//    forwards (schedule.h), + 1 if w(r) < vM: in its steady phase torch
+//    runs a forward before each backward, so one more chunk is live;
+//  - LoopedBFS: vM (all forwards first).
+// Empty for the other schedules and for inference.
+// REQUIRES: `table` was built by MakeSchedule.
+std::vector<int> PredictedPeakStashPerIpu(const ScheduleTable& table);
 
 }  // namespace ipuflow::pipelining
 

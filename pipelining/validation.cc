@@ -1,5 +1,6 @@
 #include "pipelining/validation.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/option_checks.h"
+#include "pipelining/schedule_internal.h"
 
 namespace ipuflow::pipelining {
 namespace {
@@ -63,11 +65,22 @@ std::string GacViolation(PipelineSchedule schedule, int num_stages,
   if (gac >= minimum) return "";
   const std::string mode = absl::StrCat(PipelineScheduleName(schedule),
                                         training ? " training" : " inference");
-  if (schedule == PipelineSchedule::kSequential) {
+  if (schedule != PipelineSchedule::kGrouped &&
+      schedule != PipelineSchedule::kInterleaved &&
+      schedule != PipelineSchedule::k1F1B) {
     return absl::StrFormat(
         "gradient_accumulation_count %d must be at least 1 (%s): use 1 or "
         "more",
         gac, mode);
+  }
+  if (schedule == PipelineSchedule::k1F1B) {
+    // torch.distributed.pipelining's rule and text (Schedule1F1B).
+    return absl::StrFormat(
+        "gradient_accumulation_count %d is smaller than the %d stages (%s): "
+        "torch.distributed.pipelining's Schedule1F1B refuses it (\"Number of "
+        "microbatches (%d) must be greater than or equal to the number of "
+        "stages (%d).\"); use at least %d, or GPipe",
+        gac, num_stages, mode, gac, num_stages, num_stages);
   }
   const int overlap = OverlapLength(schedule, num_stages, mapping, training);
   return absl::StrFormat(
@@ -117,6 +130,21 @@ void CheckMapping(PipelineSchedule schedule, int num_stages,
           s, mapping[s], kMaxPipelineIpus - 1));
     }
   }
+  // torch's placements (one stage per IPU, the looped one) and its rounds
+  // rule, on a usable mapping.
+  const bool usable = std::all_of(mapping.begin(), mapping.end(), [](int ipu) {
+    return ipu >= 0 && ipu < kMaxPipelineIpus;
+  });
+  if (schedule != PipelineSchedule::kCustom && usable &&
+      (schedule == PipelineSchedule::kGPipe ||
+       schedule == PipelineSchedule::k1F1B || IsLoopedSchedule(schedule)) &&
+      static_cast<int>(mapping.size()) == num_stages) {
+    // (The rounds rule needs the count: PipelineViolations checks it.)
+    absl::Status placed = internal::CheckTorchSchedule(
+        schedule, mapping,
+        schedule == PipelineSchedule::kInterleaved1F1B ? num_stages : 1);
+    if (!placed.ok()) violations.push_back(std::string(placed.message()));
+  }
   if (schedule == PipelineSchedule::kInterleaved && training &&
       HasSharedIpu(mapping)) {
     violations.push_back(absl::StrFormat(
@@ -132,7 +160,19 @@ void CheckMapping(PipelineSchedule schedule, int num_stages,
 
 int MinimumGradientAccumulationCount(PipelineSchedule schedule,
                                      int num_stages) {
-  return schedule == PipelineSchedule::kSequential ? 1 : num_stages;
+  switch (schedule) {
+    case PipelineSchedule::kGrouped:
+    case PipelineSchedule::kInterleaved:
+    case PipelineSchedule::k1F1B:
+      return num_stages;
+    case PipelineSchedule::kSequential:
+    case PipelineSchedule::kGPipe:
+    case PipelineSchedule::kInterleaved1F1B:
+    case PipelineSchedule::kLoopedBFS:
+    case PipelineSchedule::kCustom:
+      break;
+  }
+  return 1;
 }
 
 int OverlapLength(PipelineSchedule schedule, int num_stages,
@@ -140,10 +180,15 @@ int OverlapLength(PipelineSchedule schedule, int num_stages,
   switch (schedule) {
     case PipelineSchedule::kGrouped:
       return training ? 2 * num_stages : num_stages;
-    case PipelineSchedule::kSequential:
-      return 1;
     case PipelineSchedule::kInterleaved:
       break;
+    case PipelineSchedule::kSequential:
+    case PipelineSchedule::kGPipe:
+    case PipelineSchedule::k1F1B:
+    case PipelineSchedule::kInterleaved1F1B:
+    case PipelineSchedule::kLoopedBFS:
+    case PipelineSchedule::kCustom:
+      return 1;
   }
   // Graphcore's scheduler works on the sequence of pipeline-stage devices:
   // forward stages, then (training) backward stages in reverse.
@@ -167,10 +212,8 @@ std::vector<std::string> PipelineViolations(
   }
   // Upper bounds, the enum and the table's size (checked arithmetic).
   OptionChecker check("PipelineOptions");
-  check.Enum("pipeline_schedule", "PipelineSchedule", schedule,
-             {{PipelineSchedule::kGrouped, "Grouped"},
-              {PipelineSchedule::kInterleaved, "Interleaved"},
-              {PipelineSchedule::kSequential, "Sequential"}});
+  check.EnumValue("pipeline_schedule", "PipelineSchedule",
+                  static_cast<int64_t>(schedule), PipelineScheduleEnumValues());
   // (The lower bounds are rules 1 and 4, with their hints.)
   if (num_stages > kMaxScheduleItems) {
     check.Range("num_stages", num_stages, 2, kMaxScheduleItems);
@@ -194,6 +237,17 @@ std::vector<std::string> PipelineViolations(
     const std::string gac = GacViolation(schedule, num_stages, device_mapping,
                                          gradient_accumulation_count, training);
     if (!gac.empty()) violations.push_back(gac);
+    // torch's rounds rule (ScheduleInterleaved1F1B) on the looped mapping.
+    const std::vector<int> resolved =
+        ResolvedOrIdentity(num_stages, device_mapping);
+    if (schedule == PipelineSchedule::kInterleaved1F1B &&
+        gradient_accumulation_count >= 1 &&
+        gradient_accumulation_count <= kMaxScheduleItems &&
+        internal::CheckTorchSchedule(schedule, resolved, num_stages).ok()) {
+      absl::Status rounds = internal::CheckTorchSchedule(
+          schedule, resolved, gradient_accumulation_count);
+      if (!rounds.ok()) violations.push_back(std::string(rounds.message()));
+    }
   }
   return violations;
 }

@@ -38,6 +38,15 @@
 //     ramp-down), so 10 micro-batches on 4 stages, the PopTorch tutorial's
 //     setting, runs. OverlapLength is kept for the planner and the error
 //     hints (a count that also runs on Graphcore's port).
+//  5. torch.distributed.pipelining's schedules (schedule.h): GPipe and 1F1B
+//     one stage per IPU; Interleaved1F1B and LoopedBFS the looped placement
+//     (stage s on IPU s mod p); 1F1B M >= N (torch: "Number of microbatches
+//     (m) must be greater than or equal to the number of stages (p)."),
+//     GPipe, LoopedBFS and Interleaved1F1B M >= 1, Interleaved1F1B M a
+//     multiple of its rounds max(1, M / p) (torch: "Interleaved 1F1B
+//     requires the number of microbatches to be a multiple of the number
+//     of rounds"). Custom (a table given as data) M >= 1; the table itself
+//     is checked by the pipeline operator (PipelineOptions::schedule_table).
 // Why up front and all at once: Graphcore checks rule 4 only when compiling
 // (or on device for a runtime count) and the others one by one in Python; a
 // user fixing one knob at a time then recompiles for every error. We return
@@ -56,7 +65,8 @@
 
 namespace ipuflow::pipelining {
 
-// The smallest gradient_accumulation_count of rule 4 (N, or 1 Sequential).
+// The smallest gradient_accumulation_count of rules 4 and 5 (N for
+// Grouped, Interleaved and 1F1B; 1 for the others).
 // REQUIRES: num_stages >= 1.
 int MinimumGradientAccumulationCount(PipelineSchedule schedule, int num_stages);
 

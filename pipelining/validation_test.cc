@@ -90,7 +90,8 @@ TEST(ValidationTest, UpperBoundsEnumAndProduct) {
       ValidatePipeline(static_cast<PipelineSchedule>(9), 2, {}, 4, true)
           .message(),
       HasSubstr("pipeline_schedule is 9, not a PipelineSchedule (0 Grouped, "
-                "1 Interleaved, 2 Sequential)"));
+                "1 Interleaved, 2 Sequential, 3 GPipe, 4 1F1B, 5 "
+                "Interleaved1F1B, 6 LoopedBFS, 7 Custom)"));
   EXPECT_THAT(ValidatePipeline(kGrouped, 2, {0, 1 << 30}, 4, true).message(),
               HasSubstr("device_mapping[1] = 1073741824 is not an IPU index "
                         "(it must be between 0 and 1023)"));
@@ -142,6 +143,56 @@ TEST(ValidationTest, ReportsEveryViolationOneLineEach) {
   EXPECT_THAT(lines[1], HasSubstr("at least two stages, got 1"));
   EXPECT_THAT(lines[2], HasSubstr("has 2 entries for 1 stages"));
   EXPECT_THAT(lines[3], HasSubstr("0 is smaller than the 1 stages"));
+}
+
+// torch.distributed.pipelining's rules, listed with the others.
+TEST(ValidationTest, TorchSchedulesFollowTorchsRules) {
+  // 1F1B: M >= N, torch's text with both values.
+  EXPECT_THAT(
+      ValidatePipeline(PipelineSchedule::k1F1B, 4, {}, 3, true).message(),
+      HasSubstr("gradient_accumulation_count 3 is smaller than the 4 "
+                "stages (1F1B training): torch.distributed."
+                "pipelining's Schedule1F1B refuses it (\"Number of "
+                "microbatches (3) must be greater than or equal to "
+                "the number of stages (4).\"); use at least 4, or "
+                "GPipe"));
+  EXPECT_TRUE(ValidatePipeline(PipelineSchedule::k1F1B, 4, {}, 4, true).ok());
+  // GPipe has no lower bound beyond 1.
+  EXPECT_TRUE(ValidatePipeline(PipelineSchedule::kGPipe, 4, {}, 1, true).ok());
+  // One stage per IPU for GPipe and 1F1B.
+  EXPECT_THAT(
+      ValidatePipeline(PipelineSchedule::kGPipe, 4, {0, 0, 1, 1}, 8, true)
+          .message(),
+      HasSubstr("GPipe runs one stage per IPU (torch.distributed.pipelining, "
+                "ScheduleGPipe): device_mapping [0, 0, 1, 1] puts stages 0 "
+                "and 1 on IPU 0"));
+  // The looped placement for Interleaved1F1B and LoopedBFS.
+  EXPECT_THAT(ValidatePipeline(PipelineSchedule::kInterleaved1F1B, 4,
+                               {0, 0, 1, 1}, 4, true)
+                  .message(),
+              HasSubstr("device_mapping [0, 0, 1, 1] puts stage 1 on IPU 0, "
+                        "not 1; for 4 stages on 2 IPUs use [0, 1, 0, 1]"));
+  EXPECT_THAT(ValidatePipeline(PipelineSchedule::kLoopedBFS, 6,
+                               {0, 1, 2, 3, 0, 1}, 4, true)
+                  .message(),
+              HasSubstr("spreads 6 stages over 4 IPUs"));
+  EXPECT_TRUE(ValidatePipeline(PipelineSchedule::kInterleaved1F1B, 8,
+                               {0, 1, 2, 3, 0, 1, 2, 3}, 8, true)
+                  .ok());
+  // Interleaved1F1B: M a multiple of its rounds (torch's "flex PP": 10 on 4
+  // IPUs runs, 9 does not).
+  EXPECT_TRUE(ValidatePipeline(PipelineSchedule::kInterleaved1F1B, 8,
+                               {0, 1, 2, 3, 0, 1, 2, 3}, 10, true)
+                  .ok());
+  EXPECT_THAT(ValidatePipeline(PipelineSchedule::kInterleaved1F1B, 8,
+                               {0, 1, 2, 3, 0, 1, 2, 3}, 9, true)
+                  .message(),
+              HasSubstr("Interleaved 1F1B requires the number of "
+                        "micro-batches (gradient_accumulation_count) to be a "
+                        "multiple of the number of rounds "
+                        "(torch.distributed.pipelining, "
+                        "ScheduleInterleaved1F1B): 9 micro-batches on 4 IPUs "
+                        "make max(1, 9 / 4) = 2 rounds; use 8 or 10"));
 }
 
 }  // namespace

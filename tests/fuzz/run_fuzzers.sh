@@ -26,6 +26,7 @@ dataset_benchmark_json //feeds:dataset_benchmark_json_fuzzer      feeds/testdata
 options                //tests/fuzz:options_fuzzer                tests/fuzz/testdata/options
 checkpoint             //core/checkpoint:checkpoint_fuzzer        core/checkpoint/testdata/fuzz/checkpoint
 checkpoint_restore     //core/checkpoint:checkpoint_restore_fuzzer core/checkpoint/testdata/fuzz/checkpoint_restore
+schedule_csv           //pipelining:schedule_csv_fuzzer          pipelining/testdata/fuzz/schedule_csv
 "
 
 output_base=${IPUFLOW_FUZZ_OUTPUT_BASE:-/tmp/bazel_fuzz}
