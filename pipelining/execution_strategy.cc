@@ -28,10 +28,6 @@ std::vector<Output> RunBlocks(const std::vector<Block>& blocks,
   return out;
 }
 
-std::string List(const std::vector<std::string>& names) {
-  return absl::StrCat("[", absl::StrJoin(names, ", "), "]");
-}
-
 }  // namespace
 
 absl::Status BlockModel::Append(std::string name, StageBody body,
@@ -128,7 +124,8 @@ std::string StrategyPlan::ToString() const {
   for (size_t s = 0; s < stages.size(); ++s) {
     std::vector<std::string> parts;
     for (const PlannedStage& p : stages[s]) {
-      parts.push_back(absl::StrCat(List(p.blocks), " on IPU ", p.ipu));
+      parts.push_back(absl::StrCat("[", absl::StrJoin(p.blocks, ", "), "]",
+                                   " on IPU ", p.ipu));
     }
     lines.push_back(
         absl::StrCat("stage ", s, ": ", absl::StrJoin(parts, " | ")));

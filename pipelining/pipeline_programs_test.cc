@@ -20,7 +20,7 @@
 namespace ipuflow::pipelining {
 namespace {
 
-constexpr int kMicroBatches = 4;
+constexpr int kProgramsMicroBatches = 4;
 constexpr int kRuns = 2;
 
 struct Built {
@@ -37,12 +37,12 @@ void Build(int replicas, bool recompute, Built* b) {
       new std::map<std::string, Tensor>(testing::InitialValues(1));
   b->system = testing::MakeSystem(4 * replicas, recompute);
   b->infeed = *feeds::IPUInfeedQueue::Create(
-      testing::MicroBatches(kMicroBatches * kRuns * replicas));
+      testing::MicroBatches(kProgramsMicroBatches * kRuns * replicas));
   b->outfeed = *feeds::IPUOutfeedQueue::Create();
   PipelineOptions o;
   o.computational_stages = testing::ModelStages(*init);
   o.device_mapping = {0, 1, 2, 3};
-  o.gradient_accumulation_count = kMicroBatches;
+  o.gradient_accumulation_count = kProgramsMicroBatches;
   o.repeat_count = kRuns;
   o.infeed_queue = b->infeed.get();
   o.outfeed_queue = b->outfeed.get();
@@ -82,7 +82,8 @@ TEST(PipelineProgramsTest, StagePartsAreSubProgramsOfTheFrameNode) {
           const std::string role = "stage " + std::to_string(s) + pass;
           const Program* p = program.sub_program(frame, role);
           ASSERT_NE(p, nullptr) << role;
-          EXPECT_EQ(p->runs(), static_cast<uint64_t>(kMicroBatches * kRuns))
+          EXPECT_EQ(p->runs(),
+                    static_cast<uint64_t>(kProgramsMicroBatches * kRuns))
               << role << " replica " << r;
           if (r > 0) EXPECT_NE(p, (*exe)->program(0).sub_program(frame, role));
         }
@@ -99,7 +100,8 @@ TEST(PipelineProgramsTest, StagePartsAreSubProgramsOfTheFrameNode) {
       for (const auto& [k, runs] : counters) {
         if (k != key) continue;
         found = true;
-        EXPECT_EQ(runs, static_cast<uint64_t>(kMicroBatches * kRuns)) << k;
+        EXPECT_EQ(runs, static_cast<uint64_t>(kProgramsMicroBatches * kRuns))
+            << k;
       }
       EXPECT_TRUE(found) << key;
     }

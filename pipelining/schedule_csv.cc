@@ -24,7 +24,7 @@ namespace ipuflow::pipelining {
 namespace {
 
 constexpr size_t kMaxCellChars = 32;
-constexpr size_t kMaxListedErrors = 50;
+constexpr size_t kMaxListedCsvErrors = 50;
 constexpr int kMaxDigits = 9;  // Below 2^31: no overflow while parsing.
 
 enum class Type { kF, kB, kSendF, kRecvF, kSendB, kRecvB };
@@ -60,7 +60,7 @@ std::string ActionName(const Action& a) {
   return absl::StrCat(a.stage, TypeName(a.type), a.micro_batch);
 }
 
-// Every error of one read, each with its place; the first kMaxListedErrors
+// Every error of one read, each with its place; the first kMaxListedCsvErrors
 // are kept.
 class CsvErrors {
  public:
@@ -71,12 +71,12 @@ class CsvErrors {
   }
   void Add(std::string line) {
     ++count_;
-    if (lines_.size() < kMaxListedErrors) lines_.push_back(std::move(line));
+    if (lines_.size() < kMaxListedCsvErrors) lines_.push_back(std::move(line));
   }
   bool empty() const { return count_ == 0; }
-  // False once kMaxListedErrors are kept: callers then count an error with
+  // False once kMaxListedCsvErrors are kept: callers then count an error with
   // Skip() instead of formatting it (a hostile file can have millions).
-  bool listing() const { return lines_.size() < kMaxListedErrors; }
+  bool listing() const { return lines_.size() < kMaxListedCsvErrors; }
   void Skip() { ++count_; }
   absl::Status status() const {
     if (count_ == 0) return absl::OkStatus();

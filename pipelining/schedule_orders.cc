@@ -231,7 +231,7 @@ namespace {
 
 using internal::ItemIndex;
 
-constexpr int kMaxListedErrors = 20;
+constexpr int kMaxListedStuckItems = 20;
 
 // "IPU 1 position 3 (B s1 mb0)".
 std::string Place(int ipu, int position, const WorkItem& item) {
@@ -242,7 +242,7 @@ std::string Place(int ipu, int position, const WorkItem& item) {
 absl::Status OrdersError(const std::vector<std::string>& errors) {
   std::vector<std::string> listed(
       errors.begin(),
-      errors.begin() + std::min<size_t>(errors.size(), kMaxListedErrors));
+      errors.begin() + std::min<size_t>(errors.size(), kMaxListedStuckItems));
   if (errors.size() > listed.size()) {
     listed.push_back(
         absl::StrCat("... and ", errors.size() - listed.size(), " more"));
