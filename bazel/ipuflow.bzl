@@ -41,6 +41,16 @@ def unity_srcs(name, srcs, separate = [], per_unit = 16):
         outs.append(out)
     return outs + rest
 
+def aliases(actual, names):
+    """Old target names of concepts now compiled in `actual`'s library.
+
+    A layer is one library compiled as few units (unity_srcs); each concept
+    keeps its file and, through these, its target name, so a `deps` line
+    still says what it uses.
+    """
+    for name in names:
+        native.alias(name = name, actual = actual)
+
 def ipuflow_proto(name, src, deps = [], visibility = None):
     """C++ code for one .proto file: protoc in a genrule, then a cc_library.
 
