@@ -22,6 +22,13 @@ namespace internal {
 absl::StatusOr<std::vector<int>> ResolveMapping(
     const char* who, int num_stages, const std::vector<int>& device_mapping) {
   if (device_mapping.empty()) {
+    // The identity puts stage s on IPU s: an index like any other.
+    if (num_stages > kMaxPipelineIpus) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: %d stages without a device_mapping would use IPUs 0 to %d; "
+          "IPU indices must be below %d (give a device_mapping)",
+          who, num_stages, num_stages - 1, kMaxPipelineIpus));
+    }
     std::vector<int> identity(num_stages);
     for (int s = 0; s < num_stages; ++s) identity[s] = s;
     return identity;

@@ -187,7 +187,7 @@ struct ScheduleTable {
 // (training ? 2 : 1) x num_stages x micro_batches exceed kMaxScheduleItems,
 // `schedule` is not a PipelineSchedule or is kCustom, device_mapping's
 // length is neither 0 nor num_stages, an IPU index is outside
-// [0, kMaxPipelineIpus), GPipe or 1F1B is given two stages on one IPU,
+// [0, kMaxPipelineIpus) (with an empty mapping: num_stages above it), GPipe or 1F1B is given two stages on one IPU,
 // Interleaved1F1B or LoopedBFS a mapping that is not looped (stage s on IPU
 // s mod p), or Interleaved1F1B a micro_batches that is not a multiple of its
 // rounds (torch's rule: the table cannot be built otherwise).

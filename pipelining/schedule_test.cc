@@ -174,6 +174,12 @@ TEST(ScheduleTest, BadArgumentsAreInvalidArgument) {
   EXPECT_THAT(t.status().message(),
               HasSubstr("device_mapping[1] = 1024 is not an IPU index (it "
                         "must be between 0 and 1023)"));
+  // The identity mapping's indices too (the options fuzzer's heap overflow
+  // in 1F1B's one-stage-per-IPU check).
+  t = MakeSchedule(PipelineSchedule::k1F1B, 1025, {}, 1025, true);
+  EXPECT_THAT(t.status().message(),
+              HasSubstr("1025 stages without a device_mapping would use IPUs "
+                        "0 to 1024; IPU indices must be below 1024"));
   t = MakeSchedule(static_cast<PipelineSchedule>(9), 2, {}, 4, true);
   EXPECT_THAT(t.status().message(),
               HasSubstr("schedule is 9, not a PipelineSchedule (0 Grouped, 1 "
