@@ -1,22 +1,21 @@
 #include "ops/rnn/gru.h"
 
-#include "Eigen/Core"
 #include "absl/strings/str_cat.h"
 #include "core/op_registry.h"
 #include "ops/math/float32_output.h"
 #include "ops/math/half_io.h"
 #include "ops/math/vector_math.h"
 #include "ops/rnn/rnn_graph.h"
+#include "ops/rnn/rnn_kernel.h"
 #include "ops/rnn/rnn_shapes.h"
 
 namespace ipuflow::ops {
 namespace {
 
+using rnn::ConstMat;
+using rnn::Mat;
 using rnn::RnnDims;
-using RowMat =
-    Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using ConstMat = Eigen::Map<const RowMat>;
-using Mat = Eigen::Map<RowMat>;
+using rnn::RowMat;
 
 // The cache's per-step blocks, each `units` wide. kQ is what the candidate's
 // recurrent weights multiplied: hr_n + b_h,n (reset_after) or r * h_{t-1}.
@@ -57,18 +56,14 @@ REGISTER_OP("PopnnGRU")
     })
     .SetKernel([](KernelContext& ctx) -> absl::Status {
       const bool reset_after = ctx.attr<bool>("reset_after");
-      absl::StatusOr<RnnDims> dims = GruDims(
-          ctx.input(0).shape(), ctx.input(1).shape(), ctx.input(2).shape(),
-          ctx.input(3).shape(), ctx.input(4).shape(),
-          ctx.attr<bool>("time_major"), reset_after);
-      if (!dims.ok()) return ctx.InvalidArgument(dims.status().message());
-      RnnDims d = *dims;
-      d.go_backwards = ctx.attr<bool>("go_backwards");
-      absl::StatusOr<TensorShape> cache_shape =
-          rnn::CacheShape(d, kCacheBlocks);
-      if (!cache_shape.ok()) {
-        return ctx.InvalidArgument(cache_shape.status().message());
-      }
+      ASSIGN_OR_RETURN(
+          const RnnDims d,
+          rnn::KernelDims(ctx,
+                          GruDims(ctx.input(0).shape(), ctx.input(1).shape(),
+                                  ctx.input(2).shape(), ctx.input(3).shape(),
+                                  ctx.input(4).shape(),
+                                  ctx.attr<bool>("time_major"), reset_after),
+                          kCacheBlocks));
       const int64_t u = d.units, b = d.batch, w = 3 * u;
       const Tensor x32 = AsFloat32(ctx, ctx.input(0));
       const Tensor h032 = AsFloat32(ctx, ctx.input(1));
@@ -78,7 +73,9 @@ REGISTER_OP("PopnnGRU")
       Float32Output y, h_out;
       RETURN_IF_ERROR(y.Allocate(ctx, 0, d.Sequence(u)));
       RETURN_IF_ERROR(h_out.Allocate(ctx, 1, TensorShape({b, u})));
-      ASSIGN_OR_RETURN(Tensor * cache, ctx.allocate_output(2, *cache_shape));
+      ASSIGN_OR_RETURN(
+          Tensor * cache,
+          ctx.allocate_output(2, *rnn::CacheShape(d, kCacheBlocks)));
       const int64_t rows = d.time * b;
       ConstMat kernel(k32.data<float>(), d.input_size, w);
       ConstMat recurrent(r32.data<float>(), u, w);
@@ -180,23 +177,17 @@ REGISTER_OP("PopnnGRUGrad")
     })
     .SetKernel([](KernelContext& ctx) -> absl::Status {
       const bool reset_after = ctx.attr<bool>("reset_after");
-      absl::StatusOr<RnnDims> dims = GruDims(
-          ctx.input(2).shape(), ctx.input(3).shape(), ctx.input(4).shape(),
-          ctx.input(5).shape(), ctx.input(6).shape(),
-          ctx.attr<bool>("time_major"), reset_after);
-      if (!dims.ok()) return ctx.InvalidArgument(dims.status().message());
-      RnnDims d = *dims;
-      d.go_backwards = ctx.attr<bool>("go_backwards");
+      ASSIGN_OR_RETURN(
+          const RnnDims d,
+          rnn::KernelDims(ctx,
+                          GruDims(ctx.input(2).shape(), ctx.input(3).shape(),
+                                  ctx.input(4).shape(), ctx.input(5).shape(),
+                                  ctx.input(6).shape(),
+                                  ctx.attr<bool>("time_major"), reset_after),
+                          kCacheBlocks));
+      RETURN_IF_ERROR(rnn::CheckIncomingGradients(
+          ctx, d, /*states=*/1, /*input=*/2, /*cache=*/7, kCacheBlocks));
       const int64_t u = d.units, b = d.batch, w = 3 * u, rows = d.time * b;
-      if (ctx.input(0).shape() != d.Sequence(u) ||
-          ctx.input(1).shape() != TensorShape({b, u}) ||
-          ctx.input(7).shape() != *rnn::CacheShape(d, kCacheBlocks)) {
-        return ctx.InvalidArgument(
-            "doutput ", ctx.input(0).shape().DebugString(), ", dh ",
-            ctx.input(1).shape().DebugString(), " and cache ",
-            ctx.input(7).shape().DebugString(), " do not match input ",
-            ctx.input(2).shape().DebugString(), " and ", u, " units");
-      }
       const Tensor dy32 = AsFloat32(ctx, ctx.input(0));
       const Tensor dh32 = AsFloat32(ctx, ctx.input(1));
       const Tensor x32 = AsFloat32(ctx, ctx.input(2));
@@ -263,11 +254,8 @@ REGISTER_OP("PopnnGRUGrad")
       RETURN_IF_ERROR(dk.Allocate(ctx, 2, ctx.input(4).shape()));
       RETURN_IF_ERROR(dr.Allocate(ctx, 3, ctx.input(5).shape()));
       RETURN_IF_ERROR(db.Allocate(ctx, 4, ctx.input(6).shape()));
-      ConstMat kernel(k32.data<float>(), d.input_size, w);
-      ConstMat x(x32.data<float>(), rows, d.input_size);
-      Mat(dx.data(), rows, d.input_size).noalias() = da * kernel.transpose();
+      rnn::InputAndKernelGradients(d, da, x32, k32, dx.data(), dk.data());
       Mat(dh0.data(), b, u) = dh;
-      Mat(dk.data(), d.input_size, w).noalias() = x.transpose() * da;
       Mat drm(dr.data(), u, w);
       drm.leftCols(2 * u).noalias() = h_prev.transpose() * da.leftCols(2 * u);
       drm.rightCols(u).noalias() = q_in.transpose() * dq;

@@ -2,23 +2,22 @@
 
 #include <vector>
 
-#include "Eigen/Core"
 #include "absl/strings/str_cat.h"
 #include "core/op_registry.h"
 #include "ops/math/float32_output.h"
 #include "ops/math/half_io.h"
 #include "ops/math/vector_math.h"
 #include "ops/rnn/rnn_graph.h"
+#include "ops/rnn/rnn_kernel.h"
 #include "ops/rnn/rnn_shapes.h"
 
 namespace ipuflow::ops {
 namespace {
 
+using rnn::ConstMat;
+using rnn::Mat;
 using rnn::RnnDims;
-using RowMat =
-    Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using ConstMat = Eigen::Map<const RowMat>;
-using Mat = Eigen::Map<RowMat>;
+using rnn::RowMat;
 
 // The cache's per-step blocks, each `units` wide: gates after their
 // activations, then the new cell and hidden states.
@@ -58,18 +57,14 @@ REGISTER_OP("PopnnLSTM")
       return absl::OkStatus();
     })
     .SetKernel([](KernelContext& ctx) -> absl::Status {
-      absl::StatusOr<RnnDims> dims = LstmDims(
-          ctx.input(0).shape(), ctx.input(1).shape(), ctx.input(2).shape(),
-          ctx.input(3).shape(), ctx.input(4).shape(), ctx.input(5).shape(),
-          ctx.attr<bool>("time_major"));
-      if (!dims.ok()) return ctx.InvalidArgument(dims.status().message());
-      RnnDims d = *dims;
-      d.go_backwards = ctx.attr<bool>("go_backwards");
-      absl::StatusOr<TensorShape> cache_shape =
-          rnn::CacheShape(d, kLstmCacheBlocks);
-      if (!cache_shape.ok()) {
-        return ctx.InvalidArgument(cache_shape.status().message());
-      }
+      ASSIGN_OR_RETURN(
+          const RnnDims d,
+          rnn::KernelDims(ctx,
+                          LstmDims(ctx.input(0).shape(), ctx.input(1).shape(),
+                                   ctx.input(2).shape(), ctx.input(3).shape(),
+                                   ctx.input(4).shape(), ctx.input(5).shape(),
+                                   ctx.attr<bool>("time_major")),
+                          kLstmCacheBlocks));
       const int64_t u = d.units, b = d.batch, w = 4 * u;
       const Tensor x32 = AsFloat32(ctx, ctx.input(0));
       const Tensor h032 = AsFloat32(ctx, ctx.input(1));
@@ -81,7 +76,9 @@ REGISTER_OP("PopnnLSTM")
       RETURN_IF_ERROR(y.Allocate(ctx, 0, d.Sequence(u)));
       RETURN_IF_ERROR(h_out.Allocate(ctx, 1, TensorShape({b, u})));
       RETURN_IF_ERROR(c_out.Allocate(ctx, 2, TensorShape({b, u})));
-      ASSIGN_OR_RETURN(Tensor * cache, ctx.allocate_output(3, *cache_shape));
+      ASSIGN_OR_RETURN(
+          Tensor * cache,
+          ctx.allocate_output(3, *rnn::CacheShape(d, kLstmCacheBlocks)));
       const int64_t rows = d.time * b;
       ConstMat kernel(k32.data<float>(), d.input_size, w);
       ConstMat recurrent(r32.data<float>(), u, w);
@@ -171,26 +168,18 @@ REGISTER_OP("PopnnLSTMGrad")
     })
     .SetKernel([](KernelContext& ctx) -> absl::Status {
       const TensorShape& rs = ctx.input(7).shape();
-      absl::StatusOr<RnnDims> dims =
-          LstmDims(ctx.input(3).shape(), ctx.input(4).shape(),
-                   ctx.input(5).shape(), ctx.input(6).shape(), rs,
-                   TensorShape({rs.rank() == 2 ? rs.dim(1) : 0}),
-                   ctx.attr<bool>("time_major"));
-      if (!dims.ok()) return ctx.InvalidArgument(dims.status().message());
-      RnnDims d = *dims;
-      d.go_backwards = ctx.attr<bool>("go_backwards");
+      ASSIGN_OR_RETURN(
+          const RnnDims d,
+          rnn::KernelDims(
+              ctx,
+              LstmDims(ctx.input(3).shape(), ctx.input(4).shape(),
+                       ctx.input(5).shape(), ctx.input(6).shape(), rs,
+                       TensorShape({rs.rank() == 2 ? rs.dim(1) : 0}),
+                       ctx.attr<bool>("time_major")),
+              kLstmCacheBlocks));
+      RETURN_IF_ERROR(rnn::CheckIncomingGradients(
+          ctx, d, /*states=*/2, /*input=*/3, /*cache=*/8, kLstmCacheBlocks));
       const int64_t u = d.units, b = d.batch, w = 4 * u, rows = d.time * b;
-      if (ctx.input(0).shape() != d.Sequence(u) ||
-          ctx.input(1).shape() != TensorShape({b, u}) ||
-          ctx.input(2).shape() != TensorShape({b, u}) ||
-          ctx.input(8).shape() != *rnn::CacheShape(d, kLstmCacheBlocks)) {
-        return ctx.InvalidArgument(
-            "doutput ", ctx.input(0).shape().DebugString(), ", dh ",
-            ctx.input(1).shape().DebugString(), ", dc ",
-            ctx.input(2).shape().DebugString(), " and cache ",
-            ctx.input(8).shape().DebugString(), " do not match input ",
-            ctx.input(3).shape().DebugString(), " and ", u, " units");
-      }
       const Tensor dy32 = AsFloat32(ctx, ctx.input(0));
       const Tensor dh32 = AsFloat32(ctx, ctx.input(1));
       const Tensor dc32 = AsFloat32(ctx, ctx.input(2));
@@ -244,12 +233,9 @@ REGISTER_OP("PopnnLSTMGrad")
       RETURN_IF_ERROR(dk.Allocate(ctx, 3, ctx.input(6).shape()));
       RETURN_IF_ERROR(dr.Allocate(ctx, 4, rs));
       RETURN_IF_ERROR(db.Allocate(ctx, 5, TensorShape({w})));
-      ConstMat kernel(k32.data<float>(), d.input_size, w);
-      ConstMat x(x32.data<float>(), rows, d.input_size);
-      Mat(dx.data(), rows, d.input_size).noalias() = dz * kernel.transpose();
+      rnn::InputAndKernelGradients(d, dz, x32, k32, dx.data(), dk.data());
       Mat(dh0.data(), b, u) = dh;
       Mat(dc0.data(), b, u) = dc;
-      Mat(dk.data(), d.input_size, w).noalias() = x.transpose() * dz;
       Mat(dr.data(), u, w).noalias() = h_prev.transpose() * dz;
       Eigen::Map<Eigen::RowVectorXf>(db.data(), w) = dz.colwise().sum();
       for (Float32Output* o : {&dx, &dh0, &dc0, &dk, &dr, &db}) o->Finish(ctx);
