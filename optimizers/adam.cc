@@ -3,8 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "ops/array/const.h"
 #include "ops/state/apply_adam.h"
-#include "ops/state/assign.h"
-#include "ops/state/read_variable.h"
+#include "optimizers/step_counter.h"
 
 namespace ipuflow::optimizers {
 
@@ -24,16 +23,9 @@ std::vector<Node*> AdamOptimizer::Prepare(const Scope& scope) {
   b1_ = ops::Const(scope.WithOpName("beta1"), beta1_);
   b2_ = ops::Const(scope.WithOpName("beta2"), beta2_);
   eps_ = ops::Const(scope.WithOpName("epsilon"), epsilon_);
-  ops::VariableHandle step =
-      ops::Variable(scope.WithOpName("step"),
-                    ops::Const(scope.WithOpName("step/initial_value"), 0.f),
-                    {/*shared_name=*/"", /*trainable=*/false});
-  Node* increment =
-      ops::AssignAdd(scope.WithOpName("step/increment"), step.handle,
-                     ops::Const(scope.WithOpName("step/one"), 1.f));
-  // Built after the increment, so it reads the incremented count.
-  step_ = ops::ReadVariable(scope.WithOpName("step/value"), step.handle);
-  return {increment};
+  const internal::StepCounter step = internal::AddStepCounter(scope);
+  step_ = step.value;
+  return {step.increment};
 }
 
 Node* AdamOptimizer::ApplyDense(const Scope& scope, Output grad,

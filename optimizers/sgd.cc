@@ -3,8 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "ops/array/const.h"
 #include "ops/state/apply_sgd.h"
-#include "ops/state/assign.h"
-#include "ops/state/read_variable.h"
+#include "optimizers/step_counter.h"
 
 namespace ipuflow::optimizers {
 
@@ -30,16 +29,9 @@ std::vector<Node*> SGDOptimizer::Prepare(const Scope& scope) {
   mu_ = ops::Const(scope.WithOpName("momentum"), options_.momentum);
   damp_ = ops::Const(scope.WithOpName("dampening"), options_.dampening);
   wd_ = ops::Const(scope.WithOpName("weight_decay"), options_.weight_decay);
-  ops::VariableHandle step =
-      ops::Variable(scope.WithOpName("step"),
-                    ops::Const(scope.WithOpName("step/initial_value"), 0.f),
-                    {/*shared_name=*/"", /*trainable=*/false});
-  Node* increment =
-      ops::AssignAdd(scope.WithOpName("step/increment"), step.handle,
-                     ops::Const(scope.WithOpName("step/one"), 1.f));
-  // Built after the increment, so it reads the incremented count.
-  step_ = ops::ReadVariable(scope.WithOpName("step/value"), step.handle);
-  return {increment};
+  const internal::StepCounter step = internal::AddStepCounter(scope);
+  step_ = step.value;
+  return {step.increment};
 }
 
 Node* SGDOptimizer::ApplyDense(const Scope& scope, Output grad,
