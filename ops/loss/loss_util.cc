@@ -17,7 +17,7 @@ absl::StatusOr<Reduction> ParseReduction(const std::string& name) {
       name, "\""));
 }
 
-TensorShape ReducedShape(Reduction r, const TensorShape& elementwise) {
+TensorShape LossOutputShape(Reduction r, const TensorShape& elementwise) {
   return r == Reduction::kNone ? elementwise : TensorShape();
 }
 

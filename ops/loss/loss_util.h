@@ -20,7 +20,7 @@ enum class Reduction { kNone, kSum, kMean, kBatchMean };
 absl::StatusOr<Reduction> ParseReduction(const std::string& name);
 
 // The loss's shape: `elementwise` for kNone, else a scalar.
-TensorShape ReducedShape(Reduction r, const TensorShape& elementwise);
+TensorShape LossOutputShape(Reduction r, const TensorShape& elementwise);
 
 // The factor a sum is scaled by: 1 / n (mean), 1 / dim 0 (batchmean), 1.
 double ReductionScale(Reduction r, const TensorShape& shape);

@@ -112,8 +112,9 @@ REGISTER_OP("NLLLoss")
       ASSIGN_OR_RETURN(std::string r, c.attr<std::string>("reduction"));
       ASSIGN_OR_RETURN(Reduction red, NllReduction(r));
       RETURN_IF_ERROR(c.attr<int64_t>("ignore_index").status());
-      c.set_output(0, c.input_dtype(0),
-                   ReducedShape(red, TensorShape({c.input_shape(0).dim(0)})));
+      c.set_output(
+          0, c.input_dtype(0),
+          LossOutputShape(red, TensorShape({c.input_shape(0).dim(0)})));
       return absl::OkStatus();
     })
     .SetKernel([](KernelContext& ctx) -> absl::Status {
@@ -128,7 +129,7 @@ REGISTER_OP("NLLLoss")
       };
       Float32Output out;
       RETURN_IF_ERROR(
-          out.Allocate(ctx, 0, ReducedShape(red, TensorShape({n}))));
+          out.Allocate(ctx, 0, LossOutputShape(red, TensorShape({n}))));
       if (red == Reduction::kNone) {
         for (int64_t i = 0; i < n; ++i) out.data()[i] = row(i);
       } else {
@@ -173,7 +174,7 @@ REGISTER_OP("NLLLossGrad")
       ASSIGN_OR_RETURN(Prepared p, Prepare(ctx, 1));
       const Reduction red = *NllReduction(ctx.attr<std::string>("reduction"));
       const int64_t n = ctx.input(1).dim(0), c = ctx.input(1).dim(1);
-      const TensorShape want = ReducedShape(red, TensorShape({n}));
+      const TensorShape want = LossOutputShape(red, TensorShape({n}));
       if (ctx.input(0).shape() != want) {
         return ctx.InvalidArgument("dy has shape ",
                                    ctx.input(0).shape().DebugString(),

@@ -135,7 +135,7 @@ absl::Status LossShape(ShapeContext& c) {
     return absl::InvalidArgumentError(
         "reduction \"batchmean\" needs inputs of rank >= 1");
   }
-  c.set_output(0, c.input_dtype(0), ReducedShape(red, c.input_shape(0)));
+  c.set_output(0, c.input_dtype(0), LossOutputShape(red, c.input_shape(0)));
   return absl::OkStatus();
 }
 
@@ -150,7 +150,7 @@ absl::Status LossKernel(KernelContext& ctx) {
   const TensorShape& shape = ctx.input(0).shape();
   const int64_t n = shape.num_elements();
   Float32Output out;
-  RETURN_IF_ERROR(out.Allocate(ctx, 0, ReducedShape(red, shape)));
+  RETURN_IF_ERROR(out.Allocate(ctx, 0, LossOutputShape(red, shape)));
   float* y = out.data();
   if (red == Reduction::kNone) {
     ctx.ParallelFor(n, 20, [&](int64_t b, int64_t e) {
@@ -226,10 +226,10 @@ REGISTER_OP("PointwiseLossGrad")
       ASSIGN_OR_RETURN(std::string r, c.attr<std::string>("reduction"));
       ASSIGN_OR_RETURN(Reduction red, ParseReduction(r));
       if (!c.input_shape(0).IsCompatibleWith(
-              ReducedShape(red, c.input_shape(1)))) {
+              LossOutputShape(red, c.input_shape(1)))) {
         return absl::InvalidArgumentError(absl::StrCat(
             "dy has shape ", c.input_shape(0).DebugString(), ", expected ",
-            ReducedShape(red, c.input_shape(1)).DebugString()));
+            LossOutputShape(red, c.input_shape(1)).DebugString()));
       }
       c.set_output(0, c.input_dtype(1), c.input_shape(1));
       c.set_output(1, c.input_dtype(2), c.input_shape(2));
@@ -241,7 +241,7 @@ REGISTER_OP("PointwiseLossGrad")
           *LossOf(ctx.attr<std::string>("loss"), ctx.node().attrs());
       const Reduction red = *ParseReduction(ctx.attr<std::string>("reduction"));
       const TensorShape& shape = ctx.input(1).shape();
-      if (ctx.input(0).shape() != ReducedShape(red, shape)) {
+      if (ctx.input(0).shape() != LossOutputShape(red, shape)) {
         return ctx.InvalidArgument("dy has shape ",
                                    ctx.input(0).shape().DebugString());
       }
