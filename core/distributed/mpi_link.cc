@@ -193,7 +193,7 @@ absl::StatusOr<int> MpiLink::TagOf(uint64_t tag, const std::string& name,
 
 absl::Status MpiLink::Fail(bool notify, absl::Status s) {
   if (notify) NotifyFailure(s);  // Also marks the link broken.
-  internal::FailJob(s);
+  internal::FailJob(s).IgnoreError();  // It returns `s`, kept below.
   MutexLock l(&mu_);
   if (broken_.ok()) broken_ = s;
   return s;
@@ -205,7 +205,7 @@ absl::Status MpiLink::Broken() const {
 }
 
 void MpiLink::NotifyFailure(const absl::Status& why) {
-  internal::FailJob(why);
+  internal::FailJob(why).IgnoreError();  // It returns `why`.
   {
     MutexLock l(&mu_);
     if (broken_.ok()) broken_ = why;
