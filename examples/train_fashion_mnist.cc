@@ -19,6 +19,7 @@
 #include "examples/tutorial_checkpoints.h"
 #include "examples/tutorial_flags.h"
 #include "examples/tutorial_processes.h"
+#include "examples/tutorial_reports.h"
 #include "examples/tutorial_support.h"
 #include "feeds/data_loader.h"
 #include "feeds/infeed_queue.h"

@@ -14,6 +14,7 @@
 #include "core/ipu/ipu_system.h"
 #include "core/testing/fuzz.h"
 #include "examples/tutorial_flags.h"
+#include "examples/tutorial_reports.h"
 #include "feeds/data_loader.h"
 #include "feeds/dataset.h"
 #include "feeds/outfeed_queue.h"
