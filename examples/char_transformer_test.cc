@@ -212,13 +212,16 @@ TEST(CharTransformerTrainingTest, ATinyModelLearnsTheFortunes) {
 // The trainer pipelined over 3 IPUs (embedding and head on IPU 0, one
 // block each on IPUs 1 and 2, recomputation checkpoints, running-mean
 // accumulation of 4 micro-batches of 2) follows the device loop training
-// on batches of 8 with AdamW: the same windows, the same initial weights.
-TEST(CharTransformerTrainingTest, PipelinedTrainerFollowsTheDeviceLoop) {
+// on batches of 8 with `optimizer`: the same windows, the same initial
+// weights, `steps` steps (one device-loop run of 10 between evaluations).
+void ExpectPipelinedFollowsTheDeviceLoop(
+    examples::TransformerOptimizer optimizer, int steps) {
   examples::CharTransformerOptions o = TinyTraining();
+  o.optimizer = optimizer;
   o.model.layers = 2;
-  o.steps = 30;
+  o.steps = steps;
   o.device_iterations = 10;
-  o.eval_every = 30;
+  o.eval_every = steps;
   auto loop_system = std::move(IPUSystem::Create(IPUConfig())).value();
   auto loop = examples::CharTransformerTrainer::Create(loop_system.get(), o);
   ASSERT_TRUE(loop.ok()) << loop.status();
@@ -239,16 +242,40 @@ TEST(CharTransformerTrainingTest, PipelinedTrainerFollowsTheDeviceLoop) {
   auto report = (*piped)->Train(
       [&](int64_t, int64_t, float l) { piped_losses.push_back(l); });
   ASSERT_TRUE(report.ok()) << report.status();
-  ASSERT_EQ(piped_losses.size(), 30u);
-  ASSERT_EQ(loop_losses.size(), 30u);
-  for (int step = 0; step < 30; ++step) {
+  ASSERT_EQ(piped_losses.size(), static_cast<size_t>(steps));
+  ASSERT_EQ(loop_losses.size(), static_cast<size_t>(steps));
+  for (int step = 0; step < steps; ++step) {
     EXPECT_NEAR(piped_losses[step], loop_losses[step], 1e-4) << step;
   }
+  // The updates moved the weights: the losses are not the first one's.
+  EXPECT_GT(std::abs(loop_losses[steps - 1] - loop_losses[0]), 1e-3);
   ASSERT_EQ(report->validation.size(), 2u);
   EXPECT_NEAR(report->validation[1].second, loop_report->validation[1].second,
               1e-4);
   EXPECT_NE(report->pipeline_summary.find("bubble"), std::string::npos)
       << report->pipeline_summary;
+}
+
+TEST(CharTransformerTrainingTest, PipelinedTrainerFollowsTheDeviceLoop) {
+  ExpectPipelinedFollowsTheDeviceLoop(examples::TransformerOptimizer::kAdamW,
+                                      30);
+}
+
+// LAMB's trust ratio needs each whole variable's norms: the pipelined
+// update (per IPU, after the accumulation) still equals the loop's.
+TEST(CharTransformerTrainingTest, PipelinedLambFollowsTheDeviceLoop) {
+  ExpectPipelinedFollowsTheDeviceLoop(examples::TransformerOptimizer::kLamb,
+                                      10);
+}
+
+TEST(CharTransformerTrainingTest, OptimizerNames) {
+  EXPECT_EQ(*examples::TransformerOptimizerFromName("lamb"),
+            examples::TransformerOptimizer::kLamb);
+  EXPECT_EQ(*examples::TransformerOptimizerFromName("adamw"),
+            examples::TransformerOptimizer::kAdamW);
+  absl::Status bad = examples::TransformerOptimizerFromName("adam").status();
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("'adam'"), absl::string_view::npos) << bad;
 }
 
 TEST(CharTransformerTrainingTest, OptionsOutOfRangeAreRefused) {
@@ -267,6 +294,9 @@ TEST(CharTransformerTrainingTest, OptionsOutOfRangeAreRefused) {
   EXPECT_EQ(refused(o).code(), absl::StatusCode::kInvalidArgument);
   o = TinyTraining();
   o.beta2 = 1;
+  EXPECT_EQ(refused(o).code(), absl::StatusCode::kInvalidArgument);
+  o = TinyTraining();
+  o.optimizer = static_cast<examples::TransformerOptimizer>(2);
   EXPECT_EQ(refused(o).code(), absl::StatusCode::kInvalidArgument);
   o = TinyTraining();
   o.model.context = 40000;  // Longer than the 30000-character slice.

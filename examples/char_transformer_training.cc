@@ -11,8 +11,21 @@
 #include "ops/array/recomputation_checkpoint.h"
 #include "optimizers/adamw.h"
 #include "optimizers/cross_replica.h"
+#include "optimizers/lamb.h"
 
 namespace ipuflow::examples {
+
+absl::StatusOr<TransformerOptimizer> TransformerOptimizerFromName(
+    const std::string& name) {
+  if (name == "adamw") return TransformerOptimizer::kAdamW;
+  if (name == "lamb") return TransformerOptimizer::kLamb;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "char transformer: optimizer '", name, "' is not adamw or lamb"));
+}
+
+const char* TransformerOptimizerName(TransformerOptimizer optimizer) {
+  return optimizer == TransformerOptimizer::kLamb ? "LAMB" : "AdamW";
+}
 
 absl::Status CharTransformerOptions::Validate() const {
   auto bad = [](const std::string& what) {
@@ -45,6 +58,11 @@ absl::Status CharTransformerOptions::Validate() const {
                               " (the Grouped schedule's minimum for its ",
                               pipeline_ipus + 1, " stages)"));
     }
+  }
+  if (optimizer != TransformerOptimizer::kAdamW &&
+      optimizer != TransformerOptimizer::kLamb) {
+    return bad(absl::StrCat("optimizer ", static_cast<int>(optimizer),
+                            " is not kAdamW or kLamb"));
   }
   if (!(learning_rate > 0) || !(weight_decay >= 0) ||
       !(beta2 > 0 && beta2 < 1)) {
@@ -109,12 +127,19 @@ CharTransformerTrainer::Create(IPUSystem* system,
   t->params_ = models::CreateTransformerParams(root.NewSubScope("gpt"), config,
                                                options.seed, placed);
   // AdamW as nanoGPT configures it (betas 0.9 / beta2, weight decay; here
-  // on every variable), replicas averaging their gradients.
-  auto adamw = std::make_shared<optimizers::AdamWOptimizer>(
-      options.learning_rate, options.weight_decay, 0.9f, options.beta2);
+  // on every variable), or LAMB with the same betas and decay; replicas
+  // averaging their gradients.
+  std::shared_ptr<optimizers::Optimizer> update;
+  if (options.optimizer == TransformerOptimizer::kLamb) {
+    update = std::make_shared<optimizers::LambOptimizer>(
+        options.learning_rate, options.weight_decay, 0.9f, options.beta2);
+  } else {
+    update = std::make_shared<optimizers::AdamWOptimizer>(
+        options.learning_rate, options.weight_decay, 0.9f, options.beta2);
+  }
   auto cross_replica =
-      std::make_shared<optimizers::CrossReplicaOptimizer>(adamw.get());
-  t->optimizers_ = {adamw, cross_replica};
+      std::make_shared<optimizers::CrossReplicaOptimizer>(update.get());
+  t->optimizers_ = {update, cross_replica};
   const models::TransformerParams& params = t->params_;
   // The dropout streams of TransformerLogits, whichever way it is split.
   const int64_t streams = options.seed * 1000;

@@ -42,6 +42,15 @@ class Optimizer;
 
 namespace ipuflow::examples {
 
+// The weight update: AdamW as nanoGPT, or LAMB as Graphcore's BERT
+// (optimizers/lamb.h: Adam with a per-variable trust ratio).
+enum class TransformerOptimizer { kAdamW, kLamb };
+
+// "adamw", "lamb"; InvalidArgument naming the value otherwise.
+absl::StatusOr<TransformerOptimizer> TransformerOptimizerFromName(
+    const std::string& name);
+const char* TransformerOptimizerName(TransformerOptimizer optimizer);
+
 struct CharTransformerOptions {
   // model.vocab is the corpus'. The defaults are nanoGPT's CPU
   // configuration (4 layers, 128 wide, 4 heads, context 64, batch 12,
@@ -51,8 +60,9 @@ struct CharTransformerOptions {
   int batch_size = 12;
   int64_t steps = 2000;
   int device_iterations = 50;  // Steps per device-loop run.
+  TransformerOptimizer optimizer = TransformerOptimizer::kAdamW;
   float learning_rate = 1e-3f;
-  float weight_decay = 0.1f;
+  float weight_decay = 0.1f;  // Decoupled (AdamW); in the update (LAMB).
   float beta2 = 0.99f;
   int64_t eval_every = 250;  // Steps; rounded up to whole loop runs.
   int eval_batches = 20;
@@ -129,7 +139,7 @@ class CharTransformerTrainer {
   loops::Loop train_loop_, eval_loop_;
   std::unique_ptr<pipelining::Pipeline> pipeline_;  // Pipelined only.
   Output sample_inputs_, sample_logits_;
-  // AdamW and its cross-replica wrapper, kept as long as the graph.
+  // The optimizer and its cross-replica wrapper, kept as long as the graph.
   std::vector<std::shared_ptr<optimizers::Optimizer>> optimizers_;
   std::unique_ptr<IPUStrategy> strategy_;
   bool initialized_ = false;

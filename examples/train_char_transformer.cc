@@ -25,7 +25,8 @@ ABSL_FLAG(int64_t, layers, 4, "transformer blocks");
 ABSL_FLAG(int64_t, width, 128, "model width");
 ABSL_FLAG(int64_t, heads, 4, "attention heads (divide --width)");
 ABSL_FLAG(double, dropout, 0.0, "dropout rate in [0, 1)");
-ABSL_FLAG(double, learning_rate, 1e-3, "AdamW learning rate");
+ABSL_FLAG(std::string, optimizer, "adamw", "adamw or lamb");
+ABSL_FLAG(double, learning_rate, 1e-3, "the optimizer's learning rate");
 ABSL_FLAG(int, device_iterations, 50, "training steps per device-loop run");
 ABSL_FLAG(int64_t, eval_every, 250, "steps between validation losses");
 ABSL_FLAG(int, eval_batches, 20, "held-out batches per validation loss");
@@ -55,6 +56,14 @@ int main(int argc, char** argv) {
   o.model.width = absl::GetFlag(FLAGS_width);
   o.model.heads = absl::GetFlag(FLAGS_heads);
   o.model.dropout = static_cast<float>(absl::GetFlag(FLAGS_dropout));
+  absl::StatusOr<examples::TransformerOptimizer> optimizer =
+      examples::TransformerOptimizerFromName(absl::GetFlag(FLAGS_optimizer));
+  if (!optimizer.ok()) {
+    std::fprintf(stderr, "--optimizer: %s\n",
+                 optimizer.status().ToString().c_str());
+    return 1;
+  }
+  o.optimizer = *optimizer;
   o.learning_rate = static_cast<float>(absl::GetFlag(FLAGS_learning_rate));
   o.device_iterations = absl::GetFlag(FLAGS_device_iterations);
   o.eval_every = absl::GetFlag(FLAGS_eval_every);
@@ -91,11 +100,12 @@ int main(int argc, char** argv) {
       static_cast<long long>(corpus.validation.NumElements()));
   std::printf(
       "Model: %lld layers, width %lld, %lld heads, context %lld, %lld "
-      "parameters; %lld steps of %d windows, AdamW %g\n",
+      "parameters; %lld steps of %d windows, %s %g\n",
       static_cast<long long>(c.layers), static_cast<long long>(c.width),
       static_cast<long long>(c.heads), static_cast<long long>(c.context),
       static_cast<long long>(models::TransformerParameterCount(c)),
-      static_cast<long long>(o.steps), o.batch_size, o.learning_rate);
+      static_cast<long long>(o.steps), o.batch_size,
+      examples::TransformerOptimizerName(o.optimizer), o.learning_rate);
   std::fflush(stdout);
   absl::StatusOr<examples::CharTransformerReport> report = (*trainer)->Train(
       [](int64_t step, int64_t steps, float loss) {
