@@ -533,6 +533,44 @@ TEST(RnnTest, BadShapesNameTheArgument) {
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// The gradient ops check what flows into them against the forward's
+// dimensions, naming every incoming gradient and the input (GraphDef
+// import can wire them without the builders' checks).
+TEST(RnnTest, GradientOpsNameMismatchedIncomingGradients) {
+  auto c = [](const Scope& s, TensorShape shape) {
+    return Const(s, RandomTensor(shape, -1, 1, /*seed=*/3));
+  };
+  {  // LSTM, batch 2, time 3, input 1, units 2: dc is [3,2], not [2,2].
+    Scope s = Scope::NewRootScope();
+    Node* n = s.AddNode("PopnnLSTMGrad",
+                        {c(s, {2, 3, 2}), c(s, {2, 2}), c(s, {3, 2}),
+                         c(s, {2, 3, 1}), c(s, {2, 2}), c(s, {2, 2}),
+                         c(s, {1, 8}), c(s, {2, 8}), c(s, {3, 2, 12})});
+    ASSERT_NE(n, nullptr) << s.status();
+    absl::Status st = RunGraph(s, {}, {Output(n, 0)}).status();
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+    EXPECT_NE(st.message().find("doutput [2,3,2], dh [2,2], dc [3,2] and "
+                                "cache [3,2,12] do not match input [2,3,1] "
+                                "and 2 units"),
+              std::string::npos)
+        << st;
+  }
+  {  // GRU, the same sizes: the cache has 4 blocks per step, not 5.
+    Scope s = Scope::NewRootScope();
+    Node* n =
+        s.AddNode("PopnnGRUGrad",
+                  {c(s, {2, 3, 2}), c(s, {2, 2}), c(s, {2, 3, 1}), c(s, {2, 2}),
+                   c(s, {1, 6}), c(s, {2, 6}), c(s, {2, 6}), c(s, {3, 2, 8})});
+    ASSERT_NE(n, nullptr) << s.status();
+    absl::Status st = RunGraph(s, {}, {Output(n, 0)}).status();
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+    EXPECT_NE(st.message().find("doutput [2,3,2], dh [2,2] and cache [3,2,8] "
+                                "do not match input [2,3,1] and 2 units"),
+              std::string::npos)
+        << st;
+  }
+}
+
 // The cache output is for the gradient only: differentiating it is an
 // error, not a silent zero; second derivatives likewise.
 TEST(RnnTest, CacheAndSecondDerivativesAreNotDifferentiable) {
