@@ -7,13 +7,14 @@
 # kernels themselves are written with intrinsics, so nothing else changes.
 AVX512_COPTS = ["-fno-tree-slp-vectorize"]
 
-def unity_srcs(name, srcs, separate = [], per_unit = 16):
+def unity_srcs(name, srcs, per_unit = 16):
     """A library's sources compiled as a few larger translation units.
 
-    Returns the files to give a cc_library as `srcs`: private headers and
-    `separate` as they are, and the other `.cc` files concatenated, at most
-    `per_unit` to a generated `<name>_<i>.cc`, each after a `#line 1 "path"` directive, so compiler
-    messages, __FILE__ and debuggers still name the original file and line.
+    Returns the files to give a cc_library as `srcs`: private headers as
+    they are, and the `.cc` files concatenated, at most `per_unit` to a
+    generated `<name>_<i>.cc`, each after a `#line 1 "path"` directive, so
+    compiler messages, __FILE__ and debuggers still name the original file
+    and line.
 
     Why: an op's file is mostly the headers every op parses (Abseil, Eigen,
     core/) and the templates every op instantiates (ops/cwise.h); ops/math's
@@ -22,9 +23,10 @@ def unity_srcs(name, srcs, separate = [], per_unit = 16):
     share their anonymous namespaces, so within a family an internal name
     (a helper, an enumerator) is defined once: a second definition is a
     compile error naming both files. A file whose names cannot be unique
-    (an input-index enum) goes in `separate`.
+    (an input-index enum) puts them in its own namespace
+    (ops/state/apply_sgd.cc).
     """
-    grouped = sorted([s for s in srcs if s.endswith(".cc") and s not in separate])
+    grouped = sorted([s for s in srcs if s.endswith(".cc")])
     rest = [s for s in srcs if s not in grouped]
     units = (len(grouped) + per_unit - 1) // per_unit
     outs = []
