@@ -193,7 +193,8 @@ absl::StatusOr<int> MpiLink::TagOf(uint64_t tag, const std::string& name,
 
 absl::Status MpiLink::Fail(bool notify, absl::Status s) {
   if (notify) NotifyFailure(s);  // Also marks the link broken.
-  internal::FailJob(s).IgnoreError();  // It returns `s`, kept below.
+  // FailJob returns `s`, which is kept below.
+  internal::FailJob(s).IgnoreError();
   MutexLock l(&mu_);
   if (broken_.ok()) broken_ = s;
   return s;
