@@ -30,6 +30,19 @@ absl::StatusOr<RnnDims> GruDims(const TensorShape& input, const TensorShape& h0,
                              bias, reset_after ? 2 : 0);
 }
 
+// A GRU kernel's dims from its five forward inputs from `first` on
+// (rnn::KernelDims).
+absl::StatusOr<RnnDims> GruKernelDims(KernelContext& ctx, int first,
+                                      TensorShape* cache) {
+  return rnn::KernelDims(
+      ctx,
+      GruDims(ctx.input(first).shape(), ctx.input(first + 1).shape(),
+              ctx.input(first + 2).shape(), ctx.input(first + 3).shape(),
+              ctx.input(first + 4).shape(), ctx.attr<bool>("time_major"),
+              ctx.attr<bool>("reset_after")),
+      kCacheBlocks, cache);
+}
+
 REGISTER_OP("PopnnGRU")
     .Input("input")
     .Input("initial_h")
@@ -56,14 +69,9 @@ REGISTER_OP("PopnnGRU")
     })
     .SetKernel([](KernelContext& ctx) -> absl::Status {
       const bool reset_after = ctx.attr<bool>("reset_after");
-      ASSIGN_OR_RETURN(
-          const RnnDims d,
-          rnn::KernelDims(ctx,
-                          GruDims(ctx.input(0).shape(), ctx.input(1).shape(),
-                                  ctx.input(2).shape(), ctx.input(3).shape(),
-                                  ctx.input(4).shape(),
-                                  ctx.attr<bool>("time_major"), reset_after),
-                          kCacheBlocks));
+      TensorShape cache_shape;
+      ASSIGN_OR_RETURN(const RnnDims d,
+                       GruKernelDims(ctx, /*first=*/0, &cache_shape));
       const int64_t u = d.units, b = d.batch, w = 3 * u;
       const Tensor x32 = AsFloat32(ctx, ctx.input(0));
       const Tensor h032 = AsFloat32(ctx, ctx.input(1));
@@ -73,9 +81,7 @@ REGISTER_OP("PopnnGRU")
       Float32Output y, h_out;
       RETURN_IF_ERROR(y.Allocate(ctx, 0, d.Sequence(u)));
       RETURN_IF_ERROR(h_out.Allocate(ctx, 1, TensorShape({b, u})));
-      ASSIGN_OR_RETURN(
-          Tensor * cache,
-          ctx.allocate_output(2, *rnn::CacheShape(d, kCacheBlocks)));
+      ASSIGN_OR_RETURN(Tensor * cache, ctx.allocate_output(2, cache_shape));
       const int64_t rows = d.time * b;
       ConstMat kernel(k32.data<float>(), d.input_size, w);
       ConstMat recurrent(r32.data<float>(), u, w);
@@ -177,16 +183,11 @@ REGISTER_OP("PopnnGRUGrad")
     })
     .SetKernel([](KernelContext& ctx) -> absl::Status {
       const bool reset_after = ctx.attr<bool>("reset_after");
-      ASSIGN_OR_RETURN(
-          const RnnDims d,
-          rnn::KernelDims(ctx,
-                          GruDims(ctx.input(2).shape(), ctx.input(3).shape(),
-                                  ctx.input(4).shape(), ctx.input(5).shape(),
-                                  ctx.input(6).shape(),
-                                  ctx.attr<bool>("time_major"), reset_after),
-                          kCacheBlocks));
+      TensorShape cache_shape;
+      ASSIGN_OR_RETURN(const RnnDims d,
+                       GruKernelDims(ctx, /*first=*/2, &cache_shape));
       RETURN_IF_ERROR(rnn::CheckIncomingGradients(
-          ctx, d, /*states=*/1, /*input=*/2, /*cache=*/7, kCacheBlocks));
+          ctx, d, /*states=*/1, /*input=*/2, /*cache=*/7, cache_shape));
       const int64_t u = d.units, b = d.batch, w = 3 * u, rows = d.time * b;
       const Tensor dy32 = AsFloat32(ctx, ctx.input(0));
       const Tensor dh32 = AsFloat32(ctx, ctx.input(1));

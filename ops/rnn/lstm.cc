@@ -57,6 +57,7 @@ REGISTER_OP("PopnnLSTM")
       return absl::OkStatus();
     })
     .SetKernel([](KernelContext& ctx) -> absl::Status {
+      TensorShape cache_shape;
       ASSIGN_OR_RETURN(
           const RnnDims d,
           rnn::KernelDims(ctx,
@@ -64,7 +65,7 @@ REGISTER_OP("PopnnLSTM")
                                    ctx.input(2).shape(), ctx.input(3).shape(),
                                    ctx.input(4).shape(), ctx.input(5).shape(),
                                    ctx.attr<bool>("time_major")),
-                          kLstmCacheBlocks));
+                          kLstmCacheBlocks, &cache_shape));
       const int64_t u = d.units, b = d.batch, w = 4 * u;
       const Tensor x32 = AsFloat32(ctx, ctx.input(0));
       const Tensor h032 = AsFloat32(ctx, ctx.input(1));
@@ -76,9 +77,7 @@ REGISTER_OP("PopnnLSTM")
       RETURN_IF_ERROR(y.Allocate(ctx, 0, d.Sequence(u)));
       RETURN_IF_ERROR(h_out.Allocate(ctx, 1, TensorShape({b, u})));
       RETURN_IF_ERROR(c_out.Allocate(ctx, 2, TensorShape({b, u})));
-      ASSIGN_OR_RETURN(
-          Tensor * cache,
-          ctx.allocate_output(3, *rnn::CacheShape(d, kLstmCacheBlocks)));
+      ASSIGN_OR_RETURN(Tensor * cache, ctx.allocate_output(3, cache_shape));
       const int64_t rows = d.time * b;
       ConstMat kernel(k32.data<float>(), d.input_size, w);
       ConstMat recurrent(r32.data<float>(), u, w);
@@ -168,6 +167,7 @@ REGISTER_OP("PopnnLSTMGrad")
     })
     .SetKernel([](KernelContext& ctx) -> absl::Status {
       const TensorShape& rs = ctx.input(7).shape();
+      TensorShape cache_shape;
       ASSIGN_OR_RETURN(
           const RnnDims d,
           rnn::KernelDims(
@@ -176,9 +176,9 @@ REGISTER_OP("PopnnLSTMGrad")
                        ctx.input(5).shape(), ctx.input(6).shape(), rs,
                        TensorShape({rs.rank() == 2 ? rs.dim(1) : 0}),
                        ctx.attr<bool>("time_major")),
-              kLstmCacheBlocks));
+              kLstmCacheBlocks, &cache_shape));
       RETURN_IF_ERROR(rnn::CheckIncomingGradients(
-          ctx, d, /*states=*/2, /*input=*/3, /*cache=*/8, kLstmCacheBlocks));
+          ctx, d, /*states=*/2, /*input=*/3, /*cache=*/8, cache_shape));
       const int64_t u = d.units, b = d.batch, w = 4 * u, rows = d.time * b;
       const Tensor dy32 = AsFloat32(ctx, ctx.input(0));
       const Tensor dh32 = AsFloat32(ctx, ctx.input(1));

@@ -1,6 +1,7 @@
 #include "ops/rnn/rnn_kernel.h"
 
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -8,21 +9,22 @@ namespace ipuflow::ops::rnn {
 
 absl::StatusOr<RnnDims> KernelDims(KernelContext& ctx,
                                    const absl::StatusOr<RnnDims>& dims,
-                                   int cache_blocks) {
+                                   int cache_blocks, TensorShape* cache) {
   if (!dims.ok()) return ctx.InvalidArgument(dims.status().message());
   RnnDims d = *dims;
   d.go_backwards = ctx.attr<bool>("go_backwards");
-  absl::StatusOr<TensorShape> cache = CacheShape(d, cache_blocks);
-  if (!cache.ok()) return ctx.InvalidArgument(cache.status().message());
+  absl::StatusOr<TensorShape> shape = CacheShape(d, cache_blocks);
+  if (!shape.ok()) return ctx.InvalidArgument(shape.status().message());
+  *cache = *std::move(shape);
   return d;
 }
 
 absl::Status CheckIncomingGradients(KernelContext& ctx, const RnnDims& d,
                                     int states, int input, int cache,
-                                    int cache_blocks) {
+                                    const TensorShape& cache_shape) {
   const TensorShape state({d.batch, d.units});
   bool match = ctx.input(0).shape() == d.Sequence(d.units) &&
-               ctx.input(cache).shape() == *CacheShape(d, cache_blocks);
+               ctx.input(cache).shape() == cache_shape;
   std::string given =
       absl::StrCat("doutput ", ctx.input(0).shape().DebugString());
   for (int i = 1; i <= states; ++i) {

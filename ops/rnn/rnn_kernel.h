@@ -20,19 +20,19 @@ using Mat = Eigen::Map<RowMat>;
 
 // What a kernel runs with: `dims` (the op's CheckRnnShapes) and the node's
 // go_backwards; the shape error as the kernel's InvalidArgument (naming the
-// node). `cache_blocks`: the cache's per-step blocks, whose shape is checked
-// to fit.
+// node). *cache: the cache's shape for `cache_blocks` per-step blocks,
+// checked to fit.
 absl::StatusOr<RnnDims> KernelDims(KernelContext& ctx,
                                    const absl::StatusOr<RnnDims>& dims,
-                                   int cache_blocks);
+                                   int cache_blocks, TensorShape* cache);
 
 // A gradient op's incoming gradients against the forward's dims: input 0
 // (doutput) the output sequence's shape, inputs 1 .. `states` (dh, and dc
-// for the LSTM) [batch, units], input `cache` the forward's cache; else
-// InvalidArgument naming each and the forward input (input `input`).
+// for the LSTM) [batch, units], input `cache` of `cache_shape` (KernelDims);
+// else InvalidArgument naming each and the forward input (input `input`).
 absl::Status CheckIncomingGradients(KernelContext& ctx, const RnnDims& d,
                                     int states, int input, int cache,
-                                    int cache_blocks);
+                                    const TensorShape& cache_shape);
 
 // dx = dz * kernel^T and dkernel = x^T * dz, with dz [time * batch, gates *
 // units] the pre-activations' gradients of every step, rows in the input's
