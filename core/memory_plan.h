@@ -13,13 +13,9 @@
 #include <vector>
 
 #include "core/graph.h"
+#include "core/graph_collections.h"
 
 namespace ipuflow {
-
-// The graph collection of gradient accumulators (variables the report
-// counts as accumulators, not optimizer state).
-inline constexpr char kGradientAccumulatorsCollection[] =
-    "gradient_accumulators";
 
 struct MemoryPlan {
   int64_t always_live_bytes = 0;  // Constants and variables.

@@ -173,9 +173,11 @@ absl::Status RunTutorial(const examples::TutorialFlags& f,
                    train_loader->ToInfeedDataset());
   ASSIGN_OR_RETURN(feeds::DatasetPtr test_micro,
                    test_loader->ToInfeedDataset());
-  ASSIGN_OR_RETURN(auto train_feed,
-                   feeds::IPUInfeedQueue::Create(train_micro->Repeat(
-                       f.epochs - train_loader->start_epoch())));
+  ASSIGN_OR_RETURN(
+      auto train_feed,
+      feeds::IPUInfeedQueue::Create(
+          train_micro->Repeat(f.epochs - train_loader->start_epoch()),
+          feeds::InfeedOptions{examples::TutorialCheckpoints::kInfeedName}));
   ASSIGN_OR_RETURN(auto test_feed, feeds::IPUInfeedQueue::Create(test_micro));
   ASSIGN_OR_RETURN(auto train_out, feeds::IPUOutfeedQueue::Create());
   ASSIGN_OR_RETURN(auto test_out, feeds::IPUOutfeedQueue::Create());
@@ -200,8 +202,7 @@ absl::Status RunTutorial(const examples::TutorialFlags& f,
                    strategy.Compile(*root.graph(), {}, {training->frame()}));
   ASSIGN_OR_RETURN(DeviceProgram * tested,
                    strategy.Compile(*root.graph(), {}, {inference->frame()}));
-  RETURN_IF_ERROR(
-      ckpt.Attach(root.graph(), trained, train_feed.get(), train_loader.get()));
+  RETURN_IF_ERROR(ckpt.Attach(root.graph(), trained));
 
   // "Training the model". The monitor thread takes each step's loss and
   // accuracy ([replicas] per step) from the outfeed as the device produces

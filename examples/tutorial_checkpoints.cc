@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/status.h"
+#include "feeds/resume_input.h"
 
 namespace ipuflow::examples {
 
@@ -86,8 +87,8 @@ TutorialCheckpoints::TrainLoader(feeds::DatasetPtr samples,
     return feeds::DataLoader::Create(std::move(samples), options);
   }
   absl::StatusOr<std::unique_ptr<feeds::DataLoader>> loader =
-      checkpoint::ResumeDataLoader(*resume_, "train", std::move(samples),
-                                   options);
+      feeds::ResumeDataLoader(*resume_, kInfeedName, std::move(samples),
+                              options);
   if (!loader.ok()) {
     return absl::Status(loader.status().code(),
                         absl::StrCat("--resume from ", resumed_from_, ": ",
@@ -97,12 +98,9 @@ TutorialCheckpoints::TrainLoader(feeds::DatasetPtr samples,
 }
 
 absl::Status TutorialCheckpoints::Attach(const Graph* graph,
-                                         DeviceProgram* trained,
-                                         feeds::IPUInfeedQueue* infeed,
-                                         feeds::DataLoader* loader) {
+                                         DeviceProgram* trained) {
   if (o_.dir.empty()) return absl::OkStatus();
   run_ = std::make_unique<checkpoint::TrainingCheckpoint>(graph, trained);
-  run_->AddInfeed("train", infeed, loader);
   if (!resume_.has_value()) return absl::OkStatus();
   const absl::Status restored = run_->Restore(*resume_);
   resume_.reset();  // The variables hold copies.

@@ -11,8 +11,9 @@
 //   // (or Open(flags, process_index))
 //   ASSIGN_OR_RETURN(auto loader, ckpt.TrainLoader(samples, loader_options));
 //   ASSIGN_OR_RETURN(auto calls, ckpt.Calls(epochs * loader->len()));
-//   ... build the pipelines on the loader, compile, Initialize ...
-//   RETURN_IF_ERROR(ckpt.Attach(graph, trained, infeed.get(), loader.get()));
+//   ... an infeed named kInfeedName on the loader, the pipelines, compile,
+//   ... Initialize ...
+//   RETURN_IF_ERROR(ckpt.Attach(graph, trained));
 //   for (int64_t c = calls.first; c < calls.last; ++c) {
 //     ... one training call ...
 //     RETURN_IF_ERROR(ckpt.AfterCall(c + 1, c + 1 == calls.last));
@@ -23,8 +24,8 @@
 // collective (every process saves at the same call).
 //
 // Owns what it reads (the checkpoint, until Attach restored it) and the
-// TrainingCheckpoint; the graph, program, infeed and loader it is attached
-// to must outlive it. Used from the thread that runs the training calls.
+// TrainingCheckpoint; the graph and program it is attached to must outlive
+// it. Used from the thread that runs the training calls.
 #ifndef IPUFLOW_EXAMPLES_TUTORIAL_CHECKPOINTS_H_
 #define IPUFLOW_EXAMPLES_TUTORIAL_CHECKPOINTS_H_
 
@@ -38,7 +39,6 @@
 #include "core/checkpoint/training_state.h"
 #include "examples/tutorial_flags.h"
 #include "feeds/data_loader.h"
-#include "feeds/infeed_queue.h"
 
 namespace ipuflow::examples {
 
@@ -95,11 +95,14 @@ class TutorialCheckpoints {
   // or --stop-after is not after the checkpoint.
   absl::StatusOr<TrainingCalls> Calls(int64_t total) const;
 
+  // The name of the training infeed (feeds::InfeedOptions::name): its
+  // checkpoints' name for it.
+  static constexpr char kInfeedName[] = "train";
+
   // The run to save and, when resuming, restores the checkpoint into it
-  // (after Initialize, before the first training call). `infeed` reads
-  // `loader`'s ToInfeedDataset().
-  absl::Status Attach(const Graph* graph, DeviceProgram* trained,
-                      feeds::IPUInfeedQueue* infeed, feeds::DataLoader* loader);
+  // (after Initialize, before the first training call). Its infeed, named
+  // kInfeedName, reads TrainLoader's loader (TrainingCheckpoint finds both).
+  absl::Status Attach(const Graph* graph, DeviceProgram* trained);
 
   // After training call `calls` (counted from the run's very start):
   // saves when its weight updates are a multiple of `every`, or at the

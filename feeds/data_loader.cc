@@ -20,6 +20,7 @@
 #include "core/thread_pool.h"
 #include "feeds/batch_buffers.h"
 #include "feeds/data_loader_plan.h"
+#include "feeds/dataset_internal.h"
 #include "feeds/sample_store.h"
 
 namespace ipuflow::feeds {
@@ -365,6 +366,36 @@ class DataLoader::Impl : public std::enable_shared_from_this<Impl> {
   std::vector<std::thread> workers_;
 };
 
+// The micro-batches of a loader, as a dataset that knows its loader
+// (Behind). Its iterators are the generator's.
+class DataLoader::InfeedDataset : public internal::UnaryDataset {
+ public:
+  InfeedDataset(DatasetPtr micro_batches, std::shared_ptr<Impl> impl)
+      : UnaryDataset(micro_batches, micro_batches->spec()),
+        impl_(std::move(impl)) {}
+  int64_t Cardinality() const override { return input()->Cardinality(); }
+  std::string DebugString() const override {
+    return "DataLoader.ToInfeedDataset()";
+  }
+  std::unique_ptr<Iterator> MakeIterator(
+      const IteratorContext& ctx) const override {
+    return input()->MakeIterator(ctx);
+  }
+  const std::shared_ptr<Impl>& impl() const { return impl_; }
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+std::shared_ptr<const DataLoader> DataLoader::Behind(const Dataset& dataset) {
+  for (const Dataset* d = &dataset; d != nullptr; d = d->ordered_input()) {
+    if (auto* infeed = dynamic_cast<const InfeedDataset*>(d)) {
+      return std::shared_ptr<const DataLoader>(new DataLoader(infeed->impl()));
+    }
+  }
+  return nullptr;
+}
+
 absl::StatusOr<DatasetPtr> DataLoader::Impl::ToInfeedDataset() {
   const DataLoaderOptions& o = o_;
   if (per_process_ % c_ != 0) {
@@ -425,7 +456,8 @@ absl::StatusOr<DatasetPtr> DataLoader::Impl::ToInfeedDataset() {
       return micro;
     };
   };
-  return FromGenerator(std::move(spec), std::move(factory));
+  return std::make_shared<InfeedDataset>(
+      FromGenerator(std::move(spec), std::move(factory)), std::move(self));
 }
 
 absl::StatusOr<std::unique_ptr<DataLoader>> DataLoader::Create(

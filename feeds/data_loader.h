@@ -125,6 +125,12 @@ class DataLoader {
   // factor) when drop_last = false leaves a short last batch that cannot
   // be cut into micro-batches.
   absl::StatusOr<DatasetPtr> ToInfeedDataset();
+  // The DataLoader whose ToInfeedDataset() `dataset` is, or yields one for
+  // one (through Dataset::ordered_input: Map, Prefetch, Repeat, Take); null
+  // when there is none. It shares that loader's state and answers its
+  // accessors: what an infeed saves its position from
+  // (feeds/infeed_position.h). Call only its const methods.
+  static std::shared_ptr<const DataLoader> Behind(const Dataset& dataset);
 
   // For tests: batches (kAsync) or worker batches (kAsyncRebatched) loaded
   // and waiting in the ring, and workers waiting for a free slot.
@@ -133,6 +139,7 @@ class DataLoader {
 
  private:
   class Impl;
+  class InfeedDataset;  // What ToInfeedDataset returns.
   explicit DataLoader(std::shared_ptr<Impl> impl);
   // Shared with the datasets ToInfeedDataset made.
   std::shared_ptr<Impl> impl_;

@@ -118,6 +118,11 @@ class Dataset : public std::enable_shared_from_this<Dataset> {
   }
   // The chain that built this dataset: "Range(0, 6).Shard(2, 1).Repeat(2)".
   virtual std::string DebugString() const = 0;
+  // The dataset whose elements this one yields one for one and in order,
+  // pass after pass (Map, Prefetch, Repeat, Take); null for the others.
+  // What an infeed follows to the DataLoader behind it (DataLoader::Behind):
+  // through these, its n-th element is the loader's n-th micro-batch.
+  virtual const Dataset* ordered_input() const { return nullptr; }
 
   // Starts a pass. Datasets built on others call the overload with their
   // own context when they iterate their input.

@@ -126,6 +126,7 @@ class RepeatDataset : public UnaryDataset {
   bool RepeatsForever() const override {
     return count_ < 0 || input()->RepeatsForever();
   }
+  const Dataset* ordered_input() const override { return input().get(); }
   int64_t Cardinality() const override {
     const int64_t c = input()->Cardinality();
     if (count_ == 0 || c == 0) return 0;
@@ -199,6 +200,10 @@ class FilterByPositionDataset : public UnaryDataset {
 
   bool RepeatsForever() const override {
     return !(kind_ == kTake && a_ >= 0) && input()->RepeatsForever();
+  }
+  // A Take yields a prefix of its input; Skip and Shard drop elements.
+  const Dataset* ordered_input() const override {
+    return kind_ == kTake ? input().get() : nullptr;
   }
   int64_t CardinalityBound() const override {
     const int64_t c = Cardinality();

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "core/checkpoint/checkpointed_input.h"
 #include "core/ipu/bounded_queue.h"
 #include "core/ipu/ipu_device.h"
 #include "core/ipu/spin_wait.h"
@@ -13,7 +14,9 @@
 #include "core/lifetime_gate.h"
 #include "core/mutex.h"
 #include "core/op_registry.h"
+#include "feeds/data_loader.h"
 #include "feeds/feed_channel.h"
+#include "feeds/infeed_position.h"
 
 namespace ipuflow::feeds {
 namespace internal {
@@ -39,11 +42,16 @@ constexpr std::chrono::nanoseconds kInfeedSpinCeiling =
 // per prefetch_depth elements, not once per element. The cost: the host
 // may run up to 2 x prefetch_depth elements ahead of the device (a full
 // ring and a full cache).
-class InfeedChannel : public HostResource, public ElementSource {
+class InfeedChannel : public HostResource,
+                      public ElementSource,
+                      public checkpoint::CheckpointedInput {
  public:
-  InfeedChannel(std::string id, DatasetPtr dataset, int prefetch_depth)
+  InfeedChannel(std::string id, std::string name, DatasetPtr dataset,
+                int prefetch_depth)
       : id_(std::move(id)),
+        name_(std::move(name)),
         dataset_(std::move(dataset)),
+        loader_(DataLoader::Behind(*dataset_)),
         prefetch_depth_(prefetch_depth) {}
   ~InfeedChannel() override { Shutdown("destroyed"); }
 
@@ -71,12 +79,36 @@ class InfeedChannel : public HostResource, public ElementSource {
   // later Starts fail.
   void Shutdown(const char* why);
   int64_t produced() const { return produced_.load(std::memory_order_relaxed); }
-  std::vector<int64_t> consumed() {
+  std::vector<int64_t> consumed() const {
     MutexLock l(&mu_);
     std::vector<int64_t> out(num_replicas_);
     for (int r = 0; r < num_replicas_; ++r) out[r] = caches_[r].consumed;
     return out;
   }
+  // Its part of a training checkpoint (infeed_position.h).
+  const std::string& checkpoint_name() const override { return name_; }
+  absl::Status SavePosition(int replicas,
+                            checkpoint::Manifest* m) const override {
+    std::vector<int64_t> base;
+    {
+      MutexLock l(&mu_);
+      base = base_;
+    }
+    return SaveInfeedPosition(name_, base, consumed(), loader_.get(), replicas,
+                              m);
+  }
+  absl::Status CheckPosition(const checkpoint::Manifest& m,
+                             int replicas) const override {
+    return CheckInfeedPosition(name_, consumed(), loader_.get(), m, replicas)
+        .status();
+  }
+  void RestorePosition(const checkpoint::Manifest& m, int replicas) override {
+    absl::StatusOr<int64_t> each =
+        CheckInfeedPosition(name_, consumed(), loader_.get(), m, replicas);
+    MutexLock l(&mu_);
+    base_.assign(replicas, each.ok() ? *each : 0);
+  }
+
   int waiting_dequeues() const {
     if (started_replicas_.load(std::memory_order_acquire) == 0) return 0;
     int n = 0;
@@ -104,9 +136,15 @@ class InfeedChannel : public HostResource, public ElementSource {
   void HostLoop();
 
   const std::string id_;
+  const std::string name_;
   const DatasetPtr dataset_;
+  // The DataLoader behind dataset_ (DataLoader::Behind), or null.
+  const std::shared_ptr<const DataLoader> loader_;
   const int prefetch_depth_;
-  Mutex mu_;
+  mutable Mutex mu_;
+  // Elements each replica consumed before this queue existed (a restored
+  // run's), added to what a checkpoint saves.
+  std::vector<int64_t> base_ ABSL_GUARDED_BY(mu_);
   int num_replicas_ ABSL_GUARDED_BY(mu_) = 0;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   LifetimeGate callers_;
@@ -292,9 +330,22 @@ std::atomic<int> next_infeed_id{0};
 
 absl::StatusOr<std::unique_ptr<IPUInfeedQueue>> IPUInfeedQueue::Create(
     DatasetPtr dataset, int prefetch_depth) {
+  InfeedOptions options;
+  options.prefetch_depth = prefetch_depth;
+  return Create(std::move(dataset), options);
+}
+
+absl::StatusOr<std::unique_ptr<IPUInfeedQueue>> IPUInfeedQueue::Create(
+    DatasetPtr dataset, const InfeedOptions& options) {
   if (dataset == nullptr)
     return absl::InvalidArgumentError("IPUInfeedQueue: null dataset");
   RETURN_IF_ERROR(dataset->status());
+  if (options.name.empty()) {
+    return absl::InvalidArgumentError(
+        "IPUInfeedQueue: options.name is empty (checkpoints save the queue's "
+        "position under it)");
+  }
+  const int prefetch_depth = options.prefetch_depth;
   if (prefetch_depth < 1 || prefetch_depth > 255) {
     return absl::InvalidArgumentError(absl::StrCat(
         "IPUInfeedQueue: prefetch_depth must be in [1, 255], got ",
@@ -321,13 +372,17 @@ absl::StatusOr<std::unique_ptr<IPUInfeedQueue>> IPUInfeedQueue::Create(
     }
   }
   return std::unique_ptr<IPUInfeedQueue>(
-      new IPUInfeedQueue(std::move(dataset), prefetch_depth));
+      new IPUInfeedQueue(std::move(dataset), options));
 }
 
-IPUInfeedQueue::IPUInfeedQueue(DatasetPtr dataset, int prefetch_depth)
+IPUInfeedQueue::IPUInfeedQueue(DatasetPtr dataset, const InfeedOptions& options)
     : id_(absl::StrCat("infeed_", next_infeed_id.fetch_add(1))),
       channel_(std::make_shared<internal::InfeedChannel>(
-          id_, std::move(dataset), prefetch_depth)) {}
+          id_, options.name, std::move(dataset), options.prefetch_depth)) {}
+
+const std::string& IPUInfeedQueue::name() const {
+  return channel_->checkpoint_name();
+}
 
 // Wakes every caller (Cancelled), then waits for them to leave: a pipeline
 // feeder blocked in Dequeue returns on live memory. Device loops hold the

@@ -24,6 +24,13 @@
 // a run after the queue was destroyed fails with FailedPrecondition naming
 // the queue and the node.
 //
+// A training checkpoint (core/checkpoint/training_state.h) finds the queue
+// through the device program that dequeues from it and saves its position
+// under its name (InfeedOptions::name): per replica the elements the device
+// consumed and, when a DataLoader's ToInfeedDataset() is its dataset (or
+// under Map, Prefetch, Repeat or Take), where that loader stands. Resume
+// with feeds/resume_input.h.
+//
 // Thread safety: BuildDequeue is called while building (one thread); the
 // device side (Dequeue) is called by each replica's thread.
 //
@@ -57,15 +64,28 @@ class InfeedChannel;
 
 inline constexpr int kDefaultPrefetchDepth = 3;
 
+struct InfeedOptions {
+  // The name a checkpoint saves the queue's position under; unique among
+  // the infeeds of a program (TensorFlow's IPUInfeedQueue feed_name).
+  std::string name = "infeed";
+  // Elements each replica's ring holds: 1..255.
+  int prefetch_depth = kDefaultPrefetchDepth;
+};
+
 class IPUInfeedQueue : public loops::InfeedSource {
  public:
-  // InvalidArgument unless every element shape is fully defined and
-  // 1 <= prefetch_depth <= 255.
+  // InvalidArgument unless every element shape is fully defined, the name
+  // is not empty and 1 <= prefetch_depth <= 255.
+  static absl::StatusOr<std::unique_ptr<IPUInfeedQueue>> Create(
+      DatasetPtr dataset, const InfeedOptions& options);
   static absl::StatusOr<std::unique_ptr<IPUInfeedQueue>> Create(
       DatasetPtr dataset, int prefetch_depth = kDefaultPrefetchDepth);
   ~IPUInfeedQueue() override;
 
+  // Unique in the process: the graph's key for the queue.
   const std::string& id() const { return id_; }
+  // InfeedOptions::name.
+  const std::string& name() const;
   const ElementSpec& spec() const;
   // Adds an InfeedDequeue node (one output per element component).
   absl::StatusOr<std::vector<Output>> BuildDequeue(const Scope& scope) override;
@@ -102,7 +122,7 @@ class IPUInfeedQueue : public loops::InfeedSource {
   int waiting_dequeues() const;
 
  private:
-  IPUInfeedQueue(DatasetPtr dataset, int prefetch_depth);
+  IPUInfeedQueue(DatasetPtr dataset, const InfeedOptions& options);
 
   const std::string id_;
   bool dequeued_ = false;

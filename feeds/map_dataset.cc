@@ -35,6 +35,7 @@ class MapDataset : public internal::UnaryDataset {
         fn_(std::move(fn)),
         num_parallel_calls_(num_parallel_calls) {}
   int64_t Cardinality() const override { return input()->Cardinality(); }
+  const Dataset* ordered_input() const override { return input().get(); }
   std::string DebugString() const override {
     return Chain(num_parallel_calls_ == 1
                      ? "Map()"

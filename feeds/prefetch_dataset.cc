@@ -29,6 +29,7 @@ class PrefetchDataset : public internal::UnaryDataset {
   PrefetchDataset(DatasetPtr input, int64_t buffer_size)
       : UnaryDataset(input, input->spec()), buffer_size_(buffer_size) {}
   int64_t Cardinality() const override { return input()->Cardinality(); }
+  const Dataset* ordered_input() const override { return input().get(); }
   std::string DebugString() const override {
     return Chain(absl::StrCat("Prefetch(", buffer_size_, ")"));
   }

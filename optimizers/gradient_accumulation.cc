@@ -1,6 +1,7 @@
 #include "optimizers/gradient_accumulation.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/graph_collections.h"
 #include "ops/array/const.h"
 #include "ops/array/identity.h"
 #include "ops/collective/sharded_update.h"
@@ -87,7 +88,8 @@ std::vector<Node*> GradientAccumulationOptimizer::Prepare(const Scope& scope) {
       ops::Const(scope.WithOpName("counter/initial_value"), 0, DType::kInt32),
       {/*shared_name=*/"", /*trainable=*/false});
   if (counter.handle.node != nullptr) {
-    scope.graph()->AddToCollection(kAccumulationCounters, counter.handle.node);
+    scope.graph()->AddToCollection(kAccumulationCountersCollection,
+                                   counter.handle.node);
   }
   const Output n = counter.value;  // Read before the advance built below.
   is_last_ = ops::Equal(scope.WithOpName("is_last"), n,

@@ -126,12 +126,6 @@
 
 namespace ipuflow::optimizers {
 
-// The graph collection of the accumulation counters' Variable nodes (one
-// per wrapper): 0 at a weight-update boundary, which is where checkpoints
-// may be taken (core/checkpoint/training_state.h refuses the others).
-inline constexpr char kAccumulationCounters[] =
-    "gradient_accumulation_counters";
-
 // How gradients of the mini-batches are combined (table above). Shared with
 // pipelining, which always accumulates.
 enum class GradientAccumulationReductionMethod { kSum, kMean, kRunningMean };

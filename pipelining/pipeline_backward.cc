@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/gradients.h"
+#include "core/graph_collections.h"
 #include "core/op_registry.h"
 #include "core/option_checks.h"
 #include "ops/array/const.h"

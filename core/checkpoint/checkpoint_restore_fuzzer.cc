@@ -2,20 +2,20 @@
 // bytes are a Manifest (checkpoint.proto; the seeds are a real run's,
 // core/checkpoint/testdata/fuzz/checkpoint_restore), paired with that run's
 // tensors, then read the way a resumed run reads it: ResumeDataset and
-// ResumeDataLoader (the input position), and TrainingCheckpoint::Restore
-// into the test model (checkpoint_test_model.h) built at the seeds' input
-// position. Any status is fine; a crash, an uncaught exception, a read
-// past a vector or a signed overflow (UBSan) is not. A restore that
-// succeeds must have had consistent positions.
+// ResumeDataLoader (feeds/resume_input.h: the input position), and
+// TrainingCheckpoint::Restore into the test model (checkpoint_test_model.h)
+// built at the seeds' input position. Any status is fine; a crash, an
+// uncaught exception, a read past a vector or a signed overflow (UBSan) is
+// not. A restore that succeeds must have had consistent positions.
 #include <memory>
 
 #include "core/checkpoint/checkpoint_test_model.h"
 #include "core/checkpoint/manifest_reading.h"
-#include "core/checkpoint/resume_input.h"
 #include "core/checkpoint/training_state.h"
 #include "core/status.h"
 #include "core/testing/fuzz.h"
 #include "feeds/dataset.h"
+#include "feeds/resume_input.h"
 
 namespace ipuflow::checkpoint {
 
@@ -52,9 +52,10 @@ IPUFLOW_FUZZ_TARGET(checkpoint_restore) {
   ckpt::CheckpointContents c;
   if (!c.manifest.ParseFromArray(data, static_cast<int>(size))) return;
   c.tensors = f->saved.tensors;
-  (void)ckpt::ResumeDataset(c, "train", ::ipuflow::feeds::Range(0, 1000));
-  (void)ckpt::ResumeDataLoader(c, "train", ckpt::testing::Samples(48),
-                               f->options);
+  namespace feeds = ::ipuflow::feeds;
+  (void)feeds::ResumeDataset(c, "train", feeds::Range(0, 1000));
+  (void)feeds::ResumeDataLoader(c, "train", ckpt::testing::Samples(48),
+                                f->options);
   if (!f->target->ckpt().Restore(c).ok()) return;
   for (const ckpt::InfeedPosition& p : c.manifest.infeeds()) {
     absl::StatusOr<int64_t> total = ckpt::TotalConsumed(p);

@@ -56,14 +56,17 @@ absl::StatusOr<TrainingFeeds> MakeTrainingFeeds(
     const feeds::DataLoaderOptions& options) {
   TrainingFeeds f;
   if (resume != nullptr) {
-    ASSIGN_OR_RETURN(f.loader, ResumeDataLoader(*resume, "train",
-                                                std::move(samples), options));
+    ASSIGN_OR_RETURN(
+        f.loader,
+        feeds::ResumeDataLoader(*resume, "train", std::move(samples), options));
   } else {
     ASSIGN_OR_RETURN(f.loader,
                      feeds::DataLoader::Create(std::move(samples), options));
   }
   ASSIGN_OR_RETURN(feeds::DatasetPtr micro, f.loader->ToInfeedDataset());
-  ASSIGN_OR_RETURN(f.infeed, feeds::IPUInfeedQueue::Create(micro->Repeat()));
+  ASSIGN_OR_RETURN(
+      f.infeed, feeds::IPUInfeedQueue::Create(micro->Repeat(),
+                                              feeds::InfeedOptions{"train"}));
   ASSIGN_OR_RETURN(f.outfeed, feeds::IPUOutfeedQueue::Create());
   return f;
 }
@@ -150,7 +153,6 @@ void TrainingRun::Build(const RunConfig& cfg,
   status_ = strategy_->Initialize(*graph_);
   if (!status_.ok()) return;
   ckpt_ = std::make_unique<TrainingCheckpoint>(graph_, exe_);
-  ckpt_->AddInfeed("train", infeed_.get(), loader_.get());
   if (resume != nullptr && cfg.restore) status_ = ckpt_->Restore(*resume);
 }
 

@@ -22,6 +22,7 @@
 #include "feeds/data_loader.h"
 #include "feeds/infeed_queue.h"
 #include "feeds/outfeed_queue.h"
+#include "feeds/resume_input.h"
 #include "optimizers/adam.h"
 #include "optimizers/gradient_accumulation.h"
 #include "optimizers/loss_scaling.h"

@@ -1,6 +1,7 @@
 // Reading a checkpoint's manifest for TrainingCheckpoint (training_state.h)
-// and the resumed input (ResumeDataset, ResumeDataLoader): types as text,
-// the feeds by name, the random streams' keys. Internal to core/checkpoint.
+// and the inputs it saves and resumes (feeds/infeed_position.h,
+// feeds/resume_input.h): types as text, the feeds by name, the random
+// streams' keys. The manifest is read from a file: every count is checked.
 //
 // Thread safety: pure functions.
 #ifndef IPUFLOW_CORE_CHECKPOINT_MANIFEST_READING_H_
@@ -12,7 +13,6 @@
 #include "absl/status/statusor.h"
 #include "core/checkpoint/checkpoint.pb.h"
 #include "core/tensor.h"
-#include "feeds/data_loader.h"
 
 namespace ipuflow::checkpoint {
 
@@ -39,11 +39,6 @@ absl::StatusOr<int64_t> TotalConsumed(const InfeedPosition& p);
 // sample; InvalidArgument naming the three when they are not a position or
 // overflow int64 (the manifest is read from a file).
 absl::StatusOr<int64_t> LoaderPosition(const DataLoaderPosition& l);
-
-// The micro-batches of one DataLoader step.
-inline int64_t MicroBatchesPerStep(const feeds::DataLoaderOptions& o) {
-  return o.device_iterations * o.gradient_accumulation * o.replicas;
-}
 
 }  // namespace ipuflow::checkpoint
 

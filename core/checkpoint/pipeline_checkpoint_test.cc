@@ -137,7 +137,6 @@ class PipelineRun {
     status_ = strategy_->Initialize(*graph_);
     if (!status_.ok()) return;
     ckpt_ = std::make_unique<TrainingCheckpoint>(graph_, exe_);
-    ckpt_->AddInfeed("train", infeed_.get(), loader_.get());
     if (resume != nullptr) status_ = ckpt_->Restore(*resume);
   }
   ~PipelineRun() { strategy_.reset(); }

@@ -353,7 +353,9 @@ absl::Status TrainingCheckpoint::Check(const CheckpointContents& c,
   ProgramVariables vars = VariablesOf(exe_);
   ASSIGN_OR_RETURN(auto plan, PlanVariables(c, vars, at));
   ASSIGN_OR_RETURN(out->runs, PlanRandomStreams(m, exe_, at));
-  RETURN_IF_ERROR(CheckFeeds(m, at.replicas, &out->bases));
+  RETURN_IF_ERROR(CheckInputs(m, at.replicas, &out->inputs));
+  out->manifest = &m;
+  out->replicas = at.replicas;
   out->seed = m.random().seed();
   out->run_id = m.run_id();
   for (auto& [name, per] : vars) {
@@ -364,70 +366,19 @@ absl::Status TrainingCheckpoint::Check(const CheckpointContents& c,
   return absl::OkStatus();
 }
 
-// Feeds: the same names, fresh queues, positions that re-split.
-absl::Status TrainingCheckpoint::CheckFeeds(
+// Inputs: the same names, each at a position it can take.
+absl::Status TrainingCheckpoint::CheckInputs(
     const Manifest& m, int replicas,
-    std::vector<std::vector<int64_t>>* out) const {
-  std::vector<std::vector<int64_t>> bases(feeds_.size());
+    std::vector<std::shared_ptr<HostResource>>* out) const {
+  ASSIGN_OR_RETURN(std::vector<std::shared_ptr<HostResource>> live,
+                   LiveInputs("restore"));
   std::set<std::string> names;
-  for (size_t i = 0; i < feeds_.size(); ++i) {
-    const Feed& f = feeds_[i];
-    names.insert(f.name);
-    const InfeedPosition* p = FindInfeed(m, f.name);
-    if (p == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("restore: the checkpoint has no infeed '", f.name,
-                       "' (it has: ", InfeedNames(m), ")"));
+  for (size_t i = 0; i < live.size(); ++i) {
+    names.insert(inputs_[i].name);
+    const absl::Status s = inputs_[i].input->CheckPosition(m, replicas);
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("restore: ", s.message()));
     }
-    for (int64_t n : f.queue->ConsumedPerReplica()) {
-      if (n != 0) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "restore: infeed '", f.name,
-            "' has already fed the devices; restore before the first run "
-            "(its dataset from ResumeDataset or ResumeDataLoader)"));
-      }
-    }
-    absl::StatusOr<int64_t> total_or = TotalConsumed(*p);
-    if (!total_or.ok()) {
-      return absl::Status(
-          total_or.status().code(),
-          absl::StrCat("restore: ", total_or.status().message()));
-    }
-    const int64_t total = *total_or;
-    if (total % replicas != 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "restore: infeed '", f.name, "': ", total,
-          " elements consumed do not split over ", replicas, " replicas"));
-    }
-    bases[i].assign(replicas, total / replicas);
-    const DataLoaderPosition* l = FindLoader(m, f.name);
-    if ((l != nullptr) != (f.loader != nullptr)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "restore: infeed '", f.name, "' was ",
-          l != nullptr ? "fed by a DataLoader" : "not fed by a DataLoader",
-          " in the checkpoint and is ", f.loader != nullptr ? "" : "not ",
-          "here"));
-    }
-    if (l != nullptr) {
-      absl::StatusOr<int64_t> want = LoaderPosition(*l);
-      if (!want.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "restore: infeed '", f.name, "': ", want.status().message()));
-      }
-      const int64_t have =
-          f.loader->start_epoch() * f.loader->samples_per_epoch() +
-          f.loader->start_sample();
-      if (*want != have) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "restore: infeed '", f.name, "': its DataLoader starts at epoch ",
-            f.loader->start_epoch(), " sample ", f.loader->start_sample(),
-            ", the checkpoint stands at epoch ", l->epoch(), " sample ",
-            l->sample(), "; make it with ResumeDataLoader"));
-      }
-    }
-  }
-  if (names.size() != feeds_.size()) {
-    return absl::InvalidArgumentError("restore: two infeeds share a name");
   }
   std::set<std::string> listed;
   for (const InfeedPosition& p : m.infeeds()) {
@@ -436,13 +387,13 @@ absl::Status TrainingCheckpoint::CheckFeeds(
           "restore: the checkpoint lists infeed '", p.name(), "' twice"));
     }
     if (names.count(p.name()) == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("restore: the checkpoint has infeed '", p.name(),
-                       "', which this run does not (AddInfeed)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "restore: the checkpoint has infeed '", p.name(),
+          "', which this run's program does not read (its infeeds: ",
+          names.empty() ? "none" : absl::StrJoin(names, ", "), ")"));
     }
   }
-
-  *out = std::move(bases);
+  *out = std::move(live);
   return absl::OkStatus();
 }
 
@@ -460,7 +411,9 @@ absl::Status TrainingCheckpoint::Apply(const RestorePlan& plan) {
     // A copy: the file's buffer is not kept alive by the variables.
     RETURN_IF_ERROR(variable->Assign(value->Copy()));
   }
-  for (size_t i = 0; i < feeds_.size(); ++i) feeds_[i].base = plan.bases[i];
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+    inputs_[i].input->RestorePosition(*plan.manifest, plan.replicas);
+  }
   run_id_ = plan.run_id;  // The resumed run continues the saved one.
   return absl::OkStatus();
 }

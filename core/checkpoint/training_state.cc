@@ -13,10 +13,10 @@
 #include "core/checkpoint/crc32c.h"
 #include "core/checkpoint/manifest_reading.h"
 #include "core/checkpoint/process_parts.h"
+#include "core/graph_collections.h"
 #include "core/hash_mix.h"
 #include "core/resource.h"
 #include "core/status.h"
-#include "optimizers/gradient_accumulation.h"
 
 namespace ipuflow::checkpoint {
 namespace {
@@ -134,7 +134,7 @@ absl::StatusOr<VariableValues> ReadAllVariables(const DeviceProgram& exe,
 // Only at weight-update boundaries: every accumulation counter at 0.
 absl::Status CheckAtWeightUpdate(const Graph& graph,
                                  const VariableValues& values, int replicas) {
-  for (const Node* n : graph.collection(optimizers::kAccumulationCounters)) {
+  for (const Node* n : graph.collection(kAccumulationCountersCollection)) {
     auto it = values.find(n->name());
     if (it == values.end()) continue;  // Not on this executable's IPUs.
     for (int r = 0; r < replicas; ++r) {
@@ -174,41 +174,6 @@ absl::StatusOr<std::map<std::string, std::string>> AlikeOnReplicas(
     if (identical) digests[name] = multi_process ? Digest(per[0]) : "";
   }
   return digests;
-}
-
-// A DataLoader's position after the devices consumed `consumed`
-// micro-batches of it: refused part-way through one of its steps.
-absl::Status AddLoaderPosition(const std::string& name,
-                               const feeds::DataLoader& loader,
-                               int64_t consumed, Manifest* m) {
-  const feeds::DataLoaderOptions& o = loader.options();
-  const int64_t per_step = MicroBatchesPerStep(o);
-  if (consumed % per_step != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "checkpoint: infeed '", name, "': the devices consumed ", consumed,
-        " micro-batches of its DataLoader, not a whole number of its "
-        "steps (device_iterations(",
-        o.device_iterations, ") x gradient_accumulation(",
-        o.gradient_accumulation, ") x replicas(", o.replicas, ") = ", per_step,
-        "); save after a whole step"));
-  }
-  const int64_t spe = loader.samples_per_epoch();
-  const int64_t at = loader.start_epoch() * spe + loader.start_sample() +
-                     consumed / per_step * loader.combined_batch_size();
-  const feeds::DataLoaderPlanKey key = loader.plan_key();
-  DataLoaderPosition* l = m->add_loaders();
-  l->set_name(name);
-  l->set_num_samples(key.num_samples);
-  l->set_seed(key.seed);
-  l->set_shuffle(key.shuffle);
-  l->set_drop_last(key.drop_last);
-  l->set_combined_batch_size(key.combined_batch_size);
-  l->set_process_count(key.process_count);
-  l->set_samples_per_epoch(spe);
-  l->set_epoch(at / spe);
-  l->set_sample(at % spe);
-  l->set_micro_batch_size(o.batch_size);
-  return absl::OkStatus();
 }
 
 // Adds the variables to `c`: those in `shared` once as replica -1, the others
@@ -266,12 +231,20 @@ uint64_t TrainingCheckpoint::Fingerprint(
 
 TrainingCheckpoint::TrainingCheckpoint(const Graph* graph,
                                        DeviceProgram* executable)
-    : graph_(graph), exe_(executable), run_id_(RandomId()) {}
+    : graph_(graph), exe_(executable), run_id_(RandomId()) {
+  if (exe_ == nullptr) return;
+  for (const std::weak_ptr<HostResource>& weak : exe_->host_resources()) {
+    std::shared_ptr<HostResource> r = weak.lock();
+    if (auto* input = dynamic_cast<CheckpointedInput*>(r.get())) {
+      inputs_.push_back({input->checkpoint_name(), weak, input});
+    }
+  }
+}
 
-void TrainingCheckpoint::AddInfeed(const std::string& name,
-                                   feeds::IPUInfeedQueue* queue,
-                                   feeds::DataLoader* loader) {
-  feeds_.push_back({name, queue, loader, {}});
+std::vector<std::string> TrainingCheckpoint::input_names() const {
+  std::vector<std::string> names;
+  for (const Input& in : inputs_) names.push_back(in.name);
+  return names;
 }
 
 absl::Status TrainingCheckpoint::CheckSupported(const char* what) const {
@@ -282,21 +255,35 @@ absl::Status TrainingCheckpoint::CheckSupported(const char* what) const {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<std::shared_ptr<HostResource>>>
+TrainingCheckpoint::LiveInputs(const char* what) const {
+  std::vector<std::shared_ptr<HostResource>> live;
+  std::set<std::string> names;
+  for (const Input& in : inputs_) {
+    if (!names.insert(in.name).second) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          what, ": two inputs of the program are called '", in.name,
+          "'; a checkpoint tells them apart by name (give each infeed its "
+          "own: IPUInfeedQueue::Create's InfeedOptions::name)"));
+    }
+    std::shared_ptr<HostResource> r = in.resource.lock();
+    if (r == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(what, ": input '", in.name, "' was destroyed"));
+    }
+    live.push_back(std::move(r));
+  }
+  return live;
+}
+
 absl::Status TrainingCheckpoint::AddInputPositions(int replicas,
                                                    Manifest* m) const {
-  for (const Feed& f : feeds_) {
-    std::vector<int64_t> consumed = f.queue->ConsumedPerReplica();
-    consumed.resize(replicas, 0);
-    int64_t since = 0;  // By this queue.
-    InfeedPosition* p = m->add_infeeds();
-    p->set_name(f.name);
-    for (int r = 0; r < replicas; ++r) {
-      since += consumed[r];
-      p->add_consumed(consumed[r] +
-                      (r < static_cast<int>(f.base.size()) ? f.base[r] : 0));
+  ASSIGN_OR_RETURN(auto live, LiveInputs("checkpoint"));
+  for (size_t i = 0; i < live.size(); ++i) {
+    const absl::Status s = inputs_[i].input->SavePosition(replicas, m);
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("checkpoint: ", s.message()));
     }
-    if (f.loader == nullptr) continue;
-    RETURN_IF_ERROR(AddLoaderPosition(f.name, *f.loader, since, m));
   }
   return absl::OkStatus();
 }

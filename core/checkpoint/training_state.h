@@ -4,19 +4,21 @@
 // continues bit for bit after a restore: same weights, same loss curve.
 //
 //   // The run: a compiled device program (step, loop, pipeline,
-//   // replicated), its graph, and its infeeds with the DataLoaders that
-//   // feed them.
+//   // replicated) and its graph. Its inputs are found, not added: the
+//   // infeeds its nodes read (checkpointed_input.h), each saved under its
+//   // name with the DataLoader behind it (feeds/infeed_queue.h).
 //   TrainingCheckpoint ckpt(&graph, exe);
-//   ckpt.AddInfeed("train", infeed.get(), loader.get());
 //   ...exe->Execute(...)...                      // k weight updates
 //   ASSIGN_OR_RETURN(std::string path, ckpt.Save("/ckpt", k));
 //
-//   // Resuming (a new process): the input first, at the saved position,
+//   // Resuming (a new process): the input first, at the saved position
+//   // (feeds/resume_input.h),
 //   ASSIGN_OR_RETURN(CheckpointContents c, ReadCheckpoint(path));
-//   ASSIGN_OR_RETURN(auto loader, ResumeDataLoader(c, "train", samples, o));
-//   ... build the graph on loader->ToInfeedDataset(), compile, Initialize,
+//   ASSIGN_OR_RETURN(auto loader,
+//                    feeds::ResumeDataLoader(c, "train", samples, o));
+//   ... an infeed named "train" on loader->ToInfeedDataset(), the graph,
+//   ... compile, Initialize,
 //   TrainingCheckpoint ckpt(&graph, exe);
-//   ckpt.AddInfeed("train", infeed.get(), loader.get());
 //   RETURN_IF_ERROR(ckpt.Restore(c));            // all or nothing
 //
 // What is saved (docs/CHECKPOINTS.md):
@@ -36,9 +38,10 @@
 //     ahead), and per DataLoader the epoch and sample it reached, with what
 //     its order depends on (seed, shuffle, drop_last, sizes).
 // Refused (FailedPrecondition naming the cause): a checkpoint in the middle
-// of a gradient accumulation (a counter of optimizers::
-// kAccumulationCounters not at 0), or of a DataLoader step (a pipeline
-// stopped part-way through a run).
+// of a gradient accumulation (a counter of the graph collection
+// kAccumulationCountersCollection, core/graph_collections.h, not at 0), or
+// of a DataLoader step (a pipeline stopped part-way through a run), or of a
+// program whose inputs share a name.
 //
 // A run's checkpoints carry its id (Manifest.run_id): random for a new
 // TrainingCheckpoint, the checkpoint's after a Restore (the resumed run
@@ -65,8 +68,8 @@
 // replica count, a DataLoader's sample a whole number of its new steps.
 //
 // Thread safety: call Save and Restore between Executes of the executable,
-// from one thread. The graph, executable, infeeds and loaders must outlive
-// this object.
+// from one thread. The graph and executable must outlive this object; an
+// input destroyed before a Save or Restore fails it (FailedPrecondition).
 #ifndef IPUFLOW_CORE_CHECKPOINT_TRAINING_STATE_H_
 #define IPUFLOW_CORE_CHECKPOINT_TRAINING_STATE_H_
 
@@ -79,13 +82,11 @@
 #include "absl/status/statusor.h"
 #include "core/checkpoint/checkpoint_directory.h"
 #include "core/checkpoint/checkpoint_file.h"
+#include "core/checkpoint/checkpointed_input.h"
 #include "core/checkpoint/process_parts.h"
-#include "core/checkpoint/resume_input.h"
 #include "core/graph.h"
 #include "core/ipu/device_program.h"
 #include "core/resource.h"
-#include "feeds/data_loader.h"
-#include "feeds/infeed_queue.h"
 
 namespace ipuflow::checkpoint {
 
@@ -93,11 +94,8 @@ class TrainingCheckpoint {
  public:
   TrainingCheckpoint(const Graph* graph, DeviceProgram* executable);
 
-  // An infeed the executable reads, saved under `name`. `loader` (may be
-  // null): the DataLoader whose ToInfeedDataset() the infeed reads, made
-  // for it (Create or ResumeDataLoader) and read only by it.
-  void AddInfeed(const std::string& name, feeds::IPUInfeedQueue* queue,
-                 feeds::DataLoader* loader = nullptr);
+  // The names of the inputs found in the executable, in its order.
+  std::vector<std::string> input_names() const;
 
   // The run's state now, with `weight_updates` as its step counter.
   absl::StatusOr<CheckpointContents> Capture(int64_t weight_updates) const;
@@ -118,13 +116,11 @@ class TrainingCheckpoint {
   static uint64_t Fingerprint(const std::vector<TensorEntry>& variables);
 
  private:
-  struct Feed {
+  // An input of the executable (checkpointed_input.h), while it lives.
+  struct Input {
     std::string name;
-    feeds::IPUInfeedQueue* queue;
-    feeds::DataLoader* loader;
-    // Elements consumed before this queue existed (a restored run's), per
-    // replica.
-    std::vector<int64_t> base;
+    std::weak_ptr<HostResource> resource;
+    CheckpointedInput* input;  // resource's, valid while it lives.
   };
   // What Restore assigns, once every check passed.
   struct RestorePlan {
@@ -133,22 +129,30 @@ class TrainingCheckpoint {
     std::vector<std::vector<std::pair<std::string, uint64_t>>> runs;
     std::vector<std::pair<std::shared_ptr<VariableResource>, const Tensor*>>
         assign;
-    std::vector<std::vector<int64_t>> bases;  // [feed][replica]
+    // The inputs, kept alive from the checks to their restore, and what
+    // they restore: `manifest`'s positions for `replicas` replicas.
+    std::vector<std::shared_ptr<HostResource>> inputs;
+    const Manifest* manifest = nullptr;
+    int replicas = 0;
   };
   absl::Status CheckSupported(const char* what) const;
-  // Capture's infeed and DataLoader positions, added to `m`.
+  // The inputs alive, in order; FailedPrecondition naming one that was
+  // destroyed, or two that share a name. `what`: "checkpoint", "restore".
+  absl::StatusOr<std::vector<std::shared_ptr<HostResource>>> LiveInputs(
+      const char* what) const;
+  // Capture's input positions, added to `m`.
   absl::Status AddInputPositions(int replicas, Manifest* m) const;
   // Every check of Restore on this process (training_restore.cc).
   absl::Status Check(const CheckpointContents& c, RestorePlan* plan) const;
-  // The infeeds' names, queues, DataLoaders and positions against `m`'s;
-  // `bases`: what each feed's replicas had consumed.
-  absl::Status CheckFeeds(const Manifest& m, int replicas,
-                          std::vector<std::vector<int64_t>>* bases) const;
+  // The inputs' names and positions against `m`'s; `inputs`: the inputs.
+  absl::Status CheckInputs(
+      const Manifest& m, int replicas,
+      std::vector<std::shared_ptr<HostResource>>* inputs) const;
   absl::Status Apply(const RestorePlan& plan);
 
   const Graph* graph_;
   DeviceProgram* exe_;
-  std::vector<Feed> feeds_;
+  std::vector<Input> inputs_;
   uint64_t run_id_;
 };
 

@@ -101,6 +101,11 @@ class DeviceProgram : public Executable {
   CollectiveGroup* collectives() const { return group_.get(); }
   // The IPU that runs replica r (its first shard).
   int ipu_of_replica(int r) const { return r * ipus_per_replica_; }
+  // The host resources (feed queues) its nodes use, found through its graph
+  // when it was compiled; the owners decide their lifetime.
+  const std::vector<std::weak_ptr<HostResource>>& host_resources() const {
+    return host_resources_;
+  }
 
   // Runs every replica, each on its IPU's thread, with its feeds (args[r],
   // or args[0] for all). (*fetches)[r] holds replica r's results. An error

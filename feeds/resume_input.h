@@ -2,11 +2,12 @@
 // holds"): an infeed's dataset without what the devices consumed, or its
 // DataLoader standing where the saved one's device stood. Called before
 // the resumed run's graph is built on them; TrainingCheckpoint::Restore
-// (training_state.h) then checks that the loader stands there.
+// (core/checkpoint/training_state.h) then checks that the infeed of the
+// same name stands there.
 //
 // Thread safety: pure functions of the checkpoint.
-#ifndef IPUFLOW_CORE_CHECKPOINT_RESUME_INPUT_H_
-#define IPUFLOW_CORE_CHECKPOINT_RESUME_INPUT_H_
+#ifndef IPUFLOW_FEEDS_RESUME_INPUT_H_
+#define IPUFLOW_FEEDS_RESUME_INPUT_H_
 
 #include <memory>
 #include <string>
@@ -16,16 +17,16 @@
 #include "feeds/data_loader.h"
 #include "feeds/dataset.h"
 
-namespace ipuflow::checkpoint {
+namespace ipuflow::feeds {
 
 // The dataset an infeed saved as `name` reads in the resumed run: `dataset`
 // without the elements the devices consumed (Skip: a deterministic dataset
 // replays its order, shuffle buffers included). FailedPrecondition when the
 // replicas had consumed different counts; NotFound naming the infeeds the
 // checkpoint has.
-absl::StatusOr<feeds::DatasetPtr> ResumeDataset(const CheckpointContents& c,
-                                                const std::string& name,
-                                                feeds::DatasetPtr dataset);
+absl::StatusOr<DatasetPtr> ResumeDataset(
+    const checkpoint::CheckpointContents& c, const std::string& name,
+    DatasetPtr dataset);
 
 // The DataLoader of infeed `name` in the resumed run: `samples` and
 // `options` as saved (the replica count may differ where the split allows),
@@ -33,10 +34,10 @@ absl::StatusOr<feeds::DatasetPtr> ResumeDataset(const CheckpointContents& c,
 // CreateAt). InvalidArgument naming the field and both values when the
 // samples or options give another order (or, in a multi-process run,
 // another process's part: options.process_index).
-absl::StatusOr<std::unique_ptr<feeds::DataLoader>> ResumeDataLoader(
-    const CheckpointContents& c, const std::string& name,
-    feeds::DatasetPtr samples, const feeds::DataLoaderOptions& options);
+absl::StatusOr<std::unique_ptr<DataLoader>> ResumeDataLoader(
+    const checkpoint::CheckpointContents& c, const std::string& name,
+    DatasetPtr samples, const DataLoaderOptions& options);
 
-}  // namespace ipuflow::checkpoint
+}  // namespace ipuflow::feeds
 
-#endif  // IPUFLOW_CORE_CHECKPOINT_RESUME_INPUT_H_
+#endif  // IPUFLOW_FEEDS_RESUME_INPUT_H_

@@ -1,4 +1,4 @@
-#include "core/checkpoint/resume_input.h"
+#include "feeds/resume_input.h"
 
 #include <utility>
 
@@ -6,11 +6,19 @@
 #include "core/checkpoint/manifest_reading.h"
 #include "core/status.h"
 
-namespace ipuflow::checkpoint {
+namespace ipuflow::feeds {
 
-absl::StatusOr<feeds::DatasetPtr> ResumeDataset(const CheckpointContents& c,
-                                                const std::string& name,
-                                                feeds::DatasetPtr dataset) {
+using checkpoint::CheckpointContents;
+using checkpoint::DataLoaderPosition;
+using checkpoint::FindInfeed;
+using checkpoint::FindLoader;
+using checkpoint::InfeedNames;
+using checkpoint::InfeedPosition;
+using checkpoint::TotalConsumed;
+
+absl::StatusOr<DatasetPtr> ResumeDataset(const CheckpointContents& c,
+                                         const std::string& name,
+                                         DatasetPtr dataset) {
   const InfeedPosition* p = FindInfeed(c.manifest, name);
   if (p == nullptr) {
     return absl::NotFoundError(
@@ -21,9 +29,9 @@ absl::StatusOr<feeds::DatasetPtr> ResumeDataset(const CheckpointContents& c,
   return dataset->Skip(total);
 }
 
-absl::StatusOr<std::unique_ptr<feeds::DataLoader>> ResumeDataLoader(
-    const CheckpointContents& c, const std::string& name,
-    feeds::DatasetPtr samples, const feeds::DataLoaderOptions& options) {
+absl::StatusOr<std::unique_ptr<DataLoader>> ResumeDataLoader(
+    const CheckpointContents& c, const std::string& name, DatasetPtr samples,
+    const DataLoaderOptions& options) {
   const DataLoaderPosition* l = FindLoader(c.manifest, name);
   if (l == nullptr) {
     return absl::NotFoundError(absl::StrCat(
@@ -32,9 +40,9 @@ absl::StatusOr<std::unique_ptr<feeds::DataLoader>> ResumeDataLoader(
   }
   const std::string where = absl::StrCat("ResumeDataLoader '", name, "': ");
   // Made at the start first, to learn its sizes; then at the position.
-  ASSIGN_OR_RETURN(std::unique_ptr<feeds::DataLoader> probe,
-                   feeds::DataLoader::Create(samples, options));
-  const feeds::DataLoaderPlanKey k = probe->plan_key();
+  ASSIGN_OR_RETURN(std::unique_ptr<DataLoader> probe,
+                   DataLoader::Create(samples, options));
+  const DataLoaderPlanKey k = probe->plan_key();
   auto differs = [&](const char* field, auto saved, auto here) -> absl::Status {
     if (saved == here) return absl::OkStatus();
     return absl::InvalidArgumentError(absl::StrCat(
@@ -68,8 +76,8 @@ absl::StatusOr<std::unique_ptr<feeds::DataLoader>> ResumeDataLoader(
         options.process_index, "'s of ", options.process_count));
   }
   probe.reset();
-  return feeds::DataLoader::CreateAt(std::move(samples), options, l->epoch(),
-                                     l->sample());
+  return DataLoader::CreateAt(std::move(samples), options, l->epoch(),
+                              l->sample());
 }
 
-}  // namespace ipuflow::checkpoint
+}  // namespace ipuflow::feeds
